@@ -1,0 +1,80 @@
+/*
+ * nccl-resilient: collective-network plugin ABI v11 (symbol
+ * ncclCollNetPlugin_v11), ncclCollNet_v11_t (fact sheet §1.9, 19 slots).
+ * For reference only: collnet is optional, and a plugin should not export
+ * it unless it really implements it. Where the fact sheet leaves a
+ * member's parameters blank, they are taken to be as in ncclNet_v11_t.
+ *
+ * dataType/redOp are declared int: they carry NCCL's int-sized
+ * ncclDataType_t / ncclRedOp_t enum values (not declared here).
+ */
+#ifndef RESILIENT_NCCL_COLLNET_V11_H
+#define RESILIENT_NCCL_COLLNET_V11_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl/abi_check.h"
+#include "nccl/log.h"
+#include "nccl/net_common.h"
+#include "nccl/net_v11.h"
+#include "nccl/result.h"
+
+typedef struct {
+  const char* name; /* data member */
+  /* Per communicator; *ctx is this communicator's context. */
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclDebugLogger_t logFn);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v11_t* props);
+  /* Fill <= NCCL_NET_HANDLE_MAXSIZE bytes into handle. */
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  /* handles: one listen handle per rank (nranks entries). */
+  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm,
+                          void** collComm);
+  /* *supported = 1 if the (dataType, redOp) pair can be reduced. */
+  ncclResult_t (*reduceSupport)(int dataType, int redOp, int* supported);
+  ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type,
+                              uint64_t offset, int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* collComm, void* mhandle);
+  ncclResult_t (*iallreduce)(void* collComm, void* sendData, void* recvData, size_t count,
+                             int dataType, int redOp, void* sendMhandle, void* recvMhandle,
+                             void** request);
+  ncclResult_t (*iallgather)(void* collComm, void* sendData, int nRecvParts,
+                             ncclNetSGE_v11_t* recvParts, size_t bytesPerRank,
+                             size_t windowOffset, size_t windowBytes, void* sendMhandle,
+                             void** request);
+  ncclResult_t (*ireducescatter)(void* collComm, int nSendParts, ncclNetSGE_v11_t* sendParts,
+                                 void* recvData, size_t bytesPerRank, size_t windowOffset,
+                                 size_t windowBytes, int dataType, int redOp,
+                                 void* recvMhandle, void** request);
+  ncclResult_t (*iflush)(void* collComm, void* data, int size, void* mhandle, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* size);
+  ncclResult_t (*closeColl)(void* collComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v11_t* props);
+  ncclResult_t (*finalize)(void* ctx);
+} ncclCollNet_v11_t;
+
+NCCL_ABI_SIZE(ncclCollNet_v11_t, 152);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, name, 0);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, init, 8);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, devices, 16);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, getProperties, 24);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, listen, 32);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, connect, 40);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, reduceSupport, 48);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, regMr, 56);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, regMrDmaBuf, 64);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, deregMr, 72);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, iallreduce, 80);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, iallgather, 88);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, ireducescatter, 96);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, iflush, 104);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, test, 112);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, closeColl, 120);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, closeListen, 128);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, makeVDevice, 136);
+NCCL_ABI_OFFSET(ncclCollNet_v11_t, finalize, 144);
+
+#endif /* RESILIENT_NCCL_COLLNET_V11_H */
