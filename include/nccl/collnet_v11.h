@@ -29,25 +29,23 @@ typedef struct {
   /* Fill <= NCCL_NET_HANDLE_MAXSIZE bytes into handle. */
   ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
   /* handles: one listen handle per rank (nranks entries). */
-  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm,
-                          void** collComm);
+  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
   /* *supported = 1 if the (dataType, redOp) pair can be reduced. */
   ncclResult_t (*reduceSupport)(int dataType, int redOp, int* supported);
   ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
-  ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type,
-                              uint64_t offset, int fd, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
   ncclResult_t (*deregMr)(void* collComm, void* mhandle);
   ncclResult_t (*iallreduce)(void* collComm, void* sendData, void* recvData, size_t count,
                              int dataType, int redOp, void* sendMhandle, void* recvMhandle,
                              void** request);
   ncclResult_t (*iallgather)(void* collComm, void* sendData, int nRecvParts,
-                             ncclNetSGE_v11_t* recvParts, size_t bytesPerRank,
-                             size_t windowOffset, size_t windowBytes, void* sendMhandle,
-                             void** request);
+                             ncclNetSGE_v11_t* recvParts, size_t bytesPerRank, size_t windowOffset,
+                             size_t windowBytes, void* sendMhandle, void** request);
   ncclResult_t (*ireducescatter)(void* collComm, int nSendParts, ncclNetSGE_v11_t* sendParts,
                                  void* recvData, size_t bytesPerRank, size_t windowOffset,
-                                 size_t windowBytes, int dataType, int redOp,
-                                 void* recvMhandle, void** request);
+                                 size_t windowBytes, int dataType, int redOp, void* recvMhandle,
+                                 void** request);
   ncclResult_t (*iflush)(void* collComm, void* data, int size, void* mhandle, void** request);
   ncclResult_t (*test)(void* request, int* done, int* size);
   ncclResult_t (*closeColl)(void* collComm);

@@ -22,20 +22,20 @@
 #define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
 
 typedef struct {
-  size_t size;         /* sizeof(ncclConfig_t) */
-  unsigned int magic;  /* NCCL_CONFIG_MAGIC_VALUE */
+  size_t size;          /* sizeof(ncclConfig_t) */
+  unsigned int magic;   /* NCCL_CONFIG_MAGIC_VALUE */
   unsigned int version; /* NCCL version code the caller's layout comes from */
-  int blocking;        /* 0 = non-blocking communicator (calls may return ncclInProgress) */
+  int blocking;         /* 0 = non-blocking communicator (calls may return ncclInProgress) */
   int cgaClusterSize;
   int minCTAs;
   int maxCTAs;
-  const char* netName; /* selects the net plugin by its name; NCCL_NET overrides it */
-  int splitShare;      /* children of split share the parent's resources and net ctx */
-  int trafficClass;    /* to the plugin as ncclNetCommConfig.trafficClass (unset -> -1) */
+  const char* netName;  /* selects the net plugin by its name; NCCL_NET overrides it */
+  int splitShare;       /* children of split share the parent's resources and net ctx */
+  int trafficClass;     /* to the plugin as ncclNetCommConfig.trafficClass (unset -> -1) */
   const char* commName; /* may be NULL; given to the profiler */
   int collnetEnable;
   int CTAPolicy;
-  int shrinkShare;     /* children of shrink share resources (not with SHRINK_ABORT) */
+  int shrinkShare; /* children of shrink share resources (not with SHRINK_ABORT) */
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;

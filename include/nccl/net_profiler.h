@@ -30,7 +30,7 @@ typedef struct {
     uint64_t wr_id; /* work request id */
     int opcode;
     int qpNum;
-    size_t length;  /* bytes */
+    size_t length; /* bytes */
   } qp;
 } ncclProfilerNetIbDescr_v1_t;
 

@@ -34,8 +34,8 @@ typedef struct {
   ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
   /* Non-blocking: success with *sendComm == NULL means "poll again".
    * sendDevComm may be NULL; *sendDevComm is NULL for host plugins. */
-  ncclResult_t (*connect)(int dev, ncclNetCommConfig_v10_t* config, void* handle,
-                          void** sendComm, ncclNetDeviceHandle_v10_t** sendDevComm);
+  ncclResult_t (*connect)(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
+                          ncclNetDeviceHandle_v10_t** sendDevComm);
   /* Non-blocking: success with *recvComm == NULL means "poll again". */
   ncclResult_t (*accept)(void* listenComm, void** recvComm,
                          ncclNetDeviceHandle_v10_t** recvDevComm);

@@ -27,13 +27,13 @@ typedef struct {
   int port;        /* used together with guid */
   float latency;   /* microseconds; 0 = NCCL default */
   int maxComms;
-  int maxRecvs;    /* max n of a grouped irecv; 1 disables grouping */
-  ncclNetDeviceType netDeviceType; /* NCCL_NET_DEVICE_HOST for a host plugin */
-  int netDeviceVersion;            /* NCCL_NET_DEVICE_INVALID_VERSION with HOST */
+  int maxRecvs;                     /* max n of a grouped irecv; 1 disables grouping */
+  ncclNetDeviceType netDeviceType;  /* NCCL_NET_DEVICE_HOST for a host plugin */
+  int netDeviceVersion;             /* NCCL_NET_DEVICE_INVALID_VERSION with HOST */
   ncclNetVDeviceProps_v11_t vProps; /* normally {1, {dev}} */
-  size_t maxP2pBytes;  /* NCCL splits larger transfers; NCCL_MAX_NET_SIZE_BYTES */
-  size_t maxCollBytes; /* NCCL_MAX_NET_SIZE_BYTES */
-  int maxMultiRequestSize; /* set 1; the 2.28.9 core never reads it */
+  size_t maxP2pBytes;               /* NCCL splits larger transfers; NCCL_MAX_NET_SIZE_BYTES */
+  size_t maxCollBytes;              /* NCCL_MAX_NET_SIZE_BYTES */
+  int maxMultiRequestSize;          /* set 1; the 2.28.9 core never reads it */
 } ncclNetProperties_v11_t;
 
 NCCL_ABI_SIZE(ncclNetProperties_v11_t, 112);

@@ -24,7 +24,7 @@ typedef struct {
   int port;       /* used together with guid */
   float latency;  /* microseconds; 0 = NCCL default */
   int maxComms;
-  int maxRecvs;   /* max n of a grouped irecv; 1 disables grouping */
+  int maxRecvs; /* max n of a grouped irecv; 1 disables grouping */
 } ncclNetProperties_v6_t;
 
 NCCL_ABI_SIZE(ncclNetProperties_v6_t, 48);
@@ -60,8 +60,8 @@ typedef struct {
   ncclResult_t (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle,
                         void** request);
   /* *request is in/out: may be 0x1 on input; always overwrite it. */
-  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags,
-                        void** mhandles, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                        void** request);
   /* *request = NULL means nothing to wait for. */
   ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
                          void** request);

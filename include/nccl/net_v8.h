@@ -24,7 +24,7 @@ typedef struct {
   int port;        /* used together with guid */
   float latency;   /* microseconds; 0 = NCCL default */
   int maxComms;
-  int maxRecvs;    /* max n of a grouped irecv; 1 disables grouping */
+  int maxRecvs;                    /* max n of a grouped irecv; 1 disables grouping */
   ncclNetDeviceType netDeviceType; /* NCCL_NET_DEVICE_HOST for a host plugin */
   int netDeviceVersion;            /* NCCL_NET_DEVICE_INVALID_VERSION with HOST */
 } ncclNetProperties_v8_t;
@@ -57,8 +57,7 @@ typedef struct {
   ncclResult_t (*connect)(int dev, void* handle, void** sendComm,
                           ncclNetDeviceHandle_v8_t** sendDevComm);
   /* Non-blocking: success with *recvComm == NULL means "poll again". */
-  ncclResult_t (*accept)(void* listenComm, void** recvComm,
-                         ncclNetDeviceHandle_v8_t** recvDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v8_t** recvDevComm);
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
   /* opt: NULL means no DMA-BUF support. */
   ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
@@ -68,8 +67,8 @@ typedef struct {
   ncclResult_t (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle,
                         void** request);
   /* *request is in/out: may be 0x1 on input; always overwrite it. */
-  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags,
-                        void** mhandles, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                        void** request);
   /* *request = NULL means nothing to wait for. */
   ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
                          void** request);

@@ -26,12 +26,12 @@ typedef struct {
   int port;        /* used together with guid */
   float latency;   /* microseconds; 0 = NCCL default */
   int maxComms;
-  int maxRecvs;    /* max n of a grouped irecv; 1 disables grouping */
+  int maxRecvs;                    /* max n of a grouped irecv; 1 disables grouping */
   ncclNetDeviceType netDeviceType; /* NCCL_NET_DEVICE_HOST for a host plugin */
   int netDeviceVersion;            /* NCCL_NET_DEVICE_INVALID_VERSION with HOST */
   ncclNetVDeviceProps_v9_t vProps; /* normally {1, {dev}} */
-  size_t maxP2pBytes;  /* NCCL splits larger transfers; NCCL_MAX_NET_SIZE_BYTES */
-  size_t maxCollBytes; /* NCCL_MAX_NET_SIZE_BYTES */
+  size_t maxP2pBytes;              /* NCCL splits larger transfers; NCCL_MAX_NET_SIZE_BYTES */
+  size_t maxCollBytes;             /* NCCL_MAX_NET_SIZE_BYTES */
 } ncclNetProperties_v9_t;
 
 NCCL_ABI_SIZE(ncclNetProperties_v9_t, 104);
@@ -66,8 +66,7 @@ typedef struct {
   ncclResult_t (*connect)(int dev, void* handle, void** sendComm,
                           ncclNetDeviceHandle_v9_t** sendDevComm);
   /* Non-blocking: success with *recvComm == NULL means "poll again". */
-  ncclResult_t (*accept)(void* listenComm, void** recvComm,
-                         ncclNetDeviceHandle_v9_t** recvDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v9_t** recvDevComm);
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
   /* opt: NULL means no DMA-BUF support. */
   ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,

@@ -44,31 +44,31 @@ enum {
  * done), RecvGPUWait (flush done), stop (GPU consumed).
  */
 typedef enum {
-  ncclProfilerProxyOpSendPosted = 0,        /* deprecated since v4 */
-  ncclProfilerProxyOpSendRemFifoWait = 1,   /* deprecated since v4 */
-  ncclProfilerProxyOpSendTransmitted = 2,   /* deprecated since v4 */
-  ncclProfilerProxyOpSendDone = 3,          /* deprecated since v4 */
-  ncclProfilerProxyOpRecvPosted = 4,        /* deprecated since v4 */
-  ncclProfilerProxyOpRecvReceived = 5,      /* deprecated since v4 */
-  ncclProfilerProxyOpRecvTransmitted = 6,   /* deprecated since v4 */
-  ncclProfilerProxyOpRecvDone = 7,          /* deprecated since v4 */
-  ncclProfilerProxyStepSendGPUWait = 8,     /* waiting for the local GPU to produce data */
-  ncclProfilerProxyStepSendWait = 9,        /* isend posted, waiting for the network */
-  ncclProfilerProxyStepRecvWait = 10,       /* irecv posted, waiting for the network */
-  ncclProfilerProxyStepRecvFlushWait = 11,  /* received, waiting for the flush */
-  ncclProfilerProxyStepRecvGPUWait = 12,    /* flushed, waiting for the GPU to consume */
+  ncclProfilerProxyOpSendPosted = 0,       /* deprecated since v4 */
+  ncclProfilerProxyOpSendRemFifoWait = 1,  /* deprecated since v4 */
+  ncclProfilerProxyOpSendTransmitted = 2,  /* deprecated since v4 */
+  ncclProfilerProxyOpSendDone = 3,         /* deprecated since v4 */
+  ncclProfilerProxyOpRecvPosted = 4,       /* deprecated since v4 */
+  ncclProfilerProxyOpRecvReceived = 5,     /* deprecated since v4 */
+  ncclProfilerProxyOpRecvTransmitted = 6,  /* deprecated since v4 */
+  ncclProfilerProxyOpRecvDone = 7,         /* deprecated since v4 */
+  ncclProfilerProxyStepSendGPUWait = 8,    /* waiting for the local GPU to produce data */
+  ncclProfilerProxyStepSendWait = 9,       /* isend posted, waiting for the network */
+  ncclProfilerProxyStepRecvWait = 10,      /* irecv posted, waiting for the network */
+  ncclProfilerProxyStepRecvFlushWait = 11, /* received, waiting for the flush */
+  ncclProfilerProxyStepRecvGPUWait = 12,   /* flushed, waiting for the GPU to consume */
   ncclProfilerProxyCtrlIdle = 13,
   ncclProfilerProxyCtrlActive = 14,
   ncclProfilerProxyCtrlSleep = 15,
   ncclProfilerProxyCtrlWakeup = 16,
   ncclProfilerProxyCtrlAppend = 17,
   ncclProfilerProxyCtrlAppendEnd = 18,
-  ncclProfilerProxyOpInProgress_v4 = 19,    /* since v4 */
-  ncclProfilerProxyStepSendPeerWait_v4 = 20,/* since v4: data ready, waiting for the peer */
-  ncclProfilerNetPluginUpdate = 21,         /* since v4: args netPlugin.data = plugin's extData */
-  ncclProfilerKernelChStop = 22,            /* since v4: args kernelCh.pTimer = GPU stop ns */
-  ncclProfilerGroupStartApiStop = 23,       /* since v5: GroupApi; args may be NULL */
-  ncclProfilerGroupEndApiStart = 24         /* since v5: GroupApi; args may be NULL */
+  ncclProfilerProxyOpInProgress_v4 = 19,     /* since v4 */
+  ncclProfilerProxyStepSendPeerWait_v4 = 20, /* since v4: data ready, waiting for the peer */
+  ncclProfilerNetPluginUpdate = 21,          /* since v4: args netPlugin.data = plugin's extData */
+  ncclProfilerKernelChStop = 22,             /* since v4: args kernelCh.pTimer = GPU stop ns */
+  ncclProfilerGroupStartApiStop = 23,        /* since v5: GroupApi; args may be NULL */
+  ncclProfilerGroupEndApiStart = 24          /* since v5: GroupApi; args may be NULL */
 } ncclProfilerEventState_t;
 
 NCCL_ABI_SIZE(ncclProfilerEventState_t, 4);

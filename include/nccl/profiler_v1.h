@@ -31,18 +31,18 @@ typedef struct {
   const char* name;
   uint64_t commHash;
   uint64_t seqNumber;
-  uint8_t func;         /* numeric code, not a string */
+  uint8_t func; /* numeric code, not a string */
   const void* sendBuff;
   void* recvBuff;
   size_t count;
   int root;
-  uint8_t datatype;     /* numeric code, not a string */
+  uint8_t datatype; /* numeric code, not a string */
   uint32_t op;
   size_t trafficBytes;
   uint8_t nMaxChannels;
   uint8_t nWarps;
-  uint8_t algo;         /* numeric code, not a string */
-  uint8_t proto;        /* numeric code, not a string */
+  uint8_t algo;  /* numeric code, not a string */
+  uint8_t proto; /* numeric code, not a string */
   int isCollnet;
   int isNvls;
 } ncclProfilerEventDescr_v1_coll_t;
@@ -51,9 +51,9 @@ typedef struct {
 typedef struct {
   const char* name;
   uint64_t commHash;
-  uint8_t func;         /* numeric code, not a string */
+  uint8_t func; /* numeric code, not a string */
   void* buff;
-  uint8_t datatype;     /* numeric code, not a string */
+  uint8_t datatype; /* numeric code, not a string */
   size_t count;
   int peer;
 } ncclProfilerEventDescr_v1_p2p_t;
@@ -77,9 +77,9 @@ typedef struct {
 /* --- event descriptor ----------------------------------------------------- */
 
 typedef struct {
-  uint8_t type;         /* one ncclProfile* bit */
-  void* parentObj;      /* the handle our startEvent returned for the parent
-                           event, or NULL */
+  uint8_t type;    /* one ncclProfile* bit */
+  void* parentObj; /* the handle our startEvent returned for the parent
+                      event, or NULL */
   int rank;
   union {
     ncclProfilerEventDescr_v1_coll_t coll;
@@ -158,8 +158,7 @@ typedef struct {
   ncclResult_t (*init)(void** context, int* eActivationMask);
   /* context may be NULL; store our handle (or NULL) in *eHandle: it becomes
    * the parentObj of this event's children. */
-  ncclResult_t (*startEvent)(void* context, void** eHandle,
-                             ncclProfilerEventDescr_v1_t* eDescr);
+  ncclResult_t (*startEvent)(void* context, void** eHandle, ncclProfilerEventDescr_v1_t* eDescr);
   /* eHandle may be NULL. */
   ncclResult_t (*stopEvent)(void* eHandle);
   /* eHandle and eStateArgs may be NULL. */

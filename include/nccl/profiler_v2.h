@@ -30,7 +30,7 @@ typedef struct {
   const char* name;
   uint64_t commHash;
   uint64_t seqNumber;
-  const char* func;     /* NCCL-owned static string */
+  const char* func; /* NCCL-owned static string */
   const void* sendBuff;
   void* recvBuff;
   size_t count;
@@ -39,8 +39,8 @@ typedef struct {
   size_t trafficBytes;
   uint8_t nMaxChannels;
   uint8_t nWarps;
-  const char* algo;     /* NCCL-owned static string */
-  const char* proto;    /* NCCL-owned static string */
+  const char* algo;  /* NCCL-owned static string */
+  const char* proto; /* NCCL-owned static string */
 } ncclProfilerEventDescr_v2_coll_t;
 
 /* ncclProfileP2p */
@@ -73,9 +73,9 @@ typedef struct {
 /* --- event descriptor ----------------------------------------------------- */
 
 typedef struct {
-  uint8_t type;         /* one ncclProfile* bit */
-  void* parentObj;      /* the handle our startEvent returned for the parent
-                           event, or NULL */
+  uint8_t type;    /* one ncclProfile* bit */
+  void* parentObj; /* the handle our startEvent returned for the parent
+                      event, or NULL */
   int rank;
   union {
     ncclProfilerEventDescr_v2_coll_t coll;
@@ -149,8 +149,7 @@ typedef struct {
   ncclResult_t (*init)(void** context, int* eActivationMask);
   /* context may be NULL; store our handle (or NULL) in *eHandle: it becomes
    * the parentObj of this event's children. */
-  ncclResult_t (*startEvent)(void* context, void** eHandle,
-                             ncclProfilerEventDescr_v2_t* eDescr);
+  ncclResult_t (*startEvent)(void* context, void** eHandle, ncclProfilerEventDescr_v2_t* eDescr);
   /* eHandle may be NULL. */
   ncclResult_t (*stopEvent)(void* eHandle);
   /* eHandle and eStateArgs may be NULL. */

@@ -29,7 +29,7 @@ typedef struct {
   const char* name;
   uint64_t commHash;
   uint64_t seqNumber;
-  const char* func;     /* NCCL-owned static string */
+  const char* func; /* NCCL-owned static string */
   const void* sendBuff;
   void* recvBuff;
   size_t count;
@@ -37,8 +37,8 @@ typedef struct {
   const char* datatype; /* NCCL-owned static string */
   uint8_t nMaxChannels;
   uint8_t nWarps;
-  const char* algo;     /* NCCL-owned static string */
-  const char* proto;    /* NCCL-owned static string */
+  const char* algo;  /* NCCL-owned static string */
+  const char* proto; /* NCCL-owned static string */
 } ncclProfilerEventDescr_v3_coll_t;
 
 /* ncclProfileP2p */
@@ -75,16 +75,16 @@ typedef struct {
 
 /* ncclProfileNetPlugin (new in v3): emitted from inside the net plugin. */
 typedef struct {
-  int64_t id;           /* pluginId: low 16 bits version, next 16 bits type */
-  void* data;           /* the net plugin's extData */
+  int64_t id; /* pluginId: low 16 bits version, next 16 bits type */
+  void* data; /* the net plugin's extData */
 } ncclProfilerEventDescr_v3_netPlugin_t;
 
 /* --- event descriptor ----------------------------------------------------- */
 
 typedef struct {
-  uint8_t type;         /* one ncclProfile* bit */
-  void* parentObj;      /* the handle our startEvent returned for the parent
-                           event, or NULL */
+  uint8_t type;    /* one ncclProfile* bit */
+  void* parentObj; /* the handle our startEvent returned for the parent
+                      event, or NULL */
   int rank;
   union {
     ncclProfilerEventDescr_v3_coll_t coll;
@@ -162,8 +162,7 @@ typedef struct {
   ncclResult_t (*init)(void** context, int* eActivationMask);
   /* context may be NULL; store our handle (or NULL) in *eHandle: it becomes
    * the parentObj of this event's children. */
-  ncclResult_t (*startEvent)(void* context, void** eHandle,
-                             ncclProfilerEventDescr_v3_t* eDescr);
+  ncclResult_t (*startEvent)(void* context, void** eHandle, ncclProfilerEventDescr_v3_t* eDescr);
   /* eHandle may be NULL. */
   ncclResult_t (*stopEvent)(void* eHandle);
   /* eHandle and eStateArgs may be NULL. */

@@ -28,8 +28,8 @@
 
 /* ncclProfileColl: stopped once enqueued, not completed. */
 typedef struct {
-  uint64_t seqNumber;   /* per-communicator, per-function counter */
-  const char* func;     /* NCCL-owned static string */
+  uint64_t seqNumber; /* per-communicator, per-function counter */
+  const char* func;   /* NCCL-owned static string */
   const void* sendBuff;
   void* recvBuff;
   size_t count;
@@ -37,8 +37,8 @@ typedef struct {
   const char* datatype; /* NCCL-owned static string */
   uint8_t nChannels;    /* the real channel count since v4 */
   uint8_t nWarps;
-  const char* algo;     /* NCCL-owned static string */
-  const char* proto;    /* NCCL-owned static string */
+  const char* algo;  /* NCCL-owned static string */
+  const char* proto; /* NCCL-owned static string */
 } ncclProfilerEventDescr_v4_coll_t;
 
 /* ncclProfileP2p: stopped once enqueued, not completed. */
@@ -48,7 +48,7 @@ typedef struct {
   const char* datatype;
   size_t count;
   int peer;
-  uint8_t nChannels;    /* new in v4 */
+  uint8_t nChannels; /* new in v4 */
 } ncclProfilerEventDescr_v4_p2p_t;
 
 /* ncclProfileProxyOp: progress thread; pid != our pid means a PXN op of
@@ -70,21 +70,21 @@ typedef struct {
 /* ncclProfileKernelCh: progress thread; parent is the Coll/P2p. */
 typedef struct {
   uint8_t channelId;
-  uint64_t pTimer;      /* GPU start time, ns (new in v4) */
+  uint64_t pTimer; /* GPU start time, ns (new in v4) */
 } ncclProfilerEventDescr_v4_kernelCh_t;
 
 /* ncclProfileNetPlugin: emitted from inside the net plugin (§1.10). */
 typedef struct {
-  int64_t id;           /* pluginId: low 16 bits version, next 16 bits type */
-  void* data;           /* the net plugin's extData */
+  int64_t id; /* pluginId: low 16 bits version, next 16 bits type */
+  void* data; /* the net plugin's extData */
 } ncclProfilerEventDescr_v4_netPlugin_t;
 
 /* --- event descriptor ----------------------------------------------------- */
 
 typedef struct {
-  uint8_t type;         /* one ncclProfile* bit */
-  void* parentObj;      /* the handle our startEvent returned for the parent
-                           event, or NULL */
+  uint8_t type;    /* one ncclProfile* bit */
+  void* parentObj; /* the handle our startEvent returned for the parent
+                      event, or NULL */
   int rank;
   union {
     ncclProfilerEventDescr_v4_coll_t coll;
@@ -140,11 +140,11 @@ typedef struct {
 } ncclProfilerEventStateArgs_v4_proxyCtrl_t;
 
 typedef struct {
-  void* data;           /* with ncclProfilerNetPluginUpdate: the net plugin's extData */
+  void* data; /* with ncclProfilerNetPluginUpdate: the net plugin's extData */
 } ncclProfilerEventStateArgs_v4_netPlugin_t;
 
 typedef struct {
-  uint64_t pTimer;      /* with ncclProfilerKernelChStop: GPU stop time, ns */
+  uint64_t pTimer; /* with ncclProfilerKernelChStop: GPU stop time, ns */
 } ncclProfilerEventStateArgs_v4_kernelCh_t;
 
 typedef union {
@@ -172,8 +172,7 @@ typedef struct {
                        ncclDebugLogger_t logfn);
   /* context may be NULL; store our handle (or NULL) in *eHandle: it becomes
    * the parentObj of this event's children. */
-  ncclResult_t (*startEvent)(void* context, void** eHandle,
-                             ncclProfilerEventDescr_v4_t* eDescr);
+  ncclResult_t (*startEvent)(void* context, void** eHandle, ncclProfilerEventDescr_v4_t* eDescr);
   /* eHandle may be NULL. */
   ncclResult_t (*stopEvent)(void* eHandle);
   /* eHandle and eStateArgs may be NULL. */

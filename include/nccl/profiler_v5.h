@@ -36,11 +36,11 @@ typedef struct {
 /* ncclProfileCollApi: user thread, during ncclAllReduce(...) etc.;
  * stopped when the API call returns. */
 typedef struct {
-  const char* func;     /* NCCL-owned static string */
+  const char* func; /* NCCL-owned static string */
   size_t count;
   const char* datatype; /* NCCL-owned static string */
   int root;
-  void* stream;         /* cudaStream_t */
+  void* stream; /* cudaStream_t */
   bool graphCaptured;
 } ncclProfilerEventDescr_v5_collApi_t;
 
@@ -49,32 +49,32 @@ typedef struct {
   const char* func;
   size_t count;
   const char* datatype;
-  void* stream;         /* cudaStream_t */
+  void* stream; /* cudaStream_t */
   bool graphCaptured;
 } ncclProfilerEventDescr_v5_p2pApi_t;
 
 /* ncclProfileKernelLaunch: the launching thread (user thread, or a group
  * job thread for non-blocking communicators); stopped right after launch. */
 typedef struct {
-  void* stream;         /* cudaStream_t */
+  void* stream; /* cudaStream_t */
 } ncclProfilerEventDescr_v5_kernelLaunch_t;
 
 /* ncclProfileColl: user thread or a CUDA host-callback thread. Stopped once
  * the proxy ops are posted ("enqueued", not "completed"); children start
  * later, so the plugin must reference-count it. */
 typedef struct {
-  uint64_t seqNumber;   /* per-communicator, per-function counter (as RAS) */
+  uint64_t seqNumber; /* per-communicator, per-function counter (as RAS) */
   const char* func;
   const void* sendBuff;
   void* recvBuff;
   size_t count;
   int root;
   const char* datatype;
-  uint8_t nChannels;    /* complete when this many KernelCh events stopped */
+  uint8_t nChannels; /* complete when this many KernelCh events stopped */
   uint8_t nWarps;
-  const char* algo;     /* NCCL-owned static string */
-  const char* proto;    /* NCCL-owned static string */
-  void* parentGroup;    /* handle our startEvent returned for the legacy Group */
+  const char* algo;  /* NCCL-owned static string */
+  const char* proto; /* NCCL-owned static string */
+  void* parentGroup; /* handle our startEvent returned for the legacy Group */
 } ncclProfilerEventDescr_v5_coll_t;
 
 /* ncclProfileP2p: same threads and stop rule as Coll. */
@@ -85,7 +85,7 @@ typedef struct {
   size_t count;
   int peer;
   uint8_t nChannels;
-  void* parentGroup;    /* handle our startEvent returned for the legacy Group */
+  void* parentGroup; /* handle our startEvent returned for the legacy Group */
 } ncclProfilerEventDescr_v5_p2p_t;
 
 /* ncclProfileProxyOp: proxy progress thread, one per channel and peer.
@@ -95,14 +95,14 @@ typedef struct {
   pid_t pid;
   uint8_t channelId;
   int peer;
-  int nSteps;           /* whole network transfers (divided by sliceSteps) */
+  int nSteps; /* whole network transfers (divided by sliceSteps) */
   int chunkSize;
   int isSend;
 } ncclProfilerEventDescr_v5_proxyOp_t;
 
 /* ncclProfileProxyStep: progress thread; parent is the ProxyOp. */
 typedef struct {
-  int step;             /* whole network transfers (divided by sliceSteps) */
+  int step; /* whole network transfers (divided by sliceSteps) */
 } ncclProfilerEventDescr_v5_proxyStep_t;
 
 /* ncclProfileKernelCh: progress thread, started when the kernel marked the
@@ -110,23 +110,23 @@ typedef struct {
  * marked it completed. Parent is the Coll/P2p. */
 typedef struct {
   uint8_t channelId;
-  uint64_t pTimer;      /* GPU %globaltimer at start, ns */
+  uint64_t pTimer; /* GPU %globaltimer at start, ns */
 } ncclProfilerEventDescr_v5_kernelCh_t;
 
 /* ncclProfileNetPlugin: progress thread, inside the net plugin's
  * isend/irecv/test (fact sheet §1.10). Parent is the ProxyStep. */
 typedef struct {
-  int64_t id;           /* pluginId: low 16 bits version, next 16 bits type */
-  void* data;           /* the net plugin's extData, layout defined by it */
+  int64_t id; /* pluginId: low 16 bits version, next 16 bits type */
+  void* data; /* the net plugin's extData, layout defined by it */
 } ncclProfilerEventDescr_v5_netPlugin_t;
 
 /* --- event descriptor ----------------------------------------------------- */
 
 typedef struct {
-  uint64_t type;        /* one ncclProfile* bit; 8 bytes since v5 */
-  void* parentObj;      /* the handle our startEvent returned for the parent
-                           event; NULL if the parent was not started or we
-                           returned NULL */
+  uint64_t type;   /* one ncclProfile* bit; 8 bytes since v5 */
+  void* parentObj; /* the handle our startEvent returned for the parent
+                      event; NULL if the parent was not started or we
+                      returned NULL */
   int rank;
   union {
     ncclProfilerEventDescr_v5_groupApi_t groupApi;
@@ -202,11 +202,11 @@ typedef struct {
 } ncclProfilerEventStateArgs_v5_proxyCtrl_t;
 
 typedef struct {
-  void* data;           /* with ncclProfilerNetPluginUpdate: the net plugin's extData */
+  void* data; /* with ncclProfilerNetPluginUpdate: the net plugin's extData */
 } ncclProfilerEventStateArgs_v5_netPlugin_t;
 
 typedef struct {
-  uint64_t pTimer;      /* with ncclProfilerKernelChStop: GPU stop time, ns */
+  uint64_t pTimer; /* with ncclProfilerKernelChStop: GPU stop time, ns */
 } ncclProfilerEventStateArgs_v5_kernelCh_t;
 
 typedef union {
@@ -236,13 +236,11 @@ typedef struct {
    * at the one process-wide mask (last writer wins). On error NCCL only
    * logs "Continue without profiler" and keeps the plugin loaded; events
    * can then still arrive with context NULL. */
-  ncclResult_t (*init)(void** context, uint64_t commId, int* eActivationMask,
-                       const char* commName, int nNodes, int nranks, int rank,
-                       ncclDebugLogger_t logfn);
+  ncclResult_t (*init)(void** context, uint64_t commId, int* eActivationMask, const char* commName,
+                       int nNodes, int nranks, int rank, ncclDebugLogger_t logfn);
   /* context may be NULL (init failed). Store our handle, or NULL, in
    * *eHandle; it becomes the parentObj of this event's children. */
-  ncclResult_t (*startEvent)(void* context, void** eHandle,
-                             ncclProfilerEventDescr_v5_t* eDescr);
+  ncclResult_t (*startEvent)(void* context, void** eHandle, ncclProfilerEventDescr_v5_t* eDescr);
   /* eHandle may be NULL. */
   ncclResult_t (*stopEvent)(void* eHandle);
   /* eHandle may be NULL; eStateArgs may be NULL (GroupApi states). */

@@ -11,8 +11,9 @@ ncclResult_t reportException(const char* entry, const char* what, ncclResult_t c
 }
 
 ncclResult_t reportInProgress(const char* entry) noexcept {
-  RES_WARN(~0ul, "%s: internal bug: the call returned ncclInProgress, which NCCL takes for success; "
-                 "returning ncclInternalError",
+  RES_WARN(~0ul,
+           "%s: internal bug: the call returned ncclInProgress, which NCCL takes for success; "
+           "returning ncclInternalError",
            entry);
   return ncclInternalError;
 }

@@ -24,7 +24,7 @@ struct ConfEntry {
 
 struct ConfFile {
   std::string path;
-  std::vector<ConfEntry> entries;      // in file order, first occurrence of each name only
+  std::vector<ConfEntry> entries;        // in file order, first occurrence of each name only
   std::vector<std::string> diagnostics;  // "path:line: reason"
 };
 

@@ -25,12 +25,24 @@ struct SubsysName {
   unsigned long bit;
 };
 constexpr std::array<SubsysName, 19> kSubsystems{{
-    {"INIT", NCCL_INIT},   {"COLL", NCCL_COLL},         {"P2P", NCCL_P2P},
-    {"SHM", NCCL_SHM},     {"NET", NCCL_NET},           {"GRAPH", NCCL_GRAPH},
-    {"TUNING", NCCL_TUNING}, {"ENV", NCCL_ENV},         {"ALLOC", NCCL_ALLOC},
-    {"CALL", NCCL_CALL},   {"PROXY", NCCL_PROXY},       {"NVLS", NCCL_NVLS},
-    {"BOOTSTRAP", NCCL_BOOTSTRAP}, {"REG", NCCL_REG},   {"PROFILE", NCCL_PROFILE},
-    {"RAS", NCCL_RAS},     {"RESTART", kRestart},       {"STORE", kStore},
+    {"INIT", NCCL_INIT},
+    {"COLL", NCCL_COLL},
+    {"P2P", NCCL_P2P},
+    {"SHM", NCCL_SHM},
+    {"NET", NCCL_NET},
+    {"GRAPH", NCCL_GRAPH},
+    {"TUNING", NCCL_TUNING},
+    {"ENV", NCCL_ENV},
+    {"ALLOC", NCCL_ALLOC},
+    {"CALL", NCCL_CALL},
+    {"PROXY", NCCL_PROXY},
+    {"NVLS", NCCL_NVLS},
+    {"BOOTSTRAP", NCCL_BOOTSTRAP},
+    {"REG", NCCL_REG},
+    {"PROFILE", NCCL_PROFILE},
+    {"RAS", NCCL_RAS},
+    {"RESTART", kRestart},
+    {"STORE", kStore},
     {"ALL", ~0ul},
 }};
 
@@ -115,7 +127,8 @@ void emit(Level level, unsigned long subsys, const char* file, int line, const c
   ncclDebugLogger_t logger = gNcclLogger.load(std::memory_order_acquire);
   if (logger != nullptr) {
     // NCCL's convention: WARN is logged for all subsystems.
-    const unsigned long flags = level <= Level::kWarn ? static_cast<unsigned long>(NCCL_ALL) : subsys;
+    const unsigned long flags =
+        level <= Level::kWarn ? static_cast<unsigned long>(NCCL_ALL) : subsys;
     logger(static_cast<ncclDebugLogLevel>(level), flags, file, line, "%s: %s", prefix, message);
     return;
   }
@@ -144,16 +157,25 @@ void configure(Level level, unsigned long subsysMask) noexcept {
   detail::gMask.store(subsysMask, std::memory_order_relaxed);
 }
 
-Level level() noexcept { return static_cast<Level>(detail::gLevel.load(std::memory_order_relaxed)); }
-unsigned long subsystemMask() noexcept { return detail::gMask.load(std::memory_order_relaxed); }
+Level level() noexcept {
+  return static_cast<Level>(detail::gLevel.load(std::memory_order_relaxed));
+}
+unsigned long subsystemMask() noexcept {
+  return detail::gMask.load(std::memory_order_relaxed);
+}
 
-void setWarnIntervalMs(int64_t ms) noexcept { gWarnIntervalMs.store(ms, std::memory_order_relaxed); }
+void setWarnIntervalMs(int64_t ms) noexcept {
+  gWarnIntervalMs.store(ms, std::memory_order_relaxed);
+}
 void setNcclLogger(ncclDebugLogger_t logger) noexcept {
   gNcclLogger.store(logger, std::memory_order_release);
 }
-void setRank(int rank) noexcept { gRank.store(rank, std::memory_order_relaxed); }
+void setRank(int rank) noexcept {
+  gRank.store(rank, std::memory_order_relaxed);
+}
 
-void write(Level level, unsigned long subsys, const char* file, int line, const char* fmt, ...) noexcept {
+void write(Level level, unsigned long subsys, const char* file, int line, const char* fmt,
+           ...) noexcept {
   va_list ap;
   va_start(ap, fmt);
   vwrite(level, subsys, file, line, 0, fmt, ap);
@@ -169,8 +191,8 @@ void writeSuppressed(Level level, unsigned long subsys, const char* file, int li
 }
 
 std::optional<Level> parseLevel(std::string_view text) noexcept {
-  for (Level l : {Level::kNone, Level::kVersion, Level::kWarn, Level::kInfo, Level::kAbort,
-                  Level::kTrace}) {
+  for (Level l :
+       {Level::kNone, Level::kVersion, Level::kWarn, Level::kInfo, Level::kAbort, Level::kTrace}) {
     const char* name = levelName(l);
     if (text.size() == strlen(name) && strncasecmp(text.data(), name, text.size()) == 0) {
       return l;

@@ -57,8 +57,8 @@ void setNcclLogger(ncclDebugLogger_t logger) noexcept;
 void setRank(int rank) noexcept;
 
 // Formats and writes one message. Prefer the macros below.
-void write(Level level, unsigned long subsys, const char* file, int line, const char* fmt, ...) noexcept
-    __attribute__((format(printf, 5, 6)));
+void write(Level level, unsigned long subsys, const char* file, int line, const char* fmt,
+           ...) noexcept __attribute__((format(printf, 5, 6)));
 // As write(), followed by "(N similar messages suppressed)" when N > 0.
 void writeSuppressed(Level level, unsigned long subsys, const char* file, int line,
                      uint64_t suppressed, const char* fmt, ...) noexcept
@@ -84,11 +84,11 @@ class RateLimiter {
 
 }  // namespace resilient::log
 
-#define RES_LOG(level, subsys, ...)                                         \
-  do {                                                                      \
-    if (::resilient::log::enabled((level), (subsys))) {                     \
+#define RES_LOG(level, subsys, ...)                                                \
+  do {                                                                             \
+    if (::resilient::log::enabled((level), (subsys))) {                            \
       ::resilient::log::write((level), (subsys), __FILE__, __LINE__, __VA_ARGS__); \
-    }                                                                       \
+    }                                                                              \
   } while (0)
 
 #define RES_WARN(subsys, ...) RES_LOG(::resilient::log::Level::kWarn, (subsys), __VA_ARGS__)
@@ -103,13 +103,12 @@ class RateLimiter {
 
 // A WARN that goes through `limiter` (a RateLimiter) at most once per interval
 // and says how many similar messages were held back.
-#define RES_WARN_LIMITED(limiter, nowNs, subsys, ...)                                    \
-  do {                                                                                   \
-    uint64_t res_suppressed_ = 0;                                                        \
-    if (::resilient::log::enabled(::resilient::log::Level::kWarn, (subsys)) &&           \
-        (limiter).allow((nowNs), &res_suppressed_)) {                                    \
-      ::resilient::log::writeSuppressed(                                                 \
-          ::resilient::log::Level::kWarn, (subsys), __FILE__, __LINE__, res_suppressed_, \
-          __VA_ARGS__);                                                                  \
-    }                                                                                    \
+#define RES_WARN_LIMITED(limiter, nowNs, subsys, ...)                                       \
+  do {                                                                                      \
+    uint64_t res_suppressed_ = 0;                                                           \
+    if (::resilient::log::enabled(::resilient::log::Level::kWarn, (subsys)) &&              \
+        (limiter).allow((nowNs), &res_suppressed_)) {                                       \
+      ::resilient::log::writeSuppressed(::resilient::log::Level::kWarn, (subsys), __FILE__, \
+                                        __LINE__, res_suppressed_, __VA_ARGS__);            \
+    }                                                                                       \
   } while (0)

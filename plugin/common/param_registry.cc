@@ -7,7 +7,9 @@
 namespace resilient::config {
 namespace {
 
-bool validSubsystems(std::string_view text) { return log::parseSubsystems(text).has_value(); }
+bool validSubsystems(std::string_view text) {
+  return log::parseSubsystems(text).has_value();
+}
 
 constexpr auto kRegistry = std::to_array<ParamSpec>({
     {
@@ -57,6 +59,8 @@ static_assert(idsMatchPositions(), "kRegistry rows must follow the order of enum
 
 }  // namespace
 
-std::span<const ParamSpec> registry() noexcept { return kRegistry; }
+std::span<const ParamSpec> registry() noexcept {
+  return kRegistry;
+}
 
 }  // namespace resilient::config

@@ -20,18 +20,18 @@ enum class ParamType {
 };
 
 struct ParamSpec {
-  int id = 0;                       // index of the row, checked at compile time
-  const char* name = nullptr;       // full variable name, NCCL_RESILIENT_...
+  int id = 0;                  // index of the row, checked at compile time
+  const char* name = nullptr;  // full variable name, NCCL_RESILIENT_...
   ParamType type = ParamType::kString;
-  const char* defaultValue = "";    // textual, parsed like user input
-  int64_t min = 0;                  // kInt only
-  int64_t max = 0;                  // kInt only
-  const char* unit = "";            // kInt: "ms", "bytes", ... (docs and warnings)
-  const char* choices = "";         // kEnum: names separated by '|'
-  const char* inherits = nullptr;   // NCCL variable used when ours is unset
+  const char* defaultValue = "";                 // textual, parsed like user input
+  int64_t min = 0;                               // kInt only
+  int64_t max = 0;                               // kInt only
+  const char* unit = "";                         // kInt: "ms", "bytes", ... (docs and warnings)
+  const char* choices = "";                      // kEnum: names separated by '|'
+  const char* inherits = nullptr;                // NCCL variable used when ours is unset
   bool (*validate)(std::string_view) = nullptr;  // kString: optional check
-  const char* accepted = "";        // kString with validate: what it accepts, for humans
-  const char* doc = "";             // one line
+  const char* accepted = "";  // kString with validate: what it accepts, for humans
+  const char* doc = "";       // one line
 };
 
 // Knob ids, in registry order.

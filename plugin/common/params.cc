@@ -119,8 +119,8 @@ size_t editDistance(std::string_view a, std::string_view b) {
 
 std::string unknownNameWarning(std::span<const ParamSpec> specs, const std::string& name,
                                const std::string& value, const std::string& origin) {
-  std::string msg = "unknown variable " + name + "=\"" + value + "\" (from " + origin +
-                    ") is ignored";
+  std::string msg =
+      "unknown variable " + name + "=\"" + value + "\" (from " + origin + ") is ignored";
   const ParamSpec* best = nullptr;
   size_t bestDistance = 4;  // suggest only close matches
   for (const ParamSpec& s : specs) {
@@ -236,17 +236,21 @@ Params::Params(std::span<const ParamSpec> specs, const ConfigSources& sources)
         return;
       }
       useDefault();
-      warnings_.push_back(std::string(variable) + "=\"" + text + "\" (from " + origin +
-                          ") is not valid: expected " + describeAccepted(spec) +
-                          "; using the default " + out.text);
+      std::string w = variable;
+      w += "=\"" + text + "\" (from " + origin + ") is not valid: expected ";
+      w += describeAccepted(spec);
+      w += "; using the default " + out.text;
+      warnings_.push_back(std::move(w));
     };
 
-    if (auto [v, origin] = lookup(spec.name); v != nullptr) {
-      tryValue(spec.name, *v, *origin);
-    } else if (spec.inherits == nullptr) {
-      useDefault();
-    } else if (auto [iv, iorigin] = lookup(spec.inherits); iv != nullptr) {
-      tryValue(spec.inherits, *iv, std::string(spec.inherits) + " (" + *iorigin + ")");
+    const auto [own, ownOrigin] = lookup(spec.name);
+    const auto [inherited, inheritedOrigin] =
+        spec.inherits != nullptr ? lookup(spec.inherits) : decltype(lookup("")){};
+    if (own != nullptr) {
+      tryValue(spec.name, *own, *ownOrigin);
+    } else if (inherited != nullptr) {
+      tryValue(spec.inherits, *inherited,
+               std::string(spec.inherits) + " (" + *inheritedOrigin + ")");
     } else {
       useDefault();
     }
@@ -254,7 +258,8 @@ Params::Params(std::span<const ParamSpec> specs, const ConfigSources& sources)
 
   std::set<std::string, std::less<>> reported;
   for (const ConfigLayer& layer : sources.layers) {
-    for (const auto& [name, value] : layer.values) {
+    for (const auto& entry : layer.values) {
+      const std::string& name = entry.first;
       if (name.compare(0, kPrefix.size(), kPrefix) != 0 || reported.count(name) != 0) {
         continue;
       }
@@ -262,7 +267,7 @@ Params::Params(std::span<const ParamSpec> specs, const ConfigSources& sources)
                                      [&](const ParamSpec& s) { return name == s.name; });
       if (!known) {
         reported.insert(name);
-        warnings_.push_back(unknownNameWarning(specs, name, value, layer.origin));
+        warnings_.push_back(unknownNameWarning(specs, name, entry.second, layer.origin));
       }
     }
   }
@@ -293,7 +298,8 @@ std::string describeAccepted(const ParamSpec& spec) {
   switch (spec.type) {
     case ParamType::kBool: return "a boolean (1/0, true/false, yes/no, on/off)";
     case ParamType::kInt: {
-      std::string s = "an integer in [" + std::to_string(spec.min) + ", " + std::to_string(spec.max) + "]";
+      std::string s =
+          "an integer in [" + std::to_string(spec.min) + ", " + std::to_string(spec.max) + "]";
       if (spec.unit[0] != '\0') {
         s += std::string(" ") + spec.unit;
       }

@@ -29,10 +29,18 @@ Status Status::error(ErrorKind kind, std::string message, int sysErrno, std::str
   return s;
 }
 
-ErrorKind Status::kind() const noexcept { return rep_ ? rep_->kind : ErrorKind::kInternal; }
-int Status::sysErrno() const noexcept { return rep_ ? rep_->sysErrno : 0; }
-const std::string& Status::peer() const noexcept { return rep_ ? rep_->peer : emptyString(); }
-const std::string& Status::message() const noexcept { return rep_ ? rep_->message : emptyString(); }
+ErrorKind Status::kind() const noexcept {
+  return rep_ ? rep_->kind : ErrorKind::kInternal;
+}
+int Status::sysErrno() const noexcept {
+  return rep_ ? rep_->sysErrno : 0;
+}
+const std::string& Status::peer() const noexcept {
+  return rep_ ? rep_->peer : emptyString();
+}
+const std::string& Status::message() const noexcept {
+  return rep_ ? rep_->message : emptyString();
+}
 
 std::string Status::toString() const {
   if (ok()) {
@@ -66,8 +74,9 @@ ncclResult_t toNcclResult(const Status& status) noexcept {
     return ncclSuccess;
   }
   switch (status.kind()) {
-    case ErrorKind::kRemote: return ncclRemoteError;
-    case ErrorKind::kTimeout: return ncclRemoteError;
+    case ErrorKind::kRemote:
+    case ErrorKind::kTimeout:  // a peer that missed its deadline is a remote failure
+      return ncclRemoteError;
     case ErrorKind::kSystem: return ncclSystemError;
     case ErrorKind::kInvalidUsage: return ncclInvalidUsage;
     case ErrorKind::kInternal: return ncclInternalError;

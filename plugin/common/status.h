@@ -76,8 +76,10 @@ ncclResult_t toNcclResult(const Status& status) noexcept;
 template <class T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                       // NOLINT(google-explicit-constructor)
-  Result(Status error) : v_(std::move(error)) { ensureError(); }  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status error) : v_(std::move(error)) {
+    ensureError();
+  }  // NOLINT(google-explicit-constructor)
 
   bool ok() const noexcept { return v_.index() == 0; }
   // The error, or an ok Status when a value is held.
@@ -103,10 +105,10 @@ class Result {
 }  // namespace resilient
 
 // Return the error of a Status-returning expression from the enclosing function.
-#define RESILIENT_TRY(expr)                       \
-  do {                                            \
+#define RESILIENT_TRY(expr)                        \
+  do {                                             \
     ::resilient::Status resilient_try_s_ = (expr); \
-    if (!resilient_try_s_.ok()) {                 \
-      return resilient_try_s_;                    \
-    }                                             \
+    if (!resilient_try_s_.ok()) {                  \
+      return resilient_try_s_;                     \
+    }                                              \
   } while (0)

@@ -1,9 +1,9 @@
 // The one main of every Catch2 test binary: checks the registered
 // preconditions (support/skip.h) and exits 77 when one does not hold.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <cstdio>
+
+#include <catch2/catch.hpp>
 
 #include "tests/support/skip.h"
 

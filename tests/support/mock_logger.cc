@@ -10,8 +10,8 @@ namespace {
 std::mutex gMutex;
 std::vector<LoggedMessage> gMessages;
 
-void captureLog(ncclDebugLogLevel level, unsigned long flags, const char* /*fileOrFunc*/, int /*line*/,
-                const char* fmt, ...) {
+void captureLog(ncclDebugLogLevel level, unsigned long flags, const char* /*fileOrFunc*/,
+                int /*line*/, const char* fmt, ...) {
   char buf[4096];
   va_list ap;
   va_start(ap, fmt);
@@ -53,6 +53,8 @@ size_t CapturingLogger::count(ncclDebugLogLevel level, const std::string& needle
   return n;
 }
 
-ncclDebugLogger_t CapturingLogger::function() { return &captureLog; }
+ncclDebugLogger_t CapturingLogger::function() {
+  return &captureLog;
+}
 
 }  // namespace resilient::test

@@ -2,6 +2,7 @@
 // environment (value and where it came from), lists the known knobs, or
 // prints docs/configuration.md.
 #include <cstdio>
+#include <exception>
 
 #include <CLI/CLI.hpp>
 
@@ -10,8 +11,11 @@
 
 using resilient::config::Params;
 
-int main(int argc, char** argv) {
-  CLI::App app{"Shows the NCCL_RESILIENT_* configuration in effect and where each value came from."};
+namespace {
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "Shows the NCCL_RESILIENT_* configuration in effect and where each value came from."};
   bool markdown = false;
   bool list = false;
   app.add_flag("--markdown", markdown, "print the configuration reference (docs/configuration.md)");
@@ -36,4 +40,15 @@ int main(int argc, char** argv) {
                 params.value(i).origin.c_str());
   }
   return params.warnings().empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "resilient-config: %s\n", e.what());
+    return 2;
+  }
 }

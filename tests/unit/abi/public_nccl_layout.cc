@@ -7,9 +7,9 @@ namespace resilient::test {
 
 PublicNcclLayout installedNcclLayout() {
   PublicNcclLayout out;
-  const ncclResult_t results[9] = {ncclSuccess,         ncclUnhandledCudaError, ncclSystemError,
-                                   ncclInternalError,   ncclInvalidArgument,    ncclInvalidUsage,
-                                   ncclRemoteError,     ncclInProgress,         ncclNumResults};
+  const ncclResult_t results[9] = {ncclSuccess,       ncclUnhandledCudaError, ncclSystemError,
+                                   ncclInternalError, ncclInvalidArgument,    ncclInvalidUsage,
+                                   ncclRemoteError,   ncclInProgress,         ncclNumResults};
   for (int i = 0; i < 9; ++i) {
     out.resultValues[i] = static_cast<int>(results[i]);
   }

@@ -1,7 +1,7 @@
-#include <catch2/catch.hpp>
-
 #include <new>
 #include <stdexcept>
+
+#include <catch2/catch.hpp>
 
 #include "plugin/common/boundary.h"
 #include "tests/support/mock_logger.h"
@@ -13,7 +13,8 @@ TEST_CASE("the boundary passes results and translates Status", "[common][boundar
   CapturingLogger logger;
   CHECK(boundary::call("ok", [] { return ncclSuccess; }) == ncclSuccess);
   CHECK(boundary::call("status", [] { return Status(); }) == ncclSuccess);
-  CHECK(boundary::call("remote", [] { return remoteError("peer gone", "h:1"); }) == ncclRemoteError);
+  CHECK(boundary::call("remote", [] { return remoteError("peer gone", "h:1"); }) ==
+        ncclRemoteError);
   CHECK(boundary::call("code", [] { return ncclSystemError; }) == ncclSystemError);
   CHECK(logger.count(NCCL_LOG_WARN) == 0);
 }
@@ -21,7 +22,8 @@ TEST_CASE("the boundary passes results and translates Status", "[common][boundar
 TEST_CASE("the boundary turns each exception into a code and one WARN", "[common][boundary]") {
   CapturingLogger logger;
   SECTION("std::exception -> ncclInternalError") {
-    auto r = boundary::call("isend", []() -> ncclResult_t { throw std::runtime_error("broken invariant"); });
+    auto r = boundary::call("isend",
+                            []() -> ncclResult_t { throw std::runtime_error("broken invariant"); });
     CHECK(r == ncclInternalError);
     CHECK(logger.count(NCCL_LOG_WARN, "isend: unexpected exception: broken invariant") == 1);
   }

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "plugin/common/conf_file.h"
 #include "tests/support/temp_dir.h"

@@ -1,8 +1,8 @@
-#include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "plugin/common/param_doc.h"
 #include "plugin/common/param_registry.h"
@@ -23,7 +23,8 @@ TEST_CASE("docs/configuration.md is the registry's rendering", "[common][docs]")
 }
 
 TEST_CASE("the rendering lists every knob with its default and range", "[common][docs]") {
-  const std::string md = resilient::config::renderConfigurationMarkdown(resilient::config::registry());
+  const std::string md =
+      resilient::config::renderConfigurationMarkdown(resilient::config::registry());
   for (const auto& spec : resilient::config::registry()) {
     CAPTURE(spec.name);
     CHECK(md.find(std::string("| `") + spec.name + "` |") != std::string::npos);

@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
 #include <cstdio>
 #include <regex>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "plugin/common/log.h"
 #include "tests/support/mock_logger.h"
@@ -17,7 +17,9 @@ using resilient::test::CapturingLogger;
 namespace {
 
 int gEvaluations = 0;
-int countedArgument() { return ++gEvaluations; }
+int countedArgument() {
+  return ++gEvaluations;
+}
 
 // Runs `fn` with stderr redirected to a file and returns what it wrote.
 template <class Fn>
@@ -85,7 +87,8 @@ TEST_CASE("NCCL's logger receives NCCL's conventions and our prefix", "[common][
   CHECK(msgs[2].text == "STORE/Resilient: barrier released");
 }
 
-TEST_CASE("without NCCL's logger, lines go to stderr with time, host, pid and rank", "[common][log]") {
+TEST_CASE("without NCCL's logger, lines go to stderr with time, host, pid and rank",
+          "[common][log]") {
   const Level saved = log::level();
   log::configure(Level::kInfo, ~0ul);
   log::setRank(7);
@@ -94,7 +97,8 @@ TEST_CASE("without NCCL's logger, lines go to stderr with time, host, pid and ra
   log::configure(saved, ~0ul);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  const std::regex line(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z (\S+):(\d+):(\d+) \[7\] RESILIENT WARN NET/Resilient: link down on eth1\n$)");
+  const std::regex line(
+      R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z (\S+):(\d+):(\d+) \[7\] RESILIENT WARN NET/Resilient: link down on eth1\n$)");
   std::smatch m;
   INFO(out);
   REQUIRE(std::regex_match(out, m, line));
@@ -102,7 +106,8 @@ TEST_CASE("without NCCL's logger, lines go to stderr with time, host, pid and ra
   CHECK(std::stoi(m[2]) == getpid());
 }
 
-TEST_CASE("level and subsystem names parse like NCCL_DEBUG and NCCL_DEBUG_SUBSYS", "[common][log]") {
+TEST_CASE("level and subsystem names parse like NCCL_DEBUG and NCCL_DEBUG_SUBSYS",
+          "[common][log]") {
   CHECK(log::parseLevel("info") == Level::kInfo);
   CHECK(log::parseLevel("TRACE") == Level::kTrace);
   CHECK(log::parseLevel("none") == Level::kNone);
@@ -118,7 +123,8 @@ TEST_CASE("level and subsystem names parse like NCCL_DEBUG and NCCL_DEBUG_SUBSYS
   CHECK_FALSE(log::parseSubsystems("NET,").has_value());
 }
 
-TEST_CASE("the rate limiter lets one warning through per interval and counts the rest", "[common][log]") {
+TEST_CASE("the rate limiter lets one warning through per interval and counts the rest",
+          "[common][log]") {
   CapturingLogger logger;
   log::setWarnIntervalMs(1000);
   log::RateLimiter limiter;

@@ -1,8 +1,8 @@
-#include <catch2/catch.hpp>
-
 #include <set>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "plugin/common/params.h"
 #include "tests/support/temp_dir.h"
@@ -12,19 +12,45 @@ using resilient::test::TempDir;
 
 namespace {
 
-bool isEven(std::string_view s) { return !s.empty() && (s.back() - '0') % 2 == 0; }
+bool isEven(std::string_view s) {
+  return !s.empty() && (s.back() - '0') % 2 == 0;
+}
 
 // A registry of every type, independent of the real knobs.
 const ParamSpec kSpecs[] = {
-    {.id = 0, .name = "NCCL_RESILIENT_TIMEOUT_MS", .type = ParamType::kInt, .defaultValue = "2000",
-     .min = 1, .max = 60000, .unit = "ms", .doc = "a timeout"},
-    {.id = 1, .name = "NCCL_RESILIENT_ENABLE", .type = ParamType::kBool, .defaultValue = "1", .doc = "a switch"},
-    {.id = 2, .name = "NCCL_RESILIENT_MODE", .type = ParamType::kEnum, .defaultValue = "fast",
-     .choices = "fast|safe|off", .doc = "a mode"},
-    {.id = 3, .name = "NCCL_RESILIENT_LEVEL", .type = ParamType::kEnum, .defaultValue = "WARN",
-     .choices = "NONE|WARN|INFO", .inherits = "NCCL_DEBUG", .doc = "inherits NCCL_DEBUG"},
-    {.id = 4, .name = "NCCL_RESILIENT_EVEN", .type = ParamType::kString, .defaultValue = "2",
-     .validate = isEven, .accepted = "a number ending in an even digit", .doc = "validated text"},
+    {.id = 0,
+     .name = "NCCL_RESILIENT_TIMEOUT_MS",
+     .type = ParamType::kInt,
+     .defaultValue = "2000",
+     .min = 1,
+     .max = 60000,
+     .unit = "ms",
+     .doc = "a timeout"},
+    {.id = 1,
+     .name = "NCCL_RESILIENT_ENABLE",
+     .type = ParamType::kBool,
+     .defaultValue = "1",
+     .doc = "a switch"},
+    {.id = 2,
+     .name = "NCCL_RESILIENT_MODE",
+     .type = ParamType::kEnum,
+     .defaultValue = "fast",
+     .choices = "fast|safe|off",
+     .doc = "a mode"},
+    {.id = 3,
+     .name = "NCCL_RESILIENT_LEVEL",
+     .type = ParamType::kEnum,
+     .defaultValue = "WARN",
+     .choices = "NONE|WARN|INFO",
+     .inherits = "NCCL_DEBUG",
+     .doc = "inherits NCCL_DEBUG"},
+    {.id = 4,
+     .name = "NCCL_RESILIENT_EVEN",
+     .type = ParamType::kString,
+     .defaultValue = "2",
+     .validate = isEven,
+     .accepted = "a number ending in an even digit",
+     .doc = "validated text"},
 };
 constexpr size_t kTimeout = 0, kEnable = 1, kMode = 2, kLevel = 3, kEven = 4;
 
@@ -76,8 +102,8 @@ TEST_CASE("params: defaults apply when nothing is set", "[common][params]") {
 
 TEST_CASE("params: environment values apply and are parsed by type", "[common][params]") {
   Fixture fx;
-  fx.env = {"NCCL_RESILIENT_TIMEOUT_MS=0x10", "NCCL_RESILIENT_ENABLE=off", "NCCL_RESILIENT_MODE=SAFE",
-            "NCCL_RESILIENT_EVEN=14", "UNRELATED=1"};
+  fx.env = {"NCCL_RESILIENT_TIMEOUT_MS=0x10", "NCCL_RESILIENT_ENABLE=off",
+            "NCCL_RESILIENT_MODE=SAFE", "NCCL_RESILIENT_EVEN=14", "UNRELATED=1"};
   const Params p = fx.resolve();
   CHECK(p.warnings().empty());
   CHECK(p.value(kTimeout).number == 16);  // NCCL parses with strtoll(..., 0)
@@ -154,7 +180,8 @@ TEST_CASE("params: an unknown NCCL_RESILIENT_* name gives one warning", "[common
               "NCCL_CONF_FILE=" + fx.confFile("NCCL_RESILIENT_NO_SUCH_KNOB=2\n")};
     const Params p = fx.resolve();
     REQUIRE(p.warnings().size() == 1);
-    CHECK(p.warnings()[0].find("unknown variable NCCL_RESILIENT_NO_SUCH_KNOB=\"1\" (from environment)") == 0);
+    CHECK(p.warnings()[0].find(
+              "unknown variable NCCL_RESILIENT_NO_SUCH_KNOB=\"1\" (from environment)") == 0);
     CHECK(p.warnings()[0].find("resilient-config --list") != std::string::npos);
   }
   SECTION("other NCCL variables are not ours to judge") {
@@ -176,7 +203,8 @@ TEST_CASE("params: a bad value gives one warning and the default", "[common][par
     CHECK(p.value(kTimeout).origin == "default");
   }
   SECTION("trailing garbage, out of range, overflow") {
-    const std::string bad = GENERATE("12abc", "0", "60001", "-5", "99999999999999999999999", "", " ");
+    const std::string bad =
+        GENERATE("12abc", "0", "60001", "-5", "99999999999999999999999", "", " ");
     CAPTURE(bad);
     fx.env = {"NCCL_RESILIENT_TIMEOUT_MS=" + bad};
     const Params p = fx.resolve();
@@ -184,15 +212,17 @@ TEST_CASE("params: a bad value gives one warning and the default", "[common][par
     CHECK(p.value(kTimeout).number == 2000);
   }
   SECTION("bad bool, enum and validated string, from a file") {
-    const std::string conf =
-        fx.confFile("NCCL_RESILIENT_ENABLE=maybe\nNCCL_RESILIENT_MODE=turbo\nNCCL_RESILIENT_EVEN=7\n");
+    const std::string conf = fx.confFile(
+        "NCCL_RESILIENT_ENABLE=maybe\nNCCL_RESILIENT_MODE=turbo\nNCCL_RESILIENT_EVEN=7\n");
     fx.env = {"NCCL_CONF_FILE=" + conf};
     const Params p = fx.resolve();
     REQUIRE(p.warnings().size() == 3);
     CHECK(countContaining(p.warnings(), "NCCL_RESILIENT_ENABLE=\"maybe\" (from " + conf +
                                             ") is not valid: expected a boolean") == 1);
-    CHECK(countContaining(p.warnings(), "expected one of fast, safe, off; using the default fast") == 1);
-    CHECK(countContaining(p.warnings(), "expected a number ending in an even digit; using the default 2") == 1);
+    CHECK(countContaining(p.warnings(),
+                          "expected one of fast, safe, off; using the default fast") == 1);
+    CHECK(countContaining(p.warnings(),
+                          "expected a number ending in an even digit; using the default 2") == 1);
   }
 }
 
@@ -212,7 +242,8 @@ TEST_CASE("params: a knob falls back to the NCCL variable it inherits", "[common
     fx.env = {"NCCL_DEBUG=LOUD"};
     const Params p = fx.resolve();
     REQUIRE(p.warnings().size() == 1);
-    CHECK(p.warnings()[0].find("NCCL_DEBUG=\"LOUD\" (from NCCL_DEBUG (environment)) is not valid") == 0);
+    CHECK(p.warnings()[0].find(
+              "NCCL_DEBUG=\"LOUD\" (from NCCL_DEBUG (environment)) is not valid") == 0);
     CHECK(p.value(kLevel).text == "WARN");
   }
 }

@@ -1,7 +1,7 @@
-#include <catch2/catch.hpp>
-
 #include <cerrno>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "plugin/common/status.h"
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The test command for a fresh Debian 12 machine: installs what the build and
+# the tests need (apt-get, only what is missing), configures build/, builds,
+# runs the default test suites (unit + integration), then does the same with
+# AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/.
+#
+# Usage: scripts/test.sh [--no-asan] [extra `meson test` arguments...]
+# Exit status: non-zero when anything fails.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+asan=1
+if [[ ${1:-} == --no-asan ]]; then
+  asan=0
+  shift
+fi
+
+packages=(
+  meson ninja-build pkg-config g++ gcc clang   # build; clang also checks the ABI headers
+  catch2 libcli11-dev                          # tests, command-line tools
+  iproute2 procps                              # ip/ss/pkill used by tests
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} > 0)); then
+  sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  echo "== installing: ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+run_suites() {
+  local dir=$1 setup=$2
+  shift 2
+  if [[ ! -d $dir ]]; then
+    meson setup "$dir" -Dwerror=true "$@"
+  fi
+  echo "== building $dir"
+  ninja -C "$dir"
+  echo "== testing $dir (setup $setup)"
+  meson test -C "$dir" --setup "$setup" --print-errorlogs "${extra[@]}"
+}
+
+extra=("$@")
+run_suites build default
+if ((asan)); then
+  run_suites build-asan asan -Db_sanitize=address,undefined -Db_lundef=false
+fi
+echo "== all test suites passed"
