@@ -42,8 +42,8 @@ class Status {
 
  private:
   struct Rep {
-    ErrorKind kind;
-    int sysErrno;
+    ErrorKind kind = ErrorKind::kInternal;
+    int sysErrno = 0;
     std::string peer;
     std::string message;
   };

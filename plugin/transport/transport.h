@@ -48,8 +48,8 @@ struct Properties {
   int port = 0;
   float latencyUs = 0;
   int maxComms = 65536;
-  int maxRecvs = 1;                // largest n of a grouped irecv
-  size_t maxP2pBytes = 0;          // largest single transfer
+  int maxRecvs = 1;        // largest n of a grouped irecv
+  size_t maxP2pBytes = 0;  // largest single transfer
   size_t maxCollBytes = 0;
 };
 

@@ -13,8 +13,8 @@
 namespace resilient::test {
 
 struct LoggedMessage {
-  ncclDebugLogLevel level;
-  unsigned long flags;
+  ncclDebugLogLevel level = NCCL_LOG_NONE;
+  unsigned long flags = 0;
   std::string text;
 };
 
