@@ -10,6 +10,7 @@ namespace {
 bool validSubsystems(std::string_view text) {
   return log::parseSubsystems(text).has_value();
 }
+bool nonEmpty(std::string_view text) { return !text.empty(); }
 
 constexpr auto kRegistry = std::to_array<ParamSpec>({
     {
@@ -44,6 +45,113 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
         .unit = "ms",
         .doc = "Minimum interval between two repeated warnings of one kind (for instance the "
                "same failing connection); 0 logs every occurrence.",
+    },
+    {
+        .id = static_cast<int>(Param::kInner),
+        .name = "NCCL_RESILIENT_INNER",
+        .type = ParamType::kString,
+        .defaultValue = "tcp",
+        .validate = nonEmpty,
+        .accepted = "tcp, or the name or path of another NCCL net plugin (resolved as "
+                    "NCCL_NET_PLUGIN is)",
+        .doc = "The real transport the net plugin wraps: our own TCP, or any other NCCL net "
+               "plugin library (never the resilient plugin itself).",
+    },
+    {
+        .id = static_cast<int>(Param::kSocketIfname),
+        .name = "NCCL_RESILIENT_SOCKET_IFNAME",
+        .type = ParamType::kString,
+        .defaultValue = "",
+        .inherits = "NCCL_SOCKET_IFNAME",
+        .doc = "Interfaces for our TCP transport and liveness channel, in NCCL_SOCKET_IFNAME "
+               "syntax (eth, ^docker, =eth0); empty picks like NCCL (lo and docker last).",
+    },
+    {
+        .id = static_cast<int>(Param::kSocketFamily),
+        .name = "NCCL_RESILIENT_SOCKET_FAMILY",
+        .type = ParamType::kEnum,
+        .defaultValue = "ANY",
+        .choices = "ANY|AF_INET|AF_INET6",
+        .inherits = "NCCL_SOCKET_FAMILY",
+        .doc = "Address family of the interfaces our TCP transport uses.",
+    },
+    {
+        .id = static_cast<int>(Param::kSocketNsocks),
+        .name = "NCCL_RESILIENT_SOCKET_NSOCKS",
+        .type = ParamType::kInt,
+        .defaultValue = "4",
+        .min = 1,
+        .max = 64,
+        .doc = "Data sockets each TCP connection stripes large messages over.",
+    },
+    {
+        .id = static_cast<int>(Param::kSocketNthreads),
+        .name = "NCCL_RESILIENT_SOCKET_NTHREADS",
+        .type = ParamType::kInt,
+        .defaultValue = "2",
+        .min = 1,
+        .max = 16,
+        .doc = "Helper threads per TCP connection serving its data sockets (at most one per "
+               "socket).",
+    },
+    {
+        .id = static_cast<int>(Param::kConnectTimeoutMs),
+        .name = "NCCL_RESILIENT_CONNECT_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "30000",
+        .min = 100,
+        .max = 3600000,
+        .unit = "ms",
+        .doc = "How long a connection attempt (TCP connect and handshake) may take before it "
+               "fails; NCCL itself would poll forever.",
+    },
+    {
+        .id = static_cast<int>(Param::kTcpUserTimeoutMs),
+        .name = "NCCL_RESILIENT_TCP_USER_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "10000",
+        .min = 0,
+        .max = 3600000,
+        .unit = "ms",
+        .doc = "TCP_USER_TIMEOUT of our sockets: unacknowledged data older than this fails the "
+               "connection (0: the kernel default).",
+    },
+    {
+        .id = static_cast<int>(Param::kJobToken),
+        .name = "NCCL_RESILIENT_JOB_TOKEN",
+        .type = ParamType::kString,
+        .defaultValue = "",
+        .doc = "Shared secret of the job: peers whose handshake carries another token are "
+               "refused (empty: no check).",
+    },
+    {
+        .id = static_cast<int>(Param::kLivenessTimeoutMs),
+        .name = "NCCL_RESILIENT_LIVENESS_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "1500",
+        .min = 100,
+        .max = 600000,
+        .unit = "ms",
+        .doc = "A peer that answers no heartbeat for this long while requests to it are "
+               "outstanding is a fault (process or host gone, frozen or unreachable).",
+    },
+    {
+        .id = static_cast<int>(Param::kProgressTimeoutMs),
+        .name = "NCCL_RESILIENT_PROGRESS_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "300000",
+        .min = 0,
+        .max = 86400000,
+        .unit = "ms",
+        .doc = "A request outstanding with no bytes moving on its connection for this long, "
+               "while the peer is alive, is a \"peer stuck\" fault (0 disables).",
+    },
+    {
+        .id = static_cast<int>(Param::kFault),
+        .name = "NCCL_RESILIENT_FAULT",
+        .type = ParamType::kString,
+        .defaultValue = "",
+        .doc = "Fault injection rules (docs/fault-injection.md); empty: no injection.",
     },
 });
 

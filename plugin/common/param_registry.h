@@ -39,6 +39,17 @@ enum class Param : int {
   kLogLevel,
   kLogSubsys,
   kWarnIntervalMs,
+  kInner,
+  kSocketIfname,
+  kSocketFamily,
+  kSocketNsocks,
+  kSocketNthreads,
+  kConnectTimeoutMs,
+  kTcpUserTimeoutMs,
+  kJobToken,
+  kLivenessTimeoutMs,
+  kProgressTimeoutMs,
+  kFault,
   kCount,
 };
 

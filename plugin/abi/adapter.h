@@ -1,0 +1,81 @@
+// Helpers shared by the per-version adapters (net_v6.cc … net_v11.cc): the
+// only files that see NCCL's versioned structs. Each adapter is a table of
+// small functions that convert arguments and call the version-neutral core
+// inside the boundary guard.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "nccl/log.h"
+#include "nccl/net_common.h"
+#include "nccl/result.h"
+#include "plugin/common/boundary.h"
+#include "plugin/net/core.h"
+#include "plugin/net/plain_core.h"
+
+namespace resilient::abi {
+
+// The same adapters build two libraries: libnccl-net-resilient.so over the
+// resilient core, and the baseline libnccl-net-tcp-plain.so (our TCP transport
+// without the resilient layer) when RESILIENT_PLAIN_TCP is defined.
+#if defined(RESILIENT_PLAIN_TCP) && RESILIENT_PLAIN_TCP
+using CoreImpl = net::PlainCore;
+inline constexpr const char* kPluginName = "ResilientTcpPlain";
+#else
+using CoreImpl = net::Core;
+inline constexpr const char* kPluginName = "Resilient";
+#endif
+
+// Our own exported net structs, so that the inner-plugin loader can refuse to
+// load this library as its own inner transport.
+const net::SelfIdentity& selfIdentity() noexcept;
+
+// Runs a data-path call on the live core.
+template <class Body>
+ncclResult_t onCore(const char* entry, Body&& body) noexcept {
+  return boundary::call(entry, [&]() -> Status {
+    CoreImpl* core = CoreImpl::live();
+    if (core == nullptr) {
+      return invalidUsage(std::string(entry) + " called before init or after finalize");
+    }
+    return body(*core);
+  });
+}
+
+// init/finalize for the versions without a per-communicator context (v6–v10):
+// one shared context for the process, created by the first init and released
+// when the library is unloaded (those versions have no finalize).
+ncclResult_t legacyInit(ncclDebugLogger_t logger) noexcept;
+void* legacyContext() noexcept;
+
+// Fills the fields every properties version shares.
+template <class Props>
+void fillCommonProperties(const transport::Properties& in, Props* out) {
+  out->name = const_cast<char*>(in.name);
+  out->pciPath = const_cast<char*>(in.pciPath);
+  out->guid = in.guid;
+  out->ptrSupport = in.ptrSupport;
+  out->speed = in.speedMbps;
+  out->port = in.port;
+  out->latency = in.latencyUs;
+  out->maxComms = in.maxComms;
+  out->maxRecvs = in.maxRecvs;
+}
+
+// Widens NCCL's int receive sizes (≤ v8) for the core.
+struct WideSizes {
+  std::array<size_t, NCCL_PROXY_MAX_SUBS> values{};
+  bool fill(int n, const int* sizes) {
+    if (n < 0 || n > NCCL_PROXY_MAX_SUBS) {
+      return false;
+    }
+    for (int i = 0; i < n; ++i) {
+      values[static_cast<size_t>(i)] = static_cast<size_t>(sizes[i] < 0 ? 0 : sizes[i]);
+    }
+    return true;
+  }
+};
+
+}  // namespace resilient::abi

@@ -1,0 +1,93 @@
+// One send or receive comm of the resilient layer: the inner transport's
+// comm, who is at the other end, the counters the watchdog reads, the sticky
+// fault, and a fixed pool of request wrappers (no allocation per request).
+//
+// Threads: the data path (isend/irecv/test) runs on one NCCL proxy thread per
+// comm and owns the pool; the watchdog thread only reads the atomics and may
+// publish a fault. Publishing is a single CAS, so the first fault wins.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/net/fault.h"
+#include "plugin/transport/transport.h"
+
+namespace resilient::net {
+
+class Connection;
+struct PeerLink;
+
+struct Request {
+  Connection* conn = nullptr;
+  void* inner = nullptr;
+  uint64_t postNs = 0;
+  uint64_t bytes = 0;    // posted bytes (send size, or the sum of receive sizes)
+  Request* nextFree = nullptr;
+};
+
+// The transport-level addresses of a connection (the peer process's host
+// and pid come from its liveness link, see Watchdog::describePeer).
+struct PeerIdentity {
+  transport::Endpoint local;
+  transport::Endpoint peer;
+};
+
+class Connection {
+ public:
+  enum class Direction { kSend, kRecv };
+
+  Connection(Direction dir, uint64_t commId, void* inner, int poolSize);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  Direction direction() const noexcept { return dir_; }
+  const char* directionName() const noexcept { return dir_ == Direction::kSend ? "send" : "recv"; }
+  uint64_t commId() const noexcept { return commId_; }
+  void* inner() const noexcept { return inner_; }
+
+  // Data path (owning thread only).
+  Request* acquire() noexcept;
+  void release(Request* r) noexcept;
+  void onPosted(uint64_t bytes, uint64_t nowNs) noexcept;
+  void onCompleted(uint64_t bytes, uint64_t nowNs) noexcept;
+
+  // Read from any thread.
+  int outstanding() const noexcept { return outstanding_.load(std::memory_order_relaxed); }
+  uint64_t outstandingBytes() const noexcept { return outstandingBytes_.load(std::memory_order_relaxed); }
+  uint64_t completedRequests() const noexcept { return completed_.load(std::memory_order_relaxed); }
+  uint64_t bytesCompleted() const noexcept { return bytesDone_.load(std::memory_order_relaxed); }
+  // When the oldest outstanding request was posted (0 when idle).
+  uint64_t busySinceNs() const noexcept { return busySinceNs_.load(std::memory_order_relaxed); }
+  uint64_t lastProgressNs() const noexcept { return lastProgressNs_.load(std::memory_order_relaxed); }
+  void noteProgress(uint64_t nowNs) noexcept { lastProgressNs_.store(nowNs, std::memory_order_relaxed); }
+
+  // The sticky fault: nullptr while healthy. publishFault returns false when
+  // another fault was published first (the record is then discarded).
+  const FaultRecord* fault() const noexcept { return fault_.load(std::memory_order_acquire); }
+  bool publishFault(std::unique_ptr<FaultRecord> record) noexcept;
+
+  PeerIdentity identity;                 // written at setup, read-only afterwards
+  std::atomic<PeerLink*> link{nullptr};  // liveness channel to the peer process, once known
+  uint64_t watchdogBytesSeen = 0;        // the watchdog thread's last bytesMoved() reading
+
+ private:
+  const Direction dir_;
+  const uint64_t commId_;
+  void* const inner_;
+  std::vector<Request> pool_;
+  Request* free_ = nullptr;
+  std::atomic<int> outstanding_{0};
+  std::atomic<uint64_t> outstandingBytes_{0};
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<uint64_t> bytesDone_{0};
+  std::atomic<uint64_t> busySinceNs_{0};
+  std::atomic<uint64_t> lastProgressNs_{0};
+  std::atomic<const FaultRecord*> fault_{nullptr};
+  std::unique_ptr<const FaultRecord> faultOwner_;
+};
+
+}  // namespace resilient::net

@@ -1,0 +1,340 @@
+#include "plugin/net/core.h"
+
+#include <cinttypes>
+#include <cstring>
+#include <string>
+
+#include "plugin/common/log.h"
+#include "plugin/common/params.h"
+#include "plugin/net/clock.h"
+#include "plugin/net/handle_trailer.h"
+#include "plugin/net/inner_factory.h"
+#include "plugin/net/watchdog.h"
+
+namespace resilient::net {
+namespace {
+
+using config::Param;
+using config::Params;
+
+// Global core; guarded by gMutex (control path only).
+std::mutex gMutex;
+Core* gCore = nullptr;
+std::atomic<Core*> gLive{nullptr};  // == gCore, readable without the mutex
+
+struct Context {
+  uint64_t commId = 0;
+  void* inner = nullptr;
+};
+
+struct ListenComm {
+  uint64_t commId = 0;
+  void* inner = nullptr;
+  uint64_t nonce = 0;
+};
+
+// Pool sizes: NCCL keeps at most kMaxRequests outstanding per comm; the sender
+// side must allow kMaxRequests times the receiver's largest multi-receive.
+constexpr int kRecvPool = transport::kMaxRequests;
+constexpr int kSendPool = transport::kMaxRequests * 8;
+
+Connection& connOf(void* comm) { return *static_cast<Connection*>(comm); }
+
+std::string describeEnds(const Connection& conn) {
+  std::string s = "local ";
+  s += conn.identity.local.text[0] != '\0' ? conn.identity.local.text : "?";
+  s += ", peer " + Watchdog::describePeer(conn);
+  return s;
+}
+
+}  // namespace
+
+Core* Core::acquire(const SelfIdentity& self, ncclDebugLogger_t logger, Status* error) {
+  std::lock_guard<std::mutex> lock(gMutex);
+  if (logger != nullptr) {
+    log::setNcclLogger(logger);
+  }
+  if (gCore == nullptr) {
+    const Params& params = Params::global();
+    auto setup = makeInnerSetup(params, self, logger);
+    if (!setup.ok()) {
+      *error = setup.status();
+      RES_WARN(NCCL_NET | NCCL_INIT, "cannot initialise the inner transport: %s",
+               setup.status().toString().c_str());
+      return nullptr;
+    }
+    gCore = new Core(std::move(setup->transport), std::move(setup->watchdog));
+    gLive.store(gCore, std::memory_order_release);
+    RES_INFO(NCCL_NET | NCCL_INIT, "wrapping inner transport %s", gCore->inner_->name());
+  }
+  ++gCore->refs_;
+  return gCore;
+}
+
+void Core::releaseRef(Core* core) {
+  std::lock_guard<std::mutex> lock(gMutex);
+  if (core == nullptr || core != gCore) {
+    return;
+  }
+  if (--core->refs_ == 0) {
+    gLive.store(nullptr, std::memory_order_release);
+    delete core;
+    gCore = nullptr;
+  }
+}
+
+Core* Core::live() noexcept { return gLive.load(std::memory_order_acquire); }
+
+Core::Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog)
+    : inner_(std::move(inner)), watchdog_(std::make_unique<Watchdog>(*this, std::move(watchdog))) {}
+
+Core::~Core() {
+  watchdog_.reset();  // stops its thread before the transport goes away
+  inner_.reset();
+}
+
+Status Core::initContext(uint64_t commId, const transport::CommConfig& config, void** ctx) {
+  auto c = std::make_unique<Context>();
+  c->commId = commId;
+  RESILIENT_TRY(inner_->initContext(commId, config, &c->inner));
+  *ctx = c.release();
+  return {};
+}
+
+Status Core::finalizeContext(void* ctx) {
+  std::unique_ptr<Context> c(static_cast<Context*>(ctx));
+  if (c == nullptr) {
+    return {};
+  }
+  return inner_->finalizeContext(c->inner);
+}
+
+Status Core::devices(int* ndev) { return inner_->devices(ndev); }
+
+Status Core::properties(int dev, transport::Properties* props) {
+  RESILIENT_TRY(inner_->properties(dev, props));
+  // No DMA-BUF path through the layer (regMrDmaBuf is not exported).
+  props->ptrSupport &= ~transport::kPtrDmaBuf;
+  return {};
+}
+
+Status Core::listen(void* ctx, int dev, void* handle, void** listenComm) {
+  auto* c = static_cast<Context*>(ctx);
+  auto l = std::make_unique<ListenComm>();
+  l->commId = c != nullptr ? c->commId : 0;
+  std::memset(handle, 0, transport::kHandleSize);
+  RESILIENT_TRY(inner_->listen(c != nullptr ? c->inner : nullptr, dev, handle, &l->inner));
+  l->nonce = watchdog_->newListenNonce();
+  HandleTrailer trailer;
+  if (watchdog_->trailerFor(l->nonce, &trailer) &&
+      !writeTrailer(handle, inner_->handleBytes(), trailer)) {
+    RES_INFO(NCCL_NET, "inner transport %s uses the whole handle: no liveness channel for it",
+             inner_->name());
+  }
+  *listenComm = l.release();
+  return {};
+}
+
+Status Core::connect(void* ctx, int dev, const void* handle, void** sendComm) {
+  auto* c = static_cast<Context*>(ctx);
+  void* innerComm = nullptr;
+  *sendComm = nullptr;
+  RESILIENT_TRY(inner_->connect(c != nullptr ? c->inner : nullptr, dev, handle, &innerComm));
+  if (innerComm == nullptr) {
+    return {};  // poll again
+  }
+  auto conn = std::make_unique<Connection>(Connection::Direction::kSend,
+                                           c != nullptr ? c->commId : 0, innerComm, kSendPool);
+  inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
+  HandleTrailer trailer;
+  if (readTrailer(handle, inner_->handleBytes(), &trailer)) {
+    watchdog_->attachConnector(*conn, trailer);
+  }
+  watchdog_->add(conn.get());
+  *sendComm = conn.release();
+  return {};
+}
+
+Status Core::accept(void* listenComm, void** recvComm) {
+  auto* l = static_cast<ListenComm*>(listenComm);
+  void* innerComm = nullptr;
+  *recvComm = nullptr;
+  RESILIENT_TRY(inner_->accept(l->inner, &innerComm));
+  if (innerComm == nullptr) {
+    return {};
+  }
+  auto conn = std::make_unique<Connection>(Connection::Direction::kRecv, l->commId, innerComm,
+                                           kRecvPool);
+  inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
+  watchdog_->attachAcceptor(*conn, l->nonce);
+  watchdog_->add(conn.get());
+  *recvComm = conn.release();
+  return {};
+}
+
+Status Core::regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  return inner_->regMr(connOf(comm).inner(), data, size, type, mhandle);
+}
+
+Status Core::deregMr(void* comm, void* mhandle) {
+  return inner_->deregMr(connOf(comm).inner(), mhandle);
+}
+
+Status Core::checkUsable(Connection& conn) noexcept {
+  if (const FaultRecord* f = conn.fault()) {
+    return f->status;
+  }
+  if (watchdog_->failFast()) {
+    return fail(conn, FaultClass::kAborted, Status(),
+                "the fail-fast switch is set: every request fails at once");
+  }
+  return {};
+}
+
+Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                   void** request) {
+  Connection& c = connOf(sendComm);
+  *request = nullptr;
+  RESILIENT_TRY(checkUsable(c));
+  Request* r = c.acquire();
+  if (r == nullptr) {
+    return {};  // NCCL retries later
+  }
+  void* innerReq = nullptr;
+  Status s = inner_->isend(c.inner(), data, size, tag, mhandle, phandle, &innerReq);
+  if (!s.ok() || innerReq == nullptr) {
+    c.release(r);
+    return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "isend failed");
+  }
+  const uint64_t now = nowNs();
+  r->inner = innerReq;
+  r->bytes = size;
+  r->postNs = now;
+  c.onPosted(size, now);
+  *request = r;
+  return {};
+}
+
+Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+                   void** mhandles, void** phandles, void** request) {
+  Connection& c = connOf(recvComm);
+  *request = nullptr;  // always overwrite: NCCL may have stored 0x1 there
+  RESILIENT_TRY(checkUsable(c));
+  Request* r = c.acquire();
+  if (r == nullptr) {
+    return {};
+  }
+  void* innerReq = nullptr;
+  Status s = inner_->irecv(c.inner(), n, data, sizes, tags, mhandles, phandles, &innerReq);
+  if (!s.ok() || innerReq == nullptr) {
+    c.release(r);
+    return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "irecv failed");
+  }
+  uint64_t bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    bytes += sizes[i];
+  }
+  const uint64_t now = nowNs();
+  r->inner = innerReq;
+  r->bytes = bytes;
+  r->postNs = now;
+  c.onPosted(bytes, now);
+  *request = r;
+  return {};
+}
+
+Status Core::iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                    void** request) {
+  Connection& c = connOf(recvComm);
+  *request = nullptr;
+  RESILIENT_TRY(checkUsable(c));
+  Request* r = c.acquire();
+  if (r == nullptr) {
+    return internalError("iflush: no free request slot");
+  }
+  void* innerReq = nullptr;
+  Status s = inner_->iflush(c.inner(), n, data, sizes, mhandles, &innerReq);
+  if (!s.ok() || innerReq == nullptr) {
+    c.release(r);
+    return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "iflush failed");
+  }
+  const uint64_t now = nowNs();
+  r->inner = innerReq;
+  r->bytes = 0;
+  r->postNs = now;
+  c.onPosted(0, now);
+  *request = r;
+  return {};
+}
+
+Status Core::test(void* request, int* done, int* sizes) {
+  auto* r = static_cast<Request*>(request);
+  Connection& c = *r->conn;
+  *done = 0;
+  RESILIENT_TRY(checkUsable(c));
+  Status s = inner_->test(r->inner, done, sizes);
+  if (!s.ok()) {
+    return fail(c, FaultClass::kTransportError, s, "test failed");
+  }
+  if (*done != 0) {
+    c.onCompleted(r->bytes, nowNs());
+    c.release(r);
+  }
+  return {};
+}
+
+Status Core::closeSend(void* sendComm) {
+  std::unique_ptr<Connection> c(static_cast<Connection*>(sendComm));
+  watchdog_->remove(c.get());
+  return inner_->closeSend(c->inner());
+}
+
+Status Core::closeRecv(void* recvComm) {
+  std::unique_ptr<Connection> c(static_cast<Connection*>(recvComm));
+  watchdog_->remove(c.get());
+  return inner_->closeRecv(c->inner());
+}
+
+Status Core::closeListen(void* listenComm) {
+  std::unique_ptr<ListenComm> l(static_cast<ListenComm*>(listenComm));
+  watchdog_->forgetListenNonce(l->nonce);
+  return inner_->closeListen(l->inner);
+}
+
+Status Core::fail(Connection& conn, FaultClass cls, const Status& cause, const std::string& detail) {
+  const uint64_t now = nowNs();
+  auto record = std::make_unique<FaultRecord>();
+  record->cls = cls;
+  record->detectedNs = now;
+  const double sinceProgressMs =
+      conn.lastProgressNs() != 0 ? static_cast<double>(now - conn.lastProgressNs()) / 1e6 : 0.0;
+  char head[160];
+  snprintf(head, sizeof head, "%s on %s connection of comm 0x%" PRIx64 ": ", faultClassName(cls),
+           conn.directionName(), conn.commId());
+  std::string text = head;
+  text += describeEnds(conn);
+  text += ": " + detail;
+  if (!cause.ok()) {
+    text += ": " + cause.toString();
+  }
+  char tail[160];
+  snprintf(tail, sizeof tail, "; %.0f ms since last progress, %d requests (%" PRIu64
+           " bytes) outstanding", sinceProgressMs, conn.outstanding(), conn.outstandingBytes());
+  text += tail;
+  record->text = text;
+  if (cls == FaultClass::kTransportError && !cause.ok()) {
+    record->status = Status::error(cause.kind(), text, cause.sysErrno(), conn.identity.peer.text);
+  } else if (isRemote(cls)) {
+    record->status = remoteError(text, conn.identity.peer.text);
+  } else {
+    record->status = Status::error(ErrorKind::kSystem, text);
+  }
+  const Status result = record->status;
+  if (conn.publishFault(std::move(record))) {
+    RES_WARN(NCCL_NET, "%s", text.c_str());
+    return result;
+  }
+  return conn.fault()->status;
+}
+
+}  // namespace resilient::net

@@ -1,0 +1,86 @@
+// The version-neutral core of the net plugin: the resilient layer between
+// NCCL's per-version adapters (plugin/abi/) and the inner transport.
+//
+// The adapters translate each ABI version's calls into these; every call
+// returns a Status that the adapter's boundary guard turns into an
+// ncclResult_t. Control-path calls (init, listen, connect, accept, close,
+// finalize) come from NCCL's init and proxy service threads and take the
+// core's mutex; data-path calls (isend, irecv, iflush, test) come from the
+// proxy progress threads and take no lock and allocate nothing.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "nccl/log.h"
+#include "nccl/net_common.h"
+#include "plugin/common/status.h"
+#include "plugin/net/connection.h"
+#include "plugin/net/watchdog.h"
+#include "plugin/transport/transport.h"
+
+namespace resilient::net {
+
+
+// What a plugin build links into the core: the library's own exported
+// structs (so that the external loader can refuse to load ourselves).
+struct SelfIdentity {
+  const void* const* symbols = nullptr;  // addresses of our ncclNetPlugin_v* structs
+  size_t count = 0;
+};
+
+class Core {
+ public:
+  // The process-wide core; created by the first init, destroyed by the last
+  // finalize (or when the library is unloaded).
+  static Core* acquire(const SelfIdentity& self, ncclDebugLogger_t logger, Status* error);
+  static void releaseRef(Core* core);
+  // The core for data-path calls (NCCL makes them only between init and
+  // finalize); nullptr if there is none.
+  static Core* live() noexcept;
+
+  Status initContext(uint64_t commId, const transport::CommConfig& config, void** ctx);
+  Status finalizeContext(void* ctx);
+
+  Status devices(int* ndev);
+  Status properties(int dev, transport::Properties* props);
+  Status listen(void* ctx, int dev, void* handle, void** listenComm);
+  Status connect(void* ctx, int dev, const void* handle, void** sendComm);
+  Status accept(void* listenComm, void** recvComm);
+  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle);
+  Status deregMr(void* comm, void* mhandle);
+  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+               void** request);
+  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+               void** mhandles, void** phandles, void** request);
+  Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                void** request);
+  Status test(void* request, int* done, int* sizes);
+  Status closeSend(void* sendComm);
+  Status closeRecv(void* recvComm);
+  Status closeListen(void* listenComm);
+
+  transport::Transport& inner() noexcept { return *inner_; }
+
+  // Publishes a fault on `conn` (first one wins), logs the one WARN that
+  // explains it and returns the status every later call on it returns.
+  Status fail(Connection& conn, FaultClass cls, const Status& cause, const std::string& detail);
+
+  ~Core();
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+ private:
+  Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog);
+
+  Status checkUsable(Connection& conn) noexcept;
+
+  std::unique_ptr<transport::Transport> inner_;
+  std::unique_ptr<Watchdog> watchdog_;
+  int refs_ = 0;  // guarded by the global core mutex
+};
+
+}  // namespace resilient::net

@@ -1,0 +1,31 @@
+// The resilient layer's part of NCCL's 128-byte listen handle: the last
+// kTrailerSize bytes, after whatever the inner transport writes. It tells the
+// connecting side where the listening process's liveness channel is and which
+// listen comm it connects to, so that both ends of every connection know their
+// peer process whatever the inner transport.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace resilient::net {
+
+inline constexpr size_t kTrailerSize = 48;
+inline constexpr uint32_t kTrailerMagic = 0x52534c54;  // "RSLT"
+inline constexpr uint16_t kTrailerVersion = 1;
+
+struct HandleTrailer {
+  uint64_t listenNonce = 0;      // identifies the listen comm within its process
+  uint32_t pid = 0;              // the listening process
+  sockaddr_storage liveness{};   // its liveness channel (AF_INET or AF_INET6)
+};
+
+// Writes the trailer after the inner transport's `innerBytes`; false (nothing
+// written) when the inner transport leaves no room for it.
+bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer) noexcept;
+// Reads it back; false when the handle carries none (or a corrupted one).
+bool readTrailer(const void* handle, size_t innerBytes, HandleTrailer* out) noexcept;
+
+}  // namespace resilient::net

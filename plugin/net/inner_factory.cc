@@ -1,0 +1,114 @@
+#include "plugin/net/inner_factory.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <vector>
+
+#include "plugin/common/log.h"
+#include "plugin/net/core.h"
+#include "plugin/net/liveness_wire.h"
+#include "plugin/transport/external/loader.h"
+#include "plugin/transport/fault/fault_transport.h"
+#include "plugin/transport/fault/spec.h"
+#include "plugin/transport/tcp/interfaces.h"
+#include "plugin/transport/tcp/tcp_transport.h"
+
+namespace resilient::net {
+namespace {
+
+using config::Param;
+
+int familyOf(int64_t choice) {
+  switch (choice) {
+    case 1: return AF_INET;
+    case 2: return AF_INET6;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+transport::tcp::TcpOptions tcpOptionsFrom(const config::Params& params) {
+  transport::tcp::TcpOptions o;
+  o.ifname = params.string(Param::kSocketIfname);
+  o.family = familyOf(params.choice(Param::kSocketFamily));
+  o.nSocks = static_cast<int>(params.integer(Param::kSocketNsocks));
+  o.nThreads = static_cast<int>(params.integer(Param::kSocketNthreads));
+  o.connectTimeoutMs = static_cast<int>(params.integer(Param::kConnectTimeoutMs));
+  o.tcpUserTimeoutMs = static_cast<int>(params.integer(Param::kTcpUserTimeoutMs));
+  o.jobToken = params.string(Param::kJobToken);
+  return transport::tcp::clampOptions(o);
+}
+
+namespace {
+
+// The liveness channel listens on the first interface our TCP transport would
+// use (same NCCL_RESILIENT_SOCKET_IFNAME), so that it shares the data's path
+// when the inner transport is TCP. Without one, the layer runs without it.
+sockaddr_storage livenessAddress(const transport::tcp::TcpOptions& tcp) {
+  std::vector<transport::tcp::Device> devices;
+  sockaddr_storage none{};
+  none.ss_family = AF_UNSPEC;
+  Status s = transport::tcp::findDevices(tcp, &devices);
+  if (!s.ok() || devices.empty()) {
+    RES_WARN(NCCL_NET | NCCL_INIT, "no interface for the liveness channel (%s): peers will not be "
+             "watched for liveness", s.toString().c_str());
+    return none;
+  }
+  transport::tcp::SocketAddress a = devices.front().address;
+  a.setPort(0);
+  return a.storage;
+}
+
+std::string hostName() {
+  std::array<char, 256> buf{};
+  if (gethostname(buf.data(), buf.size() - 1) != 0) {
+    return "unknown-host";
+  }
+  return buf.data();
+}
+
+}  // namespace
+
+Result<InnerSetup> makeInnerSetup(const config::Params& params, const SelfIdentity& self,
+                                  ncclDebugLogger_t logger) {
+  InnerSetup setup;
+  const transport::tcp::TcpOptions tcp = tcpOptionsFrom(params);
+  const std::string& inner = params.string(Param::kInner);
+  if (inner == "tcp") {
+    setup.transport = std::make_unique<transport::tcp::TcpTransport>(tcp);
+  } else {
+    transport::external::LoadOptions load;
+    load.spec = inner;
+    load.refuseSelf = true;
+    load.selfSymbols.assign(self.symbols, self.symbols + self.count);
+    load.logger = logger;
+    auto loaded = transport::external::loadExternalPlugin(load);
+    if (!loaded.ok()) {
+      return loaded.status();
+    }
+    setup.transport = std::move(loaded).value();
+  }
+
+  const std::string& faultSpec = params.string(Param::kFault);
+  if (!faultSpec.empty()) {
+    auto rules = transport::fault::parseFaultSpec(faultSpec);
+    if (!rules.ok()) {
+      return invalidUsage("NCCL_RESILIENT_FAULT: " + rules.status().message());
+    }
+    RES_WARN(NCCL_NET | NCCL_INIT, "fault injection is active: %s", faultSpec.c_str());
+    setup.transport = std::make_unique<transport::fault::FaultTransport>(std::move(setup.transport),
+                                                                         std::move(rules).value());
+  }
+
+  setup.watchdog.livenessTimeoutMs = params.integer(Param::kLivenessTimeoutMs);
+  setup.watchdog.progressTimeoutMs = params.integer(Param::kProgressTimeoutMs);
+  setup.watchdog.tokenDigest = liveness::tokenDigest(params.string(Param::kJobToken));
+  setup.watchdog.bindAddress = livenessAddress(tcp);
+  setup.watchdog.hostName = hostName();
+  return setup;
+}
+
+}  // namespace resilient::net

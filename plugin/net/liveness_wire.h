@@ -1,0 +1,65 @@
+// Frames of the liveness channel between the net plugins of two processes:
+// a header (magic, version, type, payload length) and a small payload. Every
+// frame is checked; a peer that sends anything else is dropped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace resilient::net::liveness {
+
+inline constexpr uint32_t kMagic = 0x52534c56;  // "RSLV"
+inline constexpr uint16_t kVersion = 1;
+inline constexpr size_t kHeaderSize = 12;
+inline constexpr uint32_t kMaxPayload = 512;
+inline constexpr size_t kMaxHostName = 255;
+
+enum class Type : uint16_t {
+  kHello = 1,     // first frame each way: token digest, pid, host name
+  kBind = 2,      // connector -> listener: "my connection to your listen comm N uses this link"
+  kPing = 3,      // sent while requests to the peer are outstanding
+  kPong = 4,      // answer to a ping, from the peer's watchdog thread
+  kGoodbye = 5,   // orderly close: the EOF that follows is not a fault
+  kRefused = 6,   // the hello failed a check (token); the link closes
+};
+
+struct Frame {
+  Type type = Type::kPing;
+  uint64_t value = 0;        // kBind: nonce; kPing/kPong: sequence; kHello: token digest
+  uint32_t pid = 0;          // kHello
+  std::string host;          // kHello
+};
+
+inline Frame makeFrame(Type type, uint64_t value = 0) {
+  Frame f;
+  f.type = type;
+  f.value = value;
+  return f;
+}
+inline Frame makeHello(uint64_t tokenDigest, uint32_t pid, std::string host) {
+  Frame f = makeFrame(Type::kHello, tokenDigest);
+  f.pid = pid;
+  f.host = std::move(host);
+  return f;
+}
+
+// Digest of the job token carried in hellos (0 for no token).
+uint64_t tokenDigest(std::string_view token) noexcept;
+
+void encode(const Frame& frame, std::string* out);
+
+// Incremental decoder over a byte stream.
+class Decoder {
+ public:
+  enum class Result { kFrame, kNeedMore, kError };
+  void feed(const char* data, size_t n) { buffer_.append(data, n); }
+  // Extracts the next frame; on kError, *error says why.
+  Result next(Frame* frame, std::string* error);
+
+ private:
+  std::string buffer_;
+};
+
+}  // namespace resilient::net::liveness

@@ -1,0 +1,121 @@
+// ncclNetPlugin_v11 (NCCL 2.28.3+) as a Transport: the newest ABI, whose
+// semantics the Transport interface has, so calls map one to one. init runs
+// per context with commId and config, and finalize(ctx) ends each context.
+// Our context wraps the plugin's so that the config the plugin may keep a
+// pointer to lives until finalize. As NCCL does, a failed init is followed
+// by finalize of whatever context the plugin produced. makeVDevice,
+// irecvConsumed, getDeviceMr and setNetAttr are not used.
+#include "nccl/net_v11.h"
+#include "plugin/transport/external/shim.h"
+
+namespace resilient::transport::external {
+namespace {
+
+class TransportV11 final : public Shim<ncclNet_v11_t> {
+ public:
+  TransportV11(PluginBinding binding, const ncclNet_v11_t* net) : Shim(std::move(binding), net) {}
+
+  Status initContext(uint64_t commId, const CommConfig& config, void** ctx) override {
+    *ctx = nullptr;
+    auto context = std::make_unique<Context>();
+    context->config.trafficClass = config.trafficClass;
+    Status s =
+        check(net_->init(&context->inner, commId, &context->config, logger(), profilerCallback()),
+              "init");
+    if (!s.ok()) {
+      if (net_->finalize != nullptr) {
+        (void)net_->finalize(context->inner);
+      }
+      return s;
+    }
+    *ctx = context.release();
+    contextCreated();
+    return Status();
+  }
+
+  Status finalizeContext(void* ctx) override {
+    if (ctx == nullptr) {
+      return Status();  // what a failed initContext returned; finalize already ran
+    }
+    std::unique_ptr<Context> context(contextOf(ctx));
+    contextFinalized();
+    if (net_->finalize == nullptr) {
+      return Status();
+    }
+    return check(net_->finalize(context->inner), "finalize");
+  }
+
+  Status properties(int dev, Properties* props) override {
+    ncclNetProperties_v11_t p{};
+    RESILIENT_TRY(check(net_->getProperties(dev, &p), "getProperties"));
+    RESILIENT_TRY(requireHostDevice(dev, p.netDeviceType));
+    convertCommon(p, props);
+    props->regIsGlobal = p.regIsGlobal;
+    props->forceFlush = p.forceFlush;
+    props->maxP2pBytes = p.maxP2pBytes;
+    props->maxCollBytes = p.maxCollBytes;
+    return Status();
+  }
+
+  Status listen(void* ctx, int dev, void* handle, void** listenComm) override {
+    *listenComm = nullptr;
+    return check(net_->listen(innerOf(ctx), dev, handle, listenComm), "listen");
+  }
+
+  Status connect(void* ctx, int dev, const void* handle, void** sendComm) override {
+    void* inner = innerOf(ctx);
+    // The plugin may keep its connection state in the handle (see
+    // external_transport.h): the caller's buffer is writable.
+    void* h = const_cast<void*>(handle);
+    return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v11_t** devHandle) {
+      return net_->connect(inner, dev, h, sendComm, devHandle);
+    });
+  }
+
+  Status accept(void* listenComm, void** recvComm) override {
+    return acceptWithDeviceHandle(listenComm, recvComm);
+  }
+
+  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
+    *mhandle = nullptr;
+    return check(net_->regMr(comm, data, size, type, mhandle), "regMr");
+  }
+
+  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+               void** request) override {
+    *request = nullptr;
+    return check(net_->isend(sendComm, data, size, tag, mhandle, phandle, request), "isend");
+  }
+
+  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+               void** mhandles, void** phandles, void** request) override {
+    std::array<size_t, kMaxRecvN> ownSizes{};
+    std::array<int, kMaxRecvN> ownTags{};
+    Status s = prepareRecv(n, sizes, tags, &ownSizes, &ownTags);
+    if (s.ok()) {
+      s = check(net_->irecv(recvComm, n, data, ownSizes.data(), ownTags.data(), mhandles, phandles,
+                            request),
+                "irecv");
+    }
+    if (!s.ok()) {
+      *request = nullptr;
+    }
+    return s;
+  }
+
+ private:
+  static void* innerOf(void* ctx) noexcept {
+    return ctx != nullptr ? contextOf(ctx)->inner : nullptr;
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ExternalTransport>> makeV11(PluginBinding binding) {
+  const auto* net = static_cast<const ncclNet_v11_t*>(binding.symbol);
+  // finalize is called unconditionally by NCCL, but a NULL one is tolerated here.
+  RESILIENT_TRY(validateMembers(net, 11));
+  return std::unique_ptr<ExternalTransport>(new TransportV11(std::move(binding), net));
+}
+
+}  // namespace resilient::transport::external

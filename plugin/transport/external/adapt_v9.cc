@@ -1,0 +1,86 @@
+// ncclNetPlugin_v9 (NCCL 2.24) as a Transport. As v8 (init(logger) once per
+// process, no contexts, device-handle out-pointer on connect/accept with
+// offload refused, no phandles), plus: size_t sizes on isend/irecv;
+// properties carry forceFlush, maxP2pBytes and maxCollBytes (taken as the
+// plugin reports them). vProps and makeVDevice (NIC fusion) are not used.
+#include "nccl/net_v9.h"
+#include "plugin/transport/external/shim.h"
+
+namespace resilient::transport::external {
+namespace {
+
+class TransportV9 final : public Shim<ncclNet_v9_t> {
+ public:
+  TransportV9(PluginBinding binding, const ncclNet_v9_t* net) : Shim(std::move(binding), net) {}
+
+  Status initContext(uint64_t /*commId*/, const CommConfig& config, void** ctx) override {
+    return legacyInitContext(config, ctx, [&] { return check(net_->init(logger()), "init"); });
+  }
+  Status finalizeContext(void* ctx) override { return legacyFinalizeContext(ctx); }
+
+  Status properties(int dev, Properties* props) override {
+    ncclNetProperties_v9_t p{};
+    RESILIENT_TRY(check(net_->getProperties(dev, &p), "getProperties"));
+    RESILIENT_TRY(requireHostDevice(dev, p.netDeviceType));
+    convertCommon(p, props);
+    props->regIsGlobal = p.regIsGlobal;
+    props->forceFlush = p.forceFlush;
+    props->maxP2pBytes = p.maxP2pBytes;
+    props->maxCollBytes = p.maxCollBytes;
+    return Status();
+  }
+
+  Status listen(void* /*ctx*/, int dev, void* handle, void** listenComm) override {
+    *listenComm = nullptr;
+    return check(net_->listen(dev, handle, listenComm), "listen");
+  }
+
+  Status connect(void* /*ctx*/, int dev, const void* handle, void** sendComm) override {
+    // The plugin may keep its connection state in the handle (see
+    // external_transport.h): the caller's buffer is writable.
+    void* h = const_cast<void*>(handle);
+    return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v9_t** devHandle) {
+      return net_->connect(dev, h, sendComm, devHandle);
+    });
+  }
+
+  Status accept(void* listenComm, void** recvComm) override {
+    return acceptWithDeviceHandle(listenComm, recvComm);
+  }
+
+  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
+    *mhandle = nullptr;
+    return check(net_->regMr(comm, data, size, type, mhandle), "regMr");
+  }
+
+  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* /*phandle*/,
+               void** request) override {
+    *request = nullptr;
+    return check(net_->isend(sendComm, data, size, tag, mhandle, request), "isend");
+  }
+
+  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+               void** mhandles, void** /*phandles*/, void** request) override {
+    std::array<size_t, kMaxRecvN> ownSizes{};
+    std::array<int, kMaxRecvN> ownTags{};
+    Status s = prepareRecv(n, sizes, tags, &ownSizes, &ownTags);
+    if (s.ok()) {
+      s = check(net_->irecv(recvComm, n, data, ownSizes.data(), ownTags.data(), mhandles, request),
+                "irecv");
+    }
+    if (!s.ok()) {
+      *request = nullptr;
+    }
+    return s;
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ExternalTransport>> makeV9(PluginBinding binding) {
+  const auto* net = static_cast<const ncclNet_v9_t*>(binding.symbol);
+  RESILIENT_TRY(validateMembers(net, 9));
+  return std::unique_ptr<ExternalTransport>(new TransportV9(std::move(binding), net));
+}
+
+}  // namespace resilient::transport::external

@@ -1,0 +1,429 @@
+#include "plugin/transport/tcp/comm.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "plugin/transport/tcp/wire.h"
+
+namespace resilient::transport::tcp {
+namespace {
+
+// Header and payload iovecs one control-socket write gathers at most.
+constexpr int kMaxControlIov = 32;
+// Staging buffer of the receiving control socket: small frames arrive many at
+// a time in one recv().
+constexpr size_t kStagingBytes = 16u << 10;
+// Inline payload left at or above which the receiver reads straight into the
+// user buffer instead of through the staging buffer.
+constexpr uint64_t kDirectReadBytes = 4u << 10;
+constexpr uint64_t kPeerCheckIntervalNs = 1000000;
+
+}  // namespace
+
+// ---- Connection ---------------------------------------------------------------
+
+Connection::Connection(CommKind kind, FileDescriptor control, PeerInfo peer,
+                       StripeEngine::Direction direction, uint32_t chunkBytes)
+    : CommBase(kind),
+      control_(std::move(control)),
+      peer_(std::move(peer)),
+      local_(localAddressOf(control_.get()).toEndpoint()),
+      peerEndpoint_(peerAddressOf(control_.get()).toEndpoint()),
+      engine_(direction, chunkBytes, &bytes_) {}
+
+Connection::~Connection() {
+  close();
+}
+
+Status Connection::start(std::vector<FileDescriptor> dataSockets, int nThreads) {
+  return engine_.start(std::move(dataSockets), nThreads);
+}
+
+void Connection::close() noexcept {
+  if (control_.valid()) {
+    ::shutdown(control_.get(), SHUT_RDWR);
+  }
+  engine_.stop();
+}
+
+Status Connection::fail(Status status) {
+  if (error_.ok()) {
+    error_ = std::move(status);
+  }
+  return error_;
+}
+
+Status Connection::checkHelpers() {
+  int err = 0;
+  int socket = -1;
+  if (!engine_.failed(&err, &socket)) {
+    return {};
+  }
+  const std::string what = std::string(kind() == CommKind::kSend ? "send" : "receive") +
+                           " on data socket " + std::to_string(socket + 1);
+  return fail(connectionError(err, what.c_str(), peer_.address));
+}
+
+// ---- SendComm -----------------------------------------------------------------
+
+SendComm::SendComm(FileDescriptor control, PeerInfo peer, size_t inlineBytes, uint32_t chunkBytes)
+    : Connection(CommKind::kSend, std::move(control), std::move(peer),
+                 StripeEngine::Direction::kSend, chunkBytes),
+      inlineBytes_(inlineBytes) {
+  for (SendRequest& r : requests_) {
+    r.kind = CommKind::kSend;
+    r.comm = this;
+  }
+}
+
+Status SendComm::isend(void* data, size_t size, int tag, void** request) {
+  *request = nullptr;
+  if (!error_.ok()) {
+    return error_;
+  }
+  RESILIENT_TRY(checkHelpers());
+  if (size > kMaxMessageBytes) {
+    return invalidUsage("tcp: isend of " + std::to_string(size) +
+                        " bytes exceeds the 1 GiB message limit (maxP2pBytes)");
+  }
+  if (size > 0 && data == nullptr) {
+    return invalidUsage("tcp: isend of " + std::to_string(size) + " bytes from a null buffer");
+  }
+  if (tail_ - head_ == kMaxSendRequests) {
+    return {};  // full: NCCL retries
+  }
+  SendRequest& r = slot(tail_);
+  r.data = static_cast<char*>(data);
+  r.size = size;
+  r.inlined = size <= inlineBytes_;
+  r.released = false;
+  encodeFrame(FrameHeader{tag, r.inlined ? kFrameInline : uint8_t{0}, size}, r.header);
+  r.controlBytes = kFrameHeaderBytes + (r.inlined ? size : 0);
+  r.controlDone = 0;
+  if (r.inlined) {
+    r.pending.store(0, std::memory_order_relaxed);
+  } else {
+    r.pending.store(engine_.itemCount(size), std::memory_order_relaxed);
+    if (!engine_.postMessage(r.data, size, &r.pending)) {
+      return fail(internalError("tcp: helper ring overflow on a send comm to " + peer_.address));
+    }
+  }
+  ++tail_;
+  RESILIENT_TRY(progressControl());
+  *request = &r;
+  return {};
+}
+
+Status SendComm::progressControl() {
+  while (cursor_ != tail_) {
+    iovec iov[kMaxControlIov];
+    int nIov = 0;
+    for (uint32_t seq = cursor_; seq != tail_ && nIov + 2 <= kMaxControlIov; ++seq) {
+      SendRequest& r = slot(seq);
+      const uint64_t done = r.controlDone;
+      if (done < kFrameHeaderBytes) {
+        iov[nIov++] = iovec{r.header + done, kFrameHeaderBytes - done};
+      }
+      if (r.inlined) {
+        const uint64_t payloadDone = done > kFrameHeaderBytes ? done - kFrameHeaderBytes : 0;
+        if (payloadDone < r.size) {
+          iov[nIov++] = iovec{r.data + payloadDone, r.size - payloadDone};
+        }
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(nIov);
+    const ssize_t n = ::sendmsg(control_.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        return {};
+      }
+      if (err == EINTR) {
+        continue;
+      }
+      return fail(connectionError(err, "send on the control socket", peer_.address));
+    }
+    uint64_t written = static_cast<uint64_t>(n);
+    uint64_t payload = 0;
+    while (written > 0) {
+      SendRequest& r = slot(cursor_);
+      const uint64_t take = std::min(written, r.controlBytes - r.controlDone);
+      const uint64_t headerLeft =
+          r.controlDone < kFrameHeaderBytes ? kFrameHeaderBytes - r.controlDone : 0;
+      payload += take > headerLeft ? take - headerLeft : 0;
+      r.controlDone += take;
+      written -= take;
+      if (r.controlDone == r.controlBytes) {
+        ++cursor_;
+      }
+    }
+    // Requests with nothing left (possible only right after a partial write).
+    while (cursor_ != tail_ && slot(cursor_).controlDone == slot(cursor_).controlBytes) {
+      ++cursor_;
+    }
+    bytes_.fetch_add(payload, std::memory_order_relaxed);
+  }
+  return {};
+}
+
+Status SendComm::checkPeer() {
+  const uint64_t now = nowNs();
+  if (now < nextPeerCheckNs_) {
+    return {};
+  }
+  nextPeerCheckNs_ = now + kPeerCheckIntervalNs;
+  uint8_t byte = 0;
+  const ssize_t n = ::recv(control_.get(), &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+  if (n == 0) {
+    return fail(connectionError(0, "send", peer_.address));
+  }
+  if (n > 0) {
+    return fail(remoteError("protocol error: the receiver wrote to the control socket",
+                            peer_.address));
+  }
+  const int err = errno;
+  if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+    return fail(connectionError(err, "send", peer_.address));
+  }
+  return {};
+}
+
+Status SendComm::test(SendRequest* request, int* done, int* sizes) {
+  *done = 0;
+  if (!error_.ok()) {
+    return error_;
+  }
+  RESILIENT_TRY(checkHelpers());
+  if (request->released) {
+    return internalError("tcp: test() on a send request that already completed");
+  }
+  if (cursor_ != tail_) {
+    RESILIENT_TRY(progressControl());
+  }
+  if (request->controlDone != request->controlBytes ||
+      request->pending.load(std::memory_order_acquire) != 0) {
+    return checkPeer();
+  }
+  *done = 1;
+  if (sizes != nullptr) {
+    sizes[0] = static_cast<int>(request->size);
+  }
+  request->released = true;
+  while (head_ != tail_ && slot(head_).released) {
+    ++head_;
+  }
+  return {};
+}
+
+// ---- RecvComm -----------------------------------------------------------------
+
+RecvComm::RecvComm(FileDescriptor control, PeerInfo peer, uint32_t chunkBytes)
+    : Connection(CommKind::kRecv, std::move(control), std::move(peer),
+                 StripeEngine::Direction::kRecv, chunkBytes),
+      staging_(new uint8_t[kStagingBytes]) {
+  for (RecvRequest& r : requests_) {
+    r.kind = CommKind::kRecv;
+    r.comm = this;
+  }
+}
+
+Status RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
+                       void** request) {
+  *request = nullptr;
+  if (!error_.ok()) {
+    return error_;
+  }
+  RESILIENT_TRY(checkHelpers());
+  if (n < 1 || n > kMaxRecvs) {
+    return invalidUsage("tcp: irecv of " + std::to_string(n) + " buffers (1 to " +
+                        std::to_string(kMaxRecvs) + " allowed)");
+  }
+  if (tail_ - head_ == kMaxRecvRequests) {
+    return {};  // full: NCCL retries
+  }
+  RecvRequest& r = slot(tail_);
+  r.n = n;
+  r.framesDone = 0;
+  r.released = false;
+  r.pending.store(0, std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    r.buffers[i] = RecvRequest::Buffer{static_cast<char*>(data[i]), sizes[i], tags[i], 0, false};
+  }
+  ++tail_;
+  RESILIENT_TRY(progressControl());
+  *request = &r;
+  return {};
+}
+
+Status RecvComm::protocolError(const std::string& what) {
+  return fail(remoteError("protocol error: " + what, peer_.address));
+}
+
+Status RecvComm::fillStaging(bool* got) {
+  *got = false;
+  if (stagingBegin_ == stagingEnd_) {
+    stagingBegin_ = stagingEnd_ = 0;
+  } else if (stagingBegin_ > 0) {
+    std::memmove(staging_.get(), staging_.get() + stagingBegin_, stagingEnd_ - stagingBegin_);
+    stagingEnd_ -= stagingBegin_;
+    stagingBegin_ = 0;
+  }
+  for (;;) {
+    const ssize_t n = ::recv(control_.get(), staging_.get() + stagingEnd_,
+                             kStagingBytes - stagingEnd_, MSG_DONTWAIT);
+    if (n > 0) {
+      stagingEnd_ += static_cast<size_t>(n);
+      *got = true;
+      return {};
+    }
+    if (n == 0) {
+      return fail(connectionError(0, "receive on the control socket", peer_.address));
+    }
+    const int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      return {};
+    }
+    if (err != EINTR) {
+      return fail(connectionError(err, "receive on the control socket", peer_.address));
+    }
+  }
+}
+
+Status RecvComm::progressControl() {
+  while (cursor_ != tail_) {
+    RecvRequest& r = slot(cursor_);
+    if (r.framesDone == r.n) {
+      ++cursor_;
+      continue;
+    }
+    if (rxState_ == RxState::kHeader) {
+      if (stagingEnd_ - stagingBegin_ < kFrameHeaderBytes) {
+        bool got = false;
+        RESILIENT_TRY(fillStaging(&got));
+        if (!got) {
+          return {};
+        }
+        continue;
+      }
+      FrameHeader frame;
+      const FrameError fe = decodeFrame(staging_.get() + stagingBegin_, &frame);
+      if (fe != FrameError::kNone) {
+        return protocolError(std::string(frameErrorName(fe)) + " on the control socket");
+      }
+      stagingBegin_ += kFrameHeaderBytes;
+      RecvRequest::Buffer* buffer = nullptr;
+      bool duplicate = false;
+      for (int i = 0; i < r.n; ++i) {
+        if (r.buffers[i].tag == frame.tag) {
+          if (!r.buffers[i].matched) {
+            buffer = &r.buffers[i];
+            break;
+          }
+          duplicate = true;
+        }
+      }
+      if (buffer == nullptr) {
+        return protocolError(duplicate ? "a second message with tag " + std::to_string(frame.tag) +
+                                             " within one grouped receive"
+                                       : "a message with tag " + std::to_string(frame.tag) +
+                                             " matches no posted receive buffer");
+      }
+      if (frame.size > buffer->capacity) {
+        return protocolError("a message of " + std::to_string(frame.size) + " bytes with tag " +
+                             std::to_string(frame.tag) + " exceeds the posted buffer of " +
+                             std::to_string(buffer->capacity) + " bytes");
+      }
+      buffer->matched = true;
+      buffer->received = frame.size;
+      if ((frame.flags & kFrameInline) == 0) {
+        r.pending.fetch_add(engine_.itemCount(frame.size), std::memory_order_relaxed);
+        if (!engine_.postMessage(buffer->data, frame.size, &r.pending)) {
+          return fail(internalError("tcp: helper ring overflow on a receive comm from " +
+                                    peer_.address));
+        }
+        ++r.framesDone;
+      } else if (frame.size == 0) {
+        ++r.framesDone;
+      } else {
+        rxState_ = RxState::kPayload;
+        rxDest_ = buffer->data;
+        rxLeft_ = frame.size;
+      }
+      continue;
+    }
+    // Inline payload: first what the staging buffer holds, then straight from the socket.
+    if (stagingBegin_ < stagingEnd_) {
+      const uint64_t take = std::min<uint64_t>(rxLeft_, stagingEnd_ - stagingBegin_);
+      std::memcpy(rxDest_, staging_.get() + stagingBegin_, take);
+      stagingBegin_ += take;
+      rxDest_ += take;
+      rxLeft_ -= take;
+      bytes_.fetch_add(take, std::memory_order_relaxed);
+    } else if (rxLeft_ >= kDirectReadBytes) {
+      const ssize_t n = ::recv(control_.get(), rxDest_, rxLeft_, MSG_DONTWAIT);
+      if (n > 0) {
+        rxDest_ += n;
+        rxLeft_ -= static_cast<uint64_t>(n);
+        bytes_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      } else if (n == 0) {
+        return fail(connectionError(0, "receive on the control socket", peer_.address));
+      } else {
+        const int err = errno;
+        if (err == EAGAIN || err == EWOULDBLOCK) {
+          return {};
+        }
+        if (err != EINTR) {
+          return fail(connectionError(err, "receive on the control socket", peer_.address));
+        }
+      }
+    } else {
+      bool got = false;
+      RESILIENT_TRY(fillStaging(&got));
+      if (!got) {
+        return {};
+      }
+    }
+    if (rxLeft_ == 0) {
+      rxState_ = RxState::kHeader;
+      ++r.framesDone;
+    }
+  }
+  return {};
+}
+
+Status RecvComm::test(RecvRequest* request, int* done, int* sizes) {
+  *done = 0;
+  if (!error_.ok()) {
+    return error_;
+  }
+  RESILIENT_TRY(checkHelpers());
+  if (request->released) {
+    return internalError("tcp: test() on a receive request that already completed");
+  }
+  if (cursor_ != tail_) {
+    RESILIENT_TRY(progressControl());
+  }
+  if (request->framesDone != request->n ||
+      request->pending.load(std::memory_order_acquire) != 0) {
+    return {};
+  }
+  *done = 1;
+  if (sizes != nullptr) {
+    for (int i = 0; i < request->n; ++i) {
+      sizes[i] = static_cast<int>(request->buffers[i].received);
+    }
+  }
+  request->released = true;
+  while (head_ != tail_ && slot(head_).released) {
+    ++head_;
+  }
+  return {};
+}
+
+}  // namespace resilient::transport::tcp

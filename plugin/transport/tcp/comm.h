@@ -1,0 +1,191 @@
+// Connected comms of the TCP transport: SendComm and RecvComm over one
+// control socket and nSocks data sockets.
+//
+// Control socket (served by the calling proxy thread inside isend/irecv/test):
+// every message is announced by a frame header {tag, flags, size}; a payload of
+// at most inlineBytes follows the header inline. Larger payloads are striped
+// over the data sockets by the StripeEngine's helper threads, which both
+// sides post in stream order.
+//
+// Requests live in preallocated rings: 256 on the send side (NCCL's 32
+// requests times 8 receives per grouped irecv), 32 on the receive side. A full
+// ring answers *request = nullptr. Messages match in posting order; within a
+// grouped receive the tag chooses the buffer.
+//
+// Errors are sticky: the first failure (socket error, end of file, protocol
+// violation, helper-thread failure) is stored and every later call returns it.
+//
+// Threads: one proxy thread at a time calls isend/irecv/test; bytesMoved()
+// and the endpoints may be read from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/common/status.h"
+#include "plugin/transport/tcp/socket.h"
+#include "plugin/transport/tcp/stripe_engine.h"
+#include "plugin/transport/transport.h"
+
+namespace resilient::transport::tcp {
+
+inline constexpr int kMaxRecvs = 8;
+inline constexpr uint32_t kMaxSendRequests = kMaxRequests * kMaxRecvs;
+inline constexpr uint32_t kMaxRecvRequests = kMaxRequests;
+
+// Identifies what an opaque comm or request pointer is (a cheap sanity check).
+enum class CommKind : uint32_t {
+  kListen = 0x4c535443,  // "CTSL"
+  kSend = 0x53535443,    // "CTSS"
+  kRecv = 0x52535443,    // "CTSR"
+};
+
+class CommBase {
+ public:
+  explicit CommBase(CommKind kind) noexcept : kind_(kind) {}
+  virtual ~CommBase() = default;
+  CommBase(const CommBase&) = delete;
+  CommBase& operator=(const CommBase&) = delete;
+  CommKind kind() const noexcept { return kind_; }
+
+ private:
+  const CommKind kind_;
+};
+
+class Connection;
+
+// The common head of SendRequest and RecvRequest (what test() receives).
+struct Request {
+  CommKind kind = CommKind::kSend;
+  Connection* comm = nullptr;
+};
+
+// What the peer told about itself in the handshake (for logs).
+struct PeerInfo {
+  std::string address;  // "ip:port" of the peer's control socket
+  std::string hostname;
+  uint32_t pid = 0;
+};
+
+class Connection : public CommBase {
+ public:
+  ~Connection() override;
+
+  // Starts the helper threads on the data sockets.
+  Status start(std::vector<FileDescriptor> dataSockets, int nThreads);
+
+  uint64_t bytesMoved() const noexcept { return bytes_.load(std::memory_order_relaxed); }
+  const Endpoint& localEndpoint() const noexcept { return local_; }
+  const Endpoint& peerEndpoint() const noexcept { return peerEndpoint_; }
+  const PeerInfo& peer() const noexcept { return peer_; }
+  int dataSockets() const noexcept { return engine_.sockets(); }
+  uint32_t chunkBytes() const noexcept { return engine_.chunkBytes(); }
+  // The sticky error (ok while the connection is healthy).
+  const Status& error() const noexcept { return error_; }
+
+  // Stops the helper threads and shuts every socket down; never waits on the
+  // peer. The destructor closes the sockets.
+  void close() noexcept;
+
+ protected:
+  Connection(CommKind kind, FileDescriptor control, PeerInfo peer,
+             StripeEngine::Direction direction, uint32_t chunkBytes);
+
+  // Records `status` as the sticky error (the first one wins) and returns it.
+  Status fail(Status status);
+  // A helper-thread failure, turned into the sticky error.
+  Status checkHelpers();
+
+  FileDescriptor control_;
+  PeerInfo peer_;
+  Endpoint local_;
+  Endpoint peerEndpoint_;
+  std::atomic<uint64_t> bytes_{0};
+  StripeEngine engine_;
+  Status error_;
+};
+
+struct SendRequest : Request {
+  char* data = nullptr;
+  uint64_t size = 0;
+  bool inlined = false;
+  bool released = true;
+  uint8_t header[16] = {};
+  uint64_t controlBytes = 0;  // header + inline payload
+  uint64_t controlDone = 0;   // of those, written to the control socket
+  std::atomic<uint32_t> pending{0};  // striped items not yet sent
+};
+
+class SendComm final : public Connection {
+ public:
+  SendComm(FileDescriptor control, PeerInfo peer, size_t inlineBytes, uint32_t chunkBytes);
+
+  Status isend(void* data, size_t size, int tag, void** request);
+  Status test(SendRequest* request, int* done, int* sizes);
+
+ private:
+  Status progressControl();
+  // Detects a peer that closed or reset the connection while sends wait (the
+  // receiver never writes to the control socket). At most once per millisecond.
+  Status checkPeer();
+  SendRequest& slot(uint32_t seq) noexcept { return requests_[seq % kMaxSendRequests]; }
+
+  const size_t inlineBytes_;
+  uint32_t head_ = 0;    // oldest unreleased request
+  uint32_t cursor_ = 0;  // first request not yet fully written to the control socket
+  uint32_t tail_ = 0;    // next request to post
+  uint64_t nextPeerCheckNs_ = 0;
+  SendRequest requests_[kMaxSendRequests];
+};
+
+struct RecvRequest : Request {
+  struct Buffer {
+    char* data = nullptr;
+    uint64_t capacity = 0;
+    int tag = 0;
+    uint64_t received = 0;
+    bool matched = false;
+  };
+  int n = 0;
+  int framesDone = 0;  // messages whose header (and inline payload) were consumed
+  bool released = true;
+  Buffer buffers[kMaxRecvs];
+  std::atomic<uint32_t> pending{0};  // striped items not yet received
+};
+
+class RecvComm final : public Connection {
+ public:
+  RecvComm(FileDescriptor control, PeerInfo peer, uint32_t chunkBytes);
+
+  Status irecv(int n, void** data, const size_t* sizes, const int* tags, void** request);
+  Status test(RecvRequest* request, int* done, int* sizes);
+
+ private:
+  enum class RxState {
+    kHeader,   // waiting for the next frame header
+    kPayload,  // reading an inline payload into rxDest_
+  };
+
+  Status progressControl();
+  // Reads what the control socket has into the staging buffer. *got is false
+  // when nothing was there (would block).
+  Status fillStaging(bool* got);
+  Status protocolError(const std::string& what);
+  RecvRequest& slot(uint32_t seq) noexcept { return requests_[seq % kMaxRecvRequests]; }
+
+  uint32_t head_ = 0;
+  uint32_t cursor_ = 0;  // the request whose messages the control stream is delivering
+  uint32_t tail_ = 0;
+  RxState rxState_ = RxState::kHeader;
+  char* rxDest_ = nullptr;
+  uint64_t rxLeft_ = 0;
+  std::unique_ptr<uint8_t[]> staging_;
+  size_t stagingBegin_ = 0;
+  size_t stagingEnd_ = 0;
+  RecvRequest requests_[kMaxRecvRequests];
+};
+
+}  // namespace resilient::transport::tcp

@@ -1,0 +1,867 @@
+// A fake NCCL net plugin for tests: an in-process loopback net, written
+// against our own include/nccl declarations. The one source is compiled once
+// per ABI version with -DFAKE_NET_VERSION=N (6..11) into
+// libnccl-net-fake-v<N>.so, which exports only ncclNetPlugin_vN (named
+// "FakeV<N>") plus the control functions of fake_net.h. With N = 0 it
+// exports no plugin symbol at all (a library that is not a net plugin).
+//
+// listen() writes a token into the handle; connect() finds the listener by
+// that token in a registry of this library (after returning "poll again"
+// connectPolls times, counted in the handle as real plugins keep their
+// connect state there); accept() takes the next connection. A send and a
+// receive move their bytes with memcpy once both are posted; a receive of
+// n <= 8 buffers takes one send per tag. Everything runs under one mutex.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "nccl/log.h"
+#include "nccl/net_common.h"
+#include "nccl/net_v11.h"  // the superset properties every version copies from
+#include "nccl/result.h"
+#include "tests/support/fake_net/fake_net.h"
+
+#if FAKE_NET_VERSION == 6
+#include "nccl/net_v6.h"
+#elif FAKE_NET_VERSION == 7
+#include "nccl/net_v7.h"
+#elif FAKE_NET_VERSION == 8
+#include "nccl/net_v8.h"
+#elif FAKE_NET_VERSION == 9
+#include "nccl/net_v9.h"
+#elif FAKE_NET_VERSION == 10
+#include "nccl/net_v10.h"
+#elif FAKE_NET_VERSION != 0 && FAKE_NET_VERSION != 11
+#error "FAKE_NET_VERSION must be 0 or 6..11"
+#endif
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr int kVersion = FAKE_NET_VERSION;
+constexpr int kDevices = 2;
+constexpr int kMaxRecvs = 8;
+constexpr uint64_t kHandleMagic = 0x54454e454b4146ull;   // "FAKENET"
+constexpr uint64_t kContextMagic = 0x585443454b4146ull;  // "FAKECTX"
+
+// What listen() writes into the 128-byte handle; the rest stays untouched.
+struct Handle {
+  uint64_t magic;
+  uint64_t token;
+  uint32_t connectPolls;  // "poll again" answers given so far for this handle
+};
+static_assert(sizeof(Handle) <= NCCL_NET_HANDLE_MAXSIZE, "the handle must fit");
+
+struct Context {
+  uint64_t magic = kContextMagic;
+  uint64_t commId = 0;
+};
+
+struct Comm;
+
+struct Request {
+  Comm* comm = nullptr;
+  bool isSend = true;
+  bool done = false;
+  ncclResult_t error = ncclSuccess;
+  // send
+  const void* data = nullptr;
+  size_t size = 0;
+  int tag = 0;
+  // receive
+  int n = 0;
+  std::array<void*, kMaxRecvs> buffers{};
+  std::array<size_t, kMaxRecvs> capacity{};
+  std::array<int, kMaxRecvs> tags{};
+  std::array<size_t, kMaxRecvs> received{};
+  std::array<bool, kMaxRecvs> filled{};
+};
+
+// One connection: the posted sends and receives not matched yet.
+struct Pair {
+  std::deque<Request*> sends;
+  std::deque<Request*> recvs;
+};
+
+enum class CommKind { kListen, kSend, kRecv };
+
+struct Comm {
+  CommKind kind = CommKind::kListen;
+  int dev = 0;
+  uint64_t token = 0;                         // listen
+  std::deque<std::shared_ptr<Pair>> pending;  // listen: connected, not accepted
+  std::shared_ptr<Pair> pair;                 // send/recv
+  std::set<Request*> requests;                // outstanding
+};
+
+struct MemoryRegion {
+  void* data = nullptr;
+  size_t size = 0;
+};
+
+struct State {
+  std::mutex mutex;
+  FakeNetStats stats{};
+  std::map<std::string, int> failNext;
+  std::map<uint64_t, Comm*> listeners;
+  uint64_t nextToken = 1;
+  long connectPolls = 1;
+  long deviceHandle = 0;
+  long deviceType = 0;
+  long maxRequests = kVersion == 6 ? NCCL_NET_MAX_REQUESTS_V6 : NCCL_NET_MAX_REQUESTS;
+  ncclDebugLogger_t logger = nullptr;
+  ncclProfilerCallback_t profiler = nullptr;
+  bool initialised = false;
+};
+
+// What connect/accept hand out when told to ask for device offload.
+ncclNetDeviceHandle_v7_t gOffload{NCCL_NET_DEVICE_UNPACK, NCCL_NET_DEVICE_UNPACK_VERSION, nullptr,
+                                  0, 0};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+[[maybe_unused]] void resetLocked(State& s) {
+  s.stats = FakeNetStats{};
+  s.stats.version = kVersion;
+  s.stats.lastTrafficClass = -2;
+  s.failNext.clear();
+  s.listeners.clear();
+  s.connectPolls = 1;
+  s.deviceHandle = 0;
+  s.deviceType = 0;
+  s.maxRequests = kVersion == 6 ? NCCL_NET_MAX_REQUESTS_V6 : NCCL_NET_MAX_REQUESTS;
+  s.initialised = false;
+}
+
+// The result injected for `call`, consumed; ncclSuccess when none.
+[[maybe_unused]] ncclResult_t injected(State& s, const char* call) {
+  auto it = s.failNext.find(call);
+  if (it == s.failNext.end()) {
+    return ncclSuccess;
+  }
+  const auto result = static_cast<ncclResult_t>(it->second);
+  s.failNext.erase(it);
+  return result;
+}
+
+#define FAKE_ENTER(call)                                        \
+  State& s = state();                                           \
+  std::lock_guard<std::mutex> lock(s.mutex);                    \
+  if (ncclResult_t r_ = injected(s, call); r_ != ncclSuccess) { \
+    return r_;                                                  \
+  }
+
+[[maybe_unused]] void logLocked(State& s, ncclDebugLogLevel level, const char* func, int line,
+                                const char* text) {
+  if (s.logger != nullptr) {
+    s.logger(level, NCCL_NET | NCCL_INIT, func, line, "FakeV%d: %s", kVersion, text);
+    ++s.stats.logCalls;
+  }
+}
+
+[[maybe_unused]] bool validContext(void* ctx) {
+  return ctx != nullptr && static_cast<Context*>(ctx)->magic == kContextMagic;
+}
+
+// Moves bytes between the posted sends and receives of one connection.
+[[maybe_unused]] void progress(Pair& pair) {
+  while (!pair.recvs.empty()) {
+    Request* recv = pair.recvs.front();
+    for (auto it = pair.sends.begin(); it != pair.sends.end();) {
+      Request* send = *it;
+      int slot = -1;
+      for (int i = 0; i < recv->n; ++i) {
+        if (!recv->filled[i] && recv->tags[i] == send->tag) {
+          slot = i;
+          break;
+        }
+      }
+      if (slot < 0) {
+        ++it;
+        continue;
+      }
+      if (send->size > recv->capacity[slot]) {
+        send->error = ncclInternalError;  // the receive buffer is too small
+        recv->error = ncclInternalError;
+      } else if (send->size > 0) {
+        std::memcpy(recv->buffers[slot], send->data, send->size);
+      }
+      recv->received[slot] = send->size;
+      recv->filled[slot] = true;
+      send->done = true;
+      it = pair.sends.erase(it);
+    }
+    if (!std::all_of(recv->filled.begin(), recv->filled.begin() + recv->n,
+                     [](bool f) { return f; })) {
+      return;
+    }
+    recv->done = true;
+    pair.recvs.pop_front();
+  }
+}
+
+[[maybe_unused]] void dropRequest(State& s, Request* r) {
+  r->comm->requests.erase(r);
+  --s.stats.liveRequests;
+  delete r;
+}
+
+// ---- the plugin, version-neutral -----------------------------------------
+
+[[maybe_unused]] ncclResult_t coreInit(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  FAKE_ENTER("init");
+  s.logger = logger;
+  s.profiler = profiler;
+  s.initialised = true;
+  ++s.stats.initCalls;
+  logLocked(s, NCCL_LOG_INFO, __func__, __LINE__, "init");
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreInitContext(void** ctx, uint64_t commId, int trafficClass,
+                                              ncclDebugLogger_t logger,
+                                              ncclProfilerCallback_t profiler) {
+  {
+    FAKE_ENTER("init");
+    auto* context = new Context;
+    context->commId = commId;
+    *ctx = context;
+    s.logger = logger;
+    s.profiler = profiler;
+    s.initialised = true;
+    ++s.stats.initCalls;
+    ++s.stats.liveContexts;
+    s.stats.lastCommId = commId;
+    s.stats.lastTrafficClass = trafficClass;
+    logLocked(s, NCCL_LOG_INFO, __func__, __LINE__, "init (context)");
+  }
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreFinalize(void* ctx) {
+  FAKE_ENTER("finalize");
+  ++s.stats.finalizeCalls;
+  if (ctx == nullptr) {
+    return ncclSuccess;  // after a failed init
+  }
+  if (!validContext(ctx)) {
+    return ncclInternalError;
+  }
+  static_cast<Context*>(ctx)->magic = 0;
+  delete static_cast<Context*>(ctx);
+  --s.stats.liveContexts;
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreDevices(int* ndev) {
+  FAKE_ENTER("devices");
+  ++s.stats.devicesCalls;
+  if (!s.initialised) {
+    return ncclInternalError;  // NCCL always calls init first
+  }
+  *ndev = kDevices;
+  return ncclSuccess;
+}
+
+// Fills the newest properties layout; the versions copy what they have.
+[[maybe_unused]] ncclResult_t coreProperties(int dev, ncclNetProperties_v11_t* p) {
+  FAKE_ENTER("getProperties");
+  ++s.stats.getPropertiesCalls;
+  if (dev < 0 || dev >= kDevices) {
+    return ncclInternalError;
+  }
+  static const std::array<std::string, 2> kNames{"fake0", "fake1"};
+  *p = ncclNetProperties_v11_t{};
+  p->name = const_cast<char*>(kNames[dev].c_str());
+  p->pciPath = nullptr;
+  p->guid = 0xfa4e0000ull + static_cast<uint64_t>(dev);
+  p->ptrSupport = NCCL_PTR_HOST;
+  p->regIsGlobal = 1;
+  p->forceFlush = 0;
+  p->speed = 100000;
+  p->port = dev + 1;
+  p->latency = 1.5f;
+  p->maxComms = 1024;
+  p->maxRecvs = kMaxRecvs;
+  p->netDeviceType = static_cast<ncclNetDeviceType>(s.deviceType);
+  p->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+  p->vProps.ndevs = 1;
+  p->vProps.devs[0] = dev;
+  p->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;
+  p->maxCollBytes = 3ull << 30;
+  p->maxMultiRequestSize = 1;
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreListen(void* ctx, int dev, void* handle, void** listenComm) {
+  FAKE_ENTER("listen");
+  ++s.stats.listenCalls;
+  if (kVersion >= 11 && !validContext(ctx)) {
+    return ncclInternalError;
+  }
+  if (dev < 0 || dev >= kDevices) {
+    return ncclInternalError;
+  }
+  auto* comm = new Comm;
+  comm->kind = CommKind::kListen;
+  comm->dev = dev;
+  comm->token = s.nextToken++;
+  s.listeners[comm->token] = comm;
+  Handle h{kHandleMagic, comm->token, 0};
+  std::memcpy(handle, &h, sizeof h);
+  *listenComm = comm;
+  ++s.stats.liveComms;
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreConnect(void* ctx, int dev, const int* trafficClass, void* handle,
+                                          void** sendComm, ncclNetDeviceHandle_v7_t** devComm) {
+  FAKE_ENTER("connect");
+  ++s.stats.connectCalls;
+  if (kVersion >= 11 && !validContext(ctx)) {
+    return ncclInternalError;
+  }
+  if (trafficClass != nullptr) {
+    s.stats.lastTrafficClass = *trafficClass;
+  }
+  if (dev < 0 || dev >= kDevices) {
+    return ncclInternalError;
+  }
+  Handle h{};
+  std::memcpy(&h, handle, sizeof h);
+  if (h.magic != kHandleMagic) {
+    return ncclInternalError;
+  }
+  if (h.connectPolls < s.connectPolls) {
+    ++h.connectPolls;  // state kept in the handle, as NCCL's plugins do
+    std::memcpy(handle, &h, sizeof h);
+    *sendComm = nullptr;
+    return ncclSuccess;
+  }
+  auto it = s.listeners.find(h.token);
+  if (it == s.listeners.end()) {
+    return ncclSystemError;  // nobody listens: "connection refused"
+  }
+  auto pair = std::make_shared<Pair>();
+  it->second->pending.push_back(pair);
+  auto* comm = new Comm;
+  comm->kind = CommKind::kSend;
+  comm->dev = dev;
+  comm->pair = pair;
+  *sendComm = comm;
+  ++s.stats.liveComms;
+  if (devComm != nullptr) {
+    *devComm = s.deviceHandle != 0 ? &gOffload : nullptr;
+  }
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreAccept(void* listenComm, void** recvComm,
+                                         ncclNetDeviceHandle_v7_t** devComm) {
+  FAKE_ENTER("accept");
+  ++s.stats.acceptCalls;
+  auto* listener = static_cast<Comm*>(listenComm);
+  if (listener == nullptr || listener->kind != CommKind::kListen) {
+    return ncclInternalError;
+  }
+  if (listener->pending.empty()) {
+    *recvComm = nullptr;  // poll again
+    return ncclSuccess;
+  }
+  auto* comm = new Comm;
+  comm->kind = CommKind::kRecv;
+  comm->dev = listener->dev;
+  comm->pair = listener->pending.front();
+  listener->pending.pop_front();
+  *recvComm = comm;
+  ++s.stats.liveComms;
+  if (devComm != nullptr) {
+    *devComm = s.deviceHandle != 0 ? &gOffload : nullptr;
+  }
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreRegMr(void* comm, void* data, size_t size, int type,
+                                        void** mhandle) {
+  FAKE_ENTER("regMr");
+  ++s.stats.regMrCalls;
+  if (comm == nullptr || type != NCCL_PTR_HOST) {
+    return ncclInternalError;
+  }
+  *mhandle = new MemoryRegion{data, size};
+  ++s.stats.liveMhandles;
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreDeregMr(void* /*comm*/, void* mhandle) {
+  FAKE_ENTER("deregMr");
+  ++s.stats.deregMrCalls;
+  if (mhandle == nullptr) {
+    return ncclInternalError;
+  }
+  delete static_cast<MemoryRegion*>(mhandle);
+  --s.stats.liveMhandles;
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreIsend(void* sendComm, void* data, size_t size, int tag,
+                                        void* phandle, void** request) {
+  FAKE_ENTER("isend");
+  ++s.stats.isendCalls;
+  s.stats.lastIsendSize = size;
+  s.stats.lastPhandle = phandle;
+  auto* comm = static_cast<Comm*>(sendComm);
+  if (comm == nullptr || comm->kind != CommKind::kSend) {
+    return ncclInternalError;
+  }
+  if (static_cast<long>(comm->requests.size()) >= s.maxRequests) {
+    *request = nullptr;  // cannot post now
+    return ncclSuccess;
+  }
+  if (phandle != nullptr && s.profiler != nullptr) {
+    void* event = nullptr;
+    s.profiler(&event, ncclProfilerNetCallbackStart, phandle, 0x40001, nullptr);
+    ++s.stats.profilerCalls;
+    if (event != nullptr) {
+      s.profiler(&event, ncclProfilerNetCallbackStop, nullptr, 0, nullptr);
+      ++s.stats.profilerCalls;
+    }
+  }
+  auto* r = new Request;
+  r->comm = comm;
+  r->isSend = true;
+  r->data = data;
+  r->size = size;
+  r->tag = tag;
+  comm->requests.insert(r);
+  comm->pair->sends.push_back(r);
+  ++s.stats.liveRequests;
+  progress(*comm->pair);
+  *request = r;
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreIrecv(void* recvComm, int n, void** data, const size_t* sizes,
+                                        const int* tags, void** phandles, void** request) {
+  FAKE_ENTER("irecv");
+  ++s.stats.irecvCalls;
+  auto* comm = static_cast<Comm*>(recvComm);
+  if (comm == nullptr || comm->kind != CommKind::kRecv || n < 1 || n > kMaxRecvs) {
+    *request = nullptr;
+    return ncclInternalError;
+  }
+  s.stats.lastRecvN = n;
+  s.stats.lastRecvPhandle = phandles != nullptr ? phandles[0] : nullptr;
+  for (int i = 0; i < n; ++i) {
+    s.stats.lastRecvTags[i] = tags[i];
+    s.stats.lastRecvSizes[i] = sizes[i];
+  }
+  if (static_cast<long>(comm->requests.size()) >= s.maxRequests) {
+    *request = nullptr;  // cannot post now (overwrites a 0x1 hint too)
+    return ncclSuccess;
+  }
+  auto* r = new Request;
+  r->comm = comm;
+  r->isSend = false;
+  r->n = n;
+  for (int i = 0; i < n; ++i) {
+    r->buffers[i] = data[i];
+    r->capacity[i] = sizes[i];
+    r->tags[i] = tags[i];
+  }
+  comm->requests.insert(r);
+  comm->pair->recvs.push_back(r);
+  ++s.stats.liveRequests;
+  progress(*comm->pair);
+  *request = r;
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreIflush(void* recvComm, int /*n*/, void** /*data*/, int* /*sizes*/,
+                                         void** /*mhandles*/, void** request) {
+  FAKE_ENTER("iflush");
+  ++s.stats.iflushCalls;
+  if (recvComm == nullptr) {
+    return ncclInternalError;
+  }
+  *request = nullptr;  // host memory: nothing to wait for
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreTest(void* request, int* done, int* sizes) {
+  FAKE_ENTER("test");
+  ++s.stats.testCalls;
+  auto* r = static_cast<Request*>(request);
+  if (r == nullptr) {
+    return ncclInternalError;
+  }
+  progress(*r->comm->pair);
+  if (r->error != ncclSuccess) {
+    return r->error;
+  }
+  *done = r->done ? 1 : 0;
+  if (!r->done) {
+    return ncclSuccess;
+  }
+  if (sizes != nullptr) {
+    if (r->isSend) {
+      sizes[0] = static_cast<int>(r->size);
+    } else {
+      for (int i = 0; i < r->n; ++i) {
+        sizes[i] = static_cast<int>(r->received[i]);
+      }
+    }
+  }
+  dropRequest(s, r);
+  return ncclSuccess;
+}
+
+// Frees a send/recv comm and the requests it still has.
+[[maybe_unused]] void closeComm(State& s, Comm* comm) {
+  for (Request* r : std::set<Request*>(comm->requests)) {
+    auto& queue = r->isSend ? comm->pair->sends : comm->pair->recvs;
+    queue.erase(std::remove(queue.begin(), queue.end(), r), queue.end());
+    dropRequest(s, r);
+  }
+  delete comm;
+  --s.stats.liveComms;
+}
+
+[[maybe_unused]] ncclResult_t coreCloseSend(void* sendComm) {
+  FAKE_ENTER("closeSend");
+  ++s.stats.closeSendCalls;
+  auto* comm = static_cast<Comm*>(sendComm);
+  if (comm == nullptr || comm->kind != CommKind::kSend) {
+    return ncclInternalError;
+  }
+  closeComm(s, comm);
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreCloseRecv(void* recvComm) {
+  FAKE_ENTER("closeRecv");
+  ++s.stats.closeRecvCalls;
+  auto* comm = static_cast<Comm*>(recvComm);
+  if (comm == nullptr || comm->kind != CommKind::kRecv) {
+    return ncclInternalError;
+  }
+  closeComm(s, comm);
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t coreCloseListen(void* listenComm) {
+  FAKE_ENTER("closeListen");
+  ++s.stats.closeListenCalls;
+  auto* comm = static_cast<Comm*>(listenComm);
+  if (comm == nullptr || comm->kind != CommKind::kListen) {
+    return ncclInternalError;
+  }
+  s.listeners.erase(comm->token);
+  delete comm;
+  --s.stats.liveComms;
+  return ncclSuccess;
+}
+
+// ---- the versions ---------------------------------------------------------
+
+// Properties of the older layouts: the fields they have, in their order.
+template <class P>
+[[maybe_unused]] ncclResult_t propertiesAs(int dev, P* out) {
+  ncclNetProperties_v11_t p{};
+  if (ncclResult_t r = coreProperties(dev, &p); r != ncclSuccess) {
+    return r;
+  }
+  *out = P{};
+  out->name = p.name;
+  out->pciPath = p.pciPath;
+  out->guid = p.guid;
+  out->ptrSupport = p.ptrSupport;
+  out->speed = p.speed;
+  out->port = p.port;
+  out->latency = p.latency;
+  out->maxComms = p.maxComms;
+  out->maxRecvs = p.maxRecvs;
+  if constexpr (kVersion >= 7) {
+    out->netDeviceType = p.netDeviceType;
+    out->netDeviceVersion = p.netDeviceVersion;
+  }
+  if constexpr (kVersion >= 8) {
+    out->regIsGlobal = p.regIsGlobal;
+  }
+  if constexpr (kVersion >= 9) {
+    out->forceFlush = p.forceFlush;
+    out->vProps = p.vProps;
+    out->maxP2pBytes = p.maxP2pBytes;
+    out->maxCollBytes = p.maxCollBytes;
+  }
+  return ncclSuccess;
+}
+
+// The per-version call shapes (each version uses some of them).
+[[maybe_unused]] ncclResult_t legacyInit(ncclDebugLogger_t logger) {
+  return coreInit(logger, nullptr);
+}
+[[maybe_unused]] ncclResult_t legacyListen(int dev, void* handle, void** listenComm) {
+  return coreListen(nullptr, dev, handle, listenComm);
+}
+[[maybe_unused]] ncclResult_t acceptWithHandle(void* listenComm, void** recvComm,
+                                               ncclNetDeviceHandle_v7_t** devComm) {
+  return coreAccept(listenComm, recvComm, devComm);
+}
+[[maybe_unused]] ncclResult_t regMrInt(void* comm, void* data, int size, int type, void** mhandle) {
+  return coreRegMr(comm, data, static_cast<size_t>(size), type, mhandle);
+}
+[[maybe_unused]] ncclResult_t isendInt(void* comm, void* data, int size, int tag, void* /*mh*/,
+                                       void** request) {
+  return coreIsend(comm, data, static_cast<size_t>(size), tag, nullptr, request);
+}
+[[maybe_unused]] ncclResult_t irecvInt(void* comm, int n, void** data, int* sizes, int* tags,
+                                       void** /*mh*/, void** request) {
+  std::array<size_t, kMaxRecvs> wide{};
+  for (int i = 0; i < n && i < kMaxRecvs; ++i) {
+    wide[i] = static_cast<size_t>(sizes[i]);
+  }
+  return coreIrecv(comm, n, data, wide.data(), tags, nullptr, request);
+}
+[[maybe_unused]] ncclResult_t isendSize(void* comm, void* data, size_t size, int tag, void* /*mh*/,
+                                        void** request) {
+  return coreIsend(comm, data, size, tag, nullptr, request);
+}
+[[maybe_unused]] ncclResult_t irecvSize(void* comm, int n, void** data, size_t* sizes, int* tags,
+                                        void** /*mh*/, void** request) {
+  return coreIrecv(comm, n, data, sizes, tags, nullptr, request);
+}
+[[maybe_unused]] ncclResult_t isendProfiled(void* comm, void* data, size_t size, int tag,
+                                            void* /*mh*/, void* phandle, void** request) {
+  return coreIsend(comm, data, size, tag, phandle, request);
+}
+[[maybe_unused]] ncclResult_t irecvProfiled(void* comm, int n, void** data, size_t* sizes,
+                                            int* tags, void** /*mh*/, void** phandles,
+                                            void** request) {
+  return coreIrecv(comm, n, data, sizes, tags, phandles, request);
+}
+
+}  // namespace
+
+#if FAKE_NET_VERSION == 6
+namespace {
+ncclResult_t connectV6(int dev, void* handle, void** sendComm) {
+  return coreConnect(nullptr, dev, nullptr, handle, sendComm, nullptr);
+}
+ncclResult_t acceptV6(void* listenComm, void** recvComm) {
+  return coreAccept(listenComm, recvComm, nullptr);
+}
+}  // namespace
+#endif
+
+#if FAKE_NET_VERSION >= 7 && FAKE_NET_VERSION <= 9
+namespace {
+ncclResult_t connectV7(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v7_t** devComm) {
+  return coreConnect(nullptr, dev, nullptr, handle, sendComm, devComm);
+}
+}  // namespace
+#endif
+
+#if FAKE_NET_VERSION == 6
+FAKE_EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {
+    .name = "FakeV6",
+    .init = &legacyInit,
+    .devices = &coreDevices,
+    .getProperties = &propertiesAs<ncclNetProperties_v6_t>,
+    .listen = &legacyListen,
+    .connect = &connectV6,
+    .accept = &acceptV6,
+    .regMr = &regMrInt,
+    .regMrDmaBuf = nullptr,
+    .deregMr = &coreDeregMr,
+    .isend = &isendInt,
+    .irecv = &irecvInt,
+    .iflush = &coreIflush,
+    .test = &coreTest,
+    .closeSend = &coreCloseSend,
+    .closeRecv = &coreCloseRecv,
+    .closeListen = &coreCloseListen,
+};
+#elif FAKE_NET_VERSION == 7
+FAKE_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
+    .name = "FakeV7",
+    .init = &legacyInit,
+    .devices = &coreDevices,
+    .getProperties = &propertiesAs<ncclNetProperties_v7_t>,
+    .listen = &legacyListen,
+    .connect = &connectV7,
+    .accept = &acceptWithHandle,
+    .regMr = &regMrInt,
+    .regMrDmaBuf = nullptr,
+    .deregMr = &coreDeregMr,
+    .isend = &isendInt,
+    .irecv = &irecvInt,
+    .iflush = &coreIflush,
+    .test = &coreTest,
+    .closeSend = &coreCloseSend,
+    .closeRecv = &coreCloseRecv,
+    .closeListen = &coreCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+};
+#elif FAKE_NET_VERSION == 8
+FAKE_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
+    .name = "FakeV8",
+    .init = &legacyInit,
+    .devices = &coreDevices,
+    .getProperties = &propertiesAs<ncclNetProperties_v8_t>,
+    .listen = &legacyListen,
+    .connect = &connectV7,
+    .accept = &acceptWithHandle,
+    .regMr = &coreRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = &coreDeregMr,
+    .isend = &isendInt,
+    .irecv = &irecvInt,
+    .iflush = &coreIflush,
+    .test = &coreTest,
+    .closeSend = &coreCloseSend,
+    .closeRecv = &coreCloseRecv,
+    .closeListen = &coreCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+};
+#elif FAKE_NET_VERSION == 9
+FAKE_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
+    .name = "FakeV9",
+    .init = &legacyInit,
+    .devices = &coreDevices,
+    .getProperties = &propertiesAs<ncclNetProperties_v9_t>,
+    .listen = &legacyListen,
+    .connect = &connectV7,
+    .accept = &acceptWithHandle,
+    .regMr = &coreRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = &coreDeregMr,
+    .isend = &isendSize,
+    .irecv = &irecvSize,
+    .iflush = &coreIflush,
+    .test = &coreTest,
+    .closeSend = &coreCloseSend,
+    .closeRecv = &coreCloseRecv,
+    .closeListen = &coreCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+};
+#elif FAKE_NET_VERSION == 10
+namespace {
+ncclResult_t connectV10(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
+                        ncclNetDeviceHandle_v10_t** devComm) {
+  const int* trafficClass = config != nullptr ? &config->trafficClass : nullptr;
+  return coreConnect(nullptr, dev, trafficClass, handle, sendComm, devComm);
+}
+}  // namespace
+FAKE_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+    .name = "FakeV10",
+    .init = &coreInit,
+    .devices = &coreDevices,
+    .getProperties = &propertiesAs<ncclNetProperties_v10_t>,
+    .listen = &legacyListen,
+    .connect = &connectV10,
+    .accept = &acceptWithHandle,
+    .regMr = &coreRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = &coreDeregMr,
+    .isend = &isendProfiled,
+    .irecv = &irecvProfiled,
+    .iflush = &coreIflush,
+    .test = &coreTest,
+    .closeSend = &coreCloseSend,
+    .closeRecv = &coreCloseRecv,
+    .closeListen = &coreCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+};
+#elif FAKE_NET_VERSION == 11
+namespace {
+ncclResult_t initV11(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
+                     ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  const int trafficClass = config != nullptr ? config->trafficClass : -2;
+  return coreInitContext(ctx, commId, trafficClass, logger, profiler);
+}
+ncclResult_t connectV11(void* ctx, int dev, void* handle, void** sendComm,
+                        ncclNetDeviceHandle_v11_t** devComm) {
+  return coreConnect(ctx, dev, nullptr, handle, sendComm, devComm);
+}
+}  // namespace
+FAKE_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+    .name = "FakeV11",
+    .init = &initV11,
+    .devices = &coreDevices,
+    .getProperties = &coreProperties,
+    .listen = &coreListen,
+    .connect = &connectV11,
+    .accept = &acceptWithHandle,
+    .regMr = &coreRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = &coreDeregMr,
+    .isend = &isendProfiled,
+    .irecv = &irecvProfiled,
+    .iflush = &coreIflush,
+    .test = &coreTest,
+    .closeSend = &coreCloseSend,
+    .closeRecv = &coreCloseRecv,
+    .closeListen = &coreCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+    .finalize = &coreFinalize,
+    .setNetAttr = nullptr,
+};
+#endif
+
+// ---- control ---------------------------------------------------------------
+
+FAKE_EXPORT void fakeNetStats(FakeNetStats* out) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *out = s.stats;
+  out->version = kVersion;
+}
+
+FAKE_EXPORT void fakeNetReset(void) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  resetLocked(s);
+}
+
+FAKE_EXPORT void fakeNetFailNext(const char* call, int result) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.failNext[call] = result;
+}
+
+FAKE_EXPORT int fakeNetSet(const char* knob, long value) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const std::string name(knob);
+  if (name == "connectPolls") {
+    s.connectPolls = value;
+  } else if (name == "deviceHandle") {
+    s.deviceHandle = value;
+  } else if (name == "deviceType") {
+    s.deviceType = value;
+  } else if (name == "maxRequests") {
+    s.maxRequests = value;
+  } else {
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,276 @@
+// The host engine end to end inside one process: ranks are threads, the
+// rendezvous is the real one, the transport is an in-memory one with
+// grouped receives (tags checked) or our raw TCP pump over loopback.
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "plugin/hostengine/engine.h"
+#include "plugin/hostengine/net_util.h"
+#include "plugin/hostengine/pipeline.h"
+#include "plugin/hostengine/raw_tcp_transport.h"
+#include "plugin/hostengine/rendezvous.h"
+#include "tests/unit/hostengine/memory_transport.h"
+
+namespace he = resilient::hostengine;
+using resilient::transport::Transport;
+
+namespace {
+
+constexpr uint64_t kToken = 77;
+
+struct RankRun {
+  std::optional<he::Fault> setupFault;
+  std::vector<he::IterationResult> results;
+  int pieces = 0;
+};
+
+// Runs `sizes` (two iterations each) on n ranks, each with the transport
+// transportFor(rank).
+std::vector<RankRun> runRanks(int n, he::Pattern pattern, const std::vector<size_t>& sizes,
+                              const std::function<Transport&(int)>& transportFor,
+                              he::EngineOptions base = {}) {
+  auto fd = he::listenOn("127.0.0.1", 0, 64);
+  REQUIRE(fd.ok());
+  auto server = he::RendezvousServer::start(std::move(fd).value(), static_cast<uint32_t>(n), kToken);
+  REQUIRE(server.ok());
+  auto address = he::resolveAddress("127.0.0.1", (*server)->port());
+  REQUIRE(address.ok());
+  size_t maxBytes = 0;
+  for (size_t s : sizes) {
+    maxBytes = std::max(maxBytes, s);
+  }
+  std::vector<RankRun> runs(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      RankRun& run = runs[static_cast<size_t>(r)];
+      auto client = he::RendezvousClient::connect(*address, static_cast<uint32_t>(r),
+                                                  static_cast<uint32_t>(n), kToken, 10000);
+      if (!client.ok()) {
+        he::Fault f;
+        f.call = "rendezvous";
+        f.status = client.status();
+        run.setupFault = f;
+        return;
+      }
+      he::EngineOptions o = base;
+      o.rank = r;
+      o.nranks = n;
+      o.pattern = pattern;
+      he::Engine engine(transportFor(r), **client, o);
+      run.setupFault = engine.setup(maxBytes);
+      if (run.setupFault) {
+        (*client)->abort("setup failed");
+        return;
+      }
+      run.pieces = engine.piecesPerItem();
+      uint64_t iteration = 0;
+      for (size_t size : sizes) {
+        for (int i = 0; i < 2; ++i) {
+          run.results.push_back(engine.run(size, iteration++, true));
+          if (run.results.back().fault) {
+            (*client)->abort("fault");
+            engine.close();
+            return;
+          }
+        }
+      }
+      engine.close();
+      (void)(*client)->finish();
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  return runs;
+}
+
+void requireClean(const std::vector<RankRun>& runs) {
+  for (size_t r = 0; r < runs.size(); ++r) {
+    CAPTURE(r);
+    if (runs[r].setupFault) {
+      FAIL(runs[r].setupFault->describe());
+    }
+    for (const auto& result : runs[r].results) {
+      if (result.fault) {
+        FAIL(result.fault->describe());
+      }
+      CHECK(result.errors == 0);
+    }
+  }
+}
+
+const std::vector<size_t> kSizes{0, 1, 4, 13, 1000, 4099, 65536 + 12, 300001};
+
+}  // namespace
+
+TEST_CASE("pieces split whole units, at most maxPieces, none below the minimum",
+          "[hostengine][pipeline]") {
+  char buffer[1000];
+  he::Piece p[he::kMaxPieces];
+  CHECK(he::splitPieces(buffer, 0, 4, 64, 8, nullptr, p) == 1);
+  CHECK(p[0].bytes == 0);
+  CHECK(he::splitPieces(buffer, 100, 4, 64, 8, nullptr, p) == 1);
+  CHECK(p[0].bytes == 100);
+  const int n = he::splitPieces(buffer, 1000, 4, 100, 8, nullptr, p);
+  CHECK(n == 8);
+  size_t at = 0;
+  for (int i = 0; i < n; ++i) {
+    CHECK(p[i].data == buffer + at);
+    CHECK(p[i].bytes % 4 == 0);
+    CHECK(p[i].bytes >= 100);
+    at += p[i].bytes;
+  }
+  CHECK(at == 1000);
+  CHECK(he::splitPieces(buffer, 1000, 1, 300, 8, nullptr, p) == 3);
+  CHECK(he::splitPieces(buffer, 1000, 1, 1, 1, nullptr, p) == 1);
+  CHECK(he::splitPieces(buffer, 1001, 4, 1, 8, nullptr, p) == 8);
+  CHECK(p[7].bytes % 4 == 1);  // the tail that is not a whole unit goes last
+}
+
+TEST_CASE("tags follow NCCL: the sender's rank, distinct within a grouped receive",
+          "[hostengine][pipeline]") {
+  CHECK(he::messageTag(3, 8, 0) == 3);
+  CHECK(he::messageTag(3, 8, 1) == 11);
+  CHECK(he::messageTag(3, 8, 7) == 59);
+}
+
+TEST_CASE("every pattern moves and validates every byte over grouped receives",
+          "[hostengine][engine]") {
+  for (he::Pattern pattern : {he::Pattern::kSendRecv, he::Pattern::kAllReduce,
+                              he::Pattern::kAllToAll, he::Pattern::kPingPong}) {
+    for (int n : {2, 3, 5}) {
+      if (pattern == he::Pattern::kPingPong && n != 2) {
+        continue;
+      }
+      CAPTURE(he::patternName(pattern), n);
+      resilient::test::MemoryTransport transport(8);
+      he::EngineOptions o;
+      o.chunkBytes = 64 << 10;
+      o.minPieceBytes = 4 << 10;
+      o.depth = 4;
+      o.timeoutMs = 20000;
+      auto runs = runRanks(n, pattern, kSizes, [&](int) -> Transport& { return transport; }, o);
+      requireClean(runs);
+      CHECK(runs[0].pieces == 8);
+      CHECK(transport.groupedRecvs.load() > 0);
+      // NCCL's bound: at most depth receives and depth * pieces sends per comm.
+      CHECK(transport.maxRecvOutstanding.load() <= 4);
+      CHECK(transport.maxSendOutstanding.load() <= 4 * 8);
+      CHECK(transport.liveComms.load() == 0);
+    }
+  }
+}
+
+TEST_CASE("without multi-receive every message is a single receive", "[hostengine][engine]") {
+  resilient::test::MemoryTransport transport(1);
+  he::EngineOptions o;
+  o.chunkBytes = 32 << 10;
+  o.depth = 32;
+  auto runs = runRanks(4, he::Pattern::kAllReduce, {1 << 20}, [&](int) -> Transport& {
+    return transport;
+  }, o);
+  requireClean(runs);
+  CHECK(runs[0].pieces == 1);
+  CHECK(transport.groupedRecvs.load() == 0);
+  CHECK(transport.maxRecvOutstanding.load() <= 32);
+  CHECK(transport.maxRecvOutstanding.load() > 1);  // the pipeline really keeps several in flight
+}
+
+TEST_CASE("the patterns run over the raw TCP pump", "[hostengine][rawtcp]") {
+  for (int sockets : {1, 3}) {
+    for (he::Pattern pattern : {he::Pattern::kAllReduce, he::Pattern::kAllToAll,
+                                he::Pattern::kSendRecv}) {
+      CAPTURE(sockets, he::patternName(pattern));
+      const int n = 3;
+      std::vector<std::unique_ptr<he::RawTcpTransport>> transports;
+      for (int r = 0; r < n; ++r) {
+        he::RawTcpOptions raw;
+        raw.sockets = sockets;
+        raw.token = kToken;
+        transports.push_back(std::make_unique<he::RawTcpTransport>(raw));
+      }
+      he::EngineOptions o;
+      o.chunkBytes = 128 << 10;
+      auto runs = runRanks(n, pattern, {0, 7, 4096, 1 << 20},
+                           [&](int r) -> Transport& { return *transports[static_cast<size_t>(r)]; },
+                           o);
+      requireClean(runs);
+    }
+  }
+}
+
+TEST_CASE("a failing test() is a fault naming the call, the peer and the status",
+          "[hostengine][engine]") {
+  resilient::test::MemoryTransport transport(8);
+  transport.failTestsAfter(50);
+  he::EngineOptions o;
+  o.chunkBytes = 4 << 10;
+  o.timeoutMs = 10000;
+  auto runs =
+      runRanks(3, he::Pattern::kAllReduce, {1 << 20}, [&](int) -> Transport& { return transport; }, o);
+  int faults = 0;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    REQUIRE_FALSE(runs[r].setupFault);
+    REQUIRE_FALSE(runs[r].results.empty());
+    const auto& last = runs[r].results.back();
+    if (!last.fault) {
+      continue;
+    }
+    ++faults;
+    const he::Fault& f = *last.fault;
+    CAPTURE(f.describe());
+    CHECK((f.call == "test(isend)" || f.call == "test(irecv)"));
+    CHECK(f.peer == static_cast<int>((f.call == "test(isend)" ? r + 1 : r + 2) % 3));
+    CHECK_FALSE(f.timedOut);
+    CHECK(f.status.message().find("injected failure") != std::string::npos);
+    CHECK(f.describe().find(f.call) != std::string::npos);
+    CHECK(f.bytes == (1u << 20));
+  }
+  CHECK(faults == 3);
+}
+
+TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][engine]") {
+  resilient::test::MemoryTransport transport(8);
+  he::EngineOptions o;
+  o.timeoutMs = 300;
+  // Set up first (no stall), then stall the data path.
+  auto fd = he::listenOn("127.0.0.1", 0, 64);
+  REQUIRE(fd.ok());
+  auto server = he::RendezvousServer::start(std::move(fd).value(), 2, kToken);
+  REQUIRE(server.ok());
+  auto address = he::resolveAddress("127.0.0.1", (*server)->port());
+  REQUIRE(address.ok());
+  std::vector<std::optional<he::Fault>> faults(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto client = he::RendezvousClient::connect(*address, static_cast<uint32_t>(r), 2, kToken,
+                                                  10000);
+      REQUIRE(client.ok());
+      he::EngineOptions mine = o;
+      mine.rank = r;
+      mine.nranks = 2;
+      mine.pattern = he::Pattern::kSendRecv;
+      he::Engine engine(transport, **client, mine);
+      REQUIRE_FALSE(engine.setup(4096));
+      REQUIRE((*client)->barrier().ok());
+      transport.stall(true);
+      faults[static_cast<size_t>(r)] = engine.run(4096, 0, false).fault;
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  for (const auto& f : faults) {
+    REQUIRE(f);
+    CAPTURE(f->describe());
+    CHECK(f->timedOut);
+    CHECK(f->call == "test(irecv)");
+    CHECK(f->status.kind() == resilient::ErrorKind::kTimeout);
+    CHECK(f->sinceStartMs >= 300);
+    CHECK(f->sinceStartMs < 5000);
+  }
+}

@@ -1,0 +1,631 @@
+// Every version shim (v6..v11) against the fake plugin of that version:
+// properties, connection setup polling, the data path, contexts and init
+// reference counting, and the mapping of the plugin's errors.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "plugin/transport/external/external_transport.h"
+#include "tests/support/mock_logger.h"
+#include "tests/unit/transport/external/fake_plugin.h"
+
+using namespace resilient;
+using namespace resilient::test;
+using transport::CommConfig;
+using transport::Properties;
+
+namespace {
+
+constexpr size_t kGiB = size_t{1} << 30;
+
+// A logger handed to the plugin, recording what the plugin logs.
+std::mutex gPluginLogMutex;
+std::vector<std::string> gPluginLog;
+
+void recordPluginLog(ncclDebugLogLevel /*level*/, unsigned long /*flags*/, const char* /*file*/,
+                     int /*line*/, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(gPluginLogMutex);
+  gPluginLog.emplace_back(buf);
+}
+
+// A profiler callback counting what the plugin emits.
+int gProfilerEvents = 0;
+int gProfilerToken = 0;  // its address is the event handle we hand out
+
+ncclResult_t countProfilerEvents(void** eHandle, int type, void* /*pHandle*/, int64_t /*pluginId*/,
+                                 void* /*extData*/) {
+  ++gProfilerEvents;
+  if (type == ncclProfilerNetCallbackStart) {
+    *eHandle = &gProfilerToken;
+  }
+  return ncclSuccess;
+}
+
+// One loaded fake with one context.
+struct Fixture {
+  explicit Fixture(int v, LoadOptions options = {}, CommConfig config = {})
+      : version(v), fake(v), transport(loadFake(v, std::move(options))) {
+    Status s = transport->initContext(0xc0ffee + static_cast<uint64_t>(v), config, &ctx);
+    INFO(s.toString());
+    REQUIRE(s.ok());
+    REQUIRE(ctx != nullptr);
+  }
+  ~Fixture() {
+    if (transport != nullptr && ctx != nullptr) {
+      (void)transport->finalizeContext(ctx);
+    }
+  }
+  Fixture(const Fixture&) = delete;
+  Fixture& operator=(const Fixture&) = delete;
+
+  int version;
+  FakeModule fake;
+  std::unique_ptr<ExternalTransport> transport;
+  void* ctx = nullptr;
+};
+
+std::vector<char> pattern(size_t size, char seed) {
+  std::vector<char> v(size);
+  for (size_t i = 0; i < size; ++i) {
+    v[i] = static_cast<char>(seed + static_cast<char>(i * 7));
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("devices and properties of every version", "[external][versions]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  Fixture f(version);
+  auto& t = *f.transport;
+
+  int ndev = -1;
+  REQUIRE(t.devices(&ndev).ok());
+  CHECK(ndev == 2);
+
+  Properties p;
+  REQUIRE(t.properties(1, &p).ok());
+  CHECK(std::string(p.name) == "fake1");
+  CHECK(p.pciPath == nullptr);
+  CHECK(p.guid == 0xfa4e0001u);
+  CHECK(p.ptrSupport == transport::kPtrHost);
+  CHECK(p.speedMbps == 100000);
+  CHECK(p.port == 2);
+  CHECK(p.latencyUs == Approx(1.5));
+  CHECK(p.maxComms == 1024);
+  CHECK(p.maxRecvs == 8);
+  CHECK(p.forceFlush == 0);
+  // Fields a version lacks get NCCL's assumptions.
+  CHECK(p.regIsGlobal == (version >= 8 ? 1 : 0));
+  if (version >= 9) {
+    CHECK(p.maxP2pBytes == NCCL_MAX_NET_SIZE_BYTES);
+    CHECK(p.maxCollBytes == 3 * kGiB);
+  } else {
+    CHECK(p.maxP2pBytes == kGiB);
+    CHECK(p.maxCollBytes == kGiB / 2);
+  }
+  // The strings stay valid (and equal) across calls.
+  Properties again;
+  REQUIRE(t.properties(1, &again).ok());
+  CHECK(again.name == p.name);
+
+  Status bad = t.properties(7, &p);
+  CHECK(bad.kind() == ErrorKind::kInternal);
+  CHECK_THAT(bad.message(), Catch::Contains("getProperties returned ncclInternalError"));
+}
+
+TEST_CASE("a device that wants device offload is refused (v7+)", "[external][versions]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  Fixture f(version);
+  f.fake.set("deviceType", NCCL_NET_DEVICE_UNPACK);
+  Properties p;
+  Status s = f.transport->properties(0, &p);
+  if (version == 6) {
+    CHECK(s.ok());  // v6 has no device type
+  } else {
+    CHECK(s.kind() == ErrorKind::kInvalidUsage);
+    CHECK_THAT(s.message(), Catch::Contains("netDeviceType 1 (device offload)"));
+  }
+}
+
+TEST_CASE("the plugin gets our logger, or one that forwards to the log facade",
+          "[external][versions]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  const std::string expected = "FakeV" + std::to_string(version) + ": init";
+  SECTION("the caller's logger") {
+    {
+      std::lock_guard<std::mutex> lock(gPluginLogMutex);
+      gPluginLog.clear();
+    }
+    LoadOptions o;
+    o.logger = &recordPluginLog;
+    Fixture f(version, o);
+    CHECK(f.fake.stats().logCalls == 1);
+    std::lock_guard<std::mutex> lock(gPluginLogMutex);
+    REQUIRE(gPluginLog.size() == 1);
+    CHECK_THAT(gPluginLog[0], Catch::StartsWith(expected));
+  }
+  SECTION("none given: the facade") {
+    CapturingLogger capture;
+    Fixture f(version);
+    CHECK(f.fake.stats().logCalls == 1);
+    CHECK(capture.count(NCCL_LOG_INFO, "inner plugin: " + expected) == 1);
+  }
+}
+
+TEST_CASE("connect and accept are polled; the connect state lives in the handle",
+          "[external][datapath]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  Fixture f(version);
+  auto& t = *f.transport;
+  f.fake.set("connectPolls", 3);
+  FakePair pair = connectFake(t, f.ctx);
+  CHECK(pair.connectPolls == 3);
+  CHECK(pair.acceptPolls >= 3);
+  // The fake writes 20 bytes; the rest of the handle stays zero.
+  CHECK(std::all_of(pair.handle.begin() + 20, pair.handle.end(), [](char c) { return c == 0; }));
+  const FakeNetStats s = f.fake.stats();
+  CHECK(s.liveComms == 3);
+  CHECK(s.connectCalls == 4);
+  closeFake(t, pair);
+  CHECK(f.fake.stats().liveComms == 0);
+}
+
+TEST_CASE("isend/irecv/test move bytes of every size, in posting order", "[external][datapath]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  const size_t size = GENERATE(size_t{0}, size_t{1}, size_t{4096}, size_t{1} << 20);
+  const bool recvFirst = GENERATE(false, true);
+  CAPTURE(version, size, recvFirst);
+  Fixture f(version);
+  auto& t = *f.transport;
+  FakePair pair = connectFake(t, f.ctx);
+
+  const std::vector<char> out = pattern(size, 'a');
+  std::vector<char> in(size + 16, 0);
+  void* sendMh = nullptr;
+  void* recvMh = nullptr;
+  REQUIRE(t.regMr(pair.sendComm, const_cast<char*>(out.data()), out.size(), transport::kPtrHost,
+                  &sendMh)
+              .ok());
+  REQUIRE(t.regMr(pair.recvComm, in.data(), in.size(), transport::kPtrHost, &recvMh).ok());
+
+  void* sendReq = nullptr;
+  // NCCL may pre-store 0x1 ("optional completion"): it must be overwritten.
+  void* recvReq = reinterpret_cast<void*>(NCCL_NET_OPTIONAL_RECV_COMPLETION);
+  void* recvData[1] = {in.data()};
+  const size_t recvSizes[1] = {in.size()};
+  const int tags[1] = {42};
+  void* recvMhs[1] = {recvMh};
+  auto postRecv = [&] {
+    REQUIRE(t.irecv(pair.recvComm, 1, recvData, recvSizes, tags, recvMhs, nullptr, &recvReq).ok());
+    REQUIRE(recvReq != reinterpret_cast<void*>(NCCL_NET_OPTIONAL_RECV_COMPLETION));
+  };
+  auto postSend = [&] {
+    REQUIRE(
+        t.isend(pair.sendComm, const_cast<char*>(out.data()), size, 42, sendMh, nullptr, &sendReq)
+            .ok());
+  };
+  if (recvFirst) {
+    postRecv();
+    postSend();
+  } else {
+    postSend();
+    postRecv();
+  }
+  int sendSize = -1;
+  waitDone(t, sendReq, &sendSize);
+  CHECK(sendSize == static_cast<int>(size));
+  int recvSize = -1;
+  waitDone(t, recvReq, &recvSize);
+  CHECK(recvSize == static_cast<int>(size));
+  CHECK(std::equal(out.begin(), out.end(), in.begin()));
+  CHECK(f.fake.stats().liveRequests == 0);
+
+  // iflush passes through; the fake has nothing to wait for.
+  void* flushReq = &flushReq;
+  const int flushSizes[1] = {static_cast<int>(size)};
+  REQUIRE(t.iflush(pair.recvComm, 1, recvData, flushSizes, recvMhs, &flushReq).ok());
+  CHECK(flushReq == nullptr);
+  CHECK(f.fake.stats().iflushCalls == 1);
+
+  REQUIRE(t.deregMr(pair.sendComm, sendMh).ok());
+  REQUIRE(t.deregMr(pair.recvComm, recvMh).ok());
+  CHECK(f.fake.stats().liveMhandles == 0);
+  closeFake(t, pair);
+}
+
+TEST_CASE("a multi-receive takes one send per tag", "[external][datapath]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  Fixture f(version);
+  auto& t = *f.transport;
+  FakePair pair = connectFake(t, f.ctx);
+
+  constexpr int kN = 3;
+  const int tags[kN] = {7, 3, 5};
+  const size_t capacity[kN] = {64, 128, 256};
+  std::vector<std::vector<char>> in(kN);
+  void* recvData[kN];
+  for (int i = 0; i < kN; ++i) {
+    in[i].assign(capacity[i], 0);
+    recvData[i] = in[i].data();
+  }
+  void* recvReq = nullptr;
+  REQUIRE(t.irecv(pair.recvComm, kN, recvData, capacity, tags, nullptr, nullptr, &recvReq).ok());
+  const FakeNetStats posted = f.fake.stats();
+  CHECK(posted.lastRecvN == kN);
+  CHECK(posted.lastRecvTags[1] == 3);
+  CHECK(posted.lastRecvSizes[2] == 256);
+
+  // Sent in another order than the tags of the receive, with other sizes.
+  const int sendTags[kN] = {3, 5, 7};
+  const size_t sendSizes[kN] = {100, 0, 50};
+  std::vector<std::vector<char>> out;
+  std::vector<void*> sendReqs(kN, nullptr);
+  for (int i = 0; i < kN; ++i) {
+    out.push_back(pattern(sendSizes[i], static_cast<char>('A' + i)));
+    REQUIRE(t.isend(pair.sendComm, out[i].data(), sendSizes[i], sendTags[i], nullptr, nullptr,
+                    &sendReqs[i])
+                .ok());
+  }
+  for (void* r : sendReqs) {
+    waitDone(t, r, nullptr);
+  }
+  int sizes[kN] = {-1, -1, -1};
+  waitDone(t, recvReq, sizes);
+  CHECK(sizes[0] == 50);   // tag 7
+  CHECK(sizes[1] == 100);  // tag 3
+  CHECK(sizes[2] == 0);    // tag 5
+  CHECK(std::equal(out[2].begin(), out[2].end(), in[0].begin()));
+  CHECK(std::equal(out[0].begin(), out[0].end(), in[1].begin()));
+  closeFake(t, pair);
+}
+
+TEST_CASE("a plugin that cannot post now returns no request, and that is not an error",
+          "[external][datapath]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  Fixture f(version);
+  auto& t = *f.transport;
+  FakePair pair = connectFake(t, f.ctx);
+  f.fake.set("maxRequests", 1);
+  char byte = 'x';
+  void* first = nullptr;
+  void* second = &second;
+  REQUIRE(t.isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &first).ok());
+  REQUIRE(first != nullptr);
+  REQUIRE(t.isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &second).ok());
+  CHECK(second == nullptr);
+  // Closing a comm with a request outstanding releases it.
+  closeFake(t, pair);
+  CHECK(f.fake.stats().liveRequests == 0);
+}
+
+TEST_CASE("profiler handles reach v10+ plugins and are dropped before", "[external][datapath]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  gProfilerEvents = 0;
+  LoadOptions o;
+  o.profilerCallback = &countProfilerEvents;
+  Fixture f(version, o);
+  auto& t = *f.transport;
+  FakePair pair = connectFake(t, f.ctx);
+  int sendStep = 0;
+  int recvStep = 0;
+  void* phandles[1] = {&recvStep};
+  char out = 'q';
+  char in = 0;
+  void* recvData[1] = {&in};
+  const size_t sizes[1] = {1};
+  const int tags[1] = {1};
+  void* sendReq = nullptr;
+  void* recvReq = nullptr;
+  REQUIRE(t.isend(pair.sendComm, &out, 1, 1, nullptr, &sendStep, &sendReq).ok());
+  REQUIRE(t.irecv(pair.recvComm, 1, recvData, sizes, tags, nullptr, phandles, &recvReq).ok());
+  waitDone(t, sendReq, nullptr);
+  waitDone(t, recvReq, nullptr);
+  CHECK(in == 'q');
+  const FakeNetStats s = f.fake.stats();
+  if (version >= 10) {
+    CHECK(s.lastPhandle == &sendStep);
+    CHECK(s.lastRecvPhandle == &recvStep);
+    CHECK(s.profilerCalls == 2);  // start and stop
+    CHECK(gProfilerEvents == 2);
+  } else {
+    CHECK(s.lastPhandle == nullptr);
+    CHECK(s.lastRecvPhandle == nullptr);
+    CHECK(gProfilerEvents == 0);
+  }
+  closeFake(t, pair);
+}
+
+TEST_CASE("without a profiler callback v10+ plugins get a no-op", "[external][datapath]") {
+  const int version = GENERATE(10, 11);
+  CAPTURE(version);
+  Fixture f(version);
+  auto& t = *f.transport;
+  FakePair pair = connectFake(t, f.ctx);
+  int step = 0;
+  char byte = 'z';
+  void* req = nullptr;
+  REQUIRE(t.isend(pair.sendComm, &byte, 1, 0, nullptr, &step, &req).ok());
+  CHECK(f.fake.stats().profilerCalls == 1);  // start only: the no-op returns no event
+  closeFake(t, pair);
+}
+
+TEST_CASE("the communicator config reaches v10 connect and v11 init", "[external][datapath]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  CommConfig config;
+  config.trafficClass = 5;
+  Fixture f(version, {}, config);
+  FakePair pair = connectFake(*f.transport, f.ctx);
+  const FakeNetStats s = f.fake.stats();
+  if (version >= 10) {
+    CHECK(s.lastTrafficClass == 5);
+  } else {
+    CHECK(s.lastTrafficClass == -2);  // older versions have no config
+  }
+  if (version == 11) {
+    CHECK(s.lastCommId == 0xc0ffee + 11u);
+  }
+  closeFake(*f.transport, pair);
+}
+
+TEST_CASE("a device handle from connect or accept is refused as device offload (v7+)",
+          "[external][datapath]") {
+  const int version = GENERATE(range(7, kLastFakeVersion + 1));
+  CAPTURE(version);
+  Fixture f(version);
+  auto& t = *f.transport;
+  f.fake.set("connectPolls", 0);
+  f.fake.set("deviceHandle", 1);
+  std::array<char, 128> handle{};
+  void* listenComm = nullptr;
+  REQUIRE(t.listen(f.ctx, 0, handle.data(), &listenComm).ok());
+  void* sendComm = &sendComm;
+  Status s = t.connect(f.ctx, 0, handle.data(), &sendComm);
+  CHECK(s.kind() == ErrorKind::kInvalidUsage);
+  CHECK_THAT(s.message(), Catch::Contains("connect: the plugin returned a device handle"));
+  CHECK(sendComm == nullptr);
+  CHECK(f.fake.stats().closeSendCalls == 1);  // the comm it produced is closed
+  void* recvComm = &recvComm;
+  s = t.accept(listenComm, &recvComm);
+  CHECK(s.kind() == ErrorKind::kInvalidUsage);
+  CHECK_THAT(s.message(), Catch::Contains("accept: the plugin returned a device handle"));
+  CHECK(recvComm == nullptr);
+  CHECK(f.fake.stats().closeRecvCalls == 1);
+  REQUIRE(t.closeListen(listenComm).ok());
+  CHECK(f.fake.stats().liveComms == 0);
+}
+
+TEST_CASE("old versions are initialised once; v11 once per context", "[external][refcount]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  FakeModule fake(version);
+  auto t = loadFake(version);
+  std::vector<void*> contexts(3, nullptr);
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    REQUIRE(t->initContext(100 + i, CommConfig{}, &contexts[i]).ok());
+    REQUIRE(contexts[i] != nullptr);
+  }
+  CHECK(contexts[0] != contexts[1]);
+  CHECK(t->liveContexts() == 3);
+  CHECK(fake.stats().initCalls == (version == 11 ? 3 : 1));
+  for (void* ctx : contexts) {
+    REQUIRE(t->finalizeContext(ctx).ok());
+  }
+  CHECK(t->liveContexts() == 0);
+  CHECK(fake.stats().finalizeCalls == (version == 11 ? 3 : 0));  // no finalize before v11
+  CHECK(fake.stats().liveContexts == 0);
+
+  // A new communicator after the last one went away: still no second init
+  // of an old plugin, which has no finalize to undo the first.
+  void* again = nullptr;
+  REQUIRE(t->initContext(200, CommConfig{}, &again).ok());
+  CHECK(fake.stats().initCalls == (version == 11 ? 4 : 1));
+  REQUIRE(t->finalizeContext(again).ok());
+  // What a failed initContext returns is fine to finalize.
+  CHECK(t->finalizeContext(nullptr).ok());
+  CHECK(fake.stats().finalizeCalls == (version == 11 ? 4 : 0));
+}
+
+TEST_CASE("a failed init: v11 finalizes its context, older versions stay failed",
+          "[external][refcount]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  FakeModule fake(version);
+  auto t = loadFake(version);
+  fake.failNext("init", ncclSystemError);
+  void* ctx = &ctx;
+  Status s = t->initContext(1, CommConfig{}, &ctx);
+  CHECK(s.kind() == ErrorKind::kSystem);
+  CHECK_THAT(s.message(), Catch::Contains("init returned ncclSystemError (2)"));
+  CHECK(ctx == nullptr);
+  CHECK(t->liveContexts() == 0);
+  if (version == 11) {
+    CHECK(fake.stats().finalizeCalls == 1);  // finalize(NULL), as NCCL does
+    REQUIRE(t->initContext(2, CommConfig{}, &ctx).ok());
+    REQUIRE(t->finalizeContext(ctx).ok());
+  } else {
+    Status again = t->initContext(2, CommConfig{}, &ctx);
+    CHECK(again.kind() == ErrorKind::kSystem);
+    CHECK(again.message() == s.message());
+    CHECK(fake.stats().initCalls == 0);
+  }
+}
+
+TEST_CASE("each ncclResult_t of the plugin maps to one error kind", "[external][errors]") {
+  struct Case {
+    ncclResult_t code;
+    ErrorKind kind;
+    const char* name;
+  };
+  const Case c =
+      GENERATE(Case{ncclSystemError, ErrorKind::kSystem, "ncclSystemError"},
+               Case{ncclRemoteError, ErrorKind::kRemote, "ncclRemoteError"},
+               Case{ncclInvalidUsage, ErrorKind::kInvalidUsage, "ncclInvalidUsage"},
+               Case{ncclInvalidArgument, ErrorKind::kInvalidUsage, "ncclInvalidArgument"},
+               Case{ncclInternalError, ErrorKind::kInternal, "ncclInternalError"},
+               Case{ncclUnhandledCudaError, ErrorKind::kInternal, "ncclUnhandledCudaError"});
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  const char* call = GENERATE("isend", "irecv", "test", "connect", "accept", "closeSend");
+  CAPTURE(c.name, version, call);
+  Fixture f(version);
+  auto& t = *f.transport;
+  f.fake.set("connectPolls", 0);
+  FakePair pair = connectFake(t, f.ctx);
+  char out = 's';
+  char in = 0;
+  void* recvData[1] = {&in};
+  const size_t sizes[1] = {1};
+  const int tags[1] = {0};
+  void* sendReq = nullptr;
+  void* recvReq = nullptr;
+  std::array<char, 128> handle = pair.handle;
+  void* extra = nullptr;
+  REQUIRE(t.isend(pair.sendComm, &out, 1, 0, nullptr, nullptr, &sendReq).ok());
+
+  f.fake.failNext(call, c.code);
+  Status s;
+  const std::string which = call;
+  if (which == "isend") {
+    void* req = &req;
+    s = t.isend(pair.sendComm, &out, 1, 0, nullptr, nullptr, &req);
+    CHECK(req == nullptr);
+  } else if (which == "irecv") {
+    recvReq = &recvReq;
+    s = t.irecv(pair.recvComm, 1, recvData, sizes, tags, nullptr, nullptr, &recvReq);
+    CHECK(recvReq == nullptr);
+  } else if (which == "test") {
+    int done = 1;
+    s = t.test(sendReq, &done, nullptr);
+    CHECK(done == 0);
+  } else if (which == "connect") {
+    s = t.connect(f.ctx, 0, handle.data(), &extra);
+    CHECK(extra == nullptr);
+  } else if (which == "accept") {
+    s = t.accept(pair.listenComm, &extra);
+    CHECK(extra == nullptr);
+  } else {
+    s = t.closeSend(pair.sendComm);
+  }
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.kind() == c.kind);
+  CHECK(s.message() == "external net plugin FakeV" + std::to_string(version) + " (ncclNetPlugin_v" +
+                           std::to_string(version) + "): " + which + " returned " + c.name + " (" +
+                           std::to_string(static_cast<int>(c.code)) + ")");
+  closeFake(t, pair);
+}
+
+TEST_CASE("ncclInProgress from the plugin is success, as in NCCL's checks", "[external][errors]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  Fixture f(version);
+  auto& t = *f.transport;
+  FakePair pair = connectFake(t, f.ctx);
+  f.fake.failNext("isend", ncclInProgress);
+  char byte = 0;
+  void* req = &req;
+  CHECK(t.isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &req).ok());
+  CHECK(req == nullptr);  // the plugin wrote nothing: "cannot post now"
+  closeFake(t, pair);
+}
+
+TEST_CASE("pluginStatus maps codes outside the enum to internal errors", "[external][errors]") {
+  using transport::external::pluginStatus;
+  CHECK(pluginStatus(ncclSuccess, "P", 9, "test").ok());
+  CHECK(pluginStatus(ncclInProgress, "P", 9, "test").ok());
+  Status s = pluginStatus(static_cast<ncclResult_t>(42), "P", 9, "test");
+  CHECK(s.kind() == ErrorKind::kInternal);
+  CHECK(s.message() ==
+        "external net plugin P (ncclNetPlugin_v9): test returned unknown result (42)");
+}
+
+TEST_CASE("sizes beyond INT_MAX are refused for int-sized versions (<= v8)", "[external][errors]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  Fixture f(version);
+  auto& t = *f.transport;
+  FakePair pair = connectFake(t, f.ctx);
+  const size_t huge = static_cast<size_t>(INT_MAX) + 1;
+  char byte = 0;
+  const FakeNetStats before = f.fake.stats();
+
+  void* req = &req;
+  Status s = t.isend(pair.sendComm, &byte, huge, 0, nullptr, nullptr, &req);
+  void* recvData[2] = {&byte, &byte};
+  const size_t sizes[2] = {1, huge};
+  const int tags[2] = {0, 1};
+  void* recvReq = &recvReq;
+  Status r = t.irecv(pair.recvComm, 2, recvData, sizes, tags, nullptr, nullptr, &recvReq);
+  void* mh = nullptr;
+  Status m = t.regMr(pair.sendComm, &byte, huge, transport::kPtrHost, &mh);
+
+  if (version <= 8) {
+    CHECK(s.kind() == ErrorKind::kInvalidUsage);
+    CHECK_THAT(s.message(), Catch::Contains("isend: size 2147483648 exceeds INT_MAX"));
+    CHECK(req == nullptr);
+    CHECK(r.kind() == ErrorKind::kInvalidUsage);
+    CHECK_THAT(r.message(), Catch::Contains("irecv: size 2147483648 exceeds INT_MAX"));
+    CHECK(recvReq == nullptr);
+    CHECK(f.fake.stats().isendCalls == before.isendCalls);  // never reached the plugin
+    CHECK(f.fake.stats().irecvCalls == before.irecvCalls);
+  } else {
+    // size_t all the way: the plugin sees the full size (nothing matches it;
+    // closing the comms releases the requests).
+    CHECK(s.ok());
+    CHECK(f.fake.stats().lastIsendSize == huge);
+    CHECK(r.ok());
+    CHECK(f.fake.stats().lastRecvSizes[1] == huge);
+  }
+  if (version <= 7) {
+    CHECK(m.kind() == ErrorKind::kInvalidUsage);
+    CHECK_THAT(m.message(), Catch::Contains("regMr: size 2147483648 exceeds INT_MAX"));
+  } else {
+    REQUIRE(m.ok());
+    REQUIRE(t.deregMr(pair.sendComm, mh).ok());
+  }
+  closeFake(t, pair);
+  CHECK(f.fake.stats().liveRequests == 0);
+}
+
+TEST_CASE("irecv and iflush refuse n outside 1..64 without calling the plugin",
+          "[external][errors]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  const int n = GENERATE(0, -1, 65);
+  CAPTURE(version, n);
+  Fixture f(version);
+  auto& t = *f.transport;
+  FakePair pair = connectFake(t, f.ctx);
+  void* req = &req;
+  Status s = t.irecv(pair.recvComm, n, nullptr, nullptr, nullptr, nullptr, nullptr, &req);
+  CHECK(s.kind() == ErrorKind::kInvalidUsage);
+  CHECK(req == nullptr);
+  req = &req;
+  s = t.iflush(pair.recvComm, n, nullptr, nullptr, nullptr, &req);
+  CHECK(s.kind() == ErrorKind::kInvalidUsage);
+  CHECK(req == nullptr);
+  CHECK(f.fake.stats().irecvCalls == 0);
+  CHECK(f.fake.stats().iflushCalls == 0);
+  closeFake(t, pair);
+}
