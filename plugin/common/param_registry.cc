@@ -153,6 +153,14 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
         .defaultValue = "",
         .doc = "Fault injection rules (docs/fault-injection.md); empty: no injection.",
     },
+    {
+        .id = static_cast<int>(Param::kBlackboxDir),
+        .name = "NCCL_RESILIENT_BLACKBOX_DIR",
+        .type = ParamType::kString,
+        .defaultValue = "/dev/shm",
+        .doc = "Directory of the per-process blackbox file resilient-blackbox-<pid> (kept after "
+               "a crash, removed on clean exit); empty: no blackbox.",
+    },
 });
 
 constexpr bool idsMatchPositions() {

@@ -50,6 +50,7 @@ enum class Param : int {
   kLivenessTimeoutMs,
   kProgressTimeoutMs,
   kFault,
+  kBlackboxDir,
   kCount,
 };
 

@@ -73,6 +73,7 @@ class Connection {
   PeerIdentity identity;                 // written at setup, read-only afterwards
   std::atomic<PeerLink*> link{nullptr};  // liveness channel to the peer process, once known
   uint64_t watchdogBytesSeen = 0;        // the watchdog thread's last bytesMoved() reading
+  int blackboxSlot = -1;                 // its slot in the blackbox (watchdog only)
 
  private:
   const Direction dir_;

@@ -63,7 +63,17 @@ Core* Core::acquire(const SelfIdentity& self, ncclDebugLogger_t logger, Status* 
                setup.status().toString().c_str());
       return nullptr;
     }
-    gCore = new Core(std::move(setup->transport), std::move(setup->watchdog));
+    std::unique_ptr<blackbox::Writer> box;
+    if (!setup->blackboxDir.empty()) {
+      auto created = blackbox::Writer::create(setup->blackboxDir, setup->watchdog.hostName);
+      if (created.ok()) {
+        box = std::move(created).value();
+      } else {
+        RES_WARN(NCCL_NET | NCCL_INIT, "running without a blackbox: %s",
+                 created.status().toString().c_str());
+      }
+    }
+    gCore = new Core(std::move(setup->transport), std::move(setup->watchdog), std::move(box));
     gLive.store(gCore, std::memory_order_release);
     RES_INFO(NCCL_NET | NCCL_INIT, "wrapping inner transport %s", gCore->inner_->name());
   }
@@ -85,12 +95,16 @@ void Core::releaseRef(Core* core) {
 
 Core* Core::live() noexcept { return gLive.load(std::memory_order_acquire); }
 
-Core::Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog)
-    : inner_(std::move(inner)), watchdog_(std::make_unique<Watchdog>(*this, std::move(watchdog))) {}
+Core::Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog,
+           std::unique_ptr<blackbox::Writer> blackbox)
+    : inner_(std::move(inner)),
+      blackbox_(std::move(blackbox)),
+      watchdog_(std::make_unique<Watchdog>(*this, std::move(watchdog), blackbox_.get())) {}
 
 Core::~Core() {
-  watchdog_.reset();  // stops its thread before the transport goes away
+  watchdog_.reset();  // stops its thread before the transport and the blackbox go away
   inner_.reset();
+  blackbox_.reset();  // a clean finish removes the region
 }
 
 Status Core::initContext(uint64_t commId, const transport::CommConfig& config, void** ctx) {
@@ -184,7 +198,7 @@ Status Core::checkUsable(Connection& conn) noexcept {
   if (const FaultRecord* f = conn.fault()) {
     return f->status;
   }
-  if (watchdog_->failFast()) {
+  if (blackbox_ != nullptr && blackbox_->failFast()) {
     return fail(conn, FaultClass::kAborted, Status(),
                 "the fail-fast switch is set: every request fails at once");
   }
@@ -332,6 +346,21 @@ Status Core::fail(Connection& conn, FaultClass cls, const Status& cause, const s
   const Status result = record->status;
   if (conn.publishFault(std::move(record))) {
     RES_WARN(NCCL_NET, "%s", text.c_str());
+    if (blackbox_ != nullptr) {
+      resilient_blackbox_fault f{};
+      f.faultClass = static_cast<uint32_t>(cls);
+      f.commId = conn.commId();
+      f.remote = toNcclResult(result) == ncclRemoteError ? 1 : 0;
+      blackbox::copyText(f.peer, conn.identity.peer.text);
+      if (const PeerLink* link = conn.link.load(std::memory_order_acquire)) {
+        f.peerPid = link->pid.load(std::memory_order_relaxed);
+        if (link->helloSeen.load(std::memory_order_acquire)) {
+          blackbox::copyText(f.peerHost, link->host);
+        }
+      }
+      blackbox::copyText(f.text, text);
+      blackbox_->recordFault(f);
+    }
     return result;
   }
   return conn.fault()->status;

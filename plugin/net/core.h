@@ -74,11 +74,13 @@ class Core {
   Core& operator=(const Core&) = delete;
 
  private:
-  Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog);
+  Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog,
+       std::unique_ptr<blackbox::Writer> blackbox);
 
   Status checkUsable(Connection& conn) noexcept;
 
   std::unique_ptr<transport::Transport> inner_;
+  std::unique_ptr<blackbox::Writer> blackbox_;  // may be null (NCCL_RESILIENT_BLACKBOX_DIR empty)
   std::unique_ptr<Watchdog> watchdog_;
   int refs_ = 0;  // guarded by the global core mutex
 };

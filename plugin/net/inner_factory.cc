@@ -108,6 +108,7 @@ Result<InnerSetup> makeInnerSetup(const config::Params& params, const SelfIdenti
   setup.watchdog.tokenDigest = liveness::tokenDigest(params.string(Param::kJobToken));
   setup.watchdog.bindAddress = livenessAddress(tcp);
   setup.watchdog.hostName = hostName();
+  setup.blackboxDir = params.string(Param::kBlackboxDir);
   return setup;
 }
 

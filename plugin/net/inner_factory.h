@@ -20,6 +20,7 @@ struct SelfIdentity;
 struct InnerSetup {
   std::unique_ptr<transport::Transport> transport;
   WatchdogOptions watchdog;
+  std::string blackboxDir;  // empty: no blackbox
 };
 
 // Our TCP transport's settings from the NCCL_RESILIENT_SOCKET_* knobs.

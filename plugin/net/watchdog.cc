@@ -65,7 +65,8 @@ char gListenTag;
 
 }  // namespace
 
-Watchdog::Watchdog(Core& core, WatchdogOptions options) : core_(core), options_(std::move(options)) {}
+Watchdog::Watchdog(Core& core, WatchdogOptions options, blackbox::Writer* blackbox)
+    : core_(core), options_(std::move(options)), blackbox_(blackbox) {}
 
 Watchdog::~Watchdog() {
   {
@@ -214,11 +215,17 @@ void Watchdog::add(Connection* conn) {
   std::lock_guard<std::mutex> lock(mutex_);
   ensureThreadLocked();
   connections_.insert(conn);
+  if (blackbox_ != nullptr) {
+    conn->blackboxSlot = blackbox_->claimConnection();
+  }
 }
 
 void Watchdog::remove(Connection* conn) {
   std::lock_guard<std::mutex> lock(mutex_);
   connections_.erase(conn);
+  if (blackbox_ != nullptr) {
+    blackbox_->releaseConnection(conn->blackboxSlot);
+  }
   for (auto& [nonce, waiting] : awaitingBind_) {
     waiting.erase(std::remove(waiting.begin(), waiting.end(), conn), waiting.end());
   }
@@ -566,6 +573,38 @@ void Watchdog::run(const std::stop_token& stop) {
     }
     scan(now);
     reap();
+    publish(now);
+  }
+}
+
+void Watchdog::publish(uint64_t now) {
+  if (blackbox_ == nullptr) {
+    return;
+  }
+  timespec wall{};
+  clock_gettime(CLOCK_REALTIME, &wall);
+  blackbox_->heartbeat(now, static_cast<uint64_t>(wall.tv_sec) * 1000000000ull +
+                                static_cast<uint64_t>(wall.tv_nsec));
+  for (Connection* conn : connections_) {
+    resilient_blackbox_connection c{};
+    c.state = conn->fault() != nullptr ? RESILIENT_BLACKBOX_CONN_FAULTED : RESILIENT_BLACKBOX_CONN_OPEN;
+    c.commId = conn->commId();
+    c.direction = conn->direction() == Connection::Direction::kSend ? 0 : 1;
+    blackbox::copyText(c.local, conn->identity.local.text);
+    blackbox::copyText(c.peer, conn->identity.peer.text);
+    if (const PeerLink* link = conn->link.load(std::memory_order_relaxed)) {
+      c.peerPid = link->pid.load(std::memory_order_relaxed);
+      if (link->helloSeen.load(std::memory_order_acquire)) {
+        blackbox::copyText(c.peerHost, link->host);
+      }
+    }
+    c.completedRequests = conn->completedRequests();
+    c.completedBytes = conn->bytesCompleted();
+    c.outstandingRequests = static_cast<uint64_t>(conn->outstanding());
+    c.outstandingBytes = conn->outstandingBytes();
+    c.lastProgressMonoNs = conn->lastProgressNs();
+    c.updatedMonoNs = now;
+    blackbox_->writeConnection(conn->blackboxSlot, c);
   }
 }
 

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "plugin/blackbox/writer.h"
 #include "plugin/net/connection.h"
 #include "plugin/net/handle_trailer.h"
 #include "plugin/net/liveness_wire.h"
@@ -68,7 +69,8 @@ struct PeerLink {
 
 class Watchdog {
  public:
-  Watchdog(Core& core, WatchdogOptions options);
+  // `blackbox` (may be null) receives a snapshot of every connection each tick.
+  Watchdog(Core& core, WatchdogOptions options, blackbox::Writer* blackbox);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -85,10 +87,6 @@ class Watchdog {
   void add(Connection* conn);
   void remove(Connection* conn);
 
-  // The process-wide fail-fast switch (set by the restart library through the
-  // blackbox control word, or by the process itself).
-  bool failFast() const noexcept { return failFast_.load(std::memory_order_relaxed); }
-  void setFailFast() noexcept { failFast_.store(true, std::memory_order_relaxed); }
 
   // Peer description of a connection's link, for fault messages.
   static std::string describePeer(const Connection& conn);
@@ -111,9 +109,11 @@ class Watchdog {
   void failBusy(PeerLink* link, FaultClass cls, const std::string& detail);
   void send(PeerLink* link, const liveness::Frame& frame);
 
+  void publish(uint64_t now);
+
   Core& core_;
   const WatchdogOptions options_;
-  std::atomic<bool> failFast_{false};
+  blackbox::Writer* const blackbox_;
 
   std::mutex mutex_;  // guards everything below
   int epollFd_ = -1;

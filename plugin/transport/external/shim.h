@@ -75,7 +75,8 @@ Status validateMembers(const Net* net, int version, std::initializer_list<Member
   return requireMembers(displayName(net->name), version, members);
 }
 
-// A size_t the old (<= v8) int-sized calls can take, or an invalidUsage error.
+// True when a size fits the int size parameters of the older calls (regMr
+// up to v7, isend/irecv up to v8).
 inline bool fitsInt(size_t size) noexcept {
   return size <= static_cast<size_t>(INT_MAX);
 }

@@ -61,6 +61,16 @@ double nextUnit(uint64_t* state) {
   return static_cast<double>(nextRandom(state) >> 11) * 0x1.0p-53;
 }
 
+// Requests record the rules that caught them in a 64-bit mask.
+std::vector<FaultRule> limitRules(std::vector<FaultRule> rules) {
+  if (rules.size() > kMaxFaultRules) {
+    RES_WARN(NCCL_NET, "fault injection: %zu rules given, only the first %zu are used",
+             rules.size(), kMaxFaultRules);
+    rules.resize(kMaxFaultRules);
+  }
+  return rules;
+}
+
 const char* peerText(const Endpoint& peer) {
   return peer.text[0] != '\0' ? peer.text : "unknown peer";
 }
@@ -145,7 +155,7 @@ struct FaultTransport::Parked {
 FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, std::vector<FaultRule> rules,
                                Clock clock)
     : inner_(std::move(inner)),
-      rules_(std::move(rules)),
+      rules_(limitRules(std::move(rules))),
       clock_(clock ? std::move(clock) : Clock(&steadyNowNs)),
       createdNs_(clock_()),
       direct_(rules_.empty()),

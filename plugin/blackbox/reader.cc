@@ -1,0 +1,129 @@
+#include "plugin/blackbox/reader.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "plugin/blackbox/seqlock.h"
+#include "plugin/blackbox/writer.h"
+
+namespace resilient::blackbox {
+namespace {
+
+// A mapping of a region file, unmapped on destruction.
+class Mapping {
+ public:
+  static Result<Mapping> open(const std::string& path, bool writable) {
+    const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0) {
+      return systemError("cannot open blackbox " + path);
+    }
+    struct stat st{};
+    if (fstat(fd, &st) != 0) {
+      Status s = systemError("cannot stat blackbox " + path);
+      ::close(fd);
+      return s;
+    }
+    const auto size = static_cast<size_t>(st.st_size);
+    if (size < sizeof(resilient_blackbox_header)) {
+      ::close(fd);
+      return invalidUsage(path + " is not a blackbox (" + std::to_string(size) + " bytes)");
+    }
+    void* base = mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (base == MAP_FAILED) {
+      return systemError("cannot map blackbox " + path);
+    }
+    Mapping m(base, size);
+    const auto* h = m.header();
+    if (std::atomic_ref<uint32_t>(const_cast<uint32_t&>(h->magic)).load(std::memory_order_acquire) !=
+        RESILIENT_BLACKBOX_MAGIC) {
+      return invalidUsage(path + " is not a blackbox (bad magic)");
+    }
+    if (h->version != RESILIENT_BLACKBOX_VERSION) {
+      return invalidUsage(path + " has blackbox layout version " + std::to_string(h->version) +
+                          "; this tool reads version " + std::to_string(RESILIENT_BLACKBOX_VERSION));
+    }
+    const uint64_t need = h->faultOffset + uint64_t{h->faultSlots} * sizeof(resilient_blackbox_fault);
+    if (h->size != size || need > size ||
+        h->connectionOffset + uint64_t{h->connectionSlots} * sizeof(resilient_blackbox_connection) >
+            h->faultOffset) {
+      return invalidUsage(path + " is truncated or inconsistent");
+    }
+    return m;
+  }
+  Mapping(Mapping&& o) noexcept : base_(std::exchange(o.base_, nullptr)), size_(o.size_) {}
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  Mapping& operator=(Mapping&&) = delete;
+  ~Mapping() {
+    if (base_ != nullptr) {
+      munmap(base_, size_);
+    }
+  }
+  resilient_blackbox_header* header() const { return static_cast<resilient_blackbox_header*>(base_); }
+  template <class T>
+  const T* at(uint64_t offset) const {
+    return reinterpret_cast<const T*>(static_cast<const char*>(base_) + offset);
+  }
+
+ private:
+  Mapping(void* base, size_t size) : base_(base), size_(size) {}
+  void* base_;
+  size_t size_;
+};
+
+}  // namespace
+
+std::string resolveRegion(const std::string& pidOrPath, const std::string& dir) {
+  const bool numeric = !pidOrPath.empty() && std::all_of(pidOrPath.begin(), pidOrPath.end(),
+                                                         [](char c) { return c >= '0' && c <= '9'; });
+  return numeric ? regionPath(dir, static_cast<uint32_t>(std::stoul(pidOrPath))) : pidOrPath;
+}
+
+Result<Snapshot> readRegion(const std::string& path) {
+  auto mapping = Mapping::open(path, false);
+  if (!mapping.ok()) {
+    return mapping.status();
+  }
+  const Mapping& m = *mapping;
+  Snapshot snap;
+  snap.path = path;
+  std::memcpy(&snap.header, m.header(), sizeof snap.header);
+  snap.processAlive = kill(static_cast<pid_t>(snap.header.pid), 0) == 0 || errno == EPERM;
+  const auto* conns = m.at<resilient_blackbox_connection>(snap.header.connectionOffset);
+  for (uint32_t i = 0; i < snap.header.connectionSlots; ++i) {
+    resilient_blackbox_connection c{};
+    if (seqRead(&conns[i], &c) && c.state != RESILIENT_BLACKBOX_CONN_FREE) {
+      snap.connections.push_back(c);
+    }
+  }
+  const auto* faults = m.at<resilient_blackbox_fault>(snap.header.faultOffset);
+  for (uint32_t i = 0; i < snap.header.faultSlots; ++i) {
+    resilient_blackbox_fault f{};
+    if (seqRead(&faults[i], &f) && f.number != 0) {
+      snap.faults.push_back(f);
+    }
+  }
+  std::sort(snap.faults.begin(), snap.faults.end(),
+            [](const auto& a, const auto& b) { return a.number < b.number; });
+  return snap;
+}
+
+Status setControlBits(const std::string& path, uint32_t bits) {
+  auto mapping = Mapping::open(path, true);
+  if (!mapping.ok()) {
+    return mapping.status();
+  }
+  std::atomic_ref<uint32_t>(mapping->header()->control).fetch_or(bits, std::memory_order_relaxed);
+  return {};
+}
+
+}  // namespace resilient::blackbox

@@ -1,0 +1,277 @@
+// libnccl-net-resilient.so over loopback in one process, loaded the way NCCL
+// loads it (through our own external-plugin loader, newest ABI): data of every
+// size and multi-receive through the resilient layer, and the faults it turns
+// into prompt, sticky, explained errors.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/blackbox/reader.h"
+#include "plugin/blackbox/writer.h"
+#include "plugin/transport/external/loader.h"
+#include "tests/support/mock_logger.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/transport_pair.h"
+
+#ifndef RESILIENT_PLUGIN_PATH
+#error "RESILIENT_PLUGIN_PATH must name libnccl-net-resilient.so"
+#endif
+
+using namespace resilient;
+using resilient::test::TransportPair;
+
+namespace {
+
+// The plugin reads its knobs once per load: set them before loading it.
+class PluginUnderTest {
+ public:
+  explicit PluginUnderTest(std::vector<std::pair<std::string, std::string>> env = {})
+      : env_(std::move(env)) {
+    for (const auto& [k, v] : env_) {
+      setenv(k.c_str(), v.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): test setup, one thread
+    }
+    transport::external::LoadOptions load;
+    load.spec = RESILIENT_PLUGIN_PATH;
+    load.refuseSelf = false;
+    load.logger = test::CapturingLogger::function();
+    auto loaded = transport::external::loadExternalPlugin(load);
+    REQUIRE(loaded.ok());
+    plugin_ = std::move(loaded).value();
+    REQUIRE(plugin_->initContext(0xc0ffee, transport::CommConfig{}, &ctx_).ok());
+  }
+  ~PluginUnderTest() {
+    pair_.reset();
+    (void)plugin_->finalizeContext(ctx_);
+    plugin_.reset();
+    for (const auto& [k, v] : env_) {
+      unsetenv(k.c_str());  // NOLINT(concurrency-mt-unsafe)
+    }
+  }
+  TransportPair& connect() {
+    pair_ = std::make_unique<TransportPair>();
+    const Status s = test::connectPair(plugin_.get(), ctx_, plugin_.get(), ctx_, pair_.get());
+    INFO(s.toString());
+    REQUIRE(s.ok());
+    return *pair_;
+  }
+  transport::Transport& t() { return *plugin_; }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> env_;
+  std::unique_ptr<transport::Transport> plugin_;
+  void* ctx_ = nullptr;
+  std::unique_ptr<TransportPair> pair_;
+};
+
+const std::pair<std::string, std::string> kLoopback{"NCCL_RESILIENT_SOCKET_IFNAME", "lo"};
+
+std::string warning(const test::CapturingLogger& logger, const std::string& needle) {
+  for (const auto& m : logger.messages()) {
+    if (m.level == NCCL_LOG_WARN && m.text.find(needle) != std::string::npos) {
+      return m.text;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("data of every size crosses the resilient layer intact", "[plugin][loopback]") {
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback});
+  TransportPair& pair = p.connect();
+  for (size_t size : {size_t{0}, size_t{1}, size_t{8}, size_t{4096}, size_t{65537}, size_t{1} << 20,
+                      size_t{16} << 20}) {
+    CAPTURE(size);
+    std::vector<uint8_t> out(size), in(size + 1, 0xee);
+    for (size_t i = 0; i < size; ++i) {
+      out[i] = static_cast<uint8_t>(i * 7 + size);
+    }
+    void* data = in.data();
+    size_t cap = in.size();
+    int tag = 3;
+    void* mh = nullptr;
+    void* recvReq = nullptr;
+    void* sendReq = nullptr;
+    REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &recvReq).ok());
+    REQUIRE(p.t().isend(pair.sendComm, out.data(), size, 3, nullptr, nullptr, &sendReq).ok());
+    REQUIRE(recvReq != nullptr);
+    REQUIRE(sendReq != nullptr);
+    int got = -1;
+    REQUIRE(test::waitRequest(&p.t(), sendReq).ok());
+    REQUIRE(test::waitRequest(&p.t(), recvReq, &got).ok());
+    CHECK(got == static_cast<int>(size));
+    CHECK(std::memcmp(in.data(), out.data(), size) == 0);
+  }
+  CHECK(logger.count(NCCL_LOG_WARN) == 0);
+}
+
+TEST_CASE("multi-receive places each message by its tag", "[plugin][loopback]") {
+  PluginUnderTest p({kLoopback});
+  TransportPair& pair = p.connect();
+  constexpr int kN = 8;
+  std::vector<std::vector<uint8_t>> bufs(kN, std::vector<uint8_t>(1000, 0));
+  void* data[kN];
+  size_t sizes[kN];
+  int tags[kN];
+  void* mh[kN] = {};
+  for (int i = 0; i < kN; ++i) {
+    data[i] = bufs[static_cast<size_t>(i)].data();
+    sizes[i] = 1000;
+    tags[i] = 100 + i;
+  }
+  void* recvReq = nullptr;
+  REQUIRE(p.t().irecv(pair.recvComm, kN, data, sizes, tags, mh, nullptr, &recvReq).ok());
+  REQUIRE(recvReq != nullptr);
+  std::vector<std::vector<uint8_t>> msgs;
+  std::vector<void*> sends;
+  for (int i = kN - 1; i >= 0; --i) {  // sent in reverse tag order
+    msgs.emplace_back(static_cast<size_t>(10 + i), static_cast<uint8_t>(i + 1));
+    void* req = nullptr;
+    REQUIRE(p.t().isend(pair.sendComm, msgs.back().data(), msgs.back().size(), 100 + i, nullptr,
+                        nullptr, &req).ok());
+    sends.push_back(req);
+  }
+  for (void* req : sends) {
+    REQUIRE(test::waitRequest(&p.t(), req).ok());
+  }
+  int got[kN] = {};
+  REQUIRE(test::waitRequest(&p.t(), recvReq, got).ok());
+  for (int i = 0; i < kN; ++i) {
+    CAPTURE(i);
+    CHECK(got[i] == 10 + i);
+    CHECK(bufs[static_cast<size_t>(i)][0] == i + 1);
+  }
+}
+
+TEST_CASE("a request whose peer moves no bytes is 'peer stuck' after the progress timeout",
+          "[plugin][loopback][fault]") {
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback, {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "300"}});
+  TransportPair& pair = p.connect();
+  std::vector<uint8_t> in(64);
+  void* data = in.data();
+  size_t cap = in.size();
+  int tag = 0;
+  void* mh = nullptr;
+  void* req = nullptr;
+  REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &req).ok());
+  const uint64_t start = test::monotonicMs();
+  const Status s = test::waitRequest(&p.t(), req, nullptr, 5000);
+  const uint64_t elapsed = test::monotonicMs() - start;
+  INFO(s.toString());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.kind() == ErrorKind::kRemote);  // ncclRemoteError
+  CHECK(elapsed >= 300);
+  CHECK(elapsed < 300 + 1000);  // the bound is the feature: detected by timeout + 1 s
+  // The explanation travels as one WARN through NCCL's logger (ncclGetLastError()).
+  REQUIRE(logger.count(NCCL_LOG_WARN, "peer stuck") == 1);
+  const std::string warn = warning(logger, "peer stuck");
+  CHECK(warn.find("NET/Resilient: peer stuck on recv connection of comm 0xc0ffee") == 0);
+  CHECK(warn.find("threshold 300 ms") != std::string::npos);
+  CHECK(warn.find("local 127.0.0.1:") != std::string::npos);
+  CHECK(warn.find(", peer 127.0.0.1:") != std::string::npos);
+  CHECK(warn.find("pid " + std::to_string(getpid())) != std::string::npos);
+  CHECK(warn.find("1 requests (64 bytes) outstanding") != std::string::npos);
+
+  // Sticky: the comm keeps failing at once, without another warning.
+  void* again = nullptr;
+  const Status next = p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &again);
+  CHECK_FALSE(next.ok());
+  CHECK(logger.count(NCCL_LOG_WARN, "peer stuck") == 1);
+}
+
+TEST_CASE("an injected transport error fails the comm at once, explained and sticky",
+          "[plugin][loopback][fault]") {
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback, {"NCCL_RESILIENT_FAULT", "kind=error,op=isend,after=2"}});
+  TransportPair& pair = p.connect();
+  uint8_t byte = 1;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<uint8_t> in(1);
+    void* data = in.data();
+    size_t cap = 1;
+    int tag = 0;
+    void* mh = nullptr;
+    void* r = nullptr;
+    void* s = nullptr;
+    REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &r).ok());
+    REQUIRE(p.t().isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &s).ok());
+    REQUIRE(test::waitRequest(&p.t(), s).ok());
+    REQUIRE(test::waitRequest(&p.t(), r).ok());
+  }
+  void* req = nullptr;
+  const Status s = p.t().isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &req);
+  INFO(s.toString());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.kind() == ErrorKind::kRemote);
+  REQUIRE(logger.count(NCCL_LOG_WARN, "transport error") == 1);
+  const std::string warn = warning(logger, "transport error");
+  CHECK(warn.find("transport error on send connection of comm 0xc0ffee") != std::string::npos);
+  CHECK(warn.find("injected fault") != std::string::npos);
+  CHECK_FALSE(p.t().isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &req).ok());
+  CHECK(logger.count(NCCL_LOG_WARN, "transport error") == 1);
+}
+
+TEST_CASE("the blackbox shows the connections, records the fault and carries fail-fast",
+          "[plugin][loopback][blackbox]") {
+  test::TempDir dir;
+  const std::string region = blackbox::regionPath(dir.path().string(), static_cast<uint32_t>(getpid()));
+  test::CapturingLogger logger(log::Level::kWarn);
+  {
+    PluginUnderTest p({kLoopback, {"NCCL_RESILIENT_BLACKBOX_DIR", dir.path().string()},
+                       {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "200"}});
+    TransportPair& pair = p.connect();
+    std::vector<uint8_t> in(32);
+    void* data = in.data();
+    size_t cap = in.size();
+    int tag = 0;
+    void* mh = nullptr;
+    void* req = nullptr;
+    REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &req).ok());
+    REQUIRE_FALSE(test::waitRequest(&p.t(), req, nullptr, 5000).ok());  // peer stuck
+
+    auto snap = blackbox::readRegion(region);
+    INFO(snap.status().toString());
+    REQUIRE(snap.ok());
+    CHECK(snap->processAlive);
+    CHECK(snap->header.pid == static_cast<uint32_t>(getpid()));
+    REQUIRE(snap->faults.size() == 1);
+    CHECK(snap->faults[0].faultClass == RESILIENT_BLACKBOX_FAULT_PEER_STUCK);
+    CHECK(snap->faults[0].commId == 0xc0ffee);
+    CHECK(snap->faults[0].remote == 1);
+    CHECK(std::string(snap->faults[0].text).find("peer stuck") != std::string::npos);
+    // The watchdog publishes a snapshot of both ends at its next tick.
+    const uint64_t deadline = test::monotonicMs() + 2000;
+    size_t faulted = 0;
+    while (test::monotonicMs() < deadline) {
+      snap = blackbox::readRegion(region);
+      REQUIRE(snap.ok());
+      faulted = 0;
+      for (const auto& c : snap->connections) {
+        faulted += c.state == RESILIENT_BLACKBOX_CONN_FAULTED ? 1 : 0;
+      }
+      if (snap->connections.size() == 2 && faulted == 1) {
+        break;
+      }
+    }
+    CHECK(snap->connections.size() == 2);
+    CHECK(faulted == 1);
+
+    // A consumer sets fail-fast: the healthy send side fails at its next call.
+    REQUIRE(blackbox::setControlBits(region, RESILIENT_BLACKBOX_CONTROL_FAIL_FAST).ok());
+    uint8_t byte = 0;
+    void* sendReq = nullptr;
+    CHECK_FALSE(p.t().isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &sendReq).ok());
+    CHECK(logger.count(NCCL_LOG_WARN, "aborted on send connection") == 1);
+  }
+  // A clean finish removes the region.
+  CHECK_FALSE(std::filesystem::exists(region));
+}
