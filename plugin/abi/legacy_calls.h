@@ -108,7 +108,8 @@ inline ncclResult_t closeListen(void* listenComm) noexcept {
 
 // Properties of v9/v10 (v11 adds maxMultiRequestSize), v8, v7 and v6.
 template <class Props>
-ncclResult_t properties(int dev, Props* props, void (*extra)(const transport::Properties&, int, Props*)) noexcept {
+ncclResult_t properties(int dev, Props* props,
+                        void (*extra)(const transport::Properties&, int, Props*)) noexcept {
   return onCore("getProperties", [&](CoreImpl& c) -> Status {
     transport::Properties p;
     RESILIENT_TRY(c.properties(dev, &p));

@@ -45,7 +45,9 @@ __attribute__((destructor)) void releaseLegacyOnUnload() {
 
 }  // namespace
 
-const net::SelfIdentity& selfIdentity() noexcept { return kSelf; }
+const net::SelfIdentity& selfIdentity() noexcept {
+  return kSelf;
+}
 
 ncclResult_t legacyInit(ncclDebugLogger_t logger) noexcept {
   return boundary::call("init", [&]() -> Status {

@@ -89,8 +89,8 @@ ncclResult_t deregMr(void* comm, void* mhandle) noexcept {
   return onCore("deregMr", [&](CoreImpl& c) { return c.deregMr(comm, mhandle); });
 }
 
-ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
-                   void* phandle, void** request) noexcept {
+ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                   void** request) noexcept {
   return onCore("isend", [&](CoreImpl& c) {
     return c.isend(sendComm, data, size, tag, mhandle, phandle, request);
   });

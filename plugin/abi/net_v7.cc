@@ -6,7 +6,9 @@
 namespace resilient::abi {
 namespace {
 
-ncclResult_t init(ncclDebugLogger_t logFn) noexcept { return legacyInit(logFn); }
+ncclResult_t init(ncclDebugLogger_t logFn) noexcept {
+  return legacyInit(logFn);
+}
 
 void extraV7(const transport::Properties& /*p*/, int /*dev*/, ncclNetProperties_v7_t* props) {
   props->netDeviceType = NCCL_NET_DEVICE_HOST;

@@ -6,7 +6,9 @@
 namespace resilient::abi {
 namespace {
 
-ncclResult_t init(ncclDebugLogger_t logFn) noexcept { return legacyInit(logFn); }
+ncclResult_t init(ncclDebugLogger_t logFn) noexcept {
+  return legacyInit(logFn);
+}
 
 void extraV8(const transport::Properties& p, int /*dev*/, ncclNetProperties_v8_t* props) {
   props->regIsGlobal = p.regIsGlobal;

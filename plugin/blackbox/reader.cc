@@ -25,7 +25,7 @@ class Mapping {
     if (fd < 0) {
       return systemError("cannot open blackbox " + path);
     }
-    struct stat st{};
+    struct stat st {};
     if (fstat(fd, &st) != 0) {
       Status s = systemError("cannot stat blackbox " + path);
       ::close(fd);
@@ -36,22 +36,25 @@ class Mapping {
       ::close(fd);
       return invalidUsage(path + " is not a blackbox (" + std::to_string(size) + " bytes)");
     }
-    void* base = mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+    void* base =
+        mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
     ::close(fd);
     if (base == MAP_FAILED) {
       return systemError("cannot map blackbox " + path);
     }
     Mapping m(base, size);
     const auto* h = m.header();
-    if (std::atomic_ref<uint32_t>(const_cast<uint32_t&>(h->magic)).load(std::memory_order_acquire) !=
-        RESILIENT_BLACKBOX_MAGIC) {
+    if (std::atomic_ref<uint32_t>(const_cast<uint32_t&>(h->magic))
+            .load(std::memory_order_acquire) != RESILIENT_BLACKBOX_MAGIC) {
       return invalidUsage(path + " is not a blackbox (bad magic)");
     }
     if (h->version != RESILIENT_BLACKBOX_VERSION) {
       return invalidUsage(path + " has blackbox layout version " + std::to_string(h->version) +
-                          "; this tool reads version " + std::to_string(RESILIENT_BLACKBOX_VERSION));
+                          "; this tool reads version " +
+                          std::to_string(RESILIENT_BLACKBOX_VERSION));
     }
-    const uint64_t need = h->faultOffset + uint64_t{h->faultSlots} * sizeof(resilient_blackbox_fault);
+    const uint64_t need =
+        h->faultOffset + uint64_t{h->faultSlots} * sizeof(resilient_blackbox_fault);
     if (h->size != size || need > size ||
         h->connectionOffset + uint64_t{h->connectionSlots} * sizeof(resilient_blackbox_connection) >
             h->faultOffset) {
@@ -68,7 +71,9 @@ class Mapping {
       munmap(base_, size_);
     }
   }
-  resilient_blackbox_header* header() const { return static_cast<resilient_blackbox_header*>(base_); }
+  resilient_blackbox_header* header() const {
+    return static_cast<resilient_blackbox_header*>(base_);
+  }
   template <class T>
   const T* at(uint64_t offset) const {
     return reinterpret_cast<const T*>(static_cast<const char*>(base_) + offset);
@@ -83,8 +88,9 @@ class Mapping {
 }  // namespace
 
 std::string resolveRegion(const std::string& pidOrPath, const std::string& dir) {
-  const bool numeric = !pidOrPath.empty() && std::all_of(pidOrPath.begin(), pidOrPath.end(),
-                                                         [](char c) { return c >= '0' && c <= '9'; });
+  const bool numeric =
+      !pidOrPath.empty() &&
+      std::all_of(pidOrPath.begin(), pidOrPath.end(), [](char c) { return c >= '0' && c <= '9'; });
   return numeric ? regionPath(dir, static_cast<uint32_t>(std::stoul(pidOrPath))) : pidOrPath;
 }
 

@@ -16,7 +16,7 @@ struct Snapshot {
   resilient_blackbox_header header{};
   std::vector<resilient_blackbox_connection> connections;  // slots in use
   std::vector<resilient_blackbox_fault> faults;            // oldest first
-  bool processAlive = false;  // the writing process still exists
+  bool processAlive = false;                               // the writing process still exists
 };
 
 // A pid (numeric) names "<dir>/resilient-blackbox-<pid>"; anything else is a path.

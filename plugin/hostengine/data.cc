@@ -13,14 +13,18 @@ inline uint64_t mix(uint64_t x) noexcept {
   return x ^ (x >> 31);
 }
 
-inline uint64_t patternWord(uint64_t seed, uint64_t word) noexcept { return mix(seed ^ mix(word)); }
+inline uint64_t patternWord(uint64_t seed, uint64_t word) noexcept {
+  return mix(seed ^ mix(word));
+}
 
 // The per-element hash of the all-reduce inputs; ranks take different bits of it.
 inline uint64_t reduceBase(uint64_t iteration, size_t index) noexcept {
   return mix((iteration << 40) ^ index ^ 0x5a17ull);
 }
 
-inline int rankShift(int rank) noexcept { return (rank * 7) % 61; }
+inline int rankShift(int rank) noexcept {
+  return (rank * 7) % 61;
+}
 
 inline float rankValue(uint64_t base, int rank) noexcept {
   return static_cast<float>(static_cast<int>((base >> rankShift(rank)) & 15) - 8);

@@ -65,9 +65,13 @@ Engine::~Engine() {
   }
 }
 
-Engine::Link& Engine::link(int peer) noexcept { return links_[static_cast<size_t>(peer)]; }
+Engine::Link& Engine::link(int peer) noexcept {
+  return links_[static_cast<size_t>(peer)];
+}
 
-char* Engine::buffer(BufferId id) const noexcept { return buffers_[id].data; }
+char* Engine::buffer(BufferId id) const noexcept {
+  return buffers_[id].data;
+}
 
 std::optional<Fault> Engine::setupFault(const char* call, int peer, Status status,
                                         uint64_t startNs) {
@@ -163,11 +167,11 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
     }
     const std::string& theirs = (*all)[static_cast<size_t>(p)];
     if (theirs.size() != blob.size()) {
-      return setupFault("exchange of handles (out of band)", p,
-                        invalidUsage("rank " + std::to_string(p) + " sent " +
-                                     std::to_string(theirs.size()) + " handle bytes, expected " +
-                                     std::to_string(blob.size())),
-                        start);
+      return setupFault(
+          "exchange of handles (out of band)", p,
+          invalidUsage("rank " + std::to_string(p) + " sent " + std::to_string(theirs.size()) +
+                       " handle bytes, expected " + std::to_string(blob.size())),
+          start);
     }
     const char* handle = theirs.data() + static_cast<size_t>(rank) * transport::kHandleSize;
     if (allZero(handle, transport::kHandleSize)) {
@@ -231,21 +235,21 @@ std::optional<Fault> Engine::connectAll(uint64_t startNs) {
       for (int p = 0; p < options_.nranks; ++p) {
         const Link& l = link(p);
         if (l.sends && l.sendComm == nullptr) {
-          waiting += (waiting.empty() ? "" : ", ") + std::string("connect to rank ") +
-                     std::to_string(p);
+          waiting +=
+              (waiting.empty() ? "" : ", ") + std::string("connect to rank ") + std::to_string(p);
           blamed = blamed < 0 ? p : blamed;
         }
         if (l.recvs && l.recvComm == nullptr) {
-          waiting += (waiting.empty() ? "" : ", ") + std::string("accept from rank ") +
-                     std::to_string(p);
+          waiting +=
+              (waiting.empty() ? "" : ", ") + std::string("accept from rank ") + std::to_string(p);
           blamed = blamed < 0 ? p : blamed;
         }
       }
-      auto fault = setupFault("connect/accept", blamed,
-                              timeoutError("connections not established within " +
-                                           std::to_string(options_.timeoutMs) +
-                                           " ms; waiting on: " + waiting),
-                              startNs);
+      auto fault = setupFault(
+          "connect/accept", blamed,
+          timeoutError("connections not established within " + std::to_string(options_.timeoutMs) +
+                       " ms; waiting on: " + waiting),
+          startNs);
       fault->timedOut = true;
       return fault;
     }
@@ -399,9 +403,7 @@ IterationResult Engine::runPingPong(size_t bytes, uint64_t iteration) {
       return chunkOf(outBuf, l.recvMh[kOutput], item, p);
     };
     Stream ping(Stream::Direction::kSend, l.sendComm, peer, items);
-    ping.describe = [&](size_t item, Piece* p) {
-      return chunkOf(in, l.sendMh[kInput], item, p);
-    };
+    ping.describe = [&](size_t item, Piece* p) { return chunkOf(in, l.sendMh[kInput], item, p); };
     out.fault = drive({&pong, &ping}, start, &sizeErrors);
     out.seconds = static_cast<double>(monotonicNs() - start) / 2e9;
     if (!out.fault) {
@@ -457,7 +459,8 @@ IterationResult Engine::runSendRecv(size_t bytes, uint64_t iteration, bool barri
   out.fault = drive({&recv, &send}, start, &sizeErrors);
   out.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
   if (!out.fault) {
-    out.errors = sizeErrors + countPatternErrors(outBuf, bytes, streamSeed(prev(), rank, iteration));
+    out.errors =
+        sizeErrors + countPatternErrors(outBuf, bytes, streamSeed(prev(), rank, iteration));
   }
   return out;
 }

@@ -35,12 +35,12 @@ struct EngineOptions {
   int nranks = 2;
   Pattern pattern = Pattern::kAllReduce;
   int device = 0;
-  int depth = 8;                            // receive requests in flight per connection (1..32)
-  size_t chunkBytes = kDefaultChunkBytes;   // largest item of a pipelined transfer
-  int multiRecv = kMaxPieces;               // largest n of a grouped irecv (1: never grouped)
+  int depth = 8;                           // receive requests in flight per connection (1..32)
+  size_t chunkBytes = kDefaultChunkBytes;  // largest item of a pipelined transfer
+  int multiRecv = kMaxPieces;              // largest n of a grouped irecv (1: never grouped)
   size_t minPieceBytes = kDefaultMinPieceBytes;  // smallest piece of a grouped receive
-  int64_t timeoutMs = 30000;                // connection setup; one iteration
-  uint64_t commId = 0;                      // handed to the plugin's init
+  int64_t timeoutMs = 30000;                     // connection setup; one iteration
+  uint64_t commId = 0;                           // handed to the plugin's init
 };
 
 struct IterationResult {

@@ -213,8 +213,7 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
     const uint64_t now = monotonicNs();
     if (outcome.started) {
       for (Pending& i : pending) {
-        const uint64_t due =
-            outcome.startNs + static_cast<uint64_t>(i.injection.atMs) * 1000000ull;
+        const uint64_t due = outcome.startNs + static_cast<uint64_t>(i.injection.atMs) * 1000000ull;
         RankOutcome& target = outcome.ranks[static_cast<size_t>(i.injection.rank)];
         if (!i.done && now >= due) {
           i.done = true;

@@ -51,8 +51,9 @@ struct LaunchPlan {
   std::string executable;                      // absolute path (e.g. /proc/self/exe resolved)
   std::vector<std::string> argv;               // argv[0] included
   std::vector<std::vector<std::string>> envs;  // one complete environment per rank
-  std::vector<int> rank0Fds;  // descriptors rank 0 inherits; launchRanks closes them after the forks
-  int startPipeRead = -1;                      // read end of the start pipe, or -1
+  std::vector<int>
+      rank0Fds;            // descriptors rank 0 inherits; launchRanks closes them after the forks
+  int startPipeRead = -1;  // read end of the start pipe, or -1
   std::vector<Injection> injections;
   int64_t startTimeoutMs = 60000;  // no start signal by then: kill everything
   int64_t runTimeoutMs = 0;        // after the start: kill what is left; 0: no limit
@@ -61,10 +62,10 @@ struct LaunchPlan {
 struct RankOutcome {
   int rank = 0;
   pid_t pid = -1;
-  bool exited = false;    // normal exit (exitCode valid)
+  bool exited = false;  // normal exit (exitCode valid)
   int exitCode = -1;
-  int termSignal = 0;     // killed by this signal
-  int injectedSignal = 0; // what the launcher sent it, 0: nothing
+  int termSignal = 0;      // killed by this signal
+  int injectedSignal = 0;  // what the launcher sent it, 0: nothing
   uint64_t injectedNs = 0;
   bool killedAtEnd = false;  // a stopped rank, or one left at a deadline
 };

@@ -153,8 +153,8 @@ Result<Fd> connectWithRetry(const SocketAddress& address, uint64_t deadlineNs) {
     if (!fd.valid()) {
       return systemError("socket");
     }
-    int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage),
-                       address.length);
+    int rc =
+        ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
     if (rc != 0 && errno == EINPROGRESS) {
       Result<bool> ready = waitFor(fd.get(), POLLOUT, deadlineNs);
       if (!ready.ok()) {
@@ -179,11 +179,11 @@ Result<Fd> connectWithRetry(const SocketAddress& address, uint64_t deadlineNs) {
     }
     ::usleep(10000);
   } while (monotonicNs() < deadlineNs);
-  return timeoutError("no connection to " + addressText(address) + " before the deadline" +
-                          (lastErrno != 0 ? std::string(" (last error: ") +
-                                                std::to_string(lastErrno) + ")"
-                                          : std::string()),
-                      addressText(address));
+  return timeoutError(
+      "no connection to " + addressText(address) + " before the deadline" +
+          (lastErrno != 0 ? std::string(" (last error: ") + std::to_string(lastErrno) + ")"
+                          : std::string()),
+      addressText(address));
 }
 
 Status sendAll(int fd, const void* data, size_t bytes, uint64_t deadlineNs, const char* what) {

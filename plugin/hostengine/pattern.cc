@@ -13,8 +13,8 @@ const char* patternName(Pattern pattern) noexcept {
 }
 
 std::optional<Pattern> parsePattern(std::string_view name) noexcept {
-  for (Pattern p : {Pattern::kPingPong, Pattern::kSendRecv, Pattern::kAllReduce,
-                    Pattern::kAllToAll}) {
+  for (Pattern p :
+       {Pattern::kPingPong, Pattern::kSendRecv, Pattern::kAllReduce, Pattern::kAllToAll}) {
     if (name == patternName(p)) {
       return p;
     }

@@ -1,5 +1,7 @@
 #include "plugin/hostengine/pipeline.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -7,6 +9,12 @@
 #include "plugin/hostengine/plugin_log.h"
 
 namespace resilient::hostengine {
+namespace {
+
+// Passes without any request posted or completed before the loop yields the CPU.
+constexpr uint64_t kSpinPasses = 256;
+
+}  // namespace
 
 int messageTag(int senderRank, int nranks, int piece) noexcept {
   return senderRank + piece * nranks;
@@ -17,7 +25,8 @@ int splitPieces(char* data, size_t bytes, size_t unit, size_t minPieceBytes, int
   unit = std::max<size_t>(unit, 1);
   const size_t units = bytes / unit;
   const size_t byMin = minPieceBytes > 0 ? bytes / minPieceBytes : units;
-  size_t n = std::clamp<size_t>(byMin, 1, static_cast<size_t>(std::clamp(maxPieces, 1, kMaxPieces)));
+  size_t n =
+      std::clamp<size_t>(byMin, 1, static_cast<size_t>(std::clamp(maxPieces, 1, kMaxPieces)));
   n = std::min(n, std::max<size_t>(units, 1));
   size_t at = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -118,8 +127,7 @@ Status Pipeline::postRecvs(Stream& s) {
       mhandles[i] = p.mhandle;
     }
     void* request = nullptr;
-    Status st =
-        transport_.irecv(s.comm_, n, data, sizes, tags, mhandles, nullptr, &request);
+    Status st = transport_.irecv(s.comm_, n, data, sizes, tags, mhandles, nullptr, &request);
     if (!st.ok()) {
       failedCall_ = "irecv";
       return st;
@@ -181,14 +189,17 @@ Status Pipeline::testOldest(Stream& s, uint64_t* sizeErrors) {
 
 std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint64_t startNs,
                                      uint64_t deadlineNs, uint64_t* sizeErrors) {
+  uint64_t idlePasses = 0;
   for (uint64_t pass = 0;; ++pass) {
     bool all = true;
+    bool moved = false;
     for (size_t i = 0; i < count; ++i) {
       Stream& s = *streams[i];
       if (s.finished()) {
         continue;
       }
       all = false;
+      const size_t before = s.tail_ + s.head_;
       Status st = s.direction_ == Stream::Direction::kSend ? postSends(s) : postRecvs(s);
       if (st.ok()) {
         st = testOldest(s, sizeErrors);
@@ -196,9 +207,16 @@ std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint6
       if (!st.ok()) {
         return makeFault(failedCall_, s, std::move(st), startNs);
       }
+      moved = moved || s.tail_ + s.head_ != before;
     }
     if (all) {
       return std::nullopt;
+    }
+    // Spin while requests move; once they stop, let other runnable threads
+    // (the plugin's helpers, other ranks on an oversubscribed host) run.
+    idlePasses = moved ? 0 : idlePasses + 1;
+    if (idlePasses > kSpinPasses) {
+      sched_yield();
     }
     if ((pass & 63) == 0 && monotonicNs() > deadlineNs) {
       // Blame the first unfinished receive (data that does not arrive), else the first send.
@@ -222,11 +240,11 @@ std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint6
       char limit[32];
       std::snprintf(limit, sizeof(limit), "%.0f", ms);
       const bool recv = blamed->direction() == Stream::Direction::kRecv;
-      Fault f = makeFault(recv ? "test(irecv)" : "test(isend)", *blamed,
-                          timeoutError(std::string("no completion within ") + limit +
-                                       " ms (not detected by the transport); waiting on: " +
-                                       waiting),
-                          startNs);
+      Fault f =
+          makeFault(recv ? "test(irecv)" : "test(isend)", *blamed,
+                    timeoutError(std::string("no completion within ") + limit +
+                                 " ms (not detected by the transport); waiting on: " + waiting),
+                    startNs);
       f.timedOut = true;
       return f;
     }

@@ -52,10 +52,10 @@ int splitPieces(char* data, size_t bytes, size_t unit, size_t minPieceBytes, int
 
 // A failed call, or a wait that outlived its deadline.
 struct Fault {
-  std::string call;       // "isend", "irecv", "test(isend)", "test(irecv)", "connect", ...
-  int peer = -1;          // rank at the other end of the connection; -1: none
-  Status status;          // what the call returned (or our timeout)
-  bool timedOut = false;  // our own deadline, not an error from the plugin
+  std::string call;           // "isend", "irecv", "test(isend)", "test(irecv)", "connect", ...
+  int peer = -1;              // rank at the other end of the connection; -1: none
+  Status status;              // what the call returned (or our timeout)
+  bool timedOut = false;      // our own deadline, not an error from the plugin
   std::string pluginWarning;  // the plugin's latest WARN since setup, if any
   double sinceStartMs = 0;    // from the start of the iteration (or of the setup)
   uint64_t detectedNs = 0;    // monotonicNs() when it was seen
@@ -91,8 +91,8 @@ class Stream {
   struct Outstanding {
     void* request = nullptr;
     size_t item = 0;
-    int piece = 0;   // send: which piece this request carries
-    int pieces = 1;  // pieces of the item
+    int piece = 0;                            // send: which piece this request carries
+    int pieces = 1;                           // pieces of the item
     std::array<size_t, kMaxPieces> expect{};  // receive: sizes the sender sends
   };
 
@@ -115,8 +115,8 @@ class Stream {
 struct PipelineLimits {
   int rank = 0;
   int nranks = 1;
-  int depth = 8;         // receive requests per stream; sends: depth * maxPieces
-  int maxPieces = 1;     // largest n of a grouped receive
+  int depth = 8;                 // receive requests per stream; sends: depth * maxPieces
+  int maxPieces = 1;             // largest n of a grouped receive
   uint64_t warningBaseline = 0;  // plugin WARNs up to this sequence are not reported
 };
 

@@ -42,7 +42,9 @@ void logFromPlugin(ncclDebugLogLevel level, unsigned long flags, const char* fil
 
 }  // namespace
 
-ncclDebugLogger_t pluginLogger() noexcept { return &logFromPlugin; }
+ncclDebugLogger_t pluginLogger() noexcept {
+  return &logFromPlugin;
+}
 
 PluginWarning lastPluginWarning() {
   const std::lock_guard<std::mutex> lock(gMutex);

@@ -129,8 +129,8 @@ uint64_t getSize(const uint8_t* in) {
 
 Status connectionError(Comm& c, int err, const char* what) {
   if (err == 0) {
-    c.failed = remoteError("raw-tcp: connection closed by the peer during " + std::string(what),
-                           c.peer);
+    c.failed =
+        remoteError("raw-tcp: connection closed by the peer during " + std::string(what), c.peer);
   } else if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH) {
     c.failed = remoteError("raw-tcp: " + std::string(what) + " failed", c.peer, err);
   } else {
@@ -269,9 +269,8 @@ std::string localAddressToward(const std::string& host) {
     return host;
   }
   Fd fd(::socket(target->storage.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid() ||
-      ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target->storage), target->length) !=
-          0) {
+  if (!fd.valid() || ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target->storage),
+                               target->length) != 0) {
     return host;
   }
   Result<SocketAddress> local = localAddress(fd.get());
@@ -296,7 +295,9 @@ Status RawTcpTransport::initContext(uint64_t /*commId*/, const transport::CommCo
   return {};
 }
 
-Status RawTcpTransport::finalizeContext(void* /*ctx*/) { return {}; }
+Status RawTcpTransport::finalizeContext(void* /*ctx*/) {
+  return {};
+}
 
 Status RawTcpTransport::devices(int* ndev) {
   *ndev = 1;
@@ -413,8 +414,12 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, 
       state->connected[i] = true;
     }
     if (state->helloSent[i] < kHelloBytes) {
-      Hello hello{kHelloMagic, kHelloVersion, static_cast<uint16_t>(i),
-                  static_cast<uint32_t>(state->sockets.size()), 0, options_.token,
+      Hello hello{kHelloMagic,
+                  kHelloVersion,
+                  static_cast<uint16_t>(i),
+                  static_cast<uint32_t>(state->sockets.size()),
+                  0,
+                  options_.token,
                   state->connectionId};
       const auto* bytes = reinterpret_cast<const char*>(&hello);
       const ssize_t w = ::send(fd, bytes + state->helloSent[i], kHelloBytes - state->helloSent[i],
@@ -422,17 +427,17 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, 
       if (w > 0) {
         state->helloSent[i] += static_cast<size_t>(w);
       } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return giveUp(remoteError("raw-tcp: sending the hello failed", addressText(address),
-                                  errno));
+        return giveUp(
+            remoteError("raw-tcp: sending the hello failed", addressText(address), errno));
       }
       all = all && state->helloSent[i] == kHelloBytes;
     }
   }
   if (!all) {
     if (monotonicNs() > state->deadlineNs) {
-      return giveUp(timeoutError("raw-tcp: no connection within " +
-                                     std::to_string(options_.connectTimeoutMs) + " ms",
-                                 addressText(address)));
+      return giveUp(timeoutError(
+          "raw-tcp: no connection within " + std::to_string(options_.connectTimeoutMs) + " ms",
+          addressText(address)));
     }
     return {};
   }
@@ -538,7 +543,9 @@ Status RawTcpTransport::regMr(void* /*comm*/, void* /*data*/, size_t /*size*/, i
   return {};
 }
 
-Status RawTcpTransport::deregMr(void* /*comm*/, void* /*mhandle*/) { return {}; }
+Status RawTcpTransport::deregMr(void* /*comm*/, void* /*mhandle*/) {
+  return {};
+}
 
 Status RawTcpTransport::isend(void* sendComm, void* data, size_t size, int /*tag*/,
                               void* /*mhandle*/, void* /*phandle*/, void** request) {
@@ -580,8 +587,8 @@ Status RawTcpTransport::irecv(void* recvComm, int n, void** data, const size_t* 
   return {};
 }
 
-Status RawTcpTransport::iflush(void* /*recvComm*/, int /*n*/, void** /*data*/,
-                               const int* /*sizes*/, void** /*mhandles*/, void** request) {
+Status RawTcpTransport::iflush(void* /*recvComm*/, int /*n*/, void** /*data*/, const int* /*sizes*/,
+                               void** /*mhandles*/, void** request) {
   *request = nullptr;
   return {};
 }

@@ -104,8 +104,8 @@ Status decodeRendezvousHeader(const uint8_t* bytes, RendezvousHeader* out) {
   }
   h.type = static_cast<RendezvousFrame>(type);
   if (h.worldSize == 0 || h.worldSize > kRendezvousMaxWorld) {
-    return invalidUsage("rendezvous: world size " + std::to_string(h.worldSize) +
-                        " outside 1.." + std::to_string(kRendezvousMaxWorld));
+    return invalidUsage("rendezvous: world size " + std::to_string(h.worldSize) + " outside 1.." +
+                        std::to_string(kRendezvousMaxWorld));
   }
   if (h.rank >= h.worldSize) {
     return invalidUsage("rendezvous: rank " + std::to_string(h.rank) + " outside 0.." +
@@ -177,8 +177,7 @@ RendezvousServer::RendezvousServer(Fd listenFd, uint32_t worldSize, uint64_t tok
       wakeRead_(std::move(wakeRead)),
       wakeWrite_(std::move(wakeWrite)) {}
 
-Result<std::unique_ptr<RendezvousServer>> RendezvousServer::start(Fd listenFd,
-                                                                  uint32_t worldSize,
+Result<std::unique_ptr<RendezvousServer>> RendezvousServer::start(Fd listenFd, uint32_t worldSize,
                                                                   uint64_t token) {
   if (worldSize == 0 || worldSize > kRendezvousMaxWorld) {
     return invalidUsage("rendezvous: world size " + std::to_string(worldSize) + " outside 1.." +
@@ -193,14 +192,16 @@ Result<std::unique_ptr<RendezvousServer>> RendezvousServer::start(Fd listenFd,
   if (::pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) {
     return systemError("pipe2");
   }
-  std::unique_ptr<RendezvousServer> server(new RendezvousServer(
-      std::move(listenFd), worldSize, token, Fd(pipeFds[0]), Fd(pipeFds[1])));
+  std::unique_ptr<RendezvousServer> server(
+      new RendezvousServer(std::move(listenFd), worldSize, token, Fd(pipeFds[0]), Fd(pipeFds[1])));
   server->port_ = addressPort(*bound);
   server->thread_ = std::thread([s = server.get()] { s->serve(); });
   return server;
 }
 
-RendezvousServer::~RendezvousServer() { stop(); }
+RendezvousServer::~RendezvousServer() {
+  stop();
+}
 
 void RendezvousServer::stop() noexcept {
   if (thread_.joinable()) {
@@ -279,8 +280,7 @@ void RendezvousServer::serve() noexcept {
       }
       return;
     }
-    if (h.token != token_ || h.rank != static_cast<uint32_t>(c.rank) ||
-        h.worldSize != worldSize_) {
+    if (h.token != token_ || h.rank != static_cast<uint32_t>(c.rank) || h.worldSize != worldSize_) {
       refuse(c, "token, rank or world size changed after HELLO");
       return;
     }
@@ -379,6 +379,11 @@ void RendezvousServer::serve() noexcept {
         closed = got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
         break;
       }
+      // Not a rendezvous peer: no need to wait for a whole header to tell.
+      if (c.in.size() >= 4 && c.in.size() < kRendezvousHeaderBytes &&
+          get32(reinterpret_cast<const uint8_t*>(c.in.data())) != kRendezvousMagic) {
+        refuse(c, "rendezvous: bad magic (not a rendezvous peer)");
+      }
       size_t at = 0;
       while (!c.dead && c.in.size() - at >= kRendezvousHeaderBytes) {
         RendezvousHeader h;
@@ -391,8 +396,7 @@ void RendezvousServer::serve() noexcept {
         if (c.in.size() - at - kRendezvousHeaderBytes < h.length) {
           break;
         }
-        handle(c, h,
-               std::string_view(c.in).substr(at + kRendezvousHeaderBytes, h.length));
+        handle(c, h, std::string_view(c.in).substr(at + kRendezvousHeaderBytes, h.length));
         at += kRendezvousHeaderBytes + h.length;
       }
       c.in.erase(0, at);
@@ -431,7 +435,11 @@ void RendezvousServer::serve() noexcept {
 
 RendezvousClient::RendezvousClient(Fd fd, uint32_t rank, uint32_t worldSize, uint64_t token,
                                    int64_t timeoutMs)
-    : fd_(std::move(fd)), rank_(rank), worldSize_(worldSize), token_(token), timeoutMs_(timeoutMs) {}
+    : fd_(std::move(fd)),
+      rank_(rank),
+      worldSize_(worldSize),
+      token_(token),
+      timeoutMs_(timeoutMs) {}
 
 Result<std::unique_ptr<RendezvousClient>> RendezvousClient::connect(const SocketAddress& server,
                                                                     uint32_t rank,
@@ -446,8 +454,7 @@ Result<std::unique_ptr<RendezvousClient>> RendezvousClient::connect(const Socket
   Result<Fd> fd = connectWithRetry(server, deadline);
   if (!fd.ok()) {
     return Status::error(fd.status().kind(),
-                         "rendezvous server " + addressText(server) + ": " +
-                             fd.status().message(),
+                         "rendezvous server " + addressText(server) + ": " + fd.status().message(),
                          fd.status().sysErrno());
   }
   (void)setNoDelay(fd->get());
@@ -506,9 +513,8 @@ Result<std::vector<std::string>> RendezvousClient::allGather(std::string_view mi
                      std::to_string(h.round) + ", expected " + std::to_string(round_) + ")");
   }
   if (!s.ok()) {
-    failed_ = Status::error(s.kind(), "rendezvous round " + std::to_string(round_) + ": " +
-                                          s.message(),
-                            s.sysErrno());
+    failed_ = Status::error(
+        s.kind(), "rendezvous round " + std::to_string(round_) + ": " + s.message(), s.sysErrno());
     return failed_;
   }
   Result<std::vector<std::string>> parts = decodeGathered(payload, worldSize_);

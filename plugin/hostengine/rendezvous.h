@@ -32,8 +32,8 @@ inline constexpr uint32_t kRendezvousMagic = 0x56444e52;  // "RNDV" in memory or
 inline constexpr uint16_t kRendezvousVersion = 1;
 inline constexpr size_t kRendezvousHeaderBytes = 32;
 inline constexpr uint32_t kRendezvousMaxWorld = 4096;
-inline constexpr uint32_t kRendezvousMaxPayload = 1u << 20;     // one rank's contribution
-inline constexpr uint32_t kRendezvousMaxReply = 64u << 20;      // a whole round
+inline constexpr uint32_t kRendezvousMaxPayload = 1u << 20;  // one rank's contribution
+inline constexpr uint32_t kRendezvousMaxReply = 64u << 20;   // a whole round
 inline constexpr uint32_t kRendezvousMaxAbortText = 4096;
 
 enum class RendezvousFrame : uint16_t {

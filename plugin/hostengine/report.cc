@@ -105,9 +105,9 @@ std::string tableHeader(Pattern pattern) {
   const char* timeWhat = pattern == Pattern::kPingPong ? "one-way" : "time";
   char text[256];
   std::snprintf(text, sizeof(text),
-                "#%13s %13s %7s %10s %8s %8s %8s\n#%13s %13s %7s %10s %8s %8s %8s", "size",
-                "count", "type", timeWhat, "algbw", "busbw", "#wrong", "(B)", "(elements)", "",
-                "(us)", "(GB/s)", "(GB/s)", "");
+                "#%13s %13s %7s %10s %8s %8s %8s\n#%13s %13s %7s %10s %8s %8s %8s", "size", "count",
+                "type", timeWhat, "algbw", "busbw", "#wrong", "(B)", "(elements)", "", "(us)",
+                "(GB/s)", "(GB/s)", "");
   return text;
 }
 

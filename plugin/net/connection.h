@@ -25,7 +25,7 @@ struct Request {
   Connection* conn = nullptr;
   void* inner = nullptr;
   uint64_t postNs = 0;
-  uint64_t bytes = 0;    // posted bytes (send size, or the sum of receive sizes)
+  uint64_t bytes = 0;  // posted bytes (send size, or the sum of receive sizes)
   Request* nextFree = nullptr;
 };
 
@@ -57,13 +57,19 @@ class Connection {
 
   // Read from any thread.
   int outstanding() const noexcept { return outstanding_.load(std::memory_order_relaxed); }
-  uint64_t outstandingBytes() const noexcept { return outstandingBytes_.load(std::memory_order_relaxed); }
+  uint64_t outstandingBytes() const noexcept {
+    return outstandingBytes_.load(std::memory_order_relaxed);
+  }
   uint64_t completedRequests() const noexcept { return completed_.load(std::memory_order_relaxed); }
   uint64_t bytesCompleted() const noexcept { return bytesDone_.load(std::memory_order_relaxed); }
   // When the oldest outstanding request was posted (0 when idle).
   uint64_t busySinceNs() const noexcept { return busySinceNs_.load(std::memory_order_relaxed); }
-  uint64_t lastProgressNs() const noexcept { return lastProgressNs_.load(std::memory_order_relaxed); }
-  void noteProgress(uint64_t nowNs) noexcept { lastProgressNs_.store(nowNs, std::memory_order_relaxed); }
+  uint64_t lastProgressNs() const noexcept {
+    return lastProgressNs_.load(std::memory_order_relaxed);
+  }
+  void noteProgress(uint64_t nowNs) noexcept {
+    lastProgressNs_.store(nowNs, std::memory_order_relaxed);
+  }
 
   // The sticky fault: nullptr while healthy. publishFault returns false when
   // another fault was published first (the record is then discarded).

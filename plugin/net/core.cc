@@ -14,7 +14,6 @@
 namespace resilient::net {
 namespace {
 
-using config::Param;
 using config::Params;
 
 // Global core; guarded by gMutex (control path only).
@@ -38,7 +37,9 @@ struct ListenComm {
 constexpr int kRecvPool = transport::kMaxRequests;
 constexpr int kSendPool = transport::kMaxRequests * 8;
 
-Connection& connOf(void* comm) { return *static_cast<Connection*>(comm); }
+Connection& connOf(void* comm) {
+  return *static_cast<Connection*>(comm);
+}
 
 std::string describeEnds(const Connection& conn) {
   std::string s = "local ";
@@ -93,7 +94,9 @@ void Core::releaseRef(Core* core) {
   }
 }
 
-Core* Core::live() noexcept { return gLive.load(std::memory_order_acquire); }
+Core* Core::live() noexcept {
+  return gLive.load(std::memory_order_acquire);
+}
 
 Core::Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog,
            std::unique_ptr<blackbox::Writer> blackbox)
@@ -123,7 +126,9 @@ Status Core::finalizeContext(void* ctx) {
   return inner_->finalizeContext(c->inner);
 }
 
-Status Core::devices(int* ndev) { return inner_->devices(ndev); }
+Status Core::devices(int* ndev) {
+  return inner_->devices(ndev);
+}
 
 Status Core::properties(int dev, transport::Properties* props) {
   RESILIENT_TRY(inner_->properties(dev, props));
@@ -153,6 +158,9 @@ Status Core::connect(void* ctx, int dev, const void* handle, void** sendComm) {
   auto* c = static_cast<Context*>(ctx);
   void* innerComm = nullptr;
   *sendComm = nullptr;
+  // Read before the inner connect: some plugins keep connect state in the handle.
+  HandleTrailer trailer;
+  const bool hasTrailer = readTrailer(handle, inner_->handleBytes(), &trailer);
   RESILIENT_TRY(inner_->connect(c != nullptr ? c->inner : nullptr, dev, handle, &innerComm));
   if (innerComm == nullptr) {
     return {};  // poll again
@@ -160,8 +168,7 @@ Status Core::connect(void* ctx, int dev, const void* handle, void** sendComm) {
   auto conn = std::make_unique<Connection>(Connection::Direction::kSend,
                                            c != nullptr ? c->commId : 0, innerComm, kSendPool);
   inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
-  HandleTrailer trailer;
-  if (readTrailer(handle, inner_->handleBytes(), &trailer)) {
+  if (hasTrailer) {
     watchdog_->attachConnector(*conn, trailer);
   }
   watchdog_->add(conn.get());
@@ -177,8 +184,8 @@ Status Core::accept(void* listenComm, void** recvComm) {
   if (innerComm == nullptr) {
     return {};
   }
-  auto conn = std::make_unique<Connection>(Connection::Direction::kRecv, l->commId, innerComm,
-                                           kRecvPool);
+  auto conn =
+      std::make_unique<Connection>(Connection::Direction::kRecv, l->commId, innerComm, kRecvPool);
   inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
   watchdog_->attachAcceptor(*conn, l->nonce);
   watchdog_->add(conn.get());
@@ -315,7 +322,8 @@ Status Core::closeListen(void* listenComm) {
   return inner_->closeListen(l->inner);
 }
 
-Status Core::fail(Connection& conn, FaultClass cls, const Status& cause, const std::string& detail) {
+Status Core::fail(Connection& conn, FaultClass cls, const Status& cause,
+                  const std::string& detail) {
   const uint64_t now = nowNs();
   auto record = std::make_unique<FaultRecord>();
   record->cls = cls;
@@ -332,8 +340,9 @@ Status Core::fail(Connection& conn, FaultClass cls, const Status& cause, const s
     text += ": " + cause.toString();
   }
   char tail[160];
-  snprintf(tail, sizeof tail, "; %.0f ms since last progress, %d requests (%" PRIu64
-           " bytes) outstanding", sinceProgressMs, conn.outstanding(), conn.outstandingBytes());
+  snprintf(tail, sizeof tail,
+           "; %.0f ms since last progress, %d requests (%" PRIu64 " bytes) outstanding",
+           sinceProgressMs, conn.outstanding(), conn.outstandingBytes());
   text += tail;
   record->text = text;
   if (cls == FaultClass::kTransportError && !cause.ok()) {
@@ -343,7 +352,7 @@ Status Core::fail(Connection& conn, FaultClass cls, const Status& cause, const s
   } else {
     record->status = Status::error(ErrorKind::kSystem, text);
   }
-  const Status result = record->status;
+  Status result = record->status;
   if (conn.publishFault(std::move(record))) {
     RES_WARN(NCCL_NET, "%s", text.c_str());
     if (blackbox_ != nullptr) {

@@ -24,7 +24,6 @@
 
 namespace resilient::net {
 
-
 // What a plugin build links into the core: the library's own exported
 // structs (so that the external loader can refuse to load ourselves).
 struct SelfIdentity {

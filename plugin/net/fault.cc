@@ -5,12 +5,16 @@
 namespace resilient::net {
 
 // The blackbox records FaultClass by value.
-static_assert(static_cast<uint32_t>(FaultClass::kTransportError) == RESILIENT_BLACKBOX_FAULT_TRANSPORT_ERROR);
-static_assert(static_cast<uint32_t>(FaultClass::kPeerExited) == RESILIENT_BLACKBOX_FAULT_PEER_EXITED);
-static_assert(static_cast<uint32_t>(FaultClass::kPeerUnresponsive) == RESILIENT_BLACKBOX_FAULT_PEER_UNRESPONSIVE);
+static_assert(static_cast<uint32_t>(FaultClass::kTransportError) ==
+              RESILIENT_BLACKBOX_FAULT_TRANSPORT_ERROR);
+static_assert(static_cast<uint32_t>(FaultClass::kPeerExited) ==
+              RESILIENT_BLACKBOX_FAULT_PEER_EXITED);
+static_assert(static_cast<uint32_t>(FaultClass::kPeerUnresponsive) ==
+              RESILIENT_BLACKBOX_FAULT_PEER_UNRESPONSIVE);
 static_assert(static_cast<uint32_t>(FaultClass::kPeerStuck) == RESILIENT_BLACKBOX_FAULT_PEER_STUCK);
 static_assert(static_cast<uint32_t>(FaultClass::kAborted) == RESILIENT_BLACKBOX_FAULT_ABORTED);
-static_assert(static_cast<uint32_t>(FaultClass::kLocalError) == RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR);
+static_assert(static_cast<uint32_t>(FaultClass::kLocalError) ==
+              RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR);
 
 const char* faultClassName(FaultClass c) noexcept {
   switch (c) {

@@ -11,12 +11,12 @@
 namespace resilient::net {
 
 enum class FaultClass {
-  kTransportError,   // the inner transport failed a call (EOF, reset, errno)
-  kPeerExited,       // the peer process closed its liveness channel without goodbye
-  kPeerUnresponsive, // no heartbeat answer within the liveness timeout
-  kPeerStuck,        // peer alive but no bytes moved within the progress timeout
-  kAborted,          // the process-wide fail-fast switch is set
-  kLocalError,       // a local failure (our own resources)
+  kTransportError,    // the inner transport failed a call (EOF, reset, errno)
+  kPeerExited,        // the peer process closed its liveness channel without goodbye
+  kPeerUnresponsive,  // no heartbeat answer within the liveness timeout
+  kPeerStuck,         // peer alive but no bytes moved within the progress timeout
+  kAborted,           // the process-wide fail-fast switch is set
+  kLocalError,        // a local failure (our own resources)
 };
 
 const char* faultClassName(FaultClass c) noexcept;
@@ -25,9 +25,9 @@ bool isRemote(FaultClass c) noexcept;
 
 struct FaultRecord {
   FaultClass cls = FaultClass::kTransportError;
-  Status status;          // what every later call on the connection returns
+  Status status;  // what every later call on the connection returns
   uint64_t detectedNs = 0;
-  std::string text;       // the full explanation, as logged
+  std::string text;  // the full explanation, as logged
 };
 
 }  // namespace resilient::net

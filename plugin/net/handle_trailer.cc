@@ -38,8 +38,8 @@ T get(const unsigned char* base, size_t off) {
 }  // namespace
 
 bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer) noexcept {
-  if (innerBytes > kOffset) {
-    return false;
+  if (innerBytes > kOffset && innerBytes < transport::kHandleSize) {
+    return false;  // known to overlap
   }
   auto* base = static_cast<unsigned char*>(handle) + kOffset;
   for (size_t i = 0; i < kTrailerSize; ++i) {
@@ -66,7 +66,7 @@ bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer)
 }
 
 bool readTrailer(const void* handle, size_t innerBytes, HandleTrailer* out) noexcept {
-  if (innerBytes > kOffset) {
+  if (innerBytes > kOffset && innerBytes < transport::kHandleSize) {
     return false;
   }
   const auto* base = static_cast<const unsigned char*>(handle) + kOffset;

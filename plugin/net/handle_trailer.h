@@ -17,13 +17,15 @@ inline constexpr uint32_t kTrailerMagic = 0x52534c54;  // "RSLT"
 inline constexpr uint16_t kTrailerVersion = 1;
 
 struct HandleTrailer {
-  uint64_t listenNonce = 0;      // identifies the listen comm within its process
-  uint32_t pid = 0;              // the listening process
-  sockaddr_storage liveness{};   // its liveness channel (AF_INET or AF_INET6)
+  uint64_t listenNonce = 0;     // identifies the listen comm within its process
+  uint32_t pid = 0;             // the listening process
+  sockaddr_storage liveness{};  // its liveness channel (AF_INET or AF_INET6)
 };
 
 // Writes the trailer after the inner transport's `innerBytes`; false (nothing
-// written) when the inner transport leaves no room for it.
+// written) when the inner transport leaves no room for it. A transport that
+// cannot tell its size declares the whole handle (an external plugin): the
+// trailer then goes in only if the inner listen left its bytes zero.
 bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer) noexcept;
 // Reads it back; false when the handle carries none (or a corrupted one).
 bool readTrailer(const void* handle, size_t innerBytes, HandleTrailer* out) noexcept;

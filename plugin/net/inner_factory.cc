@@ -53,8 +53,10 @@ sockaddr_storage livenessAddress(const transport::tcp::TcpOptions& tcp) {
   none.ss_family = AF_UNSPEC;
   Status s = transport::tcp::findDevices(tcp, &devices);
   if (!s.ok() || devices.empty()) {
-    RES_WARN(NCCL_NET | NCCL_INIT, "no interface for the liveness channel (%s): peers will not be "
-             "watched for liveness", s.toString().c_str());
+    RES_WARN(NCCL_NET | NCCL_INIT,
+             "no interface for the liveness channel (%s): peers will not be "
+             "watched for liveness",
+             s.toString().c_str());
     return none;
   }
   transport::tcp::SocketAddress a = devices.front().address;

@@ -73,7 +73,8 @@ Decoder::Result Decoder::next(Frame* frame, std::string* error) {
   const auto type = get<uint16_t>(p + 6);
   const auto length = get<uint32_t>(p + 8);
   if (length > kMaxPayload) {
-    *error = "payload of " + std::to_string(length) + " bytes exceeds " + std::to_string(kMaxPayload);
+    *error =
+        "payload of " + std::to_string(length) + " bytes exceeds " + std::to_string(kMaxPayload);
     return Result::kError;
   }
   if (buffer_.size() < kHeaderSize + length) {

@@ -17,19 +17,19 @@ inline constexpr uint32_t kMaxPayload = 512;
 inline constexpr size_t kMaxHostName = 255;
 
 enum class Type : uint16_t {
-  kHello = 1,     // first frame each way: token digest, pid, host name
-  kBind = 2,      // connector -> listener: "my connection to your listen comm N uses this link"
-  kPing = 3,      // sent while requests to the peer are outstanding
-  kPong = 4,      // answer to a ping, from the peer's watchdog thread
-  kGoodbye = 5,   // orderly close: the EOF that follows is not a fault
-  kRefused = 6,   // the hello failed a check (token); the link closes
+  kHello = 1,    // first frame each way: token digest, pid, host name
+  kBind = 2,     // connector -> listener: "my connection to your listen comm N uses this link"
+  kPing = 3,     // sent while requests to the peer are outstanding
+  kPong = 4,     // answer to a ping, from the peer's watchdog thread
+  kGoodbye = 5,  // orderly close: the EOF that follows is not a fault
+  kRefused = 6,  // the hello failed a check (token); the link closes
 };
 
 struct Frame {
   Type type = Type::kPing;
-  uint64_t value = 0;        // kBind: nonce; kPing/kPong: sequence; kHello: token digest
-  uint32_t pid = 0;          // kHello
-  std::string host;          // kHello
+  uint64_t value = 0;  // kBind: nonce; kPing/kPong: sequence; kHello: token digest
+  uint32_t pid = 0;    // kHello
+  std::string host;    // kHello
 };
 
 inline Frame makeFrame(Type type, uint64_t value = 0) {

@@ -17,7 +17,8 @@ std::atomic<PlainCore*> gLive{nullptr};
 
 }  // namespace
 
-PlainCore* PlainCore::acquire(const SelfIdentity& /*self*/, ncclDebugLogger_t logger, Status* /*error*/) {
+PlainCore* PlainCore::acquire(const SelfIdentity& /*self*/, ncclDebugLogger_t logger,
+                              Status* /*error*/) {
   std::lock_guard<std::mutex> lock(gMutex);
   if (logger != nullptr) {
     log::setNcclLogger(logger);
@@ -41,6 +42,8 @@ void PlainCore::releaseRef(PlainCore* core) {
   gCore = nullptr;
 }
 
-PlainCore* PlainCore::live() noexcept { return gLive.load(std::memory_order_acquire); }
+PlainCore* PlainCore::live() noexcept {
+  return gLive.load(std::memory_order_acquire);
+}
 
 }  // namespace resilient::net

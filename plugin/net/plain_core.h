@@ -26,7 +26,9 @@ class PlainCore {
   }
   Status finalizeContext(void* ctx) { return inner_->finalizeContext(ctx); }
   Status devices(int* ndev) { return inner_->devices(ndev); }
-  Status properties(int dev, transport::Properties* props) { return inner_->properties(dev, props); }
+  Status properties(int dev, transport::Properties* props) {
+    return inner_->properties(dev, props);
+  }
   Status listen(void* ctx, int dev, void* handle, void** listenComm) {
     return inner_->listen(ctx, dev, handle, listenComm);
   }

@@ -122,9 +122,11 @@ bool Watchdog::ensureListenerLocked() {
   if (options_.bindAddress.ss_family == AF_UNSPEC) {
     return false;
   }
-  const int fd = ::socket(options_.bindAddress.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd =
+      ::socket(options_.bindAddress.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    RES_WARN(NCCL_NET, "liveness channel: socket: %s; running without it", errnoText(errno).c_str());
+    RES_WARN(NCCL_NET, "liveness channel: socket: %s; running without it",
+             errnoText(errno).c_str());
     return false;
   }
   sockaddr_storage addr = options_.bindAddress;
@@ -177,8 +179,9 @@ void Watchdog::attachConnector(Connection& conn, const HandleTrailer& trailer) {
   ensureThreadLocked();
   PeerLink* link = nullptr;
   for (auto& l : links_) {
-    if (l->outgoing && !l->retired && l->state != PeerLink::State::kDead && l->state != PeerLink::State::kClosed &&
-        sameAddress(l->address, trailer.liveness) && l->pid.load() == trailer.pid) {
+    if (l->outgoing && !l->retired && l->state != PeerLink::State::kDead &&
+        l->state != PeerLink::State::kClosed && sameAddress(l->address, trailer.liveness) &&
+        l->pid.load() == trailer.pid) {
       link = l.get();
       break;
     }
@@ -192,7 +195,8 @@ void Watchdog::attachConnector(Connection& conn, const HandleTrailer& trailer) {
     link = fresh.get();
     links_.push_back(std::move(fresh));
     startConnect(link);
-    send(link, liveness::makeHello(options_.tokenDigest, static_cast<uint32_t>(getpid()), options_.hostName));
+    send(link, liveness::makeHello(options_.tokenDigest, static_cast<uint32_t>(getpid()),
+                                   options_.hostName));
   }
   send(link, liveness::makeFrame(liveness::Type::kBind, trailer.listenNonce));
   ++link->connections;
@@ -257,8 +261,9 @@ void Watchdog::closeLink(PeerLink* link) {
 }
 
 void Watchdog::reap() {
-  links_.erase(std::remove_if(links_.begin(), links_.end(), [](const auto& l) { return l->retired; }),
-               links_.end());
+  links_.erase(
+      std::remove_if(links_.begin(), links_.end(), [](const auto& l) { return l->retired; }),
+      links_.end());
 }
 
 void Watchdog::startConnect(PeerLink* link) {
@@ -306,7 +311,8 @@ void Watchdog::send(PeerLink* link, const liveness::Frame& frame) {
 
 void Watchdog::flush(PeerLink* link) {
   while (!link->out.empty() && link->fd >= 0 && link->state != PeerLink::State::kConnecting) {
-    const ssize_t n = ::send(link->fd, link->out.data(), link->out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        ::send(link->fd, link->out.data(), link->out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       link->out.erase(0, static_cast<size_t>(n));
       continue;
@@ -317,7 +323,8 @@ void Watchdog::flush(PeerLink* link) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       break;
     }
-    markDead(link, "liveness channel to " + link->addressText + ": send: " + errnoText(errno), nowNs());
+    markDead(link, "liveness channel to " + link->addressText + ": send: " + errnoText(errno),
+             nowNs());
     return;
   }
   updateEpoll(link);
@@ -374,18 +381,21 @@ void Watchdog::handleListener(uint64_t now) {
     epoll_ctl(epollFd_, EPOLL_CTL_ADD, fd, &ev);
     PeerLink* raw = link.get();
     links_.push_back(std::move(link));
-    send(raw, liveness::makeHello(options_.tokenDigest, static_cast<uint32_t>(getpid()), options_.hostName));
+    send(raw, liveness::makeHello(options_.tokenDigest, static_cast<uint32_t>(getpid()),
+                                  options_.hostName));
   }
 }
 
 void Watchdog::handleLink(PeerLink* link, uint32_t events, uint64_t now) {
-  if (link->state == PeerLink::State::kConnecting && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0) {
+  if (link->state == PeerLink::State::kConnecting &&
+      (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0) {
     int err = 0;
     socklen_t len = sizeof err;
     getsockopt(link->fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
-      markDead(link, "liveness channel to " + link->addressText + ": connect: " + errnoText(err) +
-                         " (the peer process is gone)",
+      markDead(link,
+               "liveness channel to " + link->addressText + ": connect: " + errnoText(err) +
+                   " (the peer process is gone)",
                now);
       return;
     }
@@ -413,7 +423,8 @@ void Watchdog::handleLink(PeerLink* link, uint32_t events, uint64_t now) {
         if (r == liveness::Decoder::Result::kError) {
           RES_WARN(NCCL_NET, "liveness channel from %s: %s; dropping the connection",
                    link->addressText.c_str(), error.c_str());
-          markDead(link, "liveness channel from " + link->addressText + " sent invalid data: " + error,
+          markDead(link,
+                   "liveness channel from " + link->addressText + " sent invalid data: " + error,
                    now);
           return;
         }
@@ -435,8 +446,9 @@ void Watchdog::handleLink(PeerLink* link, uint32_t events, uint64_t now) {
       return;
     }
     markDead(link,
-             n == 0 ? "the peer process closed its liveness channel without goodbye (process exited)"
-                    : "liveness channel: " + errnoText(errno),
+             n == 0
+                 ? "the peer process closed its liveness channel without goodbye (process exited)"
+                 : "liveness channel: " + errnoText(errno),
              now);
     return;
   }
@@ -474,7 +486,9 @@ void Watchdog::onFrame(PeerLink* link, const liveness::Frame& frame, uint64_t no
       }
       return;
     }
-    case liveness::Type::kPing: send(link, liveness::makeFrame(liveness::Type::kPong, frame.value)); return;
+    case liveness::Type::kPing:
+      send(link, liveness::makeFrame(liveness::Type::kPong, frame.value));
+      return;
     case liveness::Type::kPong: return;
     case liveness::Type::kGoodbye: link->state = PeerLink::State::kClosed; return;
     case liveness::Type::kRefused:
@@ -511,8 +525,8 @@ void Watchdog::scan(uint64_t now) {
       core_.fail(*conn, FaultClass::kPeerStuck, Status(), detail);
       continue;
     }
-    if (link != nullptr && (link->state == PeerLink::State::kUp ||
-                            link->state == PeerLink::State::kConnecting)) {
+    if (link != nullptr &&
+        (link->state == PeerLink::State::kUp || link->state == PeerLink::State::kConnecting)) {
       busy.insert(link);
     }
   }
@@ -587,7 +601,8 @@ void Watchdog::publish(uint64_t now) {
                                 static_cast<uint64_t>(wall.tv_nsec));
   for (Connection* conn : connections_) {
     resilient_blackbox_connection c{};
-    c.state = conn->fault() != nullptr ? RESILIENT_BLACKBOX_CONN_FAULTED : RESILIENT_BLACKBOX_CONN_OPEN;
+    c.state =
+        conn->fault() != nullptr ? RESILIENT_BLACKBOX_CONN_FAULTED : RESILIENT_BLACKBOX_CONN_OPEN;
     c.commId = conn->commId();
     c.direction = conn->direction() == Connection::Direction::kSend ? 0 : 1;
     blackbox::copyText(c.local, conn->identity.local.text);

@@ -35,7 +35,7 @@ struct WatchdogOptions {
   int64_t livenessTimeoutMs = 1500;
   int64_t progressTimeoutMs = 300000;  // 0: off
   uint64_t tokenDigest = 0;
-  sockaddr_storage bindAddress{};      // AF_UNSPEC: no liveness channel
+  sockaddr_storage bindAddress{};  // AF_UNSPEC: no liveness channel
   std::string hostName;
 };
 
@@ -57,13 +57,13 @@ struct PeerLink {
   std::string host;  // written before `helloSeen` is released
   std::atomic<bool> helloSeen{false};
   liveness::Decoder decoder;
-  std::string out;   // bytes waiting to be written
+  std::string out;  // bytes waiting to be written
   uint64_t lastHeardNs = 0;
   uint64_t armedSinceNs = 0;  // first ping after idle; 0 while idle
   uint64_t lastPingNs = 0;
   uint64_t pingSeq = 0;
-  int connections = 0;  // connections that use the link
-  bool retired = false; // closed and unused: freed by the thread at the end of its iteration
+  int connections = 0;   // connections that use the link
+  bool retired = false;  // closed and unused: freed by the thread at the end of its iteration
   std::string deathReason;
 };
 
@@ -86,7 +86,6 @@ class Watchdog {
   void attachAcceptor(Connection& conn, uint64_t listenNonce);
   void add(Connection* conn);
   void remove(Connection* conn);
-
 
   // Peer description of a connection's link, for fault messages.
   static std::string describePeer(const Connection& conn);
@@ -122,7 +121,7 @@ class Watchdog {
   sockaddr_storage listenAddress_{};
   uint64_t nextNonce_ = 1;
   std::set<uint64_t> listenNonces_;
-  std::map<uint64_t, PeerLink*> boundNonces_;          // listen nonce -> link that bound it
+  std::map<uint64_t, PeerLink*> boundNonces_;  // listen nonce -> link that bound it
   std::map<uint64_t, std::vector<Connection*>> awaitingBind_;
   std::vector<std::unique_ptr<PeerLink>> links_;
   std::set<Connection*> connections_;

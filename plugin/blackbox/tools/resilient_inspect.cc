@@ -29,7 +29,9 @@ const char* faultClassName(uint32_t c) {
 }
 
 const char* stateName(uint32_t s) {
-  return s == RESILIENT_BLACKBOX_CONN_OPEN ? "open" : s == RESILIENT_BLACKBOX_CONN_FAULTED ? "faulted" : "free";
+  return s == RESILIENT_BLACKBOX_CONN_OPEN      ? "open"
+         : s == RESILIENT_BLACKBOX_CONN_FAULTED ? "faulted"
+                                                : "free";
 }
 
 nlohmann::json toJson(const bb::Snapshot& s) {
@@ -81,15 +83,17 @@ nlohmann::json toJson(const bb::Snapshot& s) {
 }
 
 void printTable(const bb::Snapshot& s) {
-  std::printf("blackbox %s: pid %u on %s (%s)%s, %" PRIu64 " faults\n", s.path.c_str(), s.header.pid,
-              s.header.host, s.processAlive ? "running" : "not running: post-mortem",
-              (s.header.control & RESILIENT_BLACKBOX_CONTROL_FAIL_FAST) != 0 ? ", FAIL-FAST set" : "",
-              s.header.faultCount);
-  std::printf("\n%-18s %-4s %-8s %-22s %-22s %-16s %8s %12s %14s %5s %12s\n", "comm", "dir", "state",
-              "local", "peer", "peer host", "peer pid", "done reqs", "done bytes", "out", "out bytes");
+  std::printf(
+      "blackbox %s: pid %u on %s (%s)%s, %" PRIu64 " faults\n", s.path.c_str(), s.header.pid,
+      s.header.host, s.processAlive ? "running" : "not running: post-mortem",
+      (s.header.control & RESILIENT_BLACKBOX_CONTROL_FAIL_FAST) != 0 ? ", FAIL-FAST set" : "",
+      s.header.faultCount);
+  std::printf("\n%-18s %-4s %-8s %-22s %-22s %-16s %8s %12s %14s %5s %12s\n", "comm", "dir",
+              "state", "local", "peer", "peer host", "peer pid", "done reqs", "done bytes", "out",
+              "out bytes");
   for (const auto& c : s.connections) {
-    std::printf("0x%-16" PRIx64 " %-4s %-8s %-22s %-22s %-16s %8u %12" PRIu64 " %14" PRIu64 " %5" PRIu64
-                " %12" PRIu64 "\n",
+    std::printf("0x%-16" PRIx64 " %-4s %-8s %-22s %-22s %-16s %8u %12" PRIu64 " %14" PRIu64
+                " %5" PRIu64 " %12" PRIu64 "\n",
                 c.commId, c.direction == 0 ? "send" : "recv", stateName(c.state), c.local, c.peer,
                 c.peerHost, c.peerPid, c.completedRequests, c.completedBytes, c.outstandingRequests,
                 c.outstandingBytes);
@@ -108,7 +112,8 @@ int run(int argc, char** argv) {
   std::string dir = "/dev/shm";
   bool json = false;
   bool failFast = false;
-  app.add_option("target", target, "pid of the process, or the path of a blackbox file")->required();
+  app.add_option("target", target, "pid of the process, or the path of a blackbox file")
+      ->required();
   app.add_option("--dir", dir, "directory of blackbox files (NCCL_RESILIENT_BLACKBOX_DIR)");
   app.add_flag("--json", json, "print JSON");
   app.add_flag("--fail-fast", failFast, "set the fail-fast control bit of the process's plugin");

@@ -223,20 +223,20 @@ Result<Config> makeConfig(const Options& o) {
   }
   for (const auto& s : c.kills) {
     if (s.rank >= o.ranks) {
-      return resilient::invalidUsage("--kill names rank " + std::to_string(s.rank) +
-                                     " of only " + std::to_string(o.ranks));
+      return resilient::invalidUsage("--kill names rank " + std::to_string(s.rank) + " of only " +
+                                     std::to_string(o.ranks));
     }
   }
   for (const auto& s : c.stops) {
     if (s.rank >= o.ranks) {
-      return resilient::invalidUsage("--stop names rank " + std::to_string(s.rank) +
-                                     " of only " + std::to_string(o.ranks));
+      return resilient::invalidUsage("--stop names rank " + std::to_string(s.rank) + " of only " +
+                                     std::to_string(o.ranks));
     }
   }
   for (const auto& f : c.faults) {
     if (f.rank >= o.ranks) {
-      return resilient::invalidUsage("--fault names rank " + std::to_string(f.rank) +
-                                     " of only " + std::to_string(o.ranks));
+      return resilient::invalidUsage("--fault names rank " + std::to_string(f.rank) + " of only " +
+                                     std::to_string(o.ranks));
     }
   }
   c.faultMode = !c.kills.empty() || !c.stops.empty() || !c.faults.empty();
@@ -267,8 +267,8 @@ json faultJson(const he::Fault& f) {
 }
 
 json rowJson(he::Pattern pattern, const he::SizeResult& r) {
-  return json{{"bytes", r.bytes},       {"count", r.count},          {"type", he::elementType(pattern)},
-              {"time_us", r.timeUs},    {"algbw_gbps", r.algBw},     {"busbw_gbps", r.busBw},
+  return json{{"bytes", r.bytes},    {"count", r.count},      {"type", he::elementType(pattern)},
+              {"time_us", r.timeUs}, {"algbw_gbps", r.algBw}, {"busbw_gbps", r.busBw},
               {"errors", r.errors}};
 }
 
@@ -398,9 +398,10 @@ int runRank(const Config& c, const Environment& env) {
     return kExitUsage;
   }
 
-  json result{{"rank", rank}, {"pid", static_cast<int>(::getpid())}, {"setup_ok", false},
-              {"fault", nullptr}, {"errors", 0}, {"sizes", json::array()}, {"rows", json::array()},
-              {"window_expired", false}};
+  json result{{"rank", rank},          {"pid", static_cast<int>(::getpid())},
+              {"setup_ok", false},     {"fault", nullptr},
+              {"errors", 0},           {"sizes", json::array()},
+              {"rows", json::array()}, {"window_expired", false}};
   auto finish = [&](int code) {
     result["exit_code"] = code;
     if (resultDir) {
@@ -409,8 +410,11 @@ int runRank(const Config& c, const Environment& env) {
     return code;
   };
   auto reportFault = [&](const he::Fault& f, const char* when) {
-    std::fprintf(stderr, "# rank %d: FAULT %s: %s\n", rank, when, f.describe().c_str());
-    std::fflush(stderr);
+    if (!launched) {  // under our launcher, the launcher reports for every rank
+      std::fprintf(stderr, "# rank %d: FAULT %s (detected at CLOCK_MONOTONIC %llu ns): %s\n", rank,
+                   when, static_cast<unsigned long long>(f.detectedNs), f.describe().c_str());
+      std::fflush(stderr);
+    }
     result["fault"] = faultJson(f);
   };
 
@@ -509,17 +513,20 @@ int runRank(const Config& c, const Environment& env) {
       (void)!::write(startFd, &startNs, sizeof(startNs));
       ::close(startFd);
     }
-    std::printf("# resilient-nettest: host engine on host buffers (test infrastructure, not NCCL)\n");
-    std::printf("# %s on %d ranks, sizes %s .. %s (x%llu), %d iterations after %d warm-up, every "
-                "byte checked\n",
-                he::patternName(c.pattern), world, humanBytes(c.sizes.front()).c_str(),
-                humanBytes(c.sizes.back()).c_str(), static_cast<unsigned long long>(c.options.factor),
-                c.options.iters, c.options.warmup);
+    std::printf(
+        "# resilient-nettest: host engine on host buffers (test infrastructure, not NCCL)\n");
+    std::printf(
+        "# %s on %d ranks, sizes %s .. %s (x%llu), %d iterations after %d warm-up, every "
+        "byte checked\n",
+        he::patternName(c.pattern), world, humanBytes(c.sizes.front()).c_str(),
+        humanBytes(c.sizes.back()).c_str(), static_cast<unsigned long long>(c.options.factor),
+        c.options.iters, c.options.warmup);
     std::printf("# transport: %s\n", describeTransport(c, *transport, engine).c_str());
-    std::printf("# pipeline: %d requests in flight per connection, chunks of %s, grouped receives "
-                "of up to %d pieces (>= %s each)\n",
-                engine.depth(), humanBytes(engine.chunkBytes()).c_str(), engine.piecesPerItem(),
-                humanBytes(c.minPieceBytes).c_str());
+    std::printf(
+        "# pipeline: %d requests in flight per connection, chunks of %s, grouped receives "
+        "of up to %d pieces (>= %s each)\n",
+        engine.depth(), humanBytes(engine.chunkBytes()).c_str(), engine.piecesPerItem(),
+        humanBytes(c.minPieceBytes).c_str());
     if (c.faultMode) {
       std::printf("# fault mode: ranks run until a fault is detected or %lld ms have passed\n",
                   static_cast<long long>(c.faultWindowMs));
@@ -562,9 +569,9 @@ int runRank(const Config& c, const Environment& env) {
       }
       const double mean = timed / c.options.iters;
       if (cycle == 0) {
-        result["sizes"].push_back(
-            json{{"bytes", he::effectiveBytes(c.pattern, world, size)}, {"seconds", mean},
-                 {"errors", sizeErrors}});
+        result["sizes"].push_back(json{{"bytes", he::effectiveBytes(c.pattern, world, size)},
+                                       {"seconds", mean},
+                                       {"errors", sizeErrors}});
       }
       if (!c.faultMode) {
         char mine[64];
@@ -712,11 +719,13 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
   plan.startPipeRead = startPipe[0];
   he::EnvironmentList base = env.list();
   for (int r = 0; r < n; ++r) {
-    he::EnvironmentList overrides = {
-        {"RANK", std::to_string(r)},       {"LOCAL_RANK", std::to_string(r)},
-        {"WORLD_SIZE", std::to_string(n)}, {"MASTER_ADDR", master},
-        {"MASTER_PORT", std::to_string(port)}, {kEnvToken, tokenText},
-        {kEnvDir, dir}};
+    he::EnvironmentList overrides = {{"RANK", std::to_string(r)},
+                                     {"LOCAL_RANK", std::to_string(r)},
+                                     {"WORLD_SIZE", std::to_string(n)},
+                                     {"MASTER_ADDR", master},
+                                     {"MASTER_PORT", std::to_string(port)},
+                                     {kEnvToken, tokenText},
+                                     {kEnvDir, dir}};
     if (r == 0) {
       overrides.emplace_back(kEnvListenFd, std::to_string(listenRaw));
       overrides.emplace_back(kEnvStartFd, std::to_string(startPipe[1]));
@@ -771,11 +780,12 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
     const he::RankOutcome& target = outcome.ranks[static_cast<size_t>(i.rank)];
     const bool sent = target.injectedSignal == i.signal && target.injectedNs != 0;
     allInjected = allInjected && sent;
-    json j{{"kind", i.signal == SIGKILL ? "kill" : "stop"}, {"rank", i.rank}, {"at_ms", i.atMs},
+    json j{{"kind", i.signal == SIGKILL ? "kill" : "stop"},
+           {"rank", i.rank},
+           {"at_ms", i.atMs},
            {"sent", sent}};
     if (sent) {
-      j["sent_after_start_ms"] =
-          static_cast<double>(target.injectedNs - outcome.startNs) / 1e6;
+      j["sent_after_start_ms"] = static_cast<double>(target.injectedNs - outcome.startNs) / 1e6;
       injectedNs = injectedNs == 0 ? target.injectedNs : std::min(injectedNs, target.injectedNs);
     }
     injections.push_back(j);
@@ -878,6 +888,17 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
                 "detect(ms)", "in-iter(ms)", "status");
     int detected = 0;
     const double timeoutMs = static_cast<double>(c.timeoutMs);
+    // A survivor that gave up on its own deadline closes its comms, and its
+    // peers then see that close: what they see after it is not a detection
+    // of the injected fault.
+    uint64_t firstGiveUpNs = UINT64_MAX;
+    for (int r = 0; r < n; ++r) {
+      const auto& res = results[static_cast<size_t>(r)];
+      if (!victim[static_cast<size_t>(r)] && res && !(*res)["fault"].is_null() &&
+          (*res)["fault"]["timed_out"].get<bool>()) {
+        firstGiveUpNs = std::min(firstGiveUpNs, (*res)["fault"]["detected_ns"].get<uint64_t>());
+      }
+    }
     for (int r = 0; r < n; ++r) {
       const he::RankOutcome& o = outcome.ranks[static_cast<size_t>(r)];
       const auto& res = results[static_cast<size_t>(r)];
@@ -888,7 +909,9 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
       bool good = false;
       if (f.is_null()) {
         if (isVictim) {
-          state = o.injectedSignal != 0 ? he::describeExit(o) + " (injected)" : he::describeExit(o);
+          state = o.injectedSignal == SIGSTOP ? std::string("stopped (injected)")
+                  : o.injectedSignal != 0     ? he::describeExit(o) + " (injected)"
+                                              : he::describeExit(o);
           good = true;
         } else if (!res) {
           state = "no result (" + he::describeExit(o) + ")";
@@ -908,6 +931,8 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
           state = "early fault";
         } else if (sinceInjection > timeoutMs) {
           state = "late";
+        } else if (at >= firstGiveUpNs) {
+          state = "after a timeout";
         } else {
           state = isVictim ? "detected (victim)" : "detected";
           good = true;

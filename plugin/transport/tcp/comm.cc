@@ -53,6 +53,9 @@ void Connection::close() noexcept {
 Status Connection::fail(Status status) {
   if (error_.ok()) {
     error_ = std::move(status);
+    // A failed comm goes quiet at once: once its error is reported, no helper
+    // thread touches a user buffer any more (the caller may free them).
+    engine_.stop();
   }
   return error_;
 }
@@ -184,8 +187,8 @@ Status SendComm::checkPeer() {
     return fail(connectionError(0, "send", peer_.address));
   }
   if (n > 0) {
-    return fail(remoteError("protocol error: the receiver wrote to the control socket",
-                            peer_.address));
+    return fail(
+        remoteError("protocol error: the receiver wrote to the control socket", peer_.address));
   }
   const int err = errno;
   if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
@@ -233,8 +236,7 @@ RecvComm::RecvComm(FileDescriptor control, PeerInfo peer, uint32_t chunkBytes)
   }
 }
 
-Status RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
-                       void** request) {
+Status RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void** request) {
   *request = nullptr;
   if (!error_.ok()) {
     return error_;
@@ -344,8 +346,8 @@ Status RecvComm::progressControl() {
       if ((frame.flags & kFrameInline) == 0) {
         r.pending.fetch_add(engine_.itemCount(frame.size), std::memory_order_relaxed);
         if (!engine_.postMessage(buffer->data, frame.size, &r.pending)) {
-          return fail(internalError("tcp: helper ring overflow on a receive comm from " +
-                                    peer_.address));
+          return fail(
+              internalError("tcp: helper ring overflow on a receive comm from " + peer_.address));
         }
         ++r.framesDone;
       } else if (frame.size == 0) {
@@ -409,8 +411,7 @@ Status RecvComm::test(RecvRequest* request, int* done, int* sizes) {
   if (cursor_ != tail_) {
     RESILIENT_TRY(progressControl());
   }
-  if (request->framesDone != request->n ||
-      request->pending.load(std::memory_order_acquire) != 0) {
+  if (request->framesDone != request->n || request->pending.load(std::memory_order_acquire) != 0) {
     return {};
   }
   *done = 1;

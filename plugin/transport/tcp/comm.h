@@ -14,6 +14,8 @@
 //
 // Errors are sticky: the first failure (socket error, end of file, protocol
 // violation, helper-thread failure) is stored and every later call returns it.
+// The helper threads are stopped at the failure, so user buffers are not
+// touched after an error has been returned.
 //
 // Threads: one proxy thread at a time calls isend/irecv/test; bytesMoved()
 // and the endpoints may be read from any thread.
@@ -94,7 +96,8 @@ class Connection : public CommBase {
   Connection(CommKind kind, FileDescriptor control, PeerInfo peer,
              StripeEngine::Direction direction, uint32_t chunkBytes);
 
-  // Records `status` as the sticky error (the first one wins) and returns it.
+  // Records `status` as the sticky error (the first one wins), stops the
+  // helper threads, and returns it.
   Status fail(Status status);
   // A helper-thread failure, turned into the sticky error.
   Status checkHelpers();
@@ -114,8 +117,8 @@ struct SendRequest : Request {
   bool inlined = false;
   bool released = true;
   uint8_t header[16] = {};
-  uint64_t controlBytes = 0;  // header + inline payload
-  uint64_t controlDone = 0;   // of those, written to the control socket
+  uint64_t controlBytes = 0;         // header + inline payload
+  uint64_t controlDone = 0;          // of those, written to the control socket
   std::atomic<uint32_t> pending{0};  // striped items not yet sent
 };
 

@@ -41,8 +41,8 @@ struct Connector::Link {
   size_t ackDone = 0;
 };
 
-Connector::Connector(const ListenHandle& handle, const void* handleBytes,
-                     const TcpOptions& options, const std::string& hostname, uint64_t nonce)
+Connector::Connector(const ListenHandle& handle, const void* handleBytes, const TcpOptions& options,
+                     const std::string& hostname, uint64_t nonce)
     : address_(SocketAddress::fromHandle(handle)), peer_(address_.toString()), options_(options) {
   std::memcpy(handleBytes_, handleBytes, kHandleBytes);
   Hello hello;
@@ -230,10 +230,9 @@ Status Connector::poll(std::unique_ptr<SendComm>* out) {
   RES_INFO(NCCL_NET | NCCL_INIT,
            "tcp: connected to %s from %s in %.1f ms: %d data sockets, %d helper threads, "
            "chunk %u bytes, inline up to %zu bytes",
-           peer_.c_str(), comm->localEndpoint().text,
-           static_cast<double>(now - startNs_) / 1e6, comm->dataSockets(),
-           std::min(options_.nThreads, comm->dataSockets()), comm->chunkBytes(),
-           options_.inlineBytes);
+           peer_.c_str(), comm->localEndpoint().text, static_cast<double>(now - startNs_) / 1e6,
+           comm->dataSockets(), std::min(options_.nThreads, comm->dataSockets()),
+           comm->chunkBytes(), options_.inlineBytes);
   *out = std::move(comm);
   return {};
 }

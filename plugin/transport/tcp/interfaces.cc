@@ -22,8 +22,8 @@ std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
     s.remove_prefix(1);
   }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' ||
-                        s.back() == '\r')) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
     s.remove_suffix(1);
   }
   return s;
@@ -182,12 +182,11 @@ Status findDevices(const TcpOptions& options, std::vector<Device>* out) {
         names += names.empty() ? c.name : "," + c.name;
       }
     }
-    return invalidUsage("tcp: no network interface matches NCCL_SOCKET_IFNAME '" +
-                        options.ifname + "'" +
-                        (options.family != 0
-                             ? std::string(options.family == AF_INET ? " (IPv4)" : " (IPv6)")
+    return invalidUsage(
+        "tcp: no network interface matches NCCL_SOCKET_IFNAME '" + options.ifname + "'" +
+        (options.family != 0 ? std::string(options.family == AF_INET ? " (IPv4)" : " (IPv6)")
                              : std::string()) +
-                        "; interfaces that are up: " + (names.empty() ? "none" : names));
+        "; interfaces that are up: " + (names.empty() ? "none" : names));
   }
   out->clear();
   for (const InterfaceAddress& c : chosen) {

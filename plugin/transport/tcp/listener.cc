@@ -67,8 +67,8 @@ Status ListenComm::create(const SocketAddress& address, const TcpOptions& option
 
 void ListenComm::warnDrop(const Incoming& in, const char* reason, uint64_t now) {
   RES_WARN_LIMITED(*warnLimiter_, now, NCCL_NET | NCCL_INIT,
-                   "tcp: listener %s dropped a connection from %s: %s",
-                   address_.toString().c_str(), in.peer.toString().c_str(), reason);
+                   "tcp: listener %s dropped a connection from %s: %s", address_.toString().c_str(),
+                   in.peer.toString().c_str(), reason);
 }
 
 void ListenComm::acceptQueued(uint64_t now) {
@@ -169,10 +169,9 @@ bool ListenComm::advance(Incoming* in, uint64_t now) {
     if (in->refusal != Refusal::kNone) {
       const std::string text =
           std::string("refused: ") + refusalName(in->refusal) +
-          (in->helloDone == kHelloBytes
-               ? " (host " + std::string(in->decoded.hostname) + " pid " +
-                     std::to_string(in->decoded.pid) + ")"
-               : std::string());
+          (in->helloDone == kHelloBytes ? " (host " + std::string(in->decoded.hostname) + " pid " +
+                                              std::to_string(in->decoded.pid) + ")"
+                                        : std::string());
       warnDrop(*in, text.c_str(), now);
     }
   }
@@ -258,8 +257,8 @@ Status ListenComm::accept(std::unique_ptr<RecvComm>* out) {
       continue;
     }
     if (in.state != Incoming::State::kWaiting) {
-      const std::string text = "no complete handshake within " +
-                               std::to_string(options_.handshakeTimeoutMs) + " ms";
+      const std::string text =
+          "no complete handshake within " + std::to_string(options_.handshakeTimeoutMs) + " ms";
       warnDrop(in, text.c_str(), now);
       incoming_.erase(incoming_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;

@@ -211,8 +211,9 @@ bool StripeEngine::serviceLane(Lane* lane, int index, bool* progressed, bool* bl
   msg.msg_iov = iov;
   msg.msg_iovlen = static_cast<size_t>(nIov);
   const int fd = lane->fd.get();
-  const ssize_t n = direction_ == Direction::kSend ? ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)
-                                                   : ::recvmsg(fd, &msg, MSG_DONTWAIT);
+  const ssize_t n = direction_ == Direction::kSend
+                        ? ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)
+                        : ::recvmsg(fd, &msg, MSG_DONTWAIT);
   if (n < 0) {
     const int err = errno;
     if (err == EAGAIN || err == EWOULDBLOCK) {

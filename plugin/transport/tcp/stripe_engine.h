@@ -43,9 +43,9 @@ class StripeEngine {
 
   // The part of one message that one data socket carries.
   struct Item {
-    char* base = nullptr;  // the message's buffer
-    uint64_t size = 0;     // the message's bytes
-    uint32_t firstChunk = 0;  // this socket's first chunk of the message
+    char* base = nullptr;                      // the message's buffer
+    uint64_t size = 0;                         // the message's bytes
+    uint32_t firstChunk = 0;                   // this socket's first chunk of the message
     std::atomic<uint32_t>* pending = nullptr;  // decremented once when done
   };
 

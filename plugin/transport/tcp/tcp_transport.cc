@@ -211,8 +211,8 @@ Status TcpTransport::isend(void* sendComm, void* data, size_t size, int tag, voi
   return comm->isend(data, size, tag, request);
 }
 
-Status TcpTransport::irecv(void* recvComm, int n, void** data, const size_t* sizes,
-                           const int* tags, void** mhandles, void** phandles, void** request) {
+Status TcpTransport::irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+                           void** mhandles, void** phandles, void** request) {
   (void)mhandles;
   (void)phandles;
   auto* comm = commAs<RecvComm>(recvComm, CommKind::kRecv);
@@ -223,8 +223,8 @@ Status TcpTransport::irecv(void* recvComm, int n, void** data, const size_t* siz
   return comm->irecv(n, data, sizes, tags, request);
 }
 
-Status TcpTransport::iflush(void* recvComm, int n, void** data, const int* sizes,
-                            void** mhandles, void** request) {
+Status TcpTransport::iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                            void** request) {
   (void)n;
   (void)data;
   (void)sizes;

@@ -114,8 +114,7 @@ Status decodeHandle(const void* in, ListenHandle* handle) {
   } else if (family == kWireInet6) {
     h.family = AF_INET6;
   } else {
-    return invalidUsage("tcp: listen handle with unknown address family " +
-                        std::to_string(family));
+    return invalidUsage("tcp: listen handle with unknown address family " + std::to_string(family));
   }
   h.port = getU16(p + kHandlePortAt);
   if (h.port == 0) {

@@ -33,8 +33,12 @@ size_t countEntries(const char* dir) {
   return n;
 }
 
-size_t threads() { return countEntries("/proc/self/task"); }
-size_t descriptors() { return countEntries("/proc/self/fd"); }
+size_t threads() {
+  return countEntries("/proc/self/task");
+}
+size_t descriptors() {
+  return countEntries("/proc/self/fd");
+}
 
 void quietLogger(ncclDebugLogLevel, unsigned long, const char*, int, const char*, ...) {}
 
@@ -128,7 +132,8 @@ TEST_CASE("100 load/init/finalize/unload cycles leave nothing behind", "[plugin]
   CHECK(descriptors() == fds0);
 }
 
-TEST_CASE("an older NCCL's single init is released when the library unloads", "[plugin][lifetime]") {
+TEST_CASE("an older NCCL's single init is released when the library unloads",
+          "[plugin][lifetime]") {
   const size_t threads0 = threads();
   {
     Library lib;

@@ -2,16 +2,16 @@
 // loads it (through our own external-plugin loader, newest ABI): data of every
 // size and multi-receive through the resilient layer, and the faults it turns
 // into prompt, sticky, explained errors.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "plugin/blackbox/reader.h"
 #include "plugin/blackbox/writer.h"
@@ -135,8 +135,10 @@ TEST_CASE("multi-receive places each message by its tag", "[plugin][loopback]") 
   for (int i = kN - 1; i >= 0; --i) {  // sent in reverse tag order
     msgs.emplace_back(static_cast<size_t>(10 + i), static_cast<uint8_t>(i + 1));
     void* req = nullptr;
-    REQUIRE(p.t().isend(pair.sendComm, msgs.back().data(), msgs.back().size(), 100 + i, nullptr,
-                        nullptr, &req).ok());
+    REQUIRE(p.t()
+                .isend(pair.sendComm, msgs.back().data(), msgs.back().size(), 100 + i, nullptr,
+                       nullptr, &req)
+                .ok());
     sends.push_back(req);
   }
   for (void* req : sends) {
@@ -223,10 +225,12 @@ TEST_CASE("an injected transport error fails the comm at once, explained and sti
 TEST_CASE("the blackbox shows the connections, records the fault and carries fail-fast",
           "[plugin][loopback][blackbox]") {
   test::TempDir dir;
-  const std::string region = blackbox::regionPath(dir.path().string(), static_cast<uint32_t>(getpid()));
+  const std::string region =
+      blackbox::regionPath(dir.path().string(), static_cast<uint32_t>(getpid()));
   test::CapturingLogger logger(log::Level::kWarn);
   {
-    PluginUnderTest p({kLoopback, {"NCCL_RESILIENT_BLACKBOX_DIR", dir.path().string()},
+    PluginUnderTest p({kLoopback,
+                       {"NCCL_RESILIENT_BLACKBOX_DIR", dir.path().string()},
                        {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "200"}});
     TransportPair& pair = p.connect();
     std::vector<uint8_t> in(32);
@@ -274,4 +278,50 @@ TEST_CASE("the blackbox shows the connections, records the fault and carries fai
   }
   // A clean finish removes the region.
   CHECK_FALSE(std::filesystem::exists(region));
+}
+
+TEST_CASE("the layer wraps another net plugin library", "[plugin][loopback][external]") {
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback,
+                     {"NCCL_RESILIENT_INNER", RESILIENT_PLAIN_TCP_PATH},
+                     {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "300"}});
+  TransportPair& pair = p.connect();
+  std::vector<uint8_t> out(3 << 20), in(3 << 20);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<uint8_t>(i * 13);
+  }
+  void* data = in.data();
+  size_t cap = in.size();
+  int tag = 1;
+  void* mh = nullptr;
+  void* r = nullptr;
+  void* s = nullptr;
+  REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &r).ok());
+  REQUIRE(p.t().isend(pair.sendComm, out.data(), out.size(), 1, nullptr, nullptr, &s).ok());
+  REQUIRE(test::waitRequest(&p.t(), s).ok());
+  REQUIRE(test::waitRequest(&p.t(), r).ok());
+  CHECK(in == out);
+  // The liveness trailer fits beside the inner plugin's handle: the fault names the peer process.
+  REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &r).ok());
+  REQUIRE_FALSE(test::waitRequest(&p.t(), r, nullptr, 5000).ok());
+  const std::string warn = warning(logger, "peer stuck");
+  INFO(warn);
+  CHECK(warn.find("pid " + std::to_string(getpid())) != std::string::npos);
+}
+
+TEST_CASE("the layer refuses to wrap itself", "[plugin][loopback][external]") {
+  test::CapturingLogger logger(log::Level::kWarn);
+  setenv("NCCL_RESILIENT_INNER", RESILIENT_PLUGIN_PATH, 1);  // NOLINT(concurrency-mt-unsafe)
+  transport::external::LoadOptions load;
+  load.spec = RESILIENT_PLUGIN_PATH;
+  load.refuseSelf = false;
+  load.logger = test::CapturingLogger::function();
+  auto loaded = transport::external::loadExternalPlugin(load);
+  REQUIRE(loaded.ok());
+  void* ctx = nullptr;
+  const Status s = (*loaded)->initContext(1, transport::CommConfig{}, &ctx);
+  unsetenv("NCCL_RESILIENT_INNER");  // NOLINT(concurrency-mt-unsafe)
+  CHECK_FALSE(s.ok());
+  CHECK(logger.count(NCCL_LOG_WARN, "resolves to the resilient plugin itself") == 1);
+  (void)(*loaded)->finalizeContext(ctx);
 }

@@ -31,6 +31,8 @@ struct MemoryTransport::Channel {
   std::deque<Request*> recvs;
 };
 
+MemoryTransport::MemoryTransport(int maxRecvs) : maxRecvs_(maxRecvs) {}
+
 MemoryTransport::~MemoryTransport() {
   for (Request* r : live_) {
     delete r;
@@ -41,7 +43,9 @@ Status MemoryTransport::initContext(uint64_t, const transport::CommConfig&, void
   *ctx = nullptr;
   return {};
 }
-Status MemoryTransport::finalizeContext(void*) { return {}; }
+Status MemoryTransport::finalizeContext(void*) {
+  return {};
+}
 Status MemoryTransport::devices(int* ndev) {
   *ndev = 1;
   return {};

@@ -22,7 +22,7 @@ namespace resilient::test {
 
 class MemoryTransport : public transport::Transport {
  public:
-  explicit MemoryTransport(int maxRecvs = 8) : maxRecvs_(maxRecvs) {}
+  explicit MemoryTransport(int maxRecvs = 8);
   ~MemoryTransport() override;
 
   // Observations.

@@ -87,8 +87,7 @@ TEST_CASE("all-reduce inputs sum exactly to the expected values", "[hostengine][
   }
 }
 
-TEST_CASE("all-reduce validation catches a flipped byte and a missing rank",
-          "[hostengine][data]") {
+TEST_CASE("all-reduce validation catches a flipped byte and a missing rank", "[hostengine][data]") {
   const int nranks = 4;
   const size_t count = 4099;
   std::vector<float> sum(count);

@@ -33,7 +33,8 @@ std::vector<RankRun> runRanks(int n, he::Pattern pattern, const std::vector<size
                               he::EngineOptions base = {}) {
   auto fd = he::listenOn("127.0.0.1", 0, 64);
   REQUIRE(fd.ok());
-  auto server = he::RendezvousServer::start(std::move(fd).value(), static_cast<uint32_t>(n), kToken);
+  auto server =
+      he::RendezvousServer::start(std::move(fd).value(), static_cast<uint32_t>(n), kToken);
   REQUIRE(server.ok());
   auto address = he::resolveAddress("127.0.0.1", (*server)->port());
   REQUIRE(address.ok());
@@ -152,7 +153,8 @@ TEST_CASE("every pattern moves and validates every byte over grouped receives",
       o.minPieceBytes = 4 << 10;
       o.depth = 4;
       o.timeoutMs = 20000;
-      auto runs = runRanks(n, pattern, kSizes, [&](int) -> Transport& { return transport; }, o);
+      auto runs = runRanks(
+          n, pattern, kSizes, [&](int) -> Transport& { return transport; }, o);
       requireClean(runs);
       CHECK(runs[0].pieces == 8);
       CHECK(transport.groupedRecvs.load() > 0);
@@ -169,9 +171,8 @@ TEST_CASE("without multi-receive every message is a single receive", "[hostengin
   he::EngineOptions o;
   o.chunkBytes = 32 << 10;
   o.depth = 32;
-  auto runs = runRanks(4, he::Pattern::kAllReduce, {1 << 20}, [&](int) -> Transport& {
-    return transport;
-  }, o);
+  auto runs = runRanks(
+      4, he::Pattern::kAllReduce, {1 << 20}, [&](int) -> Transport& { return transport; }, o);
   requireClean(runs);
   CHECK(runs[0].pieces == 1);
   CHECK(transport.groupedRecvs.load() == 0);
@@ -181,8 +182,8 @@ TEST_CASE("without multi-receive every message is a single receive", "[hostengin
 
 TEST_CASE("the patterns run over the raw TCP pump", "[hostengine][rawtcp]") {
   for (int sockets : {1, 3}) {
-    for (he::Pattern pattern : {he::Pattern::kAllReduce, he::Pattern::kAllToAll,
-                                he::Pattern::kSendRecv}) {
+    for (he::Pattern pattern :
+         {he::Pattern::kAllReduce, he::Pattern::kAllToAll, he::Pattern::kSendRecv}) {
       CAPTURE(sockets, he::patternName(pattern));
       const int n = 3;
       std::vector<std::unique_ptr<he::RawTcpTransport>> transports;
@@ -194,9 +195,9 @@ TEST_CASE("the patterns run over the raw TCP pump", "[hostengine][rawtcp]") {
       }
       he::EngineOptions o;
       o.chunkBytes = 128 << 10;
-      auto runs = runRanks(n, pattern, {0, 7, 4096, 1 << 20},
-                           [&](int r) -> Transport& { return *transports[static_cast<size_t>(r)]; },
-                           o);
+      auto runs = runRanks(
+          n, pattern, {0, 7, 4096, 1 << 20},
+          [&](int r) -> Transport& { return *transports[static_cast<size_t>(r)]; }, o);
       requireClean(runs);
     }
   }
@@ -209,8 +210,8 @@ TEST_CASE("a failing test() is a fault naming the call, the peer and the status"
   he::EngineOptions o;
   o.chunkBytes = 4 << 10;
   o.timeoutMs = 10000;
-  auto runs =
-      runRanks(3, he::Pattern::kAllReduce, {1 << 20}, [&](int) -> Transport& { return transport; }, o);
+  auto runs = runRanks(
+      3, he::Pattern::kAllReduce, {1 << 20}, [&](int) -> Transport& { return transport; }, o);
   int faults = 0;
   for (size_t r = 0; r < runs.size(); ++r) {
     REQUIRE_FALSE(runs[r].setupFault);
@@ -247,8 +248,8 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      auto client = he::RendezvousClient::connect(*address, static_cast<uint32_t>(r), 2, kToken,
-                                                  10000);
+      auto client =
+          he::RendezvousClient::connect(*address, static_cast<uint32_t>(r), 2, kToken, 10000);
       REQUIRE(client.ok());
       he::EngineOptions mine = o;
       mine.rank = r;

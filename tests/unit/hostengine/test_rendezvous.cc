@@ -128,8 +128,8 @@ TEST_CASE("gathered replies decode only when well formed", "[hostengine][rendezv
   auto back = he::decodeGathered(payload, 3);
   REQUIRE(back.ok());
   CHECK(*back == parts);
-  CHECK_FALSE(he::decodeGathered(payload, 4).ok());                          // truncated
-  CHECK_FALSE(he::decodeGathered(payload + "z", 3).ok());                    // stray byte
+  CHECK_FALSE(he::decodeGathered(payload, 4).ok());        // truncated
+  CHECK_FALSE(he::decodeGathered(payload + "z", 3).ok());  // stray byte
   CHECK_FALSE(he::decodeGathered(payload.substr(0, payload.size() - 1), 3).ok());
   std::string huge = payload;
   huge[0] = '\xff';  // first length becomes enormous
@@ -186,8 +186,8 @@ TEST_CASE("garbage and wrong jobs are refused while the ranks carry on",
   // Not a rendezvous peer at all.
   he::Fd junk = rawConnection(s.address);
   const char text[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-  REQUIRE(he::sendAll(junk.get(), text, sizeof(text), he::monotonicNs() + 1000000000ull, "junk")
-              .ok());
+  REQUIRE(
+      he::sendAll(junk.get(), text, sizeof(text), he::monotonicNs() + 1000000000ull, "junk").ok());
   CHECK(closedByServer(junk));
 
   // A valid header from another job (wrong token).
@@ -219,8 +219,8 @@ TEST_CASE("garbage and wrong jobs are refused while the ranks carry on",
   gather.token = kToken;
   gather.worldSize = world;
   bytes = encode(gather);
-  REQUIRE(he::sendAll(noHello.get(), bytes.data(), bytes.size(),
-                      he::monotonicNs() + 1000000000ull, "gather")
+  REQUIRE(he::sendAll(noHello.get(), bytes.data(), bytes.size(), he::monotonicNs() + 1000000000ull,
+                      "gather")
               .ok());
   CHECK(closedByServer(noHello));
   CHECK(s.server->refused() == 4);

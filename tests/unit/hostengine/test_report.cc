@@ -10,12 +10,18 @@ TEST_CASE("sizes parse with K/M/G suffixes", "[hostengine][sizes]") {
     size_t bytes;
   };
   const Case cases[] = {
-      {"0", 0},           {"8", 8},
-      {"1K", 1024},       {"64k", 65536},
-      {"1M", 1u << 20},   {"64M", 64u << 20},
-      {"2G", size_t{2} << 30}, {"1KB", 1024},
-      {"1KiB", 1024},     {"3MiB", 3u << 20},
-      {"100B", 100},      {"1T", size_t{1} << 40},
+      {"0", 0},
+      {"8", 8},
+      {"1K", 1024},
+      {"64k", 65536},
+      {"1M", 1u << 20},
+      {"64M", 64u << 20},
+      {"2G", size_t{2} << 30},
+      {"1KB", 1024},
+      {"1KiB", 1024},
+      {"3MiB", 3u << 20},
+      {"100B", 100},
+      {"1T", size_t{1} << 40},
   };
   for (const Case& c : cases) {
     CAPTURE(c.text);

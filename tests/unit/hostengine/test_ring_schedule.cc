@@ -23,8 +23,7 @@ TEST_CASE("splitRange makes near-equal contiguous parts", "[hostengine][ring]") 
   CHECK(he::splitRange({0, 2}, 4, 0).count == 1);
 }
 
-TEST_CASE("segments partition the buffer and chunks partition the segments",
-          "[hostengine][ring]") {
+TEST_CASE("segments partition the buffer and chunks partition the segments", "[hostengine][ring]") {
   for (int n : {2, 3, 4, 5, 7}) {
     for (size_t count : {0, 1, 2, 5, 17, 1000, 1001, 65537}) {
       for (size_t chunk : {1, 3, 64, 100000}) {
@@ -53,8 +52,7 @@ TEST_CASE("segments partition the buffer and chunks partition the segments",
   }
 }
 
-TEST_CASE("what rank r sends as item j is what rank r+1 receives as item j",
-          "[hostengine][ring]") {
+TEST_CASE("what rank r sends as item j is what rank r+1 receives as item j", "[hostengine][ring]") {
   for (int n : {2, 3, 4, 6}) {
     for (size_t count : {0, 7, 4099}) {
       CAPTURE(n, count);
@@ -105,8 +103,7 @@ TEST_CASE("the schedule's steps follow the ring algorithm", "[hostengine][ring]"
 // Runs the whole schedule sequentially, one lock-step item at a time, on
 // integer data, honouring the dependencies, and checks every rank ends with
 // the full sum.
-TEST_CASE("a simulated pipelined ring all-reduce yields the sum everywhere",
-          "[hostengine][ring]") {
+TEST_CASE("a simulated pipelined ring all-reduce yields the sum everywhere", "[hostengine][ring]") {
   for (int n : {2, 3, 4, 5, 7}) {
     for (size_t count : {0, 1, 3, 17, 1001}) {
       for (size_t chunk : {1, 4, 50}) {

@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <array>
 #include <cstring>
+
+#include <catch2/catch.hpp>
 
 #include "plugin/net/handle_trailer.h"
 #include "plugin/transport/transport.h"
@@ -53,12 +53,22 @@ TEST_CASE("IPv6 liveness addresses fit too", "[net][trailer]") {
   REQUIRE(writeTrailer(handle.data(), 0, t));
   HandleTrailer back;
   REQUIRE(readTrailer(handle.data(), 0, &back));
-  CHECK(std::memcmp(&reinterpret_cast<sockaddr_in6*>(&back.liveness)->sin6_addr, &a->sin6_addr, 16) == 0);
+  CHECK(std::memcmp(&reinterpret_cast<sockaddr_in6*>(&back.liveness)->sin6_addr, &a->sin6_addr,
+                    16) == 0);
 }
 
 TEST_CASE("no trailer where the inner transport needs the room", "[net][trailer]") {
   std::array<unsigned char, resilient::transport::kHandleSize> handle{};
-  SECTION("declared too large") {
+  SECTION("declared to overlap") {
+    CHECK_FALSE(writeTrailer(handle.data(), 100, ipv4Trailer()));
+  }
+  SECTION("size unknown (external plugin) but the bytes were left zero") {
+    CHECK(writeTrailer(handle.data(), resilient::transport::kHandleSize, ipv4Trailer()));
+    HandleTrailer back;
+    CHECK(readTrailer(handle.data(), resilient::transport::kHandleSize, &back));
+  }
+  SECTION("size unknown and the bytes used") {
+    handle[resilient::transport::kHandleSize - 5] = 7;
     CHECK_FALSE(writeTrailer(handle.data(), resilient::transport::kHandleSize, ipv4Trailer()));
   }
   SECTION("bytes written in the trailer's place") {

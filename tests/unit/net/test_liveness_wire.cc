@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "plugin/net/liveness_wire.h"
 

@@ -24,7 +24,7 @@ Status waitError(transport::Transport* t, void* request, int timeoutMs = 5000) {
   const uint64_t deadline = test::monotonicMs() + static_cast<uint64_t>(timeoutMs);
   while (test::monotonicMs() < deadline) {
     int done = 0;
-    const Status s = t->test(request, &done, nullptr);
+    Status s = t->test(request, &done, nullptr);
     if (!s.ok()) {
       return s;
     }
@@ -118,8 +118,9 @@ TEST_CASE("a closed sender is a remote error on the receiver, naming the peer; i
   void* data = buf.data();
   const size_t size = buf.size();
   const int tag = 1;
-  CHECK(receiver.irecv(pair.recvComm, 1, &data, &size, &tag, nullptr, nullptr, &another)
-            .toString() == s.toString());
+  CHECK(
+      receiver.irecv(pair.recvComm, 1, &data, &size, &tag, nullptr, nullptr, &another).toString() ==
+      s.toString());
   CHECK(another == nullptr);
   void* flush = reinterpret_cast<void*>(0x1);
   CHECK(receiver.iflush(pair.recvComm, 1, &data, nullptr, nullptr, &flush).toString() ==
@@ -138,8 +139,12 @@ TEST_CASE("a closed receiver is a remote error on the sender; it is sticky",
   pair.recvComm = nullptr;
 
   size_t size = 0;
-  SECTION("small messages") { size = 100; }
-  SECTION("large messages") { size = 8u << 20; }
+  SECTION("small messages") {
+    size = 100;
+  }
+  SECTION("large messages") {
+    size = 8u << 20;
+  }
   std::vector<uint8_t> src(size, 7);
   Status s;
   const uint64_t deadline = test::monotonicMs() + 5000;
@@ -158,8 +163,9 @@ TEST_CASE("a closed receiver is a remote error on the sender; it is sticky",
   CHECK(s.kind() == ErrorKind::kRemote);
   CHECK(s.peer() == senderPeer.text);
   void* sreq = reinterpret_cast<void*>(0x1);
-  CHECK(sender.isend(pair.sendComm, src.data(), src.size(), 0, nullptr, nullptr, &sreq)
-            .toString() == s.toString());
+  CHECK(
+      sender.isend(pair.sendComm, src.data(), src.size(), 0, nullptr, nullptr, &sreq).toString() ==
+      s.toString());
   CHECK(sreq == nullptr);
 }
 
@@ -253,8 +259,9 @@ TEST_CASE("protocol violations on the control socket fail the comm, naming the p
   void* bufPtr = buf.data();
   const size_t size = buf.size();
   const int tag = 1;
-  CHECK(receiver.irecv(pair.recvComm, 1, &bufPtr, &size, &tag, nullptr, nullptr, &again)
-            .toString() == s.toString());
+  CHECK(
+      receiver.irecv(pair.recvComm, 1, &bufPtr, &size, &tag, nullptr, nullptr, &again).toString() ==
+      s.toString());
   ::close(control);
   ::close(data);
 }

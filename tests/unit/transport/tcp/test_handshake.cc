@@ -144,9 +144,10 @@ TEST_CASE("a wrong job token is refused and the connector names the listener",
   CHECK(logger.count(NCCL_LOG_WARN, "job token mismatch") >= 1);
 }
 
-TEST_CASE("garbage and half handshakes on a listen port are dropped while a real connection "
-          "succeeds",
-          "[transport][tcp][handshake]") {
+TEST_CASE(
+    "garbage and half handshakes on a listen port are dropped while a real connection "
+    "succeeds",
+    "[transport][tcp][handshake]") {
   test::CapturingLogger logger(log::Level::kWarn);
   const size_t fdsBefore = openFdCount();
   {

@@ -32,6 +32,7 @@ InterfaceAddress v6(const std::string& name, const char* ip) {
 
 std::vector<std::string> names(const std::vector<InterfaceAddress>& list) {
   std::vector<std::string> out;
+  out.reserve(list.size());
   for (const auto& a : list) {
     out.push_back(a.name);
   }
@@ -95,9 +96,9 @@ TEST_CASE("interface names match prefixes, exact names and exclusions",
 
 TEST_CASE("the automatic choice skips lo and docker unless nothing else exists",
           "[transport][tcp][ifname]") {
-  const std::vector<InterfaceAddress> host = {
-      v4("lo", "127.0.0.1"), v4("docker0", "172.17.0.1"), v4("eth0", "10.0.0.2"),
-      v4("enp2s0", "10.1.0.2"), v6("lo", "::1")};
+  const std::vector<InterfaceAddress> host = {v4("lo", "127.0.0.1"), v4("docker0", "172.17.0.1"),
+                                              v4("eth0", "10.0.0.2"), v4("enp2s0", "10.1.0.2"),
+                                              v6("lo", "::1")};
   CHECK(names(selectInterfaces(host, "", 0)) == Names{"eth0", "enp2s0"});
 
   const std::vector<InterfaceAddress> withIb = {v4("eth0", "10.0.0.2"), v4("ib0", "10.2.0.2")};
@@ -114,10 +115,10 @@ TEST_CASE("the automatic choice skips lo and docker unless nothing else exists",
 
 TEST_CASE("an explicit spec selects, one device per interface, in order",
           "[transport][tcp][ifname]") {
-  const std::vector<InterfaceAddress> host = {
-      v4("lo", "127.0.0.1"),      v4("eth0", "10.0.0.2"),        v4("eth1", "10.0.1.2"),
-      v6("eth0", "fe80::1"),      v6("eth0", "fd00::2"),          v4("docker0", "172.17.0.1"),
-      v6("eth2", "fe80::2"),      v6("eth2", "fd00::3")};
+  const std::vector<InterfaceAddress> host = {v4("lo", "127.0.0.1"),  v4("eth0", "10.0.0.2"),
+                                              v4("eth1", "10.0.1.2"), v6("eth0", "fe80::1"),
+                                              v6("eth0", "fd00::2"),  v4("docker0", "172.17.0.1"),
+                                              v6("eth2", "fe80::2"),  v6("eth2", "fd00::3")};
   CHECK(names(selectInterfaces(host, "eth", 0)) == Names{"eth0", "eth1", "eth2"});
   CHECK(names(selectInterfaces(host, "=eth1", 0)) == Names{"eth1"});
   CHECK(names(selectInterfaces(host, "^eth", 0)) == Names{"lo", "docker0"});

@@ -30,9 +30,9 @@ void roundTrip(TcpPair& pair, size_t size, uint32_t seed, int tag = 3) {
   const size_t recvSize = dst.size();
   void* rreq = nullptr;
   void* sreq = nullptr;
-  REQUIRE(pair.receiver->irecv(pair.recvComm, 1, &recvData, &recvSize, &tag, nullptr, nullptr,
-                               &rreq)
-              .ok());
+  REQUIRE(
+      pair.receiver->irecv(pair.recvComm, 1, &recvData, &recvSize, &tag, nullptr, nullptr, &rreq)
+          .ok());
   REQUIRE(rreq != nullptr);
   REQUIRE(pair.sender->isend(pair.sendComm, src.data(), size, tag, nullptr, nullptr, &sreq).ok());
   REQUIRE(sreq != nullptr);
@@ -180,10 +180,10 @@ TEST_CASE("a grouped receive of 8 messages matches tags in any order",
     std::vector<void*> sreqs;
     for (const int i : order) {
       void* sreq = nullptr;
-      REQUIRE(sender
-                  .isend(pair.sendComm, src[i].data(), src[i].size(), tags[i], nullptr, nullptr,
-                         &sreq)
-                  .ok());
+      REQUIRE(
+          sender
+              .isend(pair.sendComm, src[i].data(), src[i].size(), tags[i], nullptr, nullptr, &sreq)
+              .ok());
       REQUIRE(sreq != nullptr);
       sreqs.push_back(sreq);
     }
@@ -203,8 +203,8 @@ TEST_CASE("a grouped receive of 8 messages matches tags in any order",
     for (int i = 0; i < 8; ++i) {
       CAPTURE(i);
       CHECK(got[i] == static_cast<int>(msgSize[i]));
-      CHECK(test::checkPattern(dst[i].data(), msgSize[i],
-                               static_cast<uint32_t>(100 * round + i)) == -1);
+      CHECK(test::checkPattern(dst[i].data(), msgSize[i], static_cast<uint32_t>(100 * round + i)) ==
+            -1);
     }
   }
 }
@@ -244,9 +244,9 @@ TEST_CASE("32 receives and 256 sends may be outstanding; more are refused with a
   }
   std::vector<void*> sreqs(kN);
   for (int i = 0; i < kN; ++i) {
-    REQUIRE(sender.isend(pair.sendComm, src[i].data(), src[i].size(), 5, nullptr, nullptr,
-                         &sreqs[i])
-                .ok());
+    REQUIRE(
+        sender.isend(pair.sendComm, src[i].data(), src[i].size(), 5, nullptr, nullptr, &sreqs[i])
+            .ok());
     REQUIRE(sreqs[i] != nullptr);
   }
   // Complete in reverse order of posting: completion does not depend on test order.
@@ -307,9 +307,9 @@ TEST_CASE("32 receives and 256 sends may be outstanding; more are refused with a
       // (duplicate tags): receive them one at a time.
       for (int k = 0; k < 8; ++k) {
         void* req = nullptr;
-        REQUIRE(receiver.irecv(pair.recvComm, 1, &data[k], &sizes[k], &tags[k], nullptr, nullptr,
-                               &req)
-                    .ok());
+        REQUIRE(
+            receiver.irecv(pair.recvComm, 1, &data[k], &sizes[k], &tags[k], nullptr, nullptr, &req)
+                .ok());
         REQUIRE(req != nullptr);
         REQUIRE(test::waitRequest(&receiver, req).ok());
       }

@@ -128,10 +128,15 @@ TEST_CASE("hellos with bad sizes, indices or versions are refused", "[transport]
     return decodeHello(bytes, digest, &back);
   };
   CHECK(encoded([](Hello& h) { h.socketIndex = 5; }) == Refusal::kBadHello);  // == nSockets
-  CHECK(encoded([](Hello& h) { h.nSockets = 1; h.socketIndex = 0; }) == Refusal::kBadHello);
+  CHECK(encoded([](Hello& h) {
+          h.nSockets = 1;
+          h.socketIndex = 0;
+        }) == Refusal::kBadHello);
   CHECK(encoded([](Hello& h) { h.nSockets = kMaxSockets + 1; }) == Refusal::kBadHello);
-  CHECK(encoded([](Hello& h) { h.nSockets = kMaxSockets; h.socketIndex = kMaxSockets - 1; }) ==
-        Refusal::kNone);
+  CHECK(encoded([](Hello& h) {
+          h.nSockets = kMaxSockets;
+          h.socketIndex = kMaxSockets - 1;
+        }) == Refusal::kNone);
   CHECK(encoded([](Hello& h) { h.chunkBytes = 1; }) == Refusal::kBadHello);
   CHECK(encoded([](Hello& h) { h.chunkBytes = kMaxChunkBytes + 1; }) == Refusal::kBadHello);
 
