@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command for a fresh Debian 12 machine: installs what the build and
 # the tests need (apt-get, only what is missing), configures build/, builds,
-# runs the default test suites (unit + integration), then does the same with
+# runs the default test suites (unit + integration) and the chaos suite, then
+# does the same with
 # AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/.
 #
 # Usage: scripts/test.sh [--no-asan] [extra `meson test` arguments...]
@@ -42,6 +43,9 @@ run_suites() {
   ninja -C "$dir"
   echo "== testing $dir (setup $setup)"
   meson test -C "$dir" --setup "$setup" --print-errorlogs "${extra[@]}"
+  # Faults (process kills, frozen peers; namespace tests skip without root).
+  echo "== chaos suite in $dir"
+  meson test -C "$dir" --suite chaos --print-errorlogs
 }
 
 extra=("$@")

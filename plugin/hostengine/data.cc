@@ -106,7 +106,11 @@ uint64_t countReduceErrors(const float* data, size_t count, int nranks,
   for (size_t i = 0; i < count; ++i) {
     const float want = reduceExpected(nranks, iteration, i);
     // Bitwise, so that -0.0 for 0.0 or a NaN also counts.
-    errors += std::memcmp(&data[i], &want, sizeof(float)) != 0 ? 1 : 0;
+    uint32_t gotBits = 0;
+    uint32_t wantBits = 0;
+    std::memcpy(&gotBits, &data[i], sizeof(float));
+    std::memcpy(&wantBits, &want, sizeof(float));
+    errors += gotBits != wantBits ? 1 : 0;
   }
   return errors;
 }

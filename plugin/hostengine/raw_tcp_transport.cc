@@ -27,6 +27,7 @@ constexpr size_t kMaxPendingSockets = 256;
 // writable handle, past the bytes listen() wrote (the handle contract of
 // NCCL's own socket plugin).
 constexpr size_t kHandleStateOffset = 64;
+constexpr size_t kStatePointerBytes = sizeof(void*);  // a ConnectState* stored there
 
 struct Handle {
   uint32_t magic;
@@ -37,6 +38,7 @@ struct Handle {
   uint8_t address[32];
 };
 static_assert(sizeof(Handle) <= kHandleStateOffset);
+static_assert(kHandleStateOffset + kStatePointerBytes <= transport::kHandleSize);
 static_assert(sizeof(sockaddr_in6) <= 32);
 
 struct Hello {
@@ -359,7 +361,7 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, 
   // State between polls lives in the handle (writable, stable, see transport.h).
   auto* stateSlot = static_cast<char*>(const_cast<void*>(handle)) + kHandleStateOffset;
   ConnectState* state = nullptr;
-  std::memcpy(&state, stateSlot, sizeof(state));
+  std::memcpy(&state, stateSlot, kStatePointerBytes);
   SocketAddress address;
   std::memcpy(&address.storage, h.address, h.addressLength);
   address.length = h.addressLength;
@@ -386,11 +388,11 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, 
       state->helloSent.push_back(0);
       state->connected.push_back(rc == 0);
     }
-    std::memcpy(stateSlot, &state, sizeof(state));
+    std::memcpy(stateSlot, &state, kStatePointerBytes);
   }
   auto giveUp = [&](Status s) {
     delete state;
-    std::memset(stateSlot, 0, sizeof(state));
+    std::memset(stateSlot, 0, kStatePointerBytes);
     return s;
   };
   bool all = true;

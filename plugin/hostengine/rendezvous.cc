@@ -539,8 +539,8 @@ Status RendezvousClient::finish() {
   if (!failed_.ok()) {
     return failed_;
   }
-  const Status s = sendFrame(RendezvousFrame::kBye, {},
-                             monotonicNs() + static_cast<uint64_t>(timeoutMs_) * 1000000ull);
+  Status s = sendFrame(RendezvousFrame::kBye, {},
+                       monotonicNs() + static_cast<uint64_t>(timeoutMs_) * 1000000ull);
   failed_ = invalidUsage("rendezvous: already finished");
   return s;
 }

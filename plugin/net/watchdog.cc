@@ -169,9 +169,10 @@ bool Watchdog::trailerFor(uint64_t nonce, HandleTrailer* out) {
 
 void Watchdog::forgetListenNonce(uint64_t nonce) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // NCCL closes a listen comm right after its accept: connections still
+  // waiting for their peer's bind (awaitingBind_) keep the nonce usable.
   listenNonces_.erase(nonce);
   boundNonces_.erase(nonce);
-  awaitingBind_.erase(nonce);
 }
 
 void Watchdog::attachConnector(Connection& conn, const HandleTrailer& trailer) {
@@ -230,8 +231,10 @@ void Watchdog::remove(Connection* conn) {
   if (blackbox_ != nullptr) {
     blackbox_->releaseConnection(conn->blackboxSlot);
   }
-  for (auto& [nonce, waiting] : awaitingBind_) {
+  for (auto it = awaitingBind_.begin(); it != awaitingBind_.end();) {
+    auto& waiting = it->second;
     waiting.erase(std::remove(waiting.begin(), waiting.end(), conn), waiting.end());
+    it = waiting.empty() ? awaitingBind_.erase(it) : std::next(it);
   }
   PeerLink* link = conn->link.exchange(nullptr);
   if (link == nullptr || --link->connections > 0 || !link->outgoing) {
@@ -472,10 +475,13 @@ void Watchdog::onFrame(PeerLink* link, const liveness::Frame& frame, uint64_t no
       }
       return;
     case liveness::Type::kBind: {
-      if (link->outgoing || listenNonces_.count(frame.value) == 0) {
-        return;  // not one of our listen comms (closed meanwhile)
+      const bool open = listenNonces_.count(frame.value) != 0;
+      if (link->outgoing || (!open && awaitingBind_.count(frame.value) == 0)) {
+        return;  // not one of our listen comms (closed, and nobody waits for it)
       }
-      boundNonces_[frame.value] = link;
+      if (open) {
+        boundNonces_[frame.value] = link;
+      }
       auto waiting = awaitingBind_.find(frame.value);
       if (waiting != awaitingBind_.end()) {
         for (Connection* conn : waiting->second) {

@@ -1,6 +1,7 @@
 // The host engine end to end inside one process: ranks are threads, the
 // rendezvous is the real one, the transport is an in-memory one with
 // grouped receives (tags checked) or our raw TCP pump over loopback.
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -44,6 +45,7 @@ std::vector<RankRun> runRanks(int n, he::Pattern pattern, const std::vector<size
   }
   std::vector<RankRun> runs(static_cast<size_t>(n));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       RankRun& run = runs[static_cast<size_t>(r)];
@@ -246,6 +248,7 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
   REQUIRE(address.ok());
   std::vector<std::optional<he::Fault>> faults(2);
   std::vector<std::thread> threads;
+  threads.reserve(2);
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       auto client =
@@ -274,4 +277,49 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
     CHECK(f->sinceStartMs >= 300);
     CHECK(f->sinceStartMs < 5000);
   }
+}
+
+TEST_CASE("the raw TCP pump refuses a peer of another job", "[hostengine][rawtcp]") {
+  he::RawTcpOptions mine;
+  mine.token = 1;
+  he::RawTcpOptions theirs;
+  theirs.token = 2;
+  he::RawTcpTransport a(mine);
+  he::RawTcpTransport b(theirs);
+  char handle[resilient::transport::kHandleSize] = {};
+  void* listenComm = nullptr;
+  REQUIRE(a.listen(nullptr, 0, handle, &listenComm).ok());
+  // As handed over, the handle is refused at once.
+  void* sendComm = nullptr;
+  char copy[resilient::transport::kHandleSize];
+  std::memcpy(copy, handle, sizeof(copy));
+  CHECK_FALSE(b.connect(nullptr, 0, copy, &sendComm).ok());
+  // With the token bytes forged, the connection is made but its hello is refused.
+  const uint64_t forged = 2;
+  std::memcpy(copy + 8, &forged, sizeof(forged));
+  const uint64_t deadline = he::monotonicNs() + 5000000000ull;
+  while (sendComm == nullptr && he::monotonicNs() < deadline) {
+    REQUIRE(b.connect(nullptr, 0, copy, &sendComm).ok());
+  }
+  REQUIRE(sendComm != nullptr);
+  void* recvComm = nullptr;
+  const uint64_t until = he::monotonicNs() + 300000000ull;
+  while (he::monotonicNs() < until) {
+    REQUIRE(a.accept(listenComm, &recvComm).ok());
+    REQUIRE(recvComm == nullptr);
+  }
+  // The refused side finds out at its next send.
+  char data[1 << 16] = {};
+  resilient::Status st;
+  for (int i = 0; i < 1000 && st.ok(); ++i) {
+    void* request = nullptr;
+    st = b.isend(sendComm, data, sizeof(data), 0, nullptr, nullptr, &request);
+    int done = 0;
+    while (st.ok() && request != nullptr && done == 0 && he::monotonicNs() < deadline) {
+      st = b.test(request, &done, nullptr);
+    }
+  }
+  CHECK_FALSE(st.ok());
+  CHECK(b.closeSend(sendComm).ok());
+  CHECK(a.closeListen(listenComm).ok());
 }

@@ -143,6 +143,7 @@ TEST_CASE("ranks all-gather through the server", "[hostengine][rendezvous]") {
   std::vector<std::vector<std::string>> got(world);
   std::vector<resilient::Status> errors(world);
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (uint32_t r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       auto c = he::RendezvousClient::connect(s.address, r, world, kToken, 10000);
@@ -227,6 +228,7 @@ TEST_CASE("garbage and wrong jobs are refused while the ranks carry on",
 
   // The real ranks still meet; a second rank 0 is refused.
   std::vector<std::thread> threads;
+  threads.reserve(8);
   std::vector<resilient::Status> errors(world);
   for (uint32_t r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
@@ -249,6 +251,7 @@ TEST_CASE("an abort reaches every rank waiting in a round", "[hostengine][rendez
   Server s = startServer(world);
   std::vector<resilient::Status> errors(2);
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (uint32_t r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       auto c = he::RendezvousClient::connect(s.address, r, world, kToken, 10000);

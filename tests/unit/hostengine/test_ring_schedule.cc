@@ -112,11 +112,12 @@ TEST_CASE("a simulated pipelined ring all-reduce yields the sum everywhere", "[h
         std::vector<long> expected(count, 0);
         for (int r = 0; r < n; ++r) {
           for (size_t i = 0; i < count; ++i) {
-            acc[static_cast<size_t>(r)][i] = (r + 1) * 1000 + static_cast<long>(i);
+            acc[static_cast<size_t>(r)][i] = (r + 1) * 1000L + static_cast<long>(i);
             expected[i] += acc[static_cast<size_t>(r)][i];
           }
         }
         std::vector<he::RingSchedule> s;
+        s.reserve(static_cast<size_t>(n));
         for (int r = 0; r < n; ++r) {
           s.emplace_back(n, r, count, chunk);
         }
