@@ -130,6 +130,7 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
                       start);
   }
   limits_.maxPieces = std::clamp(std::min(options_.multiRecv, props_.maxRecvs), 1, kMaxPieces);
+  limits_.forceFlush = props_.forceFlush != 0;
   chunk_ = std::max<size_t>(options_.chunkBytes / sizeof(float) * sizeof(float), sizeof(float));
   if (props_.maxP2pBytes > 0) {
     chunk_ = std::min(chunk_, std::max<size_t>(props_.maxP2pBytes / 4 * 4, 4));

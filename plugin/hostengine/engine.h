@@ -28,7 +28,7 @@
 namespace resilient::hostengine {
 
 inline constexpr size_t kDefaultChunkBytes = size_t{512} << 10;
-inline constexpr size_t kDefaultMinPieceBytes = size_t{64} << 10;
+inline constexpr size_t kDefaultMinPieceBytes = size_t{128} << 10;
 
 struct EngineOptions {
   int rank = 0;

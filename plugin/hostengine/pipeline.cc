@@ -142,6 +142,7 @@ Status Pipeline::postRecvs(Stream& s) {
     o.pieces = n;
     for (int i = 0; i < n; ++i) {
       o.expect[static_cast<size_t>(i)] = sizes[i];
+      o.where[static_cast<size_t>(i)] = s.pieces_[static_cast<size_t>(i)];
     }
     ++s.tail_;
     ++s.posted_;
@@ -179,6 +180,9 @@ Status Pipeline::testOldest(Stream& s, uint64_t* sizeErrors) {
         *sizeErrors += std::max<size_t>(want, 1);
       }
     }
+    if (limits_.forceFlush) {
+      RESILIENT_TRY(flush(s, o, sizes));
+    }
     if (s.completed) {
       s.completed(o.item);
     }
@@ -187,8 +191,32 @@ Status Pipeline::testOldest(Stream& s, uint64_t* sizeErrors) {
   return {};
 }
 
+Status Pipeline::flush(Stream& s, const Stream::Outstanding& o, const int* sizes) {
+  void* data[kMaxPieces];
+  void* mhandles[kMaxPieces];
+  for (int i = 0; i < o.pieces; ++i) {
+    data[i] = o.where[static_cast<size_t>(i)].data;
+    mhandles[i] = o.where[static_cast<size_t>(i)].mhandle;
+  }
+  void* request = nullptr;
+  Status st = transport_.iflush(s.comm_, o.pieces, data, sizes, mhandles, &request);
+  // A flush is local: poll it to the end (nullptr: nothing to wait for).
+  int done = request == nullptr ? 1 : 0;
+  while (st.ok() && done == 0) {
+    st = transport_.test(request, &done, nullptr);
+    if (st.ok() && done == 0 && monotonicNs() > deadlineNs_) {
+      st = timeoutError("iflush did not complete before the deadline");
+    }
+  }
+  if (!st.ok()) {
+    failedCall_ = done == 0 && request != nullptr ? "test(iflush)" : "iflush";
+  }
+  return st;
+}
+
 std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint64_t startNs,
                                      uint64_t deadlineNs, uint64_t* sizeErrors) {
+  deadlineNs_ = deadlineNs;
   uint64_t idlePasses = 0;
   for (uint64_t pass = 0;; ++pass) {
     bool all = true;

@@ -94,6 +94,7 @@ class Stream {
     int piece = 0;                            // send: which piece this request carries
     int pieces = 1;                           // pieces of the item
     std::array<size_t, kMaxPieces> expect{};  // receive: sizes the sender sends
+    std::array<Piece, kMaxPieces> where{};    // receive: where they land (for iflush)
   };
 
   size_t outstanding() const noexcept { return tail_ - head_; }
@@ -115,8 +116,9 @@ class Stream {
 struct PipelineLimits {
   int rank = 0;
   int nranks = 1;
-  int depth = 8;                 // receive requests per stream; sends: depth * maxPieces
-  int maxPieces = 1;             // largest n of a grouped receive
+  int depth = 8;            // receive requests per stream; sends: depth * maxPieces
+  int maxPieces = 1;        // largest n of a grouped receive
+  bool forceFlush = false;  // the plugin's forceFlush: iflush every completed receive, as NCCL does
   uint64_t warningBaseline = 0;  // plugin WARNs up to this sequence are not reported
 };
 
@@ -135,11 +137,13 @@ class Pipeline {
   Status postSends(Stream& s);
   Status postRecvs(Stream& s);
   Status testOldest(Stream& s, uint64_t* sizeErrors);
+  Status flush(Stream& s, const Stream::Outstanding& o, const int* sizes);
   Fault makeFault(const char* call, const Stream& s, Status status, uint64_t startNs) const;
 
   transport::Transport& transport_;
   PipelineLimits limits_;
   const char* failedCall_ = "";
+  uint64_t deadlineNs_ = 0;
 };
 
 }  // namespace resilient::hostengine

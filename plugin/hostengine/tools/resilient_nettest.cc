@@ -107,7 +107,7 @@ struct Options {
   int depth = 8;
   std::string chunk = "512K";
   int multiRecv = he::kMaxPieces;
-  std::string minPiece = "64K";
+  std::string minPiece = "128K";
   int device = 0;
 };
 

@@ -117,7 +117,7 @@ Status SendComm::isend(void* data, size_t size, int tag, void** request) {
   }
   ++tail_;
   RESILIENT_TRY(progressControl());
-  *request = &r;
+  *request = static_cast<Request*>(&r);
   return {};
 }
 
@@ -259,7 +259,7 @@ Status RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
   }
   ++tail_;
   RESILIENT_TRY(progressControl());
-  *request = &r;
+  *request = static_cast<Request*>(&r);
   return {};
 }
 

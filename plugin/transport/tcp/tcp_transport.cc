@@ -132,7 +132,7 @@ Status TcpTransport::listen(void* ctx, int dev, void* handle, void** listenComm)
   encodeHandle(comm->address().toHandle(), handle);
   RES_INFO(NCCL_NET | NCCL_INIT, "tcp: listening on %s (%s)", comm->address().toString().c_str(),
            devices_[static_cast<size_t>(dev)].name.c_str());
-  *listenComm = comm.release();
+  *listenComm = static_cast<CommBase*>(comm.release());
   return {};
 }
 
@@ -165,7 +165,7 @@ Status TcpTransport::connect(void* ctx, int dev, const void* handle, void** send
     connecting_.erase(handle);
   }
   RESILIENT_TRY(status);
-  *sendComm = comm.release();
+  *sendComm = static_cast<CommBase*>(comm.release());
   return {};
 }
 
@@ -177,7 +177,7 @@ Status TcpTransport::accept(void* listenComm, void** recvComm) {
   }
   std::unique_ptr<RecvComm> comm;
   RESILIENT_TRY(listener->accept(&comm));
-  *recvComm = comm.release();
+  *recvComm = static_cast<CommBase*>(comm.release());
   return {};
 }
 

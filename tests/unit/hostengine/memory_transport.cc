@@ -31,7 +31,8 @@ struct MemoryTransport::Channel {
   std::deque<Request*> recvs;
 };
 
-MemoryTransport::MemoryTransport(int maxRecvs) : maxRecvs_(maxRecvs) {}
+MemoryTransport::MemoryTransport(int maxRecvs, bool forceFlush)
+    : maxRecvs_(maxRecvs), forceFlush_(forceFlush) {}
 
 MemoryTransport::~MemoryTransport() {
   for (Request* r : live_) {
@@ -54,6 +55,7 @@ Status MemoryTransport::properties(int, transport::Properties* props) {
   *props = transport::Properties{};
   props->name = "memory";
   props->maxRecvs = maxRecvs_;
+  props->forceFlush = forceFlush_ ? 1 : 0;
   props->maxP2pBytes = size_t{1} << 30;
   return {};
 }
@@ -161,6 +163,7 @@ Status MemoryTransport::irecv(void* recvComm, int n, void** data, const size_t* 
 
 Status MemoryTransport::iflush(void*, int, void**, const int*, void**, void** request) {
   *request = nullptr;
+  ++flushes;
   return {};
 }
 

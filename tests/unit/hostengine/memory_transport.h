@@ -22,7 +22,7 @@ namespace resilient::test {
 
 class MemoryTransport : public transport::Transport {
  public:
-  explicit MemoryTransport(int maxRecvs = 8);
+  explicit MemoryTransport(int maxRecvs = 8, bool forceFlush = false);
   ~MemoryTransport() override;
 
   // Observations.
@@ -30,6 +30,7 @@ class MemoryTransport : public transport::Transport {
   std::atomic<int> maxRecvOutstanding{0};
   std::atomic<int> groupedRecvs{0};  // irecv calls with n > 1
   std::atomic<int> liveComms{0};
+  std::atomic<int> flushes{0};  // iflush calls
   // Every test() after `calls` test() calls returns a remote error.
   void failTestsAfter(int64_t calls) { failAfter_.store(calls); }
   // No request completes while set.
@@ -68,6 +69,7 @@ class MemoryTransport : public transport::Transport {
   Status progress(Channel& channel);
 
   int maxRecvs_;
+  bool forceFlush_;
   std::atomic<int64_t> failAfter_{-1};
   std::atomic<int64_t> testCalls_{0};
   std::atomic<bool> stalled_{false};

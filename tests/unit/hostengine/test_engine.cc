@@ -182,6 +182,17 @@ TEST_CASE("without multi-receive every message is a single receive", "[hostengin
   CHECK(transport.maxRecvOutstanding.load() > 1);  // the pipeline really keeps several in flight
 }
 
+TEST_CASE("a plugin that asks for forceFlush gets an iflush per receive", "[hostengine][engine]") {
+  resilient::test::MemoryTransport transport(8, true);
+  he::EngineOptions o;
+  o.chunkBytes = 64 << 10;
+  auto runs = runRanks(
+      2, he::Pattern::kSendRecv, {1 << 20}, [&](int) -> Transport& { return transport; }, o);
+  requireClean(runs);
+  // 2 ranks x 2 iterations x 16 chunks.
+  CHECK(transport.flushes.load() == 64);
+}
+
 TEST_CASE("the patterns run over the raw TCP pump", "[hostengine][rawtcp]") {
   for (int sockets : {1, 3}) {
     for (he::Pattern pattern :
