@@ -203,7 +203,7 @@ Result<std::unique_ptr<ExternalTransport>> loadExternalPlugin(const LoadOptions&
   }
 
   for (const VersionEntry& v : kVersions) {
-    const void* symbol = dlsym(handle, v.symbol);
+    const void* symbol = v.version <= options.maxVersion ? dlsym(handle, v.symbol) : nullptr;
     if (symbol == nullptr) {
       continue;
     }

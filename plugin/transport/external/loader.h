@@ -37,6 +37,9 @@ struct LoadOptions {
   ncclDebugLogger_t logger = nullptr;
   // Handed to the init of v10+ plugins; nullptr: a no-op.
   ncclProfilerCallback_t profilerCallback = nullptr;
+  // The newest ABI version to use (as an older NCCL would); tests drive each
+  // version of a plugin this way.
+  int maxVersion = 11;
 };
 
 // The symbols looked up, in order ("ncclNetPlugin_v11" ... "ncclNetPlugin_v6").

@@ -32,7 +32,8 @@ namespace {
 // The plugin reads its knobs once per load: set them before loading it.
 class PluginUnderTest {
  public:
-  explicit PluginUnderTest(std::vector<std::pair<std::string, std::string>> env = {})
+  explicit PluginUnderTest(std::vector<std::pair<std::string, std::string>> env = {},
+                           int abiVersion = 11)
       : env_(std::move(env)) {
     for (const auto& [k, v] : env_) {
       setenv(k.c_str(), v.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): test setup, one thread
@@ -41,8 +42,10 @@ class PluginUnderTest {
     load.spec = RESILIENT_PLUGIN_PATH;
     load.refuseSelf = false;
     load.logger = test::CapturingLogger::function();
+    load.maxVersion = abiVersion;
     auto loaded = transport::external::loadExternalPlugin(load);
     REQUIRE(loaded.ok());
+    REQUIRE((*loaded)->abiVersion() == abiVersion);
     plugin_ = std::move(loaded).value();
     REQUIRE(plugin_->initContext(0xc0ffee, transport::CommConfig{}, &ctx_).ok());
   }
@@ -83,9 +86,12 @@ std::string warning(const test::CapturingLogger& logger, const std::string& need
 
 }  // namespace
 
-TEST_CASE("data of every size crosses the resilient layer intact", "[plugin][loopback]") {
+TEST_CASE("data of every size crosses the resilient layer intact, through every ABI version",
+          "[plugin][loopback]") {
+  const int version = GENERATE(11, 10, 9, 8, 7, 6);
+  CAPTURE(version);
   test::CapturingLogger logger(log::Level::kWarn);
-  PluginUnderTest p({kLoopback});
+  PluginUnderTest p({kLoopback}, version);
   TransportPair& pair = p.connect();
   for (size_t size : {size_t{0}, size_t{1}, size_t{8}, size_t{4096}, size_t{65537}, size_t{1} << 20,
                       size_t{16} << 20}) {
@@ -113,8 +119,11 @@ TEST_CASE("data of every size crosses the resilient layer intact", "[plugin][loo
   CHECK(logger.count(NCCL_LOG_WARN) == 0);
 }
 
-TEST_CASE("multi-receive places each message by its tag", "[plugin][loopback]") {
-  PluginUnderTest p({kLoopback});
+TEST_CASE("multi-receive places each message by its tag, through every ABI version",
+          "[plugin][loopback]") {
+  const int version = GENERATE(11, 10, 9, 8, 7, 6);
+  CAPTURE(version);
+  PluginUnderTest p({kLoopback}, version);
   TransportPair& pair = p.connect();
   constexpr int kN = 8;
   std::vector<std::vector<uint8_t>> bufs(kN, std::vector<uint8_t>(1000, 0));
