@@ -49,11 +49,11 @@
 #define RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR 5u
 
 typedef struct {
-  uint32_t seq;        /* seqlock word */
-  uint32_t state;      /* RESILIENT_BLACKBOX_CONN_* */
-  uint64_t commId;     /* the communicator's id (commHash) */
-  uint32_t direction;  /* 0 send, 1 receive */
-  uint32_t peerPid;    /* 0 until known */
+  uint32_t seq;       /* seqlock word */
+  uint32_t state;     /* RESILIENT_BLACKBOX_CONN_* */
+  uint64_t commId;    /* the communicator's id (commHash) */
+  uint32_t direction; /* 0 send, 1 receive */
+  uint32_t peerPid;   /* 0 until known */
   char local[RESILIENT_BLACKBOX_ADDRESS_CHARS];
   char peer[RESILIENT_BLACKBOX_ADDRESS_CHARS];
   char peerHost[RESILIENT_BLACKBOX_HOST_CHARS];
@@ -73,16 +73,16 @@ typedef struct {
   uint64_t wallNs;
   uint64_t monoNs;
   uint32_t peerPid;
-  uint32_t remote;     /* 1: blamed on the peer (ncclRemoteError); 0: local */
+  uint32_t remote; /* 1: blamed on the peer (ncclRemoteError); 0: local */
   char peer[RESILIENT_BLACKBOX_ADDRESS_CHARS];
   char peerHost[RESILIENT_BLACKBOX_HOST_CHARS];
   char text[RESILIENT_BLACKBOX_FAULT_TEXT_CHARS]; /* the WARN that explained it */
 } resilient_blackbox_fault;
 
 typedef struct {
-  uint32_t magic;      /* RESILIENT_BLACKBOX_MAGIC */
-  uint32_t version;    /* RESILIENT_BLACKBOX_VERSION */
-  uint64_t size;       /* bytes of the whole region */
+  uint32_t magic;   /* RESILIENT_BLACKBOX_MAGIC */
+  uint32_t version; /* RESILIENT_BLACKBOX_VERSION */
+  uint64_t size;    /* bytes of the whole region */
   uint32_t pid;
   uint32_t connectionSlots; /* RESILIENT_BLACKBOX_CONNECTIONS */
   uint32_t faultSlots;      /* RESILIENT_BLACKBOX_FAULTS */
@@ -91,14 +91,14 @@ typedef struct {
   uint64_t startWallNs;
   uint64_t heartbeatMonoNs; /* the plugin's watchdog thread, each tick */
   uint64_t heartbeatWallNs;
-  uint64_t faultCount;      /* faults recorded so far; slot = (number - 1) % faultSlots */
+  uint64_t faultCount;       /* faults recorded so far; slot = (number - 1) % faultSlots */
   uint64_t connectionOffset; /* byte offsets of the arrays from the region's start */
   uint64_t faultOffset;
 } resilient_blackbox_header;
 
-#define RESILIENT_BLACKBOX_SIZE                                                    \
-  (sizeof(resilient_blackbox_header) +                                             \
-   RESILIENT_BLACKBOX_CONNECTIONS * sizeof(resilient_blackbox_connection) +        \
+#define RESILIENT_BLACKBOX_SIZE                                             \
+  (sizeof(resilient_blackbox_header) +                                      \
+   RESILIENT_BLACKBOX_CONNECTIONS * sizeof(resilient_blackbox_connection) + \
    RESILIENT_BLACKBOX_FAULTS * sizeof(resilient_blackbox_fault))
 
 #ifdef __cplusplus
@@ -107,10 +107,11 @@ typedef struct {
 #define RESILIENT_BLACKBOX_ASSERT(expr, what) _Static_assert(expr, what)
 #endif
 /* The layout is ABI between processes (and builds): it never changes within a version. */
-RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_connection) == 232, "blackbox v1 connection slot");
+RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_connection) == 232,
+                          "blackbox v1 connection slot");
 RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_fault) == 800, "blackbox v1 fault slot");
 RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_header) == 144, "blackbox v1 header");
-RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_header, control) == 28, "blackbox v1 control");
-
+RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_header, control) == 28,
+                          "blackbox v1 control");
 
 #endif /* RESILIENT_BLACKBOX_H */

@@ -10,7 +10,9 @@ namespace {
 bool validSubsystems(std::string_view text) {
   return log::parseSubsystems(text).has_value();
 }
-bool nonEmpty(std::string_view text) { return !text.empty(); }
+bool nonEmpty(std::string_view text) {
+  return !text.empty();
+}
 
 constexpr auto kRegistry = std::to_array<ParamSpec>({
     {
