@@ -64,7 +64,9 @@ uint32_t lengthLimit(RendezvousFrame type) noexcept {
 std::string frameBytes(const RendezvousHeader& header, std::string_view payload) {
   std::string out(kRendezvousHeaderBytes + payload.size(), '\0');
   encodeRendezvousHeader(header, reinterpret_cast<uint8_t*>(out.data()));
-  std::memcpy(out.data() + kRendezvousHeaderBytes, payload.data(), payload.size());
+  if (!payload.empty()) {
+    std::memcpy(out.data() + kRendezvousHeaderBytes, payload.data(), payload.size());
+  }
   return out;
 }
 
@@ -382,7 +384,7 @@ void RendezvousServer::serve() noexcept {
       // Not a rendezvous peer: no need to wait for a whole header to tell.
       if (c.in.size() >= 4 && c.in.size() < kRendezvousHeaderBytes &&
           get32(reinterpret_cast<const uint8_t*>(c.in.data())) != kRendezvousMagic) {
-        refuse(c, "rendezvous: bad magic (not a rendezvous peer)");
+        refuse(c, "bad magic (not a rendezvous peer)");
       }
       size_t at = 0;
       while (!c.dead && c.in.size() - at >= kRendezvousHeaderBytes) {
