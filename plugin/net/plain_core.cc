@@ -46,4 +46,26 @@ PlainCore* PlainCore::live() noexcept {
   return gLive.load(std::memory_order_acquire);
 }
 
+namespace {
+struct PlainContext {
+  void* inner = nullptr;
+};
+}  // namespace
+
+Status PlainCore::initContext(uint64_t commId, const transport::CommConfig& config, void** ctx) {
+  auto c = std::make_unique<PlainContext>();
+  RESILIENT_TRY(inner_->initContext(commId, config, &c->inner));
+  *ctx = c.release();
+  return {};
+}
+
+Status PlainCore::finalizeContext(void* ctx) {
+  std::unique_ptr<PlainContext> c(static_cast<PlainContext*>(ctx));
+  return c != nullptr ? inner_->finalizeContext(c->inner) : Status();
+}
+
+void* PlainCore::innerContext(void* ctx) noexcept {
+  return ctx != nullptr ? static_cast<PlainContext*>(ctx)->inner : nullptr;
+}
+
 }  // namespace resilient::net

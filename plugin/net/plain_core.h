@@ -21,19 +21,19 @@ class PlainCore {
   static void releaseRef(PlainCore* core);
   static PlainCore* live() noexcept;
 
-  Status initContext(uint64_t commId, const transport::CommConfig& config, void** ctx) {
-    return inner_->initContext(commId, config, ctx);
-  }
-  Status finalizeContext(void* ctx) { return inner_->finalizeContext(ctx); }
+  // Contexts are never NULL (NCCL's finalize(NULL) means "init failed"), so the
+  // inner transport's context, which may be NULL, is wrapped.
+  Status initContext(uint64_t commId, const transport::CommConfig& config, void** ctx);
+  Status finalizeContext(void* ctx);
   Status devices(int* ndev) { return inner_->devices(ndev); }
   Status properties(int dev, transport::Properties* props) {
     return inner_->properties(dev, props);
   }
   Status listen(void* ctx, int dev, void* handle, void** listenComm) {
-    return inner_->listen(ctx, dev, handle, listenComm);
+    return inner_->listen(innerContext(ctx), dev, handle, listenComm);
   }
   Status connect(void* ctx, int dev, const void* handle, void** sendComm) {
-    return inner_->connect(ctx, dev, handle, sendComm);
+    return inner_->connect(innerContext(ctx), dev, handle, sendComm);
   }
   Status accept(void* listenComm, void** recvComm) { return inner_->accept(listenComm, recvComm); }
   Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
@@ -59,6 +59,7 @@ class PlainCore {
 
  private:
   explicit PlainCore(std::unique_ptr<transport::Transport> inner) : inner_(std::move(inner)) {}
+  static void* innerContext(void* ctx) noexcept;
   std::unique_ptr<transport::Transport> inner_;
   int refs_ = 0;
 };

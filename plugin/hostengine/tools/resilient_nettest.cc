@@ -239,6 +239,10 @@ Result<Config> makeConfig(const Options& o) {
                                      std::to_string(o.ranks));
     }
   }
+  if (o.rawTcp && !c.faults.empty()) {
+    return resilient::invalidUsage(
+        "--fault sets NCCL_RESILIENT_FAULT, which only a plugin reads; not with --raw-tcp");
+  }
   c.faultMode = !c.kills.empty() || !c.stops.empty() || !c.faults.empty();
   c.faultWindowMs = latest + c.timeoutMs;
   return c;
