@@ -114,7 +114,7 @@ TEST_CASE("data of every size crosses the resilient layer intact, through every 
     REQUIRE(test::waitRequest(&p.t(), sendReq).ok());
     REQUIRE(test::waitRequest(&p.t(), recvReq, &got).ok());
     CHECK(got == static_cast<int>(size));
-    CHECK(std::memcmp(in.data(), out.data(), size) == 0);
+    CHECK((size == 0 || std::memcmp(in.data(), out.data(), size) == 0));
   }
   CHECK(logger.count(NCCL_LOG_WARN) == 0);
 }
