@@ -1,6 +1,5 @@
 #include "plugin/net/watchdog.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +15,7 @@
 #include "plugin/common/log.h"
 #include "plugin/net/clock.h"
 #include "plugin/net/core.h"
+#include "plugin/transport/tcp/socket.h"
 
 namespace resilient::net {
 namespace {
@@ -23,22 +23,10 @@ namespace {
 constexpr uint64_t kMs = 1000000;
 constexpr size_t kMaxPendingOut = 4096;  // a peer that reads nothing gets no more pings
 
+// "10.0.0.2:40000" / "[fd00::2]:40000", as the TCP transport writes addresses.
 std::string addressText(const sockaddr_storage& ss) {
-  char host[INET6_ADDRSTRLEN] = {};
-  uint16_t port = 0;
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-    port = ntohs(a->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
-  }
-  if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-    port = ntohs(a->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
-  }
-  return "?";
+  return transport::tcp::SocketAddress::fromSockaddr(reinterpret_cast<const sockaddr*>(&ss))
+      .toString();
 }
 
 socklen_t addressLength(const sockaddr_storage& ss) {
