@@ -18,7 +18,7 @@ fi
 
 packages=(
   meson ninja-build pkg-config g++ gcc clang   # build; clang also checks the ABI headers
-  catch2 libcli11-dev                          # tests, command-line tools
+  catch2 libcli11-dev nlohmann-json3-dev       # tests, command-line tools
   iproute2 procps                              # ip/ss/pkill used by tests
 )
 missing=()
