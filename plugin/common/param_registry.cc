@@ -81,7 +81,7 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
         .id = static_cast<int>(Param::kSocketNsocks),
         .name = "NCCL_RESILIENT_SOCKET_NSOCKS",
         .type = ParamType::kInt,
-        .defaultValue = "4",
+        .defaultValue = "2",
         .min = 1,
         .max = 64,
         .doc = "Data sockets each TCP connection stripes large messages over.",
@@ -90,11 +90,34 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
         .id = static_cast<int>(Param::kSocketNthreads),
         .name = "NCCL_RESILIENT_SOCKET_NTHREADS",
         .type = ParamType::kInt,
-        .defaultValue = "2",
-        .min = 1,
+        .defaultValue = "-1",
+        .min = -1,
         .max = 16,
         .doc = "Helper threads per TCP connection serving its data sockets (at most one per "
-               "socket).",
+               "socket); 0: none, NCCL's proxy thread moves the bytes itself in test(); -1: "
+               "0 when the process may run on 4 CPUs or fewer, else 2.",
+    },
+    {
+        .id = static_cast<int>(Param::kSocketInlineBytes),
+        .name = "NCCL_RESILIENT_SOCKET_INLINE_BYTES",
+        .type = ParamType::kInt,
+        .defaultValue = "65536",
+        .min = 0,
+        .max = 1 << 20,
+        .unit = "bytes",
+        .doc = "TCP messages up to this size travel on the control socket with their header; "
+               "larger ones are striped over the data sockets.",
+    },
+    {
+        .id = static_cast<int>(Param::kSocketChunkBytes),
+        .name = "NCCL_RESILIENT_SOCKET_CHUNK_BYTES",
+        .type = ParamType::kInt,
+        .defaultValue = "524288",
+        .min = 4 << 10,
+        .max = 16 << 20,
+        .unit = "bytes",
+        .doc = "Striping unit of large TCP messages over the data sockets (the connecting "
+               "side's value is used).",
     },
     {
         .id = static_cast<int>(Param::kConnectTimeoutMs),
@@ -162,6 +185,57 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
         .defaultValue = "/dev/shm",
         .doc = "Directory of the per-process blackbox file resilient-blackbox-<pid> (kept after "
                "a crash, removed on clean exit); empty: no blackbox.",
+    },
+    {
+        .id = static_cast<int>(Param::kProfiler),
+        .name = "NCCL_RESILIENT_PROFILER",
+        .type = ParamType::kBool,
+        .defaultValue = "1",
+        .doc = "Enables the profiler plugin (ncclProfiler_v5..v1 of both libraries); 0 makes its "
+               "init ask NCCL for no events, so it tracks nothing and costs nothing.",
+    },
+    {
+        .id = static_cast<int>(Param::kCollTimeoutMs),
+        .name = "NCCL_RESILIENT_COLL_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "300000",
+        .min = 0,
+        .max = 86400000,
+        .unit = "ms",
+        .doc = "An operation whose kernels started and whose kernel channels and proxy steps "
+               "make no progress for this long is a hung-collective fault; operations enqueued "
+               "with no proxy-thread event at all for this long are a silent-progress fault (0 "
+               "disables both).",
+    },
+    {
+        .id = static_cast<int>(Param::kProfilerOps),
+        .name = "NCCL_RESILIENT_PROFILER_OPS",
+        .type = ParamType::kInt,
+        .defaultValue = "1024",
+        .min = 16,
+        .max = 16384,
+        .unit = "operations",
+        .doc = "Operations in flight the profiler tracks per communicator, preallocated at its "
+               "init; beyond that, new operations are counted as dropped and not tracked.",
+    },
+    {
+        .id = static_cast<int>(Param::kProfilerProxySteps),
+        .name = "NCCL_RESILIENT_PROFILER_PROXY_STEPS",
+        .type = ParamType::kBool,
+        .defaultValue = "1",
+        .doc = "Asks NCCL for proxy-step events (one per network transfer): finer progress and "
+               "the step state of a stuck channel, at the cost of more events.",
+    },
+    {
+        .id = static_cast<int>(Param::kFlightRecorderOps),
+        .name = "NCCL_RESILIENT_FLIGHT_RECORDER_OPS",
+        .type = ParamType::kInt,
+        .defaultValue = "256",
+        .min = 8,
+        .max = 65536,
+        .unit = "operations",
+        .doc = "Length of each communicator's flight-recorder ring in the blackbox: the last "
+               "operations with their timings (fixed when the process creates its blackbox).",
     },
 });
 

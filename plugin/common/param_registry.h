@@ -44,6 +44,8 @@ enum class Param : int {
   kSocketFamily,
   kSocketNsocks,
   kSocketNthreads,
+  kSocketInlineBytes,
+  kSocketChunkBytes,
   kConnectTimeoutMs,
   kTcpUserTimeoutMs,
   kJobToken,
@@ -51,6 +53,11 @@ enum class Param : int {
   kProgressTimeoutMs,
   kFault,
   kBlackboxDir,
+  kProfiler,
+  kCollTimeoutMs,
+  kProfilerOps,
+  kProfilerProxySteps,
+  kFlightRecorderOps,
   kCount,
 };
 

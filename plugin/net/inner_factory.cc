@@ -1,5 +1,6 @@
 #include "plugin/net/inner_factory.h"
 
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,6 +29,16 @@ int familyOf(int64_t choice) {
   }
 }
 
+// Helper threads only pay when there are spare cores for them: with few, the
+// hand-off and the context switches cost more than they bring (measured in
+// docs/performance.md), and NCCL's proxy thread moves the bytes itself.
+int automaticHelperThreads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return cpus <= 4 ? 0 : 2;
+}
+
 }  // namespace
 
 transport::tcp::TcpOptions tcpOptionsFrom(const config::Params& params) {
@@ -36,6 +47,11 @@ transport::tcp::TcpOptions tcpOptionsFrom(const config::Params& params) {
   o.family = familyOf(params.choice(Param::kSocketFamily));
   o.nSocks = static_cast<int>(params.integer(Param::kSocketNsocks));
   o.nThreads = static_cast<int>(params.integer(Param::kSocketNthreads));
+  if (o.nThreads < 0) {
+    o.nThreads = automaticHelperThreads();
+  }
+  o.inlineBytes = static_cast<size_t>(params.integer(Param::kSocketInlineBytes));
+  o.chunkBytes = static_cast<uint32_t>(params.integer(Param::kSocketChunkBytes));
   o.connectTimeoutMs = static_cast<int>(params.integer(Param::kConnectTimeoutMs));
   o.tcpUserTimeoutMs = static_cast<int>(params.integer(Param::kTcpUserTimeoutMs));
   o.jobToken = params.string(Param::kJobToken);

@@ -103,6 +103,7 @@ struct Options {
   std::vector<std::string> kills;
   std::vector<std::string> stops;
   std::vector<std::string> faults;
+  int64_t faultWindowMs = 0;
   double timeoutSec = 30;
   int depth = 8;
   std::string chunk = "512K";
@@ -245,6 +246,13 @@ Result<Config> makeConfig(const Options& o) {
   }
   c.faultMode = !c.kills.empty() || !c.stops.empty() || !c.faults.empty();
   c.faultWindowMs = latest + c.timeoutMs;
+  if (o.faultWindowMs < 0) {
+    return resilient::invalidUsage("--fault-window must be >= 0 ms");
+  }
+  if (o.faultWindowMs > 0) {  // faults injected from outside (links, firewalls, ...)
+    c.faultMode = true;
+    c.faultWindowMs = std::max(c.faultWindowMs - c.timeoutMs, o.faultWindowMs);
+  }
   return c;
 }
 
@@ -410,6 +418,9 @@ int runRank(const Config& c, const Environment& env) {
     result["exit_code"] = code;
     if (resultDir) {
       writeFileAtomically(*resultDir + "/rank" + std::to_string(rank) + ".json", result.dump(1));
+    } else if (c.faultMode && !c.options.jsonPath.empty()) {
+      // A rank started by hand in fault mode: its own outcome (fault, peer, times).
+      writeFileAtomically(c.options.jsonPath, result.dump(2) + "\n");
     }
     return code;
   };
@@ -613,6 +624,7 @@ int runRank(const Config& c, const Environment& env) {
   }
   result["errors"] = totalErrors;
   result["window_expired"] = windowExpired;
+  result["iterations_run"] = iteration;
   json rowsJson = json::array();
   for (const auto& r : rows) {
     rowsJson.push_back(rowJson(c.pattern, r));
@@ -1025,6 +1037,10 @@ int run(int argc, char** argv) {
   app.add_option("--kill", o.kills, "RANK@MS: SIGKILL that rank MS ms into the measured phase");
   app.add_option("--stop", o.stops, "RANK@MS: SIGSTOP that rank MS ms into the measured phase");
   app.add_option("--fault", o.faults, "RANK:SPEC: NCCL_RESILIENT_FAULT=SPEC for that rank only");
+  app.add_option("--fault-window", o.faultWindowMs,
+                 "MS: fault mode for faults injected from outside (a cut link, a firewall): run "
+                 "until a fault is detected or MS ms have passed; in rank mode --json then "
+                 "writes this rank's outcome");
   app.add_option("--timeout", o.timeoutSec,
                  "seconds: connection setup, one iteration, and fault detection")
       ->capture_default_str();

@@ -71,6 +71,14 @@ Status Connection::checkHelpers() {
   return fail(connectionError(err, what.c_str(), peer_.address));
 }
 
+Status Connection::pumpInline() {
+  if (!engine_.inlineMode()) {
+    return {};
+  }
+  engine_.pump();
+  return checkHelpers();
+}
+
 // ---- SendComm -----------------------------------------------------------------
 
 SendComm::SendComm(FileDescriptor control, PeerInfo peer, size_t inlineBytes, uint32_t chunkBytes)
@@ -209,6 +217,7 @@ Status SendComm::test(SendRequest* request, int* done, int* sizes) {
   if (cursor_ != tail_) {
     RESILIENT_TRY(progressControl());
   }
+  RESILIENT_TRY(pumpInline());
   if (request->controlDone != request->controlBytes ||
       request->pending.load(std::memory_order_acquire) != 0) {
     return checkPeer();
@@ -411,6 +420,7 @@ Status RecvComm::test(RecvRequest* request, int* done, int* sizes) {
   if (cursor_ != tail_) {
     RESILIENT_TRY(progressControl());
   }
+  RESILIENT_TRY(pumpInline());
   if (request->framesDone != request->n || request->pending.load(std::memory_order_acquire) != 0) {
     return {};
   }

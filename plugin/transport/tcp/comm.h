@@ -101,6 +101,8 @@ class Connection : public CommBase {
   Status fail(Status status);
   // A helper-thread failure, turned into the sticky error.
   Status checkHelpers();
+  // Inline mode (no helper threads): moves the striped bytes on this thread.
+  Status pumpInline();
 
   FileDescriptor control_;
   PeerInfo peer_;

@@ -31,7 +31,7 @@ TcpOptions clampOptions(const TcpOptions& options) {
     o.family = 0;
   }
   clampField("nSocks", &o.nSocks, 1, kMaxDataSockets);
-  clampField("nThreads", &o.nThreads, 1, std::min(o.nSocks, kMaxHelperThreads));
+  clampField("nThreads", &o.nThreads, 0, std::min(o.nSocks, kMaxHelperThreads));
   clampField("connectTimeoutMs", &o.connectTimeoutMs, 1, 24 * 3600 * 1000);
   clampField("tcpUserTimeoutMs", &o.tcpUserTimeoutMs, 0, 24 * 3600 * 1000);
   clampField("handshakeTimeoutMs", &o.handshakeTimeoutMs, 1, 24 * 3600 * 1000);

@@ -30,8 +30,9 @@ struct TcpOptions {
   // Data sockets per connection [1, 63]; payloads above inlineBytes are striped
   // over them. Only the connecting (sending) side's value matters.
   int nSocks = 2;
-  // Helper threads per connection [1, min(nSocks, 16)]; each owns nSocks/nThreads
-  // data sockets. Local to each side.
+  // Helper threads per connection [0, min(nSocks, 16)]; each owns nSocks/nThreads
+  // data sockets. 0: none, the calling (proxy) thread moves the striped bytes
+  // itself inside test(). Local to each side.
   int nThreads = 2;
   // connect() gives up with a timeout error after this long (refused connections
   // are retried with backoff until then; NCCL itself would poll forever).

@@ -62,7 +62,8 @@ Status StripeEngine::start(std::vector<FileDescriptor> sockets, int nThreads) {
     return internalError("tcp: a connection without data sockets");
   }
   const int nLanes = static_cast<int>(sockets.size());
-  const int nWorkers = std::clamp(nThreads, 1, nLanes);
+  // nThreads <= 0: no helper threads; the proxy thread pumps the lanes in pump().
+  const int nWorkers = nThreads <= 0 ? 0 : std::min(nThreads, nLanes);
   for (int i = 0; i < nWorkers; ++i) {
     auto w = std::make_unique<Worker>();
     const int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -75,8 +76,10 @@ Status StripeEngine::start(std::vector<FileDescriptor> sockets, int nThreads) {
   for (int i = 0; i < nLanes; ++i) {
     auto lane = std::make_unique<Lane>();
     lane->fd = std::move(sockets[i]);
-    lane->worker = i % nWorkers;
-    workers_[lane->worker]->lanes.push_back(i);
+    if (nWorkers > 0) {
+      lane->worker = i % nWorkers;
+      workers_[lane->worker]->lanes.push_back(i);
+    }
     lanes_.push_back(std::move(lane));
   }
   for (auto& w : workers_) {
@@ -120,7 +123,9 @@ bool StripeEngine::postMessage(char* base, uint64_t size, std::atomic<uint32_t>*
     const uint32_t tail = lane.tail.load(std::memory_order_relaxed);
     lane.items[tail % kRingCapacity] = Item{base, size, static_cast<uint32_t>(i), pending};
     lane.tail.store(tail + 1, std::memory_order_release);
-    workers_[lane.worker]->needsWake = true;
+    if (!workers_.empty()) {
+      workers_[lane.worker]->needsWake = true;
+    }
   }
   chunkCounter_ += chunks;
   for (auto& w : workers_) {
@@ -255,6 +260,26 @@ bool StripeEngine::serviceLane(Lane* lane, int index, bool* progressed, bool* bl
     pending->fetch_sub(1, std::memory_order_acq_rel);
   }
   return true;
+}
+
+void StripeEngine::pump() noexcept {
+  if (!workers_.empty() || stop_.load(std::memory_order_acquire)) {
+    return;
+  }
+  // Until every lane is idle or would block; each pass is one non-blocking
+  // socket call per lane with work.
+  for (;;) {
+    bool progressed = false;
+    bool blocked = false;
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+      if (!serviceLane(lanes_[i].get(), static_cast<int>(i), &progressed, &blocked)) {
+        return;
+      }
+    }
+    if (!progressed) {
+      return;
+    }
+  }
 }
 
 void StripeEngine::run(Worker* worker) noexcept {

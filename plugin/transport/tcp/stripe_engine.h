@@ -19,6 +19,9 @@
 //
 // Threads: thread t owns the data sockets s with s % nThreads == t. Every
 // socket call is non-blocking; a thread sleeps only in wait() or poll().
+// With nThreads == 0 there are no helper threads: the proxy thread moves the
+// bytes itself in pump(), called from test() (on few cores this avoids a
+// hand-off and a context switch per message).
 #pragma once
 
 #include <atomic>
@@ -55,10 +58,12 @@ class StripeEngine {
   StripeEngine(const StripeEngine&) = delete;
   StripeEngine& operator=(const StripeEngine&) = delete;
 
-  // Takes the data sockets (in index order) and starts min(nThreads, sockets) threads.
+  // Takes the data sockets (in index order) and starts min(nThreads, sockets)
+  // threads (none when nThreads <= 0: inline mode, see pump()).
   Status start(std::vector<FileDescriptor> sockets, int nThreads);
 
   int sockets() const noexcept { return static_cast<int>(lanes_.size()); }
+  bool inlineMode() const noexcept { return workers_.empty(); }
   uint32_t chunkBytes() const noexcept { return chunkBytes_; }
 
   static uint64_t chunkCount(uint64_t size, uint32_t chunkBytes) noexcept {
@@ -70,6 +75,10 @@ class StripeEngine {
   // (`pending` must already count itemCount(size) more) and wakes the threads
   // concerned. False when a ring is full, which the request limits exclude.
   bool postMessage(char* base, uint64_t size, std::atomic<uint32_t>* pending) noexcept;
+
+  // Inline mode only (no-op otherwise): the proxy thread moves what the data
+  // sockets accept or hold right now, without blocking.
+  void pump() noexcept;
 
   // The first failure of a helper thread: true with the errno (0: end of file)
   // and the data socket index. Any thread may call it.

@@ -81,8 +81,11 @@ void sendFrame(int fd, const FrameHeader& frame, const void* payload = nullptr) 
 
 TEST_CASE("a closed sender is a remote error on the receiver, naming the peer; it is sticky",
           "[transport][tcp][errors]") {
-  TcpTransport sender(test::loopbackOptions(AF_INET));
-  TcpTransport receiver(test::loopbackOptions(AF_INET));
+  TcpOptions o = test::loopbackOptions(AF_INET);
+  o.nThreads = GENERATE(0, 2);  // bytes moved by test() or by helper threads
+  CAPTURE(o.nThreads);
+  TcpTransport sender(o);
+  TcpTransport receiver(o);
   TcpPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).ok());
   transport::Endpoint senderLocal;
@@ -129,8 +132,11 @@ TEST_CASE("a closed sender is a remote error on the receiver, naming the peer; i
 
 TEST_CASE("a closed receiver is a remote error on the sender; it is sticky",
           "[transport][tcp][errors]") {
-  TcpTransport sender(test::loopbackOptions(AF_INET));
-  TcpTransport receiver(test::loopbackOptions(AF_INET));
+  TcpOptions o = test::loopbackOptions(AF_INET);
+  o.nThreads = GENERATE(0, 2);  // bytes moved by test() or by helper threads
+  CAPTURE(o.nThreads);
+  TcpTransport sender(o);
+  TcpTransport receiver(o);
   TcpPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).ok());
   transport::Endpoint senderPeer;

@@ -188,7 +188,7 @@ TEST_CASE("options are clamped into range", "[transport][tcp][ifname]") {
   test::CapturingLogger logger(log::Level::kWarn);
   TcpOptions o;
   o.nSocks = 0;
-  o.nThreads = 100;
+  o.nThreads = 100;  // above nSocks
   o.chunkBytes = 1;
   o.inlineBytes = size_t{1} << 40;
   o.family = 12345;

@@ -78,6 +78,11 @@ TEST_CASE("messages of 0 B to 64 MiB cross a loopback connection intact",
     o.chunkBytes = kMinChunkBytes;
     o.inlineBytes = 0;
   }
+  SECTION("three data sockets, no helper thread (test() moves the bytes), small chunks") {
+    o.nSocks = 3;
+    o.nThreads = 0;
+    o.chunkBytes = 64u << 10;
+  }
   CAPTURE(o.nSocks, o.nThreads, o.chunkBytes, o.inlineBytes);
   TcpTransport sender(o);
   TcpTransport receiver(o);
@@ -323,7 +328,8 @@ TEST_CASE("32 receives and 256 sends may be outstanding; more are refused with a
 TEST_CASE("both directions progress from separate threads", "[transport][tcp][loopback]") {
   TcpOptions o = test::loopbackOptions(AF_INET);
   o.nSocks = 4;
-  o.nThreads = 2;
+  o.nThreads = GENERATE(0, 2);
+  CAPTURE(o.nThreads);
   TcpTransport a(o);
   TcpTransport b(o);
   TcpPair ab;

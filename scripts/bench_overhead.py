@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Overhead of the net plugins against the raw TCP pump, in one run.
+
+Runs resilient-nettest with 2 ranks on loopback through three transports:
+  raw        --raw-tcp: plain TCP sockets of our own, no plugin (the physical baseline)
+  plain      libnccl-net-tcp-plain.so: our TCP transport without the resilient layer
+  resilient  libnccl-net-resilient.so over the same TCP transport
+ROUNDS times each, interleaved (the order rotates every round) so that a busy
+moment of the machine hits all three alike, and reports per size the median
+over the rounds of each transport's time and bus bandwidth, with the ratios
+the acceptance criteria name: plain/raw and resilient/plain bandwidth, and
+the latency resilient adds over plain.
+
+Two patterns: `pingpong` (time = half the round trip: latency) and
+`sendrecv` (both ranks send and receive at once: bandwidth).
+
+usage: bench_overhead.py [--build DIR] [--rounds N] [--pattern P ...]
+                         [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
+                         [--json FILE]
+Extra environment (e.g. NCCL_RESILIENT_SOCKET_NTHREADS) applies to both plugins.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+
+TRANSPORTS = ("raw", "plain", "resilient")
+
+
+def run_once(args, transport, pattern):
+    nettest = os.path.join(args.build, "plugin/hostengine/resilient-nettest")
+    cmd = [nettest, "--ranks", "2", "--pattern", pattern, "-b", args.minbytes, "-e",
+           args.maxbytes, "-f", str(args.factor), "-n", str(args.iters), "-w", str(args.warmup)]
+    if transport == "raw":
+        cmd.append("--raw-tcp")
+    else:
+        name = "libnccl-net-tcp-plain.so" if transport == "plain" else "libnccl-net-resilient.so"
+        cmd += ["--plugin", os.path.join(args.build, "plugin/abi", name)]
+    env = dict(os.environ)
+    env.setdefault("NCCL_RESILIENT_SOCKET_IFNAME", "lo")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        subprocess.run(cmd + ["--json", out], env=env, capture_output=True, text=True,
+                       timeout=600, check=True)
+        with open(out) as f:
+            report = json.load(f)
+    if not report["ok"] or report["errors"] != 0:
+        raise RuntimeError(f"{transport} {pattern}: errors or faults: {report}")
+    return {r["bytes"]: (r["time_us"], r["busbw_gbps"]) for r in report["results"]}
+
+
+def human(n):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def measure(args, pattern):
+    samples = {t: {} for t in TRANSPORTS}  # transport -> bytes -> [(time, bw)]
+    for r in range(args.rounds):
+        order = TRANSPORTS[r % 3:] + TRANSPORTS[:r % 3]
+        for t in order:
+            for size, value in run_once(args, t, pattern).items():
+                samples[t].setdefault(size, []).append(value)
+    rows = []
+    for size in sorted(samples["raw"]):
+        row = {"bytes": size}
+        for t in TRANSPORTS:
+            row[f"{t}_time_us"] = statistics.median(v[0] for v in samples[t][size])
+            row[f"{t}_busbw_gbps"] = statistics.median(v[1] for v in samples[t][size])
+        row["plain_vs_raw_bw"] = row["plain_busbw_gbps"] / row["raw_busbw_gbps"]
+        row["resilient_vs_plain_bw"] = row["resilient_busbw_gbps"] / row["plain_busbw_gbps"]
+        row["resilient_added_us"] = row["resilient_time_us"] - row["plain_time_us"]
+        rows.append(row)
+    return rows
+
+
+def print_table(pattern, rows):
+    print(f"\n{pattern}: median of rounds; time in us, busbw in GB/s")
+    print(f"{'size':>6} | {'raw us':>9} {'plain us':>9} {'resil us':>9} | {'raw bw':>7} "
+          f"{'plain bw':>8} {'resil bw':>8} | {'plain/raw':>9} {'resil/plain':>11} "
+          f"{'added us':>8}")
+    for r in rows:
+        print(f"{human(r['bytes']):>6} | {r['raw_time_us']:9.2f} {r['plain_time_us']:9.2f} "
+              f"{r['resilient_time_us']:9.2f} | {r['raw_busbw_gbps']:7.3f} "
+              f"{r['plain_busbw_gbps']:8.3f} {r['resilient_busbw_gbps']:8.3f} | "
+              f"{100 * r['plain_vs_raw_bw']:8.1f}% {100 * r['resilient_vs_plain_bw']:10.1f}% "
+              f"{r['resilient_added_us']:8.2f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--pattern", nargs="+", default=["pingpong", "sendrecv"])
+    ap.add_argument("-b", "--minbytes", default="8")
+    ap.add_argument("-e", "--maxbytes", default="64M")
+    ap.add_argument("-f", "--factor", type=int, default=4)
+    ap.add_argument("-n", "--iters", type=int, default=20)
+    ap.add_argument("-w", "--warmup", type=int, default=5)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    result = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+              "rounds": args.rounds, "iters": args.iters,
+              "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
+              "patterns": {}}
+    for pattern in args.pattern:
+        rows = measure(args, pattern)
+        result["patterns"][pattern] = rows
+        print_table(pattern, rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
