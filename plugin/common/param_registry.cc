@@ -237,6 +237,50 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
         .doc = "Length of each communicator's flight-recorder ring in the blackbox: the last "
                "operations with their timings (fixed when the process creates its blackbox).",
     },
+    {
+        .id = static_cast<int>(Param::kStoreTimeoutMs),
+        .name = "NCCL_RESILIENT_STORE_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "300000",
+        .min = 1,
+        .max = 86400000,
+        .unit = "ms",
+        .doc = "Default timeout of a coordination store call (get, wait, barrier, ...) that "
+               "names none itself.",
+    },
+    {
+        .id = static_cast<int>(Param::kStoreConnectTimeoutMs),
+        .name = "NCCL_RESILIENT_STORE_CONNECT_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "60000",
+        .min = 100,
+        .max = 3600000,
+        .unit = "ms",
+        .doc = "How long a store client keeps retrying (exponential backoff with jitter) to "
+               "reach the store at start-up.",
+    },
+    {
+        .id = static_cast<int>(Param::kStoreReconnectTimeoutMs),
+        .name = "NCCL_RESILIENT_STORE_RECONNECT_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "5000",
+        .min = 0,
+        .max = 600000,
+        .unit = "ms",
+        .doc = "How long a TCP store client tries to reconnect after its connection broke "
+               "before the call fails with \"connection lost\" (0: no reconnect).",
+    },
+    {
+        .id = static_cast<int>(Param::kStoreMemberTimeoutMs),
+        .name = "NCCL_RESILIENT_STORE_MEMBER_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "2000",
+        .min = 100,
+        .max = 600000,
+        .unit = "ms",
+        .doc = "etcd store: how long one request may wait on one cluster member before the "
+               "client tries the next member.",
+    },
 });
 
 constexpr bool idsMatchPositions() {

@@ -58,6 +58,10 @@ enum class Param : int {
   kProfilerOps,
   kProfilerProxySteps,
   kFlightRecorderOps,
+  kStoreTimeoutMs,
+  kStoreConnectTimeoutMs,
+  kStoreReconnectTimeoutMs,
+  kStoreMemberTimeoutMs,
   kCount,
 };
 
