@@ -19,7 +19,7 @@ fi
 packages=(
   meson ninja-build pkg-config g++ gcc clang   # build; clang also checks the ABI headers
   catch2 libcli11-dev nlohmann-json3-dev       # tests, command-line tools
-  iproute2 procps                              # ip/ss/pkill used by tests
+  iproute2 procps nftables                     # ip/tc/ss/pkill/nft used by tests
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -47,6 +47,9 @@
 #define RESILIENT_BLACKBOX_FAULT_PEER_STUCK 3u
 #define RESILIENT_BLACKBOX_FAULT_ABORTED 4u
 #define RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR 5u
+/* From the net plugin: no heartbeat answer within the liveness timeout while
+ * the local interface that carries the link is down or has no carrier. */
+#define RESILIENT_BLACKBOX_FAULT_LINK_DOWN 8u
 
 typedef struct {
   uint32_t seq;       /* seqlock word */

@@ -15,6 +15,7 @@ static_assert(static_cast<uint32_t>(FaultClass::kPeerStuck) == RESILIENT_BLACKBO
 static_assert(static_cast<uint32_t>(FaultClass::kAborted) == RESILIENT_BLACKBOX_FAULT_ABORTED);
 static_assert(static_cast<uint32_t>(FaultClass::kLocalError) ==
               RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR);
+static_assert(static_cast<uint32_t>(FaultClass::kLinkDown) == RESILIENT_BLACKBOX_FAULT_LINK_DOWN);
 
 const char* faultClassName(FaultClass c) noexcept {
   switch (c) {
@@ -24,6 +25,7 @@ const char* faultClassName(FaultClass c) noexcept {
     case FaultClass::kPeerStuck: return "peer stuck";
     case FaultClass::kAborted: return "aborted";
     case FaultClass::kLocalError: return "local error";
+    case FaultClass::kLinkDown: return "link down";
   }
   return "unknown fault";
 }

@@ -10,13 +10,15 @@
 
 namespace resilient::net {
 
-enum class FaultClass {
+// Values are the blackbox's RESILIENT_BLACKBOX_FAULT_* (6 and 7 are the profiler's).
+enum class FaultClass : uint32_t {
   kTransportError,    // the inner transport failed a call (EOF, reset, errno)
   kPeerExited,        // the peer process closed its liveness channel without goodbye
   kPeerUnresponsive,  // no heartbeat answer within the liveness timeout
   kPeerStuck,         // peer alive but no bytes moved within the progress timeout
   kAborted,           // the process-wide fail-fast switch is set
   kLocalError,        // a local failure (our own resources)
+  kLinkDown = 8,      // no heartbeat answer and the local interface of the link is down
 };
 
 const char* faultClassName(FaultClass c) noexcept;

@@ -15,6 +15,7 @@
 #include "plugin/common/log.h"
 #include "plugin/net/clock.h"
 #include "plugin/net/core.h"
+#include "plugin/transport/tcp/interfaces.h"
 #include "plugin/transport/tcp/socket.h"
 
 namespace resilient::net {
@@ -543,13 +544,27 @@ void Watchdog::scan(uint64_t now) {
     }
     const uint64_t since = std::max(link->lastHeardNs, link->armedSinceNs);
     if (now > since + livenessNs) {
-      char detail[200];
-      snprintf(detail, sizeof detail,
-               "no answer to heartbeats for %.0f ms (threshold %lld ms): the peer process or its "
-               "host is gone, frozen or unreachable",
-               static_cast<double>(now - since) / 1e6,
-               static_cast<long long>(options_.livenessTimeoutMs));
-      failBusy(link, FaultClass::kPeerUnresponsive, detail);
+      const double silentMs = static_cast<double>(now - since) / 1e6;
+      const auto threshold = static_cast<long long>(options_.livenessTimeoutMs);
+      char detail[256];
+      // A local interface that is down or without carrier explains the silence:
+      // the link is cut, which says nothing against the peer process.
+      const std::optional<transport::tcp::LinkState> local =
+          transport::tcp::linkStateOf(transport::tcp::localAddressOf(link->fd));
+      if (local && (!local->up || !local->carrier)) {
+        snprintf(detail, sizeof detail,
+                 "no answer to heartbeats for %.0f ms (threshold %lld ms) and the local "
+                 "interface %s is %s: the link to the peer is cut",
+                 silentMs, threshold, local->name.c_str(),
+                 !local->up ? "down" : "without carrier");
+        failBusy(link, FaultClass::kLinkDown, detail);
+      } else {
+        snprintf(detail, sizeof detail,
+                 "no answer to heartbeats for %.0f ms (threshold %lld ms): the peer process or "
+                 "its host is gone, frozen or unreachable",
+                 silentMs, threshold);
+        failBusy(link, FaultClass::kPeerUnresponsive, detail);
+      }
     }
   }
 }

@@ -21,6 +21,7 @@ const char* faultClassName(uint32_t c) {
     case RESILIENT_BLACKBOX_FAULT_TRANSPORT_ERROR: return "transport error";
     case RESILIENT_BLACKBOX_FAULT_PEER_EXITED: return "peer process exited";
     case RESILIENT_BLACKBOX_FAULT_PEER_UNRESPONSIVE: return "peer unresponsive";
+    case RESILIENT_BLACKBOX_FAULT_LINK_DOWN: return "link down";
     case RESILIENT_BLACKBOX_FAULT_PEER_STUCK: return "peer stuck";
     case RESILIENT_BLACKBOX_FAULT_ABORTED: return "aborted";
     case RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR: return "local error";

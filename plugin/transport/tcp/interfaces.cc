@@ -160,6 +160,26 @@ Status listInterfaceAddresses(std::vector<InterfaceAddress>* out) {
   return {};
 }
 
+std::optional<LinkState> linkStateOf(const SocketAddress& local) {
+  ifaddrs* list = nullptr;
+  if (local.length == 0 || getifaddrs(&list) != 0) {
+    return std::nullopt;
+  }
+  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> guard(list, &freeifaddrs);
+  const std::string host = local.hostText();
+  for (const ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr || ifa->ifa_name == nullptr ||
+        ifa->ifa_addr->sa_family != local.family()) {
+      continue;
+    }
+    if (SocketAddress::fromSockaddr(ifa->ifa_addr).hostText() == host) {
+      return LinkState{ifa->ifa_name, (ifa->ifa_flags & IFF_UP) != 0,
+                       (ifa->ifa_flags & IFF_RUNNING) != 0};
+    }
+  }
+  return std::nullopt;
+}
+
 int parseSpeedMbps(std::string_view text) noexcept {
   text = trim(text);
   int value = 0;

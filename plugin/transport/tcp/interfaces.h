@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,16 @@ std::vector<InterfaceAddress> selectInterfaces(const std::vector<InterfaceAddres
 
 // The IPv4/IPv6 addresses of the interfaces that are up (getifaddrs order).
 Status listInterfaceAddresses(std::vector<InterfaceAddress>* out);
+
+// The state of the interface that owns a local address (a connected socket's
+// local end): whether it is administratively up and has a carrier
+// (IFF_RUNNING). nullopt when no interface holds the address.
+struct LinkState {
+  std::string name;
+  bool up = false;
+  bool carrier = false;
+};
+std::optional<LinkState> linkStateOf(const SocketAddress& local);
 
 // A link speed file's text ("25000\n") in Mbps; kDefaultSpeedMbps when it is
 // unreadable, not a number, or not positive (-1: unknown).
