@@ -46,14 +46,9 @@ void Connection::onCompleted(uint64_t bytes, uint64_t nowNs) noexcept {
   }
 }
 
-bool Connection::publishFault(std::unique_ptr<FaultRecord> record) noexcept {
-  const FaultRecord* expected = nullptr;
-  if (!fault_.compare_exchange_strong(expected, record.get(), std::memory_order_acq_rel)) {
-    return false;
-  }
-  // Only the winner stores the owner; the losing thread's record dies with it.
-  faultOwner_.reset(record.release());
-  return true;
+void Connection::publishFault(std::unique_ptr<FaultRecord> record) noexcept {
+  faultOwner_ = std::move(record);
+  fault_.store(faultOwner_.get(), std::memory_order_release);
 }
 
 }  // namespace resilient::net

@@ -71,10 +71,12 @@ class Connection {
     lastProgressNs_.store(nowNs, std::memory_order_relaxed);
   }
 
-  // The sticky fault: nullptr while healthy. publishFault returns false when
-  // another fault was published first (the record is then discarded).
+  // The sticky fault: nullptr while healthy. Two steps, so that the fault is
+  // explained (logged) before any caller can see it: claimFault() is true for
+  // exactly one thread, which then publishes the record.
   const FaultRecord* fault() const noexcept { return fault_.load(std::memory_order_acquire); }
-  bool publishFault(std::unique_ptr<FaultRecord> record) noexcept;
+  bool claimFault() noexcept { return !faultClaimed_.exchange(true, std::memory_order_acq_rel); }
+  void publishFault(std::unique_ptr<FaultRecord> record) noexcept;
 
   PeerIdentity identity;                 // written at setup, read-only afterwards
   std::atomic<PeerLink*> link{nullptr};  // liveness channel to the peer process, once known
@@ -93,6 +95,7 @@ class Connection {
   std::atomic<uint64_t> bytesDone_{0};
   std::atomic<uint64_t> busySinceNs_{0};
   std::atomic<uint64_t> lastProgressNs_{0};
+  std::atomic<bool> faultClaimed_{false};
   std::atomic<const FaultRecord*> fault_{nullptr};
   std::unique_ptr<const FaultRecord> faultOwner_;
 };

@@ -353,7 +353,8 @@ Status Core::fail(Connection& conn, FaultClass cls, const Status& cause,
     record->status = Status::error(ErrorKind::kSystem, text);
   }
   Status result = record->status;
-  if (conn.publishFault(std::move(record))) {
+  if (conn.claimFault()) {
+    // The WARN first: whoever sees the error can find its explanation logged.
     RES_WARN(NCCL_NET, "%s", text.c_str());
     if (blackbox_ != nullptr) {
       resilient_blackbox_fault f{};
@@ -370,9 +371,13 @@ Status Core::fail(Connection& conn, FaultClass cls, const Status& cause,
       blackbox::copyText(f.text, text);
       blackbox_->recordFault(f);
     }
+    conn.publishFault(std::move(record));
     return result;
   }
-  return conn.fault()->status;
+  // Another thread is explaining a fault of this connection (or has): its
+  // record becomes the sticky one; this caller gets its own finding.
+  const FaultRecord* published = conn.fault();
+  return published != nullptr ? published->status : result;
 }
 
 }  // namespace resilient::net

@@ -19,7 +19,8 @@ Needs root and `ip netns` (and nft for `drop`, HTB for `slow`); exits 77
 (skipped) without them. Only addresses inside the namespaces it creates are
 touched; the namespaces are removed at the end whatever happens.
 
-usage: net_faults.py NETTEST PLUGIN linkdown|drop|slow
+usage: net_faults.py NETTEST PLUGIN linkdown|drop|slow [--json FILE]
+(--json: the detection times per rank, for scripts/bench_detection.py)
 """
 import json
 import os
@@ -177,7 +178,7 @@ def inject(ns, fault):
                    capture_output=True, check=True)
 
 
-def run_cut(ns, nettest, plugin, fault, tmp):
+def run_cut(ns, nettest, plugin, fault, tmp, json_out):
     window_ms = 20000
     outs = [os.path.join(tmp, f"rank{r}.json") for r in range(2)]
     procs = [ns.start_rank(r, nettest_cmd(nettest, plugin, "-n", "100000000", "--fault-window",
@@ -198,6 +199,7 @@ def run_cut(ns, nettest, plugin, fault, tmp):
     results = collect(procs, 60)
     bound_ms = LIVENESS_MS + 1000  # the bound is the feature; +1 s for a loaded CI machine
     failures = []
+    detections = []
     for r in range(2):
         try:
             with open(outs[r]) as f:
@@ -214,6 +216,7 @@ def run_cut(ns, nettest, plugin, fault, tmp):
         ms = (fault_json["detected_ns"] - t0) / 1e6
         warning = fault_json.get("plugin_warning") or fault_json.get("status", "")
         print(f"rank {r}: detected after {ms:.0f} ms, peer {fault_json.get('peer')}: {warning}")
+        detections.append({"rank": r, "ms": ms, "peer": fault_json.get("peer"), "warning": warning})
         other = 1 - r
         if ms > bound_ms:
             failures.append(f"rank {r}: detected after {ms:.0f} ms > {bound_ms} ms")
@@ -228,6 +231,9 @@ def run_cut(ns, nettest, plugin, fault, tmp):
         expected = "link down" if fault == "linkdown" else "peer unresponsive"
         if expected not in warning:
             failures.append(f"rank {r}: the warning does not say '{expected}'")
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"fault": fault, "ranks": detections, "failures": failures}, f, indent=2)
     if failures:
         sys.exit("FAIL: " + "; ".join(failures))
     print(f"{fault}: both ranks detected the fault within {bound_ms} ms and named each other")
@@ -235,6 +241,7 @@ def run_cut(ns, nettest, plugin, fault, tmp):
 
 def main():
     nettest, plugin, fault = sys.argv[1], sys.argv[2], sys.argv[3]
+    json_out = sys.argv[5] if len(sys.argv) == 6 and sys.argv[4] == "--json" else None
     if fault not in ("linkdown", "drop", "slow"):
         sys.exit(f"unknown fault {fault}")
     if os.geteuid() != 0 or shutil.which("ip") is None:
@@ -250,7 +257,7 @@ def main():
         if fault == "slow":
             run_slow(ns, nettest, plugin, tmp)
         else:
-            run_cut(ns, nettest, plugin, fault, tmp)
+            run_cut(ns, nettest, plugin, fault, tmp, json_out)
 
 
 if __name__ == "__main__":
