@@ -4,6 +4,7 @@
 // into prompt, sticky, explained errors.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -75,6 +76,28 @@ class PluginUnderTest {
 
 const std::pair<std::string, std::string> kLoopback{"NCCL_RESILIENT_SOCKET_IFNAME", "lo"};
 
+// Tests a send and a receive until both complete, as NCCL's proxy thread tests
+// every outstanding request: with no helper threads
+// (NCCL_RESILIENT_SOCKET_NTHREADS=0, the default on few cores) the bytes move
+// only inside test(), so waiting on a large send alone would wait forever.
+Status waitBoth(transport::Transport& t, void* sendReq, void* recvReq, int* recvSize = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int sendDone = 0;
+  int recvDone = 0;
+  while (sendDone == 0 || recvDone == 0) {
+    if (sendDone == 0) {
+      RESILIENT_TRY(t.test(sendReq, &sendDone, nullptr));
+    }
+    if (recvDone == 0) {
+      RESILIENT_TRY(t.test(recvReq, &recvDone, recvSize));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return timeoutError("a send/receive pair did not complete in 30 s");
+    }
+  }
+  return {};
+}
+
 std::string warning(const test::CapturingLogger& logger, const std::string& needle) {
   for (const auto& m : logger.messages()) {
     if (m.level == NCCL_LOG_WARN && m.text.find(needle) != std::string::npos) {
@@ -111,10 +134,97 @@ TEST_CASE("data of every size crosses the resilient layer intact, through every 
     REQUIRE(recvReq != nullptr);
     REQUIRE(sendReq != nullptr);
     int got = -1;
-    REQUIRE(test::waitRequest(&p.t(), sendReq).ok());
-    REQUIRE(test::waitRequest(&p.t(), recvReq, &got).ok());
+    REQUIRE(waitBoth(p.t(), sendReq, recvReq, &got).ok());
     CHECK(got == static_cast<int>(size));
     CHECK((size == 0 || std::memcmp(in.data(), out.data(), size) == 0));
+  }
+  CHECK(logger.count(NCCL_LOG_WARN) == 0);
+}
+
+namespace {
+
+size_t openDescriptors() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator{}));
+}
+
+}  // namespace
+
+TEST_CASE("16 communicators exchange data concurrently, close, and reopen without leaking",
+          "[plugin][loopback]") {
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback});
+  constexpr int kComms = 16;
+  constexpr size_t kBytes = size_t{1} << 20;
+  size_t descriptorsAfterFirst = 0;
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    CAPTURE(cycle);
+    std::vector<void*> ctx(kComms, nullptr);
+    std::vector<std::unique_ptr<TransportPair>> pairs;
+    for (int c = 0; c < kComms; ++c) {
+      REQUIRE(p.t()
+                  .initContext(0x5000 + static_cast<uint64_t>(cycle * 100 + c),
+                               transport::CommConfig{}, &ctx[static_cast<size_t>(c)])
+                  .ok());
+      pairs.push_back(std::make_unique<TransportPair>());
+      const Status st = test::connectPair(&p.t(), ctx[static_cast<size_t>(c)], &p.t(),
+                                          ctx[static_cast<size_t>(c)], pairs.back().get());
+      INFO(st.toString());
+      REQUIRE(st.ok());
+    }
+    // Every comm has a send and a receive in flight at once; all are tested
+    // round-robin, as a proxy thread serves its connections.
+    std::vector<std::vector<uint8_t>> out(kComms, std::vector<uint8_t>(kBytes));
+    std::vector<std::vector<uint8_t>> in(kComms, std::vector<uint8_t>(kBytes, 0));
+    std::vector<void*> sendReq(kComms, nullptr);
+    std::vector<void*> recvReq(kComms, nullptr);
+    for (size_t c = 0; c < kComms; ++c) {
+      for (size_t i = 0; i < kBytes; ++i) {
+        out[c][i] = static_cast<uint8_t>(i * 31 + c * 7 + static_cast<size_t>(cycle));
+      }
+      void* data = in[c].data();
+      size_t cap = kBytes;
+      int tag = static_cast<int>(c);
+      void* mh = nullptr;
+      REQUIRE(
+          p.t().irecv(pairs[c]->recvComm, 1, &data, &cap, &tag, &mh, nullptr, &recvReq[c]).ok());
+      REQUIRE(
+          p.t()
+              .isend(pairs[c]->sendComm, out[c].data(), kBytes, tag, nullptr, nullptr, &sendReq[c])
+              .ok());
+      REQUIRE(recvReq[c] != nullptr);
+      REQUIRE(sendReq[c] != nullptr);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    size_t pending = 2 * kComms;
+    while (pending > 0) {
+      for (size_t c = 0; c < kComms; ++c) {
+        for (void** req : {&sendReq[c], &recvReq[c]}) {
+          if (*req == nullptr) {
+            continue;
+          }
+          int done = 0;
+          REQUIRE(p.t().test(*req, &done, nullptr).ok());
+          if (done != 0) {
+            *req = nullptr;
+            --pending;
+          }
+        }
+      }
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+    }
+    for (size_t c = 0; c < kComms; ++c) {
+      CHECK(in[c] == out[c]);
+    }
+    pairs.clear();  // closes every comm
+    for (void* x : ctx) {
+      REQUIRE(p.t().finalizeContext(x).ok());
+    }
+    if (cycle == 0) {
+      descriptorsAfterFirst = openDescriptors();
+    } else {
+      CHECK(openDescriptors() <= descriptorsAfterFirst);
+    }
   }
   CHECK(logger.count(NCCL_LOG_WARN) == 0);
 }
@@ -215,8 +325,7 @@ TEST_CASE("an injected transport error fails the comm at once, explained and sti
     void* s = nullptr;
     REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &r).ok());
     REQUIRE(p.t().isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &s).ok());
-    REQUIRE(test::waitRequest(&p.t(), s).ok());
-    REQUIRE(test::waitRequest(&p.t(), r).ok());
+    REQUIRE(waitBoth(p.t(), s, r).ok());
   }
   void* req = nullptr;
   const Status s = p.t().isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &req);
@@ -307,8 +416,7 @@ TEST_CASE("the layer wraps another net plugin library", "[plugin][loopback][exte
   void* s = nullptr;
   REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &r).ok());
   REQUIRE(p.t().isend(pair.sendComm, out.data(), out.size(), 1, nullptr, nullptr, &s).ok());
-  REQUIRE(test::waitRequest(&p.t(), s).ok());
-  REQUIRE(test::waitRequest(&p.t(), r).ok());
+  REQUIRE(waitBoth(p.t(), s, r).ok());
   CHECK(in == out);
   // The liveness trailer fits beside the inner plugin's handle: the fault names the peer process.
   REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &r).ok());
