@@ -12,7 +12,9 @@ the acceptance criteria name: plain/raw and resilient/plain bandwidth, and
 the latency resilient adds over plain.
 
 Two patterns: `pingpong` (time = half the round trip: latency) and
-`sendrecv` (both ranks send and receive at once: bandwidth).
+`sendrecv` (both ranks send and receive at once: bandwidth). All three carry
+the same messages: the raw pump has no grouped receives, so the plugins run
+with --multi-recv 1 too (the default here; --multi-recv N to change it).
 
 usage: bench_overhead.py [--build DIR] [--rounds N] [--pattern P ...]
                          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
@@ -33,7 +35,8 @@ TRANSPORTS = ("raw", "plain", "resilient")
 def run_once(args, transport, pattern):
     nettest = os.path.join(args.build, "plugin/hostengine/resilient-nettest")
     cmd = [nettest, "--ranks", "2", "--pattern", pattern, "-b", args.minbytes, "-e",
-           args.maxbytes, "-f", str(args.factor), "-n", str(args.iters), "-w", str(args.warmup)]
+           args.maxbytes, "-f", str(args.factor), "-n", str(args.iters), "-w", str(args.warmup),
+           "--multi-recv", str(args.multi_recv)]
     if transport == "raw":
         cmd.append("--raw-tcp")
     else:
@@ -102,10 +105,12 @@ def main():
     ap.add_argument("-f", "--factor", type=int, default=4)
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup", type=int, default=5)
+    ap.add_argument("--multi-recv", type=int, default=1,
+                    help="grouped receives (the raw pump has none: 1 keeps the messages alike)")
     ap.add_argument("--json")
     args = ap.parse_args()
     result = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
-              "rounds": args.rounds, "iters": args.iters,
+              "rounds": args.rounds, "iters": args.iters, "multi_recv": args.multi_recv,
               "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
               "patterns": {}}
     for pattern in args.pattern:
