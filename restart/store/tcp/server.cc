@@ -1,0 +1,582 @@
+#include "restart/store/tcp/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <queue>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "plugin/common/log.h"
+#include "restart/store/engine.h"
+#include "restart/store/tcp/frame_decoder.h"
+#include "restart/store/tcp/request_handler.h"
+#include "restart/store/tcp/socket_util.h"
+
+namespace resilient::store::tcp {
+namespace {
+
+constexpr uint64_t kListenId = 0;
+constexpr uint64_t kWakeId = 1;
+constexpr uint64_t kFirstConnId = 2;
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kMaxReadsPerEvent = 16;
+// A connection whose unsent replies exceed this stops being read until the
+// peer catches up.
+constexpr size_t kPauseReadingAt = 16u << 20;
+
+uint64_t nowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   SteadyClock::now().time_since_epoch())
+                                   .count());
+}
+
+uint64_t randomInstanceId() {
+  std::random_device rd;
+  const uint64_t hi = rd();
+  const uint64_t lo = rd();
+  return ((hi << 32) ^ lo ^ nowNs()) | 1;
+}
+
+// Compares without an early exit, so the time taken does not reveal how much
+// of the token matched.
+bool tokensEqual(const std::string& a, const std::string& b) {
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+class StoreServer::Loop {
+ public:
+  explicit Loop(ServerOptions options);
+  ~Loop();
+  void run();
+  void requestStop();
+
+  uint16_t port() const noexcept { return port_; }
+  const std::string& address() const noexcept { return address_; }
+  uint64_t instanceId() const noexcept { return instanceId_; }
+  ServerStats stats() const;
+
+ private:
+  enum class State {
+    kHello,    // waiting for the client's Hello
+    kReady,    // serving requests
+    kClosing,  // flushing a final reply (refusal), then closing
+  };
+  struct Conn {
+    uint64_t id = 0;
+    Fd fd;
+    State state = State::kHello;
+    FrameDecoder decoder{kDefaultMaxFrameBytes, false};
+    std::string out;
+    size_t outOffset = 0;
+    bool writeArmed = false;
+    bool readPaused = false;
+    bool dirty = false;
+    std::string peer;  // address, then "address (client name)"
+  };
+  struct Timer {
+    TimePoint when;
+    uint64_t id = 0;
+    bool handshake = false;  // id is a connection; else an engine pending id
+    bool operator>(const Timer& o) const { return when > o.when; }
+  };
+
+  void acceptAll(TimePoint now);
+  void onReadable(Conn& c, TimePoint now);
+  void process(Conn& c, TimePoint now);
+  void onHello(Conn& c, const Hello& hello);
+  void flush(Conn& c);
+  void flushDirty();
+  void markDirty(Conn& c);
+  void updateEvents(Conn& c);
+  void closeConn(uint64_t id, const char* why);
+  void refuse(Conn& c, HelloStatus status);
+  void runTimers(TimePoint now);
+  int pollTimeoutMs(TimePoint now) const;
+  void onCompletion(Completion&& c);
+
+  ServerOptions options_;
+  uint64_t instanceId_;
+  Fd epoll_;
+  Fd listen_;
+  Fd wake_;
+  Fd spare_;  // closed to accept-and-drop when out of descriptors
+  uint16_t port_ = 0;
+  std::string address_;
+  std::atomic<bool> stop_{false};
+
+  StoreEngine engine_;
+  RequestHandler handler_;
+  std::unordered_map<uint64_t, Conn> conns_;
+  uint64_t nextConnId_ = kFirstConnId;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  std::vector<uint64_t> dirty_;
+  std::vector<char> scratch_;
+
+  log::RateLimiter refuseLimiter_;
+  log::RateLimiter acceptLimiter_;
+
+  std::atomic<uint64_t> statOpen_{0};
+  std::atomic<uint64_t> statAccepted_{0};
+  std::atomic<uint64_t> statToken_{0};
+  std::atomic<uint64_t> statProtocol_{0};
+  std::atomic<uint64_t> statBusy_{0};
+  std::atomic<uint64_t> statRequests_{0};
+};
+
+StoreServer::Loop::Loop(ServerOptions options)
+    : options_(std::move(options)),
+      instanceId_(randomInstanceId()),
+      engine_([this](Completion&& c) { onCompletion(std::move(c)); }),
+      handler_(engine_, options_.maxFrameBytes),
+      scratch_(kReadChunk) {
+  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  spare_ = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!epoll_.valid() || !wake_.valid()) {
+    throw StoreError(StoreErrc::kInvalidArgument, "epoll/eventfd: " + errnoText(errno));
+  }
+  if (options_.adoptListenFd >= 0) {
+    listen_ = Fd(options_.adoptListenFd);
+    setNonBlocking(listen_.get());
+  } else {
+    const std::vector<SockAddr> addrs = resolve(options_.host, options_.port, true);
+    // The kernel caps the backlog at net.core.somaxconn.
+    listen_ = listenOn(addrs.front(), 65535);
+  }
+  const SockAddr bound = localAddress(listen_.get());
+  port_ = bound.port();
+  address_ = bound.toString();
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenId;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev);
+  ev.data.u64 = kWakeId;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+}
+
+StoreServer::Loop::~Loop() = default;
+
+ServerStats StoreServer::Loop::stats() const {
+  ServerStats s;
+  s.connectionsOpen = statOpen_.load(std::memory_order_relaxed);
+  s.connectionsAccepted = statAccepted_.load(std::memory_order_relaxed);
+  s.refusedToken = statToken_.load(std::memory_order_relaxed);
+  s.refusedProtocol = statProtocol_.load(std::memory_order_relaxed);
+  s.refusedBusy = statBusy_.load(std::memory_order_relaxed);
+  s.requests = statRequests_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void StoreServer::Loop::requestStop() {
+  stop_.store(true);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof one);
+}
+
+int StoreServer::Loop::pollTimeoutMs(TimePoint now) const {
+  std::optional<TimePoint> next;
+  if (!timers_.empty()) {
+    next = timers_.top().when;
+  }
+  if (auto k = engine_.nextKeyExpiry(); k && (!next || *k < *next)) {
+    next = k;
+  }
+  if (!next) {
+    return -1;
+  }
+  if (*next <= now) {
+    return 0;
+  }
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(*next - now).count();
+  return static_cast<int>(std::min<int64_t>((us + 999) / 1000, 60000));
+}
+
+void StoreServer::Loop::run() {
+  RES_INFO(log::kStore, "store server %s listening on %s (token %s)", std::to_string(instanceId_).c_str(),
+           address_.c_str(), options_.token.empty() ? "not checked" : "required");
+  std::array<epoll_event, 1024> events{};
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()),
+                               pollTimeoutMs(SteadyClock::now()));
+    if (n < 0 && errno != EINTR) {
+      RES_WARN(log::kStore, "store server %s: epoll_wait: %s", address_.c_str(),
+               errnoText(errno).c_str());
+      break;
+    }
+    const TimePoint now = SteadyClock::now();
+    for (int i = 0; i < n; ++i) {
+      const uint64_t id = events[static_cast<size_t>(i)].data.u64;
+      const uint32_t what = events[static_cast<size_t>(i)].events;
+      if (id == kListenId) {
+        acceptAll(now);
+        continue;
+      }
+      if (id == kWakeId) {
+        uint64_t v = 0;
+        [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof v);
+        continue;
+      }
+      auto it = conns_.find(id);
+      if (it == conns_.end()) {
+        continue;
+      }
+      Conn& c = it->second;
+      if ((what & EPOLLOUT) != 0) {
+        flush(c);
+        if (conns_.find(id) == conns_.end()) {
+          continue;
+        }
+      }
+      if ((what & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) {
+        onReadable(c, now);
+      }
+    }
+    runTimers(SteadyClock::now());
+    flushDirty();
+  }
+  RES_INFO(log::kStore, "store server %s stopping: closing %zu connections", address_.c_str(),
+           conns_.size());
+  conns_.clear();
+  statOpen_.store(0);
+}
+
+void StoreServer::Loop::acceptAll(TimePoint now) {
+  for (;;) {
+    const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) {
+        continue;
+      }
+      if (errno == EMFILE || errno == ENFILE) {
+        // Out of descriptors: accept with the spare one and drop, so the
+        // pending connection gets an error rather than spinning the loop.
+        statBusy_.fetch_add(1, std::memory_order_relaxed);
+        RES_WARN_LIMITED(acceptLimiter_, nowNs(), log::kStore,
+                         "store server %s: out of file descriptors with %zu connections; "
+                         "refusing new ones (raise the fd limit: ulimit -n)",
+                         address_.c_str(), conns_.size());
+        spare_.reset();
+        Fd dropped(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        dropped.reset();
+        spare_ = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        return;
+      }
+      return;  // EAGAIN: no more pending connections
+    }
+    Fd owned(fd);
+    statAccepted_.fetch_add(1, std::memory_order_relaxed);
+    if (conns_.size() >= options_.maxConnections) {
+      statBusy_.fetch_add(1, std::memory_order_relaxed);
+      std::string reply;
+      encodeHelloReply(HelloReply{kVersion, HelloStatus::kBusy, instanceId_,
+                                  static_cast<uint32_t>(options_.maxFrameBytes)},
+                       &reply);
+      [[maybe_unused]] ssize_t w = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      RES_WARN_LIMITED(acceptLimiter_, nowNs(), log::kStore,
+                       "store server %s: connection limit %zu reached; refusing a client",
+                       address_.c_str(), options_.maxConnections);
+      continue;
+    }
+    setNoDelay(fd);
+    setKeepAlive(fd);
+    const uint64_t id = nextConnId_++;
+    Conn& c = conns_[id];
+    c.id = id;
+    c.fd = std::move(owned);
+    c.decoder.setMaxFrameBytes(options_.maxFrameBytes);
+    c.peer = peerAddress(fd).toString();
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = id;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      conns_.erase(id);
+      continue;
+    }
+    statOpen_.store(conns_.size(), std::memory_order_relaxed);
+    timers_.push(Timer{now + options_.handshakeTimeout, id, true});
+  }
+}
+
+void StoreServer::Loop::onReadable(Conn& c, TimePoint now) {
+  const uint64_t id = c.id;
+  for (int i = 0; i < kMaxReadsPerEvent; ++i) {
+    const ssize_t n = ::recv(c.fd.get(), scratch_.data(), scratch_.size(), 0);
+    if (n > 0) {
+      c.decoder.feed(std::string_view(scratch_.data(), static_cast<size_t>(n)));
+      process(c, now);
+      if (conns_.find(id) == conns_.end() || c.readPaused || c.state == State::kClosing) {
+        return;
+      }
+      if (static_cast<size_t>(n) < scratch_.size()) {
+        break;  // drained; level-triggered epoll reports any later bytes
+      }
+      continue;
+    }
+    if (n == 0) {
+      closeConn(id, nullptr);
+      return;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      closeConn(id, nullptr);
+      return;
+    }
+    break;
+  }
+  c.decoder.shrinkIfEmpty();
+}
+
+void StoreServer::Loop::process(Conn& c, TimePoint now) {
+  try {
+    if (c.state == State::kHello) {
+      std::optional<Hello> hello = c.decoder.nextHello();
+      if (!hello) {
+        return;
+      }
+      onHello(c, *hello);
+      if (c.state != State::kReady) {
+        return;
+      }
+    }
+    while (c.state == State::kReady && !c.readPaused) {
+      std::optional<Frame> frame = c.decoder.next();
+      if (!frame) {
+        break;
+      }
+      statRequests_.fetch_add(1, std::memory_order_relaxed);
+      const size_t before = c.out.size();
+      std::optional<RequestHandler::Deferred> d = handler_.handle(c.id, *frame, now, &c.out);
+      if (d) {
+        timers_.push(Timer{d->deadline, d->pendingId, false});
+      }
+      if (c.out.size() != before) {
+        markDirty(c);
+      }
+      if (c.out.size() - c.outOffset > kPauseReadingAt) {
+        c.readPaused = true;
+        updateEvents(c);
+      }
+    }
+  } catch (const ProtocolError& e) {
+    statProtocol_.fetch_add(1, std::memory_order_relaxed);
+    RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
+                     "store server %s: dropping client %s: %s", address_.c_str(), c.peer.c_str(),
+                     e.what());
+    // Replies to the well-formed requests before the bad one still go out
+    // (best effort, without waiting), then the connection closes.
+    if (c.outOffset < c.out.size()) {
+      [[maybe_unused]] ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset,
+                                          c.out.size() - c.outOffset, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    closeConn(c.id, nullptr);
+  }
+}
+
+void StoreServer::Loop::onHello(Conn& c, const Hello& hello) {
+  if (!hello.name.empty()) {
+    c.peer += " (" + hello.name + ")";
+  }
+  if (hello.version != kVersion) {
+    statProtocol_.fetch_add(1, std::memory_order_relaxed);
+    RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
+                     "store server %s: refusing client %s: protocol version %u, this server "
+                     "speaks %u",
+                     address_.c_str(), c.peer.c_str(), hello.version, kVersion);
+    refuse(c, HelloStatus::kVersionUnsupported);
+    return;
+  }
+  if (!options_.token.empty() && !tokensEqual(hello.token, options_.token)) {
+    statToken_.fetch_add(1, std::memory_order_relaxed);
+    RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
+                     "store server %s: refusing client %s: wrong job token", address_.c_str(),
+                     c.peer.c_str());
+    refuse(c, HelloStatus::kTokenRefused);
+    return;
+  }
+  encodeHelloReply(HelloReply{kVersion, HelloStatus::kOk, instanceId_,
+                              static_cast<uint32_t>(options_.maxFrameBytes)},
+                   &c.out);
+  c.state = State::kReady;
+  markDirty(c);
+}
+
+void StoreServer::Loop::refuse(Conn& c, HelloStatus status) {
+  encodeHelloReply(HelloReply{kVersion, status, instanceId_,
+                              static_cast<uint32_t>(options_.maxFrameBytes)},
+                   &c.out);
+  c.state = State::kClosing;
+  updateEvents(c);
+  markDirty(c);
+}
+
+void StoreServer::Loop::markDirty(Conn& c) {
+  if (!c.dirty) {
+    c.dirty = true;
+    dirty_.push_back(c.id);
+  }
+}
+
+void StoreServer::Loop::flushDirty() {
+  // Swap first: flushing may close connections but never adds to dirty_.
+  std::vector<uint64_t> ids;
+  ids.swap(dirty_);
+  for (uint64_t id : ids) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) {
+      continue;
+    }
+    it->second.dirty = false;
+    flush(it->second);
+  }
+  if (dirty_.capacity() < ids.capacity()) {
+    ids.clear();
+    dirty_.swap(ids);
+  }
+}
+
+void StoreServer::Loop::flush(Conn& c) {
+  while (c.outOffset < c.out.size()) {
+    const ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset, c.out.size() - c.outOffset,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.outOffset += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!c.writeArmed) {
+        c.writeArmed = true;
+        updateEvents(c);
+      }
+      return;
+    }
+    closeConn(c.id, nullptr);
+    return;
+  }
+  c.out.clear();
+  c.outOffset = 0;
+  if (c.out.capacity() > 64 * 1024) {
+    std::string().swap(c.out);
+  }
+  if (c.state == State::kClosing) {
+    closeConn(c.id, nullptr);
+    return;
+  }
+  if (c.writeArmed || c.readPaused) {
+    c.writeArmed = false;
+    if (c.readPaused) {
+      c.readPaused = false;
+      updateEvents(c);
+      // Frames may be buffered already; process them without waiting for more bytes.
+      process(c, SteadyClock::now());
+      return;
+    }
+    updateEvents(c);
+  }
+}
+
+void StoreServer::Loop::updateEvents(Conn& c) {
+  epoll_event ev{};
+  ev.events = (c.readPaused || c.state == State::kClosing ? 0u : static_cast<uint32_t>(EPOLLIN)) |
+              (c.writeArmed ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  ev.data.u64 = c.id;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+}
+
+void StoreServer::Loop::closeConn(uint64_t id, const char* why) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) {
+    return;
+  }
+  if (why != nullptr) {
+    RES_INFO(log::kStore, "store server %s: closing client %s: %s", address_.c_str(),
+             it->second.peer.c_str(), why);
+  }
+  engine_.dropOwner(id);
+  conns_.erase(it);  // closes the descriptor, which leaves the epoll set
+  statOpen_.store(conns_.size(), std::memory_order_relaxed);
+}
+
+void StoreServer::Loop::runTimers(TimePoint now) {
+  engine_.expireKeys(now);
+  while (!timers_.empty() && timers_.top().when <= now) {
+    const Timer t = timers_.top();
+    timers_.pop();
+    if (t.handshake) {
+      auto it = conns_.find(t.id);
+      if (it != conns_.end() && it->second.state == State::kHello) {
+        statProtocol_.fetch_add(1, std::memory_order_relaxed);
+        RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
+                         "store server %s: dropping client %s: no handshake within %lld ms",
+                         address_.c_str(), it->second.peer.c_str(),
+                         static_cast<long long>(options_.handshakeTimeout.count()));
+        closeConn(t.id, nullptr);
+      }
+    } else {
+      engine_.expire(t.id);
+    }
+  }
+}
+
+void StoreServer::Loop::onCompletion(Completion&& c) {
+  auto it = conns_.find(c.owner);
+  if (it == conns_.end()) {
+    return;
+  }
+  handler_.encodeCompletion(c, &it->second.out);
+  markDirty(it->second);
+}
+
+StoreServer::StoreServer(ServerOptions options)
+    : loop_(std::make_unique<Loop>(std::move(options))) {
+  thread_ = std::thread([this] { loop_->run(); });
+}
+
+StoreServer::~StoreServer() {
+  stop();
+}
+
+void StoreServer::stop() {
+  if (thread_.joinable()) {
+    loop_->requestStop();
+    thread_.join();
+  }
+}
+
+uint16_t StoreServer::port() const noexcept {
+  return loop_->port();
+}
+
+std::string StoreServer::address() const {
+  return loop_->address();
+}
+
+ServerStats StoreServer::stats() const {
+  return loop_->stats();
+}
+
+uint64_t StoreServer::instanceId() const noexcept {
+  return loop_->instanceId();
+}
+
+}  // namespace resilient::store::tcp

@@ -1,0 +1,188 @@
+#include "restart/store/tcp/socket_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstring>
+
+#include "restart/store/errors.h"
+
+namespace resilient::store::tcp {
+
+void Fd::reset(int fd) noexcept {
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+  fd_ = fd;
+}
+
+HostPort parseHostPort(std::string_view text, std::string_view defaultHost) {
+  HostPort hp;
+  std::string_view portText;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      throw InvalidArgument("bad address '" + std::string(text) + "': expected [v6addr]:port");
+    }
+    hp.host = std::string(text.substr(1, close - 1));
+    portText = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) {
+      hp.host = std::string(defaultHost);
+      portText = text;
+    } else {
+      if (text.find(':') != colon) {
+        throw InvalidArgument("bad address '" + std::string(text) +
+                              "': write IPv6 addresses as [addr]:port");
+      }
+      hp.host = std::string(text.substr(0, colon));
+      portText = text.substr(colon + 1);
+    }
+  }
+  unsigned port = 0;
+  auto [ptr, ec] = std::from_chars(portText.data(), portText.data() + portText.size(), port);
+  if (portText.empty() || ec != std::errc() || ptr != portText.data() + portText.size() ||
+      port > 65535) {
+    throw InvalidArgument("bad port in address '" + std::string(text) + "'");
+  }
+  if (hp.host.empty()) {
+    if (defaultHost.empty()) {
+      throw InvalidArgument("no host in address '" + std::string(text) + "'");
+    }
+    hp.host = std::string(defaultHost);
+  }
+  hp.port = static_cast<uint16_t>(port);
+  return hp;
+}
+
+std::string formatHostPort(const std::string& host, uint16_t port) {
+  if (host.find(':') != std::string::npos) {
+    return "[" + host + "]:" + std::to_string(port);
+  }
+  return host + ":" + std::to_string(port);
+}
+
+uint16_t SockAddr::port() const noexcept {
+  if (family() == AF_INET) {
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
+  }
+  if (family() == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+  }
+  return 0;
+}
+
+std::string SockAddr::toString() const {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (family() == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, buf, sizeof buf);
+    return std::string(buf) + ":" + std::to_string(port());
+  }
+  if (family() == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, buf,
+              sizeof buf);
+    return "[" + std::string(buf) + "]:" + std::to_string(port());
+  }
+  return "?";
+}
+
+std::vector<SockAddr> resolve(const std::string& host, uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0) {
+    throw ConnectionLost("cannot resolve '" + host + "': " + gai_strerror(rc));
+  }
+  std::vector<SockAddr> out;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_addrlen <= sizeof(sockaddr_storage)) {
+      SockAddr a;
+      std::memcpy(&a.storage, ai->ai_addr, ai->ai_addrlen);
+      a.length = ai->ai_addrlen;
+      out.push_back(a);
+    }
+  }
+  freeaddrinfo(res);
+  if (out.empty()) {
+    throw ConnectionLost("'" + host + "' resolves to no address");
+  }
+  return out;
+}
+
+Fd listenOn(const SockAddr& addr, int backlog) {
+  Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) {
+    throw StoreError(StoreErrc::kInvalidArgument, "socket(): " + errnoText(errno));
+  }
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd.get(), addr.get(), addr.length) != 0) {
+    throw StoreError(StoreErrc::kInvalidArgument,
+                     "cannot bind " + addr.toString() + ": " + errnoText(errno));
+  }
+  if (::listen(fd.get(), backlog) != 0) {
+    throw StoreError(StoreErrc::kInvalidArgument,
+                     "cannot listen on " + addr.toString() + ": " + errnoText(errno));
+  }
+  return fd;
+}
+
+SockAddr localAddress(int fd) {
+  SockAddr a;
+  a.length = sizeof a.storage;
+  if (::getsockname(fd, a.get(), &a.length) != 0) {
+    a.length = 0;
+  }
+  return a;
+}
+
+SockAddr peerAddress(int fd) {
+  SockAddr a;
+  a.length = sizeof a.storage;
+  if (::getpeername(fd, a.get(), &a.length) != 0) {
+    a.length = 0;
+  }
+  return a;
+}
+
+void setNonBlocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags >= 0) {
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  }
+}
+
+void setNoDelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void setKeepAlive(int fd) {
+  int one = 1;
+  int idle = 5;
+  int interval = 2;
+  int count = 5;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
+std::string errnoText(int err) {
+  char buf[128] = {0};
+  // GNU strerror_r: returns a pointer that may or may not be `buf`.
+  const char* text = ::strerror_r(err, buf, sizeof buf);
+  return std::string(text) + " (errno " + std::to_string(err) + ")";
+}
+
+}  // namespace resilient::store::tcp

@@ -1,0 +1,233 @@
+// The TCP store's wire protocol: round trips, incremental decoding and the
+// refusal of malformed or oversized input.
+#include <catch2/catch.hpp>
+
+#include "restart/store/backoff.h"
+#include "restart/store/errors.h"
+#include "restart/store/tcp/frame_decoder.h"
+#include "restart/store/tcp/protocol.h"
+#include "restart/store/tcp/wire.h"
+
+using namespace resilient::store;
+using namespace resilient::store::tcp;
+
+namespace {
+
+Request roundTrip(const Request& req) {
+  std::string bytes;
+  encodeRequest(req, &bytes);
+  FrameDecoder d(kDefaultMaxFrameBytes, false);
+  d.feed(bytes);
+  std::optional<Frame> f = d.next();
+  REQUIRE(f.has_value());
+  CHECK(d.buffered() == 0);
+  return decodeRequest(f->header, f->payload);
+}
+
+}  // namespace
+
+TEST_CASE("protocol: requests survive encoding and decoding", "[store][protocol]") {
+  Request set;
+  set.op = Op::kSet;
+  set.id = 0x0102030405060708ull;
+  set.key = "key";
+  set.value = std::string("v\0x", 3);
+  set.number = 1500;
+  Request got = roundTrip(set);
+  CHECK(got.op == Op::kSet);
+  CHECK(got.id == set.id);
+  CHECK(got.key == "key");
+  CHECK(got.value == set.value);
+  CHECK(got.number == 1500);
+
+  Request cas;
+  cas.op = Op::kCompareSet;
+  cas.key = "k";
+  cas.expected = "old";
+  cas.value = "new";
+  got = roundTrip(cas);
+  CHECK(got.expected == std::optional<std::string>("old"));
+  cas.expected.reset();
+  CHECK_FALSE(roundTrip(cas).expected.has_value());
+
+  Request ms;
+  ms.op = Op::kMultiSet;
+  ms.pairs = {{"a", "1"}, {"b", ""}};
+  CHECK(roundTrip(ms).pairs == ms.pairs);
+
+  Request bar;
+  bar.op = Op::kBarrier;
+  bar.arrival = {"name", 77, 3, 16384, false};
+  bar.number = -5;
+  got = roundTrip(bar);
+  CHECK(got.arrival.name == "name");
+  CHECK(got.arrival.generation == 77);
+  CHECK(got.arrival.rank == 3);
+  CHECK(got.arrival.worldSize == 16384);
+  CHECK_FALSE(got.arrival.waitForRelease);
+  CHECK(got.number == -5);
+}
+
+TEST_CASE("protocol: replies survive encoding and decoding", "[store][protocol]") {
+  Response r;
+  r.op = Op::kBarrier;
+  r.id = 9;
+  r.status = ReplyStatus::kTimeout;
+  r.report = {"b", 2, 8, 6, {1, 5}, {9}};
+  std::string bytes;
+  encodeResponse(r, &bytes);
+  FrameDecoder d(kDefaultMaxFrameBytes, true);
+  d.feed(bytes);
+  std::optional<Frame> f = d.next();
+  REQUIRE(f);
+  Response got = decodeResponse(f->header, f->payload);
+  CHECK(got.status == ReplyStatus::kTimeout);
+  CHECK(got.report.missingRanks == std::vector<int>{1, 5});
+  CHECK(got.report.surplusRanks == std::vector<int>{9});
+  CHECK(got.report.arrived == 6);
+
+  Response mg;
+  mg.op = Op::kMultiGet;
+  mg.values = {std::string("x"), std::nullopt, std::string()};
+  bytes.clear();
+  encodeResponse(mg, &bytes);
+  d.feed(bytes);
+  f = d.next();
+  REQUIRE(f);
+  CHECK(decodeResponse(f->header, f->payload).values == mg.values);
+}
+
+TEST_CASE("protocol: frames decode whatever the split of the byte stream", "[store][protocol]") {
+  std::string stream;
+  for (int i = 0; i < 20; ++i) {
+    Request r;
+    r.op = i % 2 ? Op::kGet : Op::kAdd;
+    r.id = static_cast<uint64_t>(i);
+    r.key = "key" + std::to_string(i);
+    r.number = i;
+    encodeRequest(r, &stream);
+  }
+  for (size_t chunk : {size_t{1}, size_t{3}, size_t{16}, size_t{17}, stream.size()}) {
+    CAPTURE(chunk);
+    FrameDecoder d(kDefaultMaxFrameBytes, false);
+    std::vector<uint64_t> ids;
+    for (size_t pos = 0; pos < stream.size(); pos += chunk) {
+      d.feed(std::string_view(stream).substr(pos, chunk));
+      while (std::optional<Frame> f = d.next()) {
+        ids.push_back(decodeRequest(f->header, f->payload).id);
+      }
+    }
+    REQUIRE(ids.size() == 20);
+    for (uint64_t i = 0; i < 20; ++i) {
+      CHECK(ids[i] == i);
+    }
+    CHECK(d.buffered() == 0);
+  }
+}
+
+TEST_CASE("protocol: malformed and oversized input is refused", "[store][protocol]") {
+  SECTION("a header announcing more than the limit, before any payload arrives") {
+    FrameDecoder d(1024, false);
+    std::string h;
+    encodeFrameHeader(FrameHeader{1025, static_cast<uint8_t>(Op::kGet), 1}, &h);
+    d.feed(h);
+    CHECK_THROWS_AS(d.next(), ProtocolError);
+  }
+  SECTION("an unknown opcode, a reply where a request belongs, reserved bits") {
+    std::string h;
+    encodeFrameHeader(FrameHeader{0, 99, 1}, &h);
+    CHECK_THROWS_AS(decodeFrameHeader(h, 1024, false), ProtocolError);
+    h.clear();
+    encodeFrameHeader(FrameHeader{0, static_cast<uint8_t>(Op::kGet) | kReplyBit, 1}, &h);
+    CHECK_THROWS_AS(decodeFrameHeader(h, 1024, false), ProtocolError);
+    h.clear();
+    encodeFrameHeader(FrameHeader{0, static_cast<uint8_t>(Op::kGet), 1}, &h);
+    h[5] = 1;
+    CHECK_THROWS_AS(decodeFrameHeader(h, 1024, false), ProtocolError);
+  }
+  SECTION("a payload that lies about its lengths") {
+    std::string payload;
+    WireWriter w(payload);
+    w.u32(1000000);  // a key of a million bytes in a 4-byte payload
+    FrameHeader h{static_cast<uint32_t>(payload.size()), static_cast<uint8_t>(Op::kGet), 1};
+    CHECK_THROWS_AS(decodeRequest(h, payload), ProtocolError);
+    payload.clear();
+    w.u32(0xffffffffu);  // four billion keys
+    h.op = static_cast<uint8_t>(Op::kMultiGet);
+    h.length = static_cast<uint32_t>(payload.size());
+    CHECK_THROWS_AS(decodeRequest(h, payload), ProtocolError);
+  }
+  SECTION("trailing bytes after a well-formed payload") {
+    Request r;
+    r.op = Op::kGet;
+    r.key = "k";
+    std::string bytes;
+    encodeRequest(r, &bytes);
+    bytes += "junk";
+    std::string_view payload = std::string_view(bytes).substr(kFrameHeaderBytes);
+    const FrameHeader h{static_cast<uint32_t>(payload.size()), static_cast<uint8_t>(Op::kGet), 0};
+    CHECK_THROWS_AS(decodeRequest(h, payload), ProtocolError);
+  }
+  SECTION("a bad magic is refused from its first wrong byte") {
+    size_t consumed = 0;
+    CHECK_THROWS_AS(decodeHello("G", &consumed), ProtocolError);
+    CHECK_THROWS_AS(decodeHello("GET / HTTP/1.1\r\n", &consumed), ProtocolError);
+    CHECK_FALSE(decodeHello("RS", &consumed).has_value());  // a correct start: wait for more
+  }
+  SECTION("a hello with an over-long token") {
+    std::string hello;
+    encodeHello(Hello{kVersion, std::string(kMaxTokenBytes + 1, 't'), "n"}, &hello);
+    size_t consumed = 0;
+    CHECK_THROWS_AS(decodeHello(hello, &consumed), ProtocolError);
+  }
+}
+
+TEST_CASE("protocol: hello round trip", "[store][protocol]") {
+  std::string bytes;
+  encodeHello(Hello{kVersion, "secret", "rank 3"}, &bytes);
+  size_t consumed = 0;
+  CHECK_FALSE(decodeHello(std::string_view(bytes).substr(0, bytes.size() - 1), &consumed));
+  std::optional<Hello> h = decodeHello(bytes, &consumed);
+  REQUIRE(h);
+  CHECK(consumed == bytes.size());
+  CHECK(h->token == "secret");
+  CHECK(h->name == "rank 3");
+  bytes.clear();
+  encodeHelloReply(HelloReply{kVersion, HelloStatus::kTokenRefused, 42, 1000}, &bytes);
+  CHECK(bytes.size() == kHelloReplyBytes);
+  std::optional<HelloReply> r = decodeHelloReply(bytes);
+  REQUIRE(r);
+  CHECK(r->status == HelloStatus::kTokenRefused);
+  CHECK(r->instanceId == 42);
+  CHECK(r->maxFrameBytes == 1000);
+}
+
+TEST_CASE("backoff grows with jitter up to its cap", "[store][protocol]") {
+  Backoff b(std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 2.0, 12345);
+  std::vector<int64_t> d;
+  for (int i = 0; i < 12; ++i) {
+    d.push_back(b.next().count());
+  }
+  CHECK(d[0] >= 50);
+  CHECK(d[0] <= 150);
+  CHECK(d[1] >= 100);
+  CHECK(d[1] <= 300);
+  for (int64_t v : d) {
+    CHECK(v <= 1000);
+    CHECK(v >= 1);
+  }
+  CHECK(d.back() >= 500);  // at the cap, jitter keeps it in [500, 1000]
+  CHECK(b.attempts() == 12);
+}
+
+TEST_CASE("rank lists are compressed into ranges", "[store][protocol]") {
+  CHECK(formatRanks({}) == "none");
+  CHECK(formatRanks({3}) == "3");
+  CHECK(formatRanks({0, 1, 2, 5, 7, 8}) == "0-2, 5, 7-8");
+  std::vector<int> many;
+  for (int i = 0; i < 100; i += 2) {
+    many.push_back(i);
+  }
+  const std::string s = formatRanks(many, 4);
+  CHECK(s == "0, 2, 4, 6, ... (50 in all)");
+}

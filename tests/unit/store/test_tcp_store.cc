@@ -1,0 +1,411 @@
+// The TCP store beyond the conformance suite: handshake and token, malformed
+// and oversized input, server-side waits (no polling), connection retries,
+// a killed or restarted server, and a client killed in a barrier.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "restart/store/errors.h"
+#include "restart/store/tcp/client.h"
+#include "restart/store/tcp/protocol.h"
+#include "restart/store/tcp/server.h"
+#include "restart/store/tcp/socket_util.h"
+#include "tests/unit/store/store_test_util.h"
+
+using namespace resilient::store;
+using namespace resilient::store::tcp;
+using resilient::test::ChildProcess;
+using resilient::test::runThreads;
+using resilient::test::testClientOptions;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+ServerOptions localServer(const std::string& token = "tok") {
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.token = token;
+  return o;
+}
+
+std::unique_ptr<TcpStoreClient> connectTo(uint16_t port, const std::string& token = "tok") {
+  ClientOptions o = testClientOptions();
+  o.token = token;
+  return std::make_unique<TcpStoreClient>("127.0.0.1", port, o);
+}
+
+Fd rawConnect(uint16_t port) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+void rawSend(const Fd& fd, std::string_view bytes) {
+  REQUIRE(::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(bytes.size()));
+}
+
+// Reads until the peer closes; returns what arrived, or nullopt if it did
+// not close within `timeout`.
+std::optional<std::string> readUntilClosed(const Fd& fd, milliseconds timeout) {
+  std::string got;
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd.get(), POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) {
+      return std::nullopt;
+    }
+    char buf[4096];
+    const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n <= 0) {
+      return got;
+    }
+    got.append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::string helloBytes(const std::string& token, uint16_t version = kVersion) {
+  std::string out;
+  encodeHello(Hello{version, token, "raw test client"}, &out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tcp: a wrong job token is refused; the server serves the others", "[store][tcp]") {
+  StoreServer server(localServer("right"));
+  auto good = connectTo(server.port(), "right");
+  good->set("k", "v");
+  try {
+    connectTo(server.port(), "wrong");
+    FAIL("connected with a wrong token");
+  } catch (const AuthRefused& e) {
+    CHECK(e.code() == StoreErrc::kAuthRefused);
+    CHECK(std::string(e.what()).find("token") != std::string::npos);
+  }
+  CHECK_THROWS_AS(connectTo(server.port(), ""), AuthRefused);
+  CHECK(server.stats().refusedToken == 2);
+  CHECK(good->get("k") == std::optional<std::string>("v"));
+  // A server without a token accepts any.
+  StoreServer open(localServer(""));
+  CHECK_NOTHROW(connectTo(open.port(), "anything")->ping());
+}
+
+TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server carries on",
+          "[store][tcp]") {
+  ServerOptions o = localServer();
+  o.maxFrameBytes = 64 * 1024;
+  o.handshakeTimeout = milliseconds(300);
+  StoreServer server(o);
+  auto client = connectTo(server.port());
+  client->set("before", "1");
+  uint64_t refused = 0;
+
+  SECTION("garbage instead of a hello") {
+    Fd fd = rawConnect(server.port());
+    rawSend(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    auto got = readUntilClosed(fd, milliseconds(5000));
+    REQUIRE(got.has_value());
+    CHECK(got->empty());  // nothing answered to a stranger
+    refused = 1;
+  }
+  SECTION("a hello of another protocol version") {
+    Fd fd = rawConnect(server.port());
+    rawSend(fd, helloBytes("tok", kVersion + 1));
+    auto got = readUntilClosed(fd, milliseconds(5000));
+    REQUIRE(got.has_value());
+    REQUIRE(got->size() == kHelloReplyBytes);
+    CHECK(decodeHelloReply(*got)->status == HelloStatus::kVersionUnsupported);
+    refused = 1;
+  }
+  SECTION("a frame over the limit, announced in its header") {
+    Fd fd = rawConnect(server.port());
+    rawSend(fd, helloBytes("tok"));
+    std::string frame;
+    encodeFrameHeader(FrameHeader{1u << 30, static_cast<uint8_t>(Op::kSet), 1}, &frame);
+    rawSend(fd, frame);
+    auto got = readUntilClosed(fd, milliseconds(5000));
+    REQUIRE(got.has_value());
+    CHECK(got->size() == kHelloReplyBytes);  // the hello reply, then the door
+    refused = 1;
+  }
+  SECTION("a malformed payload after a good request") {
+    Fd fd = rawConnect(server.port());
+    std::string bytes = helloBytes("tok");
+    Request ping;
+    ping.op = Op::kPing;
+    ping.id = 5;
+    encodeRequest(ping, &bytes);
+    encodeFrameHeader(FrameHeader{3, static_cast<uint8_t>(Op::kGet), 6}, &bytes);
+    bytes += "abc";  // a key length cut short
+    rawSend(fd, bytes);
+    auto got = readUntilClosed(fd, milliseconds(5000));
+    REQUIRE(got.has_value());
+    CHECK(got->size() == kHelloReplyBytes + kFrameHeaderBytes + 1);  // hello reply + ping reply
+    refused = 1;
+  }
+  SECTION("an unknown opcode") {
+    Fd fd = rawConnect(server.port());
+    std::string bytes = helloBytes("tok");
+    encodeFrameHeader(FrameHeader{0, 0x7f, 1}, &bytes);
+    rawSend(fd, bytes);
+    REQUIRE(readUntilClosed(fd, milliseconds(5000)).has_value());
+    refused = 1;
+  }
+  SECTION("a client that never says hello") {
+    Fd fd = rawConnect(server.port());
+    rawSend(fd, helloBytes("tok").substr(0, 5));  // a correct start, then silence
+    auto got = readUntilClosed(fd, milliseconds(10000));
+    REQUIRE(got.has_value());  // dropped at the handshake timeout
+    refused = 1;
+  }
+  SECTION("a client that vanishes mid-frame") {
+    {
+      Fd fd = rawConnect(server.port());
+      std::string bytes = helloBytes("tok");
+      Request set;
+      set.op = Op::kSet;
+      set.key = "half";
+      set.value = std::string(1000, 'x');
+      encodeRequest(set, &bytes);
+      rawSend(fd, std::string_view(bytes).substr(0, bytes.size() - 10));
+    }
+    refused = 0;
+  }
+  // The server still serves, and never applied a half frame.
+  CHECK(client->get("before") == std::optional<std::string>("1"));
+  CHECK_FALSE(client->exists("half"));
+  auto fresh = connectTo(server.port());
+  fresh->set("after", "1");
+  CHECK(client->get("after") == std::optional<std::string>("1"));
+  CHECK(server.stats().refusedProtocol == refused);
+}
+
+TEST_CASE("tcp: a request over the server's frame limit is refused before sending",
+          "[store][tcp]") {
+  ServerOptions o = localServer();
+  o.maxFrameBytes = 4096;
+  StoreServer server(o);
+  auto client = connectTo(server.port());
+  CHECK_THROWS_AS(client->set("k", std::string(8192, 'v')), InvalidArgument);
+  client->set("k", "small");
+  CHECK(client->get("k") == std::optional<std::string>("small"));
+  // A reply that would be too large is answered with an error, not a cut.
+  std::vector<KeyValue> pairs;
+  for (int i = 0; i < 4; ++i) {
+    pairs.emplace_back("v" + std::to_string(i), std::string(1500, 'x'));
+  }
+  for (const auto& p : pairs) {
+    client->set(p.first, p.second);
+  }
+  CHECK_THROWS_AS(client->multiGet({"v0", "v1", "v2", "v3"}), InvalidArgument);
+  CHECK(client->get("v0") == std::optional<std::string>(std::string(1500, 'x')));
+}
+
+TEST_CASE("tcp: a wait costs one request, the server answers it", "[store][tcp]") {
+  StoreServer server(localServer());
+  auto client = connectTo(server.port());
+  client->ping();
+  const uint64_t before = server.stats().requests;
+  CHECK_THROWS_AS(client->wait({"never"}, milliseconds(1200)), TimeoutError);
+  const uint64_t during = server.stats().requests - before;
+  CHECK(during == 1);  // no polling
+  // And a barrier: one request per arriving rank.
+  auto other = connectTo(server.port());
+  const uint64_t b0 = server.stats().requests;
+  std::thread t([&] { other->barrier({"b", 0, 1, 2, true}, milliseconds(10000)); });
+  client->barrier({"b", 0, 0, 2, true}, milliseconds(10000));
+  t.join();
+  CHECK(server.stats().requests - b0 == 2);
+}
+
+TEST_CASE("tcp: clients may start before the server; they retry until it listens",
+          "[store][tcp]") {
+  // Reserve a port: bound but not listening, so connections are refused.
+  Fd reserved(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(reserved.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const uint16_t port = localAddress(reserved.get()).port();
+  std::atomic<bool> connected{false};
+  std::unique_ptr<TcpStoreClient> early;
+  std::thread t([&] {
+    early = connectTo(port);
+    connected = true;
+  });
+  REQUIRE(::listen(reserved.get(), 128) == 0);
+  ServerOptions o = localServer();
+  o.adoptListenFd = reserved.release();
+  StoreServer server(o);
+  t.join();
+  CHECK(connected);
+  early->set("k", "v");
+  CHECK(early->get("k") == std::optional<std::string>("v"));
+}
+
+TEST_CASE("tcp: a client gives up connecting at its connect timeout", "[store][tcp]") {
+  Fd reserved(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(reserved.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const uint16_t port = localAddress(reserved.get()).port();
+  ClientOptions o = testClientOptions();
+  o.connectTimeout = milliseconds(500);
+  const auto start = Clock::now();
+  try {
+    TcpStoreClient c("127.0.0.1", port, o);
+    FAIL("connected to nothing");
+  } catch (const ConnectionLost& e) {
+    CHECK(std::string(e.what()).find("attempts") != std::string::npos);
+  }
+  CHECK(Clock::now() - start < milliseconds(5000));
+}
+
+TEST_CASE("tcp: the server killed: calls fail with a clear error, none hangs", "[store][tcp]") {
+  uint16_t port = 0;
+  auto server = resilient::test::spawnStoreServer("tok", &port);
+  auto client = connectTo(port);
+  auto waiter = connectTo(port);
+  client->set("k", "v");
+  std::atomic<bool> failed{false};
+  std::string waitError;
+  const auto start = Clock::now();
+  std::thread t([&] {
+    try {
+      waiter->set("waiting", "1");
+      waiter->wait({"never"}, milliseconds(60000));
+    } catch (const ConnectionLost& e) {
+      waitError = e.what();
+      failed = true;
+    }
+  });
+  client->wait({"waiting"}, milliseconds(10000));
+  server->kill(SIGKILL);
+  REQUIRE(server->wait(milliseconds(10000)) == 128 + SIGKILL);
+  t.join();
+  CHECK(failed);
+  // Well before the wait's own 60 s: the reconnect window is 2 s.
+  CHECK(Clock::now() - start < milliseconds(15000));
+  CHECK(waitError.find("gone") != std::string::npos);
+  const auto t0 = Clock::now();
+  CHECK_THROWS_AS(client->get("k", milliseconds(30000)), ConnectionLost);
+  CHECK_THROWS_AS(client->add("c", 1, milliseconds(30000)), ConnectionLost);
+  CHECK(Clock::now() - t0 < milliseconds(10000));
+}
+
+TEST_CASE("tcp: a restarted server is detected: its state is lost", "[store][tcp]") {
+  uint16_t port = 0;
+  auto first = resilient::test::spawnStoreServer("tok", &port);
+  auto client = connectTo(port);
+  client->set("k", "v");
+  first->kill(SIGKILL);
+  REQUIRE(first->wait(milliseconds(10000)) == 128 + SIGKILL);
+  ChildProcess second({resilient::test::storeBinary(), "--listen",
+                       "127.0.0.1:" + std::to_string(port), "--token", "tok"});
+  REQUIRE(second.readLine(milliseconds(10000)).find("serving") != std::string::npos);
+  try {
+    client->get("k");
+    FAIL("a restarted, empty server was trusted");
+  } catch (const ConnectionLost& e) {
+    CHECK(std::string(e.what()).find("restarted") != std::string::npos);
+  }
+}
+
+TEST_CASE("tcp: a client killed in a barrier", "[store][tcp][barrier]") {
+  StoreServer server(localServer());
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
+  auto monitor = connectTo(server.port());
+  auto r0 = connectTo(server.port());
+  auto r1 = connectTo(server.port());
+  // Rank 2 is another process: `resilient-store client ... barrier`.
+  const auto spawnRank2 = [&](const std::string& name) {
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{resilient::test::storeBinary(), "client", "--store", url,
+                                 "--token", "tok", "barrier", name, "0", "2", "3"});
+  };
+
+  SECTION("killed after it arrived: it counts, the others are released") {
+    auto rank2 = spawnRank2("a");
+    // Wait until the server has counted rank 2 (arrived == 2 with rank 0 marked).
+    const auto deadline = Clock::now() + milliseconds(10000);
+    uint32_t arrived = 0;
+    while ((arrived = monitor->barrier({"a", 0, 0, 3, false}).arrived) < 2 &&
+           Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));  // polling another process's progress
+    }
+    REQUIRE(arrived == 2);
+    rank2->kill(SIGKILL);
+    REQUIRE(rank2->wait(milliseconds(10000)) == 128 + SIGKILL);
+    BarrierResult r = r1->barrier({"a", 0, 1, 3, true}, milliseconds(10000));
+    CHECK(r.completed);
+    CHECK(r.arrived == 3);
+  }
+  SECTION("killed before it arrived: the barrier times out naming it") {
+    auto rank2 = std::make_unique<ChildProcess>(std::vector<std::string>{
+        resilient::test::storeBinary(), "client", "--store", url, "--token", "tok", "wait",
+        "forever"});
+    rank2->kill(SIGKILL);
+    rank2->wait(milliseconds(10000));
+    std::vector<std::string> errors(2);
+    runThreads(2, [&](int rank) {
+      try {
+        (rank == 0 ? r0 : r1)->barrier({"b", 0, rank, 3, true}, milliseconds(800));
+      } catch (const BarrierTimeout& e) {
+        CHECK(e.missingRanks() == std::vector<int>{2});
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+    });
+    CHECK(errors[0].find("missing rank 2") != std::string::npos);
+    CHECK(errors[1].find("missing rank 2") != std::string::npos);
+  }
+  SECTION("killed before it arrived: its monitor marks it and the barrier completes") {
+    std::thread t0([&] { CHECK(r0->barrier({"c", 0, 0, 3, true}, milliseconds(20000)).completed); });
+    std::thread t1([&] { CHECK(r1->barrier({"c", 0, 1, 3, true}, milliseconds(20000)).completed); });
+    monitor->barrier({"c", 0, 2, 3, false});
+    t0.join();
+    t1.join();
+  }
+  // The server is unharmed.
+  CHECK_NOTHROW(monitor->ping());
+}
+
+TEST_CASE("tcp: 256 clients in one process pass barriers together", "[store][tcp][barrier]") {
+  StoreServer server(localServer());
+  constexpr int kClients = 256;
+  std::vector<std::unique_ptr<TcpStoreClient>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(connectTo(server.port()));
+  }
+  CHECK(server.stats().connectionsOpen == kClients);
+  runThreads(kClients, [&](int rank) {
+    for (uint64_t gen = 0; gen < 3; ++gen) {
+      BarrierResult r = clients[static_cast<size_t>(rank)]->barrier(
+          {"many", gen, rank, kClients, true}, milliseconds(30000));
+      CHECK(r.arrived == static_cast<uint32_t>(kClients));
+    }
+  });
+  clients.clear();
+  // Closed connections leave the server's books.
+  const auto deadline = Clock::now() + milliseconds(10000);
+  while (server.stats().connectionsOpen != 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));  // the server notices closes asynchronously
+  }
+  CHECK(server.stats().connectionsOpen == 0);
+}
