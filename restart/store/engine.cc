@@ -89,17 +89,17 @@ uint64_t StoreEngine::removePrefix(std::string_view prefix) {
       ++it;
     }
   }
-  // Barriers under the prefix: their waiters are answered kDropped.
+  // Barriers under the prefix: their waiters are answered kDropped first.
   for (auto it = barriers_.lower_bound(BarrierKey{std::string(prefix), 0});
        it != barriers_.end() &&
        std::string_view(it->first.name).substr(0, prefix.size()) == prefix;) {
-    std::vector<uint64_t> waiters = std::move(it->second.waiters());
-    it = barriers_.erase(it);
+    std::vector<uint64_t> waiters = it->second.waiters();
     for (uint64_t id : waiters) {
       Completion c;
       c.kind = Completion::Kind::kDropped;
-      complete(id, std::move(c));
+      complete(id, c);
     }
+    it = barriers_.erase(it);
   }
   for (auto it = series_.lower_bound(prefix);
        it != series_.end() && std::string_view(it->first).substr(0, prefix.size()) == prefix;) {
@@ -125,7 +125,7 @@ void StoreEngine::keyAppeared(const std::string& key) {
     if (keys.empty()) {
       Completion c;
       c.kind = Completion::Kind::kWaitReady;
-      complete(id, std::move(c));
+      complete(id, c);
     }
   }
 }
@@ -150,8 +150,18 @@ uint64_t StoreEngine::wait(const std::vector<std::string>& keys, uint64_t owner,
   p.tag = tag;
   p.keys = std::move(missing);
   pending_.emplace(id, std::move(p));
-  byOwner_[owner].insert(id);
+  addToOwner(owner, id);
   return id;
+}
+
+void StoreEngine::addToOwner(uint64_t owner, uint64_t id) {
+  std::vector<uint64_t>& ids = byOwner_[owner];
+  if (ids.size() >= 8) {
+    ids.erase(std::remove_if(ids.begin(), ids.end(),
+                             [this](uint64_t old) { return pending_.count(old) == 0; }),
+              ids.end());
+  }
+  ids.push_back(id);
 }
 
 BarrierOutcome StoreEngine::barrier(const BarrierArrival& arrival, uint64_t owner, uint64_t tag) {
@@ -210,10 +220,10 @@ BarrierOutcome StoreEngine::barrier(const BarrierArrival& arrival, uint64_t owne
   p.owner = owner;
   p.tag = tag;
   p.isBarrier = true;
-  p.barrier = std::move(key);
-  p.result = {false, index, state.arrived()};
+  p.barrier = it;
+  p.arrivalIndex = index;
   pending_.emplace(id, std::move(p));
-  byOwner_[owner].insert(id);
+  addToOwner(owner, id);
   state.waiters().push_back(id);
   out.kind = BarrierOutcome::Kind::kPending;
   out.pendingId = id;
@@ -222,18 +232,24 @@ BarrierOutcome StoreEngine::barrier(const BarrierArrival& arrival, uint64_t owne
 }
 
 void StoreEngine::releaseBarrier(BarrierState& state) {
+  // The hot path of a large barrier: one Completion reused for every waiter,
+  // no per-waiter bookkeeping beyond erasing its pending entry.
   std::vector<uint64_t> waiters = std::move(state.waiters());
   state.waiters().clear();
-  const uint32_t arrived = state.arrived();
+  Completion c;
+  c.kind = Completion::Kind::kBarrierReleased;
+  c.result.completed = true;
+  c.result.arrived = state.arrived();
   for (uint64_t id : waiters) {
     auto p = pending_.find(id);
     if (p == pending_.end()) {
       continue;
     }
-    Completion c;
-    c.kind = Completion::Kind::kBarrierReleased;
-    c.result = {true, p->second.result.arrivalIndex, arrived};
-    complete(id, std::move(c));
+    c.owner = p->second.owner;
+    c.tag = p->second.tag;
+    c.result.arrivalIndex = p->second.arrivalIndex;
+    pending_.erase(p);
+    notify_(c);
   }
 }
 
@@ -254,7 +270,7 @@ void StoreEngine::collectBarriers(const std::string& name, uint64_t completedGen
   series.forgottenBelow = std::max(series.forgottenBelow, below);
 }
 
-void StoreEngine::complete(uint64_t id, Completion&& c) {
+void StoreEngine::complete(uint64_t id, Completion& c) {
   auto p = pending_.find(id);
   if (p == pending_.end()) {
     return;
@@ -262,7 +278,7 @@ void StoreEngine::complete(uint64_t id, Completion&& c) {
   c.owner = p->second.owner;
   c.tag = p->second.tag;
   removePending(id);
-  notify_(std::move(c));
+  notify_(c);
 }
 
 void StoreEngine::removePending(uint64_t id) {
@@ -272,10 +288,7 @@ void StoreEngine::removePending(uint64_t id) {
   }
   Pending& pend = p->second;
   if (pend.isBarrier) {
-    auto b = barriers_.find(pend.barrier);
-    if (b != barriers_.end()) {
-      b->second.removeWaiter(id);
-    }
+    pend.barrier->second.removeWaiter(id);
   } else {
     for (const std::string& key : pend.keys) {
       auto w = keyWaiters_.find(key);
@@ -285,13 +298,6 @@ void StoreEngine::removePending(uint64_t id) {
           keyWaiters_.erase(w);
         }
       }
-    }
-  }
-  auto o = byOwner_.find(pend.owner);
-  if (o != byOwner_.end()) {
-    o->second.erase(id);
-    if (o->second.empty()) {
-      byOwner_.erase(o);
     }
   }
   pending_.erase(p);
@@ -305,18 +311,13 @@ void StoreEngine::expire(uint64_t id) {
   Completion c;
   if (p->second.isBarrier) {
     c.kind = Completion::Kind::kBarrierTimeout;
-    auto b = barriers_.find(p->second.barrier);
-    if (b != barriers_.end()) {
-      c.report = b->second.report(p->second.barrier.name, p->second.barrier.generation);
-    } else {
-      c.report.name = p->second.barrier.name;
-      c.report.generation = p->second.barrier.generation;
-    }
+    const auto& b = p->second.barrier;
+    c.report = b->second.report(b->first.name, b->first.generation);
   } else {
     c.kind = Completion::Kind::kWaitTimeout;
     c.missingKeys = p->second.keys;
   }
-  complete(id, std::move(c));
+  complete(id, c);
 }
 
 void StoreEngine::dropOwner(uint64_t owner) {
@@ -324,7 +325,8 @@ void StoreEngine::dropOwner(uint64_t owner) {
   if (o == byOwner_.end()) {
     return;
   }
-  std::vector<uint64_t> ids(o->second.begin(), o->second.end());
+  const std::vector<uint64_t> ids = std::move(o->second);
+  byOwner_.erase(o);
   for (uint64_t id : ids) {
     removePending(id);
   }

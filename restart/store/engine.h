@@ -66,7 +66,9 @@ struct BarrierOutcome {
 
 class StoreEngine {
  public:
-  using Notify = std::function<void(Completion&&)>;
+  // Called for every deferred answer, from inside the engine call that
+  // produced it; it must not call back into the engine.
+  using Notify = std::function<void(const Completion&)>;
 
   explicit StoreEngine(Notify notify);
   StoreEngine(const StoreEngine&) = delete;
@@ -119,14 +121,14 @@ class StoreEngine {
       return name != o.name ? name < o.name : generation < o.generation;
     }
   };
+  using BarrierMap = std::map<BarrierKey, BarrierState>;
   struct Pending {
     uint64_t owner = 0;
     uint64_t tag = 0;
     bool isBarrier = false;
-    std::vector<std::string> keys;  // wait: every awaited key (deduplicated)
-    size_t remaining = 0;           // wait: keys still absent
-    BarrierKey barrier;             // barrier: which one
-    BarrierResult result;           // barrier: this arrival's result
+    std::vector<std::string> keys;  // wait: keys still absent (deduplicated)
+    BarrierMap::iterator barrier;   // barrier: which one (stable while it has waiters)
+    uint32_t arrivalIndex = 0;      // barrier: this arrival's index
   };
   struct Series {                 // every generation of one barrier name
     uint64_t forgottenBelow = 0;  // generations below this were collected
@@ -134,8 +136,9 @@ class StoreEngine {
 
   void storeValue(std::string_view key, std::string value, std::optional<TimePoint> expiry);
   void keyAppeared(const std::string& key);
-  void complete(uint64_t id, Completion&& c);
+  void complete(uint64_t id, Completion& c);
   void removePending(uint64_t id);
+  void addToOwner(uint64_t owner, uint64_t id);
   void releaseBarrier(BarrierState& state);
   void collectBarriers(const std::string& name, uint64_t completedGeneration);
 
@@ -149,9 +152,12 @@ class StoreEngine {
   std::unordered_map<uint64_t, Pending> pending_;
   std::unordered_map<std::string, std::unordered_set<uint64_t>, TransparentHash, std::equal_to<>>
       keyWaiters_;
-  std::unordered_map<uint64_t, std::unordered_set<uint64_t>> byOwner_;
+  // Pending ids per owner, for dropOwner. Answered ids are not removed one
+  // by one (a barrier release answers thousands at once); registration
+  // compacts a list once it grows.
+  std::unordered_map<uint64_t, std::vector<uint64_t>> byOwner_;
 
-  std::map<BarrierKey, BarrierState> barriers_;
+  BarrierMap barriers_;
   std::map<std::string, Series, std::less<>> series_;
 };
 

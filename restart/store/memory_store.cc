@@ -8,10 +8,10 @@ constexpr uint64_t kOwner = 1;  // every call of this store has the same owner
 }
 
 MemoryStore::MemoryStore(Millis defaultTimeout)
-    : defaultTimeout_(defaultTimeout), engine_([this](Completion&& c) {
+    : defaultTimeout_(defaultTimeout), engine_([this](const Completion& c) {
         auto it = slots_.find(c.tag);
         if (it != slots_.end()) {
-          it->second->done = std::move(c);
+          it->second->done = c;
           it->second->cv.notify_one();
         }
       }) {}

@@ -118,6 +118,7 @@ class TcpStoreClient::Connection {
   Connection& operator=(const Connection&) = delete;
 
   uint64_t instance() const noexcept { return instance_; }
+  void delayAcks() const { tcp::delayAcks(fd_.get()); }
   size_t maxFrame() const noexcept { return maxFrame_; }
 
   // Registers a call for reply `id`; false when the connection is broken.
@@ -468,6 +469,9 @@ Response TcpStoreClient::call(Request& req, Timeout timeout, bool idempotent, bo
     }
     if (!conn->add(req.id, call)) {
       continue;  // broke meanwhile: reconnect
+    }
+    if (serverTimed) {
+      conn->delayAcks();  // the late reply's ACK rides on our next request
     }
     const int err = conn->send(frame, deadline);
     if (err == ETIMEDOUT) {

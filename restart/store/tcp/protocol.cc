@@ -381,6 +381,17 @@ void encodeResponse(const Response& resp, std::string* out) {
   patchLength(out, start);
 }
 
+void encodeBarrierRelease(uint64_t id, const BarrierResult& result, std::string* out) {
+  constexpr uint32_t kPayload = 1 + 1 + 4 + 4;
+  encodeFrameHeader(FrameHeader{kPayload, static_cast<uint8_t>(Op::kBarrier) | kReplyBit, id},
+                    out);
+  WireWriter w(*out);
+  w.u8(static_cast<uint8_t>(ReplyStatus::kOk));
+  w.u8(result.completed ? 1 : 0);
+  w.u32(result.arrivalIndex);
+  w.u32(result.arrived);
+}
+
 Response decodeResponse(const FrameHeader& h, std::string_view payload) {
   WireReader r(payload);
   Response resp;

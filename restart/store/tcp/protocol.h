@@ -137,6 +137,9 @@ FrameHeader decodeFrameHeader(std::string_view in, size_t maxFrameBytes, bool re
 // A whole frame (header + payload) appended to `out`.
 void encodeRequest(const Request& req, std::string* out);
 void encodeResponse(const Response& resp, std::string* out);
+// The reply to a released barrier: encodeResponse's bytes, without building
+// a Response (thousands are written at once when a large barrier completes).
+void encodeBarrierRelease(uint64_t id, const BarrierResult& result, std::string* out);
 // Payload decoders; ProtocolError on anything malformed or over the limits.
 Request decodeRequest(const FrameHeader& h, std::string_view payload);
 Response decodeResponse(const FrameHeader& h, std::string_view payload);

@@ -151,6 +151,10 @@ std::optional<RequestHandler::Deferred> RequestHandler::handle(uint64_t conn, co
 }
 
 void RequestHandler::encodeCompletion(const Completion& c, std::string* out) const {
+  if (c.kind == Completion::Kind::kBarrierReleased) {
+    encodeBarrierRelease(c.tag, c.result, out);
+    return;
+  }
   Response resp;
   resp.id = c.tag;
   switch (c.kind) {

@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <queue>
@@ -17,6 +18,7 @@
 #include "restart/store/engine.h"
 #include "restart/store/tcp/frame_decoder.h"
 #include "restart/store/tcp/request_handler.h"
+#include "restart/store/tcp/send_pool.h"
 #include "restart/store/tcp/socket_util.h"
 
 namespace resilient::store::tcp {
@@ -30,6 +32,8 @@ constexpr int kMaxReadsPerEvent = 16;
 // A connection whose unsent replies exceed this stops being read until the
 // peer catches up.
 constexpr size_t kPauseReadingAt = 16u << 20;
+// Write bursts at least this large are spread over the send pool.
+constexpr size_t kParallelSendMin = 256;
 
 uint64_t nowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -101,6 +105,12 @@ class StoreServer::Loop {
   void process(Conn& c, TimePoint now);
   void onHello(Conn& c, const Hello& hello);
   void flush(Conn& c);
+  // Writes what `c` has pending without blocking: 0 when all of it went,
+  // EAGAIN when the socket is full, else the errno. Touches only `c`, so the
+  // send pool may run it on other threads for disjoint connections.
+  static int trySend(Conn& c);
+  // The event-loop side of a write: epoll interest, closing, unpausing.
+  void afterSend(Conn& c, int result);
   void flushDirty();
   void markDirty(Conn& c);
   void updateEvents(Conn& c);
@@ -108,7 +118,7 @@ class StoreServer::Loop {
   void refuse(Conn& c, HelloStatus status);
   void runTimers(TimePoint now);
   int pollTimeoutMs(TimePoint now) const;
-  void onCompletion(Completion&& c);
+  void onCompletion(const Completion& c);
 
   ServerOptions options_;
   uint64_t instanceId_;
@@ -127,6 +137,9 @@ class StoreServer::Loop {
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   std::vector<uint64_t> dirty_;
   std::vector<char> scratch_;
+  std::unique_ptr<SendPool> sendPool_;
+  std::vector<Conn*> burst_;
+  std::vector<int> burstResults_;
 
   log::RateLimiter refuseLimiter_;
   log::RateLimiter acceptLimiter_;
@@ -142,9 +155,15 @@ class StoreServer::Loop {
 StoreServer::Loop::Loop(ServerOptions options)
     : options_(std::move(options)),
       instanceId_(randomInstanceId()),
-      engine_([this](Completion&& c) { onCompletion(std::move(c)); }),
+      engine_([this](const Completion& c) { onCompletion(c); }),
       handler_(engine_, options_.maxFrameBytes),
       scratch_(kReadChunk) {
+  int helpers = options_.sendThreads;
+  if (helpers < 0) {
+    const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+    helpers = std::clamp(cpus - 1, 0, 3);
+  }
+  sendPool_ = std::make_unique<SendPool>(helpers);
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   spare_ = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -341,6 +360,9 @@ void StoreServer::Loop::onReadable(Conn& c, TimePoint now) {
     }
     break;
   }
+  // The request's ACK rides on its reply (or the delayed-ACK timer for a
+  // wait): one packet less per request, which counts when thousands arrive.
+  delayAcks(c.fd.get());
   c.decoder.shrinkIfEmpty();
 }
 
@@ -438,21 +460,37 @@ void StoreServer::Loop::flushDirty() {
   // Swap first: flushing may close connections but never adds to dirty_.
   std::vector<uint64_t> ids;
   ids.swap(dirty_);
+  burst_.clear();
   for (uint64_t id : ids) {
     auto it = conns_.find(id);
-    if (it == conns_.end()) {
-      continue;
+    if (it != conns_.end()) {
+      it->second.dirty = false;
+      burst_.push_back(&it->second);
     }
-    it->second.dirty = false;
-    flush(it->second);
   }
+  burstResults_.assign(burst_.size(), 0);
+  const auto sendSlice = [this](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      burstResults_[i] = trySend(*burst_[i]);
+    }
+  };
+  if (burst_.size() >= kParallelSendMin) {
+    sendPool_->run(burst_.size(), sendSlice);
+  } else {
+    sendSlice(0, burst_.size());
+  }
+  // Back on the loop thread alone: closing and epoll changes.
+  for (size_t i = 0; i < burst_.size(); ++i) {
+    afterSend(*burst_[i], burstResults_[i]);
+  }
+  burst_.clear();
   if (dirty_.capacity() < ids.capacity()) {
     ids.clear();
     dirty_.swap(ids);
   }
 }
 
-void StoreServer::Loop::flush(Conn& c) {
+int StoreServer::Loop::trySend(Conn& c) {
   while (c.outOffset < c.out.size()) {
     const ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset, c.out.size() - c.outOffset,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -464,12 +502,26 @@ void StoreServer::Loop::flush(Conn& c) {
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!c.writeArmed) {
-        c.writeArmed = true;
-        updateEvents(c);
-      }
-      return;
+      return EAGAIN;
     }
+    return n < 0 ? errno : EPIPE;
+  }
+  return 0;
+}
+
+void StoreServer::Loop::flush(Conn& c) {
+  afterSend(c, trySend(c));
+}
+
+void StoreServer::Loop::afterSend(Conn& c, int result) {
+  if (result == EAGAIN) {
+    if (!c.writeArmed) {
+      c.writeArmed = true;
+      updateEvents(c);
+    }
+    return;
+  }
+  if (result != 0) {
     closeConn(c.id, nullptr);
     return;
   }
@@ -538,7 +590,7 @@ void StoreServer::Loop::runTimers(TimePoint now) {
   }
 }
 
-void StoreServer::Loop::onCompletion(Completion&& c) {
+void StoreServer::Loop::onCompletion(const Completion& c) {
   auto it = conns_.find(c.owner);
   if (it == conns_.end()) {
     return;

@@ -30,6 +30,9 @@ struct ServerOptions {
   size_t maxConnections = 1u << 20;
   Millis handshakeTimeout{10000};  // a connection must complete Hello within this
   int adoptListenFd = -1;          // a socket already listening (a launcher bound it first)
+  // Helper threads that write large reply bursts (a barrier releasing
+  // thousands) alongside the loop thread; -1: one per extra core, at most 3.
+  int sendThreads = -1;
 };
 
 // Counters, readable from any thread while the server runs.

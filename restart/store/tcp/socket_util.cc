@@ -167,6 +167,11 @@ void setNoDelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+void delayAcks(int fd) {
+  int zero = 0;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
+}
+
 void setKeepAlive(int fd) {
   int one = 1;
   int idle = 5;

@@ -69,7 +69,7 @@ std::string servedHost(const std::string& listenHost) {
 }
 
 int serve(const std::string& listen, const std::string& token, size_t maxConnections,
-          size_t maxFrameBytes) {
+          size_t maxFrameBytes, int sendThreads) {
   // Block the stop signals before the server thread exists, then wait for one.
   sigset_t stopSignals;
   sigemptyset(&stopSignals);
@@ -84,6 +84,7 @@ int serve(const std::string& listen, const std::string& token, size_t maxConnect
   options.token = token;
   options.maxConnections = maxConnections;
   options.maxFrameBytes = maxFrameBytes;
+  options.sendThreads = sendThreads;
   tcp::StoreServer server(options);
   std::printf("resilient-store serving tcp://%s (bound %s, token %s)\n",
               tcp::formatHostPort(servedHost(hp.host), server.port()).c_str(),
@@ -164,6 +165,7 @@ int run(int argc, char** argv) {
   std::string logLevel;
   size_t maxConnections = 1u << 20;
   size_t maxFrameBytes = tcp::kDefaultMaxFrameBytes;
+  int sendThreads = -1;
   app.add_option("-l,--listen", listen, "address to listen on: HOST:PORT, [V6]:PORT or PORT")
       ->capture_default_str();
   app.add_option("--token", token, "job token clients must present (default: NCCL_RESILIENT_JOB_TOKEN)");
@@ -172,6 +174,9 @@ int run(int argc, char** argv) {
   app.add_option("--max-connections", maxConnections, "refuse clients beyond this many")
       ->capture_default_str();
   app.add_option("--max-frame-bytes", maxFrameBytes, "largest request or reply payload")
+      ->capture_default_str();
+  app.add_option("--send-threads", sendThreads,
+                 "helper threads writing large reply bursts (-1: one per extra core, at most 3)")
       ->capture_default_str();
 
   CLI::App* client = app.add_subcommand("client", "run one store operation and print the result");
@@ -201,7 +206,7 @@ int run(int argc, char** argv) {
     options.token = token;
     return runClient(url, options, args, timeoutMs, noWait);
   }
-  return serve(listen, token, maxConnections, maxFrameBytes);
+  return serve(listen, token, maxConnections, maxFrameBytes, sendThreads);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ namespace {
 
 struct Recorder {
   std::vector<Completion> got;
-  StoreEngine engine{[this](Completion&& c) { got.push_back(std::move(c)); }};
+  StoreEngine engine{[this](const Completion& c) { got.push_back(c); }};
 };
 
 }  // namespace

@@ -1,0 +1,449 @@
+// resilient-store-bench: barrier latency and operation throughput of the TCP
+// store with many simulated clients (docs/performance.md).
+//
+// A store server runs in its own process (or --connect names one); each
+// client count is simulated by --processes worker processes holding many
+// connections each, driven by one epoll loop per process (load_driver.h).
+// Barrier latency is measured from the last arrival (the moment the last
+// rank's request is sent) to the last release (the moment the last rank has
+// its answer), on CLOCK_MONOTONIC, which all processes share:
+//   straggler  every rank but one arrives; once the server has counted them
+//              all, the last one arrives (the slow rank a restart waits for)
+//   burst      all ranks arrive at once; the last arrival is the last send
+// Prints a table, then the same figures as JSON (--json FILE to save them).
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "restart/store/bench/load_driver.h"
+#include "restart/store/tcp/protocol.h"
+#include "restart/store/tcp/server.h"
+#include "restart/store/tcp/socket_util.h"
+
+namespace {
+
+using namespace resilient::store;
+using bench::BarrierTimes;
+using bench::monotonicNs;
+
+// A line-oriented pipe pair to a forked process.
+struct Channel {
+  int toChild = -1;
+  int fromChild = -1;
+  pid_t pid = -1;
+  std::string buffered;
+
+  void send(const std::string& line) const {
+    const std::string l = line + "\n";
+    if (::write(toChild, l.data(), l.size()) != static_cast<ssize_t>(l.size())) {
+      throw std::runtime_error("write to a worker failed");
+    }
+  }
+  std::string receive() {
+    for (;;) {
+      const size_t nl = buffered.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffered.substr(0, nl);
+        buffered.erase(0, nl + 1);
+        return line;
+      }
+      char buf[512];
+      const ssize_t n = ::read(fromChild, buf, sizeof buf);
+      if (n <= 0) {
+        throw std::runtime_error("a worker process exited early");
+      }
+      buffered.append(buf, static_cast<size_t>(n));
+    }
+  }
+};
+
+// Forks a process running `body(in, out)` with line pipes to the parent.
+template <class Body>
+Channel forkProcess(Body body) {
+  int down[2];
+  int up[2];
+  if (::pipe(down) != 0 || ::pipe(up) != 0) {
+    throw std::runtime_error("pipe failed");
+  }
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    throw std::runtime_error("fork failed");
+  }
+  if (pid == 0) {
+    ::close(down[1]);
+    ::close(up[0]);
+    int rc = 0;
+    try {
+      Channel self{up[1], down[0], 0, {}};
+      body(self);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "resilient-store-bench: worker %d: %s\n", ::getpid(), e.what());
+      rc = 1;
+    }
+    std::fflush(nullptr);
+    ::_exit(rc);
+  }
+  ::close(down[0]);
+  ::close(up[1]);
+  return Channel{down[1], up[0], pid, {}};
+}
+
+void raiseFdLimit(size_t need) {
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < need) {
+    std::fprintf(stderr,
+                 "resilient-store-bench: warning: fd limit %llu is below the %zu the server "
+                 "needs; raise the hard limit (ulimit -Hn)\n",
+                 static_cast<unsigned long long>(rl.rlim_cur), need);
+  }
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  std::string w;
+  while (in >> w) {
+    out.push_back(w);
+  }
+  return out;
+}
+
+// The worker: connects, then obeys commands until told to quit.
+void workerMain(Channel& parent, const std::string& host, uint16_t port, const std::string& token,
+                int connections, int firstRank, const std::string& sourceIp) {
+  bench::LoadDriver driver(host, port, token, connections, firstRank, sourceIp);
+  parent.send("ready");
+  BarrierTimes times;
+  for (;;) {
+    const std::vector<std::string> cmd = split(parent.receive());
+    if (cmd.empty() || cmd[0] == "Q") {
+      return;
+    }
+    if (cmd[0] == "B") {  // B name generation world hold
+      driver.sendBarrier(cmd[1], std::stoull(cmd[2]), std::stoi(cmd[3]), cmd[4] == "1", &times);
+      parent.send("sent " + std::to_string(times.lastSendNs));
+    } else if (cmd[0] == "H") {
+      driver.sendHeld(&times);
+    } else if (cmd[0] == "W") {
+      driver.awaitReleases(&times, 120000);
+      parent.send("rel " + std::to_string(times.lastSendNs) + " " +
+                  std::to_string(times.firstReleaseNs) + " " +
+                  std::to_string(times.lastReleaseNs) + " " + std::to_string(times.released) +
+                  " " + std::to_string(times.errors));
+    } else if (cmd[0] == "O") {  // O op durationMs
+      const tcp::Op op = cmd[1] == "set"   ? tcp::Op::kSet
+                         : cmd[1] == "get" ? tcp::Op::kGet
+                                           : tcp::Op::kAdd;
+      parent.send("ops " + std::to_string(driver.runOps(op, std::stoi(cmd[2]))));
+    }
+  }
+}
+
+struct Summary {
+  double median = 0;
+  double p90 = 0;
+  double min = 0;
+  double max = 0;
+};
+
+Summary summarize(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) {
+    return s;
+  }
+  std::sort(v.begin(), v.end());
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  s.p90 = v[std::min(v.size() - 1, (v.size() * 9) / 10)];
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+struct Row {
+  int clients = 0;
+  int processes = 0;
+  double connectSeconds = 0;
+  Summary straggler;
+  Summary burst;
+  double firstToLastReleaseMs = 0;  // straggler, median
+  double setOps = 0;
+  double getOps = 0;
+  double addOps = 0;
+};
+
+Row runOne(const std::string& host, uint16_t port, const std::string& token, int clients,
+           int processes, int rounds, int opsMs, bool straggler, bool burst) {
+  Row row;
+  row.clients = clients;
+  processes = std::max(1, std::min(processes, clients));
+  row.processes = processes;
+  const uint64_t t0 = monotonicNs();
+  std::vector<Channel> workers;
+  int rank = 0;
+  for (int p = 0; p < processes; ++p) {
+    const int n = clients / processes + (p < clients % processes ? 1 : 0);
+    // Each worker its own loopback source address: 127.0.0.2, .3, ...
+    const std::string source = host.rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + p) : "";
+    workers.push_back(forkProcess([&, n, rank, source](Channel& self) {
+      workerMain(self, host, port, token, n, rank, source);
+    }));
+    rank += n;
+  }
+  for (auto& w : workers) {
+    if (w.receive() != "ready") {
+      throw std::runtime_error("a worker failed to connect");
+    }
+  }
+  row.connectSeconds = static_cast<double>(monotonicNs() - t0) / 1e9;
+  bench::BlockingConn probe(host, port, token);
+  const std::string name = "bench/" + std::to_string(clients) + "/" + std::to_string(::getpid());
+  std::vector<double> stragglerMs;
+  std::vector<double> burstMs;
+  std::vector<double> spreadMs;
+  uint64_t gen = 0;
+  // Burst: the last arrival is the last send of any worker.
+  const auto collectBurst = [&](std::vector<double>* out) {
+    uint64_t lastArrival = 0;
+    uint64_t lastRelease = 0;
+    uint64_t released = 0;
+    uint64_t errors = 0;
+    for (auto& w : workers) {
+      const std::vector<std::string> r = split(w.receive());
+      if (r.size() != 6 || r[0] != "rel") {
+        throw std::runtime_error("unexpected worker answer");
+      }
+      lastArrival = std::max<uint64_t>(lastArrival, std::stoull(r[1]));
+      lastRelease = std::max<uint64_t>(lastRelease, std::stoull(r[3]));
+      released += std::stoull(r[4]);
+      errors += std::stoull(r[5]);
+    }
+    if (released != static_cast<uint64_t>(clients) || errors != 0) {
+      throw std::runtime_error("barrier round incomplete: " + std::to_string(released) + " of " +
+                               std::to_string(clients) + " released, " + std::to_string(errors) +
+                               " errors");
+    }
+    out->push_back(static_cast<double>(lastRelease - lastArrival) / 1e6);
+  };
+  // Warm-up round (not counted): first-touch allocations on both sides.
+  for (int round = -1; round < rounds; ++round) {
+    if (straggler) {
+      const uint64_t g = gen++;
+      for (size_t i = 0; i < workers.size(); ++i) {
+        workers[i].send("B " + name + " " + std::to_string(g) + " " + std::to_string(clients) +
+                        (i == 0 ? " 1" : " 0"));
+      }
+      for (auto& w : workers) {
+        w.receive();  // sent
+      }
+      if (clients > 1) {
+        // Wait until the server has counted every rank but the held one.
+        tcp::Request mark;
+        mark.op = tcp::Op::kBarrier;
+        mark.arrival = {name, g, 0, clients, false};
+        for (;;) {
+          tcp::Response r = probe.call(mark);
+          if (r.barrier.arrived >= static_cast<uint32_t>(clients - 1)) {
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+      }
+      workers[0].send("H");
+      for (auto& w : workers) {
+        w.send("W");
+      }
+      // The held send time comes back as worker 0's lastSendNs.
+      uint64_t held = 0;
+      uint64_t lastRelease = 0;
+      uint64_t firstRelease = UINT64_MAX;
+      uint64_t released = 0;
+      for (size_t i = 0; i < workers.size(); ++i) {
+        const std::vector<std::string> r = split(workers[i].receive());
+        if (i == 0) {
+          held = std::stoull(r[1]);
+        }
+        firstRelease = std::min<uint64_t>(firstRelease, std::stoull(r[2]));
+        lastRelease = std::max<uint64_t>(lastRelease, std::stoull(r[3]));
+        released += std::stoull(r[4]);
+        if (std::stoull(r[5]) != 0) {
+          throw std::runtime_error("barrier errors");
+        }
+      }
+      if (released != static_cast<uint64_t>(clients)) {
+        throw std::runtime_error("straggler round incomplete");
+      }
+      if (round >= 0) {
+        stragglerMs.push_back(static_cast<double>(lastRelease - held) / 1e6);
+        spreadMs.push_back(static_cast<double>(lastRelease - firstRelease) / 1e6);
+      }
+    }
+    if (burst) {
+      const uint64_t g = gen++;
+      for (auto& w : workers) {
+        w.send("B " + name + " " + std::to_string(g) + " " + std::to_string(clients) + " 0");
+        w.send("W");
+      }
+      for (auto& w : workers) {
+        w.receive();  // sent
+      }
+      std::vector<double> sink;
+      collectBurst(round >= 0 ? &burstMs : &sink);
+    }
+  }
+  row.straggler = summarize(stragglerMs);
+  row.burst = summarize(burstMs);
+  row.firstToLastReleaseMs = summarize(spreadMs).median;
+  if (opsMs > 0) {
+    for (const char* op : {"set", "get", "add"}) {
+      uint64_t total = 0;
+      for (auto& w : workers) {
+        w.send(std::string("O ") + op + " " + std::to_string(opsMs));
+      }
+      for (auto& w : workers) {
+        total += std::stoull(split(w.receive())[1]);
+      }
+      const double rate = static_cast<double>(total) / (opsMs / 1000.0);
+      (std::string(op) == "set" ? row.setOps : std::string(op) == "get" ? row.getOps : row.addOps) =
+          rate;
+    }
+  }
+  for (auto& w : workers) {
+    w.send("Q");
+    int status = 0;
+    ::waitpid(w.pid, &status, 0);
+    ::close(w.toChild);
+    ::close(w.fromChild);
+  }
+  return row;
+}
+
+std::string machine() {
+  utsname u{};
+  ::uname(&u);
+  return std::string(u.sysname) + " " + u.release + ", " +
+         std::to_string(std::thread::hardware_concurrency()) + " cpus";
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Barrier latency and ops/s of the TCP store with many simulated clients."};
+  std::vector<int> clientCounts{64, 1024, 4096, 16384};
+  int processes = 4;
+  int rounds = 20;
+  int opsMs = 2000;
+  std::string mode = "both";
+  std::string jsonPath;
+  std::string connect;
+  std::string token = "bench-token";
+  int sendThreads = -1;
+  app.add_option("--clients", clientCounts, "simulated client counts")->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--processes", processes, "worker processes per client count")
+      ->capture_default_str();
+  app.add_option("--rounds", rounds, "barrier rounds per mode and count")->capture_default_str();
+  app.add_option("--ops-ms", opsMs, "duration of each throughput run (0: skip)")
+      ->capture_default_str();
+  app.add_option("--mode", mode, "straggler, burst or both")->capture_default_str();
+  app.add_option("--json", jsonPath, "also write the results as JSON to this file");
+  app.add_option("--connect", connect, "HOST:PORT of a running resilient-store (default: fork one)");
+  app.add_option("--token", token, "job token")->capture_default_str();
+  app.add_option("--send-threads", sendThreads,
+                 "server helper threads for reply bursts (-1: one per extra core, at most 3)")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  const int maxClients = *std::max_element(clientCounts.begin(), clientCounts.end());
+  raiseFdLimit(static_cast<size_t>(maxClients) + 64);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  Channel server;
+  if (connect.empty()) {
+    // The server in a process of its own, as in a job (launcher or monitor).
+    server = forkProcess([&](Channel& self) {
+      tcp::ServerOptions o;
+      o.host = host;
+      o.token = token;
+      o.sendThreads = sendThreads;
+      tcp::StoreServer srv(o);
+      self.send(std::to_string(srv.port()));
+      self.receive();  // until told to stop (or the parent's end closes)
+    });
+    port = static_cast<uint16_t>(std::stoi(server.receive()));
+  } else {
+    const tcp::HostPort hp = tcp::parseHostPort(connect);
+    host = hp.host;
+    port = hp.port;
+  }
+
+  std::vector<Row> rows;
+  std::printf("TCP store benchmark: server %s:%u (send threads %d), %s\n", host.c_str(), port,
+              sendThreads, machine().c_str());
+  std::printf("%8s %5s %9s | %-27s | %-27s | %9s | %10s %10s %10s\n", "clients", "procs",
+              "connect s", "straggler ms med/p90/max", "burst ms med/p90/max", "spread ms",
+              "set op/s", "get op/s", "add op/s");
+  for (int n : clientCounts) {
+    Row r = runOne(host, port, token, n, processes, rounds, opsMs, mode != "burst",
+                   mode != "straggler");
+    std::printf("%8d %5d %9.2f | %8.2f %8.2f %9.2f | %8.2f %8.2f %9.2f | %9.2f | %10.0f %10.0f %10.0f\n",
+                r.clients, r.processes, r.connectSeconds, r.straggler.median, r.straggler.p90,
+                r.straggler.max, r.burst.median, r.burst.p90, r.burst.max, r.firstToLastReleaseMs,
+                r.setOps, r.getOps, r.addOps);
+    std::fflush(stdout);
+    rows.push_back(r);
+  }
+  if (server.pid > 0) {
+    server.send("stop");
+    int status = 0;
+    ::waitpid(server.pid, &status, 0);
+  }
+
+  std::ostringstream json;
+  json << "{\"benchmark\":\"tcp-store\",\"machine\":\"" << machine()
+       << "\",\"send_threads\":" << sendThreads << ",\"rounds\":" << rounds
+       << ",\"ops_ms\":" << opsMs << ",\"results\":[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    json << (i ? "," : "") << "{\"clients\":" << r.clients << ",\"processes\":" << r.processes
+         << ",\"connect_s\":" << r.connectSeconds << ",\"straggler_ms\":{\"median\":"
+         << r.straggler.median << ",\"p90\":" << r.straggler.p90 << ",\"max\":" << r.straggler.max
+         << "},\"burst_ms\":{\"median\":" << r.burst.median << ",\"p90\":" << r.burst.p90
+         << ",\"max\":" << r.burst.max << "},\"release_spread_ms\":" << r.firstToLastReleaseMs
+         << ",\"ops_per_s\":{\"set\":" << r.setOps << ",\"get\":" << r.getOps
+         << ",\"add\":" << r.addOps << "}}";
+  }
+  json << "]}";
+  std::printf("%s\n", json.str().c_str());
+  if (!jsonPath.empty()) {
+    std::ofstream(jsonPath) << json.str() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "resilient-store-bench: %s\n", e.what());
+    return 1;
+  }
+}
