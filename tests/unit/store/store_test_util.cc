@@ -2,7 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,19 +57,27 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv) {
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     throw std::runtime_error("pipe2 failed");
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   std::vector<char*> args;
   for (const auto& a : argv) {
     args.push_back(const_cast<char*>(a.c_str()));
   }
   args.push_back(nullptr);
-  const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    // Only async-signal-safe calls until exec. The child dies with the test
+    // (even when the test is killed), so no server or etcd member outlives it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) {
+      ::_exit(127);
+    }
+    ::dup2(fds[1], 1);
+    ::execve(args[0], args.data(), environ);
+    ::_exit(127);
+  }
   ::close(fds[1]);
   out_ = fds[0];
-  if (rc != 0) {
+  if (pid_ < 0) {
     ::close(out_);
     throw std::runtime_error("cannot spawn " + argv[0]);
   }

@@ -21,12 +21,13 @@ store::ClientOptions testClientOptions();
 // Runs fn(i) on n threads and joins them; rethrows the first exception.
 void runThreads(int n, const std::function<void(int)>& fn);
 
-// A child process (posix_spawn), killed with SIGKILL on destruction unless it
-// was reaped.
+// A child process (fork + exec), killed with SIGKILL on destruction unless it
+// was reaped, and when the test process dies (PR_SET_PDEATHSIG; that is tied
+// to the spawning thread, so spawn from a thread that outlives the child).
 class ChildProcess {
  public:
-  // Spawns `argv` with stdout to a pipe (read with readLine) and stderr
-  // inherited.
+  // Runs `argv` (argv[0] a path) with stdout to a pipe (read with readLine)
+  // and stderr inherited.
   explicit ChildProcess(const std::vector<std::string>& argv);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;

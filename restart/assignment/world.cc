@@ -1,0 +1,120 @@
+#include "restart/assignment/world.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace resilient::restart {
+
+const char* modeName(Mode mode) noexcept {
+  switch (mode) {
+    case Mode::kActive: return "active";
+    case Mode::kInactive: return "inactive";
+    case Mode::kTerminated: return "terminated";
+  }
+  return "unknown";
+}
+
+World::World(int initialWorldSize) {
+  if (initialWorldSize < 1) {
+    throw std::invalid_argument("a world needs at least one rank, not " +
+                                std::to_string(initialWorldSize));
+  }
+  slots_.resize(static_cast<size_t>(initialWorldSize));
+  for (int r = 0; r < initialWorldSize; ++r) {
+    slots_[static_cast<size_t>(r)] = RankSlot{r, Mode::kActive, r};
+  }
+}
+
+int World::worldSize() const noexcept {
+  return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const RankSlot& s) {
+    return s.mode != Mode::kTerminated;
+  }));
+}
+
+int World::activeWorldSize() const noexcept {
+  return static_cast<int>(std::count_if(slots_.begin(), slots_.end(),
+                                        [](const RankSlot& s) { return s.mode == Mode::kActive; }));
+}
+
+const RankSlot& World::at(int initialRank) const {
+  if (initialRank < 0 || initialRank >= initialWorldSize()) {
+    throw std::out_of_range("initial rank " + std::to_string(initialRank) + " outside [0, " +
+                            std::to_string(initialWorldSize()) + ")");
+  }
+  return slots_[static_cast<size_t>(initialRank)];
+}
+
+RankSlot& World::at(int initialRank) {
+  return const_cast<RankSlot&>(static_cast<const World&>(*this).at(initialRank));
+}
+
+void World::terminate(int initialRank) {
+  RankSlot& s = at(initialRank);
+  s = RankSlot{-1, Mode::kTerminated, -1};
+}
+
+std::vector<int> World::liveByRank() const {
+  std::vector<int> live;
+  live.reserve(slots_.size());
+  for (int i = 0; i < initialWorldSize(); ++i) {
+    if (slots_[static_cast<size_t>(i)].mode != Mode::kTerminated) {
+      live.push_back(i);
+    }
+  }
+  std::stable_sort(live.begin(), live.end(), [this](int a, int b) {
+    return slots_[static_cast<size_t>(a)].rank < slots_[static_cast<size_t>(b)].rank;
+  });
+  return live;
+}
+
+void World::renumberActive() {
+  int next = 0;
+  for (const int i : liveByRank()) {
+    RankSlot& s = slots_[static_cast<size_t>(i)];
+    s.activeRank = s.mode == Mode::kActive ? next++ : -1;
+  }
+}
+
+std::string World::inconsistency() const {
+  std::vector<int> owner(slots_.size(), -1);
+  for (int i = 0; i < initialWorldSize(); ++i) {
+    const RankSlot& s = slots_[static_cast<size_t>(i)];
+    const std::string who = "initial rank " + std::to_string(i);
+    if (s.mode == Mode::kTerminated) {
+      if (s.rank != -1 || s.activeRank != -1) {
+        return who + " is terminated but still holds rank " + std::to_string(s.rank);
+      }
+      continue;
+    }
+    if (s.rank < 0 || s.rank >= worldSize()) {
+      return who + " holds rank " + std::to_string(s.rank) + " outside [0, " +
+             std::to_string(worldSize()) + ")";
+    }
+    if (owner[static_cast<size_t>(s.rank)] != -1) {
+      return who + " and initial rank " + std::to_string(owner[static_cast<size_t>(s.rank)]) +
+             " both hold rank " + std::to_string(s.rank);
+    }
+    owner[static_cast<size_t>(s.rank)] = i;
+  }
+  int expected = 0;
+  for (const int i : liveByRank()) {
+    const RankSlot& s = slots_[static_cast<size_t>(i)];
+    const int want = s.mode == Mode::kActive ? expected++ : -1;
+    if (s.activeRank != want) {
+      return "initial rank " + std::to_string(i) + " (" + modeName(s.mode) +
+             ") has active rank " + std::to_string(s.activeRank) + ", expected " +
+             std::to_string(want);
+    }
+  }
+  return {};
+}
+
+bool operator==(const RankSlot& a, const RankSlot& b) {
+  return a.rank == b.rank && a.mode == b.mode && a.activeRank == b.activeRank;
+}
+
+bool operator==(const World& a, const World& b) {
+  return a.slots_ == b.slots_;
+}
+
+}  // namespace resilient::restart

@@ -1,0 +1,63 @@
+// The job's ranks as the restart loop sees them in one iteration: one slot per
+// initial rank (the rank a process had when the job started) with its rank in
+// this iteration, its mode and its rank among the active ones.
+//
+// Every rank computes the same World from the same inputs (the previous World
+// and the initial ranks terminated since), so an assignment needs no exchange
+// beyond agreeing on those inputs through the store.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace resilient::restart {
+
+enum class Mode {
+  kActive,      // runs the wrapped function
+  kInactive,    // a spare: alive, waits, may be activated in a later iteration
+  kTerminated,  // gone for good (dead, unhealthy, or dropped by a policy)
+};
+
+const char* modeName(Mode mode) noexcept;
+
+struct RankSlot {
+  int rank = -1;  // rank in this iteration's world; -1 once terminated
+  Mode mode = Mode::kActive;
+  int activeRank = -1;  // position among the active ranks (rank order); -1 unless active
+};
+
+class World {
+ public:
+  // The first iteration: every initial rank active, rank == initial rank.
+  explicit World(int initialWorldSize);
+
+  int initialWorldSize() const noexcept { return static_cast<int>(slots_.size()); }
+  int worldSize() const noexcept;        // ranks not terminated
+  int activeWorldSize() const noexcept;  // active ranks
+  const RankSlot& at(int initialRank) const;
+  RankSlot& at(int initialRank);
+
+  // Marks `initialRank` terminated (its rank becomes a hole until a
+  // renumbering policy closes it).
+  void terminate(int initialRank);
+  bool terminated(int initialRank) const { return at(initialRank).mode == Mode::kTerminated; }
+
+  // The initial ranks of the live slots, ordered by their current rank.
+  std::vector<int> liveByRank() const;
+  // Recomputes every activeRank from the modes, in rank order.
+  void renumberActive();
+
+  // Empty when the World is consistent: live ranks are exactly 0..worldSize-1,
+  // active ranks exactly 0..activeWorldSize-1 in rank order, terminated slots
+  // have rank -1. Otherwise what is wrong, for the error message.
+  std::string inconsistency() const;
+
+  friend bool operator==(const World& a, const World& b);
+
+ private:
+  std::vector<RankSlot> slots_;
+};
+
+bool operator==(const RankSlot& a, const RankSlot& b);
+
+}  // namespace resilient::restart

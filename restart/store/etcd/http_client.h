@@ -1,0 +1,56 @@
+// HTTP/1.1 POSTs to etcd's JSON gateway over libcurl. Easy handles are pooled
+// (each keeps its keep-alive connections), so concurrent calls from several
+// threads each use their own handle. No exceptions cross libcurl's callbacks.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace resilient::store::etcd {
+
+struct HttpResult {
+  enum class Transport {
+    kOk,          // an HTTP answer arrived (any status)
+    kNotSent,     // could not connect: the request certainly did not reach the member
+    kNoAnswer,    // sent, or maybe sent, but no complete answer (reset, timeout)
+    kAborted,     // the stream callback asked to stop
+  };
+  Transport transport = Transport::kNoAnswer;
+  long status = 0;    // HTTP status when kOk
+  std::string body;   // the answer's body (unary calls)
+  std::string error;  // libcurl's description when not kOk
+};
+
+class HttpClient {
+ public:
+  HttpClient();
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // POSTs `body` (JSON) to http://endpoint/path; the whole exchange within `timeout`.
+  HttpResult post(const std::string& endpoint, std::string_view path, const std::string& body,
+                  std::chrono::milliseconds timeout);
+
+  // A streaming POST: `onLine` gets each newline-terminated line of the
+  // answer as it arrives and returns false to end the stream (kAborted).
+  HttpResult stream(const std::string& endpoint, std::string_view path, const std::string& body,
+                    std::chrono::milliseconds timeout,
+                    const std::function<bool(std::string_view)>& onLine);
+
+ private:
+  void* acquire();
+  void release(void* handle);
+  HttpResult perform(void* handle, const std::string& url, const std::string& body,
+                     std::chrono::milliseconds timeout, void* sink);
+
+  std::mutex mu_;
+  std::vector<void*> idle_;  // CURL*
+  void* headers_ = nullptr;  // curl_slist*
+};
+
+}  // namespace resilient::store::etcd
