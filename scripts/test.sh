@@ -20,6 +20,7 @@ packages=(
   meson ninja-build pkg-config g++ gcc clang   # build; clang also checks the ABI headers
   catch2 libcli11-dev nlohmann-json3-dev       # tests, command-line tools
   iproute2 procps nftables                     # ip/tc/ss/pkill/nft used by tests
+  etcd-server etcd-client libcurl4-openssl-dev # coordination store: etcd backend and its tests
 )
 missing=()
 for p in "${packages[@]}"; do
