@@ -101,9 +101,7 @@ class FilterGrouped final : public RankAssignment {
       }
     }
   }
-  std::string describe() const override {
-    return "FilterCountGroupedByKey(" + description_ + ")";
-  }
+  std::string describe() const override { return "FilterCountGroupedByKey(" + description_ + ")"; }
 
  private:
   std::function<bool(int)> condition_;
@@ -159,8 +157,7 @@ RankAssignmentPtr activeWorldSizeDivisibleBy(int divisor) {
                                 std::to_string(divisor));
   }
   return std::make_shared<CutActive>([divisor](int n) { return n - n % divisor; },
-                                     "ActiveWorldSizeDivisibleBy(" + std::to_string(divisor) +
-                                         ")");
+                                     "ActiveWorldSizeDivisibleBy(" + std::to_string(divisor) + ")");
 }
 
 RankAssignmentPtr filterCountGroupedByKey(std::function<bool(int liveCount)> condition,
@@ -189,7 +186,8 @@ World assignRanks(const World& previous, const RankAssignment& policy,
   World next = previous;
   for (const int i : context.terminated) {
     if (i < 0 || i >= next.initialWorldSize()) {
-      throw AssignmentError("terminated rank " + std::to_string(i) + " is not an initial rank of a " +
+      throw AssignmentError("terminated rank " + std::to_string(i) +
+                            " is not an initial rank of a " +
                             std::to_string(next.initialWorldSize()) + "-rank job");
     }
     next.terminate(i);

@@ -26,9 +26,8 @@ World::World(int initialWorldSize) {
 }
 
 int World::worldSize() const noexcept {
-  return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const RankSlot& s) {
-    return s.mode != Mode::kTerminated;
-  }));
+  return static_cast<int>(std::count_if(
+      slots_.begin(), slots_.end(), [](const RankSlot& s) { return s.mode != Mode::kTerminated; }));
 }
 
 int World::activeWorldSize() const noexcept {
@@ -101,9 +100,8 @@ std::string World::inconsistency() const {
     const RankSlot& s = slots_[static_cast<size_t>(i)];
     const int want = s.mode == Mode::kActive ? expected++ : -1;
     if (s.activeRank != want) {
-      return "initial rank " + std::to_string(i) + " (" + modeName(s.mode) +
-             ") has active rank " + std::to_string(s.activeRank) + ", expected " +
-             std::to_string(want);
+      return "initial rank " + std::to_string(i) + " (" + modeName(s.mode) + ") has active rank " +
+             std::to_string(s.activeRank) + ", expected " + std::to_string(want);
     }
   }
   return {};
