@@ -53,11 +53,19 @@ class Mapping {
                           "; this tool reads version " +
                           std::to_string(RESILIENT_BLACKBOX_VERSION));
     }
-    const uint64_t need =
+    const uint64_t connectionsEnd =
+        h->connectionOffset + uint64_t{h->connectionSlots} * sizeof(resilient_blackbox_connection);
+    const uint64_t faultsEnd =
         h->faultOffset + uint64_t{h->faultSlots} * sizeof(resilient_blackbox_fault);
-    if (h->size != size || need > size ||
-        h->connectionOffset + uint64_t{h->connectionSlots} * sizeof(resilient_blackbox_connection) >
-            h->faultOffset) {
+    const uint64_t commsEnd =
+        h->commOffset + uint64_t{h->commSlots} * sizeof(resilient_blackbox_comm);
+    const uint64_t flightEnd =
+        h->flightOffset + uint64_t{h->commSlots} * h->flightOps * sizeof(resilient_blackbox_op);
+    if (h->size != size || h->commSlots > RESILIENT_BLACKBOX_COMMS ||
+        h->flightOps > RESILIENT_BLACKBOX_FLIGHT_OPS_MAX ||
+        h->connectionOffset < sizeof(resilient_blackbox_header) ||
+        connectionsEnd > h->faultOffset || faultsEnd > h->commOffset ||
+        commsEnd > h->flightOffset || flightEnd > size) {
       return invalidUsage(path + " is truncated or inconsistent");
     }
     return m;
@@ -102,8 +110,14 @@ Result<Snapshot> readRegion(const std::string& path) {
   const Mapping& m = *mapping;
   Snapshot snap;
   snap.path = path;
-  std::memcpy(&snap.header, m.header(), sizeof snap.header);
-  snap.processAlive = kill(static_cast<pid_t>(snap.header.pid), 0) == 0 || errno == EPERM;
+  // Word by word: writers in this process update counters while we read.
+  snap.header.magic = std::atomic_ref<uint32_t>(m.header()->magic).load(std::memory_order_acquire);
+  detail::copyPayload<resilient_blackbox_header>(&snap.header, m.header());
+  // Alive: a process with that pid exists and is the one that wrote the
+  // region (not a later process that got the same pid).
+  snap.processAlive = (kill(static_cast<pid_t>(snap.header.pid), 0) == 0 || errno == EPERM) &&
+                      (snap.header.processStartTicks == 0 ||
+                       processStartTicks(snap.header.pid) == snap.header.processStartTicks);
   const auto* conns = m.at<resilient_blackbox_connection>(snap.header.connectionOffset);
   for (uint32_t i = 0; i < snap.header.connectionSlots; ++i) {
     resilient_blackbox_connection c{};
@@ -120,6 +134,30 @@ Result<Snapshot> readRegion(const std::string& path) {
   }
   std::sort(snap.faults.begin(), snap.faults.end(),
             [](const auto& a, const auto& b) { return a.number < b.number; });
+  const auto* comms = m.at<resilient_blackbox_comm>(snap.header.commOffset);
+  const auto* flight = m.at<resilient_blackbox_op>(snap.header.flightOffset);
+  for (uint32_t i = 0; i < snap.header.commSlots; ++i) {
+    CommView view;
+    if (!seqRead(&comms[i], &view.comm) || view.comm.state == RESILIENT_BLACKBOX_COMM_FREE) {
+      continue;
+    }
+    const auto* ring = flight + uint64_t{i} * snap.header.flightOps;
+    for (uint32_t k = 0; k < snap.header.flightOps; ++k) {
+      resilient_blackbox_op op{};
+      // Entries of an earlier communicator that had the slot are skipped.
+      if (seqRead(&ring[k], &op) && op.state != RESILIENT_BLACKBOX_OP_NONE &&
+          op.commId == view.comm.commId) {
+        view.flight.push_back(op);
+      }
+    }
+    std::sort(view.flight.begin(), view.flight.end(),
+              [](const auto& a, const auto& b) { return a.opIndex < b.opIndex; });
+    snap.comms.push_back(std::move(view));
+  }
+  std::stable_sort(snap.comms.begin(), snap.comms.end(), [](const auto& a, const auto& b) {
+    return a.comm.state == RESILIENT_BLACKBOX_COMM_ACTIVE &&
+           b.comm.state != RESILIENT_BLACKBOX_COMM_ACTIVE;
+  });
   return snap;
 }
 

@@ -11,11 +11,18 @@
 
 namespace resilient::blackbox {
 
+// A communicator slot of the profiler and its flight recorder.
+struct CommView {
+  resilient_blackbox_comm comm{};
+  std::vector<resilient_blackbox_op> flight;  // this communicator's entries, oldest first
+};
+
 struct Snapshot {
   std::string path;
   resilient_blackbox_header header{};
   std::vector<resilient_blackbox_connection> connections;  // slots in use
   std::vector<resilient_blackbox_fault> faults;            // oldest first
+  std::vector<CommView> comms;                             // active, then finalized; by slot
   bool processAlive = false;                               // the writing process still exists
 };
 

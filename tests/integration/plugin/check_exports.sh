@@ -1,18 +1,32 @@
 #!/bin/sh
-# The plugin library exports exactly the structs NCCL looks up, nothing else.
-# Usage: check_exports.sh <library>...
+# The plugin libraries export exactly the structs NCCL looks up, nothing else.
+# Usage: check_exports.sh <kind> <library> [<kind> <library>]...
+#   kind: net (ncclNetPlugin_v6..v11), profiler (ncclProfiler_v1..v5), or
+#         net+profiler (both sets)
 set -u
 status=0
-for lib in "$@"; do
+while [ $# -ge 2 ]; do
+  kind=$1 lib=$2
+  shift 2
   symbols=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort)
   unexpected=$(printf '%s\n' "$symbols" | grep -v -E '^ncclNetPlugin_v(6|7|8|9|10|11)$|^ncclProfiler_v[1-5]$' || true)
-  expected=$(printf '%s\n' "$symbols" | grep -c -E '^ncclNetPlugin_v(6|7|8|9|10|11)$')
-  echo "$lib: $(printf '%s ' $symbols)"
+  nets=$(printf '%s\n' "$symbols" | grep -c -E '^ncclNetPlugin_v(6|7|8|9|10|11)$')
+  profilers=$(printf '%s\n' "$symbols" | grep -c -E '^ncclProfiler_v[1-5]$')
+  case $kind in
+    net) want_nets=6 want_profilers=0 ;;
+    profiler) want_nets=0 want_profilers=5 ;;
+    net+profiler) want_nets=6 want_profilers=5 ;;
+    *) echo "FAIL: unknown kind $kind"; exit 2 ;;
+  esac
+  echo "$lib ($kind): $(printf '%s ' $symbols)"
   if [ -n "$unexpected" ]; then
     echo "FAIL: $lib exports other symbols: $unexpected"; status=1
   fi
-  if [ "$expected" -ne 6 ]; then
-    echo "FAIL: $lib exports $expected of the 6 ncclNetPlugin_v6..v11 structs"; status=1
+  if [ "$nets" -ne "$want_nets" ]; then
+    echo "FAIL: $lib exports $nets ncclNetPlugin_v6..v11 structs, expected $want_nets"; status=1
+  fi
+  if [ "$profilers" -ne "$want_profilers" ]; then
+    echo "FAIL: $lib exports $profilers ncclProfiler_v1..v5 structs, expected $want_profilers"; status=1
   fi
 done
 exit $status

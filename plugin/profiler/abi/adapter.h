@@ -1,0 +1,44 @@
+// Helpers shared by the profiler's per-version adapters (profiler_v1.cc …
+// profiler_v5.cc): the only files that see NCCL's versioned profiler structs.
+// Each adapter converts its version's descriptors into Tracker calls; init,
+// finalize, stop and record are the same for every version.
+//
+// Every entry point runs in the boundary guard and returns ncclSuccess: NCCL
+// ignores what start/stop/record return, and a failing init only disables the
+// plugin for that communicator (context NULL, later events ignored).
+#pragma once
+
+#include <cstdint>
+
+#include "nccl/log.h"
+#include "nccl/profiler_common.h"
+#include "nccl/result.h"
+#include "plugin/profiler/context.h"
+#include "plugin/profiler/plugin.h"
+#include "plugin/profiler/tracker.h"
+
+namespace resilient::profiler::abi {
+
+inline constexpr const char* kPluginName = "Resilient";
+
+// The events we ask NCCL for under ABI `abiVersion`: Coll, P2p, ProxyOp,
+// ProxyStep (unless turned off), and KernelCh where the version has it (v3+).
+int eventMask(int abiVersion, bool proxySteps) noexcept;
+
+// init for every version: acquires the plugin, creates the context and sets
+// the activation mask.
+ncclResult_t initContext(void** context, int* eActivationMask, const CommIdentity& id,
+                         ncclDebugLogger_t logger) noexcept;
+ncclResult_t finalizeContext(void* context) noexcept;
+ncclResult_t stopEvent(void* eHandle) noexcept;
+// `kernelStopNs`: the KernelChStop argument (v4+), else 0.
+ncclResult_t recordEvent(void* eHandle, ncclProfilerEventState_t state,
+                         uint64_t kernelStopNs) noexcept;
+
+// The live tracker, or nullptr (no plugin, or disabled).
+inline Tracker* liveTracker() noexcept {
+  Plugin* p = Plugin::live();
+  return p != nullptr && p->enabled() ? &p->tracker() : nullptr;
+}
+
+}  // namespace resilient::profiler::abi

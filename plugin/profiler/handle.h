@@ -1,0 +1,68 @@
+// Event handles: what startEvent stores in *eHandle and NCCL hands back to
+// stopEvent, recordEventState and as the parentObj of child events.
+//
+// A handle is not a pointer but a 64-bit value that names a context slot, an
+// operation slot in that context's pool, the slot's generation and a
+// channel. Decoding never dereferences anything NCCL gives us: an unknown,
+// stale (operation already released) or foreign value (a PXN proxy op's
+// parent from another process) is recognised and ignored, never followed.
+//
+//   bits  0..5   channel (NCCL's MAXCHANNELS is 64)
+//   bits  6..9   kind
+//   bits 10..19  context slot (kMaxContexts)
+//   bits 20..33  operation slot (kMaxOpsPerContext)
+//   bits 34..63  operation generation (never 0 for a live operation)
+#pragma once
+
+#include <cstdint>
+
+namespace resilient::profiler {
+
+inline constexpr uint32_t kMaxChannels = 64;
+inline constexpr uint32_t kMaxContexts = 1024;
+inline constexpr uint32_t kMaxOpsPerContext = 16384;
+inline constexpr uint32_t kGenerationMask = (1u << 30) - 1;
+
+enum class HandleKind : uint32_t {
+  kNone = 0,       // not a handle of ours (NULL decodes to this)
+  kOp = 1,         // a Coll or P2p event: one tracked operation
+  kProxyOp = 2,    // a proxy op of an operation, on one channel
+  kProxyStep = 3,  // a proxy step (shares its proxy op's operation and channel)
+  kKernelCh = 4,   // a kernel channel of an operation
+  kNetPlugin = 5,  // a net-plugin event under a proxy step
+  kPassive = 6,    // events we do not track (API, group, proxy control, PXN ops)
+};
+
+struct Handle {
+  HandleKind kind = HandleKind::kNone;
+  uint32_t channel = 0;
+  uint32_t context = 0;
+  uint32_t slot = 0;
+  uint32_t generation = 0;
+};
+
+inline void* encodeHandle(HandleKind kind, uint32_t context, uint32_t slot, uint32_t generation,
+                          uint32_t channel) noexcept {
+  const uint64_t v = uint64_t{channel & 63u} | (uint64_t{static_cast<uint32_t>(kind)} << 6) |
+                     (uint64_t{context & (kMaxContexts - 1)} << 10) |
+                     (uint64_t{slot & (kMaxOpsPerContext - 1)} << 20) |
+                     (uint64_t{generation & kGenerationMask} << 34);
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(v));
+}
+
+inline Handle decodeHandle(const void* handle) noexcept {
+  const auto v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
+  Handle h;
+  const auto kind = static_cast<uint32_t>((v >> 6) & 15u);
+  if (kind == 0 || kind > static_cast<uint32_t>(HandleKind::kPassive)) {
+    return h;  // kNone
+  }
+  h.kind = static_cast<HandleKind>(kind);
+  h.channel = static_cast<uint32_t>(v & 63u);
+  h.context = static_cast<uint32_t>((v >> 10) & (kMaxContexts - 1));
+  h.slot = static_cast<uint32_t>((v >> 20) & (kMaxOpsPerContext - 1));
+  h.generation = static_cast<uint32_t>(v >> 34) & kGenerationMask;
+  return h;
+}
+
+}  // namespace resilient::profiler

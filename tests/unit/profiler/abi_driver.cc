@@ -1,0 +1,406 @@
+#include "abi_driver.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "nccl/profiler_v1.h"
+#include "nccl/profiler_v2.h"
+#include "nccl/profiler_v3.h"
+#include "nccl/profiler_v4.h"
+#include "nccl/profiler_v5.h"
+
+extern "C" {
+extern const ncclProfiler_v5_t ncclProfiler_v5;
+extern const ncclProfiler_v4_t ncclProfiler_v4;
+extern const ncclProfiler_v3_t ncclProfiler_v3;
+extern const ncclProfiler_v2_t ncclProfiler_v2;
+extern const ncclProfiler_v1_t ncclProfiler_v1;
+}
+
+namespace resilient::test {
+namespace {
+
+uint64_t typeBit(EventType t) {
+  switch (t) {
+    case EventType::kGroupApi: return ncclProfileGroupApi;
+    case EventType::kCollApi: return ncclProfileCollApi;
+    case EventType::kP2pApi: return ncclProfileP2pApi;
+    case EventType::kKernelLaunch: return ncclProfileKernelLaunch;
+    case EventType::kGroup: return ncclProfileGroup;
+    case EventType::kColl: return ncclProfileColl;
+    case EventType::kP2p: return ncclProfileP2p;
+    case EventType::kProxyOp: return ncclProfileProxyOp;
+    case EventType::kProxyStep: return ncclProfileProxyStep;
+    case EventType::kProxyCtrl: return ncclProfileProxyCtrl;
+    case EventType::kKernelCh: return ncclProfileKernelCh;
+    case EventType::kNetPlugin: return ncclProfileNetPlugin;
+  }
+  return 0;
+}
+
+pid_t pidOf(const Event& e) {
+  return e.pid != 0 ? e.pid : getpid();
+}
+
+// v1 numeric codes (ncclFunc_t, ncclDataType_t, NCCL_ALGO_*, NCCL_PROTO_*).
+uint8_t funcCode(const char* f) {
+  static const char* const kNames[] = {"Broadcast", "Reduce",   "AllGather", "ReduceScatter",
+                                       "AllReduce", "SendRecv", "Send",      "Recv"};
+  for (uint8_t i = 0; i < 8; ++i) {
+    if (std::strcmp(f, kNames[i]) == 0) {
+      return i;
+    }
+  }
+  return 255;
+}
+uint8_t datatypeCode(const char* d) {
+  return std::strcmp(d, "ncclFloat32") == 0 ? 7 : std::strcmp(d, "ncclInt8") == 0 ? 0 : 255;
+}
+
+// Proxy-op, proxy-step, kernel-channel and net-plugin members sit at the same
+// offsets in every version (fact sheet §2.4).
+template <class D>
+void fillProgress(const Event& e, D& d) {
+  switch (e.type) {
+    case EventType::kProxyOp:
+      d.proxyOp.pid = pidOf(e);
+      d.proxyOp.channelId = e.channel;
+      d.proxyOp.peer = e.rootOrPeer;
+      d.proxyOp.nSteps = e.nSteps;
+      d.proxyOp.chunkSize = 131072;
+      d.proxyOp.isSend = e.isSend;
+      break;
+    case EventType::kProxyStep: d.proxyStep.step = e.step; break;
+    default: break;
+  }
+}
+
+void fill(const Event& e, ncclProfilerEventDescr_v5_t& d) {
+  switch (e.type) {
+    case EventType::kGroupApi: d.groupApi.groupDepth = e.groupDepth; break;
+    case EventType::kCollApi:
+      d.collApi.func = e.func;
+      d.collApi.count = e.count;
+      d.collApi.datatype = e.datatype;
+      d.collApi.root = e.rootOrPeer;
+      break;
+    case EventType::kP2pApi:
+      d.p2pApi.func = e.func;
+      d.p2pApi.count = e.count;
+      d.p2pApi.datatype = e.datatype;
+      break;
+    case EventType::kColl:
+      d.coll.seqNumber = e.seqNumber;
+      d.coll.func = e.func;
+      d.coll.count = e.count;
+      d.coll.root = e.rootOrPeer;
+      d.coll.datatype = e.datatype;
+      d.coll.nChannels = e.nChannels;
+      d.coll.nWarps = 16;
+      d.coll.algo = e.algo;
+      d.coll.proto = e.proto;
+      break;
+    case EventType::kP2p:
+      d.p2p.func = e.func;
+      d.p2p.datatype = e.datatype;
+      d.p2p.count = e.count;
+      d.p2p.peer = e.rootOrPeer;
+      d.p2p.nChannels = e.nChannels;
+      break;
+    case EventType::kKernelCh:
+      d.kernelCh.channelId = e.channel;
+      d.kernelCh.pTimer = e.pTimer;
+      break;
+    case EventType::kNetPlugin: d.netPlugin.id = 0x30001; break;
+    default: fillProgress(e, d); break;
+  }
+}
+
+void fill(const Event& e, ncclProfilerEventDescr_v4_t& d) {
+  switch (e.type) {
+    case EventType::kColl:
+      d.coll.seqNumber = e.seqNumber;
+      d.coll.func = e.func;
+      d.coll.count = e.count;
+      d.coll.root = e.rootOrPeer;
+      d.coll.datatype = e.datatype;
+      d.coll.nChannels = e.nChannels;
+      d.coll.nWarps = 16;
+      d.coll.algo = e.algo;
+      d.coll.proto = e.proto;
+      break;
+    case EventType::kP2p:
+      d.p2p.func = e.func;
+      d.p2p.datatype = e.datatype;
+      d.p2p.count = e.count;
+      d.p2p.peer = e.rootOrPeer;
+      d.p2p.nChannels = e.nChannels;
+      break;
+    case EventType::kKernelCh:
+      d.kernelCh.channelId = e.channel;
+      d.kernelCh.pTimer = e.pTimer;
+      break;
+    case EventType::kNetPlugin: d.netPlugin.id = 0x30001; break;
+    default: fillProgress(e, d); break;
+  }
+}
+
+void fill(const Event& e, ncclProfilerEventDescr_v3_t& d) {
+  switch (e.type) {
+    case EventType::kColl:
+      d.coll.name = "test-comm";
+      d.coll.commHash = e.commHash;
+      d.coll.seqNumber = e.seqNumber;
+      d.coll.func = e.func;
+      d.coll.count = e.count;
+      d.coll.root = e.rootOrPeer;
+      d.coll.datatype = e.datatype;
+      d.coll.nMaxChannels = 32;  // an upper bound in v3, not the real count
+      d.coll.algo = e.algo;
+      d.coll.proto = e.proto;
+      break;
+    case EventType::kP2p:
+      d.p2p.name = "test-comm";
+      d.p2p.commHash = e.commHash;
+      d.p2p.func = e.func;
+      d.p2p.datatype = e.datatype;
+      d.p2p.count = e.count;
+      d.p2p.peer = e.rootOrPeer;
+      break;
+    case EventType::kKernelCh: d.kernelCh.channelId = e.channel; break;
+    case EventType::kNetPlugin: d.netPlugin.id = 0x30001; break;
+    default: fillProgress(e, d); break;
+  }
+}
+
+void fill(const Event& e, ncclProfilerEventDescr_v2_t& d) {
+  switch (e.type) {
+    case EventType::kColl:
+      d.coll.name = "test-comm";
+      d.coll.commHash = e.commHash;
+      d.coll.seqNumber = e.seqNumber;
+      d.coll.func = e.func;
+      d.coll.count = e.count;
+      d.coll.root = e.rootOrPeer;
+      d.coll.datatype = e.datatype;
+      d.coll.trafficBytes = e.count * 4;
+      d.coll.nMaxChannels = 32;
+      d.coll.algo = e.algo;
+      d.coll.proto = e.proto;
+      break;
+    case EventType::kP2p:
+      d.p2p.name = "test-comm";
+      d.p2p.commHash = e.commHash;
+      d.p2p.func = e.func;
+      d.p2p.datatype = e.datatype;
+      d.p2p.count = e.count;
+      d.p2p.peer = e.rootOrPeer;
+      break;
+    default: fillProgress(e, d); break;
+  }
+}
+
+void fill(const Event& e, ncclProfilerEventDescr_v1_t& d) {
+  switch (e.type) {
+    case EventType::kColl:
+      d.coll.name = "test-comm";
+      d.coll.commHash = e.commHash;
+      d.coll.seqNumber = e.seqNumber;
+      d.coll.func = funcCode(e.func);
+      d.coll.count = e.count;
+      d.coll.root = e.rootOrPeer;
+      d.coll.datatype = datatypeCode(e.datatype);
+      d.coll.trafficBytes = e.count * 4;
+      d.coll.nMaxChannels = 32;
+      d.coll.algo = 1;   // RING
+      d.coll.proto = 2;  // SIMPLE
+      break;
+    case EventType::kP2p:
+      d.p2p.name = "test-comm";
+      d.p2p.commHash = e.commHash;
+      d.p2p.func = funcCode(e.func);
+      d.p2p.datatype = datatypeCode(e.datatype);
+      d.p2p.count = e.count;
+      d.p2p.peer = e.rootOrPeer;
+      break;
+    default: fillProgress(e, d); break;
+  }
+}
+
+template <class Plugin, class Descr, class Args, int V>
+class Driver final : public AbiDriver {
+ public:
+  explicit Driver(const Plugin& plugin) : p_(plugin) {}
+  int version() const override { return V; }
+  ncclResult_t init(void** context, int* mask, const CommSpec& comm) override {
+    if constexpr (V == 5) {
+      return p_.init(context, comm.commHash, mask, comm.name.c_str(), comm.nNodes, comm.nranks,
+                     comm.rank, nullptr);
+    } else if constexpr (V == 4) {
+      return p_.init(context, mask, comm.name.c_str(), comm.commHash, comm.nNodes, comm.nranks,
+                     comm.rank, nullptr);
+    } else {
+      return p_.init(context, mask);
+    }
+  }
+  ncclResult_t start(void* context, void** handle, const Event& e, void* parent) override {
+    Descr d{};
+    d.type = static_cast<decltype(d.type)>(typeBit(e.type));
+    d.parentObj = parent;
+    d.rank = e.rank;
+    fill(e, d);
+    return p_.startEvent(context, handle, &d);
+  }
+  ncclResult_t stop(void* handle) override { return p_.stopEvent(handle); }
+  ncclResult_t record(void* handle, int state, uint64_t timer, bool nullArgs) override {
+    Args a{};
+    if constexpr (V >= 4) {
+      if (state == ncclProfilerKernelChStop) {
+        a.kernelCh.pTimer = timer;
+      } else {
+        a.proxyStep.transSize = 65536;
+      }
+    } else {
+      a.proxyOp.transSize = 65536;
+      a.proxyOp.steps = 1;
+    }
+    return p_.recordEventState(handle, static_cast<ncclProfilerEventState_t>(state),
+                               nullArgs ? nullptr : &a);
+  }
+  ncclResult_t finalize(void* context) override { return p_.finalize(context); }
+
+ private:
+  const Plugin& p_;
+};
+
+}  // namespace
+
+std::unique_ptr<AbiDriver> makeDriver(int version) {
+  switch (version) {
+    case 5:
+      return std::make_unique<Driver<ncclProfiler_v5_t, ncclProfilerEventDescr_v5_t,
+                                     ncclProfilerEventStateArgs_v5_t, 5>>(ncclProfiler_v5);
+    case 4:
+      return std::make_unique<Driver<ncclProfiler_v4_t, ncclProfilerEventDescr_v4_t,
+                                     ncclProfilerEventStateArgs_v4_t, 4>>(ncclProfiler_v4);
+    case 3:
+      return std::make_unique<Driver<ncclProfiler_v3_t, ncclProfilerEventDescr_v3_t,
+                                     ncclProfilerEventStateArgs_v3_t, 3>>(ncclProfiler_v3);
+    case 2:
+      return std::make_unique<Driver<ncclProfiler_v2_t, ncclProfilerEventDescr_v2_t,
+                                     ncclProfilerEventStateArgs_v2_t, 2>>(ncclProfiler_v2);
+    case 1:
+      return std::make_unique<Driver<ncclProfiler_v1_t, ncclProfilerEventDescr_v1_t,
+                                     ncclProfilerEventStateArgs_v1_t, 1>>(ncclProfiler_v1);
+    default: return nullptr;
+  }
+}
+
+Replay::Replay(AbiDriver& driver, const CommSpec& comm) : driver_(driver) {
+  initResult_ = driver_.init(&context_, &mask_, comm);
+}
+
+Replay::~Replay() {
+  finalize();
+}
+
+void Replay::finalize() {
+  if (!finalized_) {
+    finalized_ = true;
+    if (driver_.finalize(context_) != ncclSuccess) {
+      failures_.fetch_add(1);
+    }
+  }
+}
+
+void Replay::ensure(size_t ids) {
+  if (ids <= capacity_) {
+    return;
+  }
+  auto handles = std::make_unique<std::atomic<void*>[]>(ids);
+  auto started = std::make_unique<std::atomic<bool>[]>(ids);
+  for (size_t i = 0; i < ids; ++i) {
+    handles[i].store(i < capacity_ ? handles_[i].load() : nullptr);
+    started[i].store(i < capacity_ ? started_[i].load() : false);
+  }
+  handles_ = std::move(handles);
+  started_ = std::move(started);
+  capacity_ = ids;
+}
+
+void* Replay::handle(int id) const {
+  return id >= 0 && static_cast<size_t>(id) < capacity_ ? handles_[id].load() : nullptr;
+}
+
+void Replay::apply(const Event& e) {
+  const auto id = static_cast<size_t>(e.id);
+  ncclResult_t r = ncclSuccess;
+  switch (e.kind) {
+    case EventKind::kStart: {
+      void* parent = nullptr;
+      if (e.parent >= 0) {
+        // The parent was started by another thread: wait for it, as NCCL's
+        // proxy queue makes the progress thread wait for posted ops.
+        while (!started_[e.parent].load(std::memory_order_acquire)) {
+          std::this_thread::yield();
+        }
+        parent = handles_[e.parent].load(std::memory_order_relaxed);
+      }
+      void* h = reinterpret_cast<void*>(uintptr_t{0xbad});  // must be overwritten
+      r = driver_.start(context_, &h, e, parent);
+      if (h == nullptr) {
+        nullHandles_.fetch_add(1);
+      }
+      handles_[id].store(h, std::memory_order_relaxed);
+      started_[id].store(true, std::memory_order_release);
+      break;
+    }
+    case EventKind::kStop:
+      while (!started_[id].load(std::memory_order_acquire)) {
+        std::this_thread::yield();
+      }
+      r = driver_.stop(handles_[id].load(std::memory_order_relaxed));
+      break;
+    case EventKind::kRecord:
+      while (!started_[id].load(std::memory_order_acquire)) {
+        std::this_thread::yield();
+      }
+      r = driver_.record(handles_[id].load(std::memory_order_relaxed), e.state, e.stateTimer,
+                         false);
+      break;
+  }
+  if (r != ncclSuccess) {
+    failures_.fetch_add(1);
+  }
+}
+
+void Replay::run(const std::vector<Event>& events, size_t from, size_t to, bool threaded) {
+  int maxId = -1;
+  for (const auto& e : events) {
+    maxId = std::max(maxId, std::max(e.id, e.parent));
+  }
+  ensure(static_cast<size_t>(maxId + 1));
+  if (!threaded) {
+    for (size_t i = from; i < to; ++i) {
+      apply(events[i]);
+    }
+    return;
+  }
+  std::thread progress([&] {
+    for (size_t i = from; i < to; ++i) {
+      if (events[i].thread == 1) {
+        apply(events[i]);
+      }
+    }
+  });
+  for (size_t i = from; i < to; ++i) {
+    if (events[i].thread == 0) {
+      apply(events[i]);
+    }
+  }
+  progress.join();
+}
+
+}  // namespace resilient::test

@@ -1,0 +1,195 @@
+// resilient-inspect on regions the profiler wrote: the communicator table and
+// flight recorder as JSON (live, and post-mortem from a copy), and the
+// cross-rank comparison that names who is behind.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "abi_driver.h"
+#include "event_stream.h"
+#include "plugin/blackbox/writer.h"
+#include "plugin_scope.h"
+#include "tests/support/temp_dir.h"
+
+#ifndef RESILIENT_INSPECT_PATH
+#error "RESILIENT_INSPECT_PATH must name the resilient-inspect binary"
+#endif
+
+namespace resilient::test {
+namespace {
+
+// Runs resilient-inspect with `args`; returns its stdout and sets *status.
+std::string inspect(const std::string& args, int* status) {
+  const std::string cmd = std::string(RESILIENT_INSPECT_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) {
+    out.append(buf, n);
+  }
+  *status = pclose(p);
+  return out;
+}
+
+nlohmann::json inspectJson(const std::string& args) {
+  int status = 0;
+  const std::string out = inspect("--json " + args, &status);
+  INFO(out);
+  REQUIRE(status == 0);
+  return nlohmann::json::parse(out);
+}
+
+// Replays `done` complete collectives, then `pending` that are only enqueued,
+// on communicator `commHash` as `rank`, and copies the region to `copyTo`.
+void rankScenario(const std::string& dir, uint64_t commHash, int rank, int done, int pending,
+                  const std::string& copyTo) {
+  ScopeOptions o;
+  o.blackboxDir = dir;
+  o.flightOps = 16;
+  PluginScope scope(o);
+  auto driver = makeDriver(5);
+  CommSpec comm;
+  comm.commHash = commHash;
+  comm.rank = rank;
+  comm.nranks = 2;
+  StreamBuilder b(5, commHash, rank);
+  for (int i = 0; i < done; ++i) {
+    CollSpec c;
+    c.seqNumber = static_cast<uint64_t>(i);
+    b.collective(c);
+  }
+  std::vector<Event> events = b.events;
+  StreamBuilder rest(5, commHash, rank);
+  for (int i = done; i < done + pending; ++i) {
+    CollSpec c;
+    c.seqNumber = static_cast<uint64_t>(i);
+    rest.collective(c);
+  }
+  Replay r(*driver, comm);
+  r.run(events, false);
+  // Only the user-thread events of the pending ones (their ids follow on).
+  for (auto e : rest.events) {
+    if (e.thread == 0) {
+      e.id += b.ids();
+      e.parent = e.parent >= 0 ? e.parent + b.ids() : -1;
+      std::vector<Event> one{e};
+      r.run(one, false);
+    }
+  }
+  scope.scan();
+  std::filesystem::copy_file(blackbox::regionPath(dir, static_cast<uint32_t>(getpid())), copyTo);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "resilient-inspect --json shows the communicator table, the flight recorder and the "
+    "hang fault, live and post-mortem",
+    "[profiler][inspect]") {
+  TempDir dir;
+  ScopeOptions o;
+  o.blackboxDir = dir.path().string();
+  o.flightOps = 16;
+  o.collTimeoutMs = 500;
+  PluginScope scope(o);
+  auto driver = makeDriver(5);
+  CommSpec comm;
+  comm.commHash = 0xabcdef0123456789ull;
+  comm.name = "tp";
+  comm.rank = 1;
+  comm.nranks = 4;
+  StreamBuilder b(5, comm.commHash, comm.rank);
+  for (int i = 0; i < 5; ++i) {
+    CollSpec c;
+    c.seqNumber = static_cast<uint64_t>(i);
+    c.nChannels = 2;
+    b.collective(c);
+  }
+  CollSpec hung;
+  hung.seqNumber = 5;
+  hung.nChannels = 2;
+  hung.neverStop = {1};
+  b.collective(hung);
+  Replay r(*driver, comm);
+  r.run(b.events, false);
+  for (int i = 0; i < 30; ++i) {
+    scope.clock.advanceMs(50);
+    scope.scan();
+  }
+  REQUIRE(scope.sink.size() == 1);
+  const std::string path = blackbox::regionPath(dir.path().string(), getpid());
+
+  const auto j = inspectJson(path);
+  CHECK(j["version"] == 2);
+  CHECK(j["process_alive"] == true);
+  REQUIRE(j["communicators"].size() == 1);
+  const auto& c = j["communicators"][0];
+  CHECK(c["comm_id"] == comm.commHash);
+  CHECK(c["comm_hex"] == "0xabcdef0123456789");
+  CHECK(c["name"] == "tp");
+  CHECK(c["rank"] == 1);
+  CHECK(c["nranks"] == 4);
+  CHECK(c["state"] == "active");
+  CHECK(c["coll_enqueued"] == 6);
+  CHECK(c["coll_completed"] == 5);
+  CHECK(c["completed_by_func"]["AllReduce"] == 5);
+  CHECK(c["in_flight"] == 1);
+  CHECK(c["oldest_in_flight"]["state"] == "hung");
+  CHECK(c["oldest_in_flight"]["seq_number"] == 5);
+  CHECK(c["oldest_in_flight"]["stuck_channels"] == nlohmann::json::array({1}));
+  CHECK(c["oldest_in_flight"]["last_step_state"] == "RecvWait");
+  REQUIRE(c["flight_recorder"].size() == 5);
+  CHECK(c["flight_recorder"][4]["coll_index"] == 5);
+  CHECK(c["flight_recorder"][4]["state"] == "completed");
+  CHECK(c["flight_recorder"][4]["gpu_us"].is_number());
+  REQUIRE(j["faults"].size() == 1);
+  CHECK(j["faults"][0]["class"] == "collective hung");
+  CHECK(j["faults"][0]["op"] == "AllReduce");
+  CHECK(j["faults"][0]["seq_number"] == 5);
+  CHECK(j["faults"][0]["stuck_channels"] == nlohmann::json::array({1}));
+
+  int status = 0;
+  const std::string table = inspect(path, &status);
+  CHECK(status == 0);
+  CAPTURE(table);
+  CHECK(table.find("AllReduce #6 seq 5 hung") != std::string::npos);
+  CHECK(table.find("collective hung") != std::string::npos);
+
+  // Post-mortem: the file a crashed process leaves behind reads the same.
+  const std::string copy = dir.path().string() + "/post-mortem";
+  std::filesystem::copy_file(path, copy);
+  r.finalize();
+  const auto pm = inspectJson(copy);
+  REQUIRE(pm["communicators"].size() == 1);
+  CHECK(pm["communicators"][0]["flight_recorder"].size() == 5);
+  CHECK(pm["communicators"][0]["oldest_in_flight"]["state"] == "hung");
+}
+
+TEST_CASE("resilient-inspect compares ranks and names the one behind", "[profiler][inspect]") {
+  TempDir dir;
+  const uint64_t comm = 0x77aa77aa77aa77aaull;
+  // Rank 0 completed 7 and waits in the 8th; rank 1 completed 7 and never
+  // enqueued the 8th (it is behind).
+  rankScenario(dir.path().string(), comm, 0, 7, 1, dir.path().string() + "/rank0");
+  rankScenario(dir.path().string(), comm, 1, 7, 0, dir.path().string() + "/rank1");
+  const auto j = inspectJson(dir.path().string() + "/rank0 " + dir.path().string() + "/rank1");
+  REQUIRE(j["communicators"].size() == 1);
+  const auto& c = j["communicators"][0];
+  CHECK(c["comm_id"] == comm);
+  REQUIRE(c["ranks"].size() == 2);
+  CHECK(c["ranks"][0]["coll_enqueued"] == 8);
+  CHECK(c["ranks"][0]["oldest_in_flight"]["seq_number"] == 7);
+  CHECK(c["ranks"][1]["coll_enqueued"] == 7);
+  CHECK(c["behind"] == nlohmann::json::array({1}));
+  CAPTURE(c["summary"].get<std::string>());
+  CHECK(c["summary"].get<std::string>().find("rank(s) 1 behind") != std::string::npos);
+}
+
+}  // namespace resilient::test
