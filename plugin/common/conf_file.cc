@@ -6,8 +6,9 @@
 
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <unordered_set>
+
+#include "plugin/common/status.h"
 
 namespace resilient::config {
 namespace {
@@ -85,8 +86,7 @@ std::optional<ConfFile> readConf(const std::string& path) {
   auto unreadable = [&](int err) {
     ConfFile file;
     file.path = path;
-    char buf[128];
-    file.diagnostics.push_back(path + ": cannot read: " + strerror_r(err, buf, sizeof buf));
+    file.diagnostics.push_back(path + ": cannot read: " + errnoText(err));
     return file;
   };
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

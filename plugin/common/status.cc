@@ -53,12 +53,9 @@ std::string Status::toString() const {
   }
   out += rep_->message;
   if (rep_->sysErrno != 0) {
-    char buf[128];
-    // GNU strerror_r: thread-safe, returns a pointer to the text.
-    const char* text = strerror_r(rep_->sysErrno, buf, sizeof buf);
     const char* name = strerrorname_np(rep_->sysErrno);
     out += ": ";
-    out += text;
+    out += errnoText(rep_->sysErrno);
     out += " (errno " + std::to_string(rep_->sysErrno);
     if (name != nullptr) {
       out += " ";
@@ -82,6 +79,12 @@ ncclResult_t toNcclResult(const Status& status) noexcept {
     case ErrorKind::kInternal: return ncclInternalError;
   }
   return ncclInternalError;
+}
+
+std::string errnoText(int err) {
+  char buf[128];
+  // GNU strerror_r: thread-safe, returns a pointer to the text.
+  return strerror_r(err, buf, sizeof buf);
 }
 
 }  // namespace resilient

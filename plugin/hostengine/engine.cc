@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "plugin/common/clock.h"
 #include "plugin/common/log.h"
 #include "plugin/hostengine/data.h"
-#include "plugin/hostengine/net_util.h"
 #include "plugin/hostengine/plugin_log.h"
 #include "plugin/hostengine/ring_schedule.h"
 

@@ -13,7 +13,7 @@
 #include <charconv>
 #include <set>
 
-#include "plugin/hostengine/net_util.h"
+#include "plugin/common/clock.h"
 
 namespace resilient::hostengine {
 namespace {

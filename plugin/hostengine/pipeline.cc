@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "plugin/hostengine/net_util.h"
+#include "plugin/common/clock.h"
 #include "plugin/hostengine/plugin_log.h"
 
 namespace resilient::hostengine {

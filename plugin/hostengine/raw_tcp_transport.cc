@@ -13,6 +13,11 @@
 #include <random>
 #include <vector>
 
+#include "plugin/common/clock.h"
+#include "plugin/common/file_descriptor.h"
+#include "plugin/common/socket_address.h"
+#include "plugin/hostengine/socket_io.h"
+
 namespace resilient::hostengine {
 namespace {
 
@@ -66,7 +71,7 @@ struct Request {
 };
 
 struct DataSocket {
-  Fd fd;
+  FileDescriptor fd;
   uint64_t cursor = 0;  // sequence number of the request this socket works on
   size_t offset = 0;    // bytes of header + slice done for it
   uint8_t header[kHeaderBytes] = {};
@@ -83,21 +88,21 @@ struct Comm {
 };
 
 struct PendingSocket {
-  Fd fd;
+  FileDescriptor fd;
   Hello hello{};
   size_t got = 0;
   uint64_t sinceNs = 0;
 };
 
 struct ListenComm {
-  Fd fd;
+  FileDescriptor fd;
   uint64_t token = 0;
   std::vector<PendingSocket> pending;
-  std::map<uint64_t, std::vector<Fd>> groups;  // connection id -> sockets by index
+  std::map<uint64_t, std::vector<FileDescriptor>> groups;  // connection id -> sockets by index
 };
 
 struct ConnectState {
-  std::vector<Fd> sockets;
+  std::vector<FileDescriptor> sockets;
   std::vector<size_t> helloSent;
   std::vector<bool> connected;
   uint64_t connectionId = 0;
@@ -270,21 +275,12 @@ std::string localAddressToward(const std::string& host) {
   if (!target.ok()) {
     return host;
   }
-  Fd fd(::socket(target->storage.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid() || ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target->storage),
-                               target->length) != 0) {
+  FileDescriptor fd(::socket(target->family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid() || ::connect(fd.get(), target->get(), target->length) != 0) {
     return host;
   }
-  Result<SocketAddress> local = localAddress(fd.get());
-  if (!local.ok()) {
-    return host;
-  }
-  std::string text = addressText(*local);
-  text = text.substr(0, text.rfind(':'));
-  if (!text.empty() && text.front() == '[') {
-    text = text.substr(1, text.size() - 2);
-  }
-  return text;
+  const SocketAddress local = localAddressOf(fd.get());
+  return local.length != 0 ? local.hostText() : host;
 }
 
 RawTcpTransport::RawTcpTransport(RawTcpOptions options) : options_(std::move(options)) {
@@ -324,20 +320,20 @@ Status RawTcpTransport::listen(void* /*ctx*/, int dev, void* handle, void** list
   if (dev != 0) {
     return invalidUsage("raw-tcp: device " + std::to_string(dev) + " does not exist");
   }
-  Result<Fd> fd = listenOn(options_.bindHost, 0, 1024);
+  Result<FileDescriptor> fd = listenOn(options_.bindHost, 0, 1024);
   if (!fd.ok()) {
     return fd.status();
   }
-  Result<SocketAddress> bound = localAddress(fd->get());
-  if (!bound.ok()) {
-    return bound.status();
+  const SocketAddress bound = localAddressOf(fd->get());
+  if (bound.length == 0) {
+    return systemError("raw-tcp: getsockname");
   }
   Handle h{};
   h.magic = kHandleMagic;
   h.sockets = static_cast<uint32_t>(options_.sockets);
   h.token = options_.token;
-  h.addressLength = bound->length;
-  std::memcpy(h.address, &bound->storage, bound->length);
+  h.addressLength = bound.length;
+  std::memcpy(h.address, &bound.storage, bound.length);
   std::memset(handle, 0, transport::kHandleSize);
   std::memcpy(handle, &h, sizeof(h));
   auto comm = std::make_unique<ListenComm>();
@@ -371,18 +367,17 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, 
     state->deadlineNs =
         monotonicNs() + static_cast<uint64_t>(options_.connectTimeoutMs) * 1000000ull;
     for (uint32_t i = 0; i < h.sockets; ++i) {
-      Fd fd(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      FileDescriptor fd(::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
       if (!fd.valid()) {
         delete state;
         return systemError("raw-tcp: socket");
       }
       (void)setNoDelay(fd.get());
-      const int rc =
-          ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
+      const int rc = ::connect(fd.get(), address.get(), address.length);
       if (rc != 0 && errno != EINPROGRESS) {
         const int err = errno;
         delete state;
-        return systemError("raw-tcp: connect to " + addressText(address), err);
+        return systemError("raw-tcp: connect to " + address.toString(), err);
       }
       state->sockets.push_back(std::move(fd));
       state->helloSent.push_back(0);
@@ -405,11 +400,9 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, 
         return giveUp(systemError("raw-tcp: getsockopt(SO_ERROR)"));
       }
       if (err != 0) {
-        return giveUp(remoteError("raw-tcp: connect failed", addressText(address), err));
+        return giveUp(remoteError("raw-tcp: connect failed", address.toString(), err));
       }
-      sockaddr_storage peer{};
-      socklen_t peerLen = sizeof(peer);
-      if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0) {
+      if (peerAddressOf(fd).length == 0) {
         all = false;  // still in progress
         continue;
       }
@@ -429,8 +422,7 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, 
       if (w > 0) {
         state->helloSent[i] += static_cast<size_t>(w);
       } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return giveUp(
-            remoteError("raw-tcp: sending the hello failed", addressText(address), errno));
+        return giveUp(remoteError("raw-tcp: sending the hello failed", address.toString(), errno));
       }
       all = all && state->helloSent[i] == kHelloBytes;
     }
@@ -439,14 +431,14 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, 
     if (monotonicNs() > state->deadlineNs) {
       return giveUp(timeoutError(
           "raw-tcp: no connection within " + std::to_string(options_.connectTimeoutMs) + " ms",
-          addressText(address)));
+          address.toString()));
     }
     return {};
   }
   auto comm = std::make_unique<Comm>();
   comm->send = true;
-  comm->peer = addressText(address);
-  for (Fd& fd : state->sockets) {
+  comm->peer = address.toString();
+  for (FileDescriptor& fd : state->sockets) {
     DataSocket s;
     s.fd = std::move(fd);
     comm->sockets.push_back(std::move(s));
@@ -460,7 +452,7 @@ Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
   *recvComm = nullptr;
   auto& l = *static_cast<ListenComm*>(listenComm);
   for (;;) {
-    Fd fd(::accept4(l.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    FileDescriptor fd(::accept4(l.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
         break;
@@ -468,7 +460,7 @@ Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
       return systemError("raw-tcp: accept");
     }
     if (l.pending.size() >= kMaxPendingSockets) {
-      continue;  // refused: closed by Fd
+      continue;  // refused: closed by FileDescriptor
     }
     (void)setNoDelay(fd.get());
     PendingSocket p;
@@ -492,7 +484,7 @@ Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
       refuse = h.magic != kHelloMagic || h.version != kHelloVersion || h.token != l.token ||
                h.count < 1 || h.count > kRawTcpMaxSockets || h.index >= h.count;
       if (!refuse) {
-        std::vector<Fd>& group = l.groups[h.connectionId];
+        std::vector<FileDescriptor>& group = l.groups[h.connectionId];
         group.resize(h.count);
         if (group[h.index].valid()) {
           refuse = true;
@@ -510,21 +502,18 @@ Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
     ++it;
   }
   for (auto it = l.groups.begin(); it != l.groups.end(); ++it) {
-    std::vector<Fd>& group = it->second;
-    if (!std::all_of(group.begin(), group.end(), [](const Fd& f) { return f.valid(); })) {
+    std::vector<FileDescriptor>& group = it->second;
+    if (!std::all_of(group.begin(), group.end(),
+                     [](const FileDescriptor& f) { return f.valid(); })) {
       continue;
     }
     auto comm = std::make_unique<Comm>();
     comm->send = false;
-    sockaddr_storage peer{};
-    socklen_t peerLen = sizeof(peer);
-    if (::getpeername(group[0].get(), reinterpret_cast<sockaddr*>(&peer), &peerLen) == 0) {
-      SocketAddress a;
-      a.storage = peer;
-      a.length = peerLen;
-      comm->peer = addressText(a);
+    const SocketAddress peer = peerAddressOf(group[0].get());
+    if (peer.length != 0) {
+      comm->peer = peer.toString();
     }
-    for (Fd& fd : group) {
+    for (FileDescriptor& fd : group) {
       DataSocket s;
       s.fd = std::move(fd);
       comm->sockets.push_back(std::move(s));

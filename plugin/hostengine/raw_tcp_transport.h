@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <string>
 
-#include "plugin/hostengine/net_util.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::hostengine {

@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "plugin/common/clock.h"
 #include "plugin/common/log.h"
+#include "plugin/hostengine/socket_io.h"
 
 namespace resilient::hostengine {
 namespace {
@@ -164,39 +166,41 @@ Result<std::vector<std::string>> decodeGathered(std::string_view payload, uint32
 // Server
 
 struct RendezvousServer::Client {
-  Fd fd;
+  FileDescriptor fd;
   int rank = -1;  // -1 until a valid HELLO
   std::string in;
   uint64_t sinceNs = 0;
   bool dead = false;
 };
 
-RendezvousServer::RendezvousServer(Fd listenFd, uint32_t worldSize, uint64_t token, Fd wakeRead,
-                                   Fd wakeWrite)
+RendezvousServer::RendezvousServer(FileDescriptor listenFd, uint32_t worldSize, uint64_t token,
+                                   FileDescriptor wakeRead, FileDescriptor wakeWrite)
     : listen_(std::move(listenFd)),
       worldSize_(worldSize),
       token_(token),
       wakeRead_(std::move(wakeRead)),
       wakeWrite_(std::move(wakeWrite)) {}
 
-Result<std::unique_ptr<RendezvousServer>> RendezvousServer::start(Fd listenFd, uint32_t worldSize,
+Result<std::unique_ptr<RendezvousServer>> RendezvousServer::start(FileDescriptor listenFd,
+                                                                  uint32_t worldSize,
                                                                   uint64_t token) {
   if (worldSize == 0 || worldSize > kRendezvousMaxWorld) {
     return invalidUsage("rendezvous: world size " + std::to_string(worldSize) + " outside 1.." +
                         std::to_string(kRendezvousMaxWorld));
   }
   RESILIENT_TRY(setNonBlocking(listenFd.get()));
-  Result<SocketAddress> bound = localAddress(listenFd.get());
-  if (!bound.ok()) {
-    return bound.status();
+  const SocketAddress bound = localAddressOf(listenFd.get());
+  if (bound.length == 0) {
+    return systemError("getsockname");
   }
   int pipeFds[2] = {-1, -1};
   if (::pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) {
     return systemError("pipe2");
   }
-  std::unique_ptr<RendezvousServer> server(
-      new RendezvousServer(std::move(listenFd), worldSize, token, Fd(pipeFds[0]), Fd(pipeFds[1])));
-  server->port_ = addressPort(*bound);
+  std::unique_ptr<RendezvousServer> server(new RendezvousServer(std::move(listenFd), worldSize,
+                                                                token, FileDescriptor(pipeFds[0]),
+                                                                FileDescriptor(pipeFds[1])));
+  server->port_ = bound.port();
   server->thread_ = std::thread([s = server.get()] { s->serve(); });
   return server;
 }
@@ -340,7 +344,7 @@ void RendezvousServer::serve() noexcept {
     }
     if (fds[1].revents != 0) {
       for (;;) {
-        Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+        FileDescriptor fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (!fd.valid()) {
           break;
         }
@@ -350,7 +354,7 @@ void RendezvousServer::serve() noexcept {
         }
         if (pending >= kMaxPendingConnections) {
           refused_.fetch_add(1, std::memory_order_relaxed);
-          continue;  // closed by Fd
+          continue;  // closed by FileDescriptor
         }
         (void)setNoDelay(fd.get());
         auto c = std::make_unique<Client>();
@@ -435,8 +439,8 @@ void RendezvousServer::serve() noexcept {
 // ---------------------------------------------------------------------------
 // Client
 
-RendezvousClient::RendezvousClient(Fd fd, uint32_t rank, uint32_t worldSize, uint64_t token,
-                                   int64_t timeoutMs)
+RendezvousClient::RendezvousClient(FileDescriptor fd, uint32_t rank, uint32_t worldSize,
+                                   uint64_t token, int64_t timeoutMs)
     : fd_(std::move(fd)),
       rank_(rank),
       worldSize_(worldSize),
@@ -453,10 +457,10 @@ Result<std::unique_ptr<RendezvousClient>> RendezvousClient::connect(const Socket
                         std::to_string(worldSize) + " is out of range");
   }
   const uint64_t deadline = monotonicNs() + static_cast<uint64_t>(timeoutMs) * 1000000ull;
-  Result<Fd> fd = connectWithRetry(server, deadline);
+  Result<FileDescriptor> fd = connectWithRetry(server, deadline);
   if (!fd.ok()) {
     return Status::error(fd.status().kind(),
-                         "rendezvous server " + addressText(server) + ": " + fd.status().message(),
+                         "rendezvous server " + server.toString() + ": " + fd.status().message(),
                          fd.status().sysErrno());
   }
   (void)setNoDelay(fd->get());

@@ -23,8 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "plugin/common/file_descriptor.h"
+#include "plugin/common/socket_address.h"
 #include "plugin/common/status.h"
-#include "plugin/hostengine/net_util.h"
 
 namespace resilient::hostengine {
 
@@ -80,8 +81,8 @@ class RendezvousServer {
  public:
   // Serves `worldSize` ranks on `listenFd` (a listening socket it takes over)
   // in a thread of its own until every rank said BYE or left, or stop().
-  static Result<std::unique_ptr<RendezvousServer>> start(Fd listenFd, uint32_t worldSize,
-                                                         uint64_t token);
+  static Result<std::unique_ptr<RendezvousServer>> start(FileDescriptor listenFd,
+                                                         uint32_t worldSize, uint64_t token);
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
@@ -94,15 +95,16 @@ class RendezvousServer {
 
  private:
   struct Client;
-  RendezvousServer(Fd listenFd, uint32_t worldSize, uint64_t token, Fd wakeRead, Fd wakeWrite);
+  RendezvousServer(FileDescriptor listenFd, uint32_t worldSize, uint64_t token,
+                   FileDescriptor wakeRead, FileDescriptor wakeWrite);
   void serve() noexcept;
 
-  Fd listen_;
+  FileDescriptor listen_;
   uint32_t worldSize_;
   uint64_t token_;
   uint16_t port_ = 0;
-  Fd wakeRead_;
-  Fd wakeWrite_;
+  FileDescriptor wakeRead_;
+  FileDescriptor wakeWrite_;
   std::atomic<uint64_t> refused_{0};
   std::thread thread_;
 };
@@ -124,10 +126,11 @@ class RendezvousClient : public OutOfBand {
   void setTimeoutMs(int64_t timeoutMs) noexcept { timeoutMs_ = timeoutMs; }
 
  private:
-  RendezvousClient(Fd fd, uint32_t rank, uint32_t worldSize, uint64_t token, int64_t timeoutMs);
+  RendezvousClient(FileDescriptor fd, uint32_t rank, uint32_t worldSize, uint64_t token,
+                   int64_t timeoutMs);
   Status sendFrame(RendezvousFrame type, std::string_view payload, uint64_t deadlineNs);
 
-  Fd fd_;
+  FileDescriptor fd_;
   uint32_t rank_;
   uint32_t worldSize_;
   uint64_t token_;

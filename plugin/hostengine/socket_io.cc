@@ -1,17 +1,15 @@
-#include "plugin/hostengine/net_util.h"
+#include "plugin/hostengine/socket_io.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
+
+#include "plugin/common/clock.h"
 
 namespace resilient::hostengine {
 namespace {
@@ -44,62 +42,6 @@ Result<bool> waitFor(int fd, short events, uint64_t deadlineNs) {
 
 }  // namespace
 
-uint64_t monotonicNs() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-void Fd::reset(int fd) noexcept {
-  if (fd_ >= 0) {
-    ::close(fd_);
-  }
-  fd_ = fd;
-}
-
-Result<SocketAddress> resolveAddress(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* list = nullptr;
-  const std::string service = std::to_string(port);
-  const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &list);
-  if (rc != 0 || list == nullptr) {
-    return invalidUsage("cannot resolve address '" + host + "': " + gai_strerror(rc));
-  }
-  SocketAddress out;
-  std::memcpy(&out.storage, list->ai_addr, list->ai_addrlen);
-  out.length = list->ai_addrlen;
-  ::freeaddrinfo(list);
-  return out;
-}
-
-std::string addressText(const SocketAddress& address) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (address.storage.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&address.storage);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
-  }
-  if (address.storage.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address.storage);
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
-  }
-  return "?";
-}
-
-uint16_t addressPort(const SocketAddress& address) noexcept {
-  if (address.storage.ss_family == AF_INET) {
-    return ntohs(reinterpret_cast<const sockaddr_in*>(&address.storage)->sin_port);
-  }
-  if (address.storage.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6*>(&address.storage)->sin6_port);
-  }
-  return 0;
-}
-
 Status setNonBlocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL, 0);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
@@ -116,45 +58,34 @@ Status setNoDelay(int fd) {
   return {};
 }
 
-Result<Fd> listenOn(const std::string& host, uint16_t port, int backlog) {
+Result<FileDescriptor> listenOn(const std::string& host, uint16_t port, int backlog) {
   Result<SocketAddress> address = resolveAddress(host, port);
   if (!address.ok()) {
     return address.status();
   }
-  Fd fd(::socket(address->storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  FileDescriptor fd(::socket(address->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
     return systemError("socket");
   }
   const int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address->storage), address->length) !=
-      0) {
-    return systemError("bind to " + addressText(*address));
+  if (::bind(fd.get(), address->get(), address->length) != 0) {
+    return systemError("bind to " + address->toString());
   }
   if (::listen(fd.get(), backlog) != 0) {
-    return systemError("listen on " + addressText(*address));
+    return systemError("listen on " + address->toString());
   }
   return fd;
 }
 
-Result<SocketAddress> localAddress(int fd) {
-  SocketAddress out;
-  out.length = sizeof(out.storage);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&out.storage), &out.length) != 0) {
-    return systemError("getsockname");
-  }
-  return out;
-}
-
-Result<Fd> connectWithRetry(const SocketAddress& address, uint64_t deadlineNs) {
+Result<FileDescriptor> connectWithRetry(const SocketAddress& address, uint64_t deadlineNs) {
   int lastErrno = 0;
   do {
-    Fd fd(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    FileDescriptor fd(::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd.valid()) {
       return systemError("socket");
     }
-    int rc =
-        ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
+    int rc = ::connect(fd.get(), address.get(), address.length);
     if (rc != 0 && errno == EINPROGRESS) {
       Result<bool> ready = waitFor(fd.get(), POLLOUT, deadlineNs);
       if (!ready.ok()) {
@@ -175,15 +106,15 @@ Result<Fd> connectWithRetry(const SocketAddress& address, uint64_t deadlineNs) {
     lastErrno = errno;
     if (lastErrno != ECONNREFUSED && lastErrno != ECONNRESET && lastErrno != ETIMEDOUT &&
         lastErrno != EAGAIN) {
-      return systemError("connect to " + addressText(address), lastErrno);
+      return systemError("connect to " + address.toString(), lastErrno);
     }
     ::usleep(10000);
   } while (monotonicNs() < deadlineNs);
   return timeoutError(
-      "no connection to " + addressText(address) + " before the deadline" +
+      "no connection to " + address.toString() + " before the deadline" +
           (lastErrno != 0 ? std::string(" (last error: ") + std::to_string(lastErrno) + ")"
                           : std::string()),
-      addressText(address));
+      address.toString());
 }
 
 Status sendAll(int fd, const void* data, size_t bytes, uint64_t deadlineNs, const char* what) {

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <string>
 
+#include "plugin/common/clock.h"
 #include "plugin/common/log.h"
 #include "plugin/common/params.h"
-#include "plugin/net/clock.h"
 #include "plugin/net/handle_trailer.h"
 #include "plugin/net/inner_factory.h"
 #include "plugin/net/watchdog.h"
@@ -227,7 +227,7 @@ Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhand
     c.release(r);
     return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "isend failed");
   }
-  const uint64_t now = nowNs();
+  const uint64_t now = monotonicNs();
   r->inner = innerReq;
   r->bytes = size;
   r->postNs = now;
@@ -255,7 +255,7 @@ Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, cons
   for (int i = 0; i < n; ++i) {
     bytes += sizes[i];
   }
-  const uint64_t now = nowNs();
+  const uint64_t now = monotonicNs();
   r->inner = innerReq;
   r->bytes = bytes;
   r->postNs = now;
@@ -279,7 +279,7 @@ Status Core::iflush(void* recvComm, int n, void** data, const int* sizes, void**
     c.release(r);
     return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "iflush failed");
   }
-  const uint64_t now = nowNs();
+  const uint64_t now = monotonicNs();
   r->inner = innerReq;
   r->bytes = 0;
   r->postNs = now;
@@ -298,7 +298,7 @@ Status Core::test(void* request, int* done, int* sizes) {
     return fail(c, FaultClass::kTransportError, s, "test failed");
   }
   if (*done != 0) {
-    c.onCompleted(r->bytes, nowNs());
+    c.onCompleted(r->bytes, monotonicNs());
     c.release(r);
   }
   return {};
@@ -324,7 +324,7 @@ Status Core::closeListen(void* listenComm) {
 
 Status Core::fail(Connection& conn, FaultClass cls, const Status& cause,
                   const std::string& detail) {
-  const uint64_t now = nowNs();
+  const uint64_t now = monotonicNs();
   auto record = std::make_unique<FaultRecord>();
   record->cls = cls;
   record->detectedNs = now;

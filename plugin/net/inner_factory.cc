@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "plugin/common/log.h"
+#include "plugin/common/token_digest.h"
 #include "plugin/net/core.h"
-#include "plugin/net/liveness_wire.h"
 #include "plugin/transport/external/loader.h"
 #include "plugin/transport/fault/fault_transport.h"
 #include "plugin/transport/fault/spec.h"
@@ -63,21 +63,19 @@ namespace {
 // The liveness channel listens on the first interface our TCP transport would
 // use (same NCCL_RESILIENT_SOCKET_IFNAME), so that it shares the data's path
 // when the inner transport is TCP. Without one, the layer runs without it.
-sockaddr_storage livenessAddress(const transport::tcp::TcpOptions& tcp) {
+SocketAddress livenessAddress(const transport::tcp::TcpOptions& tcp) {
   std::vector<transport::tcp::Device> devices;
-  sockaddr_storage none{};
-  none.ss_family = AF_UNSPEC;
   Status s = transport::tcp::findDevices(tcp, &devices);
   if (!s.ok() || devices.empty()) {
     RES_WARN(NCCL_NET | NCCL_INIT,
              "no interface for the liveness channel (%s): peers will not be "
              "watched for liveness",
              s.toString().c_str());
-    return none;
+    return {};
   }
-  transport::tcp::SocketAddress a = devices.front().address;
+  SocketAddress a = devices.front().address;
   a.setPort(0);
-  return a.storage;
+  return a;
 }
 
 std::string hostName() {
@@ -123,7 +121,7 @@ Result<InnerSetup> makeInnerSetup(const config::Params& params, const SelfIdenti
 
   setup.watchdog.livenessTimeoutMs = params.integer(Param::kLivenessTimeoutMs);
   setup.watchdog.progressTimeoutMs = params.integer(Param::kProgressTimeoutMs);
-  setup.watchdog.tokenDigest = liveness::tokenDigest(params.string(Param::kJobToken));
+  setup.watchdog.tokenDigest = tokenDigest(params.string(Param::kJobToken));
   setup.watchdog.bindAddress = livenessAddress(tcp);
   setup.watchdog.hostName = hostName();
   setup.blackboxDir = params.string(Param::kBlackboxDir);

@@ -19,20 +19,6 @@ T get(const char* p) {
 
 }  // namespace
 
-uint64_t tokenDigest(std::string_view token) noexcept {
-  if (token.empty()) {
-    return 0;
-  }
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over a domain tag and the token
-  for (char c : std::string_view("nccl-resilient-liveness:")) {
-    h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  }
-  for (char c : token) {
-    h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  }
-  return h == 0 ? 1 : h;
-}
-
 void encode(const Frame& frame, std::string* out) {
   std::string payload;
   switch (frame.type) {

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
+#include <utility>
 
 namespace resilient::net::liveness {
 
@@ -44,9 +44,6 @@ inline Frame makeHello(uint64_t tokenDigest, uint32_t pid, std::string host) {
   f.host = std::move(host);
   return f;
 }
-
-// Digest of the job token carried in hellos (0 for no token).
-uint64_t tokenDigest(std::string_view token) noexcept;
 
 void encode(const Frame& frame, std::string* out);
 

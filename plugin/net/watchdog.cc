@@ -12,11 +12,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "plugin/common/clock.h"
 #include "plugin/common/log.h"
-#include "plugin/net/clock.h"
 #include "plugin/net/core.h"
 #include "plugin/transport/tcp/interfaces.h"
-#include "plugin/transport/tcp/socket.h"
 
 namespace resilient::net {
 namespace {
@@ -24,23 +23,8 @@ namespace {
 constexpr uint64_t kMs = 1000000;
 constexpr size_t kMaxPendingOut = 4096;  // a peer that reads nothing gets no more pings
 
-// "10.0.0.2:40000" / "[fd00::2]:40000", as the TCP transport writes addresses.
-std::string addressText(const sockaddr_storage& ss) {
-  return transport::tcp::SocketAddress::fromSockaddr(reinterpret_cast<const sockaddr*>(&ss))
-      .toString();
-}
-
-socklen_t addressLength(const sockaddr_storage& ss) {
-  return ss.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
-
-bool sameAddress(const sockaddr_storage& a, const sockaddr_storage& b) {
-  return a.ss_family == b.ss_family && std::memcmp(&a, &b, addressLength(a)) == 0;
-}
-
-std::string errnoText(int err) {
-  char buf[128];
-  return strerror_r(err, buf, sizeof buf);
+bool sameAddress(const SocketAddress& a, const SocketAddress& b) {
+  return a.length == b.length && std::memcmp(&a.storage, &b.storage, a.length) == 0;
 }
 
 void setNoDelay(int fd) {
@@ -108,32 +92,33 @@ bool Watchdog::ensureListenerLocked() {
   if (listenFd_ >= 0) {
     return true;
   }
-  if (options_.bindAddress.ss_family == AF_UNSPEC) {
+  const SocketAddress& bindAddress = options_.bindAddress;
+  if (bindAddress.length == 0) {
     return false;
   }
-  const int fd =
-      ::socket(options_.bindAddress.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(bindAddress.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     RES_WARN(NCCL_NET, "liveness channel: socket: %s; running without it",
              errnoText(errno).c_str());
     return false;
   }
-  sockaddr_storage addr = options_.bindAddress;
-  socklen_t len = addressLength(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(fd, 512) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  const SocketAddress bound =
+      ::bind(fd, bindAddress.get(), bindAddress.length) == 0 && ::listen(fd, 512) == 0
+          ? localAddressOf(fd)
+          : SocketAddress{};
+  if (bound.length == 0) {
     RES_WARN(NCCL_NET, "liveness channel: cannot listen on %s: %s; running without it",
-             addressText(options_.bindAddress).c_str(), errnoText(errno).c_str());
+             bindAddress.toString().c_str(), errnoText(errno).c_str());
     ::close(fd);
     return false;
   }
   listenFd_ = fd;
-  listenAddress_ = addr;
+  listenAddress_ = bound;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = &gListenTag;
   epoll_ctl(epollFd_, EPOLL_CTL_ADD, listenFd_, &ev);
-  RES_INFO(NCCL_NET | NCCL_INIT, "liveness channel listening on %s", addressText(addr).c_str());
+  RES_INFO(NCCL_NET | NCCL_INIT, "liveness channel listening on %s", bound.toString().c_str());
   return true;
 }
 
@@ -152,7 +137,7 @@ bool Watchdog::trailerFor(uint64_t nonce, HandleTrailer* out) {
   }
   out->listenNonce = nonce;
   out->pid = static_cast<uint32_t>(getpid());
-  out->liveness = listenAddress_;
+  out->liveness = listenAddress_.storage;
   return true;
 }
 
@@ -167,10 +152,12 @@ void Watchdog::forgetListenNonce(uint64_t nonce) {
 void Watchdog::attachConnector(Connection& conn, const HandleTrailer& trailer) {
   std::lock_guard<std::mutex> lock(mutex_);
   ensureThreadLocked();
+  const SocketAddress peer =
+      SocketAddress::fromSockaddr(reinterpret_cast<const sockaddr*>(&trailer.liveness));
   PeerLink* link = nullptr;
   for (auto& l : links_) {
     if (l->outgoing && !l->retired && l->state != PeerLink::State::kDead &&
-        l->state != PeerLink::State::kClosed && sameAddress(l->address, trailer.liveness) &&
+        l->state != PeerLink::State::kClosed && sameAddress(l->address, peer) &&
         l->pid.load() == trailer.pid) {
       link = l.get();
       break;
@@ -179,8 +166,8 @@ void Watchdog::attachConnector(Connection& conn, const HandleTrailer& trailer) {
   if (link == nullptr) {
     auto fresh = std::make_unique<PeerLink>();
     fresh->outgoing = true;
-    fresh->address = trailer.liveness;
-    fresh->addressText = addressText(trailer.liveness);
+    fresh->address = peer;
+    fresh->addressText = peer.toString();
     fresh->pid = trailer.pid;
     link = fresh.get();
     links_.push_back(std::move(fresh));
@@ -259,18 +246,17 @@ void Watchdog::reap() {
 }
 
 void Watchdog::startConnect(PeerLink* link) {
-  link->fd = ::socket(link->address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  link->fd = ::socket(link->address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (link->fd < 0) {
-    markDead(link, "liveness channel: socket: " + errnoText(errno), nowNs());
+    markDead(link, "liveness channel: socket: " + errnoText(errno), monotonicNs());
     return;
   }
   setNoDelay(link->fd);
-  const int rc = ::connect(link->fd, reinterpret_cast<const sockaddr*>(&link->address),
-                           addressLength(link->address));
+  const int rc = ::connect(link->fd, link->address.get(), link->address.length);
   link->state = PeerLink::State::kConnecting;
   if (rc != 0 && errno != EINPROGRESS) {
     markDead(link, "liveness channel to " + link->addressText + ": connect: " + errnoText(errno),
-             nowNs());
+             monotonicNs());
     return;
   }
   epoll_event ev{};
@@ -316,7 +302,7 @@ void Watchdog::flush(PeerLink* link) {
       break;
     }
     markDead(link, "liveness channel to " + link->addressText + ": send: " + errnoText(errno),
-             nowNs());
+             monotonicNs());
     return;
   }
   updateEpoll(link);
@@ -352,10 +338,9 @@ void Watchdog::failBusy(PeerLink* link, FaultClass cls, const std::string& detai
 
 void Watchdog::handleListener(uint64_t now) {
   while (true) {
-    sockaddr_storage peer{};
-    socklen_t len = sizeof peer;
-    const int fd = ::accept4(listenFd_, reinterpret_cast<sockaddr*>(&peer), &len,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    SocketAddress peer;
+    peer.length = sizeof peer.storage;
+    const int fd = ::accept4(listenFd_, peer.get(), &peer.length, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       return;  // EAGAIN, or a transient error: the listener stays armed
     }
@@ -365,7 +350,7 @@ void Watchdog::handleListener(uint64_t now) {
     link->outgoing = false;
     link->state = PeerLink::State::kUp;
     link->address = peer;
-    link->addressText = addressText(peer);
+    link->addressText = peer.toString();
     link->lastHeardNs = now;
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -550,13 +535,12 @@ void Watchdog::scan(uint64_t now) {
       // A local interface that is down or without carrier explains the silence:
       // the link is cut, which says nothing against the peer process.
       const std::optional<transport::tcp::LinkState> local =
-          transport::tcp::linkStateOf(transport::tcp::localAddressOf(link->fd));
+          transport::tcp::linkStateOf(localAddressOf(link->fd));
       if (local && (!local->up || !local->carrier)) {
         snprintf(detail, sizeof detail,
                  "no answer to heartbeats for %.0f ms (threshold %lld ms) and the local "
                  "interface %s is %s: the link to the peer is cut",
-                 silentMs, threshold, local->name.c_str(),
-                 !local->up ? "down" : "without carrier");
+                 silentMs, threshold, local->name.c_str(), !local->up ? "down" : "without carrier");
         failBusy(link, FaultClass::kLinkDown, detail);
       } else {
         snprintf(detail, sizeof detail,
@@ -574,7 +558,7 @@ void Watchdog::run(const std::stop_token& stop) {
   std::array<epoll_event, 64> events{};
   while (!stop.stop_requested()) {
     const int n = epoll_wait(epollFd_, events.data(), static_cast<int>(events.size()), tickMs);
-    const uint64_t now = nowNs();
+    const uint64_t now = monotonicNs();
     std::lock_guard<std::mutex> lock(mutex_);
     for (int i = 0; i < n; ++i) {
       void* tag = events[static_cast<size_t>(i)].data.ptr;

@@ -10,8 +10,6 @@
 // listen handle and stops when the core is destroyed.
 #pragma once
 
-#include <sys/socket.h>
-
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -23,6 +21,7 @@
 #include <vector>
 
 #include "plugin/blackbox/writer.h"
+#include "plugin/common/socket_address.h"
 #include "plugin/net/connection.h"
 #include "plugin/net/handle_trailer.h"
 #include "plugin/net/liveness_wire.h"
@@ -35,7 +34,7 @@ struct WatchdogOptions {
   int64_t livenessTimeoutMs = 1500;
   int64_t progressTimeoutMs = 300000;  // 0: off
   uint64_t tokenDigest = 0;
-  sockaddr_storage bindAddress{};  // AF_UNSPEC: no liveness channel
+  SocketAddress bindAddress;  // empty (length 0): no liveness channel
   std::string hostName;
 };
 
@@ -50,7 +49,7 @@ struct PeerLink {
   int fd = -1;
   bool outgoing = false;
   State state = State::kConnecting;
-  sockaddr_storage address{};
+  SocketAddress address;
   std::string addressText;
   // Set from the peer's hello, then immutable.
   std::atomic<uint32_t> pid{0};
@@ -118,7 +117,7 @@ class Watchdog {
   int epollFd_ = -1;
   int wakeFd_ = -1;
   int listenFd_ = -1;
-  sockaddr_storage listenAddress_{};
+  SocketAddress listenAddress_;
   uint64_t nextNonce_ = 1;
   std::set<uint64_t> listenNonces_;
   std::map<uint64_t, PeerLink*> boundNonces_;  // listen nonce -> link that bound it

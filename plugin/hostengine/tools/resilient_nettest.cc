@@ -25,16 +25,19 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "plugin/common/clock.h"
+#include "plugin/common/file_descriptor.h"
 #include "plugin/common/log.h"
+#include "plugin/common/socket_address.h"
 #include "plugin/hostengine/data.h"
 #include "plugin/hostengine/engine.h"
 #include "plugin/hostengine/launcher.h"
-#include "plugin/hostengine/net_util.h"
 #include "plugin/hostengine/pattern.h"
 #include "plugin/hostengine/plugin_log.h"
 #include "plugin/hostengine/raw_tcp_transport.h"
 #include "plugin/hostengine/rendezvous.h"
 #include "plugin/hostengine/report.h"
+#include "plugin/hostengine/socket_io.h"
 #include "plugin/transport/external/loader.h"
 
 extern char** environ;
@@ -43,7 +46,10 @@ namespace {
 
 namespace he = resilient::hostengine;
 using nlohmann::json;
+using resilient::FileDescriptor;
+using resilient::monotonicNs;
 using resilient::Result;
+using resilient::SocketAddress;
 using resilient::Status;
 
 // Variables between the launcher and its ranks.
@@ -460,9 +466,9 @@ int runRank(const Config& c, const Environment& env) {
   // Out of band: rank 0 serves the rendezvous, everybody connects to it.
   std::unique_ptr<he::RendezvousServer> server;
   if (rank == 0) {
-    Result<he::Fd> listenFd = resilient::invalidUsage("unset");
+    Result<FileDescriptor> listenFd = resilient::invalidUsage("unset");
     if (std::optional<std::string> fd = env.get(kEnvListenFd)) {
-      listenFd = he::Fd(std::atoi(fd->c_str()));
+      listenFd = FileDescriptor(std::atoi(fd->c_str()));
     } else {
       listenFd = he::listenOn(master, static_cast<uint16_t>(*portR), 1024);
     }
@@ -476,8 +482,8 @@ int runRank(const Config& c, const Environment& env) {
     }
     server = std::move(s).value();
   }
-  Result<he::SocketAddress> serverAddress =
-      he::resolveAddress(master, static_cast<uint16_t>(*portR));
+  Result<SocketAddress> serverAddress =
+      resilient::resolveAddress(master, static_cast<uint16_t>(*portR));
   Result<std::unique_ptr<he::RendezvousClient>> clientR =
       serverAddress.ok()
           ? he::RendezvousClient::connect(*serverAddress, static_cast<uint32_t>(rank),
@@ -515,12 +521,12 @@ int runRank(const Config& c, const Environment& env) {
     he::Fault f;
     f.call = "barrier (out of band)";
     f.status = st;
-    f.detectedNs = he::monotonicNs();
+    f.detectedNs = monotonicNs();
     reportFault(f, "before the measured phase");
     engine.close();
     return finish(kExitFault);
   }
-  const uint64_t startNs = he::monotonicNs();
+  const uint64_t startNs = monotonicNs();
   result["start_ns"] = startNs;
   if (rank == 0) {
     if (std::optional<std::string> fd = env.get(kEnvStartFd)) {
@@ -573,7 +579,7 @@ int runRank(const Config& c, const Environment& env) {
         if (i >= c.options.warmup) {
           timed += r.seconds;
         }
-        if (c.faultMode && he::monotonicNs() > windowEnd) {
+        if (c.faultMode && monotonicNs() > windowEnd) {
           windowExpired = true;
           break;
         }
@@ -597,7 +603,7 @@ int runRank(const Config& c, const Environment& env) {
           he::Fault f;
           f.call = "gather of results (out of band)";
           f.status = all.status();
-          f.detectedNs = he::monotonicNs();
+          f.detectedNs = monotonicNs();
           fault = f;
           break;
         }
@@ -709,14 +715,13 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
     return kExitUsage;
   }
   const std::string dir = tmpl;
-  Result<he::Fd> listenFd = he::listenOn(master, static_cast<uint16_t>(port), 1024);
+  Result<FileDescriptor> listenFd = he::listenOn(master, static_cast<uint16_t>(port), 1024);
   if (!listenFd.ok()) {
     std::fprintf(stderr, "resilient-nettest: rendezvous on %s:%d: %s\n", master.c_str(), port,
                  listenFd.status().toString().c_str());
     return kExitUsage;
   }
-  Result<he::SocketAddress> bound = he::localAddress(listenFd->get());
-  port = bound.ok() ? he::addressPort(*bound) : 0;
+  port = resilient::localAddressOf(listenFd->get()).port();
   int startPipe[2] = {-1, -1};
   if (::pipe2(startPipe, O_CLOEXEC) != 0) {
     std::perror("resilient-nettest: pipe2");

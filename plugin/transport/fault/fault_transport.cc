@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
 
+#include "plugin/common/clock.h"
 #include "plugin/common/log.h"
 
 namespace resilient::transport::fault {
@@ -76,12 +76,6 @@ const char* peerText(const Endpoint& peer) {
 }
 
 }  // namespace
-
-uint64_t steadyNowNs() noexcept {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
 
 // One rule as one comm (or, for connect/accept rules, the transport) sees it.
 struct FaultTransport::RuleState {
@@ -156,7 +150,7 @@ FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, std::vector<Fau
                                Clock clock)
     : inner_(std::move(inner)),
       rules_(limitRules(std::move(rules))),
-      clock_(clock ? std::move(clock) : Clock(&steadyNowNs)),
+      clock_(clock ? std::move(clock) : Clock(&monotonicNs)),
       createdNs_(clock_()),
       direct_(rules_.empty()),
       name_(std::string("fault:") + inner_->name()) {

@@ -33,15 +33,13 @@
 
 namespace resilient::transport::fault {
 
-// Steady-clock nanoseconds. Tests pass a fake; it must be thread-safe.
+// Monotonic nanoseconds. Tests pass a fake; it must be thread-safe.
 using Clock = std::function<uint64_t()>;
-
-// std::chrono::steady_clock in nanoseconds: the default clock.
-uint64_t steadyNowNs() noexcept;
 
 class FaultTransport final : public Transport {
  public:
-  // `clock` defaults to steadyNowNs. Times of at= rules count from this call.
+  // `clock` defaults to monotonicNs (plugin/common/clock.h). Times of at= rules
+  // count from this call.
   FaultTransport(std::unique_ptr<Transport> inner, std::vector<FaultRule> rules, Clock clock = {});
   ~FaultTransport() override;
   FaultTransport(const FaultTransport&) = delete;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "plugin/common/clock.h"
 #include "plugin/transport/tcp/wire.h"
 
 namespace resilient::transport::tcp {
@@ -31,8 +32,8 @@ Connection::Connection(CommKind kind, FileDescriptor control, PeerInfo peer,
     : CommBase(kind),
       control_(std::move(control)),
       peer_(std::move(peer)),
-      local_(localAddressOf(control_.get()).toEndpoint()),
-      peerEndpoint_(peerAddressOf(control_.get()).toEndpoint()),
+      local_(toEndpoint(localAddressOf(control_.get()))),
+      peerEndpoint_(toEndpoint(peerAddressOf(control_.get()))),
       engine_(direction, chunkBytes, &bytes_) {}
 
 Connection::~Connection() {
@@ -184,7 +185,7 @@ Status SendComm::progressControl() {
 }
 
 Status SendComm::checkPeer() {
-  const uint64_t now = nowNs();
+  const uint64_t now = monotonicNs();
   if (now < nextPeerCheckNs_) {
     return {};
   }

@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "plugin/common/clock.h"
 #include "plugin/common/log.h"
+#include "plugin/common/token_digest.h"
 
 namespace resilient::transport::tcp {
 namespace {
@@ -43,7 +45,7 @@ struct Connector::Link {
 
 Connector::Connector(const ListenHandle& handle, const void* handleBytes, const TcpOptions& options,
                      const std::string& hostname, uint64_t nonce)
-    : address_(SocketAddress::fromHandle(handle)), peer_(address_.toString()), options_(options) {
+    : address_(toSocketAddress(handle)), peer_(address_.toString()), options_(options) {
   std::memcpy(handleBytes_, handleBytes, kHandleBytes);
   Hello hello;
   hello.tokenDigest = tokenDigest(options.jobToken);
@@ -190,7 +192,7 @@ Status Connector::advance(Link* link, uint64_t now) {
 
 Status Connector::poll(std::unique_ptr<SendComm>* out) {
   out->reset();
-  const uint64_t now = nowNs();
+  const uint64_t now = monotonicNs();
   if (startNs_ == 0) {
     startNs_ = now;
     deadlineNs_ = now + static_cast<uint64_t>(options_.connectTimeoutMs) * 1000000ull;

@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <string>
 
+#include "plugin/common/clock.h"
+#include "plugin/common/token_digest.h"
+
 namespace resilient::transport::tcp {
 namespace {
 
@@ -239,7 +242,7 @@ Status ListenComm::buildComm(uint64_t nonce, std::unique_ptr<RecvComm>* out) {
 
 Status ListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
-  const uint64_t now = nowNs();
+  const uint64_t now = monotonicNs();
   acceptQueued(now);
   for (size_t i = 0; i < incoming_.size();) {
     if (advance(incoming_[i].get(), now)) {

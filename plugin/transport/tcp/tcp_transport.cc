@@ -5,6 +5,7 @@
 
 #include <climits>
 
+#include "plugin/common/clock.h"
 #include "plugin/transport/tcp/comm.h"
 #include "plugin/transport/tcp/connector.h"
 #include "plugin/transport/tcp/listener.h"
@@ -28,7 +29,7 @@ uint64_t randomNonce() noexcept {
     return v;
   }
   static std::atomic<uint64_t> counter{0};
-  v = nowNs() ^ (static_cast<uint64_t>(getpid()) << 40) ^
+  v = monotonicNs() ^ (static_cast<uint64_t>(getpid()) << 40) ^
       (counter.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ull);
   return v == 0 ? 1 : v;
 }
@@ -129,7 +130,7 @@ Status TcpTransport::listen(void* ctx, int dev, void* handle, void** listenComm)
   std::unique_ptr<ListenComm> comm;
   RESILIENT_TRY(ListenComm::create(devices_[static_cast<size_t>(dev)].address, options_,
                                    &listenWarnLimiter_, &comm));
-  encodeHandle(comm->address().toHandle(), handle);
+  encodeHandle(toListenHandle(comm->address()), handle);
   RES_INFO(NCCL_NET | NCCL_INIT, "tcp: listening on %s (%s)", comm->address().toString().c_str(),
            devices_[static_cast<size_t>(dev)].name.c_str());
   *listenComm = static_cast<CommBase*>(comm.release());

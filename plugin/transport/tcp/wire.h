@@ -46,7 +46,7 @@ inline constexpr size_t kHostnameBytes = 64;  // NUL included
 
 // Sent by the connector on every socket of a connection.
 struct Hello {
-  uint64_t tokenDigest = 0;  // tokenDigest(jobToken)
+  uint64_t tokenDigest = 0;  // tokenDigest(jobToken), plugin/common/token_digest.h
   uint64_t nonce = 0;        // random; the same on every socket of one connection
   uint16_t socketIndex = 0;  // 0: control socket, 1..: data sockets
   uint16_t nSockets = 0;     // sockets of the connection, control included
@@ -89,9 +89,6 @@ void encodeAck(const Ack& ack, uint8_t* out) noexcept;  // kAckBytes
 // False when the bytes are not an ack (bad magic). Any version decodes: the
 // magic, version and code keep their offsets in every version.
 bool decodeAck(const uint8_t* in, Ack* ack) noexcept;
-
-// 64-bit digest of a job token; 0 for the empty token and never 0 otherwise.
-uint64_t tokenDigest(const std::string& token) noexcept;
 
 // ---- Frames on the control socket ---------------------------------------------
 

@@ -7,14 +7,18 @@
 #include <thread>
 #include <vector>
 
+#include "plugin/common/clock.h"
+#include "plugin/common/socket_address.h"
 #include "plugin/hostengine/engine.h"
-#include "plugin/hostengine/net_util.h"
 #include "plugin/hostengine/pipeline.h"
 #include "plugin/hostengine/raw_tcp_transport.h"
 #include "plugin/hostengine/rendezvous.h"
+#include "plugin/hostengine/socket_io.h"
 #include "tests/unit/hostengine/memory_transport.h"
 
 namespace he = resilient::hostengine;
+using resilient::monotonicNs;
+using resilient::resolveAddress;
 using resilient::transport::Transport;
 
 namespace {
@@ -37,7 +41,7 @@ std::vector<RankRun> runRanks(int n, he::Pattern pattern, const std::vector<size
   auto server =
       he::RendezvousServer::start(std::move(fd).value(), static_cast<uint32_t>(n), kToken);
   REQUIRE(server.ok());
-  auto address = he::resolveAddress("127.0.0.1", (*server)->port());
+  auto address = resolveAddress("127.0.0.1", (*server)->port());
   REQUIRE(address.ok());
   size_t maxBytes = 0;
   for (size_t s : sizes) {
@@ -255,7 +259,7 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
   REQUIRE(fd.ok());
   auto server = he::RendezvousServer::start(std::move(fd).value(), 2, kToken);
   REQUIRE(server.ok());
-  auto address = he::resolveAddress("127.0.0.1", (*server)->port());
+  auto address = resolveAddress("127.0.0.1", (*server)->port());
   REQUIRE(address.ok());
   std::vector<std::optional<he::Fault>> faults(2);
   std::vector<std::thread> threads;
@@ -308,14 +312,14 @@ TEST_CASE("the raw TCP pump refuses a peer of another job", "[hostengine][rawtcp
   // With the token bytes forged, the connection is made but its hello is refused.
   const uint64_t forged = 2;
   std::memcpy(copy + 8, &forged, sizeof(forged));
-  const uint64_t deadline = he::monotonicNs() + 5000000000ull;
-  while (sendComm == nullptr && he::monotonicNs() < deadline) {
+  const uint64_t deadline = monotonicNs() + 5000000000ull;
+  while (sendComm == nullptr && monotonicNs() < deadline) {
     REQUIRE(b.connect(nullptr, 0, copy, &sendComm).ok());
   }
   REQUIRE(sendComm != nullptr);
   void* recvComm = nullptr;
-  const uint64_t until = he::monotonicNs() + 300000000ull;
-  while (he::monotonicNs() < until) {
+  const uint64_t until = monotonicNs() + 300000000ull;
+  while (monotonicNs() < until) {
     REQUIRE(a.accept(listenComm, &recvComm).ok());
     REQUIRE(recvComm == nullptr);
   }
@@ -326,7 +330,7 @@ TEST_CASE("the raw TCP pump refuses a peer of another job", "[hostengine][rawtcp
     void* request = nullptr;
     st = b.isend(sendComm, data, sizeof(data), 0, nullptr, nullptr, &request);
     int done = 0;
-    while (st.ok() && request != nullptr && done == 0 && he::monotonicNs() < deadline) {
+    while (st.ok() && request != nullptr && done == 0 && monotonicNs() < deadline) {
       st = b.test(request, &done, nullptr);
     }
   }

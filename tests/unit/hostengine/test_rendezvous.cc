@@ -6,10 +6,17 @@
 #include <thread>
 #include <vector>
 
-#include "plugin/hostengine/net_util.h"
+#include "plugin/common/clock.h"
+#include "plugin/common/file_descriptor.h"
+#include "plugin/common/socket_address.h"
 #include "plugin/hostengine/rendezvous.h"
+#include "plugin/hostengine/socket_io.h"
 
 namespace he = resilient::hostengine;
+using resilient::FileDescriptor;
+using resilient::monotonicNs;
+using resilient::resolveAddress;
+using resilient::SocketAddress;
 
 namespace {
 
@@ -23,7 +30,7 @@ std::vector<uint8_t> encode(const he::RendezvousHeader& h) {
 
 struct Server {
   std::unique_ptr<he::RendezvousServer> server;
-  he::SocketAddress address;
+  SocketAddress address;
 };
 
 Server startServer(uint32_t world) {
@@ -33,22 +40,22 @@ Server startServer(uint32_t world) {
   REQUIRE(s.ok());
   Server out;
   out.server = std::move(s).value();
-  auto a = he::resolveAddress("127.0.0.1", out.server->port());
+  auto a = resolveAddress("127.0.0.1", out.server->port());
   REQUIRE(a.ok());
   out.address = *a;
   return out;
 }
 
-he::Fd rawConnection(const he::SocketAddress& address) {
-  auto fd = he::connectWithRetry(address, he::monotonicNs() + 5000000000ull);
+FileDescriptor rawConnection(const SocketAddress& address) {
+  auto fd = he::connectWithRetry(address, monotonicNs() + 5000000000ull);
   REQUIRE(fd.ok());
   return std::move(fd).value();
 }
 
 // True when the server closes `fd` within 5 s.
-bool closedByServer(const he::Fd& fd) {
+bool closedByServer(const FileDescriptor& fd) {
   char byte = 0;
-  const auto s = he::recvAll(fd.get(), &byte, 1, he::monotonicNs() + 5000000000ull, "a byte");
+  const auto s = he::recvAll(fd.get(), &byte, 1, monotonicNs() + 5000000000ull, "a byte");
   return !s.ok() && s.kind() == resilient::ErrorKind::kRemote;
 }
 
@@ -185,42 +192,41 @@ TEST_CASE("garbage and wrong jobs are refused while the ranks carry on",
   Server s = startServer(world);
 
   // Not a rendezvous peer at all.
-  he::Fd junk = rawConnection(s.address);
+  FileDescriptor junk = rawConnection(s.address);
   const char text[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-  REQUIRE(
-      he::sendAll(junk.get(), text, sizeof(text), he::monotonicNs() + 1000000000ull, "junk").ok());
+  REQUIRE(he::sendAll(junk.get(), text, sizeof(text), monotonicNs() + 1000000000ull, "junk").ok());
   CHECK(closedByServer(junk));
 
   // A valid header from another job (wrong token).
-  he::Fd other = rawConnection(s.address);
+  FileDescriptor other = rawConnection(s.address);
   he::RendezvousHeader hello;
   hello.type = he::RendezvousFrame::kHello;
   hello.token = kToken + 1;
   hello.worldSize = world;
   auto bytes = encode(hello);
-  REQUIRE(he::sendAll(other.get(), bytes.data(), bytes.size(), he::monotonicNs() + 1000000000ull,
-                      "hello")
-              .ok());
+  REQUIRE(
+      he::sendAll(other.get(), bytes.data(), bytes.size(), monotonicNs() + 1000000000ull, "hello")
+          .ok());
   CHECK(closedByServer(other));
 
   // The wrong world size.
-  he::Fd wrongWorld = rawConnection(s.address);
+  FileDescriptor wrongWorld = rawConnection(s.address);
   hello.token = kToken;
   hello.worldSize = world + 1;
   bytes = encode(hello);
-  REQUIRE(he::sendAll(wrongWorld.get(), bytes.data(), bytes.size(),
-                      he::monotonicNs() + 1000000000ull, "hello")
+  REQUIRE(he::sendAll(wrongWorld.get(), bytes.data(), bytes.size(), monotonicNs() + 1000000000ull,
+                      "hello")
               .ok());
   CHECK(closedByServer(wrongWorld));
 
   // A frame before HELLO.
-  he::Fd noHello = rawConnection(s.address);
+  FileDescriptor noHello = rawConnection(s.address);
   he::RendezvousHeader gather;
   gather.type = he::RendezvousFrame::kGather;
   gather.token = kToken;
   gather.worldSize = world;
   bytes = encode(gather);
-  REQUIRE(he::sendAll(noHello.get(), bytes.data(), bytes.size(), he::monotonicNs() + 1000000000ull,
+  REQUIRE(he::sendAll(noHello.get(), bytes.data(), bytes.size(), monotonicNs() + 1000000000ull,
                       "gather")
               .ok());
   CHECK(closedByServer(noHello));
@@ -296,8 +302,8 @@ TEST_CASE("a client times out when the others never come", "[hostengine][rendezv
   Server s = startServer(2);
   auto c = he::RendezvousClient::connect(s.address, 0, 2, kToken, 300);
   REQUIRE(c.ok());
-  const uint64_t before = he::monotonicNs();
+  const uint64_t before = monotonicNs();
   const resilient::Status st = (*c)->barrier();
   CHECK(st.kind() == resilient::ErrorKind::kTimeout);
-  CHECK(he::monotonicNs() - before < 3000000000ull);
+  CHECK(monotonicNs() - before < 3000000000ull);
 }

@@ -86,10 +86,3 @@ TEST_CASE("malformed liveness input is refused", "[net][liveness-wire]") {
     CHECK(d.next(&f, &error) == Decoder::Result::kError);
   }
 }
-
-TEST_CASE("job token digests", "[net][liveness-wire]") {
-  CHECK(tokenDigest("") == 0);
-  CHECK(tokenDigest("job-a") != 0);
-  CHECK(tokenDigest("job-a") != tokenDigest("job-b"));
-  CHECK(tokenDigest("job-a") == tokenDigest("job-a"));
-}

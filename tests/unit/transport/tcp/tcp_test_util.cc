@@ -116,7 +116,7 @@ int rawConnect(const void* handle) {
   if (!transport::tcp::decodeHandle(handle, &h).ok()) {
     return -1;
   }
-  const auto address = transport::tcp::SocketAddress::fromHandle(h);
+  const auto address = transport::tcp::toSocketAddress(h);
   const int fd = ::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return -1;
@@ -129,7 +129,7 @@ int rawConnect(const void* handle) {
 }
 
 std::string localAddressText(int fd) {
-  return transport::tcp::localAddressOf(fd).toString();
+  return localAddressOf(fd).toString();
 }
 
 bool rawWaitClosed(int fd, int timeoutMs) {
