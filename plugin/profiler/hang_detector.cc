@@ -216,13 +216,11 @@ void HangDetector::report(Context& ctx, uint32_t faultClass, const OpSlot& op, c
       text += ctx.kernelEvents ? "; kernel channels started and not finished: "
                                : "; channels with proxy operations not finished: ";
       text += channelList(stuckChannels);
-      const uint64_t started = op.channelsStarted.load(std::memory_order_relaxed);
-      if (ctx.exactChannels && info.nChannels > 0 && info.nChannels <= 64) {
-        const uint64_t all =
-            info.nChannels == 64 ? ~uint64_t{0} : (uint64_t{1} << info.nChannels) - 1;
-        if ((all & ~started) != 0) {
-          text += "; never started: " + channelList(all & ~started);
-        }
+      // Channel ids need not start at 0: compare counts only.
+      const int started = std::popcount(op.channelsStarted.load(std::memory_order_relaxed));
+      if (ctx.exactChannels && info.nChannels > 0 && started < info.nChannels) {
+        text += "; only " + std::to_string(started) + " of " + std::to_string(info.nChannels) +
+                " channels started";
       }
       if (stuckChannels != 0) {
         const auto first = static_cast<uint32_t>(std::countr_zero(stuckChannels));

@@ -179,12 +179,12 @@ void* Tracker::startOp(Context* ctx, const OpStart& op) noexcept {
   info.bytes = element != 0 ? op.count * element : op.trafficBytes;
   info.rootOrPeer = op.rootOrPeer;
   info.funcIndex = funcIndexOf(op.func);
-  info.nChannels = op.nChannels;
-  info.completion = ctx->exactChannels && ctx->kernelEvents && op.nChannels > 0
+  info.nChannels = ctx->exactChannels ? op.nChannels : 0;  // v1-v3: an upper bound only
+  info.completion = ctx->exactChannels && ctx->kernelEvents && info.nChannels > 0
                         ? Completion::kChannels
                         : Completion::kChildren;
   info.enqueueMonoNs = clock_.monoNs();
-  uint32_t flags = static_cast<uint32_t>(op.nChannels) << opflag::kChannelsShift;
+  uint32_t flags = static_cast<uint32_t>(info.nChannels) << opflag::kChannelsShift;
   flags |= info.completion == Completion::kChildren ? opflag::kByChildren : 0;
   flags |= coll ? 0 : opflag::kP2p;
   // One reference for the open Coll/P2p event, one held until completion

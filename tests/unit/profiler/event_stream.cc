@@ -84,11 +84,15 @@ int StreamBuilder::userEvents(EventType opType, const Event& opDescr) {
 }
 
 void StreamBuilder::progressEvents(int opId, uint8_t nChannels, int nSteps, bool network,
-                                   const std::set<int>& neverStop, int peer) {
+                                   const std::set<int>& neverStop, const std::set<int>& neverStart,
+                                   int peer) {
   const bool kernelCh = version_ >= 3;
   std::vector<std::vector<Event>> perChannel(nChannels);
   for (int ch = 0; ch < nChannels; ++ch) {
     auto& ev = perChannel[static_cast<size_t>(ch)];
+    if (neverStart.count(ch) != 0) {
+      continue;
+    }
     const bool hangs = neverStop.count(ch) != 0;
     int sendOp = -1;
     int recvOp = -1;
@@ -196,7 +200,7 @@ int StreamBuilder::collective(const CollSpec& spec) {
     events.push_back(record(ctrl, ncclProfilerProxyCtrlAppendEnd, 1));
     events.push_back(stop(ctrl, 1));
   }
-  progressEvents(op, spec.nChannels, spec.nSteps, spec.network, spec.neverStop, 1);
+  progressEvents(op, spec.nChannels, spec.nSteps, spec.network, spec.neverStop, spec.neverStart, 1);
   return op;
 }
 
@@ -207,7 +211,7 @@ int StreamBuilder::p2p(const P2pSpec& spec) {
   d.rootOrPeer = spec.peer;
   d.nChannels = spec.nChannels;
   const int op = userEvents(EventType::kP2p, d);
-  progressEvents(op, spec.nChannels, spec.nSteps, true, {}, spec.peer);
+  progressEvents(op, spec.nChannels, spec.nSteps, true, {}, {}, spec.peer);
   return op;
 }
 

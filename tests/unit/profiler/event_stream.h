@@ -79,9 +79,10 @@ struct CollSpec {
   int root = 0;
   uint8_t nChannels = 2;
   int nSteps = 2;
-  bool network = true;      // proxy ops and steps (false: intra-node, kernel channels only)
-  std::set<int> neverStop;  // channels that hang: kernel (v3+) and recv proxy never stop
-  bool proxyCtrl = false;   // add a proxy-control event (passive for the plugin)
+  bool network = true;       // proxy ops and steps (false: intra-node, kernel channels only)
+  std::set<int> neverStop;   // channels that hang: kernel (v3+) and recv proxy never stop
+  std::set<int> neverStart;  // channels whose kernel and proxy never start (no event at all)
+  bool proxyCtrl = false;    // add a proxy-control event (passive for the plugin)
 };
 
 struct P2pSpec {
@@ -109,7 +110,7 @@ class StreamBuilder {
   // User-thread events of an operation; returns the id of the Coll/P2p event.
   int userEvents(EventType opType, const Event& opDescr);
   void progressEvents(int opId, uint8_t nChannels, int nSteps, bool network,
-                      const std::set<int>& neverStop, int peer);
+                      const std::set<int>& neverStop, const std::set<int>& neverStart, int peer);
 
   int version_;
   uint64_t commHash_;

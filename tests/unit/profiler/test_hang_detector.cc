@@ -175,6 +175,34 @@ TEST_CASE(
   r.finalize();
 }
 
+TEST_CASE("a channel whose kernel never starts keeps the operation incomplete: one hang fault",
+          "[profiler][hang]") {
+  const int version = GENERATE(4, 5);
+  CAPTURE(version);
+  PluginScope scope;  // timeout 1000 ms
+  auto driver = makeDriver(version);
+  CommSpec comm;
+  StreamBuilder b(version, comm.commHash, comm.rank);
+  CollSpec c;
+  c.seqNumber = 9;
+  c.nChannels = 4;
+  c.neverStart = {3};
+  b.collective(c);
+  Replay r(*driver, comm);
+  Clocked run(scope, r);
+  run.events(b.events, 0, b.events.size(), kMs);
+  const uint64_t last = scope.clock.monoNs();
+  const uint64_t detected = run.idle(3000 * kMs);
+  const auto faults = scope.sink.faults();
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].faultClass == RESILIENT_BLACKBOX_FAULT_COLL_HUNG);
+  CHECK(faults[0].op.seqNumber == 9);
+  CHECK(faults[0].stuckChannels == 0);
+  CAPTURE(faults[0].text);
+  CHECK(faults[0].text.find("only 3 of 4 channels started") != std::string::npos);
+  CHECK(detected - last <= 1200 * kMs);
+}
+
 TEST_CASE("operations enqueued with no proxy-thread event at all are a silent-progress fault",
           "[profiler][hang][silent]") {
   const int version = GENERATE(3, 4, 5);

@@ -1,0 +1,189 @@
+// The profiler as NCCL loads it, through dlopen: libnccl-profiler-resilient.so
+// alone, and inside libnccl-net-resilient.so. Nothing runs at load time, the
+// detector thread starts at the first init and is gone after the last
+// finalize, load/init/finalize/unload cycles leave no thread or descriptor
+// behind, and the net plugin and the profiler (also from two libraries) share
+// one blackbox region.
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "nccl/net_v11.h"
+#include "nccl/profiler_v5.h"
+#include "plugin/blackbox/reader.h"
+#include "plugin/blackbox/writer.h"
+#include "tests/support/temp_dir.h"
+
+#ifndef RESILIENT_PROFILER_PLUGIN_PATH
+#error "RESILIENT_PROFILER_PLUGIN_PATH must name libnccl-profiler-resilient.so"
+#endif
+#ifndef RESILIENT_NET_PLUGIN_PATH
+#error "RESILIENT_NET_PLUGIN_PATH must name libnccl-net-resilient.so"
+#endif
+
+namespace resilient::test {
+namespace {
+
+size_t countEntries(const char* dir) {
+  size_t n = 0;
+  DIR* d = opendir(dir);
+  if (d == nullptr) {
+    return 0;
+  }
+  while (readdir(d) != nullptr) {
+    ++n;
+  }
+  closedir(d);
+  return n;
+}
+size_t threads() {
+  return countEntries("/proc/self/task");
+}
+size_t descriptors() {
+  return countEntries("/proc/self/fd");
+}
+
+void quietLogger(ncclDebugLogLevel, unsigned long, const char*, int, const char*, ...) {}
+
+class Library {
+ public:
+  explicit Library(const char* path) : handle_(dlopen(path, RTLD_NOW | RTLD_LOCAL)) {}
+  ~Library() {
+    if (handle_ != nullptr) {
+      dlclose(handle_);
+    }
+  }
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  bool loaded() const { return handle_ != nullptr; }
+  template <class T>
+  const T* symbol(const char* name) const {
+    return static_cast<const T*>(dlsym(handle_, name));
+  }
+
+ private:
+  void* handle_;
+};
+
+// The environment the libraries read at their first init (they are unloaded
+// between test cases, so each resolves it afresh).
+class Environment {
+ public:
+  explicit Environment(const std::string& blackboxDir) {
+    setenv("NCCL_RESILIENT_BLACKBOX_DIR", blackboxDir.c_str(), 1);
+    setenv("NCCL_RESILIENT_SOCKET_IFNAME", "lo", 1);
+  }
+  ~Environment() {
+    unsetenv("NCCL_RESILIENT_BLACKBOX_DIR");
+    unsetenv("NCCL_RESILIENT_SOCKET_IFNAME");
+  }
+  Environment(const Environment&) = delete;
+  Environment& operator=(const Environment&) = delete;
+};
+
+void* initProfiler(const ncclProfiler_v5_t* p, uint64_t commId) {
+  void* ctx = nullptr;
+  int mask = 0;
+  REQUIRE(p->init(&ctx, commId, &mask, "lib-test", 1, 2, 0, quietLogger) == ncclSuccess);
+  REQUIRE(ctx != nullptr);
+  CHECK((mask & ncclProfileKernelCh) != 0);
+  return ctx;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "libnccl-profiler-resilient.so: no thread at load, one per process after init, none "
+    "after the last finalize; cycles leave nothing behind",
+    "[profiler][library]") {
+  TempDir dir;
+  Environment env(dir.path().string());
+  const size_t baseThreads = threads();
+  const size_t baseFds = descriptors();
+  for (int cycle = 0; cycle < 20; ++cycle) {
+    CAPTURE(cycle);
+    Library lib(RESILIENT_PROFILER_PLUGIN_PATH);
+    REQUIRE(lib.loaded());
+    CHECK(threads() == baseThreads);  // nothing at load time
+    const auto* p = lib.symbol<ncclProfiler_v5_t>("ncclProfiler_v5");
+    REQUIRE(p != nullptr);
+    CHECK(lib.symbol<void>("ncclNetPlugin_v11") == nullptr);
+    void* a = initProfiler(p, 0x100 + static_cast<uint64_t>(cycle));
+    CHECK(threads() == baseThreads + 1);  // the detector
+    void* b = initProfiler(p, 0x200 + static_cast<uint64_t>(cycle));
+    CHECK(threads() == baseThreads + 1);  // one per process
+    const std::string region = blackbox::regionPath(dir.path().string(), getpid());
+    CHECK(std::filesystem::exists(region));
+    CHECK(p->finalize(a) == ncclSuccess);
+    CHECK(threads() == baseThreads + 1);
+    CHECK(p->finalize(b) == ncclSuccess);
+    CHECK(threads() == baseThreads);          // stopped with the last communicator
+    CHECK(!std::filesystem::exists(region));  // a clean finish removes the region
+    CHECK(p->finalize(nullptr) == ncclSuccess);
+  }
+  CHECK(threads() == baseThreads);
+  CHECK(descriptors() == baseFds);
+}
+
+TEST_CASE("unloading the library while a communicator is still open stops the thread",
+          "[profiler][library]") {
+  TempDir dir;
+  Environment env(dir.path().string());
+  const size_t baseThreads = threads();
+  {
+    Library lib(RESILIENT_PROFILER_PLUGIN_PATH);
+    const auto* p = lib.symbol<ncclProfiler_v5_t>("ncclProfiler_v5");
+    REQUIRE(p != nullptr);
+    initProfiler(p, 0x300);  // never finalized
+    CHECK(threads() == baseThreads + 1);
+  }
+  CHECK(threads() == baseThreads);
+}
+
+TEST_CASE("the net plugin and the profiler, from one library or two, share one blackbox",
+          "[profiler][library][blackbox]") {
+  TempDir dir;
+  Environment env(dir.path().string());
+  const std::string region = blackbox::regionPath(dir.path().string(), getpid());
+  Library net(RESILIENT_NET_PLUGIN_PATH);
+  Library prof(RESILIENT_PROFILER_PLUGIN_PATH);
+  REQUIRE(net.loaded());
+  REQUIRE(prof.loaded());
+  const auto* netApi = net.symbol<ncclNet_v11_t>("ncclNetPlugin_v11");
+  const auto* inNet = net.symbol<ncclProfiler_v5_t>("ncclProfiler_v5");
+  const auto* separate = prof.symbol<ncclProfiler_v5_t>("ncclProfiler_v5");
+  REQUIRE(netApi != nullptr);
+  REQUIRE(inNet != nullptr);
+  REQUIRE(separate != nullptr);
+  CHECK(inNet != separate);
+
+  void* netCtx = nullptr;
+  ncclNetCommConfig_v11_t config{-1};
+  REQUIRE(netApi->init(&netCtx, 0xAAA, &config, quietLogger, nullptr) == ncclSuccess);
+  REQUIRE(std::filesystem::exists(region));
+  void* p1 = initProfiler(separate, 0xAAA);  // NCCL_PROFILER_PLUGIN=resilient
+  void* p2 = initProfiler(inNet, 0xBBB);     // the profiler NCCL finds in the net plugin
+  auto snap = blackbox::readRegion(region);
+  REQUIRE(snap.ok());
+  CHECK(snap->header.attachCount == 3);
+  REQUIRE(snap->comms.size() == 2);
+  CHECK(separate->finalize(p1) == ncclSuccess);
+  CHECK(inNet->finalize(p2) == ncclSuccess);
+  snap = blackbox::readRegion(region);
+  REQUIRE(snap.ok());
+  CHECK(snap->header.attachCount == 1);
+  CHECK(snap->comms.size() == 2);  // finalized slots stay readable
+  for (const auto& v : snap->comms) {
+    CHECK(v.comm.state == RESILIENT_BLACKBOX_COMM_FINALIZED);
+  }
+  CHECK(netApi->finalize(netCtx) == ncclSuccess);
+  CHECK(!std::filesystem::exists(region));
+}
+
+}  // namespace resilient::test
