@@ -21,6 +21,7 @@ packages=(
   catch2 libcli11-dev nlohmann-json3-dev       # tests, command-line tools
   iproute2 procps nftables                     # ip/tc/ss/pkill/nft used by tests
   etcd-server etcd-client libcurl4-openssl-dev # coordination store: etcd backend and its tests
+  libbenchmark-dev                             # bench-profiler (Google Benchmark)
 )
 missing=()
 for p in "${packages[@]}"; do
