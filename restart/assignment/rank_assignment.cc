@@ -192,7 +192,9 @@ World assignRanks(const World& previous, const RankAssignment& policy,
     }
     next.terminate(i);
   }
-  policy.apply(next, context);
+  AssignmentContext withPrevious = context;
+  withPrevious.previous = &previous;
+  policy.apply(next, withPrevious);
   next.renumberActive();
   if (std::string why = next.inconsistency(); !why.empty()) {
     throw AssignmentError(policy.describe() + " left an inconsistent world: " + why);

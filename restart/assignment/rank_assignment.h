@@ -32,6 +32,11 @@ struct AssignmentContext {
   // The grouping key of an initial rank (e.g. its host, from the store's rank
   // registry); needed by filterCountGroupedByKey().
   std::function<std::string(int initialRank)> key;
+  // The first assignment of the job (policies that build a layout, like
+  // tree(), do it then).
+  bool firstIteration = false;
+  // The World before this iteration's terminations (set by assignRanks).
+  const World* previous = nullptr;
 };
 
 class RankAssignment {

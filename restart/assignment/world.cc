@@ -75,6 +75,7 @@ void World::renumberActive() {
 }
 
 std::string World::inconsistency() const {
+  const int live = worldSize();
   std::vector<int> owner(slots_.size(), -1);
   for (int i = 0; i < initialWorldSize(); ++i) {
     const RankSlot& s = slots_[static_cast<size_t>(i)];
@@ -85,9 +86,9 @@ std::string World::inconsistency() const {
       }
       continue;
     }
-    if (s.rank < 0 || s.rank >= worldSize()) {
+    if (s.rank < 0 || s.rank >= live) {
       return who + " holds rank " + std::to_string(s.rank) + " outside [0, " +
-             std::to_string(worldSize()) + ")";
+             std::to_string(live) + ")";
     }
     if (owner[static_cast<size_t>(s.rank)] != -1) {
       return who + " and initial rank " + std::to_string(owner[static_cast<size_t>(s.rank)]) +
