@@ -1,9 +1,12 @@
-// resilient-store-bench: barrier latency and operation throughput of the TCP
-// store with many simulated clients (docs/performance.md).
+// resilient-store-bench: barrier latency and operation throughput of the
+// coordination store with many simulated clients (docs/performance.md).
 //
-// A store server runs in its own process (or --connect names one); each
-// client count is simulated by --processes worker processes holding many
-// connections each, driven by one epoll loop per process (load_driver.h).
+// TCP store (--backend tcp): a store server runs in its own process (or
+// --connect names one); each client count is simulated by --processes
+// worker processes holding many connections each, driven by one epoll loop
+// per process (load_driver.h).
+// etcd (--backend etcd --etcd HOST:PORT,...): the worker processes run one
+// thread per simulated rank, all calling the real EtcdStore (etcd_clients.h).
 // Barrier latency is measured from the last arrival (the moment the last
 // rank's request is sent) to the last release (the moment the last rank has
 // its answer), on CLOCK_MONOTONIC, which all processes share:
@@ -28,6 +31,9 @@
 
 #include <CLI/CLI.hpp>
 
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+#include "restart/store/bench/etcd_clients.h"
+#endif
 #include "restart/store/bench/load_driver.h"
 #include "restart/store/tcp/protocol.h"
 #include "restart/store/tcp/server.h"
@@ -125,10 +131,59 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// What a worker process drives: TCP connections or etcd client threads.
+class Clients {
+ public:
+  virtual ~Clients() = default;
+  virtual void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
+                            BarrierTimes* t) = 0;
+  virtual void startHeld(BarrierTimes* t) = 0;
+  virtual void awaitReleases(BarrierTimes* t) = 0;
+  virtual uint64_t runOps(const std::string& op, int durationMs) = 0;
+};
+
+class TcpClients final : public Clients {
+ public:
+  TcpClients(const std::string& host, uint16_t port, const std::string& token, int n, int first,
+             const std::string& source)
+      : driver_(host, port, token, n, first, source) {}
+  void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
+                    BarrierTimes* t) override {
+    driver_.sendBarrier(name, gen, world, hold, t);
+  }
+  void startHeld(BarrierTimes* t) override { driver_.sendHeld(t); }
+  void awaitReleases(BarrierTimes* t) override { driver_.awaitReleases(t, 120000); }
+  uint64_t runOps(const std::string& op, int durationMs) override {
+    const tcp::Op o = op == "set" ? tcp::Op::kSet : op == "get" ? tcp::Op::kGet : tcp::Op::kAdd;
+    return driver_.runOps(o, durationMs);
+  }
+
+ private:
+  bench::LoadDriver driver_;
+};
+
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+class EtcdWorkerClients final : public Clients {
+ public:
+  EtcdWorkerClients(const std::vector<std::string>& endpoints, int n, int first)
+      : clients_(endpoints, n, first) {}
+  void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
+                    BarrierTimes* t) override {
+    clients_.startBarrier(name, gen, world, hold, t);
+  }
+  void startHeld(BarrierTimes* t) override { clients_.startHeld(t); }
+  void awaitReleases(BarrierTimes* t) override { clients_.awaitReleases(t); }
+  uint64_t runOps(const std::string& op, int durationMs) override {
+    return clients_.runOps(op, durationMs);
+  }
+
+ private:
+  bench::EtcdClients clients_;
+};
+#endif
+
 // The worker: connects, then obeys commands until told to quit.
-void workerMain(Channel& parent, const std::string& host, uint16_t port, const std::string& token,
-                int connections, int firstRank, const std::string& sourceIp) {
-  bench::LoadDriver driver(host, port, token, connections, firstRank, sourceIp);
+void workerMain(Channel& parent, Clients& clients) {
   parent.send("ready");
   BarrierTimes times;
   for (;;) {
@@ -137,24 +192,80 @@ void workerMain(Channel& parent, const std::string& host, uint16_t port, const s
       return;
     }
     if (cmd[0] == "B") {  // B name generation world hold
-      driver.sendBarrier(cmd[1], std::stoull(cmd[2]), std::stoi(cmd[3]), cmd[4] == "1", &times);
+      clients.startBarrier(cmd[1], std::stoull(cmd[2]), std::stoi(cmd[3]), cmd[4] == "1", &times);
       parent.send("sent " + std::to_string(times.lastSendNs));
     } else if (cmd[0] == "H") {
-      driver.sendHeld(&times);
+      clients.startHeld(&times);
     } else if (cmd[0] == "W") {
-      driver.awaitReleases(&times, 120000);
+      clients.awaitReleases(&times);
       parent.send("rel " + std::to_string(times.lastSendNs) + " " +
                   std::to_string(times.firstReleaseNs) + " " +
                   std::to_string(times.lastReleaseNs) + " " + std::to_string(times.released) +
                   " " + std::to_string(times.errors));
     } else if (cmd[0] == "O") {  // O op durationMs
-      const tcp::Op op = cmd[1] == "set"   ? tcp::Op::kSet
-                         : cmd[1] == "get" ? tcp::Op::kGet
-                                           : tcp::Op::kAdd;
-      parent.send("ops " + std::to_string(driver.runOps(op, std::stoi(cmd[2]))));
+      parent.send("ops " + std::to_string(clients.runOps(cmd[1], std::stoi(cmd[2]))));
     }
   }
 }
+
+// Where the benchmark's store is, and how to make a worker's clients.
+struct Target {
+  std::string backend = "tcp";
+  std::string host;
+  uint16_t port = 0;
+  std::string token;
+  std::vector<std::string> etcd;
+
+  std::unique_ptr<Clients> clients(int n, int first, int processIndex) const {
+    if (backend == "etcd") {
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+      return std::make_unique<EtcdWorkerClients>(etcd, n, first);
+#else
+      throw std::runtime_error("this build has no etcd backend");
+#endif
+    }
+    // Each worker its own loopback source address: 127.0.0.2, .3, ...
+    const std::string source =
+        host.rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + processIndex) : "";
+    return std::make_unique<TcpClients>(host, port, token, n, first, source);
+  }
+};
+
+// The coordinator's view of a barrier: how many ranks are counted. Marking
+// rank 0, already counted by its own arrival or counted now, changes nothing.
+class Probe {
+ public:
+  explicit Probe(const Target& t) {
+    if (t.backend == "etcd") {
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+      ClientOptions o;
+      o.memberTimeout = Millis(10000);
+      etcd_ = std::make_unique<etcd::EtcdStore>(t.etcd, o);
+#else
+      throw std::runtime_error("this build has no etcd backend");
+#endif
+    } else {
+      tcp_ = std::make_unique<bench::BlockingConn>(t.host, t.port, t.token);
+    }
+  }
+  uint32_t arrived(const std::string& name, uint64_t gen, int world) {
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+    if (etcd_) {
+      return etcd_->barrier({name, gen, 0, world, false}).arrived;
+    }
+#endif
+    tcp::Request mark;
+    mark.op = tcp::Op::kBarrier;
+    mark.arrival = {name, gen, 0, world, false};
+    return tcp_->call(mark).barrier.arrived;
+  }
+
+ private:
+  std::unique_ptr<bench::BlockingConn> tcp_;
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+  std::unique_ptr<etcd::EtcdStore> etcd_;
+#endif
+};
 
 struct Summary {
   double median = 0;
@@ -188,8 +299,8 @@ struct Row {
   double addOps = 0;
 };
 
-Row runOne(const std::string& host, uint16_t port, const std::string& token, int clients,
-           int processes, int rounds, int opsMs, bool straggler, bool burst) {
+Row runOne(const Target& target, int clients, int processes, int rounds, int opsMs,
+           bool straggler, bool burst) {
   Row row;
   row.clients = clients;
   processes = std::max(1, std::min(processes, clients));
@@ -199,10 +310,9 @@ Row runOne(const std::string& host, uint16_t port, const std::string& token, int
   int rank = 0;
   for (int p = 0; p < processes; ++p) {
     const int n = clients / processes + (p < clients % processes ? 1 : 0);
-    // Each worker its own loopback source address: 127.0.0.2, .3, ...
-    const std::string source = host.rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + p) : "";
-    workers.push_back(forkProcess([&, n, rank, source](Channel& self) {
-      workerMain(self, host, port, token, n, rank, source);
+    workers.push_back(forkProcess([&, n, rank, p](Channel& self) {
+      std::unique_ptr<Clients> c = target.clients(n, rank, p);
+      workerMain(self, *c);
     }));
     rank += n;
   }
@@ -212,7 +322,7 @@ Row runOne(const std::string& host, uint16_t port, const std::string& token, int
     }
   }
   row.connectSeconds = static_cast<double>(monotonicNs() - t0) / 1e9;
-  bench::BlockingConn probe(host, port, token);
+  Probe probe(target);
   const std::string name = "bench/" + std::to_string(clients) + "/" + std::to_string(::getpid());
   std::vector<double> stragglerMs;
   std::vector<double> burstMs;
@@ -253,16 +363,14 @@ Row runOne(const std::string& host, uint16_t port, const std::string& token, int
         w.receive();  // sent
       }
       if (clients > 1) {
-        // Wait until the server has counted every rank but the held one.
-        tcp::Request mark;
-        mark.op = tcp::Op::kBarrier;
-        mark.arrival = {name, g, 0, clients, false};
-        for (;;) {
-          tcp::Response r = probe.call(mark);
-          if (r.barrier.arrived >= static_cast<uint32_t>(clients - 1)) {
-            break;
-          }
+        // Wait until the store has counted every rank but the held one.
+        while (probe.arrived(name, g, clients) < static_cast<uint32_t>(clients - 1)) {
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        if (target.backend == "etcd") {
+          // Let the waiters' watches be established (they start right after
+          // each arrival): the straggler's release is then pushed to them.
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
         }
       }
       workers[0].send("H");
@@ -342,7 +450,7 @@ std::string machine() {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"Barrier latency and ops/s of the TCP store with many simulated clients."};
+  CLI::App app{"Barrier latency and ops/s of the store with many simulated clients."};
   std::vector<int> clientCounts{64, 1024, 4096, 16384};
   int processes = 4;
   int rounds = 20;
@@ -352,6 +460,10 @@ int run(int argc, char** argv) {
   std::string connect;
   std::string token = "bench-token";
   int sendThreads = -1;
+  std::string backend = "tcp";
+  std::string etcdEndpoints;
+  app.add_option("--backend", backend, "tcp or etcd")->capture_default_str();
+  app.add_option("--etcd", etcdEndpoints, "etcd members HOST:PORT,... (--backend etcd)");
   app.add_option("--clients", clientCounts, "simulated client counts")->delimiter(',')
       ->capture_default_str();
   app.add_option("--processes", processes, "worker processes per client count")
@@ -372,36 +484,53 @@ int run(int argc, char** argv) {
   raiseFdLimit(static_cast<size_t>(maxClients) + 64);
   ::signal(SIGPIPE, SIG_IGN);
 
-  std::string host = "127.0.0.1";
-  uint16_t port = 0;
+  Target target;
+  target.backend = backend;
+  target.host = "127.0.0.1";
+  target.token = token;
   Channel server;
-  if (connect.empty()) {
+  if (backend == "etcd") {
+    std::istringstream in(etcdEndpoints);
+    for (std::string ep; std::getline(in, ep, ',');) {
+      if (!ep.empty()) {
+        target.etcd.push_back(ep);
+      }
+    }
+    if (target.etcd.empty()) {
+      throw CLI::ValidationError("--etcd", "the etcd backend needs --etcd HOST:PORT,...");
+    }
+  } else if (backend != "tcp") {
+    throw CLI::ValidationError("--backend", "tcp or etcd");
+  } else if (connect.empty()) {
     // The server in a process of its own, as in a job (launcher or monitor).
     server = forkProcess([&](Channel& self) {
       tcp::ServerOptions o;
-      o.host = host;
+      o.host = target.host;
       o.token = token;
       o.sendThreads = sendThreads;
       tcp::StoreServer srv(o);
       self.send(std::to_string(srv.port()));
       self.receive();  // until told to stop (or the parent's end closes)
     });
-    port = static_cast<uint16_t>(std::stoi(server.receive()));
+    target.port = static_cast<uint16_t>(std::stoi(server.receive()));
   } else {
     const tcp::HostPort hp = tcp::parseHostPort(connect);
-    host = hp.host;
-    port = hp.port;
+    target.host = hp.host;
+    target.port = hp.port;
   }
 
   std::vector<Row> rows;
-  std::printf("TCP store benchmark: server %s:%u (send threads %d), %s\n", host.c_str(), port,
-              sendThreads, machine().c_str());
+  if (backend == "etcd") {
+    std::printf("etcd store benchmark: %s, %s\n", etcdEndpoints.c_str(), machine().c_str());
+  } else {
+    std::printf("TCP store benchmark: server %s:%u (send threads %d), %s\n", target.host.c_str(),
+                target.port, sendThreads, machine().c_str());
+  }
   std::printf("%8s %5s %9s | %-27s | %-27s | %9s | %10s %10s %10s\n", "clients", "procs",
               "connect s", "straggler ms med/p90/max", "burst ms med/p90/max", "spread ms",
               "set op/s", "get op/s", "add op/s");
   for (int n : clientCounts) {
-    Row r = runOne(host, port, token, n, processes, rounds, opsMs, mode != "burst",
-                   mode != "straggler");
+    Row r = runOne(target, n, processes, rounds, opsMs, mode != "burst", mode != "straggler");
     std::printf("%8d %5d %9.2f | %8.2f %8.2f %9.2f | %8.2f %8.2f %9.2f | %9.2f | %10.0f %10.0f %10.0f\n",
                 r.clients, r.processes, r.connectSeconds, r.straggler.median, r.straggler.p90,
                 r.straggler.max, r.burst.median, r.burst.p90, r.burst.max, r.firstToLastReleaseMs,
@@ -416,7 +545,7 @@ int run(int argc, char** argv) {
   }
 
   std::ostringstream json;
-  json << "{\"benchmark\":\"tcp-store\",\"machine\":\"" << machine()
+  json << "{\"benchmark\":\"" << backend << "-store\",\"machine\":\"" << machine()
        << "\",\"send_threads\":" << sendThreads << ",\"rounds\":" << rounds
        << ",\"ops_ms\":" << opsMs << ",\"results\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
