@@ -1,15 +1,14 @@
 #include "tests/support/transport_pair.h"
 
-#include <time.h>
-
+#include <string>
 #include <thread>
+
+#include "plugin/common/clock.h"
 
 namespace resilient::test {
 
 uint64_t monotonicMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+  return monotonicNs() / 1000000;
 }
 
 TransportPair::~TransportPair() {
@@ -24,17 +23,26 @@ TransportPair::~TransportPair() {
   }
 }
 
-Status connectPair(transport::Transport* sender, void* senderCtx, transport::Transport* receiver,
-                   void* receiverCtx, TransportPair* pair, int timeoutMs) {
-  pair->sender = sender;
+Status listenOn(transport::Transport* receiver, TransportPair* pair) {
   pair->receiver = receiver;
-  pair->senderCtx = senderCtx;
-  pair->receiverCtx = receiverCtx;
-  RESILIENT_TRY(receiver->listen(receiverCtx, 0, pair->handle, &pair->listenComm));
+  int ndev = 0;
+  RESILIENT_TRY(receiver->devices(&ndev));
+  if (ndev < 1) {
+    return internalError("no device");
+  }
+  return receiver->listen(pair->receiverCtx, 0, pair->handle, &pair->listenComm);
+}
+
+Status connectPair(transport::Transport* sender, transport::Transport* receiver,
+                   TransportPair* pair, int timeoutMs) {
+  pair->sender = sender;
+  if (pair->listenComm == nullptr) {
+    RESILIENT_TRY(listenOn(receiver, pair));
+  }
   const uint64_t deadline = monotonicMs() + static_cast<uint64_t>(timeoutMs);
   while (pair->sendComm == nullptr || pair->recvComm == nullptr) {
     if (pair->sendComm == nullptr) {
-      RESILIENT_TRY(sender->connect(senderCtx, 0, pair->handle, &pair->sendComm));
+      RESILIENT_TRY(sender->connect(pair->senderCtx, 0, pair->handle, &pair->sendComm));
     }
     if (pair->recvComm == nullptr) {
       RESILIENT_TRY(receiver->accept(pair->listenComm, &pair->recvComm));
@@ -49,14 +57,83 @@ Status connectPair(transport::Transport* sender, void* senderCtx, transport::Tra
 
 Status waitRequest(transport::Transport* t, void* request, int* sizes, int timeoutMs) {
   const uint64_t deadline = monotonicMs() + static_cast<uint64_t>(timeoutMs);
-  int done = 0;
-  while (done == 0) {
+  for (;;) {
+    int done = 0;
     RESILIENT_TRY(t->test(request, &done, sizes));
-    if (done == 0 && monotonicMs() > deadline) {
+    if (done != 0) {
+      return {};
+    }
+    if (monotonicMs() > deadline) {
       return timeoutError("request did not complete");
     }
+    std::this_thread::yield();
+  }
+}
+
+Status roundTrip(TransportPair& pair, size_t size, uint32_t seed, int tag, int timeoutMs) {
+  const std::string what = std::to_string(size) + " bytes (seed " + std::to_string(seed) + ")";
+  std::vector<uint8_t> src(size);
+  fillPattern(&src, seed);
+  std::vector<uint8_t> dst(size + 1, 0xee);
+  void* recvData = dst.data();
+  const size_t recvSize = dst.size();
+  void* mhandles[1] = {nullptr};
+  void* rreq = nullptr;
+  void* sreq = nullptr;
+  RESILIENT_TRY(
+      pair.receiver->irecv(pair.recvComm, 1, &recvData, &recvSize, &tag, mhandles, nullptr, &rreq));
+  RESILIENT_TRY(pair.sender->isend(pair.sendComm, src.data(), size, tag, nullptr, nullptr, &sreq));
+  if (rreq == nullptr || sreq == nullptr) {
+    return internalError(what + ": a request was refused (null request)");
+  }
+  int sendSize = -1;
+  int recvSizes[1] = {-1};
+  int sendDone = 0;
+  int recvDone = 0;
+  const uint64_t deadline = monotonicMs() + static_cast<uint64_t>(timeoutMs);
+  while (sendDone == 0 || recvDone == 0) {
+    if (sendDone == 0) {
+      RESILIENT_TRY(pair.sender->test(sreq, &sendDone, &sendSize));
+    }
+    if (recvDone == 0) {
+      RESILIENT_TRY(pair.receiver->test(rreq, &recvDone, recvSizes));
+    }
+    if (monotonicMs() > deadline) {
+      return timeoutError(what + ": the round trip did not complete");
+    }
+  }
+  if (sendSize != static_cast<int>(size) || recvSizes[0] != static_cast<int>(size)) {
+    return internalError(what + ": test() reported " + std::to_string(sendSize) + " sent and " +
+                         std::to_string(recvSizes[0]) + " received");
+  }
+  if (const int64_t bad = checkPattern(dst.data(), size, seed); bad >= 0) {
+    return internalError(what + ": byte " + std::to_string(bad) + " differs");
+  }
+  if (dst[size] != 0xee) {
+    return internalError(what + ": a byte was written beyond the message");
   }
   return {};
+}
+
+void fillPattern(std::vector<uint8_t>* buf, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (uint8_t& b : *buf) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<uint8_t>(x);
+  }
+}
+
+int64_t checkPattern(const uint8_t* data, size_t size, uint32_t seed) {
+  std::vector<uint8_t> expected(size);
+  fillPattern(&expected, seed);
+  for (size_t i = 0; i < size; ++i) {
+    if (data[i] != expected[i]) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
 }
 
 }  // namespace resilient::test

@@ -1,17 +1,22 @@
-// A connected send/recv pair over any Transport (listen on one, poll connect
-// and accept from one thread), and request polling with a deadline.
+// A connected send/receive pair over any Transport (listen on one, connect
+// and accept polled from one thread), request polling with a deadline, and a
+// checked round trip of patterned data through the pair.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "plugin/common/status.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::test {
 
+// A listen comm, its handle and, once connected, both comms. Closes what it holds.
 struct TransportPair {
   transport::Transport* sender = nullptr;
   transport::Transport* receiver = nullptr;
+  // Per-communicator contexts (initContext); nullptr for transports without them.
   void* senderCtx = nullptr;
   void* receiverCtx = nullptr;
   uint8_t handle[transport::kHandleSize] = {};
@@ -22,16 +27,34 @@ struct TransportPair {
   TransportPair() = default;
   TransportPair(const TransportPair&) = delete;
   TransportPair& operator=(const TransportPair&) = delete;
-  ~TransportPair();  // closes what it holds
+  ~TransportPair();
 };
 
-// Listens on `receiver` device 0 and polls connect/accept until both comms exist.
-Status connectPair(transport::Transport* sender, void* senderCtx, transport::Transport* receiver,
-                   void* receiverCtx, TransportPair* pair, int timeoutMs = 5000);
+// receiver->listen() on device 0 (with pair->receiverCtx) into pair->handle.
+Status listenOn(transport::Transport* receiver, TransportPair* pair);
+// Polls sender->connect() and receiver->accept() in turn until both comms
+// exist (or either fails, or timeoutMs passes: timeoutError). Listens first
+// unless the pair already listens.
+Status connectPair(transport::Transport* sender, transport::Transport* receiver,
+                   TransportPair* pair, int timeoutMs = 5000);
 
-// Polls test() until done, an error, or timeoutMs (timeoutError).
+// Polls test() until done or error (or timeoutMs: timeoutError).
 Status waitRequest(transport::Transport* t, void* request, int* sizes = nullptr,
                    int timeoutMs = 10000);
+
+// Sends `size` bytes of fillPattern(seed) through the pair with `tag` and
+// checks what arrives: the sizes test() reports, every byte, and nothing
+// written beyond the message. Both ends are tested in turn from this thread,
+// as NCCL's proxy thread tests every outstanding request: without helper
+// threads (the TCP transport's inline mode) the bytes move only inside
+// test(), so waiting on a large send alone would wait forever.
+Status roundTrip(TransportPair& pair, size_t size, uint32_t seed, int tag = 3,
+                 int timeoutMs = 20000);
+
+// Fills `buf` with a pattern derived from `seed`.
+void fillPattern(std::vector<uint8_t>* buf, uint32_t seed);
+// Index of the first byte that differs from the pattern, or -1.
+int64_t checkPattern(const uint8_t* data, size_t size, uint32_t seed);
 
 uint64_t monotonicMs();
 

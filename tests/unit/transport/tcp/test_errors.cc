@@ -11,11 +11,12 @@
 #include "plugin/transport/tcp/tcp_transport.h"
 #include "plugin/transport/tcp/wire.h"
 #include "tests/support/mock_logger.h"
+#include "tests/support/transport_pair.h"
 #include "tests/unit/transport/tcp/tcp_test_util.h"
 
 using namespace resilient;
 using namespace resilient::transport::tcp;
-using resilient::test::TcpPair;
+using resilient::test::TransportPair;
 
 namespace {
 
@@ -43,7 +44,7 @@ void* postRecv(TcpTransport* t, void* comm, void* buf, size_t size, int tag) {
 // A fake connector made of raw sockets: completes the handshake (control +
 // one data socket), leaving *recvComm accepted and the raw control socket to
 // write frames on.
-void rawConnection(TcpTransport* receiver, TcpPair* pair, int* control, int* data) {
+void rawConnection(TcpTransport* receiver, TransportPair* pair, int* control, int* data) {
   REQUIRE(test::listenOn(receiver, pair).ok());
   int fds[2];
   for (int i = 0; i < 2; ++i) {
@@ -86,7 +87,7 @@ TEST_CASE("a closed sender is a remote error on the receiver, naming the peer; i
   CAPTURE(o.nThreads);
   TcpTransport sender(o);
   TcpTransport receiver(o);
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).ok());
   transport::Endpoint senderLocal;
   REQUIRE(sender.endpoints(pair.sendComm, &senderLocal, nullptr));
@@ -137,7 +138,7 @@ TEST_CASE("a closed receiver is a remote error on the sender; it is sticky",
   CAPTURE(o.nThreads);
   TcpTransport sender(o);
   TcpTransport receiver(o);
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).ok());
   transport::Endpoint senderPeer;
   REQUIRE(sender.endpoints(pair.sendComm, nullptr, &senderPeer));
@@ -178,7 +179,7 @@ TEST_CASE("a closed receiver is a remote error on the sender; it is sticky",
 TEST_CASE("close never waits on a peer that stopped reading", "[transport][tcp][errors]") {
   TcpTransport sender(test::loopbackOptions(AF_INET));
   TcpTransport receiver(test::loopbackOptions(AF_INET));
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).ok());
   // 64 MiB the receiver never asks for: the helper threads block on full sockets.
   std::vector<uint8_t> src(64u << 20, 3);
@@ -200,7 +201,7 @@ TEST_CASE("close never waits on a peer that stopped reading", "[transport][tcp][
 TEST_CASE("protocol violations on the control socket fail the comm, naming the peer",
           "[transport][tcp][errors]") {
   TcpTransport receiver(test::loopbackOptions(AF_INET));
-  TcpPair pair;
+  TransportPair pair;
   int control = -1;
   int data = -1;
   rawConnection(&receiver, &pair, &control, &data);
@@ -276,7 +277,7 @@ TEST_CASE("striped data from a raw peer lands by the chunk rule", "[transport][t
   // The receiver expects chunk i of a striped message on data socket
   // (counter + i) % nSocks; with one data socket everything goes there.
   TcpTransport receiver(test::loopbackOptions(AF_INET));
-  TcpPair pair;
+  TransportPair pair;
   int control = -1;
   int data = -1;
   rawConnection(&receiver, &pair, &control, &data);
@@ -297,7 +298,7 @@ TEST_CASE("striped data from a raw peer lands by the chunk rule", "[transport][t
 TEST_CASE("invalid calls are refused without failing the comm", "[transport][tcp][errors]") {
   TcpTransport sender(test::loopbackOptions(AF_INET));
   TcpTransport receiver(test::loopbackOptions(AF_INET));
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).ok());
   uint8_t byte = 0;
   void* req = nullptr;

@@ -17,11 +17,12 @@
 #include "plugin/transport/tcp/tcp_transport.h"
 #include "plugin/transport/tcp/wire.h"
 #include "tests/support/mock_logger.h"
+#include "tests/support/transport_pair.h"
 #include "tests/unit/transport/tcp/tcp_test_util.h"
 
 using namespace resilient;
 using namespace resilient::transport::tcp;
-using resilient::test::TcpPair;
+using resilient::test::TransportPair;
 
 namespace {
 
@@ -125,7 +126,7 @@ TEST_CASE("a wrong job token is refused and the connector names the listener",
   }
   TcpTransport receiver(listenOptions);
   TcpTransport sender(connectOptions);
-  TcpPair pair;
+  TransportPair pair;
   const Status s = test::connectPair(&sender, &receiver, &pair);
   REQUIRE_FALSE(s.ok());
   CHECK(s.kind() == ErrorKind::kInvalidUsage);
@@ -157,7 +158,7 @@ TEST_CASE(
     o.handshakeTimeoutMs = 300;
     TcpTransport receiver(o);
     TcpTransport sender(o);
-    TcpPair pair;
+    TransportPair pair;
     REQUIRE(test::listenOn(&receiver, &pair).ok());
     auto* listener = static_cast<ListenComm*>(pair.listenComm);
 
@@ -189,19 +190,7 @@ TEST_CASE(
 
     // A real connection succeeds meanwhile, and carries data.
     REQUIRE(test::connectPair(&sender, &receiver, &pair).toString() == "ok");
-    std::vector<uint8_t> src(200000);
-    test::fillPattern(&src, 5);
-    std::vector<uint8_t> dst(src.size());
-    void* data = dst.data();
-    const size_t cap = dst.size();
-    const int tag = 0;
-    void* rreq = nullptr;
-    void* sreq = nullptr;
-    REQUIRE(receiver.irecv(pair.recvComm, 1, &data, &cap, &tag, nullptr, nullptr, &rreq).ok());
-    REQUIRE(sender.isend(pair.sendComm, src.data(), src.size(), 0, nullptr, nullptr, &sreq).ok());
-    REQUIRE(test::waitRequest(&sender, sreq).ok());
-    REQUIRE(test::waitRequest(&receiver, rreq).ok());
-    CHECK(test::checkPattern(dst.data(), dst.size(), 5) == -1);
+    REQUIRE(test::roundTrip(pair, 200000, 5, 0).toString() == "ok");
 
     // Keep polling accept: every bad socket is closed by the handshake deadline.
     const int fds[] = {http, junk, half, silent, lonely};
@@ -240,7 +229,7 @@ TEST_CASE("a listener refuses bad versions and duplicate sockets with a reason",
   test::CapturingLogger logger(log::Level::kWarn);
   TcpOptions o = test::loopbackOptions(AF_INET);
   TcpTransport receiver(o);
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::listenOn(&receiver, &pair).ok());
 
   SECTION("version") {
@@ -367,7 +356,7 @@ TEST_CASE("several connections to one listener are told apart by their nonce",
   o.nSocks = 3;
   TcpTransport receiver(o);
   TcpTransport sender(o);
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::listenOn(&receiver, &pair).ok());
   constexpr int kConns = 4;
   // Each connection polls with its own copy of the handle (a distinct buffer).

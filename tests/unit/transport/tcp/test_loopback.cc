@@ -11,58 +11,12 @@
 
 #include "plugin/transport/tcp/comm.h"
 #include "plugin/transport/tcp/tcp_transport.h"
+#include "tests/support/transport_pair.h"
 #include "tests/unit/transport/tcp/tcp_test_util.h"
 
 using namespace resilient;
 using namespace resilient::transport::tcp;
-using resilient::test::TcpPair;
-
-namespace {
-
-// Sends `size` bytes one way through the pair and checks every byte; both
-// sides are polled from this thread.
-void roundTrip(TcpPair& pair, size_t size, uint32_t seed, int tag = 3) {
-  CAPTURE(size, seed);
-  std::vector<uint8_t> src(size);
-  test::fillPattern(&src, seed);
-  std::vector<uint8_t> dst(size + 1, 0xee);
-  void* recvData = dst.data();
-  const size_t recvSize = dst.size();
-  void* rreq = nullptr;
-  void* sreq = nullptr;
-  REQUIRE(
-      pair.receiver->irecv(pair.recvComm, 1, &recvData, &recvSize, &tag, nullptr, nullptr, &rreq)
-          .ok());
-  REQUIRE(rreq != nullptr);
-  REQUIRE(pair.sender->isend(pair.sendComm, src.data(), size, tag, nullptr, nullptr, &sreq).ok());
-  REQUIRE(sreq != nullptr);
-  bool sendDone = false;
-  bool recvDone = false;
-  int recvSizes[1] = {-1};
-  int sendSizes[1] = {-1};
-  const uint64_t deadline = test::monotonicMs() + 20000;
-  Status s;
-  while (s.ok() && (!sendDone || !recvDone) && test::monotonicMs() < deadline) {
-    int done = 0;
-    if (!sendDone) {
-      s = pair.sender->test(sreq, &done, sendSizes);
-      sendDone = done != 0;
-    }
-    if (s.ok() && !recvDone) {
-      s = pair.receiver->test(rreq, &done, recvSizes);
-      recvDone = done != 0;
-    }
-  }
-  REQUIRE(s.toString() == "ok");
-  REQUIRE(sendDone);
-  REQUIRE(recvDone);
-  CHECK(sendSizes[0] == static_cast<int>(size));
-  CHECK(recvSizes[0] == static_cast<int>(size));
-  CHECK(test::checkPattern(dst.data(), size, seed) == -1);
-  CHECK(dst[size] == 0xee);  // nothing beyond the message
-}
-
-}  // namespace
+using resilient::test::TransportPair;
 
 TEST_CASE("messages of 0 B to 64 MiB cross a loopback connection intact",
           "[transport][tcp][loopback]") {
@@ -86,7 +40,7 @@ TEST_CASE("messages of 0 B to 64 MiB cross a loopback connection intact",
   CAPTURE(o.nSocks, o.nThreads, o.chunkBytes, o.inlineBytes);
   TcpTransport sender(o);
   TcpTransport receiver(o);
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).toString() == "ok");
 
   std::vector<size_t> sizes = {0, 1, 8};
@@ -100,7 +54,7 @@ TEST_CASE("messages of 0 B to 64 MiB cross a loopback connection intact",
   REQUIRE(sizes[sizes.size() - 4] == (size_t{64} << 20));
   uint32_t seed = 1;
   for (const size_t size : sizes) {
-    roundTrip(pair, size, seed++);
+    REQUIRE(test::roundTrip(pair, size, seed++).toString() == "ok");
   }
   uint64_t sent = 0;
   uint64_t received = 0;
@@ -119,20 +73,20 @@ TEST_CASE("IPv6 loopback works when ::1 is configured", "[transport][tcp][loopba
     WARN("no IPv6 loopback address; skipped");
     return;
   }
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).toString() == "ok");
   transport::Endpoint local;
   transport::Endpoint peer;
   REQUIRE(sender.endpoints(pair.sendComm, &local, &peer));
   CHECK_THAT(std::string(peer.text), Catch::StartsWith("[::1]:"));
-  roundTrip(pair, 100, 1);
-  roundTrip(pair, 3u << 20, 2);
+  REQUIRE(test::roundTrip(pair, 100, 1).toString() == "ok");
+  REQUIRE(test::roundTrip(pair, 3u << 20, 2).toString() == "ok");
 }
 
 TEST_CASE("endpoints name both ends of a connection", "[transport][tcp][loopback]") {
   TcpTransport sender(test::loopbackOptions(AF_INET));
   TcpTransport receiver(test::loopbackOptions(AF_INET));
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).toString() == "ok");
   transport::Endpoint sLocal;
   transport::Endpoint sPeer;
@@ -156,7 +110,7 @@ TEST_CASE("a grouped receive of 8 messages matches tags in any order",
   o.nSocks = 3;
   TcpTransport sender(o);
   TcpTransport receiver(o);
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).toString() == "ok");
 
   std::mt19937 rng(12345);
@@ -220,7 +174,7 @@ TEST_CASE("32 receives and 256 sends may be outstanding; more are refused with a
   TcpOptions o = test::loopbackOptions(AF_INET);
   TcpTransport sender(o);
   TcpTransport receiver(o);
-  TcpPair pair;
+  TransportPair pair;
   REQUIRE(test::connectPair(&sender, &receiver, &pair).toString() == "ok");
 
   constexpr int kN = transport::kMaxRequests;
@@ -332,13 +286,13 @@ TEST_CASE("both directions progress from separate threads", "[transport][tcp][lo
   CAPTURE(o.nThreads);
   TcpTransport a(o);
   TcpTransport b(o);
-  TcpPair ab;
-  TcpPair ba;
+  TransportPair ab;
+  TransportPair ba;
   REQUIRE(test::connectPair(&a, &b, &ab).toString() == "ok");
   REQUIRE(test::connectPair(&b, &a, &ba).toString() == "ok");
   constexpr int kMessages = 40;
   // Runs in its own thread: no Catch assertion here, only an error text.
-  auto run = [](TcpPair* pair, uint32_t seedBase, bool sending, std::string* error) {
+  auto run = [](TransportPair* pair, uint32_t seedBase, bool sending, std::string* error) {
     std::vector<uint8_t> buf;
     for (int i = 0; i < kMessages; ++i) {
       const size_t size = (i * 7919u) % (2u << 20);
