@@ -343,7 +343,7 @@ Status RawTcpTransport::listen(void* /*ctx*/, int dev, void* handle, void** list
   return {};
 }
 
-Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, void** sendComm) {
+Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void** sendComm) {
   *sendComm = nullptr;
   Handle h{};
   std::memcpy(&h, handle, sizeof(h));
@@ -355,7 +355,7 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, 
     return invalidUsage("raw-tcp: the handle belongs to another job (token mismatch)");
   }
   // State between polls lives in the handle (writable, stable, see transport.h).
-  auto* stateSlot = static_cast<char*>(const_cast<void*>(handle)) + kHandleStateOffset;
+  auto* stateSlot = static_cast<char*>(handle) + kHandleStateOffset;
   ConnectState* state = nullptr;
   std::memcpy(&state, stateSlot, kStatePointerBytes);
   SocketAddress address;

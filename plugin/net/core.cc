@@ -154,7 +154,7 @@ Status Core::listen(void* ctx, int dev, void* handle, void** listenComm) {
   return {};
 }
 
-Status Core::connect(void* ctx, int dev, const void* handle, void** sendComm) {
+Status Core::connect(void* ctx, int dev, void* handle, void** sendComm) {
   auto* c = static_cast<Context*>(ctx);
   void* innerComm = nullptr;
   *sendComm = nullptr;

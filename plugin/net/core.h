@@ -47,7 +47,7 @@ class Core {
   Status devices(int* ndev);
   Status properties(int dev, transport::Properties* props);
   Status listen(void* ctx, int dev, void* handle, void** listenComm);
-  Status connect(void* ctx, int dev, const void* handle, void** sendComm);
+  Status connect(void* ctx, int dev, void* handle, void** sendComm);
   Status accept(void* listenComm, void** recvComm);
   Status regMr(void* comm, void* data, size_t size, int type, void** mhandle);
   Status deregMr(void* comm, void* mhandle);

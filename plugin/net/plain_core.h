@@ -32,7 +32,7 @@ class PlainCore {
   Status listen(void* ctx, int dev, void* handle, void** listenComm) {
     return inner_->listen(innerContext(ctx), dev, handle, listenComm);
   }
-  Status connect(void* ctx, int dev, const void* handle, void** sendComm) {
+  Status connect(void* ctx, int dev, void* handle, void** sendComm) {
     return inner_->connect(innerContext(ctx), dev, handle, sendComm);
   }
   Status accept(void* listenComm, void** recvComm) { return inner_->accept(listenComm, recvComm); }

@@ -13,6 +13,9 @@
 //   post now, retry".
 // - Calls on one comm come from one thread at a time (NCCL's proxy threads),
 //   calls on different comms may run concurrently.
+// - connect() gets the caller's handle buffer, writable and the same across the
+//   polls of one connection: NCCL's own socket and IB plugins keep their
+//   connect state in it between polls.
 // - A failed comm stays failed: every later call on it returns an error.
 // - test() reports done once; the request is then released by the transport.
 #pragma once
@@ -83,7 +86,7 @@ class Transport {
   virtual size_t handleBytes() const noexcept = 0;
 
   virtual Status listen(void* ctx, int dev, void* handle, void** listenComm) = 0;
-  virtual Status connect(void* ctx, int dev, const void* handle, void** sendComm) = 0;
+  virtual Status connect(void* ctx, int dev, void* handle, void** sendComm) = 0;
   virtual Status accept(void* listenComm, void** recvComm) = 0;
 
   virtual Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;

@@ -36,16 +36,13 @@ class TransportV10 final : public Shim<ncclNet_v10_t> {
     return check(net_->listen(dev, handle, listenComm), "listen");
   }
 
-  Status connect(void* ctx, int dev, const void* handle, void** sendComm) override {
+  Status connect(void* ctx, int dev, void* handle, void** sendComm) override {
     // Without a context (a caller that skipped initContext) the config is
     // "undefined", as NCCL passes it when the user set none.
     ncclNetCommConfig_v10_t fallback{NCCL_NET_TRAFFIC_CLASS_UNDEF};
     ncclNetCommConfig_v10_t* config = ctx != nullptr ? &contextOf(ctx)->config : &fallback;
-    // The plugin may keep its connection state in the handle (see
-    // external_transport.h): the caller's buffer is writable.
-    void* h = const_cast<void*>(handle);
     return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v10_t** devHandle) {
-      return net_->connect(dev, config, h, sendComm, devHandle);
+      return net_->connect(dev, config, handle, sendComm, devHandle);
     });
   }
 

@@ -62,13 +62,10 @@ class TransportV11 final : public Shim<ncclNet_v11_t> {
     return check(net_->listen(innerOf(ctx), dev, handle, listenComm), "listen");
   }
 
-  Status connect(void* ctx, int dev, const void* handle, void** sendComm) override {
+  Status connect(void* ctx, int dev, void* handle, void** sendComm) override {
     void* inner = innerOf(ctx);
-    // The plugin may keep its connection state in the handle (see
-    // external_transport.h): the caller's buffer is writable.
-    void* h = const_cast<void*>(handle);
     return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v11_t** devHandle) {
-      return net_->connect(inner, dev, h, sendComm, devHandle);
+      return net_->connect(inner, dev, handle, sendComm, devHandle);
     });
   }
 

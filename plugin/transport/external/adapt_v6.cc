@@ -31,12 +31,9 @@ class TransportV6 final : public Shim<ncclNet_v6_t> {
     return check(net_->listen(dev, handle, listenComm), "listen");
   }
 
-  Status connect(void* /*ctx*/, int dev, const void* handle, void** sendComm) override {
+  Status connect(void* /*ctx*/, int dev, void* handle, void** sendComm) override {
     *sendComm = nullptr;
-    // The plugin may keep its connection state in the handle (see
-    // external_transport.h): the caller's buffer is writable.
-    return closeOnError(check(net_->connect(dev, const_cast<void*>(handle), sendComm), "connect"),
-                        sendComm, true);
+    return closeOnError(check(net_->connect(dev, handle, sendComm), "connect"), sendComm, true);
   }
 
   Status accept(void* listenComm, void** recvComm) override {

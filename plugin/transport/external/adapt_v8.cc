@@ -32,12 +32,9 @@ class TransportV8 final : public Shim<ncclNet_v8_t> {
     return check(net_->listen(dev, handle, listenComm), "listen");
   }
 
-  Status connect(void* /*ctx*/, int dev, const void* handle, void** sendComm) override {
-    // The plugin may keep its connection state in the handle (see
-    // external_transport.h): the caller's buffer is writable.
-    void* h = const_cast<void*>(handle);
+  Status connect(void* /*ctx*/, int dev, void* handle, void** sendComm) override {
     return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v8_t** devHandle) {
-      return net_->connect(dev, h, sendComm, devHandle);
+      return net_->connect(dev, handle, sendComm, devHandle);
     });
   }
 

@@ -12,9 +12,9 @@
 //
 // Caveats the resilient layer above must know:
 // - connect(): NCCL's own socket and IB plugins keep their connection state
-//   inside the handle buffer and write to it between polls. The handle given
-//   to connect() must therefore be writable memory that stays the same
-//   across the polls of one connection (it is passed on as void*).
+//   inside the handle buffer and write to it between polls; the handle is
+//   passed on as given (writable and stable across the polls of one
+//   connection, as transport.h requires of every caller).
 // - handleBytes() is kHandleSize: no plugin says how many handle bytes it
 //   uses. The resilient layer checks which trailing bytes stay zero after
 //   listen() before it stores anything of its own there.

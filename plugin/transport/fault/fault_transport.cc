@@ -403,7 +403,7 @@ Status FaultTransport::listen(void* ctx, int dev, void* handle, void** listenCom
   return {};
 }
 
-Status FaultTransport::connect(void* ctx, int dev, const void* handle, void** sendComm) {
+Status FaultTransport::connect(void* ctx, int dev, void* handle, void** sendComm) {
   if (direct_) {
     return inner_->connect(ctx, dev, handle, sendComm);
   }

@@ -137,7 +137,7 @@ Status TcpTransport::listen(void* ctx, int dev, void* handle, void** listenComm)
   return {};
 }
 
-Status TcpTransport::connect(void* ctx, int dev, const void* handle, void** sendComm) {
+Status TcpTransport::connect(void* ctx, int dev, void* handle, void** sendComm) {
   (void)ctx;
   *sendComm = nullptr;
   RESILIENT_TRY(checkDevice(dev));

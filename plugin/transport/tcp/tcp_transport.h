@@ -44,7 +44,7 @@ class TcpTransport final : public Transport {
   size_t handleBytes() const noexcept override;
 
   Status listen(void* ctx, int dev, void* handle, void** listenComm) override;
-  Status connect(void* ctx, int dev, const void* handle, void** sendComm) override;
+  Status connect(void* ctx, int dev, void* handle, void** sendComm) override;
   Status accept(void* listenComm, void** recvComm) override;
 
   Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override;

@@ -71,7 +71,7 @@ Status MemoryTransport::listen(void*, int, void* handle, void** listenComm) {
   return {};
 }
 
-Status MemoryTransport::connect(void*, int, const void* handle, void** sendComm) {
+Status MemoryTransport::connect(void*, int, void* handle, void** sendComm) {
   uint64_t magic = 0;
   uint64_t index = 0;
   std::memcpy(&magic, handle, 8);

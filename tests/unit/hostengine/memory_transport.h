@@ -43,7 +43,7 @@ class MemoryTransport : public transport::Transport {
   Status properties(int dev, transport::Properties* props) override;
   size_t handleBytes() const noexcept override { return 16; }
   Status listen(void* ctx, int dev, void* handle, void** listenComm) override;
-  Status connect(void* ctx, int dev, const void* handle, void** sendComm) override;
+  Status connect(void* ctx, int dev, void* handle, void** sendComm) override;
   Status accept(void* listenComm, void** recvComm) override;
   Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override;
   Status deregMr(void* comm, void* mhandle) override;

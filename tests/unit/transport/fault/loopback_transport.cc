@@ -105,7 +105,7 @@ Status LoopbackTransport::listen(void* /*ctx*/, int /*dev*/, void* handle, void*
   return {};
 }
 
-Status LoopbackTransport::connect(void* /*ctx*/, int /*dev*/, const void* handle, void** sendComm) {
+Status LoopbackTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void** sendComm) {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t id = 0;
   std::memcpy(&id, handle, sizeof id);

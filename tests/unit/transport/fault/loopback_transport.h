@@ -47,7 +47,7 @@ class LoopbackTransport : public transport::Transport {
   size_t handleBytes() const noexcept override { return sizeof(uint64_t); }
 
   Status listen(void* ctx, int dev, void* handle, void** listenComm) override;
-  Status connect(void* ctx, int dev, const void* handle, void** sendComm) override;
+  Status connect(void* ctx, int dev, void* handle, void** sendComm) override;
   Status accept(void* listenComm, void** recvComm) override;
 
   Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override;
