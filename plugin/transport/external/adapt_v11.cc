@@ -45,64 +45,11 @@ class TransportV11 final : public Shim<ncclNet_v11_t> {
     return check(net_->finalize(context->inner), "finalize");
   }
 
-  Status properties(int dev, Properties* props) override {
-    ncclNetProperties_v11_t p{};
-    RESILIENT_TRY(check(net_->getProperties(dev, &p), "getProperties"));
-    RESILIENT_TRY(requireHostDevice(dev, p.netDeviceType));
-    convertCommon(p, props);
-    props->regIsGlobal = p.regIsGlobal;
-    props->forceFlush = p.forceFlush;
-    props->maxP2pBytes = p.maxP2pBytes;
-    props->maxCollBytes = p.maxCollBytes;
-    return Status();
-  }
-
-  Status listen(void* ctx, int dev, void* handle, void** listenComm) override {
-    *listenComm = nullptr;
-    return check(net_->listen(innerOf(ctx), dev, handle, listenComm), "listen");
-  }
-
   Status connect(void* ctx, int dev, void* handle, void** sendComm) override {
-    void* inner = innerOf(ctx);
+    void* inner = innerContextOf(ctx);
     return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v11_t** devHandle) {
       return net_->connect(inner, dev, handle, sendComm, devHandle);
     });
-  }
-
-  Status accept(void* listenComm, void** recvComm) override {
-    return acceptWithDeviceHandle(listenComm, recvComm);
-  }
-
-  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
-    *mhandle = nullptr;
-    return check(net_->regMr(comm, data, size, type, mhandle), "regMr");
-  }
-
-  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
-               void** request) override {
-    *request = nullptr;
-    return check(net_->isend(sendComm, data, size, tag, mhandle, phandle, request), "isend");
-  }
-
-  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-               void** mhandles, void** phandles, void** request) override {
-    std::array<size_t, kMaxRecvN> ownSizes{};
-    std::array<int, kMaxRecvN> ownTags{};
-    Status s = prepareRecv(n, sizes, tags, &ownSizes, &ownTags);
-    if (s.ok()) {
-      s = check(net_->irecv(recvComm, n, data, ownSizes.data(), ownTags.data(), mhandles, phandles,
-                            request),
-                "irecv");
-    }
-    if (!s.ok()) {
-      *request = nullptr;
-    }
-    return s;
-  }
-
- private:
-  static void* innerOf(void* ctx) noexcept {
-    return ctx != nullptr ? contextOf(ctx)->inner : nullptr;
   }
 };
 

@@ -18,57 +18,10 @@ class TransportV9 final : public Shim<ncclNet_v9_t> {
   }
   Status finalizeContext(void* ctx) override { return legacyFinalizeContext(ctx); }
 
-  Status properties(int dev, Properties* props) override {
-    ncclNetProperties_v9_t p{};
-    RESILIENT_TRY(check(net_->getProperties(dev, &p), "getProperties"));
-    RESILIENT_TRY(requireHostDevice(dev, p.netDeviceType));
-    convertCommon(p, props);
-    props->regIsGlobal = p.regIsGlobal;
-    props->forceFlush = p.forceFlush;
-    props->maxP2pBytes = p.maxP2pBytes;
-    props->maxCollBytes = p.maxCollBytes;
-    return Status();
-  }
-
-  Status listen(void* /*ctx*/, int dev, void* handle, void** listenComm) override {
-    *listenComm = nullptr;
-    return check(net_->listen(dev, handle, listenComm), "listen");
-  }
-
   Status connect(void* /*ctx*/, int dev, void* handle, void** sendComm) override {
     return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v9_t** devHandle) {
       return net_->connect(dev, handle, sendComm, devHandle);
     });
-  }
-
-  Status accept(void* listenComm, void** recvComm) override {
-    return acceptWithDeviceHandle(listenComm, recvComm);
-  }
-
-  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
-    *mhandle = nullptr;
-    return check(net_->regMr(comm, data, size, type, mhandle), "regMr");
-  }
-
-  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* /*phandle*/,
-               void** request) override {
-    *request = nullptr;
-    return check(net_->isend(sendComm, data, size, tag, mhandle, request), "isend");
-  }
-
-  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-               void** mhandles, void** /*phandles*/, void** request) override {
-    std::array<size_t, kMaxRecvN> ownSizes{};
-    std::array<int, kMaxRecvN> ownTags{};
-    Status s = prepareRecv(n, sizes, tags, &ownSizes, &ownTags);
-    if (s.ok()) {
-      s = check(net_->irecv(recvComm, n, data, ownSizes.data(), ownTags.data(), mhandles, request),
-                "irecv");
-    }
-    if (!s.ok()) {
-      *request = nullptr;
-    }
-    return s;
   }
 };
 

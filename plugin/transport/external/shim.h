@@ -1,10 +1,18 @@
 // What the version shims (adapt_v6.cc ... adapt_v11.cc) share. Internal to
 // plugin/transport/external: only the shims and the loader include it.
 //
-// Each shim derives from Shim<ncclNet_vN_t>, which implements the calls whose
-// signature did not change from v6 to v11 (devices, deregMr, iflush, test,
-// close*), and adds the version-specific ones. The shims never see each
-// other's structs; the loader reaches them through the make* functions.
+// Each shim derives from Shim<ncclNet_vN_t>. Shim implements every call whose
+// shape follows from the version's own declarations (Signature below reads
+// them off the struct's function pointers):
+//  - devices, deregMr, iflush, test, close*: the same in every version;
+//  - properties: the fields the version's properties struct has;
+//  - listen: the plugin's context first from v11;
+//  - accept: a device-handle out-pointer from v7 (non-NULL is refused);
+//  - regMr, isend, irecv: int sizes up to v7 (regMr) and v8 (isend, irecv),
+//    larger sizes refused as NCCL refuses them; profiler handles from v10.
+// A shim adds what differs in substance: initContext/finalizeContext and
+// connect. The shims never see each other's structs; the
+// loader reaches them through the make* functions.
 #pragma once
 
 #include <array>
@@ -15,6 +23,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -37,6 +47,21 @@ struct Context {
 inline Context* contextOf(void* ctx) noexcept {
   return static_cast<Context*>(ctx);
 }
+
+// The v11 plugin's own context inside ours (nullptr without one).
+inline void* innerContextOf(void* ctx) noexcept {
+  return ctx != nullptr ? contextOf(ctx)->inner : nullptr;
+}
+
+// The parameters of a plugin's function pointer, R (*)(Args...).
+template <class Fn>
+struct Signature;
+template <class R, class... Args>
+struct Signature<R (*)(Args...)> {
+  static constexpr size_t kArity = sizeof...(Args);
+  template <size_t I>
+  using Param = std::tuple_element_t<I, std::tuple<Args...>>;
+};
 
 // A required member of a plugin struct, for validation at load time.
 struct Member {
@@ -75,22 +100,139 @@ Status validateMembers(const Net* net, int version, std::initializer_list<Member
   return requireMembers(displayName(net->name), version, members);
 }
 
-// True when a size fits the int size parameters of the older calls (regMr
-// up to v7, isend/irecv up to v8).
-inline bool fitsInt(size_t size) noexcept {
-  return size <= static_cast<size_t>(INT_MAX);
-}
-
 template <class Net>
 class Shim : public ExternalTransport {
+  using NetProperties =
+      std::remove_pointer_t<typename Signature<decltype(Net::getProperties)>::template Param<1>>;
+  using ListenFn = Signature<decltype(Net::listen)>;
+  using AcceptFn = Signature<decltype(Net::accept)>;
+  using RegMrFn = Signature<decltype(Net::regMr)>;
+  using IsendFn = Signature<decltype(Net::isend)>;
+  using IrecvFn = Signature<decltype(Net::irecv)>;
+  // int up to v7 (regMr) and v8 (isend, irecv), size_t after.
+  using RegMrSize = typename RegMrFn::template Param<2>;
+  using SendSize = typename IsendFn::template Param<2>;
+  using RecvSize = std::remove_pointer_t<typename IrecvFn::template Param<3>>;
+  static constexpr bool kContextListen = ListenFn::kArity == 4;   // v11
+  static constexpr bool kDeviceHandles = AcceptFn::kArity == 3;   // v7+
+  static constexpr bool kProfilerHandles = IsendFn::kArity == 7;  // v10+
+  static_assert(IrecvFn::kArity == (kProfilerHandles ? 8 : 7));
+
  public:
   Status devices(int* ndev) override {
     *ndev = 0;
     return check(net_->devices(ndev), "devices");
   }
 
+  // The fields the version's properties have; NCCL's limits for the versions
+  // without maxP2pBytes/maxCollBytes (<= v8). Only host devices (v7+ report
+  // the type) can be driven from host memory.
+  Status properties(int dev, Properties* props) override {
+    NetProperties p{};
+    RESILIENT_TRY(check(net_->getProperties(dev, &p), "getProperties"));
+    if constexpr (requires { p.netDeviceType; }) {  // v7+
+      if (p.netDeviceType != NCCL_NET_DEVICE_HOST) {
+        return refuse("getProperties",
+                      "device " + std::to_string(dev) + " reports netDeviceType " +
+                          std::to_string(static_cast<int>(p.netDeviceType)) +
+                          " (device offload), which the resilient wrapper does not support; "
+                          "only NCCL_NET_DEVICE_HOST (0) is");
+      }
+    }
+    *props = Properties{};
+    props->name = keep(p.name);
+    props->pciPath = keep(p.pciPath);
+    props->guid = p.guid;
+    props->ptrSupport = p.ptrSupport;
+    props->speedMbps = p.speed;
+    props->port = p.port;
+    props->latencyUs = p.latency;
+    props->maxComms = p.maxComms;
+    props->maxRecvs = p.maxRecvs;
+    props->maxP2pBytes = NCCL_NET_LEGACY_MAX_SIZE;
+    props->maxCollBytes = NCCL_COLLNET_LEGACY_MAX_SIZE;
+    if constexpr (requires { p.regIsGlobal; }) {  // v8+
+      props->regIsGlobal = p.regIsGlobal;
+    }
+    if constexpr (requires { p.maxP2pBytes; }) {  // v9+
+      props->forceFlush = p.forceFlush;
+      props->maxP2pBytes = p.maxP2pBytes;
+      props->maxCollBytes = p.maxCollBytes;
+    }
+    return Status();
+  }
+
+  Status listen(void* ctx, int dev, void* handle, void** listenComm) override {
+    *listenComm = nullptr;
+    if constexpr (kContextListen) {
+      return check(net_->listen(innerContextOf(ctx), dev, handle, listenComm), "listen");
+    } else {
+      (void)ctx;  // ours: the plugin has none before v11
+      return check(net_->listen(dev, handle, listenComm), "listen");
+    }
+  }
+
+  // A comm produced together with an error is closed (NCCL does the same).
+  Status accept(void* listenComm, void** recvComm) override {
+    *recvComm = nullptr;
+    Status s;
+    if constexpr (kDeviceHandles) {
+      ncclNetDeviceHandle_v7_t* devHandle = nullptr;
+      s = check(net_->accept(listenComm, recvComm, &devHandle), "accept");
+      if (s.ok() && devHandle != nullptr) {
+        s = refuse("accept", kOffloadRefused);
+      }
+    } else {
+      s = check(net_->accept(listenComm, recvComm), "accept");
+    }
+    return closeOnError(std::move(s), recvComm, false);
+  }
+
+  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
+    *mhandle = nullptr;
+    RegMrSize narrow{};
+    RESILIENT_TRY(narrowSize("regMr", size, &narrow));
+    return check(net_->regMr(comm, data, narrow, type, mhandle), "regMr");
+  }
+
   Status deregMr(void* comm, void* mhandle) override {
     return check(net_->deregMr(comm, mhandle), "deregMr");
+  }
+
+  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+               void** request) override {
+    *request = nullptr;
+    SendSize narrow{};
+    RESILIENT_TRY(narrowSize("isend", size, &narrow));
+    if constexpr (kProfilerHandles) {
+      return check(net_->isend(sendComm, data, narrow, tag, mhandle, phandle, request), "isend");
+    } else {
+      (void)phandle;  // no profiler handles before v10
+      return check(net_->isend(sendComm, data, narrow, tag, mhandle, request), "isend");
+    }
+  }
+
+  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+               void** mhandles, void** phandles, void** request) override {
+    std::array<RecvSize, kMaxRecvN> ownSizes{};
+    std::array<int, kMaxRecvN> ownTags{};
+    Status s = prepareRecv(n, sizes, tags, &ownSizes, &ownTags);
+    if (s.ok()) {
+      if constexpr (kProfilerHandles) {
+        s = check(net_->irecv(recvComm, n, data, ownSizes.data(), ownTags.data(), mhandles,
+                              phandles, request),
+                  "irecv");
+      } else {
+        (void)phandles;
+        s = check(
+            net_->irecv(recvComm, n, data, ownSizes.data(), ownTags.data(), mhandles, request),
+            "irecv");
+      }
+    }
+    if (!s.ok()) {
+      *request = nullptr;
+    }
+    return s;
   }
 
   Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
@@ -130,61 +272,35 @@ class Shim : public ExternalTransport {
   Shim(PluginBinding binding, const Net* net)
       : ExternalTransport(std::move(binding), net->name), net_(net) {}
 
+  // A size as the version's call takes it. An int-sized ABI (regMr <= v7,
+  // isend/irecv <= v8) refuses larger sizes, as NCCL does, instead of
+  // truncating them.
+  template <class Size>
+  Status narrowSize(const char* call, size_t size, Size* out) const {
+    if constexpr (sizeof(Size) < sizeof(size_t)) {
+      if (size > static_cast<size_t>(INT_MAX)) {
+        return refuse(call, "size " + std::to_string(size) +
+                                " exceeds INT_MAX, the largest this plugin's ABI version takes");
+      }
+    }
+    *out = static_cast<Size>(size);
+    return Status();
+  }
+
   // The common validations of an irecv; copies sizes/tags into the arrays the
-  // ABI takes (non-const). SizeT is size_t (v9+) or int (<= v8).
-  template <class SizeT>
+  // ABI takes (non-const).
   Status prepareRecv(int n, const size_t* sizes, const int* tags,
-                     std::array<SizeT, kMaxRecvN>* ownSizes, std::array<int, kMaxRecvN>* ownTags) {
+                     std::array<RecvSize, kMaxRecvN>* ownSizes,
+                     std::array<int, kMaxRecvN>* ownTags) const {
     if (n < 1 || n > kMaxRecvN) {
       return refuse("irecv",
                     "n = " + std::to_string(n) + " is outside 1.." + std::to_string(kMaxRecvN));
     }
     for (int i = 0; i < n; ++i) {
-      if constexpr (sizeof(SizeT) < sizeof(size_t)) {
-        if (!fitsInt(sizes[i])) {
-          return tooLarge("irecv", sizes[i]);
-        }
-      }
-      (*ownSizes)[i] = static_cast<SizeT>(sizes[i]);
+      RESILIENT_TRY(narrowSize("irecv", sizes[i], &(*ownSizes)[i]));
       (*ownTags)[i] = tags[i];
     }
     return Status();
-  }
-
-  // The error of a size an int-sized ABI (<= v8) cannot carry; NCCL refuses
-  // those sizes too instead of truncating them.
-  Status tooLarge(const char* call, size_t size) const {
-    return refuse(call, "size " + std::to_string(size) +
-                            " exceeds INT_MAX, the largest this plugin's ABI version takes");
-  }
-
-  // The properties fields every version has, and the limits NCCL assumes for
-  // the versions without maxP2pBytes/maxCollBytes (<= v8).
-  template <class P>
-  void convertCommon(const P& p, Properties* props) {
-    *props = Properties{};
-    props->name = keep(p.name);
-    props->pciPath = keep(p.pciPath);
-    props->guid = p.guid;
-    props->ptrSupport = p.ptrSupport;
-    props->speedMbps = p.speed;
-    props->port = p.port;
-    props->latencyUs = p.latency;
-    props->maxComms = p.maxComms;
-    props->maxRecvs = p.maxRecvs;
-    props->maxP2pBytes = NCCL_NET_LEGACY_MAX_SIZE;
-    props->maxCollBytes = NCCL_COLLNET_LEGACY_MAX_SIZE;
-  }
-
-  // v7+ properties: only host devices can be driven from host memory.
-  Status requireHostDevice(int dev, ncclNetDeviceType type) const {
-    if (type == NCCL_NET_DEVICE_HOST) {
-      return Status();
-    }
-    return refuse("getProperties", "device " + std::to_string(dev) + " reports netDeviceType " +
-                                       std::to_string(static_cast<int>(type)) +
-                                       " (device offload), which the resilient wrapper does "
-                                       "not support; only NCCL_NET_DEVICE_HOST (0) is");
   }
 
   // connect of v7+: `connectFn(ncclNetDeviceHandle_v7_t**)` calls the
@@ -200,29 +316,10 @@ class Shim : public ExternalTransport {
     if (s.ok() && devHandle != nullptr) {
       s = refuse("connect", kOffloadRefused);
     }
-    if (!s.ok() && *sendComm != nullptr) {
-      (void)net_->closeSend(*sendComm);
-      *sendComm = nullptr;
-    }
-    return s;
+    return closeOnError(std::move(s), sendComm, true);
   }
 
-  // accept of v7+ (same signature in v7..v11), with the same rules.
-  Status acceptWithDeviceHandle(void* listenComm, void** recvComm) {
-    *recvComm = nullptr;
-    ncclNetDeviceHandle_v7_t* devHandle = nullptr;
-    Status s = check(net_->accept(listenComm, recvComm, &devHandle), "accept");
-    if (s.ok() && devHandle != nullptr) {
-      s = refuse("accept", kOffloadRefused);
-    }
-    if (!s.ok() && *recvComm != nullptr) {
-      (void)net_->closeRecv(*recvComm);
-      *recvComm = nullptr;
-    }
-    return s;
-  }
-
-  // connect/accept of v6, which have no device handle.
+  // Closes the comm a failed connect (send) or accept produced.
   Status closeOnError(Status s, void** comm, bool send) {
     if (!s.ok() && *comm != nullptr) {
       (void)(send ? net_->closeSend(*comm) : net_->closeRecv(*comm));
