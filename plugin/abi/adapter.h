@@ -1,12 +1,12 @@
 // Helpers shared by the per-version adapters (net_v6.cc … net_v11.cc): the
 // only files that see NCCL's versioned structs. Each adapter is a table of
 // small functions that convert arguments and call the version-neutral core
-// inside the boundary guard.
+// inside the boundary guard; the calls several versions share are in
+// shared_calls.h and legacy_calls.h.
 #pragma once
 
-#include <array>
-#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "nccl/log.h"
 #include "nccl/net_common.h"
@@ -50,9 +50,12 @@ ncclResult_t onCore(const char* entry, Body&& body) noexcept {
 ncclResult_t legacyInit(ncclDebugLogger_t logger) noexcept;
 void* legacyContext() noexcept;
 
-// Fills the fields every properties version shares.
+// Fills a version's properties struct: the fields every version has, and
+// those the version added (checked against the struct, so each version gets
+// exactly the fields it declares).
 template <class Props>
-void fillCommonProperties(const transport::Properties& in, Props* out) {
+void fillProperties(const transport::Properties& in, int dev, Props* out) {
+  *out = Props{};
   out->name = const_cast<char*>(in.name);
   out->pciPath = const_cast<char*>(in.pciPath);
   out->guid = in.guid;
@@ -62,20 +65,23 @@ void fillCommonProperties(const transport::Properties& in, Props* out) {
   out->latency = in.latencyUs;
   out->maxComms = in.maxComms;
   out->maxRecvs = in.maxRecvs;
-}
-
-// Widens NCCL's int receive sizes (≤ v8) for the core.
-struct WideSizes {
-  std::array<size_t, NCCL_PROXY_MAX_SUBS> values{};
-  bool fill(int n, const int* sizes) {
-    if (n < 0 || n > NCCL_PROXY_MAX_SUBS) {
-      return false;
-    }
-    for (int i = 0; i < n; ++i) {
-      values[static_cast<size_t>(i)] = static_cast<size_t>(sizes[i] < 0 ? 0 : sizes[i]);
-    }
-    return true;
+  if constexpr (requires { out->netDeviceType; }) {  // v7+: a host plugin, no device offload
+    out->netDeviceType = NCCL_NET_DEVICE_HOST;
+    out->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
   }
-};
+  if constexpr (requires { out->regIsGlobal; }) {  // v8+
+    out->regIsGlobal = in.regIsGlobal;
+  }
+  if constexpr (requires { out->vProps; }) {  // v9+: no NIC fusion, the device is itself
+    out->forceFlush = in.forceFlush;
+    out->vProps.ndevs = 1;
+    out->vProps.devs[0] = dev;
+    out->maxP2pBytes = in.maxP2pBytes;
+    out->maxCollBytes = in.maxCollBytes;
+  }
+  if constexpr (requires { out->maxMultiRequestSize; }) {  // v11
+    out->maxMultiRequestSize = 1;
+  }
+}
 
 }  // namespace resilient::abi

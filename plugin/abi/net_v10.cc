@@ -3,27 +3,13 @@
 #include "nccl/net_v10.h"
 
 #include "plugin/abi/legacy_calls.h"
+#include "plugin/abi/shared_calls.h"
 
 namespace resilient::abi {
 namespace {
 
 ncclResult_t init(ncclDebugLogger_t logFn, ncclProfilerCallback_t /*profFn*/) noexcept {
   return legacyInit(logFn);
-}
-
-void extraV10(const transport::Properties& p, int dev, ncclNetProperties_v10_t* props) {
-  props->regIsGlobal = p.regIsGlobal;
-  props->forceFlush = p.forceFlush;
-  props->netDeviceType = NCCL_NET_DEVICE_HOST;
-  props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-  props->vProps.ndevs = 1;
-  props->vProps.devs[0] = dev;
-  props->maxP2pBytes = p.maxP2pBytes;
-  props->maxCollBytes = p.maxCollBytes;
-}
-
-ncclResult_t getProperties(int dev, ncclNetProperties_v10_t* props) noexcept {
-  return legacy::properties(dev, props, extraV10);
 }
 
 ncclResult_t connect(int dev, ncclNetCommConfig_v10_t* /*config*/, void* handle, void** sendComm,
@@ -47,21 +33,21 @@ ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
 extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlugin_v10 = {
     resilient::abi::kPluginName,
     resilient::abi::init,
-    resilient::abi::legacy::devices,
-    resilient::abi::getProperties,
+    resilient::abi::shared::devices,
+    resilient::abi::shared::getProperties<ncclNetProperties_v10_t>,
     resilient::abi::legacy::listen,
     resilient::abi::connect,
-    resilient::abi::legacy::acceptDev<ncclNetDeviceHandle_v10_t>,
-    resilient::abi::legacy::regMr,
+    resilient::abi::shared::accept<ncclNetDeviceHandle_v10_t>,
+    resilient::abi::shared::regMr,
     nullptr,  // regMrDmaBuf
-    resilient::abi::legacy::deregMr,
+    resilient::abi::shared::deregMr,
     resilient::abi::isend,
     resilient::abi::irecv,
-    resilient::abi::legacy::iflush,
-    resilient::abi::legacy::test,
-    resilient::abi::legacy::closeSend,
-    resilient::abi::legacy::closeRecv,
-    resilient::abi::legacy::closeListen,
+    resilient::abi::shared::iflush,
+    resilient::abi::shared::test,
+    resilient::abi::shared::closeSend,
+    resilient::abi::shared::closeRecv,
+    resilient::abi::shared::closeListen,
     nullptr,  // getDeviceMr
     nullptr,  // irecvConsumed
     nullptr,  // makeVDevice

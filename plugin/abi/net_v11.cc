@@ -3,6 +3,7 @@
 #include "nccl/net_v11.h"
 
 #include "plugin/abi/adapter.h"
+#include "plugin/abi/shared_calls.h"
 
 namespace resilient::abi {
 namespace {
@@ -38,29 +39,6 @@ ncclResult_t finalize(void* ctx) noexcept {
   });
 }
 
-ncclResult_t devices(int* ndev) noexcept {
-  return onCore("devices", [&](CoreImpl& c) { return c.devices(ndev); });
-}
-
-ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) noexcept {
-  return onCore("getProperties", [&](CoreImpl& c) -> Status {
-    transport::Properties p;
-    RESILIENT_TRY(c.properties(dev, &p));
-    *props = ncclNetProperties_v11_t{};
-    fillCommonProperties(p, props);
-    props->regIsGlobal = p.regIsGlobal;
-    props->forceFlush = p.forceFlush;
-    props->netDeviceType = NCCL_NET_DEVICE_HOST;
-    props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-    props->vProps.ndevs = 1;
-    props->vProps.devs[0] = dev;
-    props->maxP2pBytes = p.maxP2pBytes;
-    props->maxCollBytes = p.maxCollBytes;
-    props->maxMultiRequestSize = 1;
-    return {};
-  });
-}
-
 ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) noexcept {
   return onCore("listen", [&](CoreImpl& c) { return c.listen(ctx, dev, handle, listenComm); });
 }
@@ -71,22 +49,6 @@ ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
     *sendDevComm = nullptr;  // host plugin: no device offload
   }
   return onCore("connect", [&](CoreImpl& c) { return c.connect(ctx, dev, handle, sendComm); });
-}
-
-ncclResult_t accept(void* listenComm, void** recvComm,
-                    ncclNetDeviceHandle_v11_t** recvDevComm) noexcept {
-  if (recvDevComm != nullptr) {
-    *recvDevComm = nullptr;
-  }
-  return onCore("accept", [&](CoreImpl& c) { return c.accept(listenComm, recvComm); });
-}
-
-ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) noexcept {
-  return onCore("regMr", [&](CoreImpl& c) { return c.regMr(comm, data, size, type, mhandle); });
-}
-
-ncclResult_t deregMr(void* comm, void* mhandle) noexcept {
-  return onCore("deregMr", [&](CoreImpl& c) { return c.deregMr(comm, mhandle); });
 }
 
 ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
@@ -103,49 +65,27 @@ ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
   });
 }
 
-ncclResult_t iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles,
-                    void** request) noexcept {
-  return onCore("iflush",
-                [&](CoreImpl& c) { return c.iflush(recvComm, n, data, sizes, mhandles, request); });
-}
-
-ncclResult_t test(void* request, int* done, int* sizes) noexcept {
-  return onCore("test", [&](CoreImpl& c) { return c.test(request, done, sizes); });
-}
-
-ncclResult_t closeSend(void* sendComm) noexcept {
-  return onCore("closeSend", [&](CoreImpl& c) { return c.closeSend(sendComm); });
-}
-
-ncclResult_t closeRecv(void* recvComm) noexcept {
-  return onCore("closeRecv", [&](CoreImpl& c) { return c.closeRecv(recvComm); });
-}
-
-ncclResult_t closeListen(void* listenComm) noexcept {
-  return onCore("closeListen", [&](CoreImpl& c) { return c.closeListen(listenComm); });
-}
-
 }  // namespace
 }  // namespace resilient::abi
 
 extern "C" __attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlugin_v11 = {
     resilient::abi::kPluginName,
     resilient::abi::init,
-    resilient::abi::devices,
-    resilient::abi::getProperties,
+    resilient::abi::shared::devices,
+    resilient::abi::shared::getProperties<ncclNetProperties_v11_t>,
     resilient::abi::listen,
     resilient::abi::connect,
-    resilient::abi::accept,
-    resilient::abi::regMr,
+    resilient::abi::shared::accept<ncclNetDeviceHandle_v11_t>,
+    resilient::abi::shared::regMr,
     nullptr,  // regMrDmaBuf: no DMA-BUF through the layer
-    resilient::abi::deregMr,
+    resilient::abi::shared::deregMr,
     resilient::abi::isend,
     resilient::abi::irecv,
-    resilient::abi::iflush,
-    resilient::abi::test,
-    resilient::abi::closeSend,
-    resilient::abi::closeRecv,
-    resilient::abi::closeListen,
+    resilient::abi::shared::iflush,
+    resilient::abi::shared::test,
+    resilient::abi::shared::closeSend,
+    resilient::abi::shared::closeRecv,
+    resilient::abi::shared::closeListen,
     nullptr,  // getDeviceMr: no device offload
     nullptr,  // irecvConsumed: host plugin
     nullptr,  // makeVDevice: no NIC fusion

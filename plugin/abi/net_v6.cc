@@ -2,39 +2,24 @@
 #include "nccl/net_v6.h"
 
 #include "plugin/abi/legacy_calls.h"
-
-namespace resilient::abi {
-namespace {
-
-ncclResult_t init(ncclDebugLogger_t logFn) noexcept {
-  return legacyInit(logFn);
-}
-
-void extraV6(const transport::Properties& /*p*/, int /*dev*/, ncclNetProperties_v6_t* /*props*/) {}
-
-ncclResult_t getProperties(int dev, ncclNetProperties_v6_t* props) noexcept {
-  return legacy::properties(dev, props, extraV6);
-}
-
-}  // namespace
-}  // namespace resilient::abi
+#include "plugin/abi/shared_calls.h"
 
 extern "C" __attribute__((visibility("default"))) const ncclNet_v6_t ncclNetPlugin_v6 = {
     resilient::abi::kPluginName,
-    resilient::abi::init,
-    resilient::abi::legacy::devices,
-    resilient::abi::getProperties,
+    resilient::abi::legacyInit,
+    resilient::abi::shared::devices,
+    resilient::abi::shared::getProperties<ncclNetProperties_v6_t>,
     resilient::abi::legacy::listen,
     resilient::abi::legacy::connect,
     resilient::abi::legacy::accept,
     resilient::abi::legacy::regMrInt,
     nullptr,  // regMrDmaBuf
-    resilient::abi::legacy::deregMr,
+    resilient::abi::shared::deregMr,
     resilient::abi::legacy::isendInt,
     resilient::abi::legacy::irecvInt,
-    resilient::abi::legacy::iflush,
-    resilient::abi::legacy::test,
-    resilient::abi::legacy::closeSend,
-    resilient::abi::legacy::closeRecv,
-    resilient::abi::legacy::closeListen,
+    resilient::abi::shared::iflush,
+    resilient::abi::shared::test,
+    resilient::abi::shared::closeSend,
+    resilient::abi::shared::closeRecv,
+    resilient::abi::shared::closeListen,
 };
