@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "plugin/common/clock.h"
+#include "plugin/common/little_endian.h"
 #include "plugin/common/log.h"
 #include "plugin/hostengine/socket_io.h"
 
@@ -18,39 +19,6 @@ namespace {
 constexpr uint64_t kHelloTimeoutNs = 10ull * 1000000000ull;  // a connection must say HELLO
 constexpr uint64_t kServerSendTimeoutNs = 5ull * 1000000000ull;
 constexpr size_t kMaxPendingConnections = 64;  // connections that have not said HELLO yet
-
-void put16(uint8_t* p, uint16_t v) noexcept {
-  for (int i = 0; i < 2; ++i) {
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-  }
-}
-void put32(uint8_t* p, uint32_t v) noexcept {
-  for (int i = 0; i < 4; ++i) {
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-  }
-}
-void put64(uint8_t* p, uint64_t v) noexcept {
-  for (int i = 0; i < 8; ++i) {
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-  }
-}
-uint16_t get16(const uint8_t* p) noexcept {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-uint32_t get32(const uint8_t* p) noexcept {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) {
-    v = (v << 8) | p[i];
-  }
-  return v;
-}
-uint64_t get64(const uint8_t* p) noexcept {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) {
-    v = (v << 8) | p[i];
-  }
-  return v;
-}
 
 uint32_t lengthLimit(RendezvousFrame type) noexcept {
   switch (type) {
@@ -75,26 +43,26 @@ std::string frameBytes(const RendezvousHeader& header, std::string_view payload)
 }  // namespace
 
 void encodeRendezvousHeader(const RendezvousHeader& header, uint8_t* out) noexcept {
-  put32(out, header.magic);
-  put16(out + 4, header.version);
-  put16(out + 6, static_cast<uint16_t>(header.type));
-  put64(out + 8, header.token);
-  put32(out + 16, header.rank);
-  put32(out + 20, header.worldSize);
-  put32(out + 24, header.round);
-  put32(out + 28, header.length);
+  putU32(out, header.magic);
+  putU16(out + 4, header.version);
+  putU16(out + 6, static_cast<uint16_t>(header.type));
+  putU64(out + 8, header.token);
+  putU32(out + 16, header.rank);
+  putU32(out + 20, header.worldSize);
+  putU32(out + 24, header.round);
+  putU32(out + 28, header.length);
 }
 
 Status decodeRendezvousHeader(const uint8_t* bytes, RendezvousHeader* out) {
   RendezvousHeader h;
-  h.magic = get32(bytes);
-  h.version = get16(bytes + 4);
-  const uint16_t type = get16(bytes + 6);
-  h.token = get64(bytes + 8);
-  h.rank = get32(bytes + 16);
-  h.worldSize = get32(bytes + 20);
-  h.round = get32(bytes + 24);
-  h.length = get32(bytes + 28);
+  h.magic = getU32(bytes);
+  h.version = getU16(bytes + 4);
+  const uint16_t type = getU16(bytes + 6);
+  h.token = getU64(bytes + 8);
+  h.rank = getU32(bytes + 16);
+  h.worldSize = getU32(bytes + 20);
+  h.round = getU32(bytes + 24);
+  h.length = getU32(bytes + 28);
   if (h.magic != kRendezvousMagic) {
     return invalidUsage("rendezvous: bad magic (not a rendezvous peer)");
   }
@@ -131,7 +99,7 @@ std::string encodeGathered(const std::vector<std::string>& parts) {
   std::string out(total, '\0');
   size_t at = 0;
   for (const std::string& p : parts) {
-    put32(reinterpret_cast<uint8_t*>(out.data() + at), static_cast<uint32_t>(p.size()));
+    putU32(reinterpret_cast<uint8_t*>(out.data() + at), static_cast<uint32_t>(p.size()));
     std::memcpy(out.data() + at + 4, p.data(), p.size());
     at += 4 + p.size();
   }
@@ -146,7 +114,7 @@ Result<std::vector<std::string>> decodeGathered(std::string_view payload, uint32
     if (payload.size() - at < 4) {
       return invalidUsage("rendezvous: reply truncated at rank " + std::to_string(r));
     }
-    const uint32_t len = get32(reinterpret_cast<const uint8_t*>(payload.data() + at));
+    const uint32_t len = getU32(reinterpret_cast<const uint8_t*>(payload.data() + at));
     at += 4;
     if (len > kRendezvousMaxPayload || payload.size() - at < len) {
       return invalidUsage("rendezvous: bad length " + std::to_string(len) + " for rank " +
@@ -387,7 +355,7 @@ void RendezvousServer::serve() noexcept {
       }
       // Not a rendezvous peer: no need to wait for a whole header to tell.
       if (c.in.size() >= 4 && c.in.size() < kRendezvousHeaderBytes &&
-          get32(reinterpret_cast<const uint8_t*>(c.in.data())) != kRendezvousMagic) {
+          getU32(reinterpret_cast<const uint8_t*>(c.in.data())) != kRendezvousMagic) {
         refuse(c, "bad magic (not a rendezvous peer)");
       }
       size_t at = 0;

@@ -4,44 +4,14 @@
 
 #include <cstring>
 
+#include "plugin/common/little_endian.h"
+
 namespace resilient::transport::tcp {
 namespace {
 
 // Address family codes on the wire (independent of the OS's AF_* values).
 constexpr uint16_t kWireInet = 4;
 constexpr uint16_t kWireInet6 = 6;
-
-void putU16(uint8_t* p, uint16_t v) noexcept {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-void putU32(uint8_t* p, uint32_t v) noexcept {
-  for (int i = 0; i < 4; ++i) {
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-  }
-}
-void putU64(uint8_t* p, uint64_t v) noexcept {
-  for (int i = 0; i < 8; ++i) {
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-  }
-}
-uint16_t getU16(const uint8_t* p) noexcept {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-uint32_t getU32(const uint8_t* p) noexcept {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) {
-    v = (v << 8) | p[i];
-  }
-  return v;
-}
-uint64_t getU64(const uint8_t* p) noexcept {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) {
-    v = (v << 8) | p[i];
-  }
-  return v;
-}
 
 // Handle layout.
 constexpr size_t kHandleMagicAt = 0;
