@@ -298,6 +298,24 @@ void FaultTransport::closeInner(Comm& comm) {
   }
 }
 
+size_t FaultTransport::evaluateCall(Comm& comm, FaultOp op, uint64_t nowNs, uint64_t* dataFaults) {
+  const char* where = comm.isSend ? "send comm" : "receive comm";
+  size_t acting = comm.rules.size();
+  *dataFaults = 0;
+  for (size_t i = 0; i < comm.rules.size(); ++i) {
+    const FaultRule& rule = rules_[comm.rules[i].rule];
+    if (!watches(rule, op) || !evaluate(comm.rules[i], nowNs, where, peerText(comm.peer))) {
+      continue;
+    }
+    if (isCallFault(rule.kind)) {
+      acting = std::min(acting, i);
+    } else {
+      *dataFaults |= uint64_t{1} << i;
+    }
+  }
+  return acting;
+}
+
 Status FaultTransport::inject(Comm& comm, size_t ruleSlot) {
   const size_t index = comm.rules[ruleSlot].rule;
   const FaultRule& rule = rules_[index];
@@ -522,19 +540,7 @@ Status FaultTransport::isend(void* sendComm, void* data, size_t size, int tag, v
   }
   const uint64_t nowNs = now();
   uint64_t mask = 0;
-  size_t acting = c.rules.size();
-  for (size_t i = 0; i < c.rules.size(); ++i) {
-    const FaultRule& rule = rules_[c.rules[i].rule];
-    if (!watches(rule, FaultOp::kIsend) ||
-        !evaluate(c.rules[i], nowNs, "send comm", peerText(c.peer))) {
-      continue;
-    }
-    if (isCallFault(rule.kind)) {
-      acting = std::min(acting, i);
-    } else {
-      mask |= uint64_t{1} << i;
-    }
-  }
+  const size_t acting = evaluateCall(c, FaultOp::kIsend, nowNs, &mask);
   if (acting != c.rules.size()) {
     return inject(c, acting);
   }
@@ -597,19 +603,7 @@ Status FaultTransport::irecv(void* recvComm, int n, void** data, const size_t* s
   }
   const uint64_t nowNs = now();
   uint64_t mask = 0;
-  size_t acting = c.rules.size();
-  for (size_t i = 0; i < c.rules.size(); ++i) {
-    const FaultRule& rule = rules_[c.rules[i].rule];
-    if (!watches(rule, FaultOp::kIrecv) ||
-        !evaluate(c.rules[i], nowNs, "receive comm", peerText(c.peer))) {
-      continue;
-    }
-    if (isCallFault(rule.kind)) {
-      acting = std::min(acting, i);
-    } else {
-      mask |= uint64_t{1} << i;
-    }
-  }
+  const size_t acting = evaluateCall(c, FaultOp::kIrecv, nowNs, &mask);
   if (acting != c.rules.size()) {
     return inject(c, acting);
   }
@@ -686,25 +680,13 @@ Status FaultTransport::testWrapped(Request& r, int* done, int* sizes) {
   }
   const uint64_t nowNs = now();
 
-  // Rules on the test call itself.
-  bool stalled = false;
-  size_t acting = c.rules.size();
-  for (size_t i = 0; i < c.rules.size(); ++i) {
-    const FaultRule& rule = rules_[c.rules[i].rule];
-    if (!watches(rule, FaultOp::kTest) ||
-        !evaluate(c.rules[i], nowNs, c.isSend ? "send comm" : "receive comm", peerText(c.peer))) {
-      continue;
-    }
-    if (isCallFault(rule.kind)) {
-      acting = std::min(acting, i);
-    } else {
-      stalled = true;  // only stall is accepted with op=test
-    }
-  }
+  // Rules on the test call itself (only stall is accepted with op=test).
+  uint64_t stalls = 0;
+  const size_t acting = evaluateCall(c, FaultOp::kTest, nowNs, &stalls);
   if (acting != c.rules.size()) {
     return inject(c, acting);
   }
-  if (stalled) {
+  if (stalls != 0) {
     return {};
   }
 

@@ -99,6 +99,10 @@ class FaultTransport final : public Transport {
   // Applies the connect/accept rules to a comm the inner transport produced.
   Status admit(void* innerComm, bool isSend, int dev, const void* handle, Listen* listen,
                void** out);
+  // Evaluates the comm's rules that watch `op` for this call: the slot of the
+  // first call fault (error, close) that acts, or comm.rules.size() when none;
+  // *dataFaults gets one bit per other rule that acts (stall, delay, slow).
+  size_t evaluateCall(Comm& comm, FaultOp op, uint64_t nowNs, uint64_t* dataFaults);
   // Fails the comm with the error or close rule in its slot `ruleSlot`.
   Status inject(Comm& comm, size_t ruleSlot);
   void closeInner(Comm& comm);
