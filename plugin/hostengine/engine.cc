@@ -75,17 +75,7 @@ char* Engine::buffer(BufferId id) const noexcept {
 
 std::optional<Fault> Engine::setupFault(const char* call, int peer, Status status,
                                         uint64_t startNs) {
-  Fault f;
-  f.call = call;
-  f.peer = peer;
-  f.status = std::move(status);
-  f.detectedNs = monotonicNs();
-  f.sinceStartMs = static_cast<double>(f.detectedNs - startNs) / 1e6;
-  const PluginWarning w = lastPluginWarning();
-  if (w.sequence > limits_.warningBaseline) {
-    f.pluginWarning = w.text;
-  }
-  return f;
+  return Fault::seen(call, peer, std::move(status), startNs, limits_.warningBaseline);
 }
 
 std::optional<Fault> Engine::setup(size_t maxBytes) {

@@ -42,6 +42,21 @@ int splitPieces(char* data, size_t bytes, size_t unit, size_t minPieceBytes, int
   return static_cast<int>(n);
 }
 
+Fault Fault::seen(const char* call, int peer, Status status, uint64_t startNs,
+                  uint64_t warningBaseline) {
+  Fault f;
+  f.call = call;
+  f.peer = peer;
+  f.status = std::move(status);
+  f.detectedNs = monotonicNs();
+  f.sinceStartMs = static_cast<double>(f.detectedNs - startNs) / 1e6;
+  const PluginWarning w = lastPluginWarning();
+  if (w.sequence > warningBaseline) {
+    f.pluginWarning = w.text;
+  }
+  return f;
+}
+
 std::string Fault::describe() const {
   char when[64];
   std::snprintf(when, sizeof(when), "%.3f ms", sinceStartMs);
@@ -59,21 +74,6 @@ std::string Fault::describe() const {
 
 Stream::Stream(Direction direction, void* comm, int peer, size_t items) noexcept
     : direction_(direction), comm_(comm), peer_(peer), items_(items) {}
-
-Fault Pipeline::makeFault(const char* call, const Stream& s, Status status,
-                          uint64_t startNs) const {
-  Fault f;
-  f.call = call;
-  f.peer = s.peer();
-  f.status = std::move(status);
-  f.detectedNs = monotonicNs();
-  f.sinceStartMs = static_cast<double>(f.detectedNs - startNs) / 1e6;
-  const PluginWarning w = lastPluginWarning();
-  if (w.sequence > limits_.warningBaseline) {
-    f.pluginWarning = w.text;
-  }
-  return f;
-}
 
 Status Pipeline::postSends(Stream& s) {
   const size_t window = static_cast<size_t>(limits_.depth) * static_cast<size_t>(limits_.maxPieces);
@@ -233,7 +233,7 @@ std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint6
         st = testOldest(s, sizeErrors);
       }
       if (!st.ok()) {
-        return makeFault(failedCall_, s, std::move(st), startNs);
+        return Fault::seen(failedCall_, s.peer(), std::move(st), startNs, limits_.warningBaseline);
       }
       moved = moved || s.tail_ + s.head_ != before;
     }
@@ -269,10 +269,10 @@ std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint6
       std::snprintf(limit, sizeof(limit), "%.0f", ms);
       const bool recv = blamed->direction() == Stream::Direction::kRecv;
       Fault f =
-          makeFault(recv ? "test(irecv)" : "test(isend)", *blamed,
-                    timeoutError(std::string("no completion within ") + limit +
-                                 " ms (not detected by the transport); waiting on: " + waiting),
-                    startNs);
+          Fault::seen(recv ? "test(irecv)" : "test(isend)", blamed->peer(),
+                      timeoutError(std::string("no completion within ") + limit +
+                                   " ms (not detected by the transport); waiting on: " + waiting),
+                      startNs, limits_.warningBaseline);
       f.timedOut = true;
       return f;
     }

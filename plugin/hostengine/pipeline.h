@@ -62,6 +62,11 @@ struct Fault {
   size_t bytes = 0;           // size of the operation
   uint64_t iteration = 0;
 
+  // A fault seen now, sinceStartMs after startNs, with the plugin's latest
+  // WARN when it came after `warningBaseline` (a plugin log sequence).
+  static Fault seen(const char* call, int peer, Status status, uint64_t startNs,
+                    uint64_t warningBaseline);
+
   // "test(irecv) from rank 2 after 12.345 ms: remote error: ... [plugin: ...]"
   std::string describe() const;
 };
@@ -138,7 +143,6 @@ class Pipeline {
   Status postRecvs(Stream& s);
   Status testOldest(Stream& s, uint64_t* sizeErrors);
   Status flush(Stream& s, const Stream::Outstanding& o, const int* sizes);
-  Fault makeFault(const char* call, const Stream& s, Status status, uint64_t startNs) const;
 
   transport::Transport& transport_;
   PipelineLimits limits_;
