@@ -70,18 +70,19 @@ Status waitRequest(transport::Transport* t, void* request, int* sizes, int timeo
   }
 }
 
+Status postRecv(TransportPair& pair, void* buf, size_t size, int tag, void** request) {
+  void* mhandles[1] = {nullptr};
+  return pair.receiver->irecv(pair.recvComm, 1, &buf, &size, &tag, mhandles, nullptr, request);
+}
+
 Status roundTrip(TransportPair& pair, size_t size, uint32_t seed, int tag, int timeoutMs) {
   const std::string what = std::to_string(size) + " bytes (seed " + std::to_string(seed) + ")";
   std::vector<uint8_t> src(size);
   fillPattern(&src, seed);
   std::vector<uint8_t> dst(size + 1, 0xee);
-  void* recvData = dst.data();
-  const size_t recvSize = dst.size();
-  void* mhandles[1] = {nullptr};
   void* rreq = nullptr;
   void* sreq = nullptr;
-  RESILIENT_TRY(
-      pair.receiver->irecv(pair.recvComm, 1, &recvData, &recvSize, &tag, mhandles, nullptr, &rreq));
+  RESILIENT_TRY(postRecv(pair, dst.data(), dst.size(), tag, &rreq));
   RESILIENT_TRY(pair.sender->isend(pair.sendComm, src.data(), size, tag, nullptr, nullptr, &sreq));
   if (rreq == nullptr || sreq == nullptr) {
     return internalError(what + ": a request was refused (null request)");

@@ -42,6 +42,10 @@ Status connectPair(transport::Transport* sender, transport::Transport* receiver,
 Status waitRequest(transport::Transport* t, void* request, int* sizes = nullptr,
                    int timeoutMs = 10000);
 
+// Posts one receive of `size` bytes into `buf` with `tag` on the pair's
+// receive comm (a null memory handle, as for unregistered host memory).
+Status postRecv(TransportPair& pair, void* buf, size_t size, int tag, void** request);
+
 // Sends `size` bytes of fillPattern(seed) through the pair with `tag` and
 // checks what arrives: the sizes test() reports, every byte, and nothing
 // written beyond the message. Both ends are tested in turn from this thread,

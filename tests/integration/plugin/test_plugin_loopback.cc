@@ -243,12 +243,8 @@ TEST_CASE("a request whose peer moves no bytes is 'peer stuck' after the progres
   PluginUnderTest p({kLoopback, {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "300"}});
   TransportPair& pair = p.connect();
   std::vector<uint8_t> in(64);
-  void* data = in.data();
-  size_t cap = in.size();
-  int tag = 0;
-  void* mh = nullptr;
   void* req = nullptr;
-  REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &req).ok());
+  REQUIRE(test::postRecv(pair, in.data(), in.size(), 0, &req).ok());
   const uint64_t start = test::monotonicMs();
   const Status s = test::waitRequest(&p.t(), req, nullptr, 5000);
   const uint64_t elapsed = test::monotonicMs() - start;
@@ -269,7 +265,7 @@ TEST_CASE("a request whose peer moves no bytes is 'peer stuck' after the progres
 
   // Sticky: the comm keeps failing at once, without another warning.
   void* again = nullptr;
-  const Status next = p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &again);
+  const Status next = test::postRecv(pair, in.data(), in.size(), 0, &again);
   CHECK_FALSE(next.ok());
   CHECK(logger.count(NCCL_LOG_WARN, "peer stuck") == 1);
 }
@@ -308,12 +304,8 @@ TEST_CASE("the blackbox shows the connections, records the fault and carries fai
                        {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "200"}});
     TransportPair& pair = p.connect();
     std::vector<uint8_t> in(32);
-    void* data = in.data();
-    size_t cap = in.size();
-    int tag = 0;
-    void* mh = nullptr;
     void* req = nullptr;
-    REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &req).ok());
+    REQUIRE(test::postRecv(pair, in.data(), in.size(), 0, &req).ok());
     REQUIRE_FALSE(test::waitRequest(&p.t(), req, nullptr, 5000).ok());  // peer stuck
 
     auto snap = blackbox::readRegion(region);
@@ -363,12 +355,8 @@ TEST_CASE("the layer wraps another net plugin library", "[plugin][loopback][exte
   REQUIRE(test::roundTrip(pair, 3u << 20, 1, 1).toString() == "ok");
   // The liveness trailer fits beside the inner plugin's handle: the fault names the peer process.
   std::vector<uint8_t> in(64);
-  void* data = in.data();
-  size_t cap = in.size();
-  int tag = 1;
-  void* mh = nullptr;
   void* r = nullptr;
-  REQUIRE(p.t().irecv(pair.recvComm, 1, &data, &cap, &tag, &mh, nullptr, &r).ok());
+  REQUIRE(test::postRecv(pair, in.data(), in.size(), 1, &r).ok());
   REQUIRE_FALSE(test::waitRequest(&p.t(), r, nullptr, 5000).ok());
   const std::string warn = warning(logger, "peer stuck");
   INFO(warn);
