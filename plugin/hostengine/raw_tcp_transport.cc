@@ -15,6 +15,7 @@
 
 #include "plugin/common/clock.h"
 #include "plugin/common/file_descriptor.h"
+#include "plugin/common/little_endian.h"
 #include "plugin/common/socket_address.h"
 #include "plugin/hostengine/socket_io.h"
 
@@ -120,20 +121,6 @@ Slice sliceOf(size_t size, size_t index, size_t count) {
   return {begin, end - begin};
 }
 
-void putSize(uint8_t* out, uint64_t v) {
-  for (size_t i = 0; i < kHeaderBytes; ++i) {
-    out[i] = static_cast<uint8_t>(v >> (8 * i));
-  }
-}
-
-uint64_t getSize(const uint8_t* in) {
-  uint64_t v = 0;
-  for (size_t i = kHeaderBytes; i-- > 0;) {
-    v = (v << 8) | in[i];
-  }
-  return v;
-}
-
 Status connectionError(Comm& c, int err, const char* what) {
   if (err == 0) {
     c.failed =
@@ -189,29 +176,44 @@ Status progressSend(Comm& c) {
   return {};
 }
 
+// A non-blocking receive on one of the comm's sockets (len > 0): *got is the
+// bytes read, 0 when there is nothing to read now; EOF and errors fail the
+// comm. EINTR is retried.
+Status recvSome(Comm& c, int fd, void* buf, size_t len, size_t* got) {
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, len, MSG_DONTWAIT);
+    if (n > 0) {
+      *got = static_cast<size_t>(n);
+      return {};
+    }
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      *got = 0;
+      return {};
+    }
+    return connectionError(c, n == 0 ? 0 : errno, "receive");
+  }
+}
+
 Status progressRecv(Comm& c) {
   const size_t count = c.sockets.size();
   for (size_t i = 0; i < count; ++i) {
     DataSocket& s = c.sockets[i];
     while (s.cursor < c.tail) {
       Request& r = c.ring[s.cursor % kRing];
+      size_t got = 0;
       if (s.offset < kHeaderBytes) {
-        const ssize_t got =
-            ::recv(s.fd.get(), s.header + s.offset, kHeaderBytes - s.offset, MSG_DONTWAIT);
-        if (got <= 0) {
-          if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            break;
-          }
-          if (got < 0 && errno == EINTR) {
-            continue;
-          }
-          return connectionError(c, got == 0 ? 0 : errno, "receive");
+        RESILIENT_TRY(recvSome(c, s.fd.get(), s.header + s.offset, kHeaderBytes - s.offset, &got));
+        if (got == 0) {
+          break;
         }
-        s.offset += static_cast<size_t>(got);
+        s.offset += got;
         if (s.offset < kHeaderBytes) {
           continue;
         }
-        const uint64_t size = getSize(s.header);
+        const uint64_t size = getU64(s.header);
         if (size > r.capacity) {
           c.failed = invalidUsage("raw-tcp: a message of " + std::to_string(size) +
                                   " bytes exceeds the posted receive of " +
@@ -228,18 +230,12 @@ Status progressRecv(Comm& c) {
       const Slice slice = sliceOf(r.size, i, count);
       const size_t payloadDone = s.offset - kHeaderBytes;
       if (payloadDone < slice.length) {
-        const ssize_t got = ::recv(s.fd.get(), r.data + slice.begin + payloadDone,
-                                   slice.length - payloadDone, MSG_DONTWAIT);
-        if (got <= 0) {
-          if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            break;
-          }
-          if (got < 0 && errno == EINTR) {
-            continue;
-          }
-          return connectionError(c, got == 0 ? 0 : errno, "receive");
+        RESILIENT_TRY(recvSome(c, s.fd.get(), r.data + slice.begin + payloadDone,
+                               slice.length - payloadDone, &got));
+        if (got == 0) {
+          break;
         }
-        s.offset += static_cast<size_t>(got);
+        s.offset += got;
       }
       if (s.offset - kHeaderBytes == slice.length) {
         ++r.socketsDone;
@@ -552,7 +548,7 @@ Status RawTcpTransport::isend(void* sendComm, void* data, size_t size, int /*tag
   r->data = static_cast<char*>(data);
   r->size = size;
   r->sizeKnown = true;
-  putSize(r->header, size);
+  putU64(r->header, size);
   *request = r;
   return progressSend(c);  // start at once: no wait for the first test()
 }
