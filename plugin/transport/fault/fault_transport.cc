@@ -101,6 +101,18 @@ struct FaultTransport::Request {
   uint64_t postNs = 0;
   uint64_t releaseNs = 0;  // reported done no earlier than this
   size_t sendBytes = 0;
+
+  // Starts tracking `innerRequest`: `count` sizes to report, caught by the
+  // request rules in `mask`, posted at `nowNs` (0 when no rule needs it).
+  void start(void* innerRequest, int count, uint64_t mask, uint64_t nowNs) noexcept {
+    inner = innerRequest;
+    n = count;
+    flush = false;
+    innerDone = false;
+    ruleMask = mask;
+    postNs = nowNs;
+    releaseNs = 0;
+  }
 };
 
 struct FaultTransport::Comm {
@@ -523,11 +535,7 @@ Status FaultTransport::isend(void* sendComm, void* data, size_t size, int tag, v
       c.give(r);
       return s;
     }
-    r->inner = innerRequest;
-    r->ruleMask = 0;
-    r->flush = false;
-    r->innerDone = false;
-    r->n = 1;
+    r->start(innerRequest, 1, 0, 0);
     *request = r;
     return {};
   }
@@ -550,15 +558,9 @@ Status FaultTransport::isend(void* sendComm, void* data, size_t size, int tag, v
     return s;
   }
   Request* r = c.take();
-  r->inner = innerRequest;
-  r->ruleMask = mask;
-  r->flush = false;
-  r->innerDone = false;
-  r->n = 1;
+  r->start(innerRequest, 1, mask, nowNs);
   r->sizes[0] = static_cast<int>(std::min<size_t>(size, std::numeric_limits<int>::max()));
   r->sendBytes = size;
-  r->postNs = nowNs;
-  r->releaseNs = 0;
   *request = r;
   return {};
 }
@@ -582,11 +584,7 @@ Status FaultTransport::irecv(void* recvComm, int n, void** data, const size_t* s
       c.give(r);
       return s;
     }
-    r->inner = innerRequest;
-    r->ruleMask = 0;
-    r->flush = false;
-    r->innerDone = false;
-    r->n = n;
+    r->start(innerRequest, n, 0, 0);
     *request = r;
     return {};
   }
@@ -612,15 +610,9 @@ Status FaultTransport::irecv(void* recvComm, int n, void** data, const size_t* s
     return s;
   }
   Request* r = c.take();
-  r->inner = innerRequest;
-  r->ruleMask = mask;
-  r->flush = false;
-  r->innerDone = false;
-  r->n = n;
+  r->start(innerRequest, n, mask, nowNs);
   std::fill_n(r->sizes, n, 0);
   r->sendBytes = 0;
-  r->postNs = nowNs;
-  r->releaseNs = 0;
   *request = r;
   return {};
 }
@@ -645,13 +637,8 @@ Status FaultTransport::iflush(void* recvComm, int n, void** data, const int* siz
     return s;
   }
   Request* r = c.take();
-  r->inner = innerRequest;
-  r->ruleMask = 0;
+  r->start(innerRequest, 0, 0, 0);
   r->flush = true;
-  r->innerDone = false;
-  r->n = 0;
-  r->postNs = 0;
-  r->releaseNs = 0;
   *request = r;
   return {};
 }
