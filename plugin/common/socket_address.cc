@@ -87,22 +87,26 @@ Result<SocketAddress> resolveAddress(const std::string& host, uint16_t port) {
   return out;
 }
 
-SocketAddress localAddressOf(int fd) noexcept {
+namespace {
+
+// getsockname or getpeername into a SocketAddress.
+SocketAddress queryAddress(int fd, int (*query)(int, sockaddr*, socklen_t*)) noexcept {
   SocketAddress a;
   a.length = sizeof a.storage;
-  if (::getsockname(fd, a.get(), &a.length) != 0) {
+  if (query(fd, a.get(), &a.length) != 0) {
     return {};
   }
   return a;
 }
 
+}  // namespace
+
+SocketAddress localAddressOf(int fd) noexcept {
+  return queryAddress(fd, &::getsockname);
+}
+
 SocketAddress peerAddressOf(int fd) noexcept {
-  SocketAddress a;
-  a.length = sizeof a.storage;
-  if (::getpeername(fd, a.get(), &a.length) != 0) {
-    return {};
-  }
-  return a;
+  return queryAddress(fd, &::getpeername);
 }
 
 }  // namespace resilient
