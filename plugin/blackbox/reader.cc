@@ -112,7 +112,7 @@ Result<Snapshot> readRegion(const std::string& path) {
   snap.path = path;
   // Word by word: writers in this process update counters while we read.
   snap.header.magic = std::atomic_ref<uint32_t>(m.header()->magic).load(std::memory_order_acquire);
-  detail::copyPayload<resilient_blackbox_header>(&snap.header, m.header());
+  detail::loadPayload<resilient_blackbox_header>(&snap.header, m.header());
   // Alive: a process with that pid exists and is the one that wrote the
   // region (not a later process that got the same pid).
   snap.processAlive = (kill(static_cast<pid_t>(snap.header.pid), 0) == 0 || errno == EPERM) &&

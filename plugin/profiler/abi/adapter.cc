@@ -89,8 +89,7 @@ ncclResult_t stopEvent(void* eHandle) noexcept {
   });
 }
 
-ncclResult_t recordEvent(void* eHandle, ncclProfilerEventState_t state,
-                         uint64_t kernelStopNs) noexcept {
+ncclResult_t recordEvent(void* eHandle, uint32_t state, uint64_t kernelStopNs) noexcept {
   return boundary::call("profiler recordEventState", [&]() -> ncclResult_t {
     Tracker* t = liveTracker();
     if (t == nullptr) {
@@ -99,7 +98,7 @@ ncclResult_t recordEvent(void* eHandle, ncclProfilerEventState_t state,
     if (state == ncclProfilerKernelChStop) {
       t->recordKernelStop(eHandle, kernelStopNs);
     } else {
-      t->recordState(eHandle, static_cast<uint32_t>(state));
+      t->recordState(eHandle, state);
     }
     return ncclSuccess;
   });

@@ -31,9 +31,18 @@ ncclResult_t initContext(void** context, int* eActivationMask, const CommIdentit
                          ncclDebugLogger_t logger) noexcept;
 ncclResult_t finalizeContext(void* context) noexcept;
 ncclResult_t stopEvent(void* eHandle) noexcept;
-// `kernelStopNs`: the KernelChStop argument (v4+), else 0.
-ncclResult_t recordEvent(void* eHandle, ncclProfilerEventState_t state,
-                         uint64_t kernelStopNs) noexcept;
+// `state` as NCCL passed it (any value), `kernelStopNs` the KernelChStop
+// argument (v4+), else 0.
+ncclResult_t recordEvent(void* eHandle, uint32_t state, uint64_t kernelStopNs) noexcept;
+
+// The raw value of an event state: a newer NCCL may pass states our enum does
+// not list, and loading such a value as the enum type is undefined in C++.
+inline uint32_t rawState(const ncclProfilerEventState_t& state) noexcept {
+  uint32_t raw = 0;
+  static_assert(sizeof raw == sizeof state);
+  __builtin_memcpy(&raw, &state, sizeof raw);
+  return raw;
+}
 
 // The live tracker, or nullptr (no plugin, or disabled).
 inline Tracker* liveTracker() noexcept {

@@ -72,7 +72,7 @@ ncclResult_t startEvent(void* context, void** eHandle, ncclProfilerEventDescr_v2
 
 ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState,
                               ncclProfilerEventStateArgs_v2_t* /*args*/) noexcept {
-  return recordEvent(eHandle, eState, 0);
+  return recordEvent(eHandle, rawState(eState), 0);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ ncclResult_t startEvent(void* context, void** eHandle, ncclProfilerEventDescr_v3
 
 ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState,
                               ncclProfilerEventStateArgs_v3_t* /*args*/) noexcept {
-  return recordEvent(eHandle, eState, 0);
+  return recordEvent(eHandle, rawState(eState), 0);
 }
 
 }  // namespace

@@ -79,9 +79,10 @@ ncclResult_t startEvent(void* context, void** eHandle, ncclProfilerEventDescr_v4
 
 ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState,
                               ncclProfilerEventStateArgs_v4_t* args) noexcept {
+  const uint32_t state = rawState(eState);
   const uint64_t stopNs =
-      eState == ncclProfilerKernelChStop && args != nullptr ? args->kernelCh.pTimer : 0;
-  return recordEvent(eHandle, eState, stopNs);
+      state == ncclProfilerKernelChStop && args != nullptr ? args->kernelCh.pTimer : 0;
+  return recordEvent(eHandle, state, stopNs);
 }
 
 }  // namespace

@@ -240,7 +240,8 @@ void collective(benchmark::State& state, const ncclProfiler_v5_t* api) {
     events += comm.collective(seq++, channels, steps);
   }
   state.SetItemsProcessed(events);
-  state.counters["events_per_coll"] = static_cast<double>(events) / static_cast<double>(seq);
+  state.counters["events_per_coll"] = benchmark::Counter(
+      static_cast<double>(events) / static_cast<double>(seq), benchmark::Counter::kAvgThreads);
   state.counters["null_handles"] = static_cast<double>(comm.nulls());
 }
 
