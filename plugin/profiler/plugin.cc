@@ -117,6 +117,8 @@ Plugin* Plugin::acquire(ncclDebugLogger_t logger, Status* error) {
       return nullptr;
     }
     gLive.store(gPlugin, std::memory_order_release);
+    detail::gLiveTracker.store(gPlugin->enabled() ? gPlugin->tracker_.get() : nullptr,
+                               std::memory_order_release);
   }
   ++gPlugin->refs_;
   return gPlugin;
@@ -128,6 +130,7 @@ void Plugin::release(Plugin* plugin) noexcept {
     return;
   }
   if (--plugin->refs_ == 0) {
+    detail::gLiveTracker.store(nullptr, std::memory_order_release);
     gLive.store(nullptr, std::memory_order_release);
     delete plugin;
     gPlugin = nullptr;
@@ -148,6 +151,7 @@ void Plugin::setPartsForTesting(std::optional<PluginParts> parts) {
 void releaseAllOnUnload() noexcept {
   std::lock_guard<std::mutex> lock(gMutex);
   if (gPlugin != nullptr) {
+    detail::gLiveTracker.store(nullptr, std::memory_order_release);
     gLive.store(nullptr, std::memory_order_release);
     delete gPlugin;
     gPlugin = nullptr;

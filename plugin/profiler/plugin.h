@@ -7,6 +7,7 @@
 // one. A later init creates it afresh, as NCCL may dlclose and re-dlopen us.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,12 @@ struct PluginParts {
   FaultSink* observer = nullptr;  // also gets every fault, after the WARN and the blackbox
   bool backgroundThread = true;
 };
+
+namespace detail {
+// The live plugin's tracker (null while there is none, or it is disabled):
+// what the hot path reads, one load, no call.
+inline std::atomic<Tracker*> gLiveTracker{nullptr};
+}  // namespace detail
 
 class Plugin {
  public:

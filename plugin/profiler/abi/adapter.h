@@ -46,8 +46,7 @@ inline uint32_t rawState(const ncclProfilerEventState_t& state) noexcept {
 
 // The live tracker, or nullptr (no plugin, or disabled).
 inline Tracker* liveTracker() noexcept {
-  Plugin* p = Plugin::live();
-  return p != nullptr && p->enabled() ? &p->tracker() : nullptr;
+  return detail::gLiveTracker.load(std::memory_order_acquire);
 }
 
 }  // namespace resilient::profiler::abi

@@ -4,7 +4,9 @@
 //
 //   user thread, one implicit group (v5):
 //     GroupApi start, record GroupStartApiStop, CollApi start,
-//     record GroupEndApiStart, KernelLaunch start/stop,
+//     record GroupEndApiStart, KernelLaunch start/stop (NCCL emits these two
+//     only when the mask has KernelLaunch, which ours never has: replayed to
+//     check that they are tolerated),
 //     Group start, Coll start, Coll stop (proxy ops posted), Group stop,
 //     GroupApi stop, CollApi stop
 //   (v1-v4: Group start, Coll start, Coll stop, Group stop)
