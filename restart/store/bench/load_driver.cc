@@ -152,7 +152,7 @@ void LoadDriver::sendBarrier(const std::string& name, uint64_t generation, int w
     frame.clear();
     tcp::encodeRequest(req, &frame);
     // As TcpStoreClient does for a blocking call: the release's ACK is delayed.
-    tcp::delayAcks(c.fd.get());
+    tcp::setQuickAck(c.fd.get(), false);
     if (i >= n) {
       heldFrame_ = frame;
       continue;

@@ -118,7 +118,7 @@ class TcpStoreClient::Connection {
   Connection& operator=(const Connection&) = delete;
 
   uint64_t instance() const noexcept { return instance_; }
-  void delayAcks() const { tcp::delayAcks(fd_.get()); }
+  void delayAcks() const { tcp::setQuickAck(fd_.get(), false); }
   size_t maxFrame() const noexcept { return maxFrame_; }
 
   // Registers a call for reply `id`; false when the connection is broken.

@@ -24,6 +24,7 @@
 namespace resilient::store::tcp {
 namespace {
 
+// epoll data: these two, or a Conn* (never 0 or 1).
 constexpr uint64_t kListenId = 0;
 constexpr uint64_t kWakeId = 1;
 constexpr uint64_t kFirstConnId = 2;
@@ -81,9 +82,14 @@ class StoreServer::Loop {
     kReady,    // serving requests
     kClosing,  // flushing a final reply (refusal), then closing
   };
+  // A connection. Its address is its handle: epoll's data, the engine's
+  // owner id and the dirty list hold Conn*; a closed Conn is kept (in
+  // graveyard_) until the end of the loop iteration, so none of those can
+  // dangle while the iteration runs.
   struct Conn {
-    uint64_t id = 0;
+    uint64_t id = 0;  // for log lines and handshake timers
     Fd fd;
+    bool closed = false;
     State state = State::kHello;
     FrameDecoder decoder{kDefaultMaxFrameBytes, false};
     std::string out;
@@ -114,7 +120,7 @@ class StoreServer::Loop {
   void flushDirty();
   void markDirty(Conn& c);
   void updateEvents(Conn& c);
-  void closeConn(uint64_t id, const char* why);
+  void closeConn(Conn& c);
   void refuse(Conn& c, HelloStatus status);
   void runTimers(TimePoint now);
   int pollTimeoutMs(TimePoint now) const;
@@ -132,10 +138,11 @@ class StoreServer::Loop {
 
   StoreEngine engine_;
   RequestHandler handler_;
-  std::unordered_map<uint64_t, Conn> conns_;
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;  // by id
+  std::vector<std::unique_ptr<Conn>> graveyard_;  // closed this iteration
   uint64_t nextConnId_ = kFirstConnId;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
-  std::vector<uint64_t> dirty_;
+  std::vector<Conn*> dirty_;
   std::vector<char> scratch_;
   std::unique_ptr<SendPool> sendPool_;
   std::vector<Conn*> burst_;
@@ -251,14 +258,13 @@ void StoreServer::Loop::run() {
         [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof v);
         continue;
       }
-      auto it = conns_.find(id);
-      if (it == conns_.end()) {
+      Conn& c = *reinterpret_cast<Conn*>(events[static_cast<size_t>(i)].data.ptr);
+      if (c.closed) {
         continue;
       }
-      Conn& c = it->second;
       if ((what & EPOLLOUT) != 0) {
         flush(c);
-        if (conns_.find(id) == conns_.end()) {
+        if (c.closed) {
           continue;
         }
       }
@@ -268,10 +274,12 @@ void StoreServer::Loop::run() {
     }
     runTimers(SteadyClock::now());
     flushDirty();
+    graveyard_.clear();
   }
   RES_INFO(log::kStore, "store server %s stopping: closing %zu connections", address_.c_str(),
            conns_.size());
   conns_.clear();
+  graveyard_.clear();
   statOpen_.store(0);
 }
 
@@ -315,31 +323,32 @@ void StoreServer::Loop::acceptAll(TimePoint now) {
     setNoDelay(fd);
     setKeepAlive(fd);
     const uint64_t id = nextConnId_++;
-    Conn& c = conns_[id];
+    auto owned_conn = std::make_unique<Conn>();
+    Conn& c = *owned_conn;
     c.id = id;
     c.fd = std::move(owned);
     c.decoder.setMaxFrameBytes(options_.maxFrameBytes);
     c.peer = peerAddress(fd).toString();
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.u64 = id;
+    ev.data.ptr = &c;
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
-      conns_.erase(id);
       continue;
     }
+    conns_.emplace(id, std::move(owned_conn));
     statOpen_.store(conns_.size(), std::memory_order_relaxed);
     timers_.push(Timer{now + options_.handshakeTimeout, id, true});
   }
 }
 
 void StoreServer::Loop::onReadable(Conn& c, TimePoint now) {
-  const uint64_t id = c.id;
+  const size_t pendingBefore = c.out.size() - c.outOffset;
   for (int i = 0; i < kMaxReadsPerEvent; ++i) {
     const ssize_t n = ::recv(c.fd.get(), scratch_.data(), scratch_.size(), 0);
     if (n > 0) {
       c.decoder.feed(std::string_view(scratch_.data(), static_cast<size_t>(n)));
       process(c, now);
-      if (conns_.find(id) == conns_.end() || c.readPaused || c.state == State::kClosing) {
+      if (c.closed || c.readPaused || c.state == State::kClosing) {
         return;
       }
       if (static_cast<size_t>(n) < scratch_.size()) {
@@ -348,21 +357,22 @@ void StoreServer::Loop::onReadable(Conn& c, TimePoint now) {
       continue;
     }
     if (n == 0) {
-      closeConn(id, nullptr);
+      closeConn(c);
       return;
     }
     if (errno == EINTR) {
       continue;
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      closeConn(id, nullptr);
+      closeConn(c);
       return;
     }
     break;
   }
-  // The request's ACK rides on its reply (or the delayed-ACK timer for a
-  // wait): one packet less per request, which counts when thousands arrive.
-  delayAcks(c.fd.get());
+  // ACKs: a request answered now has its ACK ride on the reply (delay it);
+  // one that waits (wait, barrier) is ACKed now, rather than by thousands of
+  // delayed-ACK timers firing together later, in the middle of a release.
+  setQuickAck(c.fd.get(), c.out.size() - c.outOffset == pendingBefore);
   c.decoder.shrinkIfEmpty();
 }
 
@@ -385,7 +395,8 @@ void StoreServer::Loop::process(Conn& c, TimePoint now) {
       }
       statRequests_.fetch_add(1, std::memory_order_relaxed);
       const size_t before = c.out.size();
-      std::optional<RequestHandler::Deferred> d = handler_.handle(c.id, *frame, now, &c.out);
+      std::optional<RequestHandler::Deferred> d =
+          handler_.handle(reinterpret_cast<uint64_t>(&c), *frame, now, &c.out);
       if (d) {
         timers_.push(Timer{d->deadline, d->pendingId, false});
       }
@@ -408,7 +419,7 @@ void StoreServer::Loop::process(Conn& c, TimePoint now) {
       [[maybe_unused]] ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset,
                                           c.out.size() - c.outOffset, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    closeConn(c.id, nullptr);
+    closeConn(c);
   }
 }
 
@@ -452,22 +463,22 @@ void StoreServer::Loop::refuse(Conn& c, HelloStatus status) {
 void StoreServer::Loop::markDirty(Conn& c) {
   if (!c.dirty) {
     c.dirty = true;
-    dirty_.push_back(c.id);
+    dirty_.push_back(&c);
   }
 }
 
 void StoreServer::Loop::flushDirty() {
   // Swap first: flushing may close connections but never adds to dirty_.
-  std::vector<uint64_t> ids;
-  ids.swap(dirty_);
   burst_.clear();
-  for (uint64_t id : ids) {
-    auto it = conns_.find(id);
-    if (it != conns_.end()) {
-      it->second.dirty = false;
-      burst_.push_back(&it->second);
+  burst_.swap(dirty_);
+  size_t live = 0;
+  for (Conn* c : burst_) {
+    c->dirty = false;
+    if (!c->closed) {
+      burst_[live++] = c;
     }
   }
+  burst_.resize(live);
   burstResults_.assign(burst_.size(), 0);
   const auto sendSlice = [this](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
@@ -481,13 +492,11 @@ void StoreServer::Loop::flushDirty() {
   }
   // Back on the loop thread alone: closing and epoll changes.
   for (size_t i = 0; i < burst_.size(); ++i) {
-    afterSend(*burst_[i], burstResults_[i]);
+    if (!burst_[i]->closed) {
+      afterSend(*burst_[i], burstResults_[i]);
+    }
   }
   burst_.clear();
-  if (dirty_.capacity() < ids.capacity()) {
-    ids.clear();
-    dirty_.swap(ids);
-  }
 }
 
 int StoreServer::Loop::trySend(Conn& c) {
@@ -522,7 +531,7 @@ void StoreServer::Loop::afterSend(Conn& c, int result) {
     return;
   }
   if (result != 0) {
-    closeConn(c.id, nullptr);
+    closeConn(c);
     return;
   }
   c.out.clear();
@@ -531,7 +540,7 @@ void StoreServer::Loop::afterSend(Conn& c, int result) {
     std::string().swap(c.out);
   }
   if (c.state == State::kClosing) {
-    closeConn(c.id, nullptr);
+    closeConn(c);
     return;
   }
   if (c.writeArmed || c.readPaused) {
@@ -551,21 +560,22 @@ void StoreServer::Loop::updateEvents(Conn& c) {
   epoll_event ev{};
   ev.events = (c.readPaused || c.state == State::kClosing ? 0u : static_cast<uint32_t>(EPOLLIN)) |
               (c.writeArmed ? static_cast<uint32_t>(EPOLLOUT) : 0u);
-  ev.data.u64 = c.id;
+  ev.data.ptr = &c;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
 }
 
-void StoreServer::Loop::closeConn(uint64_t id, const char* why) {
-  auto it = conns_.find(id);
-  if (it == conns_.end()) {
+void StoreServer::Loop::closeConn(Conn& c) {
+  if (c.closed) {
     return;
   }
-  if (why != nullptr) {
-    RES_INFO(log::kStore, "store server %s: closing client %s: %s", address_.c_str(),
-             it->second.peer.c_str(), why);
+  c.closed = true;
+  engine_.dropOwner(reinterpret_cast<uint64_t>(&c));
+  c.fd.reset();  // leaves the epoll set
+  auto it = conns_.find(c.id);
+  if (it != conns_.end()) {
+    graveyard_.push_back(std::move(it->second));
+    conns_.erase(it);
   }
-  engine_.dropOwner(id);
-  conns_.erase(it);  // closes the descriptor, which leaves the epoll set
   statOpen_.store(conns_.size(), std::memory_order_relaxed);
 }
 
@@ -576,13 +586,13 @@ void StoreServer::Loop::runTimers(TimePoint now) {
     timers_.pop();
     if (t.handshake) {
       auto it = conns_.find(t.id);
-      if (it != conns_.end() && it->second.state == State::kHello) {
+      if (it != conns_.end() && it->second->state == State::kHello) {
         statProtocol_.fetch_add(1, std::memory_order_relaxed);
         RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
                          "store server %s: dropping client %s: no handshake within %lld ms",
-                         address_.c_str(), it->second.peer.c_str(),
+                         address_.c_str(), it->second->peer.c_str(),
                          static_cast<long long>(options_.handshakeTimeout.count()));
-        closeConn(t.id, nullptr);
+        closeConn(*it->second);
       }
     } else {
       engine_.expire(t.id);
@@ -591,12 +601,10 @@ void StoreServer::Loop::runTimers(TimePoint now) {
 }
 
 void StoreServer::Loop::onCompletion(const Completion& c) {
-  auto it = conns_.find(c.owner);
-  if (it == conns_.end()) {
-    return;
-  }
-  handler_.encodeCompletion(c, &it->second.out);
-  markDirty(it->second);
+  // The owner is a live Conn: closing one drops its pending calls first.
+  Conn& conn = *reinterpret_cast<Conn*>(c.owner);
+  handler_.encodeCompletion(c, &conn.out);
+  markDirty(conn);
 }
 
 StoreServer::StoreServer(ServerOptions options)

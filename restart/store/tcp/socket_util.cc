@@ -167,9 +167,9 @@ void setNoDelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-void delayAcks(int fd) {
-  int zero = 0;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
+void setQuickAck(int fd, bool on) {
+  int v = on ? 1 : 0;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &v, sizeof v);
 }
 
 void setKeepAlive(int fd) {

@@ -68,10 +68,11 @@ SockAddr peerAddress(int fd);
 
 void setNonBlocking(int fd);
 void setNoDelay(int fd);
-// Delays this socket's next ACK so it rides on our next write (or the
-// delayed-ACK timer) instead of costing a packet of its own now. The kernel
-// may return to quick ACKs on its own, so callers repeat it per exchange.
-void delayAcks(int fd);
+// TCP_QUICKACK. Off: this socket's next ACK waits to ride on our next write
+// (or the delayed-ACK timer) instead of costing a packet of its own. On: data
+// received is ACKed now. The kernel may switch modes on its own, so callers
+// set it per exchange.
+void setQuickAck(int fd, bool on);
 // TCP keepalive that notices a vanished peer host within ~15 s.
 void setKeepAlive(int fd);
 
