@@ -397,7 +397,6 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int ops
       if (released != static_cast<uint64_t>(clients)) {
         throw std::runtime_error("straggler round incomplete");
       }
-      if (getenv("BENCH_DEBUG")) fprintf(stderr, "held %llu firstrel %llu lastrel %llu\n", (unsigned long long)held, (unsigned long long)firstRelease, (unsigned long long)lastRelease);
       if (round >= 0) {
         stragglerMs.push_back(static_cast<double>(lastRelease - held) / 1e6);
         spreadMs.push_back(static_cast<double>(lastRelease - firstRelease) / 1e6);
