@@ -127,7 +127,7 @@ uint64_t EtcdClients::runOps(const std::string& op, int durationMs) {
   std::vector<pthread_t> threads;
   for (int i = 0; i < clients_; ++i) {
     const std::string key = "bench/" + std::to_string(firstRank_ + i);
-    const std::string counter = "bench/counter/" + std::to_string((firstRank_ + i) % 64);
+    const std::string counter = "bench/counter/" + std::to_string(firstRank_ + i);
     threads.push_back(spawn([&, key, counter] {
       while (monotonicNs() < end) {
         try {

@@ -251,7 +251,7 @@ uint64_t LoadDriver::runOps(tcp::Op op, int durationMs) {
     req.value = "0123456789abcdef";
     req.number = 1;
     if (op == tcp::Op::kAdd) {
-      req.key = "bench/counter/" + std::to_string(conns_[i].rank % 64);
+      req.key = "bench/counter/" + std::to_string(conns_[i].rank);
     }
     tcp::encodeRequest(req, &frames[i]);
   }
