@@ -62,7 +62,8 @@ AddOutcome StoreEngine::add(std::string_view key, int64_t delta) {
 CasResult StoreEngine::compareSet(std::string_view key, std::optional<std::string_view> expected,
                                   std::string_view desired) {
   const std::string* current = find(key);
-  const bool matches = expected ? (current != nullptr && *current == *expected) : current == nullptr;
+  const bool matches =
+      expected ? (current != nullptr && *current == *expected) : current == nullptr;
   if (!matches) {
     return {false, current ? std::optional<std::string>(*current) : std::nullopt};
   }
@@ -187,11 +188,10 @@ BarrierOutcome StoreEngine::barrier(const BarrierArrival& arrival, uint64_t owne
   BarrierState& state = it->second;
   if (state.worldSize() != arrival.worldSize) {
     out.kind = BarrierOutcome::Kind::kMismatch;
-    out.message = "barrier '" + arrival.name + "' generation " +
-                  std::to_string(arrival.generation) + " counts " +
-                  std::to_string(state.worldSize()) + " ranks, but rank " +
-                  std::to_string(arrival.rank) + " arrived declaring " +
-                  std::to_string(arrival.worldSize);
+    out.message =
+        "barrier '" + arrival.name + "' generation " + std::to_string(arrival.generation) +
+        " counts " + std::to_string(state.worldSize()) + " ranks, but rank " +
+        std::to_string(arrival.rank) + " arrived declaring " + std::to_string(arrival.worldSize);
     return out;
   }
   if (arrival.rank < 0 || arrival.rank >= arrival.worldSize) {

@@ -36,8 +36,8 @@ std::string barrierName(const BarrierReport& r) {
 }
 
 std::string timeoutMessage(const BarrierReport& r, int64_t timeoutMs) {
-  std::string msg = barrierName(r) + " timed out after " + std::to_string(timeoutMs) + " ms: " +
-                    std::to_string(r.arrived) + " of " + std::to_string(r.worldSize) +
+  std::string msg = barrierName(r) + " timed out after " + std::to_string(timeoutMs) +
+                    " ms: " + std::to_string(r.arrived) + " of " + std::to_string(r.worldSize) +
                     " ranks arrived; missing rank" + (r.missingRanks.size() == 1 ? " " : "s ") +
                     formatRanks(r.missingRanks);
   if (!r.surplusRanks.empty()) {
@@ -48,8 +48,8 @@ std::string timeoutMessage(const BarrierReport& r, int64_t timeoutMs) {
 
 std::string overflowMessage(const BarrierReport& r) {
   return barrierName(r) + " overflow: it expects ranks 0-" + std::to_string(r.worldSize - 1) +
-         ", surplus rank" + (r.surplusRanks.size() == 1 ? " " : "s ") + formatRanks(r.surplusRanks) +
-         " arrived";
+         ", surplus rank" + (r.surplusRanks.size() == 1 ? " " : "s ") +
+         formatRanks(r.surplusRanks) + " arrived";
 }
 
 }  // namespace
@@ -63,9 +63,9 @@ BarrierOverflow::BarrierOverflow(BarrierReport report)
       report_(std::move(report)) {}
 
 BarrierStale::BarrierStale(const std::string& name, uint64_t generation)
-    : StoreError(StoreErrc::kBarrierStale,
-                 "barrier '" + name + "' generation " + std::to_string(generation) +
-                     " completed long ago and is forgotten") {}
+    : StoreError(StoreErrc::kBarrierStale, "barrier '" + name + "' generation " +
+                                               std::to_string(generation) +
+                                               " completed long ago and is forgotten") {}
 
 std::string formatRanks(const std::vector<int>& ranks, size_t maxItems) {
   std::string out;

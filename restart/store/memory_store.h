@@ -45,8 +45,8 @@ class MemoryStore final : public Store {
     std::optional<Completion> done;
   };
   // Blocks on a pending engine call until answered or `deadline`.
-  Completion await(std::unique_lock<std::mutex>& lock, uint64_t pendingId, uint64_t tag,
-                   Slot& slot, TimePoint deadline);
+  Completion await(std::unique_lock<std::mutex>& lock, uint64_t pendingId, uint64_t tag, Slot& slot,
+                   TimePoint deadline);
   void ensureOpen() const;
 
   const Millis defaultTimeout_;

@@ -21,7 +21,8 @@ bool haveEtcdBackend() noexcept {
 
 std::shared_ptr<Store> openStore(std::string_view url, const ClientOptions& options) {
   const size_t schemeEnd = url.find("://");
-  const std::string_view scheme = schemeEnd == std::string_view::npos ? url : url.substr(0, schemeEnd);
+  const std::string_view scheme =
+      schemeEnd == std::string_view::npos ? url : url.substr(0, schemeEnd);
   std::string_view rest =
       schemeEnd == std::string_view::npos ? std::string_view() : url.substr(schemeEnd + 3);
   std::string prefix;

@@ -199,9 +199,8 @@ void workerMain(Channel& parent, Clients& clients) {
     } else if (cmd[0] == "W") {
       clients.awaitReleases(&times);
       parent.send("rel " + std::to_string(times.lastSendNs) + " " +
-                  std::to_string(times.firstReleaseNs) + " " +
-                  std::to_string(times.lastReleaseNs) + " " + std::to_string(times.released) +
-                  " " + std::to_string(times.errors));
+                  std::to_string(times.firstReleaseNs) + " " + std::to_string(times.lastReleaseNs) +
+                  " " + std::to_string(times.released) + " " + std::to_string(times.errors));
     } else if (cmd[0] == "O") {  // O op durationMs
       parent.send("ops " + std::to_string(clients.runOps(cmd[1], std::stoi(cmd[2]))));
     }
@@ -299,8 +298,8 @@ struct Row {
   double addOps = 0;
 };
 
-Row runOne(const Target& target, int clients, int processes, int rounds, int opsMs,
-           bool straggler, bool burst) {
+Row runOne(const Target& target, int clients, int processes, int rounds, int opsMs, bool straggler,
+           bool burst) {
   Row row;
   row.clients = clients;
   processes = std::max(1, std::min(processes, clients));
@@ -428,8 +427,9 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int ops
         total += std::stoull(split(w.receive())[1]);
       }
       const double rate = static_cast<double>(total) / (opsMs / 1000.0);
-      (std::string(op) == "set" ? row.setOps : std::string(op) == "get" ? row.getOps : row.addOps) =
-          rate;
+      (std::string(op) == "set"   ? row.setOps
+       : std::string(op) == "get" ? row.getOps
+                                  : row.addOps) = rate;
     }
   }
   for (auto& w : workers) {
@@ -464,7 +464,8 @@ int run(int argc, char** argv) {
   std::string etcdEndpoints;
   app.add_option("--backend", backend, "tcp or etcd")->capture_default_str();
   app.add_option("--etcd", etcdEndpoints, "etcd members HOST:PORT,... (--backend etcd)");
-  app.add_option("--clients", clientCounts, "simulated client counts")->delimiter(',')
+  app.add_option("--clients", clientCounts, "simulated client counts")
+      ->delimiter(',')
       ->capture_default_str();
   app.add_option("--processes", processes, "worker processes per client count")
       ->capture_default_str();
@@ -473,7 +474,8 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mode", mode, "straggler, burst or both")->capture_default_str();
   app.add_option("--json", jsonPath, "also write the results as JSON to this file");
-  app.add_option("--connect", connect, "HOST:PORT of a running resilient-store (default: fork one)");
+  app.add_option("--connect", connect,
+                 "HOST:PORT of a running resilient-store (default: fork one)");
   app.add_option("--token", token, "job token")->capture_default_str();
   app.add_option("--send-threads", sendThreads,
                  "server helper threads for reply bursts (-1: one per extra core, at most 3)")
@@ -531,10 +533,11 @@ int run(int argc, char** argv) {
               "set op/s", "get op/s", "add op/s");
   for (int n : clientCounts) {
     Row r = runOne(target, n, processes, rounds, opsMs, mode != "burst", mode != "straggler");
-    std::printf("%8d %5d %9.2f | %8.2f %8.2f %9.2f | %8.2f %8.2f %9.2f | %9.2f | %10.0f %10.0f %10.0f\n",
-                r.clients, r.processes, r.connectSeconds, r.straggler.median, r.straggler.p90,
-                r.straggler.max, r.burst.median, r.burst.p90, r.burst.max, r.firstToLastReleaseMs,
-                r.setOps, r.getOps, r.addOps);
+    std::printf(
+        "%8d %5d %9.2f | %8.2f %8.2f %9.2f | %8.2f %8.2f %9.2f | %9.2f | %10.0f %10.0f %10.0f\n",
+        r.clients, r.processes, r.connectSeconds, r.straggler.median, r.straggler.p90,
+        r.straggler.max, r.burst.median, r.burst.p90, r.burst.max, r.firstToLastReleaseMs, r.setOps,
+        r.getOps, r.addOps);
     std::fflush(stdout);
     rows.push_back(r);
   }
@@ -551,10 +554,11 @@ int run(int argc, char** argv) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     json << (i ? "," : "") << "{\"clients\":" << r.clients << ",\"processes\":" << r.processes
-         << ",\"connect_s\":" << r.connectSeconds << ",\"straggler_ms\":{\"median\":"
-         << r.straggler.median << ",\"p90\":" << r.straggler.p90 << ",\"max\":" << r.straggler.max
-         << "},\"burst_ms\":{\"median\":" << r.burst.median << ",\"p90\":" << r.burst.p90
-         << ",\"max\":" << r.burst.max << "},\"release_spread_ms\":" << r.firstToLastReleaseMs
+         << ",\"connect_s\":" << r.connectSeconds
+         << ",\"straggler_ms\":{\"median\":" << r.straggler.median << ",\"p90\":" << r.straggler.p90
+         << ",\"max\":" << r.straggler.max << "},\"burst_ms\":{\"median\":" << r.burst.median
+         << ",\"p90\":" << r.burst.p90 << ",\"max\":" << r.burst.max
+         << "},\"release_spread_ms\":" << r.firstToLastReleaseMs
          << ",\"ops_per_s\":{\"set\":" << r.setOps << ",\"get\":" << r.getOps
          << ",\"add\":" << r.addOps << "}}";
   }

@@ -250,11 +250,11 @@ bool EtcdStore::remove(std::string_view key, Timeout timeout) {
   const std::string marker = newMarker();
   Json answer = markedTxn(
       [&](int64_t lease) {
-        return kv::txn(
-            Json::array({kv::compareVersion(key, Cmp::kGreater, 0),
-                         kv::compareVersion(marker, Cmp::kEqual, 0)}),
-            Json::array({kv::opDelete(kv::deleteRange(key)), kv::opPut(kv::put(marker, "1", lease))}),
-            Json::array({kv::opRange(kv::range(marker, {{}, true}))}));
+        return kv::txn(Json::array({kv::compareVersion(key, Cmp::kGreater, 0),
+                                    kv::compareVersion(marker, Cmp::kEqual, 0)}),
+                       Json::array({kv::opDelete(kv::deleteRange(key)),
+                                    kv::opPut(kv::put(marker, "1", lease))}),
+                       Json::array({kv::opRange(kv::range(marker, {{}, true}))}));
       },
       deadline);
   // Failed: the key was absent, unless our earlier attempt deleted it.
@@ -352,15 +352,17 @@ BarrierReport EtcdStore::barrierReport(const BarrierArrival& a, TimePoint deadli
   kv::RangeOptions o;
   o.keysOnly = true;
   o.rangeEnd = kv::prefixEnd(keys.ranks());
-  Json answer = call("/v3/kv/txn",
-                     kv::txn(Json::array(), Json::array({kv::opRange(kv::range(keys.ranks(), o)),
-                                                         kv::opRange(kv::range(keys.surplus(), [&] {
-                                                           kv::RangeOptions s = o;
-                                                           s.rangeEnd =
-                                                               kv::prefixEnd(keys.surplus());
-                                                           return s;
-                                                         }()))})),
-                     deadline);
+  Json answer = call(
+      "/v3/kv/txn",
+      kv::txn(Json::array(), Json::array({kv::opRange(kv::range(keys.ranks(), o)),
+                                          kv::opRange(kv::range(keys.surplus(),
+                                                                [&] {
+                                                                  kv::RangeOptions s = o;
+                                                                  s.rangeEnd =
+                                                                      kv::prefixEnd(keys.surplus());
+                                                                  return s;
+                                                                }()))})),
+      deadline);
   std::vector<uint8_t> counted(static_cast<size_t>(a.worldSize), 0);
   for (const auto& k : kv::kvs(kv::txnResponse(answer, 0))) {
     const int rank = std::stoi(k.key.substr(keys.ranks().size()));
@@ -466,7 +468,8 @@ BarrierResult EtcdStore::barrier(const BarrierArrival& a, Timeout timeout) {
     report.generation = a.generation;
     report.worldSize = a.worldSize;
   }
-  if (report.missingRanks.empty() && !report.name.empty() && report.arrived == static_cast<uint32_t>(a.worldSize)) {
+  if (report.missingRanks.empty() && !report.name.empty() &&
+      report.arrived == static_cast<uint32_t>(a.worldSize)) {
     // Complete at the very end (the last rank arrived as we gave up).
     result.completed = true;
     result.arrived = report.arrived;

@@ -135,8 +135,8 @@ HttpResult HttpClient::perform(void* handle, const std::string& url, const std::
       curl_easy_getinfo(curl, CURLINFO_HTTP_CONNECTCODE, &connectCode);
       double connectTime = 0;
       curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME, &connectTime);
-      r.transport = connectTime > 0 ? HttpResult::Transport::kNoAnswer
-                                    : HttpResult::Transport::kNotSent;
+      r.transport =
+          connectTime > 0 ? HttpResult::Transport::kNoAnswer : HttpResult::Transport::kNotSent;
       break;
     }
     default: r.transport = HttpResult::Transport::kNoAnswer; break;

@@ -14,10 +14,10 @@ namespace resilient::store::etcd {
 
 struct HttpResult {
   enum class Transport {
-    kOk,          // an HTTP answer arrived (any status)
-    kNotSent,     // could not connect: the request certainly did not reach the member
-    kNoAnswer,    // sent, or maybe sent, but no complete answer (reset, timeout)
-    kAborted,     // the stream callback asked to stop
+    kOk,        // an HTTP answer arrived (any status)
+    kNotSent,   // could not connect: the request certainly did not reach the member
+    kNoAnswer,  // sent, or maybe sent, but no complete answer (reset, timeout)
+    kAborted,   // the stream callback asked to stop
   };
   Transport transport = Transport::kNoAnswer;
   long status = 0;    // HTTP status when kOk

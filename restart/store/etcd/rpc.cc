@@ -118,7 +118,8 @@ nlohmann::json Rpc::call(std::string_view path, const nlohmann::json& body, Time
       continue;
     }
     const Millis delay = backoff.next();
-    RES_INFO(log::kStore, "etcd store: %s failed on every member of %s (last: %s); retrying in %lld ms",
+    RES_INFO(log::kStore,
+             "etcd store: %s failed on every member of %s (last: %s); retrying in %lld ms",
              std::string(path).c_str(), describe().c_str(), lastError.c_str(),
              static_cast<long long>(delay.count()));
     if (SteadyClock::now() + delay < deadline) {

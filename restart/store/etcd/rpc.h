@@ -42,7 +42,9 @@ class Rpc {
   // The member calls go to now, and a way to move on from it (watch streams).
   size_t currentMember() const noexcept { return current_.load(std::memory_order_relaxed); }
   void memberFailed(size_t member);
-  const std::string& endpoint(size_t member) const { return endpoints_[member % endpoints_.size()]; }
+  const std::string& endpoint(size_t member) const {
+    return endpoints_[member % endpoints_.size()];
+  }
   size_t members() const noexcept { return endpoints_.size(); }
 
   HttpClient& http() { return http_; }

@@ -69,9 +69,8 @@ bool watchForPut(Rpc& rpc, const std::string& key, int64_t fromRevision, TimePoi
     if (SteadyClock::now() - started < Millis(200)) {
       RES_INFO(log::kStore, "etcd store: watch on %s failed (%s)", ep.c_str(),
                !streamError.empty() ? streamError.c_str() : r.error.c_str());
-      std::this_thread::sleep_for(
-          std::min(backoff.next(),
-                   std::chrono::duration_cast<Millis>(deadline - SteadyClock::now())));
+      std::this_thread::sleep_for(std::min(
+          backoff.next(), std::chrono::duration_cast<Millis>(deadline - SteadyClock::now())));
     }
   }
   return false;

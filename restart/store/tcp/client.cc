@@ -24,8 +24,7 @@ namespace {
 constexpr Millis kMaxAttempt{10000};
 
 int msUntil(TimePoint deadline) {
-  const auto ms =
-      std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()).count();
+  const auto ms = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()).count();
   return static_cast<int>(std::clamp<int64_t>(ms, 0, 1 << 30));
 }
 
@@ -40,8 +39,8 @@ Millis graceFor(Millis timeout) {
 int sendAll(int fd, std::string_view data, TimePoint deadline, size_t* written) {
   *written = 0;
   while (*written < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + *written, data.size() - *written,
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        ::send(fd, data.data() + *written, data.size() - *written, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       *written += static_cast<size_t>(n);
       continue;
@@ -237,9 +236,9 @@ class TcpStoreClient::Connection {
 struct TcpStoreClient::Attempt {
   enum class Outcome {
     kOk,
-    kRefused,  // nothing listens there (ECONNREFUSED)
-    kRetry,    // timeout, reset, unreachable, busy: worth another try
-    kAuth,     // wrong token: final
+    kRefused,       // nothing listens there (ECONNREFUSED)
+    kRetry,         // timeout, reset, unreachable, busy: worth another try
+    kAuth,          // wrong token: final
     kIncompatible,  // not our protocol or version: final
   };
   Outcome outcome = Outcome::kRetry;
@@ -329,9 +328,9 @@ TcpStoreClient::Attempt TcpStoreClient::connectOnce(TimePoint deadline) {
     }
     if (err != 0) {
       a.outcome = Attempt::Outcome::kRetry;
-      a.error = "handshake with " + addr.toString() + ": " +
-                (err == ECONNRESET ? std::string("connection closed by the server")
-                                   : errnoText(err));
+      a.error =
+          "handshake with " + addr.toString() + ": " +
+          (err == ECONNRESET ? std::string("connection closed by the server") : errnoText(err));
       continue;
     }
     std::optional<HelloReply> reply;
@@ -462,10 +461,9 @@ Response TcpStoreClient::call(Request& req, Timeout timeout, bool idempotent, bo
     std::string frame;
     encodeRequest(req, &frame);
     if (frame.size() - kFrameHeaderBytes > conn->maxFrame()) {
-      throw InvalidArgument(std::string(opName(req.op)) + " request of " +
-                            std::to_string(frame.size()) +
-                            " bytes exceeds the server's frame limit of " +
-                            std::to_string(conn->maxFrame()));
+      throw InvalidArgument(
+          std::string(opName(req.op)) + " request of " + std::to_string(frame.size()) +
+          " bytes exceeds the server's frame limit of " + std::to_string(conn->maxFrame()));
     }
     if (!conn->add(req.id, call)) {
       continue;  // broke meanwhile: reconnect
@@ -486,20 +484,18 @@ Response TcpStoreClient::call(Request& req, Timeout timeout, bool idempotent, bo
       if (call->resp.op != req.op) {
         lock.unlock();
         conn->fail("reply of the wrong kind");
-        throw ProtocolError("store server " + target_ + " answered " + opName(req.op) +
-                            " with a " + opName(call->resp.op) + " reply");
+        throw ProtocolError("store server " + target_ + " answered " + opName(req.op) + " with a " +
+                            opName(call->resp.op) + " reply");
       }
       return std::move(call->resp);
     }
     if (!call->lost) {
       lock.unlock();
       conn->forget(req.id);
-      throw TimeoutError(std::string(opName(req.op)) + " on store " + target_ +
-                         ": no reply within " +
-                         std::to_string(std::chrono::duration_cast<Millis>(
-                                            SteadyClock::now() - start)
-                                            .count()) +
-                         " ms");
+      throw TimeoutError(
+          std::string(opName(req.op)) + " on store " + target_ + ": no reply within " +
+          std::to_string(std::chrono::duration_cast<Millis>(SteadyClock::now() - start).count()) +
+          " ms");
     }
     const std::string reason = call->lostReason;
     lock.unlock();

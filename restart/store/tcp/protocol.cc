@@ -11,8 +11,7 @@ constexpr size_t kMinStringBytes = 4;
 void patchLength(std::string* out, size_t headerStart) {
   const size_t payload = out->size() - headerStart - kFrameHeaderBytes;
   for (int i = 0; i < 4; ++i) {
-    (*out)[headerStart + static_cast<size_t>(i)] =
-        static_cast<char>((payload >> (8 * i)) & 0xff);
+    (*out)[headerStart + static_cast<size_t>(i)] = static_cast<char>((payload >> (8 * i)) & 0xff);
   }
 }
 
@@ -383,8 +382,7 @@ void encodeResponse(const Response& resp, std::string* out) {
 
 void encodeBarrierRelease(uint64_t id, const BarrierResult& result, std::string* out) {
   constexpr uint32_t kPayload = 1 + 1 + 4 + 4;
-  encodeFrameHeader(FrameHeader{kPayload, static_cast<uint8_t>(Op::kBarrier) | kReplyBit, id},
-                    out);
+  encodeFrameHeader(FrameHeader{kPayload, static_cast<uint8_t>(Op::kBarrier) | kReplyBit, id}, out);
   WireWriter w(*out);
   w.u8(static_cast<uint8_t>(ReplyStatus::kOk));
   w.u8(result.completed ? 1 : 0);

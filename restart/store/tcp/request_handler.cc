@@ -17,8 +17,8 @@ void RequestHandler::send(Response& resp, std::string* out) const {
     tooLarge.op = resp.op;
     tooLarge.id = resp.id;
     tooLarge.status = ReplyStatus::kInvalid;
-    tooLarge.message = "the reply would exceed the frame limit of " +
-                       std::to_string(maxFrameBytes_) + " bytes";
+    tooLarge.message =
+        "the reply would exceed the frame limit of " + std::to_string(maxFrameBytes_) + " bytes";
     encodeResponse(tooLarge, out);
   }
 }
@@ -41,9 +41,9 @@ std::optional<RequestHandler::Deferred> RequestHandler::handle(uint64_t conn, co
         if (req.number < 0 || req.number > kMaxTimeoutMs) {
           throw InvalidArgument("ttl of " + std::to_string(req.number) + " ms out of range");
         }
-        engine_.set(req.key, req.value,
-                    req.number > 0 ? std::optional<TimePoint>(timeoutOf(req.number))
-                                   : std::nullopt);
+        engine_.set(
+            req.key, req.value,
+            req.number > 0 ? std::optional<TimePoint>(timeoutOf(req.number)) : std::nullopt);
         break;
       case Op::kGet: {
         checkKey(req.key);
@@ -94,7 +94,9 @@ std::optional<RequestHandler::Deferred> RequestHandler::handle(uint64_t conn, co
         checkKey(req.key);
         resp.flag = engine_.remove(req.key);
         break;
-      case Op::kRemovePrefix: resp.number = static_cast<int64_t>(engine_.removePrefix(req.key)); break;
+      case Op::kRemovePrefix:
+        resp.number = static_cast<int64_t>(engine_.removePrefix(req.key));
+        break;
       case Op::kCheck:
         resp.flag = true;
         for (const auto& k : req.keys) {

@@ -37,9 +37,9 @@ constexpr size_t kPauseReadingAt = 16u << 20;
 constexpr size_t kParallelSendMin = 256;
 
 uint64_t nowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   SteadyClock::now().time_since_epoch())
-                                   .count());
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+          .count());
 }
 
 uint64_t randomInstanceId() {
@@ -139,7 +139,7 @@ class StoreServer::Loop {
   StoreEngine engine_;
   RequestHandler handler_;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;  // by id
-  std::vector<std::unique_ptr<Conn>> graveyard_;  // closed this iteration
+  std::vector<std::unique_ptr<Conn>> graveyard_;               // closed this iteration
   uint64_t nextConnId_ = kFirstConnId;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   std::vector<Conn*> dirty_;
@@ -234,8 +234,9 @@ int StoreServer::Loop::pollTimeoutMs(TimePoint now) const {
 }
 
 void StoreServer::Loop::run() {
-  RES_INFO(log::kStore, "store server %s listening on %s (token %s)", std::to_string(instanceId_).c_str(),
-           address_.c_str(), options_.token.empty() ? "not checked" : "required");
+  RES_INFO(log::kStore, "store server %s listening on %s (token %s)",
+           std::to_string(instanceId_).c_str(), address_.c_str(),
+           options_.token.empty() ? "not checked" : "required");
   std::array<epoll_event, 1024> events{};
   while (!stop_.load(std::memory_order_relaxed)) {
     const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()),
@@ -452,9 +453,9 @@ void StoreServer::Loop::onHello(Conn& c, const Hello& hello) {
 }
 
 void StoreServer::Loop::refuse(Conn& c, HelloStatus status) {
-  encodeHelloReply(HelloReply{kVersion, status, instanceId_,
-                              static_cast<uint32_t>(options_.maxFrameBytes)},
-                   &c.out);
+  encodeHelloReply(
+      HelloReply{kVersion, status, instanceId_, static_cast<uint32_t>(options_.maxFrameBytes)},
+      &c.out);
   c.state = State::kClosing;
   updateEvents(c);
   markDirty(c);

@@ -68,9 +68,8 @@ uint32_t WireReader::count(size_t minItemBytes, size_t limit, const char* what) 
                         " items exceed the limit of " + std::to_string(limit));
   }
   if (minItemBytes > 0 && static_cast<uint64_t>(n) * minItemBytes > remaining()) {
-    throw ProtocolError(std::string(what) + ": " + std::to_string(n) +
-                        " items cannot fit in the " + std::to_string(remaining()) +
-                        " bytes left");
+    throw ProtocolError(std::string(what) + ": " + std::to_string(n) + " items cannot fit in the " +
+                        std::to_string(remaining()) + " bytes left");
   }
   return n;
 }

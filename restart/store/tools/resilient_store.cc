@@ -151,7 +151,8 @@ int runClient(const std::string& url, ClientOptions options, const std::vector<s
     s->check({"ping"}, timeout);
     std::printf("ok %s\n", s->describe().c_str());
   } else {
-    throw CLI::ValidationError(op, "unknown operation (set, get, add, remove, wait, barrier, ping)");
+    throw CLI::ValidationError(op,
+                               "unknown operation (set, get, add, remove, wait, barrier, ping)");
   }
   std::fflush(stdout);
   return 0;
@@ -168,9 +169,11 @@ int run(int argc, char** argv) {
   int sendThreads = -1;
   app.add_option("-l,--listen", listen, "address to listen on: HOST:PORT, [V6]:PORT or PORT")
       ->capture_default_str();
-  app.add_option("--token", token, "job token clients must present (default: NCCL_RESILIENT_JOB_TOKEN)");
+  app.add_option("--token", token,
+                 "job token clients must present (default: NCCL_RESILIENT_JOB_TOKEN)");
   app.add_option("--token-file", tokenFile, "read the job token from this file");
-  app.add_option("--log-level", logLevel, "NONE, WARN, INFO or TRACE (default: NCCL_RESILIENT_LOG_LEVEL)");
+  app.add_option("--log-level", logLevel,
+                 "NONE, WARN, INFO or TRACE (default: NCCL_RESILIENT_LOG_LEVEL)");
   app.add_option("--max-connections", maxConnections, "refuse clients beyond this many")
       ->capture_default_str();
   app.add_option("--max-frame-bytes", maxFrameBytes, "largest request or reply payload")
@@ -187,7 +190,8 @@ int run(int argc, char** argv) {
   bool noWait = false;
   client->add_option("--store", url, "tcp://HOST:PORT, etcd://HOST:PORT[,HOST:PORT] or memory")
       ->required();
-  client->add_option("--timeout-ms", timeoutMs, "timeout of the call (default: NCCL_RESILIENT_STORE_TIMEOUT_MS)");
+  client->add_option("--timeout-ms", timeoutMs,
+                     "timeout of the call (default: NCCL_RESILIENT_STORE_TIMEOUT_MS)");
   client->add_flag("--no-wait", noWait, "barrier: count the rank and return (mark a dead rank)");
   client->add_option("operation", args,
                      "set KEY VALUE | get KEY | add KEY DELTA | remove KEY | wait KEY... | "

@@ -13,9 +13,8 @@ namespace resilient::test {
 namespace {
 
 const Precondition kNeedsEtcd{[] {
-  return etcdBinary().empty()
-             ? std::string("etcd is not installed (apt-get install etcd-server)")
-             : std::string();
+  return etcdBinary().empty() ? std::string("etcd is not installed (apt-get install etcd-server)")
+                              : std::string();
 }};
 
 std::shared_ptr<store::Store> connect(int members) {

@@ -18,21 +18,21 @@ const BackendRegistration kMemory{Backend{"memory", [] {
                                             return std::static_pointer_cast<store::Store>(shared);
                                           }}};
 
-const BackendRegistration kTcp{Backend{"tcp", [] {
-                                         static std::once_flag once;
-                                         static std::unique_ptr<store::tcp::StoreServer> server;
-                                         std::call_once(once, [] {
-                                           store::tcp::ServerOptions o;
-                                           o.host = "127.0.0.1";
-                                           o.token = "conformance-token";
-                                           server = std::make_unique<store::tcp::StoreServer>(o);
-                                         });
-                                         store::ClientOptions c = testClientOptions();
-                                         c.token = "conformance-token";
-                                         return std::static_pointer_cast<store::Store>(
-                                             std::make_shared<store::tcp::TcpStoreClient>(
-                                                 "127.0.0.1", server->port(), c));
-                                       }}};
+const BackendRegistration kTcp{
+    Backend{"tcp", [] {
+              static std::once_flag once;
+              static std::unique_ptr<store::tcp::StoreServer> server;
+              std::call_once(once, [] {
+                store::tcp::ServerOptions o;
+                o.host = "127.0.0.1";
+                o.token = "conformance-token";
+                server = std::make_unique<store::tcp::StoreServer>(o);
+              });
+              store::ClientOptions c = testClientOptions();
+              c.token = "conformance-token";
+              return std::static_pointer_cast<store::Store>(
+                  std::make_shared<store::tcp::TcpStoreClient>("127.0.0.1", server->port(), c));
+            }}};
 
 }  // namespace
 }  // namespace resilient::test

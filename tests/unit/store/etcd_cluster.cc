@@ -79,7 +79,8 @@ EtcdCluster::EtcdCluster(int members) {
     m.peerPort = freePort();
     initial += (i ? "," : "") + m.name + "=" + httpUrl(m.peerPort);
   }
-  const std::string clusterToken = "test-" + std::to_string(::getpid()) + "-" + dir_.substr(dir_.size() - 6);
+  const std::string clusterToken =
+      "test-" + std::to_string(::getpid()) + "-" + dir_.substr(dir_.size() - 6);
   for (int i = 0; i < members; ++i) {
     Member& m = members_[static_cast<size_t>(i)];
     const std::string data = dir_ + "/" + m.name;
@@ -133,7 +134,8 @@ void EtcdCluster::kill(int member) {
 void EtcdCluster::waitHealthy(int member) const {
   store::etcd::HttpClient http;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  const std::string ep = "127.0.0.1:" + std::to_string(members_[static_cast<size_t>(member)].clientPort);
+  const std::string ep =
+      "127.0.0.1:" + std::to_string(members_[static_cast<size_t>(member)].clientPort);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
     // A linearizable read succeeds once the member is in a cluster with a leader.

@@ -147,8 +147,8 @@ TEST_CASE("compareSet swaps only on a match and reports the current value",
   }
   std::atomic<int> winners{0};
   runThreads(kThreads, [&](int t) {
-    CasResult mine = clients[static_cast<size_t>(t)]->compareSet("leader", std::nullopt,
-                                                                  std::to_string(t));
+    CasResult mine =
+        clients[static_cast<size_t>(t)]->compareSet("leader", std::nullopt, std::to_string(t));
     if (mine.swapped) {
       ++winners;
     }
@@ -346,15 +346,20 @@ TEST_CASE("barrier: every rank released once all arrived, generations in step",
   }
 }
 
-TEST_CASE("barrier: re-entrant, a third party counts a dead rank", "[store][conformance][barrier]") {
+TEST_CASE("barrier: re-entrant, a third party counts a dead rank",
+          "[store][conformance][barrier]") {
   const std::string name = backendUnderTest();
   CAPTURE(name);
   StoreContext ctx(name);
   auto monitor = ctx.client();
   auto r0 = ctx.client();
   auto r1 = ctx.client();
-  std::thread t0([&] { CHECK(r0->barrier({"iter", 7, 0, 3, true}, milliseconds(20000)).completed); });
-  std::thread t1([&] { CHECK(r1->barrier({"iter", 7, 1, 3, true}, milliseconds(20000)).completed); });
+  std::thread t0([&] {
+    CHECK(r0->barrier({"iter", 7, 0, 3, true}, milliseconds(20000)).completed);
+  });
+  std::thread t1([&] {
+    CHECK(r1->barrier({"iter", 7, 1, 3, true}, milliseconds(20000)).completed);
+  });
   // Rank 2 died: its monitor counts it without waiting.
   BarrierResult marked = monitor->barrier({"iter", 7, 2, 3, false}, milliseconds(20000));
   CHECK(marked.arrivalIndex >= 1);
@@ -440,6 +445,5 @@ TEST_CASE("prefix views isolate keys and barriers", "[store][conformance]") {
   // Barriers are named inside the view: "bar" of the view is "a/b/bar" below.
   CHECK(ab->barrier({"bar", 0, 0, 1, true}, milliseconds(5000)).completed);
   CHECK_FALSE(base->barrier({"bar", 0, 0, 2, false}, milliseconds(5000)).completed);
-  CHECK_THROWS_AS(base->barrier({"a/b/bar", 0, 0, 2, false}, milliseconds(5000)),
-                  InvalidArgument);
+  CHECK_THROWS_AS(base->barrier({"a/b/bar", 0, 0, 2, false}, milliseconds(5000)), InvalidArgument);
 }

@@ -41,7 +41,8 @@ void barrierLoopSurvives(EtcdCluster& cluster, const std::function<void()>& faul
   std::vector<int> passed(kRanks, 0);
   std::thread chaos([&] {
     while (progress.load() < kFaultAt) {
-      std::this_thread::sleep_for(milliseconds(1));  // waiting for the loop to reach the fault point
+      std::this_thread::sleep_for(
+          milliseconds(1));  // waiting for the loop to reach the fault point
     }
     fault();
     faulted = true;
@@ -125,7 +126,8 @@ TEST_CASE("etcd: counters stay exact across a leader kill (each add applied once
   auto check = client(cluster);
   CHECK(check->add("counter", 0) == kThreads * kAdds);
   for (int t = 0; t < kThreads; ++t) {
-    CHECK(check->get("last/" + std::to_string(t)) == std::optional<std::string>(std::to_string(kAdds - 1)));
+    CHECK(check->get("last/" + std::to_string(t)) ==
+          std::optional<std::string>(std::to_string(kAdds - 1)));
   }
 }
 

@@ -234,8 +234,7 @@ TEST_CASE("tcp: a wait costs one request, the server answers it", "[store][tcp]"
   CHECK(server.stats().requests - b0 == 2);
 }
 
-TEST_CASE("tcp: clients may start before the server; they retry until it listens",
-          "[store][tcp]") {
+TEST_CASE("tcp: clients may start before the server; they retry until it listens", "[store][tcp]") {
   // Reserve a port: bound but not listening, so connections are refused.
   Fd reserved(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
@@ -358,9 +357,9 @@ TEST_CASE("tcp: a client killed in a barrier", "[store][tcp][barrier]") {
     CHECK(r.arrived == 3);
   }
   SECTION("killed before it arrived: the barrier times out naming it") {
-    auto rank2 = std::make_unique<ChildProcess>(std::vector<std::string>{
-        resilient::test::storeBinary(), "client", "--store", url, "--token", "tok", "wait",
-        "forever"});
+    auto rank2 = std::make_unique<ChildProcess>(
+        std::vector<std::string>{resilient::test::storeBinary(), "client", "--store", url,
+                                 "--token", "tok", "wait", "forever"});
     rank2->kill(SIGKILL);
     rank2->wait(milliseconds(10000));
     std::vector<std::string> errors(2);
@@ -376,8 +375,12 @@ TEST_CASE("tcp: a client killed in a barrier", "[store][tcp][barrier]") {
     CHECK(errors[1].find("missing rank 2") != std::string::npos);
   }
   SECTION("killed before it arrived: its monitor marks it and the barrier completes") {
-    std::thread t0([&] { CHECK(r0->barrier({"c", 0, 0, 3, true}, milliseconds(20000)).completed); });
-    std::thread t1([&] { CHECK(r1->barrier({"c", 0, 1, 3, true}, milliseconds(20000)).completed); });
+    std::thread t0([&] {
+      CHECK(r0->barrier({"c", 0, 0, 3, true}, milliseconds(20000)).completed);
+    });
+    std::thread t1([&] {
+      CHECK(r1->barrier({"c", 0, 1, 3, true}, milliseconds(20000)).completed);
+    });
     monitor->barrier({"c", 0, 2, 3, false});
     t0.join();
     t1.join();
