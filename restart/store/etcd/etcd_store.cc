@@ -112,8 +112,21 @@ void EtcdStore::setExpiring(std::string_view key, std::string_view value, Millis
   const TimePoint deadline = deadlineOf(timeout);
   // etcd leases count whole seconds (and round up to the cluster's minimum).
   const int64_t seconds = std::max<int64_t>(1, (ttl.count() + 999) / 1000);
-  const Json grant = call("/v3/lease/grant", kv::leaseGrant(seconds), deadline);
-  call("/v3/kv/put", kv::put(key, value, jsonInt(grant, "ID")), deadline);
+  const int64_t lease = jsonInt(call("/v3/lease/grant", kv::leaseGrant(seconds), deadline), "ID");
+  const Json put = call("/v3/kv/put", kv::put(key, value, lease, true), deadline);
+  // The key's previous lease (a heartbeat's last one) has no other use:
+  // revoke it, so a key refreshed every second keeps one lease, not ttl of them.
+  if (auto prev = put.find("prev_kv"); prev != put.end()) {
+    const int64_t old = jsonInt(*prev, "lease");
+    if (old != 0 && old != lease) {
+      try {
+        call("/v3/lease/revoke", Json{{"ID", std::to_string(old)}},
+             std::min(deadline, SteadyClock::now() + rpc_.options().memberTimeout));
+      } catch (const StoreError&) {
+        // Expired already, or etcd busy: it expires on its own.
+      }
+    }
+  }
 }
 
 std::optional<std::string> EtcdStore::get(std::string_view key, Timeout timeout) {
