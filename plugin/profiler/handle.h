@@ -47,7 +47,8 @@ inline void* encodeHandle(HandleKind kind, uint32_t context, uint32_t slot, uint
                      (uint64_t{context & (kMaxContexts - 1)} << 10) |
                      (uint64_t{slot & (kMaxOpsPerContext - 1)} << 20) |
                      (uint64_t{generation & kGenerationMask} << 34);
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(v));
+  // NCCL stores and passes back an opaque void*: the value is the handle.
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(v));  // NOLINT(performance-no-int-to-ptr)
 }
 
 inline Handle decodeHandle(const void* handle) noexcept {

@@ -69,9 +69,9 @@ struct alignas(64) OpSlot {
   std::atomic<uint64_t> endMonoNs{0};
   std::atomic<uint64_t> gpuStartNs{0};
   std::atomic<uint64_t> gpuStopNs{0};
-  uint8_t stepState[kMaxChannels];  // last proxy-step state per channel (__atomic builtins)
-  uint8_t proxyOpen[kMaxChannels];  // open proxy ops per channel (__atomic builtins)
-  OpInfo info;                      // storeInfo / loadInfo only
+  uint8_t stepState[kMaxChannels] = {};  // last proxy-step state per channel (__atomic builtins)
+  uint8_t proxyOpen[kMaxChannels] = {};  // open proxy ops per channel (__atomic builtins)
+  OpInfo info;                           // storeInfo / loadInfo only
 
   // The detector's own bookkeeping: only the detector touches it, under the
   // tracker's registry lock.

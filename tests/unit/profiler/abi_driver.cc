@@ -348,7 +348,7 @@ void Replay::apply(const Event& e) {
         }
         parent = handles_[e.parent].load(std::memory_order_relaxed);
       }
-      void* h = reinterpret_cast<void*>(uintptr_t{0xbad});  // must be overwritten
+      void* h = opaque(0xbad);  // must be overwritten
       r = driver_.start(context_, &h, e, parent);
       if (h == nullptr) {
         nullHandles_.fetch_add(1);
@@ -381,7 +381,7 @@ void Replay::run(const std::vector<Event>& events, size_t from, size_t to, bool 
   for (const auto& e : events) {
     maxId = std::max(maxId, std::max(e.id, e.parent));
   }
-  ensure(static_cast<size_t>(maxId + 1));
+  ensure(static_cast<size_t>(maxId) + 1);
   if (!threaded) {
     for (size_t i = from; i < to; ++i) {
       apply(events[i]);

@@ -36,6 +36,11 @@ class AbiDriver {
 
 std::unique_ptr<AbiDriver> makeDriver(int version);
 
+// A handle value that is not ours (what a buggy or foreign caller may pass).
+inline void* opaque(uintptr_t value) {
+  return reinterpret_cast<void*>(value);  // NOLINT(performance-no-int-to-ptr)
+}
+
 // Replays a stream on one communicator, on one thread or split over a
 // "user" and a "progress" thread the way NCCL splits them. A child waits
 // (spinning on an atomic: synchronisation, not timing) until the event whose

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "abi_driver.h"
 #include "plugin/profiler/handle.h"
 #include "plugin/profiler/index_pool.h"
 #include "plugin/profiler/names.h"
@@ -27,8 +28,8 @@ TEST_CASE("handles encode kind, context, slot, generation and channel; junk deco
   CHECK(d.channel == 63);
   CHECK(decodeHandle(nullptr).kind == HandleKind::kNone);
   // Kind bits 0 or above kPassive: not ours.
-  CHECK(decodeHandle(reinterpret_cast<void*>(uintptr_t{0x3f})).kind == HandleKind::kNone);
-  CHECK(decodeHandle(reinterpret_cast<void*>(uintptr_t{15} << 6)).kind == HandleKind::kNone);
+  CHECK(decodeHandle(opaque(0x3f)).kind == HandleKind::kNone);
+  CHECK(decodeHandle(opaque(uintptr_t{15} << 6)).kind == HandleKind::kNone);
   CHECK(encodeHandle(HandleKind::kPassive, 0, 0, 0, 0) != nullptr);
 }
 
@@ -58,6 +59,7 @@ TEST_CASE("the index pool under contention never hands out an index twice",
   std::vector<std::atomic<int>> owners(kSlots);
   std::atomic<bool> duplicate{false};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int n = 0; n < 20000; ++n) {

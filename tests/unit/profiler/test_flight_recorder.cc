@@ -37,7 +37,7 @@ TEST_CASE("the flight recorder keeps the last N operations, oldest first, after 
   StreamBuilder b(version, comm.commHash, comm.rank);
   for (int i = 0; i < 20; ++i) {
     CollSpec c;
-    c.seqNumber = static_cast<uint64_t>(100 + i);
+    c.seqNumber = 100 + static_cast<uint64_t>(i);
     c.count = 1000 + static_cast<size_t>(i);
     c.nChannels = 2;
     b.collective(c);
@@ -202,8 +202,8 @@ TEST_CASE("the communicator table reuses finalized slots only when no free slot 
     slots.push_back(s);
     resilient_blackbox_comm c{};
     c.state = RESILIENT_BLACKBOX_COMM_ACTIVE;
-    c.commId = static_cast<uint64_t>(i + 1);
-    c.updatedMonoNs = static_cast<uint64_t>(1000 + i);
+    c.commId = static_cast<uint64_t>(i) + 1;
+    c.updatedMonoNs = 1000 + static_cast<uint64_t>(i);
     writer.writeComm(s, c);
   }
   CHECK(writer.claimComm() == -1);

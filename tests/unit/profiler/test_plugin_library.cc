@@ -72,16 +72,17 @@ class Library {
 };
 
 // The environment the libraries read at their first init (they are unloaded
-// between test cases, so each resolves it afresh).
+// between test cases, so each resolves it afresh). Changed while no other
+// thread runs (the libraries' threads start at init).
 class Environment {
  public:
   explicit Environment(const std::string& blackboxDir) {
-    setenv("NCCL_RESILIENT_BLACKBOX_DIR", blackboxDir.c_str(), 1);
-    setenv("NCCL_RESILIENT_SOCKET_IFNAME", "lo", 1);
+    setenv("NCCL_RESILIENT_BLACKBOX_DIR", blackboxDir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+    setenv("NCCL_RESILIENT_SOCKET_IFNAME", "lo", 1);                // NOLINT(concurrency-mt-unsafe)
   }
   ~Environment() {
-    unsetenv("NCCL_RESILIENT_BLACKBOX_DIR");
-    unsetenv("NCCL_RESILIENT_SOCKET_IFNAME");
+    unsetenv("NCCL_RESILIENT_BLACKBOX_DIR");   // NOLINT(concurrency-mt-unsafe)
+    unsetenv("NCCL_RESILIENT_SOCKET_IFNAME");  // NOLINT(concurrency-mt-unsafe)
   }
   Environment(const Environment&) = delete;
   Environment& operator=(const Environment&) = delete;

@@ -126,6 +126,7 @@ TEST_CASE("several communicators replayed on several threads at once", "[profile
   }
   // Each communicator: its user thread and its progress thread (6 threads).
   std::vector<std::thread> threads;
+  threads.reserve(kComms);
   for (int c = 0; c < kComms; ++c) {
     threads.emplace_back([&, c] { replays[c]->run(streams[c].events, true); });
   }
@@ -205,7 +206,7 @@ TEST_CASE("every hook tolerates NULL and foreign handles, NULL arguments and NUL
   Replay r(*driver, comm);
   REQUIRE(r.context() != nullptr);
 
-  void* h = reinterpret_cast<void*>(uintptr_t{1});
+  void* h = opaque(1);
   Event coll;
   coll.type = EventType::kColl;
   coll.nChannels = 2;
@@ -213,8 +214,7 @@ TEST_CASE("every hook tolerates NULL and foreign handles, NULL arguments and NUL
   CHECK(driver->start(nullptr, &h, coll, nullptr) == ncclSuccess);
   CHECK(h == nullptr);
   // NULL and garbage handles, with and without state arguments.
-  void* const junk[] = {nullptr, reinterpret_cast<void*>(uintptr_t{0xdeadbeef}),
-                        reinterpret_cast<void*>(~uintptr_t{0}), &h};
+  void* const junk[] = {nullptr, opaque(0xdeadbeef), opaque(~uintptr_t{0}), &h};
   for (void* j : junk) {
     CHECK(driver->stop(j) == ncclSuccess);
     for (int state : {0, 9, 10, 12, 19, 20, 21, 22, 23, 24, 25, 31}) {  // 25, 31: unknown states
@@ -230,8 +230,7 @@ TEST_CASE("every hook tolerates NULL and foreign handles, NULL arguments and NUL
   Event pxn;
   pxn.type = EventType::kProxyOp;
   pxn.pid = getpid() + 1;
-  CHECK(driver->start(r.context(), &h, pxn, reinterpret_cast<void*>(uintptr_t{0x1234})) ==
-        ncclSuccess);
+  CHECK(driver->start(r.context(), &h, pxn, opaque(0x1234)) == ncclSuccess);
   CHECK(driver->stop(h) == ncclSuccess);
   // Channel ids beyond NCCL's 64.
   void* op = nullptr;
