@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <cstdio>
 #include <functional>
 #include <stdexcept>
 
@@ -42,6 +43,7 @@ struct EtcdClients::Call {
   uint64_t sendNs = 0;
   uint64_t releaseNs = 0;
   bool ok = false;
+  std::string error;
 };
 
 EtcdClients::EtcdClients(const std::vector<std::string>& endpoints, int clients, int firstRank)
@@ -66,8 +68,9 @@ void EtcdClients::launch(Call* call) {
     try {
       BarrierResult r = store_->barrier({name_, generation_, call->rank, worldSize_, true});
       call->ok = r.completed;
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       call->ok = false;
+      call->error = e.what();
     }
     call->releaseNs = monotonicNs();
   });
@@ -107,7 +110,9 @@ void EtcdClients::awaitReleases(BarrierTimes* times) {
     pthread_join(c->thread, nullptr);
     c->started = false;
     if (!c->ok) {
-      ++times->errors;
+      if (times->errors++ == 0) {
+        std::fprintf(stderr, "resilient-store-bench: rank %d: %s\n", c->rank, c->error.c_str());
+      }
       continue;
     }
     if (times->released == 0 || c->releaseNs < times->firstReleaseNs) {

@@ -363,7 +363,11 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int ops
       }
       if (clients > 1) {
         // Wait until the store has counted every rank but the held one.
+        const uint64_t giveUp = monotonicNs() + 600ull * 1000000000ull;
         while (probe.arrived(name, g, clients) < static_cast<uint32_t>(clients - 1)) {
+          if (monotonicNs() > giveUp) {
+            throw std::runtime_error("ranks did not all arrive within 600 s");
+          }
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
         if (target.backend == "etcd") {
