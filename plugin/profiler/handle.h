@@ -51,6 +51,29 @@ inline void* encodeHandle(HandleKind kind, uint32_t context, uint32_t slot, uint
   return reinterpret_cast<void*>(static_cast<uintptr_t>(v));  // NOLINT(performance-no-int-to-ptr)
 }
 
+// Field accessors on the raw value (the hot path keeps the value in a
+// register instead of a decoded struct).
+inline uint64_t handleBits(const void* handle) noexcept {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
+}
+inline HandleKind handleKind(uint64_t v) noexcept {
+  const auto kind = static_cast<uint32_t>((v >> 6) & 15u);
+  return kind > static_cast<uint32_t>(HandleKind::kPassive) ? HandleKind::kNone
+                                                            : static_cast<HandleKind>(kind);
+}
+inline uint32_t handleChannel(uint64_t v) noexcept {
+  return static_cast<uint32_t>(v & 63u);
+}
+inline uint32_t handleContext(uint64_t v) noexcept {
+  return static_cast<uint32_t>((v >> 10) & (kMaxContexts - 1));
+}
+inline uint32_t handleSlot(uint64_t v) noexcept {
+  return static_cast<uint32_t>((v >> 20) & (kMaxOpsPerContext - 1));
+}
+inline uint32_t handleGeneration(uint64_t v) noexcept {
+  return static_cast<uint32_t>(v >> 34) & kGenerationMask;
+}
+
 inline Handle decodeHandle(const void* handle) noexcept {
   const auto v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
   Handle h;

@@ -131,25 +131,6 @@ void Tracker::publishComm(const Context& ctx, uint32_t state) {
   }
 }
 
-bool Tracker::resolve(const void* handle, Target* out) const noexcept {
-  const Handle h = decodeHandle(handle);
-  if (h.kind == HandleKind::kNone || h.kind == HandleKind::kPassive) {
-    return false;
-  }
-  Context* ctx = contexts_[h.context].load(std::memory_order_acquire);
-  if (ctx == nullptr || h.slot >= ctx->capacity) {
-    return false;
-  }
-  OpSlot* op = &ctx->slots[h.slot];
-  if (op->generation.load(std::memory_order_acquire) != h.generation) {
-    return false;  // released, or never ours
-  }
-  out->ctx = ctx;
-  out->op = op;
-  out->handle = h;
-  return true;
-}
-
 void* Tracker::startOp(Context* ctx, const OpStart& op) noexcept {
   if (ctx == nullptr) {
     return nullptr;
@@ -230,7 +211,7 @@ void* Tracker::startProxyOp(Context* ctx, void* parent, pid_t pid, uint32_t chan
     return startPassive(ctx);
   }
   Target t;
-  if (!resolve(parent, &t) || t.handle.kind != HandleKind::kOp) {
+  if (!resolve(parent, &t) || t.kind() != HandleKind::kOp) {
     if (parent != nullptr) {
       ctx->dropped.fetch_add(1, std::memory_order_relaxed);
     }
@@ -246,11 +227,10 @@ void* Tracker::startProxyOp(Context* ctx, void* parent, pid_t pid, uint32_t chan
       markStarted(*t.ctx, op, op.loadInfo());
     }
   }
-  firstChild(*t.ctx, op, t.handle.slot);
+  firstChild(*t.ctx, op, t.slot());
   bump(op.progress);
   bump(t.ctx->progress);
-  return encodeHandle(HandleKind::kProxyOp, t.handle.context, t.handle.slot, t.handle.generation,
-                      channel);
+  return encodeHandle(HandleKind::kProxyOp, t.context(), t.slot(), t.generation(), channel);
 }
 
 void* Tracker::startProxyStep(Context* ctx, void* parent) noexcept {
@@ -258,13 +238,12 @@ void* Tracker::startProxyStep(Context* ctx, void* parent) noexcept {
     return nullptr;
   }
   Target t;
-  if (!resolve(parent, &t) || t.handle.kind != HandleKind::kProxyOp) {
+  if (!resolve(parent, &t) || t.kind() != HandleKind::kProxyOp) {
     return nullptr;  // PXN (passive parent), untracked or stale
   }
   bump(t.op->progress);
   bump(t.ctx->progress);
-  return encodeHandle(HandleKind::kProxyStep, t.handle.context, t.handle.slot, t.handle.generation,
-                      t.handle.channel);
+  return encodeHandle(HandleKind::kProxyStep, t.context(), t.slot(), t.generation(), t.channel());
 }
 
 void* Tracker::startKernelCh(Context* ctx, void* parent, uint32_t channel,
@@ -273,7 +252,7 @@ void* Tracker::startKernelCh(Context* ctx, void* parent, uint32_t channel,
     return nullptr;
   }
   Target t;
-  if (!resolve(parent, &t) || t.handle.kind != HandleKind::kOp) {
+  if (!resolve(parent, &t) || t.kind() != HandleKind::kOp) {
     if (parent != nullptr) {
       ctx->dropped.fetch_add(1, std::memory_order_relaxed);
     }
@@ -287,11 +266,10 @@ void* Tracker::startKernelCh(Context* ctx, void* parent, uint32_t channel,
   if (op.channelsStarted.fetch_or(channelBit(channel), std::memory_order_relaxed) == 0) {
     markStarted(*t.ctx, op, op.loadInfo());
   }
-  firstChild(*t.ctx, op, t.handle.slot);
+  firstChild(*t.ctx, op, t.slot());
   bump(op.progress);
   bump(t.ctx->progress);
-  return encodeHandle(HandleKind::kKernelCh, t.handle.context, t.handle.slot, t.handle.generation,
-                      channel);
+  return encodeHandle(HandleKind::kKernelCh, t.context(), t.slot(), t.generation(), channel);
 }
 
 void* Tracker::startNetPlugin(Context* ctx, void* parent) noexcept {
@@ -304,8 +282,7 @@ void* Tracker::startNetPlugin(Context* ctx, void* parent) noexcept {
   }
   bump(t.op->progress);
   bump(t.ctx->progress);
-  return encodeHandle(HandleKind::kNetPlugin, t.handle.context, t.handle.slot, t.handle.generation,
-                      t.handle.channel);
+  return encodeHandle(HandleKind::kNetPlugin, t.context(), t.slot(), t.generation(), t.channel());
 }
 
 void* Tracker::startPassive(Context* ctx) noexcept {
@@ -318,11 +295,11 @@ void Tracker::stop(void* handle) noexcept {
     return;
   }
   OpSlot& op = *t.op;
-  const uint32_t channel = t.handle.channel;
-  switch (t.handle.kind) {
+  const uint32_t channel = t.channel();
+  switch (t.kind()) {
     case HandleKind::kOp:
       op.flags.fetch_or(opflag::kEnqueued, std::memory_order_relaxed);
-      unref(*t.ctx, op, t.handle.slot);
+      unref(*t.ctx, op, t.slot());
       return;
     case HandleKind::kProxyOp:
       if (__atomic_sub_fetch(&op.proxyOpen[channel], 1, __ATOMIC_RELAXED) == 0 &&
@@ -331,7 +308,7 @@ void Tracker::stop(void* handle) noexcept {
       }
       bump(op.progress);
       bump(t.ctx->progress);
-      unref(*t.ctx, op, t.handle.slot);
+      unref(*t.ctx, op, t.slot());
       return;
     case HandleKind::kKernelCh: {
       const uint64_t before =
@@ -342,10 +319,10 @@ void Tracker::stop(void* handle) noexcept {
       const auto need = static_cast<int>(channelsOf(flags));
       if ((flags & opflag::kByChildren) == 0 && (before & channelBit(channel)) == 0 &&
           std::popcount(before) < need && std::popcount(before | channelBit(channel)) >= need) {
-        complete(*t.ctx, op, t.handle.slot);
-        unref(*t.ctx, op, t.handle.slot);  // the completion reference
+        complete(*t.ctx, op, t.slot());
+        unref(*t.ctx, op, t.slot());  // the completion reference
       }
-      unref(*t.ctx, op, t.handle.slot);  // this channel's reference
+      unref(*t.ctx, op, t.slot());  // this channel's reference
       return;
     }
     case HandleKind::kProxyStep:
@@ -359,7 +336,7 @@ void Tracker::stop(void* handle) noexcept {
 
 void Tracker::recordKernelStop(void* handle, uint64_t gpuStopNs) noexcept {
   Target t;
-  if (!resolve(handle, &t) || t.handle.kind != HandleKind::kKernelCh) {
+  if (!resolve(handle, &t) || t.kind() != HandleKind::kKernelCh) {
     return;
   }
   if (gpuStopNs != 0) {
@@ -371,12 +348,11 @@ void Tracker::recordKernelStop(void* handle, uint64_t gpuStopNs) noexcept {
 
 void Tracker::recordState(void* handle, uint32_t state) noexcept {
   Target t;
-  if (!resolve(handle, &t) || t.handle.kind == HandleKind::kOp) {
+  if (!resolve(handle, &t) || t.kind() == HandleKind::kOp) {
     return;
   }
-  if (t.handle.kind == HandleKind::kProxyStep) {
-    __atomic_store_n(&t.op->stepState[t.handle.channel], static_cast<uint8_t>(state),
-                     __ATOMIC_RELAXED);
+  if (t.kind() == HandleKind::kProxyStep) {
+    __atomic_store_n(&t.op->stepState[t.channel()], static_cast<uint8_t>(state), __ATOMIC_RELAXED);
   }
   bump(t.op->progress);
   bump(t.ctx->progress);

@@ -111,11 +111,16 @@ class Tracker {
   struct Target {
     Context* ctx = nullptr;
     OpSlot* op = nullptr;
-    Handle handle;
+    uint64_t bits = 0;  // the handle's value (decoded on use: handle.h accessors)
+    HandleKind kind() const noexcept { return handleKind(bits); }
+    uint32_t channel() const noexcept { return handleChannel(bits); }
+    uint32_t context() const noexcept { return handleContext(bits); }
+    uint32_t slot() const noexcept { return handleSlot(bits); }
+    uint32_t generation() const noexcept { return handleGeneration(bits); }
   };
   // Resolves a handle of ours to its live operation; false for NULL, passive,
-  // unknown, stale or foreign values.
-  bool resolve(const void* handle, Target* out) const noexcept;
+  // unknown, stale or foreign values. Inline: every event runs it.
+  [[gnu::always_inline]] bool resolve(const void* handle, Target* out) const noexcept;
   void markStarted(Context& ctx, OpSlot& op, const OpInfo& info) noexcept;
   void firstChild(Context& ctx, OpSlot& op, uint32_t slot) noexcept;
   void complete(Context& ctx, OpSlot& op, uint32_t slot) noexcept;
@@ -132,5 +137,26 @@ class Tracker {
   uint32_t nextContext_ = 0;                 // guarded by registry_: round robin, late reuse
   std::atomic<uint32_t> nextGeneration_{0};  // unique across contexts: stale handles never match
 };
+
+inline bool Tracker::resolve(const void* handle, Target* out) const noexcept {
+  const uint64_t bits = handleBits(handle);
+  const HandleKind kind = handleKind(bits);
+  if (kind == HandleKind::kNone || kind == HandleKind::kPassive) {
+    return false;
+  }
+  Context* ctx = contexts_[handleContext(bits)].load(std::memory_order_acquire);
+  const uint32_t slot = handleSlot(bits);
+  if (ctx == nullptr || slot >= ctx->capacity) {
+    return false;
+  }
+  OpSlot* op = &ctx->slots[slot];
+  if (op->generation.load(std::memory_order_acquire) != handleGeneration(bits)) {
+    return false;  // released, or never ours
+  }
+  out->ctx = ctx;
+  out->op = op;
+  out->bits = bits;
+  return true;
+}
 
 }  // namespace resilient::profiler
