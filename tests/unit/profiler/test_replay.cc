@@ -316,3 +316,43 @@ TEST_CASE(
 }
 
 }  // namespace resilient::test
+
+namespace resilient::test {
+
+TEST_CASE("an init that cannot track its communicator disables the plugin for it, not NCCL",
+          "[profiler][replay][null]") {
+  ScopeOptions o;
+  o.opsPerContext = 16;
+  PluginScope scope(o);
+  auto driver = makeDriver(5);
+  std::vector<std::unique_ptr<Replay>> comms;
+  for (uint32_t i = 0; i < profiler::kMaxContexts; ++i) {
+    CommSpec c;
+    c.commHash = 0x5000 + i;
+    comms.push_back(std::make_unique<Replay>(*driver, c));
+    REQUIRE(comms.back()->context() != nullptr);
+  }
+  // One communicator too many: init succeeds (NCCL goes on), with no context.
+  CommSpec extra;
+  extra.commHash = 0x9999;
+  Replay r(*driver, extra);
+  CHECK(r.initResult() == ncclSuccess);
+  CHECK(r.context() == nullptr);
+  StreamBuilder b(5, extra.commHash, extra.rank);
+  b.collective(CollSpec{});
+  r.run(b.events, false);
+  CHECK(r.allCallsSucceeded());
+  CHECK(r.nullHandles() > 0);
+  // The others still work, and a free slot is usable again.
+  comms.pop_back();
+  CommSpec again;
+  again.commHash = 0x7777;
+  Replay r2(*driver, again);
+  CHECK(r2.context() != nullptr);
+  StreamBuilder b2(5, again.commHash, again.rank);
+  b2.collective(CollSpec{});
+  r2.run(b2.events, false);
+  CHECK(static_cast<profiler::Context*>(r2.context())->collCompleted.load() == 1);
+}
+
+}  // namespace resilient::test
