@@ -239,6 +239,9 @@ void LoadDriver::awaitReleases(BarrierTimes* times, int timeoutMs) {
         --remaining;
       }
     }
+    if (n > 0 && batchUs_ > 0 && remaining > 0) {
+      ::usleep(static_cast<useconds_t>(batchUs_));
+    }
   }
 }
 

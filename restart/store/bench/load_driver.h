@@ -64,6 +64,10 @@ class LoadDriver {
   uint64_t runOps(tcp::Op op, int durationMs);
 
   int connections() const { return static_cast<int>(conns_.size()); }
+  // After handling a batch of releases, sleep this long before the next
+  // epoll_wait (0: never), so a burst wakes the process once per batch
+  // rather than once per reply (--client-batch-us).
+  void setBatchUs(int us) { batchUs_ = us; }
 
  private:
   struct Conn {
@@ -82,6 +86,7 @@ class LoadDriver {
   std::string name_;
   uint64_t generation_ = 0;
   int worldSize_ = 0;
+  int batchUs_ = 0;
 };
 
 }  // namespace resilient::store::bench

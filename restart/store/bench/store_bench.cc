@@ -15,6 +15,7 @@
 //   burst      all ranks arrive at once; the last arrival is the last send
 // Prints a table, then the same figures as JSON (--json FILE to save them).
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -145,8 +146,10 @@ class Clients {
 class TcpClients final : public Clients {
  public:
   TcpClients(const std::string& host, uint16_t port, const std::string& token, int n, int first,
-             const std::string& source)
-      : driver_(host, port, token, n, first, source) {}
+             const std::string& source, int batchUs)
+      : driver_(host, port, token, n, first, source) {
+    driver_.setBatchUs(batchUs);
+  }
   void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
                     BarrierTimes* t) override {
     driver_.sendBarrier(name, gen, world, hold, t);
@@ -214,6 +217,7 @@ struct Target {
   uint16_t port = 0;
   std::string token;
   std::vector<std::string> etcd;
+  int batchUs = 0;
 
   std::unique_ptr<Clients> clients(int n, int first, int processIndex) const {
     if (backend == "etcd") {
@@ -226,7 +230,7 @@ struct Target {
     // Each worker its own loopback source address: 127.0.0.2, .3, ...
     const std::string source =
         host.rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + processIndex) : "";
-    return std::make_unique<TcpClients>(host, port, token, n, first, source);
+    return std::make_unique<TcpClients>(host, port, token, n, first, source, batchUs);
   }
 };
 
@@ -310,6 +314,7 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int ops
   for (int p = 0; p < processes; ++p) {
     const int n = clients / processes + (p < clients % processes ? 1 : 0);
     workers.push_back(forkProcess([&, n, rank, p](Channel& self) {
+      ::prctl(PR_SET_NAME, "bench-clients");
       std::unique_ptr<Clients> c = target.clients(n, rank, p);
       workerMain(self, *c);
     }));
@@ -370,11 +375,12 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int ops
           }
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
-        if (target.backend == "etcd") {
-          // Let the waiters' watches be established (they start right after
-          // each arrival): the straggler's release is then pushed to them.
-          std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        }
+        // The others have been waiting: let the machine settle first (the
+        // TCP stack's delayed ACKs of the previous round fire within 200 ms;
+        // etcd's watches start right after each arrival), so the straggler's
+        // release is measured on its own, as in a job between two steps.
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(target.backend == "etcd" ? 500 : 250));
       }
       workers[0].send("H");
       for (auto& w : workers) {
@@ -466,6 +472,11 @@ int run(int argc, char** argv) {
   int sendThreads = -1;
   std::string backend = "tcp";
   std::string etcdEndpoints;
+  int batchUs = 0;
+  app.add_option("--client-batch-us", batchUs,
+                 "TCP: a simulated client process sleeps this long after handling a batch of "
+                 "releases before its next epoll_wait (0: woken per reply)")
+      ->capture_default_str();
   app.add_option("--backend", backend, "tcp or etcd")->capture_default_str();
   app.add_option("--etcd", etcdEndpoints, "etcd members HOST:PORT,... (--backend etcd)");
   app.add_option("--clients", clientCounts, "simulated client counts")
@@ -494,6 +505,7 @@ int run(int argc, char** argv) {
   target.backend = backend;
   target.host = "127.0.0.1";
   target.token = token;
+  target.batchUs = batchUs;
   Channel server;
   if (backend == "etcd") {
     std::istringstream in(etcdEndpoints);
@@ -529,8 +541,8 @@ int run(int argc, char** argv) {
   if (backend == "etcd") {
     std::printf("etcd store benchmark: %s, %s\n", etcdEndpoints.c_str(), machine().c_str());
   } else {
-    std::printf("TCP store benchmark: server %s:%u (send threads %d), %s\n", target.host.c_str(),
-                target.port, sendThreads, machine().c_str());
+    std::printf("TCP store benchmark: server %s:%u (send threads %d, client batch %d us), %s\n",
+                target.host.c_str(), target.port, sendThreads, batchUs, machine().c_str());
   }
   std::printf("%8s %5s %9s | %-27s | %-27s | %9s | %10s %10s %10s\n", "clients", "procs",
               "connect s", "straggler ms med/p90/max", "burst ms med/p90/max", "spread ms",
@@ -553,8 +565,8 @@ int run(int argc, char** argv) {
 
   std::ostringstream json;
   json << "{\"benchmark\":\"" << backend << "-store\",\"machine\":\"" << machine()
-       << "\",\"send_threads\":" << sendThreads << ",\"rounds\":" << rounds
-       << ",\"ops_ms\":" << opsMs << ",\"results\":[";
+       << "\",\"send_threads\":" << sendThreads << ",\"client_batch_us\":" << batchUs
+       << ",\"rounds\":" << rounds << ",\"ops_ms\":" << opsMs << ",\"results\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     json << (i ? "," : "") << "{\"clients\":" << r.clients << ",\"processes\":" << r.processes

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -105,7 +106,10 @@ class TcpStoreClient::Connection {
 
   Connection(Fd fd, uint64_t instance, size_t maxFrame, std::string target)
       : fd_(std::move(fd)), instance_(instance), maxFrame_(maxFrame), target_(std::move(target)) {
-    reader_ = std::thread([this] { readLoop(); });
+    reader_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "store-reader");
+      readLoop();
+    });
   }
   ~Connection() {
     fail("client closed");

@@ -1,5 +1,7 @@
 #include "restart/store/tcp/send_pool.h"
 
+#include <pthread.h>
+
 namespace resilient::store::tcp {
 namespace {
 
@@ -12,7 +14,10 @@ std::pair<size_t, size_t> slice(size_t n, size_t parts, size_t part) {
 
 SendPool::SendPool(int helpers) {
   for (int i = 0; i < helpers; ++i) {
-    threads_.emplace_back([this, i] { helperLoop(static_cast<size_t>(i) + 1); });
+    threads_.emplace_back([this, i] {
+      pthread_setname_np(pthread_self(), "store-send");
+      helperLoop(static_cast<size_t>(i) + 1);
+    });
   }
 }
 

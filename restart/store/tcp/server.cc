@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -610,7 +611,10 @@ void StoreServer::Loop::onCompletion(const Completion& c) {
 
 StoreServer::StoreServer(ServerOptions options)
     : loop_(std::make_unique<Loop>(std::move(options))) {
-  thread_ = std::thread([this] { loop_->run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "store-loop");
+    loop_->run();
+  });
 }
 
 StoreServer::~StoreServer() {
