@@ -9,7 +9,7 @@
 namespace resilient::store::bench {
 namespace {
 
-constexpr size_t kStackBytes = 256 * 1024;
+constexpr size_t kStackBytes = size_t{256} * 1024;
 
 // A thread with a small stack: thousands of them per process.
 pthread_t spawn(std::function<void()> fn) {

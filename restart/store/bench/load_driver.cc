@@ -181,7 +181,7 @@ int LoadDriver::drain(Conn& c, uint32_t* errors) {
         data = {};
       }
       while (!data.empty() && data.size() >= tcp::kFrameHeaderBytes) {
-        const tcp::FrameHeader h = tcp::decodeFrameHeader(data, 64 * 1024, true);
+        const tcp::FrameHeader h = tcp::decodeFrameHeader(data, size_t{64} * 1024, true);
         if (data.size() - tcp::kFrameHeaderBytes < h.length) {
           break;
         }

@@ -27,7 +27,7 @@ namespace {
 using namespace resilient::store;
 
 // Small limits make the fuzzer reach the limit checks.
-constexpr size_t kFuzzMaxFrame = 64 * 1024;
+constexpr size_t kFuzzMaxFrame = size_t{64} * 1024;
 
 void serverSession(std::string_view in, uint8_t mode) {
   std::vector<Completion> completions;

@@ -183,8 +183,8 @@ class TcpStoreClient::Connection {
   void readLoop() {
     FrameDecoder decoder(maxFrame_, true);
     for (;;) {
-      char* buf = decoder.writable(64 * 1024);
-      const ssize_t n = ::recv(fd_.get(), buf, 64 * 1024, 0);
+      char* buf = decoder.writable(size_t{64} * 1024);
+      const ssize_t n = ::recv(fd_.get(), buf, size_t{64} * 1024, 0);
       if (n == 0) {
         fail("the store server closed the connection");
         return;

@@ -439,7 +439,7 @@ Response decodeResponse(const FrameHeader& h, std::string_view payload) {
       }
       break;
     case ReplyStatus::kBarrierOverflow: resp.report = readReport(r); break;
-    case ReplyStatus::kInvalid: resp.message = std::string(r.bytes(64 * 1024, "message")); break;
+    case ReplyStatus::kInvalid: resp.message = std::string(r.bytes(size_t{64} * 1024, "message")); break;
     case ReplyStatus::kBarrierStale:
     case ReplyStatus::kBarrierDropped: break;
   }

@@ -29,7 +29,7 @@ namespace {
 constexpr uint64_t kListenId = 0;
 constexpr uint64_t kWakeId = 1;
 constexpr uint64_t kFirstConnId = 2;
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadChunk = size_t{64} * 1024;
 constexpr int kMaxReadsPerEvent = 16;
 // A connection whose unsent replies exceed this stops being read until the
 // peer catches up.
@@ -260,7 +260,7 @@ void StoreServer::Loop::run() {
         [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof v);
         continue;
       }
-      Conn& c = *reinterpret_cast<Conn*>(events[static_cast<size_t>(i)].data.ptr);
+      Conn& c = *static_cast<Conn*>(events[static_cast<size_t>(i)].data.ptr);
       if (c.closed) {
         continue;
       }
@@ -538,7 +538,7 @@ void StoreServer::Loop::afterSend(Conn& c, int result) {
   }
   c.out.clear();
   c.outOffset = 0;
-  if (c.out.capacity() > 64 * 1024) {
+  if (c.out.capacity() > size_t{64} * 1024) {
     std::string().swap(c.out);
   }
   if (c.state == State::kClosing) {
@@ -604,7 +604,8 @@ void StoreServer::Loop::runTimers(TimePoint now) {
 
 void StoreServer::Loop::onCompletion(const Completion& c) {
   // The owner is a live Conn: closing one drops its pending calls first.
-  Conn& conn = *reinterpret_cast<Conn*>(c.owner);
+  Conn& conn = *reinterpret_cast<Conn*>(
+      c.owner);  // NOLINT(performance-no-int-to-ptr): owner ids are Conn addresses
   handler_.encodeCompletion(c, &conn.out);
   markDirty(conn);
 }

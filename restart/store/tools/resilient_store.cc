@@ -104,8 +104,8 @@ int serve(const std::string& listen, const std::string& token, size_t maxConnect
   return 0;
 }
 
-int runClient(const std::string& url, ClientOptions options, const std::vector<std::string>& args,
-              int64_t timeoutMs, bool noWait) {
+int runClient(const std::string& url, const ClientOptions& options,
+              const std::vector<std::string>& args, int64_t timeoutMs, bool noWait) {
   if (args.empty()) {
     throw CLI::ValidationError("client", "missing operation");
   }

@@ -49,7 +49,7 @@ std::string etcdBinary() {
   size_t pos = 0;
   while (pos <= dirs.size()) {
     const size_t colon = std::min(dirs.find(':', pos), dirs.size());
-    const std::string candidate = dirs.substr(pos, colon - pos) + "/etcd";
+    std::string candidate = dirs.substr(pos, colon - pos) + "/etcd";
     if (::access(candidate.c_str(), X_OK) == 0) {
       return candidate;
     }

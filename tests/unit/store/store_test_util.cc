@@ -31,6 +31,7 @@ void runThreads(int n, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;
   std::mutex mu;
   std::exception_ptr first;
+  threads.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       try {
@@ -57,6 +58,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv) {
     throw std::runtime_error("pipe2 failed");
   }
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) {
     args.push_back(const_cast<char*>(a.c_str()));
   }

@@ -63,7 +63,7 @@ TEST_CASE("limits: key and value sizes", "[store][conformance]") {
   CHECK(s.get(longKey) == std::optional<std::string>("v"));
   CHECK_THROWS_AS(s.set(longKey + "k", "v"), InvalidArgument);
   CHECK_THROWS_AS(s.set("", "v"), InvalidArgument);
-  const std::string big(256 * 1024, 'v');
+  const std::string big(size_t{256} * 1024, 'v');
   s.set("big", big);
   CHECK(s.get("big") == std::optional<std::string>(big));
   CHECK_THROWS_AS(s.set("huge", std::string(kMaxValueBytes + 1, 'v')), InvalidArgument);
@@ -90,6 +90,7 @@ TEST_CASE("add is an atomic counter", "[store][conformance]") {
   constexpr int kThreads = 4;
   constexpr int kEach = 25;
   std::vector<std::shared_ptr<Store>> clients;
+  clients.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     clients.push_back(ctx.client());
   }
@@ -99,7 +100,7 @@ TEST_CASE("add is an atomic counter", "[store][conformance]") {
       seen[static_cast<size_t>(t)].push_back(clients[static_cast<size_t>(t)]->add("shared", 1));
     }
   });
-  CHECK(s.add("shared", 0) == kThreads * kEach);
+  CHECK(s.add("shared", 0) == int64_t{kThreads} * kEach);
   // Every intermediate value was handed out exactly once.
   std::set<int64_t> all;
   for (const auto& v : seen) {
@@ -107,7 +108,7 @@ TEST_CASE("add is an atomic counter", "[store][conformance]") {
   }
   CHECK(all.size() == static_cast<size_t>(kThreads * kEach));
   CHECK(*all.begin() == 1);
-  CHECK(*all.rbegin() == kThreads * kEach);
+  CHECK(*all.rbegin() == int64_t{kThreads} * kEach);
 }
 
 TEST_CASE("compareSet swaps only on a match and reports the current value",
@@ -142,6 +143,7 @@ TEST_CASE("compareSet swaps only on a match and reports the current value",
   // A race to create the key: exactly one client wins.
   constexpr int kThreads = 4;
   std::vector<std::shared_ptr<Store>> clients;
+  clients.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     clients.push_back(ctx.client());
   }
@@ -177,6 +179,8 @@ TEST_CASE("multiGet and multiSet", "[store][conformance]") {
   // More keys than one atomic batch.
   std::vector<KeyValue> many;
   std::vector<std::string> keys;
+  many.reserve(300);
+  keys.reserve(300);
   for (int i = 0; i < 300; ++i) {
     many.emplace_back("m" + std::to_string(i), std::to_string(i * i));
     keys.push_back("m" + std::to_string(i));
@@ -323,6 +327,7 @@ TEST_CASE("barrier: every rank released once all arrived, generations in step",
   constexpr int kRanks = 5;
   constexpr int kRounds = 3;
   std::vector<std::shared_ptr<Store>> clients;
+  clients.reserve(kRanks);
   for (int i = 0; i < kRanks; ++i) {
     clients.push_back(ctx.client());
   }

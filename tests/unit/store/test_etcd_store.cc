@@ -33,6 +33,7 @@ void barrierLoopSurvives(EtcdCluster& cluster, const std::function<void()>& faul
   constexpr int kRounds = 30;
   constexpr int kFaultAt = 10;
   std::vector<std::unique_ptr<etcd::EtcdStore>> clients;
+  clients.reserve(kRanks);
   for (int i = 0; i < kRanks; ++i) {
     clients.push_back(client(cluster));
   }
@@ -104,6 +105,7 @@ TEST_CASE("etcd: counters stay exact across a leader kill (each add applied once
   constexpr int kThreads = 4;
   constexpr int kAdds = 40;
   std::vector<std::unique_ptr<etcd::EtcdStore>> clients;
+  clients.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     clients.push_back(client(cluster));
   }
@@ -124,7 +126,7 @@ TEST_CASE("etcd: counters stay exact across a leader kill (each add applied once
   });
   chaos.join();
   auto check = client(cluster);
-  CHECK(check->add("counter", 0) == kThreads * kAdds);
+  CHECK(check->add("counter", 0) == int64_t{kThreads} * kAdds);
   for (int t = 0; t < kThreads; ++t) {
     CHECK(check->get("last/" + std::to_string(t)) ==
           std::optional<std::string>(std::to_string(kAdds - 1)));

@@ -228,6 +228,7 @@ TEST_CASE("rank lists are compressed into ranges", "[store][protocol]") {
   CHECK(formatRanks({3}) == "3");
   CHECK(formatRanks({0, 1, 2, 5, 7, 8}) == "0-2, 5, 7-8");
   std::vector<int> many;
+  many.reserve(50);
   for (int i = 0; i < 100; i += 2) {
     many.push_back(i);
   }

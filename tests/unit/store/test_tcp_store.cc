@@ -109,7 +109,7 @@ TEST_CASE("tcp: a wrong job token is refused; the server serves the others", "[s
 TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server carries on",
           "[store][tcp]") {
   ServerOptions o = localServer();
-  o.maxFrameBytes = 64 * 1024;
+  o.maxFrameBytes = size_t{64} * 1024;
   o.handshakeTimeout = milliseconds(300);
   StoreServer server(o);
   auto client = connectTo(server.port());
@@ -207,6 +207,7 @@ TEST_CASE("tcp: a request over the server's frame limit is refused before sendin
   CHECK(client->get("k") == std::optional<std::string>("small"));
   // A reply that would be too large is answered with an error, not a cut.
   std::vector<KeyValue> pairs;
+  pairs.reserve(4);
   for (int i = 0; i < 4; ++i) {
     pairs.emplace_back("v" + std::to_string(i), std::string(1500, 'x'));
   }
@@ -393,6 +394,7 @@ TEST_CASE("tcp: 256 clients in one process pass barriers together", "[store][tcp
   StoreServer server(localServer());
   constexpr int kClients = 256;
   std::vector<std::unique_ptr<TcpStoreClient>> clients;
+  clients.reserve(kClients);
   for (int i = 0; i < kClients; ++i) {
     clients.push_back(connectTo(server.port()));
   }
