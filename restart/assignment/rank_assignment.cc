@@ -1,4 +1,4 @@
-#include "restart/assignment/rank_assignment.h"
+#include "resilient/restart/rank_assignment.hpp"
 
 #include <algorithm>
 #include <map>

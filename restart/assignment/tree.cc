@@ -1,4 +1,4 @@
-#include "restart/assignment/tree.h"
+#include "resilient/restart/tree.hpp"
 
 #include <algorithm>
 #include <map>

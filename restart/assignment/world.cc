@@ -1,4 +1,4 @@
-#include "restart/assignment/world.h"
+#include "resilient/restart/world.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -10,6 +10,7 @@ const char* modeName(Mode mode) noexcept {
     case Mode::kActive: return "active";
     case Mode::kInactive: return "inactive";
     case Mode::kTerminated: return "terminated";
+    case Mode::kInitialized: return "initialized";
   }
   return "unknown";
 }

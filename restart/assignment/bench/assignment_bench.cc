@@ -4,7 +4,7 @@
 // Rank assignment of a 16,384-rank world after 1,024 random terminations, for
 // three policies: prints one line each (time of assignRanks()). The reference
 // restarter asserts < 1 s for this case; we report it (docs/performance.md).
-#include "restart/assignment/tree.h"
+#include "resilient/restart/tree.hpp"
 using namespace resilient::restart;
 int main() {
   const int n = 16384;

@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "restart/assignment/rank_assignment.h"
+#include "resilient/restart/rank_assignment.hpp"
 
 using namespace resilient::restart;
 

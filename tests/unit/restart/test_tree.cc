@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "restart/assignment/tree.h"
+#include "resilient/restart/tree.hpp"
 
 using namespace resilient::restart;
 

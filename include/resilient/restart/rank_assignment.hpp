@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "restart/assignment/world.h"
+#include "resilient/restart/world.hpp"
 
 namespace resilient::restart {
 

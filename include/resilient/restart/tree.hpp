@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "restart/assignment/rank_assignment.h"
+#include "resilient/restart/rank_assignment.hpp"
 
 namespace resilient::restart {
 

@@ -16,6 +16,7 @@ enum class Mode {
   kActive,      // runs the wrapped function
   kInactive,    // a spare: alive, waits, may be activated in a later iteration
   kTerminated,  // gone for good (dead, unhealthy, or dropped by a policy)
+  kInitialized,  // a State before the first rank assignment (never in a World)
 };
 
 const char* modeName(Mode mode) noexcept;

@@ -1,0 +1,78 @@
+// The exceptions of the restart library (restart-model.md §1.2, "Exceptions").
+//
+// RestartError is the base of everything the library throws. Two of them steer
+// the loop rather than report a failure:
+//  - RankShouldRestart: a restart is under way; the library's own wait helpers
+//    (CallContext::checkCancelled, waits on communicators) throw it so that the
+//    wrapped function unwinds. The wrapped function must let it pass (catch it
+//    only to rethrow).
+//  - RestartAbort: stop restarting. Thrown by a hook (e.g. the retry
+//    controller's limits) or by the wrapped function, it ends the job on every
+//    rank: terminate hooks run and Wrapper::run rethrows it.
+// Any other exception from the wrapped function is a fault of this rank: it is
+// published, every rank restarts, and the next iteration sees it in
+// State::fnException.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace resilient::restart {
+
+class RestartError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Stop restarting: the loop ends on every rank (terminal, like the reference's
+// BaseException path).
+class RestartAbort : public RestartError {
+ public:
+  using RestartError::RestartError;
+};
+
+// A restart is under way: unwind out of the wrapped function.
+class RankShouldRestart : public RestartError {
+ public:
+  using RestartError::RestartError;
+};
+
+// This rank was terminated by the rank assignment (e.g. its host was dropped,
+// or it is unhealthy) and leaves the job; the others go on without it.
+class RankDiscarded : public RestartError {
+ public:
+  using RestartError::RestartError;
+};
+
+// A health check found this rank unfit; the rank is terminated.
+class HealthCheckError : public RestartError {
+ public:
+  using RestartError::RestartError;
+};
+
+// The per-rank fault counter passed its limit (a HealthCheckError).
+class FaultCounterExceeded : public HealthCheckError {
+ public:
+  using HealthCheckError::HealthCheckError;
+};
+
+// A hook or a phase overran its timeout (finalize, health check, barrier).
+class TimeoutError : public RestartError {
+ public:
+  using RestartError::RestartError;
+};
+
+// A bug or an impossible state inside the library (never the user's fault).
+class InternalError : public RestartError {
+ public:
+  using RestartError::RestartError;
+};
+
+// Options that break the ordering rules (soft < hard < barrier timeout, ...)
+// or out of range; the message names the option and the rule.
+class ConfigError : public RestartError {
+ public:
+  using RestartError::RestartError;
+};
+
+}  // namespace resilient::restart

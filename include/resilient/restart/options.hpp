@@ -1,0 +1,88 @@
+// Everything the restart loop can be told (restart-model.md §1.2, Wrapper's
+// parameters). Options::fromEnvironment() starts from the NCCL_RESILIENT_RESTART_*
+// knobs (environment or nccl.conf; docs/configuration.md); a program then
+// overrides fields in code. validate() enforces the reference's ordering rules
+// and throws ConfigError naming the option and the rule it breaks.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "resilient/restart/communicator.hpp"
+#include "resilient/restart/hooks.hpp"
+#include "resilient/restart/rank_assignment.hpp"
+
+namespace resilient::restart {
+
+using Millis = std::chrono::milliseconds;
+
+struct Options {
+  // The job's store: "tcp://host:port", "etcd://a:2379,b:2379" or "memory"
+  // (one process). Empty: NCCL_RESILIENT_STORE_URL.
+  std::string storeUrl;
+  // Host the embedded TCP store in this process when storeUrl is tcp:// and
+  // this rank's initial rank is 0 (the reference's default; a launcher or a
+  // standalone `resilient-store` avoids the single point of failure).
+  bool hostStore = false;
+  // Ranks of the job and this process's initial rank. -1: from RANK and
+  // WORLD_SIZE.
+  int rank = -1;
+  int worldSize = -1;
+  // A name for the job's keys in the store (several jobs may share a store).
+  std::string jobId = "default";
+
+  InitializeFn initialize;  // e.g. retryController(...)
+  AbortFn abort;            // user aborts, run after the communicators' (see restart.md)
+  FinalizeFn finalize;
+  HealthCheckFn healthCheck;  // at the start of every iteration
+  CompletionFn completion;
+  TerminateFn terminate;
+  RankAssignmentPtr rankAssignment = defaultRankAssignment();
+  // The communicators made for every iteration, by name (see communicator.hpp).
+  std::vector<std::pair<std::string, CommunicatorFactory>> communicators;
+
+  Millis monitorThreadInterval{1000};
+  Millis monitorProcessInterval{1000};
+  Millis heartbeatInterval{1000};
+  Millis progressWatchdogInterval{1000};
+  Millis softTimeout{60000};
+  Millis hardTimeout{90000};
+  Millis heartbeatTimeout{30000};
+  Millis barrierTimeout{120000};
+  Millis completionTimeout{120000};
+  Millis lastCallWait{1000};
+  Millis terminationGraceTime{5000};
+  // Bounds on the loop's own phases (the reference leaves them to the hooks).
+  Millis finalizeTimeout{30000};
+  Millis healthCheckTimeout{30000};
+  Millis communicatorTimeout{60000};
+
+  // The monitor process: its executable (empty: `resilient-monitor` next to
+  // the library, then on PATH), its log and pid files ({rank} is replaced by
+  // the initial rank; must be absolute). useMonitorProcess=false runs without
+  // one (no hard timeout, no death records: tests and single-process runs).
+  bool useMonitorProcess = true;
+  std::string monitorExecutable;
+  std::string monitorLogFile;
+  std::string monitorPidFile;
+  // The blackbox directory the plugins write to (empty:
+  // NCCL_RESILIENT_BLACKBOX_DIR); the monitor thread watches this process's
+  // region, the monitor process dumps it after a death.
+  std::string blackboxDir;
+  // A culprit named by the plugins' signals is treated as unhealthy and
+  // replaced by a spare (beyond the reference).
+  bool terminateCulprits = true;
+  // false: run the function once, with no restart machinery.
+  bool enabled = true;
+
+  // Defaults with the NCCL_RESILIENT_RESTART_* knobs applied.
+  static Options fromEnvironment();
+  // Throws ConfigError when an option is out of range or the ordering rules
+  // (soft < hard < barrier, ...) are broken.
+  void validate() const;
+};
+
+}  // namespace resilient::restart
