@@ -1,0 +1,49 @@
+#include "restart/protocol/job_keys.h"
+
+#include <stdexcept>
+
+namespace resilient::restart::protocol {
+
+JobKeys::JobKeys(const std::string& jobId) : prefix_("resilient/" + jobId + "/") {
+  if (jobId.empty() || jobId.find('/') != std::string::npos) {
+    throw std::invalid_argument("a job id must be non-empty and contain no '/': \"" + jobId + "\"");
+  }
+}
+
+std::string JobKeys::identity(int initialRank) const {
+  return prefix_ + "rank/" + std::to_string(initialRank) + "/identity";
+}
+
+std::string JobKeys::terminated(int initialRank) const {
+  return prefix_ + "terminated/" + std::to_string(initialRank);
+}
+
+std::string JobKeys::heartbeat(int initialRank) const {
+  return prefix_ + "heartbeat/" + std::to_string(initialRank);
+}
+
+std::string JobKeys::faultCount() const {
+  return prefix_ + "faults/count";
+}
+
+std::string JobKeys::fault(int64_t index) const {
+  return prefix_ + "faults/" + std::to_string(index);
+}
+
+std::string JobKeys::interrupted(int iteration) const {
+  return prefix_ + "iteration/" + std::to_string(iteration) + "/interrupted";
+}
+
+std::string JobKeys::done(int iteration) const {
+  return prefix_ + "iteration/" + std::to_string(iteration) + "/done";
+}
+
+std::string JobKeys::completed(int iteration) const {
+  return prefix_ + "iteration/" + std::to_string(iteration) + "/completed";
+}
+
+std::string JobKeys::rendezvous(int iteration) const {
+  return prefix_ + "iteration/" + std::to_string(iteration) + "/comm/";
+}
+
+}  // namespace resilient::restart::protocol

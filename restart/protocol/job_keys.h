@@ -1,0 +1,50 @@
+// The restart library's keys in the job's store: one schema shared by the
+// loop (restart/loop/) and the monitor process (restart/monitor/). Every key
+// lives under "resilient/<jobId>/"; docs/restart.md lists them.
+//
+//   rank/<r>/identity        JSON: host, pid, monitor pid of initial rank r
+//   terminated/<r>           set (value: the reason) once initial rank r is out for good
+//   heartbeat/<r>            wall-clock ns, kept by r's monitor process (expiring)
+//   faults/count             counter; faults/<i> (1-based) is a fault record (JSON)
+//   iteration/<k>/interrupted  set by the first fault of iteration k (value: its reason)
+//   iteration/<k>/done       counter of active ranks whose function returned
+//   iteration/<k>/completed  set when every active rank of iteration k returned
+//   iteration/<k>/comm/...   the iteration's rendezvous (communicator ids)
+// Barriers (store barriers; re-entrant: anyone may count a rank):
+//   "<prefix>initial"      generation 0       all initial ranks
+//   "<prefix>iteration"    generation k       all initial ranks (terminated ones counted for them)
+//   "<prefix>completion"   generation k       all initial ranks
+//   "<prefix>termination"  generation 0       all initial ranks
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace resilient::restart::protocol {
+
+class JobKeys {
+ public:
+  explicit JobKeys(const std::string& jobId);
+
+  const std::string& prefix() const noexcept { return prefix_; }
+  std::string identity(int initialRank) const;
+  std::string terminated(int initialRank) const;
+  std::string heartbeat(int initialRank) const;
+  std::string faultCount() const;
+  std::string fault(int64_t index) const;
+  std::string interrupted(int iteration) const;
+  std::string done(int iteration) const;
+  std::string completed(int iteration) const;
+  // The prefix under which iteration k's rendezvous keys live.
+  std::string rendezvous(int iteration) const;
+
+  std::string initialBarrier() const { return prefix_ + "initial"; }
+  std::string iterationBarrier() const { return prefix_ + "iteration"; }
+  std::string completionBarrier() const { return prefix_ + "completion"; }
+  std::string terminationBarrier() const { return prefix_ + "termination"; }
+
+ private:
+  std::string prefix_;
+};
+
+}  // namespace resilient::restart::protocol
