@@ -18,6 +18,14 @@ std::string JobKeys::terminated(int initialRank) const {
   return prefix_ + "terminated/" + std::to_string(initialRank);
 }
 
+std::string JobKeys::terminatedCount() const {
+  return prefix_ + "terminated/count";
+}
+
+std::string JobKeys::terminatedEntry(int64_t index) const {
+  return prefix_ + "terminated/list/" + std::to_string(index);
+}
+
 std::string JobKeys::heartbeat(int initialRank) const {
   return prefix_ + "heartbeat/" + std::to_string(initialRank);
 }
@@ -32,14 +40,6 @@ std::string JobKeys::fault(int64_t index) const {
 
 std::string JobKeys::interrupted(int iteration) const {
   return prefix_ + "iteration/" + std::to_string(iteration) + "/interrupted";
-}
-
-std::string JobKeys::done(int iteration) const {
-  return prefix_ + "iteration/" + std::to_string(iteration) + "/done";
-}
-
-std::string JobKeys::completed(int iteration) const {
-  return prefix_ + "iteration/" + std::to_string(iteration) + "/completed";
 }
 
 std::string JobKeys::rendezvous(int iteration) const {

@@ -4,11 +4,11 @@
 //
 //   rank/<r>/identity        JSON: host, pid, monitor pid of initial rank r
 //   terminated/<r>           set (value: the reason) once initial rank r is out for good
+//   terminated/count         counter; terminated/list/<i> (1-based) = the i-th rank
+//                            terminated (readers keep a cursor: one get per poll)
 //   heartbeat/<r>            wall-clock ns, kept by r's monitor process (expiring)
 //   faults/count             counter; faults/<i> (1-based) is a fault record (JSON)
 //   iteration/<k>/interrupted  set by the first fault of iteration k (value: its reason)
-//   iteration/<k>/done       counter of active ranks whose function returned
-//   iteration/<k>/completed  set when every active rank of iteration k returned
 //   iteration/<k>/comm/...   the iteration's rendezvous (communicator ids)
 // Barriers (store barriers; re-entrant: anyone may count a rank):
 //   "<prefix>initial"      generation 0       all initial ranks
@@ -29,12 +29,12 @@ class JobKeys {
   const std::string& prefix() const noexcept { return prefix_; }
   std::string identity(int initialRank) const;
   std::string terminated(int initialRank) const;
+  std::string terminatedCount() const;
+  std::string terminatedEntry(int64_t index) const;
   std::string heartbeat(int initialRank) const;
   std::string faultCount() const;
   std::string fault(int64_t index) const;
   std::string interrupted(int iteration) const;
-  std::string done(int iteration) const;
-  std::string completed(int iteration) const;
   // The prefix under which iteration k's rendezvous keys live.
   std::string rendezvous(int iteration) const;
 

@@ -1,0 +1,42 @@
+#include "restart/protocol/terminated_ranks.h"
+
+#include <vector>
+
+namespace resilient::restart::protocol {
+
+bool markTerminated(store::Store& store, const JobKeys& keys, int initialRank,
+                    const std::string& reason, store::Timeout timeout) {
+  const store::CasResult cas =
+      store.compareSet(keys.terminated(initialRank), std::nullopt, reason, timeout);
+  if (!cas.swapped) {
+    return false;
+  }
+  const int64_t index = store.add(keys.terminatedCount(), 1, timeout);
+  store.set(keys.terminatedEntry(index), std::to_string(initialRank), timeout);
+  return true;
+}
+
+const std::set<int>& TerminatedRanks::refresh(store::Timeout timeout) {
+  const std::optional<std::string> countText = store_.get(keys_.terminatedCount(), timeout);
+  const int64_t count = countText ? std::stoll(*countText) : 0;
+  if (count <= read_) {
+    return ranks_;
+  }
+  std::vector<std::string> names;
+  for (int64_t i = read_ + 1; i <= count; ++i) {
+    names.push_back(keys_.terminatedEntry(i));
+  }
+  const auto values = store_.multiGet(names, timeout);
+  int64_t i = read_;
+  for (const auto& v : values) {
+    if (!v) {
+      break;  // its writer is between add and set: read it next time
+    }
+    ranks_.insert(std::stoi(*v));
+    ++i;
+  }
+  read_ = i;
+  return ranks_;
+}
+
+}  // namespace resilient::restart::protocol
