@@ -54,11 +54,39 @@ void World::terminate(int initialRank) {
 }
 
 std::vector<int> World::liveByRank() const {
+  // A stable counting sort by rank: live ranks lie in [0, initialWorldSize)
+  // (a policy may briefly leave one outside; then a comparison sort).
+  const size_t n = slots_.size();
   std::vector<int> live;
-  live.reserve(slots_.size());
-  for (int i = 0; i < initialWorldSize(); ++i) {
-    if (slots_[static_cast<size_t>(i)].mode != Mode::kTerminated) {
-      live.push_back(i);
+  live.reserve(n);
+  std::vector<int> start(n + 1, 0);
+  bool inRange = true;
+  for (const RankSlot& s : slots_) {
+    if (s.mode == Mode::kTerminated) {
+      continue;
+    }
+    if (s.rank < 0 || static_cast<size_t>(s.rank) >= n) {
+      inRange = false;
+      break;
+    }
+    ++start[static_cast<size_t>(s.rank) + 1];
+  }
+  if (inRange) {
+    for (size_t r = 0; r < n; ++r) {
+      start[r + 1] += start[r];
+    }
+    live.resize(static_cast<size_t>(start[n]));
+    for (size_t i = 0; i < n; ++i) {
+      const RankSlot& s = slots_[i];
+      if (s.mode != Mode::kTerminated) {
+        live[static_cast<size_t>(start[static_cast<size_t>(s.rank)]++)] = static_cast<int>(i);
+      }
+    }
+    return live;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (slots_[i].mode != Mode::kTerminated) {
+      live.push_back(static_cast<int>(i));
     }
   }
   std::stable_sort(live.begin(), live.end(), [this](int a, int b) {
@@ -76,33 +104,36 @@ void World::renumberActive() {
 }
 
 std::string World::inconsistency() const {
+  // Messages are built only on failure: this runs on every assignment.
   const int live = worldSize();
+  auto who = [](int i) { return "initial rank " + std::to_string(i); };
   std::vector<int> owner(slots_.size(), -1);
   for (int i = 0; i < initialWorldSize(); ++i) {
     const RankSlot& s = slots_[static_cast<size_t>(i)];
-    const std::string who = "initial rank " + std::to_string(i);
     if (s.mode == Mode::kTerminated) {
       if (s.rank != -1 || s.activeRank != -1) {
-        return who + " is terminated but still holds rank " + std::to_string(s.rank);
+        return who(i) + " is terminated but still holds rank " + std::to_string(s.rank);
       }
       continue;
     }
     if (s.rank < 0 || s.rank >= live) {
-      return who + " holds rank " + std::to_string(s.rank) + " outside [0, " +
+      return who(i) + " holds rank " + std::to_string(s.rank) + " outside [0, " +
              std::to_string(live) + ")";
     }
     if (owner[static_cast<size_t>(s.rank)] != -1) {
-      return who + " and initial rank " + std::to_string(owner[static_cast<size_t>(s.rank)]) +
+      return who(i) + " and initial rank " + std::to_string(owner[static_cast<size_t>(s.rank)]) +
              " both hold rank " + std::to_string(s.rank);
     }
     owner[static_cast<size_t>(s.rank)] = i;
   }
+  // owner[] now lists the live initial ranks in rank order.
   int expected = 0;
-  for (const int i : liveByRank()) {
+  for (int r = 0; r < live; ++r) {
+    const int i = owner[static_cast<size_t>(r)];
     const RankSlot& s = slots_[static_cast<size_t>(i)];
     const int want = s.mode == Mode::kActive ? expected++ : -1;
     if (s.activeRank != want) {
-      return "initial rank " + std::to_string(i) + " (" + modeName(s.mode) + ") has active rank " +
+      return who(i) + " (" + modeName(s.mode) + ") has active rank " +
              std::to_string(s.activeRank) + ", expected " + std::to_string(want);
     }
   }

@@ -20,6 +20,11 @@
 //  5. an optional world-size filter cuts the active count (highest-ranked
 //     active ranks become spares), e.g. to a multiple of 8.
 // A Tree is a complete policy: it is not composed with other policies.
+//
+// Keys are evaluated once per initial world size (n calls per layer) and the
+// resulting layout is kept by the policy and reused on every later
+// assignment: a key must depend on the initial rank only. An assignment is
+// then O(n * layers) plus O(log n) per failed rank.
 #pragma once
 
 #include <functional>

@@ -1,0 +1,66 @@
+#include "tree_layout.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+namespace resilient::restart::detail {
+namespace {
+
+// (parent domain, key) -> domain id.
+struct DomainKey {
+  int parent;
+  std::string key;
+  bool operator==(const DomainKey& o) const { return parent == o.parent && key == o.key; }
+};
+
+struct DomainKeyHash {
+  size_t operator()(const DomainKey& k) const noexcept {
+    return std::hash<std::string>{}(k.key) * 31u + static_cast<size_t>(k.parent);
+  }
+};
+
+}  // namespace
+
+TreeLayout buildTreeLayout(const std::vector<Layer>& layers, int initialWorldSize) {
+  const auto n = static_cast<size_t>(initialWorldSize);
+  TreeLayout t;
+  t.initialWorldSize = initialWorldSize;
+  t.domain.assign(layers.size(), std::vector<int>(n, 0));
+  t.domainCount.assign(layers.size(), 1);
+  for (size_t k = 1; k < layers.size(); ++k) {
+    std::unordered_map<DomainKey, int, DomainKeyHash> ids;
+    ids.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      DomainKey key{t.domain[k - 1][i], layers[k].key(static_cast<int>(i))};
+      // Ids in order of first appearance, i.e. of the domains' lowest ranks.
+      const auto [it, added] = ids.emplace(std::move(key), static_cast<int>(ids.size()));
+      t.domain[k][i] = it->second;
+    }
+    t.domainCount[k] = static_cast<int>(ids.size());
+  }
+  t.depthFirst.resize(n);
+  std::iota(t.depthFirst.begin(), t.depthFirst.end(), 0);
+  std::sort(t.depthFirst.begin(), t.depthFirst.end(), [&t](int a, int b) {
+    for (const auto& d : t.domain) {
+      if (d[static_cast<size_t>(a)] != d[static_cast<size_t>(b)]) {
+        return d[static_cast<size_t>(a)] < d[static_cast<size_t>(b)];
+      }
+    }
+    return a < b;
+  });
+  return t;
+}
+
+std::shared_ptr<const TreeLayout> TreeLayoutCache::get(const std::vector<Layer>& layers,
+                                                       int initialWorldSize) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (!layout_ || layout_->initialWorldSize != initialWorldSize) {
+    layout_ = std::make_shared<const TreeLayout>(buildTreeLayout(layers, initialWorldSize));
+  }
+  return layout_;
+}
+
+}  // namespace resilient::restart::detail
