@@ -10,18 +10,19 @@
 
 #include <stdexcept>
 
+#include "plugin/common/status.h"
 #include "restart/store/tcp/protocol.h"
 
 namespace resilient::store::bench {
 namespace {
 
-tcp::Fd openConnection(const std::string& host, uint16_t port, const std::string& token,
+FileDescriptor openConnection(const std::string& host, uint16_t port, const std::string& token,
                        const std::string& sourceIp) {
-  const std::vector<tcp::SockAddr> addrs = tcp::resolve(host, port, false);
-  const tcp::SockAddr& addr = addrs.front();
-  tcp::Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const std::vector<SocketAddress> addrs = tcp::resolve(host, port, false);
+  const SocketAddress& addr = addrs.front();
+  FileDescriptor fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
-    throw std::runtime_error("socket: " + tcp::errnoText(errno));
+    throw std::runtime_error("socket: " + errnoText(errno));
   }
   // Closing sends a reset: no TIME_WAIT left behind by thousands of sockets.
   linger lg{1, 0};
@@ -31,7 +32,7 @@ tcp::Fd openConnection(const std::string& host, uint16_t port, const std::string
     local.sin_family = AF_INET;
     ::inet_pton(AF_INET, sourceIp.c_str(), &local.sin_addr);
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
-      throw std::runtime_error("bind " + sourceIp + ": " + tcp::errnoText(errno));
+      throw std::runtime_error("bind " + sourceIp + ": " + errnoText(errno));
     }
   }
   for (int attempt = 0;; ++attempt) {
@@ -39,7 +40,7 @@ tcp::Fd openConnection(const std::string& host, uint16_t port, const std::string
       break;
     }
     if ((errno != EAGAIN && errno != ECONNREFUSED) || attempt > 100) {
-      throw std::runtime_error("connect: " + tcp::errnoText(errno));
+      throw std::runtime_error("connect: " + errnoText(errno));
     }
     ::usleep(10000);
   }
@@ -48,7 +49,7 @@ tcp::Fd openConnection(const std::string& host, uint16_t port, const std::string
   tcp::encodeHello(tcp::Hello{tcp::kVersion, token, "bench"}, &hello);
   if (::send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(hello.size())) {
-    throw std::runtime_error("hello: " + tcp::errnoText(errno));
+    throw std::runtime_error("hello: " + errnoText(errno));
   }
   char reply[tcp::kHelloReplyBytes];
   size_t got = 0;
@@ -84,7 +85,7 @@ tcp::Response BlockingConn::call(tcp::Request req) {
   tcp::encodeRequest(req, &frame);
   if (::send(fd_.get(), frame.data(), frame.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(frame.size())) {
-    throw std::runtime_error("probe send: " + tcp::errnoText(errno));
+    throw std::runtime_error("probe send: " + errnoText(errno));
   }
   for (;;) {
     if (std::optional<tcp::Frame> f = decoder_.next()) {
@@ -126,7 +127,7 @@ void LoadDriver::sendFrame(Conn& c, const std::string& frame) {
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       continue;  // a full send buffer drains quickly on loopback
     } else {
-      throw std::runtime_error("send: " + tcp::errnoText(errno));
+      throw std::runtime_error("send: " + errnoText(errno));
     }
   }
 }

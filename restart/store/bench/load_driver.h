@@ -26,7 +26,7 @@ class BlockingConn {
   tcp::Response call(tcp::Request req);
 
  private:
-  tcp::Fd fd_;
+  FileDescriptor fd_;
   tcp::FrameDecoder decoder_{tcp::kDefaultMaxFrameBytes, true};
   uint64_t nextId_ = 1;
 };
@@ -71,7 +71,7 @@ class LoadDriver {
 
  private:
   struct Conn {
-    tcp::Fd fd;
+    FileDescriptor fd;
     int rank = 0;
     tcp::FrameDecoder decoder{64 * 1024, true};
     bool done = false;
@@ -81,7 +81,7 @@ class LoadDriver {
   int drain(Conn& c, uint32_t* errors);
 
   std::vector<Conn> conns_;
-  tcp::Fd epoll_;
+  FileDescriptor epoll_;
   std::string heldFrame_;
   std::string name_;
   uint64_t generation_ = 0;

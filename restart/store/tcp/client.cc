@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "plugin/common/log.h"
+#include "plugin/common/status.h"
 #include "restart/store/backoff.h"
 #include "restart/store/errors.h"
 #include "restart/store/tcp/frame_decoder.h"
@@ -89,6 +90,17 @@ int recvExact(int fd, char* buf, size_t n, TimePoint deadline) {
   return 0;
 }
 
+// A request on a list of keys (multiGet, check, wait), each key checked.
+Request keysRequest(Op op, const std::vector<std::string>& keys) {
+  for (const auto& k : keys) {
+    checkKey(k);
+  }
+  Request req;
+  req.op = op;
+  req.keys = keys;
+  return req;
+}
+
 }  // namespace
 
 // One established connection: the socket, its reader thread and the calls
@@ -104,7 +116,7 @@ class TcpStoreClient::Connection {
     Response resp;
   };
 
-  Connection(Fd fd, uint64_t instance, size_t maxFrame, std::string target)
+  Connection(FileDescriptor fd, uint64_t instance, size_t maxFrame, std::string target)
       : fd_(std::move(fd)), instance_(instance), maxFrame_(maxFrame), target_(std::move(target)) {
     reader_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "store-reader");
@@ -225,7 +237,7 @@ class TcpStoreClient::Connection {
     }
   }
 
-  Fd fd_;
+  FileDescriptor fd_;
   const uint64_t instance_;
   const size_t maxFrame_;
   const std::string target_;
@@ -287,7 +299,7 @@ uint64_t TcpStoreClient::serverInstance() const {
 
 TcpStoreClient::Attempt TcpStoreClient::connectOnce(TimePoint deadline) {
   Attempt a;
-  std::vector<SockAddr> addrs;
+  std::vector<SocketAddress> addrs;
   try {
     addrs = resolve(host_, port_, false);
   } catch (const StoreError& e) {
@@ -295,8 +307,8 @@ TcpStoreClient::Attempt TcpStoreClient::connectOnce(TimePoint deadline) {
     return a;
   }
   const TimePoint attemptDeadline = std::min(deadline, SteadyClock::now() + kMaxAttempt);
-  for (const SockAddr& addr : addrs) {
-    Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  for (const SocketAddress& addr : addrs) {
+    FileDescriptor fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd.valid()) {
       a.error = "socket(): " + errnoText(errno);
       continue;
@@ -609,12 +621,7 @@ CasResult TcpStoreClient::compareSet(std::string_view key, std::optional<std::st
 
 std::vector<std::optional<std::string>> TcpStoreClient::multiGet(
     const std::vector<std::string>& keys, Timeout timeout) {
-  for (const auto& k : keys) {
-    checkKey(k);
-  }
-  Request req;
-  req.op = Op::kMultiGet;
-  req.keys = keys;
+  Request req = keysRequest(Op::kMultiGet, keys);
   Response r = checked(call(req, timeout, true, false), Millis(0));
   if (r.values.size() != keys.size()) {
     throw ProtocolError("multiGet of " + std::to_string(keys.size()) + " keys answered with " +
@@ -653,22 +660,12 @@ uint64_t TcpStoreClient::removePrefix(std::string_view prefix, Timeout timeout) 
 }
 
 bool TcpStoreClient::check(const std::vector<std::string>& keys, Timeout timeout) {
-  for (const auto& k : keys) {
-    checkKey(k);
-  }
-  Request req;
-  req.op = Op::kCheck;
-  req.keys = keys;
+  Request req = keysRequest(Op::kCheck, keys);
   return checked(call(req, timeout, true, false), Millis(0)).flag;
 }
 
 void TcpStoreClient::wait(const std::vector<std::string>& keys, Timeout timeout) {
-  for (const auto& k : keys) {
-    checkKey(k);
-  }
-  Request req;
-  req.op = Op::kWait;
-  req.keys = keys;
+  Request req = keysRequest(Op::kWait, keys);
   checked(call(req, timeout, true, true), timeout.orDefault(options_.defaultTimeout));
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "plugin/common/log.h"
+#include "plugin/common/status.h"
 #include "restart/store/engine.h"
 #include "restart/store/tcp/frame_decoder.h"
 #include "restart/store/tcp/request_handler.h"
@@ -89,7 +90,7 @@ class StoreServer::Loop {
   // dangle while the iteration runs.
   struct Conn {
     uint64_t id = 0;  // for log lines and handshake timers
-    Fd fd;
+    FileDescriptor fd;
     bool closed = false;
     State state = State::kHello;
     FrameDecoder decoder{kDefaultMaxFrameBytes, false};
@@ -129,10 +130,10 @@ class StoreServer::Loop {
 
   ServerOptions options_;
   uint64_t instanceId_;
-  Fd epoll_;
-  Fd listen_;
-  Fd wake_;
-  Fd spare_;  // closed to accept-and-drop when out of descriptors
+  FileDescriptor epoll_;
+  FileDescriptor listen_;
+  FileDescriptor wake_;
+  FileDescriptor spare_;  // closed to accept-and-drop when out of descriptors
   uint16_t port_ = 0;
   std::string address_;
   std::atomic<bool> stop_{false};
@@ -172,21 +173,21 @@ StoreServer::Loop::Loop(ServerOptions options)
     helpers = std::clamp(cpus - 1, 0, 3);
   }
   sendPool_ = std::make_unique<SendPool>(helpers);
-  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-  wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  spare_ = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  epoll_ = FileDescriptor(::epoll_create1(EPOLL_CLOEXEC));
+  wake_ = FileDescriptor(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  spare_ = FileDescriptor(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!epoll_.valid() || !wake_.valid()) {
     throw StoreError(StoreErrc::kInvalidArgument, "epoll/eventfd: " + errnoText(errno));
   }
   if (options_.adoptListenFd >= 0) {
-    listen_ = Fd(options_.adoptListenFd);
+    listen_ = FileDescriptor(options_.adoptListenFd);
     setNonBlocking(listen_.get());
   } else {
-    const std::vector<SockAddr> addrs = resolve(options_.host, options_.port, true);
+    const std::vector<SocketAddress> addrs = resolve(options_.host, options_.port, true);
     // The kernel caps the backlog at net.core.somaxconn.
     listen_ = listenOn(addrs.front(), 65535);
   }
-  const SockAddr bound = localAddress(listen_.get());
+  const SocketAddress bound = localAddressOf(listen_.get());
   port_ = bound.port();
   address_ = bound.toString();
   epoll_event ev{};
@@ -301,14 +302,14 @@ void StoreServer::Loop::acceptAll(TimePoint now) {
                          "refusing new ones (raise the fd limit: ulimit -n)",
                          address_.c_str(), conns_.size());
         spare_.reset();
-        Fd dropped(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        FileDescriptor dropped(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
         dropped.reset();
-        spare_ = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        spare_ = FileDescriptor(::open("/dev/null", O_RDONLY | O_CLOEXEC));
         return;
       }
       return;  // EAGAIN: no more pending connections
     }
-    Fd owned(fd);
+    FileDescriptor owned(fd);
     statAccepted_.fetch_add(1, std::memory_order_relaxed);
     if (conns_.size() >= options_.maxConnections) {
       statBusy_.fetch_add(1, std::memory_order_relaxed);
@@ -330,7 +331,7 @@ void StoreServer::Loop::acceptAll(TimePoint now) {
     c.id = id;
     c.fd = std::move(owned);
     c.decoder.setMaxFrameBytes(options_.maxFrameBytes);
-    c.peer = peerAddress(fd).toString();
+    c.peer = peerAddressOf(fd).toString();
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = &c;

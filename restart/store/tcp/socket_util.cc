@@ -4,22 +4,15 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
-#include <string.h>
 #include <unistd.h>
 
 #include <charconv>
 #include <cstring>
 
+#include "plugin/common/status.h"
 #include "restart/store/errors.h"
 
 namespace resilient::store::tcp {
-
-void Fd::reset(int fd) noexcept {
-  if (fd_ >= 0) {
-    ::close(fd_);
-  }
-  fd_ = fd;
-}
 
 HostPort parseHostPort(std::string_view text, std::string_view defaultHost) {
   HostPort hp;
@@ -68,31 +61,7 @@ std::string formatHostPort(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
 }
 
-uint16_t SockAddr::port() const noexcept {
-  if (family() == AF_INET) {
-    return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
-  }
-  if (family() == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
-  }
-  return 0;
-}
-
-std::string SockAddr::toString() const {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (family() == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, buf, sizeof buf);
-    return std::string(buf) + ":" + std::to_string(port());
-  }
-  if (family() == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, buf,
-              sizeof buf);
-    return "[" + std::string(buf) + "]:" + std::to_string(port());
-  }
-  return "?";
-}
-
-std::vector<SockAddr> resolve(const std::string& host, uint16_t port, bool passive) {
+std::vector<SocketAddress> resolve(const std::string& host, uint16_t port, bool passive) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -103,10 +72,10 @@ std::vector<SockAddr> resolve(const std::string& host, uint16_t port, bool passi
   if (rc != 0) {
     throw ConnectionLost("cannot resolve '" + host + "': " + gai_strerror(rc));
   }
-  std::vector<SockAddr> out;
+  std::vector<SocketAddress> out;
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
     if (ai->ai_addrlen <= sizeof(sockaddr_storage)) {
-      SockAddr a;
+      SocketAddress a;
       std::memcpy(&a.storage, ai->ai_addr, ai->ai_addrlen);
       a.length = ai->ai_addrlen;
       out.push_back(a);
@@ -119,8 +88,8 @@ std::vector<SockAddr> resolve(const std::string& host, uint16_t port, bool passi
   return out;
 }
 
-Fd listenOn(const SockAddr& addr, int backlog) {
-  Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+FileDescriptor listenOn(const SocketAddress& addr, int backlog) {
+  FileDescriptor fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
     throw StoreError(StoreErrc::kInvalidArgument, "socket(): " + errnoText(errno));
   }
@@ -135,24 +104,6 @@ Fd listenOn(const SockAddr& addr, int backlog) {
                      "cannot listen on " + addr.toString() + ": " + errnoText(errno));
   }
   return fd;
-}
-
-SockAddr localAddress(int fd) {
-  SockAddr a;
-  a.length = sizeof a.storage;
-  if (::getsockname(fd, a.get(), &a.length) != 0) {
-    a.length = 0;
-  }
-  return a;
-}
-
-SockAddr peerAddress(int fd) {
-  SockAddr a;
-  a.length = sizeof a.storage;
-  if (::getpeername(fd, a.get(), &a.length) != 0) {
-    a.length = 0;
-  }
-  return a;
 }
 
 void setNonBlocking(int fd) {
@@ -181,13 +132,6 @@ void setKeepAlive(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
-}
-
-std::string errnoText(int err) {
-  char buf[128] = {0};
-  // GNU strerror_r: returns a pointer that may or may not be `buf`.
-  const char* text = ::strerror_r(err, buf, sizeof buf);
-  return std::string(text) + " (errno " + std::to_string(err) + ")";
 }
 
 }  // namespace resilient::store::tcp

@@ -1,5 +1,6 @@
-// Socket plumbing of the TCP store: owned descriptors, "host:port" parsing,
-// listening and connecting sockets, and errno text.
+// Socket plumbing of the TCP store beyond the common layer's descriptors and
+// addresses (plugin/common): "host:port" parsing, every address of a host,
+// listening sockets and the socket options of store connections.
 #pragma once
 
 #include <netinet/in.h>
@@ -8,34 +9,12 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
+#include "plugin/common/file_descriptor.h"
+#include "plugin/common/socket_address.h"
+
 namespace resilient::store::tcp {
-
-class Fd {
- public:
-  Fd() noexcept = default;
-  explicit Fd(int fd) noexcept : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset(o.release());
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-
-  int get() const noexcept { return fd_; }
-  bool valid() const noexcept { return fd_ >= 0; }
-  int release() noexcept { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) noexcept;
-
- private:
-  int fd_ = -1;
-};
 
 struct HostPort {
   std::string host;  // name or numeric address, without brackets
@@ -46,25 +25,13 @@ struct HostPort {
 HostPort parseHostPort(std::string_view text, std::string_view defaultHost = {});
 std::string formatHostPort(const std::string& host, uint16_t port);
 
-struct SockAddr {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&storage); }
-  sockaddr* get() noexcept { return reinterpret_cast<sockaddr*>(&storage); }
-  int family() const noexcept { return storage.ss_family; }
-  uint16_t port() const noexcept;
-  std::string toString() const;  // "1.2.3.4:5", "[::1]:5"
-};
-
 // Every address `host` resolves to (numeric hosts without DNS). Throws
 // ConnectionLost when the name does not resolve.
-std::vector<SockAddr> resolve(const std::string& host, uint16_t port, bool passive);
+std::vector<SocketAddress> resolve(const std::string& host, uint16_t port, bool passive);
 
 // A non-blocking, close-on-exec listening socket bound to `addr`
 // (SO_REUSEADDR). Throws StoreError.
-Fd listenOn(const SockAddr& addr, int backlog);
-SockAddr localAddress(int fd);
-SockAddr peerAddress(int fd);
+FileDescriptor listenOn(const SocketAddress& addr, int backlog);
 
 void setNonBlocking(int fd);
 void setNoDelay(int fd);
@@ -75,8 +42,5 @@ void setNoDelay(int fd);
 void setQuickAck(int fd, bool on);
 // TCP keepalive that notices a vanished peer host within ~15 s.
 void setKeepAlive(int fd);
-
-// "Connection refused (errno 111)".
-std::string errnoText(int err);
 
 }  // namespace resilient::store::tcp

@@ -39,6 +39,7 @@ void barrierLoopSurvives(EtcdCluster& cluster, const std::function<void()>& faul
   }
   std::atomic<int> progress{0};
   std::atomic<bool> faulted{false};
+  std::atomic<int> progressAfterFault{-1};
   std::vector<int> passed(kRanks, 0);
   std::thread chaos([&] {
     while (progress.load() < kFaultAt) {
@@ -46,6 +47,7 @@ void barrierLoopSurvives(EtcdCluster& cluster, const std::function<void()>& faul
           milliseconds(1));  // waiting for the loop to reach the fault point
     }
     fault();
+    progressAfterFault = progress.load();
     faulted = true;
   });
   runThreads(kRanks, [&](int rank) {
@@ -62,6 +64,8 @@ void barrierLoopSurvives(EtcdCluster& cluster, const std::function<void()>& faul
   });
   chaos.join();
   CHECK(faulted);
+  // The member died mid-loop: barriers were still to come after it was gone.
+  CHECK(progressAfterFault.load() < kRounds);
   for (int p : passed) {
     CHECK(p == kRounds);
   }

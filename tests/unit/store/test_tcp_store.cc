@@ -23,6 +23,8 @@
 
 using namespace resilient::store;
 using namespace resilient::store::tcp;
+using resilient::FileDescriptor;
+using resilient::localAddressOf;
 using resilient::test::ChildProcess;
 using resilient::test::runThreads;
 using resilient::test::testClientOptions;
@@ -44,8 +46,8 @@ std::unique_ptr<TcpStoreClient> connectTo(uint16_t port, const std::string& toke
   return std::make_unique<TcpStoreClient>("127.0.0.1", port, o);
 }
 
-Fd rawConnect(uint16_t port) {
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+FileDescriptor rawConnect(uint16_t port) {
+  FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -54,14 +56,14 @@ Fd rawConnect(uint16_t port) {
   return fd;
 }
 
-void rawSend(const Fd& fd, std::string_view bytes) {
+void rawSend(const FileDescriptor& fd, std::string_view bytes) {
   REQUIRE(::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(bytes.size()));
 }
 
 // Reads until the peer closes; returns what arrived, or nullopt if it did
 // not close within `timeout`.
-std::optional<std::string> readUntilClosed(const Fd& fd, milliseconds timeout) {
+std::optional<std::string> readUntilClosed(const FileDescriptor& fd, milliseconds timeout) {
   std::string got;
   const auto deadline = Clock::now() + timeout;
   for (;;) {
@@ -117,7 +119,7 @@ TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server ca
   uint64_t refused = 0;
 
   SECTION("garbage instead of a hello") {
-    Fd fd = rawConnect(server.port());
+    FileDescriptor fd = rawConnect(server.port());
     rawSend(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     auto got = readUntilClosed(fd, milliseconds(5000));
     REQUIRE(got.has_value());
@@ -125,7 +127,7 @@ TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server ca
     refused = 1;
   }
   SECTION("a hello of another protocol version") {
-    Fd fd = rawConnect(server.port());
+    FileDescriptor fd = rawConnect(server.port());
     rawSend(fd, helloBytes("tok", kVersion + 1));
     auto got = readUntilClosed(fd, milliseconds(5000));
     REQUIRE(got.has_value());
@@ -134,7 +136,7 @@ TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server ca
     refused = 1;
   }
   SECTION("a frame over the limit, announced in its header") {
-    Fd fd = rawConnect(server.port());
+    FileDescriptor fd = rawConnect(server.port());
     rawSend(fd, helloBytes("tok"));
     std::string frame;
     encodeFrameHeader(FrameHeader{1u << 30, static_cast<uint8_t>(Op::kSet), 1}, &frame);
@@ -145,7 +147,7 @@ TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server ca
     refused = 1;
   }
   SECTION("a malformed payload after a good request") {
-    Fd fd = rawConnect(server.port());
+    FileDescriptor fd = rawConnect(server.port());
     std::string bytes = helloBytes("tok");
     Request ping;
     ping.op = Op::kPing;
@@ -160,7 +162,7 @@ TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server ca
     refused = 1;
   }
   SECTION("an unknown opcode") {
-    Fd fd = rawConnect(server.port());
+    FileDescriptor fd = rawConnect(server.port());
     std::string bytes = helloBytes("tok");
     encodeFrameHeader(FrameHeader{0, 0x7f, 1}, &bytes);
     rawSend(fd, bytes);
@@ -168,7 +170,7 @@ TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server ca
     refused = 1;
   }
   SECTION("a client that never says hello") {
-    Fd fd = rawConnect(server.port());
+    FileDescriptor fd = rawConnect(server.port());
     rawSend(fd, helloBytes("tok").substr(0, 5));  // a correct start, then silence
     auto got = readUntilClosed(fd, milliseconds(10000));
     REQUIRE(got.has_value());  // dropped at the handshake timeout
@@ -176,7 +178,7 @@ TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server ca
   }
   SECTION("a client that vanishes mid-frame") {
     {
-      Fd fd = rawConnect(server.port());
+      FileDescriptor fd = rawConnect(server.port());
       std::string bytes = helloBytes("tok");
       Request set;
       set.op = Op::kSet;
@@ -237,12 +239,12 @@ TEST_CASE("tcp: a wait costs one request, the server answers it", "[store][tcp]"
 
 TEST_CASE("tcp: clients may start before the server; they retry until it listens", "[store][tcp]") {
   // Reserve a port: bound but not listening, so connections are refused.
-  Fd reserved(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  FileDescriptor reserved(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(::bind(reserved.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  const uint16_t port = localAddress(reserved.get()).port();
+  const uint16_t port = localAddressOf(reserved.get()).port();
   std::atomic<bool> connected{false};
   std::unique_ptr<TcpStoreClient> early;
   std::thread t([&] {
@@ -260,12 +262,12 @@ TEST_CASE("tcp: clients may start before the server; they retry until it listens
 }
 
 TEST_CASE("tcp: a client gives up connecting at its connect timeout", "[store][tcp]") {
-  Fd reserved(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  FileDescriptor reserved(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(::bind(reserved.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  const uint16_t port = localAddress(reserved.get()).port();
+  const uint16_t port = localAddressOf(reserved.get()).port();
   ClientOptions o = testClientOptions();
   o.connectTimeout = milliseconds(500);
   const auto start = Clock::now();
@@ -362,7 +364,7 @@ TEST_CASE("tcp: a client killed in a barrier", "[store][tcp][barrier]") {
         std::vector<std::string>{resilient::test::storeBinary(), "client", "--store", url,
                                  "--token", "tok", "wait", "forever"});
     rank2->kill(SIGKILL);
-    rank2->wait(milliseconds(10000));
+    REQUIRE(rank2->wait(milliseconds(10000)) == 128 + SIGKILL);
     std::vector<std::string> errors(2);
     runThreads(2, [&](int rank) {
       try {
@@ -376,6 +378,11 @@ TEST_CASE("tcp: a client killed in a barrier", "[store][tcp][barrier]") {
     CHECK(errors[1].find("missing rank 2") != std::string::npos);
   }
   SECTION("killed before it arrived: its monitor marks it and the barrier completes") {
+    auto rank2 = std::make_unique<ChildProcess>(
+        std::vector<std::string>{resilient::test::storeBinary(), "client", "--store", url,
+                                 "--token", "tok", "wait", "forever"});
+    rank2->kill(SIGKILL);
+    REQUIRE(rank2->wait(milliseconds(10000)) == 128 + SIGKILL);
     std::thread t0([&] {
       CHECK(r0->barrier({"c", 0, 0, 3, true}, milliseconds(20000)).completed);
     });
