@@ -1,7 +1,7 @@
 #include "resilient/restart/rank_assignment.hpp"
 
 #include <algorithm>
-#include <map>
+#include <unordered_map>
 #include <utility>
 
 namespace resilient::restart {
@@ -48,8 +48,10 @@ class FillGaps final : public RankAssignment {
 class ActivateAll final : public RankAssignment {
  public:
   void apply(World& world, const AssignmentContext& /*context*/) const override {
-    for (const int i : world.liveByRank()) {
-      world.at(i).mode = Mode::kActive;
+    for (int i = 0; i < world.initialWorldSize(); ++i) {
+      if (!world.terminated(i)) {
+        world.at(i).mode = Mode::kActive;
+      }
     }
   }
   std::string describe() const override { return "ActivateAllRanks"; }
@@ -87,17 +89,29 @@ class FilterGrouped final : public RankAssignment {
     if (!context.key) {
       throw AssignmentError(describe() + " needs a key per rank (the rank registry)");
     }
-    std::map<std::string, std::vector<int>> groups;
-    for (const int i : world.liveByRank()) {
-      groups[context.key(i)].push_back(i);
-    }
-    for (const auto& [key, members] : groups) {
-      if (!condition_(static_cast<int>(members.size()))) {
-        for (const int i : members) {
-          if (world.at(i).mode == Mode::kActive) {
-            world.at(i).mode = Mode::kInactive;
-          }
+    // Group ids in order of first appearance; one key call per live rank.
+    const int n = world.initialWorldSize();
+    std::unordered_map<std::string, int> ids;
+    std::vector<int> group(static_cast<size_t>(n), -1);
+    std::vector<int> liveCount;
+    for (int i = 0; i < n; ++i) {
+      if (!world.terminated(i)) {
+        const auto [it, added] = ids.try_emplace(context.key(i), static_cast<int>(ids.size()));
+        if (added) {
+          liveCount.push_back(0);
         }
+        group[static_cast<size_t>(i)] = it->second;
+        ++liveCount[static_cast<size_t>(it->second)];
+      }
+    }
+    std::vector<char> keep(liveCount.size());
+    for (size_t g = 0; g < liveCount.size(); ++g) {
+      keep[g] = condition_(liveCount[g]) ? 1 : 0;
+    }
+    for (int i = 0; i < n; ++i) {
+      RankSlot& s = world.at(i);
+      if (s.mode == Mode::kActive && keep[static_cast<size_t>(group[static_cast<size_t>(i)])] == 0) {
+        s.mode = Mode::kInactive;
       }
     }
   }

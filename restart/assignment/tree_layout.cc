@@ -1,6 +1,5 @@
 #include "tree_layout.hpp"
 
-#include <algorithm>
 #include <functional>
 #include <numeric>
 #include <string>
@@ -41,16 +40,22 @@ TreeLayout buildTreeLayout(const std::vector<Layer>& layers, int initialWorldSiz
     }
     t.domainCount[k] = static_cast<int>(ids.size());
   }
+  // Depth-first order: a stable counting sort by each layer's domain, from the
+  // deepest layer to the root, of the ranks in initial order.
   t.depthFirst.resize(n);
   std::iota(t.depthFirst.begin(), t.depthFirst.end(), 0);
-  std::sort(t.depthFirst.begin(), t.depthFirst.end(), [&t](int a, int b) {
-    for (const auto& d : t.domain) {
-      if (d[static_cast<size_t>(a)] != d[static_cast<size_t>(b)]) {
-        return d[static_cast<size_t>(a)] < d[static_cast<size_t>(b)];
-      }
+  std::vector<int> sorted(n);
+  for (size_t k = layers.size(); k-- > 1;) {
+    std::vector<int> start(static_cast<size_t>(t.domainCount[k]) + 1, 0);
+    for (size_t i = 0; i < n; ++i) {
+      ++start[static_cast<size_t>(t.domain[k][i]) + 1];
     }
-    return a < b;
-  });
+    std::partial_sum(start.begin(), start.end(), start.begin());
+    for (const int i : t.depthFirst) {
+      sorted[static_cast<size_t>(start[static_cast<size_t>(t.of(k, i))]++)] = i;
+    }
+    t.depthFirst.swap(sorted);
+  }
   return t;
 }
 
