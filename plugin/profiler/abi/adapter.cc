@@ -68,6 +68,21 @@ ncclResult_t initContext(void** context, int* eActivationMask, const CommIdentit
   });
 }
 
+ncclResult_t initIdentified(int abiVersion, void** context, int* eActivationMask, uint64_t commHash,
+                            const char* commName, int nNodes, int nranks, int rank,
+                            ncclDebugLogger_t logger) noexcept {
+  return boundary::call("profiler init", [&]() -> ncclResult_t {
+    CommIdentity id;  // the name's copy may throw
+    id.commHash = commHash;
+    id.name = commName != nullptr ? commName : "";
+    id.nNodes = nNodes;
+    id.nranks = nranks;
+    id.rank = rank;
+    id.abiVersion = abiVersion;
+    return initContext(context, eActivationMask, id, logger);
+  });
+}
+
 ncclResult_t finalizeContext(void* context) noexcept {
   return boundary::call("profiler finalize", [&]() -> ncclResult_t {
     Plugin* plugin = Plugin::live();

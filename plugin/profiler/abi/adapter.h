@@ -1,7 +1,8 @@
 // Helpers shared by the profiler's per-version adapters (profiler_v1.cc …
-// profiler_v5.cc): the only files that see NCCL's versioned profiler structs.
-// Each adapter converts its version's descriptors into Tracker calls; init,
-// finalize, stop and record are the same for every version.
+// profiler_v5.cc), which with descriptor.h are the only files that see NCCL's
+// versioned profiler structs. init, finalize, stop and record are the same
+// for every version; descriptor.h turns each version's descriptors into
+// Tracker calls.
 //
 // Every entry point runs in the boundary guard and returns ncclSuccess: NCCL
 // ignores what start/stop/record return, and a failing init only disables the
@@ -29,6 +30,18 @@ int eventMask(int abiVersion, bool proxySteps) noexcept;
 // the activation mask.
 ncclResult_t initContext(void** context, int* eActivationMask, const CommIdentity& id,
                          ncclDebugLogger_t logger) noexcept;
+// init for v1-v3, which get only the mask (the communicator's hash and our
+// rank come with the first Coll/P2p descriptor).
+template <int AbiVersion>
+ncclResult_t initMaskOnly(void** context, int* eActivationMask) noexcept {
+  CommIdentity id;
+  id.abiVersion = AbiVersion;
+  return initContext(context, eActivationMask, id, nullptr);
+}
+// init for v4, v5, which get the communicator's identity (in another order).
+ncclResult_t initIdentified(int abiVersion, void** context, int* eActivationMask, uint64_t commHash,
+                            const char* commName, int nNodes, int nranks, int rank,
+                            ncclDebugLogger_t logger) noexcept;
 ncclResult_t finalizeContext(void* context) noexcept;
 ncclResult_t stopEvent(void* eHandle) noexcept;
 // `state` as NCCL passed it (any value), `kernelStopNs` the KernelChStop

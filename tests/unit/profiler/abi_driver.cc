@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 #include "nccl/profiler_v1.h"
 #include "nccl/profiler_v2.h"
@@ -59,11 +60,88 @@ uint8_t datatypeCode(const char* d) {
   return std::strcmp(d, "ncclFloat32") == 0 ? 7 : std::strcmp(d, "ncclInt8") == 0 ? 0 : 255;
 }
 
-// Proxy-op, proxy-step, kernel-channel and net-plugin members sit at the same
-// offsets in every version (fact sheet §2.4).
+// Function, datatype, algorithm and protocol: NCCL's strings (v2+) or the
+// v1 numeric codes.
+template <class M>
+void fillNames(const Event& e, M& m) {
+  if constexpr (std::is_same_v<decltype(m.func), const char*>) {
+    m.func = e.func;
+    m.datatype = e.datatype;
+    if constexpr (requires { m.algo; }) {
+      m.algo = e.algo;
+      m.proto = e.proto;
+    }
+  } else {
+    m.func = funcCode(e.func);
+    m.datatype = datatypeCode(e.datatype);
+    if constexpr (requires { m.algo; }) {
+      m.algo = 1;   // RING
+      m.proto = 2;  // SIMPLE
+    }
+  }
+}
+
+// Coll and p2p members: v1-v3 name the communicator and give coll an upper
+// bound of channels (nMaxChannels); v4+ give the real channel count; v1, v2
+// give coll.trafficBytes.
+template <class M>
+void fillOp(const Event& e, M& m) {
+  fillNames(e, m);
+  m.count = e.count;
+  if constexpr (requires { m.commHash; }) {
+    m.name = "test-comm";
+    m.commHash = e.commHash;
+  }
+  if constexpr (requires { m.nChannels; }) {
+    m.nChannels = e.nChannels;
+  } else if constexpr (requires { m.nMaxChannels; }) {
+    m.nMaxChannels = 32;  // an upper bound, not the real count
+  }
+  if constexpr (requires { m.nWarps; }) {
+    m.nWarps = 16;
+  }
+  if constexpr (requires { m.trafficBytes; }) {
+    m.trafficBytes = e.count * 4;
+  }
+}
+
+// v5 API events.
 template <class D>
-void fillProgress(const Event& e, D& d) {
+void fillApi(const Event& e, D& d) {
+  if constexpr (requires { d.collApi; }) {
+    switch (e.type) {
+      case EventType::kGroupApi: d.groupApi.groupDepth = e.groupDepth; break;
+      case EventType::kCollApi:
+        d.collApi.func = e.func;
+        d.collApi.count = e.count;
+        d.collApi.datatype = e.datatype;
+        d.collApi.root = e.rootOrPeer;
+        break;
+      case EventType::kP2pApi:
+        d.p2pApi.func = e.func;
+        d.p2pApi.count = e.count;
+        d.p2pApi.datatype = e.datatype;
+        break;
+      default: break;
+    }
+  }
+}
+
+// The descriptor of `e` in version D's layout; members a version lacks are
+// left out (proxy-op, proxy-step, kernel-channel and net-plugin members sit
+// at the same offsets wherever they exist, fact sheet §2.4).
+template <class D>
+void fill(const Event& e, D& d) {
   switch (e.type) {
+    case EventType::kColl:
+      fillOp(e, d.coll);
+      d.coll.seqNumber = e.seqNumber;
+      d.coll.root = e.rootOrPeer;
+      break;
+    case EventType::kP2p:
+      fillOp(e, d.p2p);
+      d.p2p.peer = e.rootOrPeer;
+      break;
     case EventType::kProxyOp:
       d.proxyOp.pid = pidOf(e);
       d.proxyOp.channelId = e.channel;
@@ -73,159 +151,20 @@ void fillProgress(const Event& e, D& d) {
       d.proxyOp.isSend = e.isSend;
       break;
     case EventType::kProxyStep: d.proxyStep.step = e.step; break;
-    default: break;
-  }
-}
-
-void fill(const Event& e, ncclProfilerEventDescr_v5_t& d) {
-  switch (e.type) {
-    case EventType::kGroupApi: d.groupApi.groupDepth = e.groupDepth; break;
-    case EventType::kCollApi:
-      d.collApi.func = e.func;
-      d.collApi.count = e.count;
-      d.collApi.datatype = e.datatype;
-      d.collApi.root = e.rootOrPeer;
-      break;
-    case EventType::kP2pApi:
-      d.p2pApi.func = e.func;
-      d.p2pApi.count = e.count;
-      d.p2pApi.datatype = e.datatype;
-      break;
-    case EventType::kColl:
-      d.coll.seqNumber = e.seqNumber;
-      d.coll.func = e.func;
-      d.coll.count = e.count;
-      d.coll.root = e.rootOrPeer;
-      d.coll.datatype = e.datatype;
-      d.coll.nChannels = e.nChannels;
-      d.coll.nWarps = 16;
-      d.coll.algo = e.algo;
-      d.coll.proto = e.proto;
-      break;
-    case EventType::kP2p:
-      d.p2p.func = e.func;
-      d.p2p.datatype = e.datatype;
-      d.p2p.count = e.count;
-      d.p2p.peer = e.rootOrPeer;
-      d.p2p.nChannels = e.nChannels;
-      break;
     case EventType::kKernelCh:
-      d.kernelCh.channelId = e.channel;
-      d.kernelCh.pTimer = e.pTimer;
+      if constexpr (requires { d.kernelCh; }) {
+        d.kernelCh.channelId = e.channel;
+        if constexpr (requires { d.kernelCh.pTimer; }) {
+          d.kernelCh.pTimer = e.pTimer;
+        }
+      }
       break;
-    case EventType::kNetPlugin: d.netPlugin.id = 0x30001; break;
-    default: fillProgress(e, d); break;
-  }
-}
-
-void fill(const Event& e, ncclProfilerEventDescr_v4_t& d) {
-  switch (e.type) {
-    case EventType::kColl:
-      d.coll.seqNumber = e.seqNumber;
-      d.coll.func = e.func;
-      d.coll.count = e.count;
-      d.coll.root = e.rootOrPeer;
-      d.coll.datatype = e.datatype;
-      d.coll.nChannels = e.nChannels;
-      d.coll.nWarps = 16;
-      d.coll.algo = e.algo;
-      d.coll.proto = e.proto;
+    case EventType::kNetPlugin:
+      if constexpr (requires { d.netPlugin; }) {
+        d.netPlugin.id = 0x30001;
+      }
       break;
-    case EventType::kP2p:
-      d.p2p.func = e.func;
-      d.p2p.datatype = e.datatype;
-      d.p2p.count = e.count;
-      d.p2p.peer = e.rootOrPeer;
-      d.p2p.nChannels = e.nChannels;
-      break;
-    case EventType::kKernelCh:
-      d.kernelCh.channelId = e.channel;
-      d.kernelCh.pTimer = e.pTimer;
-      break;
-    case EventType::kNetPlugin: d.netPlugin.id = 0x30001; break;
-    default: fillProgress(e, d); break;
-  }
-}
-
-void fill(const Event& e, ncclProfilerEventDescr_v3_t& d) {
-  switch (e.type) {
-    case EventType::kColl:
-      d.coll.name = "test-comm";
-      d.coll.commHash = e.commHash;
-      d.coll.seqNumber = e.seqNumber;
-      d.coll.func = e.func;
-      d.coll.count = e.count;
-      d.coll.root = e.rootOrPeer;
-      d.coll.datatype = e.datatype;
-      d.coll.nMaxChannels = 32;  // an upper bound in v3, not the real count
-      d.coll.algo = e.algo;
-      d.coll.proto = e.proto;
-      break;
-    case EventType::kP2p:
-      d.p2p.name = "test-comm";
-      d.p2p.commHash = e.commHash;
-      d.p2p.func = e.func;
-      d.p2p.datatype = e.datatype;
-      d.p2p.count = e.count;
-      d.p2p.peer = e.rootOrPeer;
-      break;
-    case EventType::kKernelCh: d.kernelCh.channelId = e.channel; break;
-    case EventType::kNetPlugin: d.netPlugin.id = 0x30001; break;
-    default: fillProgress(e, d); break;
-  }
-}
-
-void fill(const Event& e, ncclProfilerEventDescr_v2_t& d) {
-  switch (e.type) {
-    case EventType::kColl:
-      d.coll.name = "test-comm";
-      d.coll.commHash = e.commHash;
-      d.coll.seqNumber = e.seqNumber;
-      d.coll.func = e.func;
-      d.coll.count = e.count;
-      d.coll.root = e.rootOrPeer;
-      d.coll.datatype = e.datatype;
-      d.coll.trafficBytes = e.count * 4;
-      d.coll.nMaxChannels = 32;
-      d.coll.algo = e.algo;
-      d.coll.proto = e.proto;
-      break;
-    case EventType::kP2p:
-      d.p2p.name = "test-comm";
-      d.p2p.commHash = e.commHash;
-      d.p2p.func = e.func;
-      d.p2p.datatype = e.datatype;
-      d.p2p.count = e.count;
-      d.p2p.peer = e.rootOrPeer;
-      break;
-    default: fillProgress(e, d); break;
-  }
-}
-
-void fill(const Event& e, ncclProfilerEventDescr_v1_t& d) {
-  switch (e.type) {
-    case EventType::kColl:
-      d.coll.name = "test-comm";
-      d.coll.commHash = e.commHash;
-      d.coll.seqNumber = e.seqNumber;
-      d.coll.func = funcCode(e.func);
-      d.coll.count = e.count;
-      d.coll.root = e.rootOrPeer;
-      d.coll.datatype = datatypeCode(e.datatype);
-      d.coll.trafficBytes = e.count * 4;
-      d.coll.nMaxChannels = 32;
-      d.coll.algo = 1;   // RING
-      d.coll.proto = 2;  // SIMPLE
-      break;
-    case EventType::kP2p:
-      d.p2p.name = "test-comm";
-      d.p2p.commHash = e.commHash;
-      d.p2p.func = funcCode(e.func);
-      d.p2p.datatype = datatypeCode(e.datatype);
-      d.p2p.count = e.count;
-      d.p2p.peer = e.rootOrPeer;
-      break;
-    default: fillProgress(e, d); break;
+    default: fillApi(e, d); break;
   }
 }
 
@@ -298,7 +237,7 @@ std::unique_ptr<AbiDriver> makeDriver(int version) {
   }
 }
 
-Replay::Replay(AbiDriver& driver, const CommSpec& comm) : driver_(driver) {
+Replay::Replay(AbiDriver& driver, const CommSpec& comm) : driver_(driver), mask_(comm.maskBefore) {
   initResult_ = driver_.init(&context_, &mask_, comm);
 }
 

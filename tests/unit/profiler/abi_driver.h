@@ -19,6 +19,7 @@ struct CommSpec {
   int nNodes = 2;
   int nranks = 4;
   int rank = 0;
+  int maskBefore = 0;  // NCCL's event mask before this init (set by another communicator)
 };
 
 class AbiDriver {

@@ -13,6 +13,7 @@
 namespace resilient::test {
 
 struct ScopeOptions {
+  bool enabled = true;  // NCCL_RESILIENT_PROFILER
   int64_t collTimeoutMs = 1000;
   uint32_t opsPerContext = 256;
   bool proxySteps = true;
@@ -24,7 +25,7 @@ class PluginScope {
  public:
   explicit PluginScope(const ScopeOptions& o = {}) {
     profiler::PluginParts parts;
-    parts.options.enabled = true;
+    parts.options.enabled = o.enabled;
     parts.options.collTimeoutMs = o.collTimeoutMs;
     parts.options.tracker.opsPerContext = o.opsPerContext;
     parts.options.tracker.proxySteps = o.proxySteps;

@@ -65,6 +65,49 @@ void retireChildless(PluginScope& scope) {
   scope.scan();
 }
 
+// Communicators that each replay a mixed stream, split over a user and a
+// progress thread (two threads per communicator).
+class BusyComms {
+ public:
+  BusyComms(AbiDriver& driver, int count, uint64_t firstHash, int collectives)
+      : collectives_(collectives) {
+    for (int c = 0; c < count; ++c) {
+      CommSpec comm;
+      comm.commHash = firstHash + static_cast<uint64_t>(c);
+      comm.rank = c;
+      comms_.push_back(comm);
+      streams_.push_back(mixedStream(driver.version(), comm, collectives));
+      replays_.push_back(std::make_unique<Replay>(driver, comm));
+      REQUIRE(replays_.back()->context() != nullptr);
+    }
+  }
+  // Adds each communicator's user thread (which starts its progress thread).
+  void start(std::vector<std::thread>& threads) {
+    for (size_t c = 0; c < replays_.size(); ++c) {
+      threads.emplace_back([this, c] { replays_[c]->run(streams_[c].events, true); });
+    }
+  }
+  // After the threads joined: every operation completed, every slot free.
+  void checkCompleted() const {
+    for (size_t c = 0; c < replays_.size(); ++c) {
+      CAPTURE(c);
+      Context* ctx = contextOf(*replays_[c]);
+      CHECK(replays_[c]->allCallsSucceeded());
+      CHECK(ctx->commHash.load() == comms_[c].commHash);
+      CHECK(ctx->collCompleted.load() == static_cast<uint64_t>(collectives_));
+      CHECK(ctx->p2pCompleted.load() == 8);
+      CHECK(ctx->pool.countFree() == ctx->capacity);
+    }
+  }
+  void finalize() { replays_.clear(); }
+
+ private:
+  int collectives_;
+  std::vector<CommSpec> comms_;
+  std::vector<StreamBuilder> streams_;
+  std::vector<std::unique_ptr<Replay>> replays_;
+};
+
 }  // namespace
 
 TEST_CASE("replays in NCCL 2.28's order complete every operation and free every slot",
@@ -113,40 +156,18 @@ TEST_CASE("several communicators replayed on several threads at once", "[profile
   CAPTURE(version);
   PluginScope scope;
   auto driver = makeDriver(version);
-  constexpr int kComms = 3;
-  std::vector<CommSpec> comms(kComms);
-  std::vector<StreamBuilder> streams;
-  std::vector<std::unique_ptr<Replay>> replays;
-  for (int c = 0; c < kComms; ++c) {
-    comms[c].commHash = 0x1000 + static_cast<uint64_t>(c);
-    comms[c].rank = c;
-    streams.push_back(mixedStream(version, comms[c], 60));
-    replays.push_back(std::make_unique<Replay>(*driver, comms[c]));
-    REQUIRE(replays.back()->context() != nullptr);
-  }
-  // Each communicator: its user thread and its progress thread (6 threads).
+  BusyComms comms(*driver, 3, 0x1000, 60);
   std::vector<std::thread> threads;
-  threads.reserve(kComms);
-  for (int c = 0; c < kComms; ++c) {
-    threads.emplace_back([&, c] { replays[c]->run(streams[c].events, true); });
-  }
+  comms.start(threads);  // 6 threads
   for (auto& t : threads) {
     t.join();
   }
   if (version <= 2) {
     retireChildless(scope);
   }
-  for (int c = 0; c < kComms; ++c) {
-    CAPTURE(c);
-    Context* ctx = contextOf(*replays[c]);
-    CHECK(replays[c]->allCallsSucceeded());
-    CHECK(ctx->commHash.load() == comms[c].commHash);
-    CHECK(ctx->collCompleted.load() == 60);
-    CHECK(ctx->p2pCompleted.load() == 8);
-    CHECK(ctx->pool.countFree() == ctx->capacity);
-  }
+  comms.checkCompleted();
   CHECK(scope.sink.size() == 0);
-  replays.clear();
+  comms.finalize();
   CHECK(PluginScope::plugin() == nullptr);
 }
 
@@ -315,44 +336,50 @@ TEST_CASE(
   CHECK(contextOf(r2)->collCompleted.load() == 1);
 }
 
-}  // namespace resilient::test
-
-namespace resilient::test {
-
-TEST_CASE("an init that cannot track its communicator disables the plugin for it, not NCCL",
-          "[profiler][replay][null]") {
-  ScopeOptions o;
-  o.opsPerContext = 16;
-  PluginScope scope(o);
-  auto driver = makeDriver(5);
-  std::vector<std::unique_ptr<Replay>> comms;
-  for (uint32_t i = 0; i < profiler::kMaxContexts; ++i) {
-    CommSpec c;
-    c.commHash = 0x5000 + i;
-    comms.push_back(std::make_unique<Replay>(*driver, c));
-    REQUIRE(comms.back()->context() != nullptr);
+TEST_CASE("one communicator aborted and another created while others replay on their threads",
+          "[profiler][replay][abort]") {
+  const int version = GENERATE(1, 2, 3, 4, 5);
+  CAPTURE(version);
+  PluginScope scope;
+  auto driver = makeDriver(version);
+  BusyComms busy(*driver, 2, 0x2000, 120);
+  // A third communicator is aborted in the middle of its stream, and a fourth
+  // created and run, on two more threads, while the busy ones run.
+  CommSpec aborted;
+  aborted.commHash = 0x3000;
+  const StreamBuilder cut = mixedStream(version, aborted, 20);
+  CommSpec fresh;
+  fresh.commHash = 0x4000;
+  const StreamBuilder next = mixedStream(version, fresh, 20);
+  Replay victim(*driver, aborted);
+  REQUIRE(victim.context() != nullptr);
+  std::unique_ptr<Replay> created;
+  std::vector<std::thread> threads;
+  busy.start(threads);
+  threads.emplace_back([&] {
+    victim.run(cut.events, 0, cut.events.size() / 2, true);
+    victim.finalize();  // ncclCommAbort with operations in flight
+    created = std::make_unique<Replay>(*driver, fresh);
+    created->run(next.events, true);
+  });
+  for (auto& t : threads) {
+    t.join();
   }
-  // One communicator too many: init succeeds (NCCL goes on), with no context.
-  CommSpec extra;
-  extra.commHash = 0x9999;
-  Replay r(*driver, extra);
-  CHECK(r.initResult() == ncclSuccess);
-  CHECK(r.context() == nullptr);
-  StreamBuilder b(5, extra.commHash, extra.rank);
-  b.collective(CollSpec{});
-  r.run(b.events, false);
-  CHECK(r.allCallsSucceeded());
-  CHECK(r.nullHandles() > 0);
-  // The others still work, and a free slot is usable again.
-  comms.pop_back();
-  CommSpec again;
-  again.commHash = 0x7777;
-  Replay r2(*driver, again);
-  CHECK(r2.context() != nullptr);
-  StreamBuilder b2(5, again.commHash, again.rank);
-  b2.collective(CollSpec{});
-  r2.run(b2.events, false);
-  CHECK(static_cast<profiler::Context*>(r2.context())->collCompleted.load() == 1);
+  CHECK(victim.allCallsSucceeded());
+  REQUIRE(created->context() != nullptr);
+  if (version <= 2) {
+    retireChildless(scope);
+  }
+  busy.checkCompleted();
+  Context* made = contextOf(*created);
+  CHECK(created->allCallsSucceeded());
+  CHECK(made->commHash.load() == fresh.commHash);
+  CHECK(made->collCompleted.load() == 20);
+  CHECK(made->pool.countFree() == made->capacity);
+  CHECK(scope.sink.size() == 0);
+  busy.finalize();
+  created.reset();
+  CHECK(PluginScope::plugin() == nullptr);
 }
 
 }  // namespace resilient::test

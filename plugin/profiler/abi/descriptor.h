@@ -1,0 +1,152 @@
+// One translation of NCCL's versioned profiler descriptors (v1..v5) into
+// Tracker calls. The versions differ only in which members exist and how
+// some are typed (fact sheet §2.4, §2.8); each difference is one compile-time
+// test on the descriptor type, so every adapter instantiates the same code:
+//
+//   v1      func, datatype, algo, proto are numeric codes (turned into
+//           NCCL's strings); coll.trafficBytes
+//   v1-v3   coll/p2p carry commHash (init does not give it); coll has
+//           nMaxChannels (an upper bound), p2p no channel count
+//   v2      coll.trafficBytes
+//   v3+     KernelCh (v4+: with the GPU start time) and NetPlugin events
+//   v4+     coll.nChannels, p2p.nChannels; KernelChStop carries the GPU
+//           stop time in the state arguments
+//   v5      type widened to 64 bits; API and kernel-launch events (passive)
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "nccl/profiler_common.h"
+#include "nccl/result.h"
+#include "plugin/common/boundary.h"
+#include "plugin/profiler/abi/adapter.h"
+#include "plugin/profiler/names.h"
+#include "resilient/blackbox.h"
+
+namespace resilient::profiler::abi {
+
+// Function, datatype, algorithm and protocol, as strings (v2+) or codes (v1).
+template <class Member>
+void setNames(OpStart& op, const Member& m) noexcept {
+  if constexpr (std::is_same_v<decltype(m.func), const char*>) {
+    op.func = m.func;
+    op.datatype = m.datatype;
+    if constexpr (requires { m.algo; }) {
+      op.algo = m.algo;
+      op.proto = m.proto;
+    }
+  } else {
+    op.func = funcName(m.func);
+    op.datatype = datatypeName(m.datatype);
+    op.elementSize = datatypeSize(static_cast<uint32_t>(m.datatype));
+    if constexpr (requires { m.algo; }) {
+      op.algo = algoName(m.algo);
+      op.proto = protoName(m.proto);
+    }
+  }
+}
+
+// What coll and p2p members have in common across versions, given their
+// channel count (nChannels, v1-v3 coll: nMaxChannels, v1-v3 p2p: none) and
+// commHash (v1-v3).
+template <class Member>
+void setCommon(OpStart& op, const Member& m) noexcept {
+  setNames(op, m);
+  op.count = m.count;
+  if constexpr (requires { m.nChannels; }) {
+    op.nChannels = m.nChannels;
+  } else if constexpr (requires { m.nMaxChannels; }) {
+    op.nChannels = m.nMaxChannels;
+  }
+  if constexpr (requires { m.commHash; }) {
+    op.commHash = m.commHash;
+  }
+}
+
+template <class Descr>
+OpStart collOf(const Descr& d) noexcept {
+  OpStart op;
+  op.kind = RESILIENT_BLACKBOX_OP_COLL;
+  op.seqNumber = d.coll.seqNumber;
+  op.rootOrPeer = d.coll.root;
+  op.rank = d.rank;
+  setCommon(op, d.coll);
+  if constexpr (requires { d.coll.trafficBytes; }) {
+    op.trafficBytes = d.coll.trafficBytes;
+  }
+  return op;
+}
+
+template <class Descr>
+OpStart p2pOf(const Descr& d) noexcept {
+  OpStart op;
+  op.kind = RESILIENT_BLACKBOX_OP_P2P;
+  op.rootOrPeer = d.p2p.peer;
+  op.rank = d.rank;
+  setCommon(op, d.p2p);
+  return op;
+}
+
+// The handle for one event; Group, ProxyCtrl, the v5 API events and events
+// the version does not define get a passive one. Inlined into startEvent, as
+// the hand-written adapters had it (no extra call per event).
+template <class Descr>
+[[gnu::always_inline]] inline void* startOn(Tracker& t, Context* ctx, const Descr& d) noexcept {
+  switch (d.type) {
+    case ncclProfileColl: return t.startOp(ctx, collOf(d));
+    case ncclProfileP2p: return t.startOp(ctx, p2pOf(d));
+    case ncclProfileProxyOp:
+      return t.startProxyOp(ctx, d.parentObj, d.proxyOp.pid, d.proxyOp.channelId);
+    case ncclProfileProxyStep: return t.startProxyStep(ctx, d.parentObj);
+    case ncclProfileKernelCh:
+      if constexpr (requires { d.kernelCh.pTimer; }) {
+        return t.startKernelCh(ctx, d.parentObj, d.kernelCh.channelId, d.kernelCh.pTimer);
+      } else if constexpr (requires { d.kernelCh.channelId; }) {
+        return t.startKernelCh(ctx, d.parentObj, d.kernelCh.channelId, 0);
+      } else {
+        return t.startPassive(ctx);
+      }
+    case ncclProfileNetPlugin:
+      if constexpr (requires { d.netPlugin; }) {
+        return t.startNetPlugin(ctx, d.parentObj);
+      } else {
+        return t.startPassive(ctx);
+      }
+    default: return t.startPassive(ctx);
+  }
+}
+
+// startEvent for every version.
+template <class Descr>
+ncclResult_t startEvent(void* context, void** eHandle, Descr* d) noexcept {
+  return boundary::call("profiler startEvent", [&]() -> ncclResult_t {
+    if (eHandle == nullptr) {
+      return ncclSuccess;
+    }
+    *eHandle = nullptr;
+    auto* ctx = static_cast<Context*>(context);
+    Tracker* t = liveTracker();
+    if (ctx == nullptr || d == nullptr || t == nullptr) {
+      return ncclSuccess;
+    }
+    *eHandle = startOn(*t, ctx, *d);
+    return ncclSuccess;
+  });
+}
+
+// recordEventState for every version: only KernelChStop's GPU stop time (v4+)
+// is read from the state arguments.
+template <class Args>
+ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState, Args* args) noexcept {
+  const uint32_t state = rawState(eState);
+  uint64_t stopNs = 0;
+  if constexpr (requires { args->kernelCh.pTimer; }) {
+    if (state == ncclProfilerKernelChStop && args != nullptr) {
+      stopNs = args->kernelCh.pTimer;
+    }
+  }
+  return recordEvent(eHandle, state, stopNs);
+}
+
+}  // namespace resilient::profiler::abi
