@@ -27,7 +27,8 @@ class EtcdClients {
   void startHeld(BarrierTimes* times);
   // Joins the calls; fills release times, counts and errors.
   void awaitReleases(BarrierTimes* times);
-  // Closed loop of `op` ("set", "get", "add") on every client for durationMs.
+  // Closed loop of `op` ("set", "get", "add") on every client, starting none
+  // after durationMs; returns the number completed, the last ones included.
   uint64_t runOps(const std::string& op, int durationMs);
 
  private:

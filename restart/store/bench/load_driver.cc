@@ -279,8 +279,8 @@ uint64_t LoadDriver::runOps(tcp::Op op, int durationMs) {
       if (got == 0) {
         continue;
       }
+      completed += static_cast<uint64_t>(got);
       if (sending) {
-        completed += static_cast<uint64_t>(got);
         sendFrame(conns_[idx], frames[idx]);
       } else {
         --outstanding;

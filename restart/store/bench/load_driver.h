@@ -60,7 +60,8 @@ class LoadDriver {
   void awaitReleases(BarrierTimes* times, int timeoutMs);
 
   // Closed loop: every connection keeps one `op` outstanding for
-  // `durationMs`; returns the number of completed operations.
+  // `durationMs` (sending none after it); returns the number of operations
+  // completed, the last ones in flight included.
   uint64_t runOps(tcp::Op op, int durationMs);
 
   int connections() const { return static_cast<int>(conns_.size()); }
