@@ -1,0 +1,51 @@
+// What a monitor process writes to the job's store (protocol/job_keys.h):
+// fault records (faults/count + faults/<i>), terminated/<r>,
+// iteration/<k>/interrupted and arrivals at the iteration barrier on a
+// rank's behalf. One record per terminated rank: whoever sets
+// terminated/<r> first (compareSet) publishes the record about it, so a
+// death seen by the rank's own monitor and by its sibling is reported once.
+// Every call throws store::StoreError when the store fails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "restart/protocol/fault_record.h"
+#include "restart/protocol/job_keys.h"
+#include "restart/store/store.h"
+
+namespace resilient::restart::monitor {
+
+class FaultPublisher {
+ public:
+  // `reporter`: the initial rank whose monitor publishes; `worldSize`: the
+  // job's initial world size (the iteration barrier's).
+  FaultPublisher(store::Store& store, const protocol::JobKeys& keys, int reporter, int worldSize,
+                 store::Timeout callTimeout);
+
+  // Fills reporter, wall time, host and pid, then appends the record; returns
+  // its index (faults/<index>).
+  int64_t publish(protocol::FaultRecord record);
+  // Sets terminated/<rank> to the reason's name unless it is set; true when
+  // this call set it.
+  bool markTerminated(int rank, protocol::FaultReason reason);
+  bool isTerminated(int rank);
+  // Sets iteration/<k>/interrupted unless an earlier fault of k set it.
+  void markInterrupted(int iteration, protocol::FaultReason reason);
+  // Counts `rank` at the iteration barrier of generation `iteration` and
+  // returns at once. A generation already complete and forgotten is no error.
+  void countAtIterationBarrier(int rank, int iteration);
+
+ private:
+  store::Store& store_;
+  const protocol::JobKeys& keys_;
+  int reporter_;
+  int worldSize_;
+  store::Timeout timeout_;
+  std::string host_;
+  pid_t pid_;
+};
+
+}  // namespace resilient::restart::monitor

@@ -1,0 +1,317 @@
+#include "restart/monitor/monitor.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <exception>
+#include <thread>
+
+#include "plugin/common/clock.h"
+#include "restart/monitor/post_mortem.h"
+#include "restart/store/errors.h"
+
+namespace resilient::restart::monitor {
+
+using protocol::FaultReason;
+using protocol::RankPhase;
+
+namespace {
+
+uint64_t toNs(Millis ms) {
+  return static_cast<uint64_t>(ms.count()) * 1000000;
+}
+
+int64_t toMs(uint64_t ns) {
+  return static_cast<int64_t>(ns / 1000000);
+}
+
+// One store call may take this long: enough for a loaded store, short
+// enough that the checks keep their pace.
+store::Timeout callTimeoutFor(const MonitorConfig& c) {
+  return std::min(c.storeTimeout, std::max(2 * c.interval, Millis(1000)));
+}
+
+// Errors that no retry cures.
+bool permanent(const store::StoreError& e) {
+  return e.code() == store::StoreErrc::kInvalidArgument ||
+         e.code() == store::StoreErrc::kBarrierOverflow ||
+         e.code() == store::StoreErrc::kAuthRefused || e.code() == store::StoreErrc::kClosed;
+}
+
+}  // namespace
+
+Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::StatusPage& page,
+                 MonitorLog& log)
+    : config_(config),
+      store_(store),
+      page_(page),
+      log_(log),
+      keys_(config.jobId),
+      startNs_(monotonicNs()),
+      callTimeout_(callTimeoutFor(config)),
+      publisher_(store, keys_, config.rank, config.worldSize, callTimeout_),
+      heartbeat_(store, keys_.heartbeat(config.rank), config.heartbeatInterval,
+                 config.heartbeatTimeout, callTimeout_),
+      sibling_(store, keys_, config.rank, config.worldSize, config.heartbeatTimeout, startNs_,
+               callTimeout_),
+      timeouts_(config.softTimeout, config.hardTimeout, config.barrierTimeout, startNs_),
+      rank_(static_cast<pid_t>(page.rankPid.load(std::memory_order_acquire))) {}
+
+protocol::FaultRecord Monitor::record(FaultReason reason, int subject,
+                                      const std::string& detail) const {
+  protocol::FaultRecord r;
+  r.iteration = page_.iteration.load(std::memory_order_acquire);
+  r.reason = reason;
+  r.subject = subject;
+  r.culprit = reason == FaultReason::kMonitorProcess ? -1 : subject;
+  r.detail = detail;
+  return r;
+}
+
+template <typename Fn>
+void Monitor::retrying(const char* what, Fn&& step) {
+  const uint64_t deadline = monotonicNs() + toNs(config_.storeTimeout);
+  for (;;) {
+    try {
+      step();
+      return;
+    } catch (const store::StoreError& e) {
+      if (permanent(e) || monotonicNs() >= deadline) {
+        log_.write("%s failed: %s", what, e.what());
+        throw;
+      }
+    }
+    std::this_thread::sleep_for(std::min(config_.interval, Millis(50)));
+  }
+}
+
+int Monitor::run() {
+  page_.monitorPid.store(::getpid(), std::memory_order_release);
+  log_.write("watching rank %d (pid %d, %s) of job %s in %s, world size %d; interval %lld ms, "
+             "heartbeat %lld/%lld ms, soft %lld ms, hard %lld ms, barrier %lld ms, grace %lld ms",
+             config_.rank, static_cast<int>(rank_.pid()), rank_.usesPidfd() ? "pidfd" : "probed",
+             config_.jobId.c_str(), store_.describe().c_str(), config_.worldSize,
+             static_cast<long long>(config_.interval.count()),
+             static_cast<long long>(config_.heartbeatInterval.count()),
+             static_cast<long long>(config_.heartbeatTimeout.count()),
+             static_cast<long long>(config_.softTimeout.count()),
+             static_cast<long long>(config_.hardTimeout.count()),
+             static_cast<long long>(config_.barrierTimeout.count()),
+             static_cast<long long>(config_.grace.count()));
+  try {
+    for (;;) {
+      if (page_.currentPhase() == RankPhase::kDone) {
+        return cleanExit("its rank is done");
+      }
+      if (rank_.ended()) {
+        return onRankEnded(false);
+      }
+      const uint64_t now = monotonicNs();
+      int exitCode = 0;
+      try {
+        if (tick(now, &exitCode)) {
+          return exitCode;
+        }
+        storeFailingSinceNs_ = 0;
+      } catch (const store::StoreError& e) {
+        if (storeFailingSinceNs_ == 0) {
+          storeFailingSinceNs_ = now;
+          log_.write("store call failed (retrying for up to %lld ms): %s",
+                     static_cast<long long>(config_.storeTimeout.count()), e.what());
+        }
+        if (permanent(e) || now - storeFailingSinceNs_ >= toNs(config_.storeTimeout)) {
+          return fail(std::string("the store failed for ") +
+                      std::to_string(toMs(now - storeFailingSinceNs_)) + " ms: " + e.what());
+        }
+      }
+      // Sleep on the rank's end until the next check or heartbeat is due.
+      const uint64_t after = monotonicNs();
+      uint64_t due = nextCheckNs_;
+      if (heartbeat_.nextDueNs() != 0) {
+        due = std::min(due, heartbeat_.nextDueNs());
+      }
+      if (storeFailingSinceNs_ != 0) {
+        due = std::min(due, after + toNs(std::min(config_.interval, Millis(50))));
+      }
+      const uint64_t waitNs = due > after ? due - after : 0;
+      rank_.waitForEnd(Millis((waitNs + 999999) / 1000000));
+    }
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
+
+bool Monitor::tick(uint64_t nowNs, int* exitCode) {
+  heartbeat_.beatIfDue(nowNs);
+  if (nowNs < nextCheckNs_) {
+    return false;
+  }
+  nextCheckNs_ = nowNs + toNs(config_.interval);
+  const ProgressView view = ProgressView::of(page_);
+  switch (timeouts_.check(view, nowNs)) {
+    case TimeoutAction::kHard:
+      *exitCode = enforceHardTimeout(view, timeouts_.idleNs(view, nowNs));
+      return true;
+    case TimeoutAction::kSoft: enforceSoftTimeout(view, timeouts_.idleNs(view, nowNs)); break;
+    case TimeoutAction::kNone: break;
+  }
+  checkSibling(nowNs);
+  return false;
+}
+
+void Monitor::enforceSoftTimeout(const ProgressView& view, uint64_t idleNs) {
+  const std::string detail = "no progress for " + std::to_string(toMs(idleNs)) + " ms in phase " +
+                             protocol::rankPhaseName(view.phase) + " (soft timeout " +
+                             std::to_string(config_.softTimeout.count()) + " ms)";
+  protocol::FaultRecord r = record(FaultReason::kSoftTimeout, config_.rank, detail);
+  r.iteration = view.iteration;
+  const int64_t index = publisher_.publish(r);
+  publisher_.markInterrupted(view.iteration, FaultReason::kSoftTimeout);
+  timeouts_.softDone(view.iteration);
+  page_.softTimeouts.fetch_add(1, std::memory_order_acq_rel);
+  log_.write("soft timeout in iteration %d: %s (fault %lld)", view.iteration, detail.c_str(),
+             static_cast<long long>(index));
+}
+
+int Monitor::enforceHardTimeout(const ProgressView& view, uint64_t idleNs) {
+  const std::string detail =
+      "no progress for " + std::to_string(toMs(idleNs)) + " ms in phase " +
+      protocol::rankPhaseName(view.phase) + " (hard timeout " +
+      std::to_string(toMs(timeouts_.hardLimitNs(view.phase))) + " ms); pid " +
+      std::to_string(rank_.pid()) + " killed";
+  log_.write("hard timeout in iteration %d: %s", view.iteration, detail.c_str());
+  // Recorded before the kill, so that the survivors learn why; a store that
+  // fails now does not save a hung rank (the death path retries).
+  try {
+    if (publisher_.markTerminated(config_.rank, FaultReason::kHardTimeout)) {
+      protocol::FaultRecord r = record(FaultReason::kHardTimeout, config_.rank, detail);
+      r.iteration = view.iteration;
+      publisher_.publish(r);
+    }
+    publisher_.markInterrupted(view.iteration, FaultReason::kHardTimeout);
+  } catch (const store::StoreError& e) {
+    log_.write("could not record the hard timeout before the kill: %s", e.what());
+  }
+  rank_.signal(SIGCONT);
+  rank_.signal(SIGTERM);
+  if (!rank_.waitForEnd(config_.grace)) {
+    log_.write("pid %d still there %lld ms after SIGTERM: SIGKILL", static_cast<int>(rank_.pid()),
+               static_cast<long long>(config_.grace.count()));
+    rank_.signal(SIGKILL);
+    if (!rank_.waitForEnd(std::max(config_.grace, Millis(1000)))) {
+      log_.write("pid %d survives SIGKILL (uninterruptible?); recording it as terminated",
+                 static_cast<int>(rank_.pid()));
+    }
+  }
+  return onRankEnded(true);
+}
+
+void Monitor::checkSibling(uint64_t nowNs) {
+  // Once the rank waits in the completion barrier, others may finish (and
+  // remove their heartbeats) at any moment: no sibling checks from then on.
+  if (page_.currentPhase() >= RankPhase::kCompleting) {
+    return;
+  }
+  const std::vector<int> missing = sibling_.check(nowNs);
+  if (missing.empty() || page_.currentPhase() >= RankPhase::kCompleting) {
+    return;
+  }
+  const int iteration = page_.iteration.load(std::memory_order_acquire);
+  for (const int s : missing) {
+    if (!publisher_.markTerminated(s, FaultReason::kUnresponsive)) {
+      continue;  // someone else recorded it first
+    }
+    const std::string detail = "heartbeat of rank " + std::to_string(s) + " missing (timeout " +
+                               std::to_string(config_.heartbeatTimeout.count()) +
+                               " ms): rank and monitor gone";
+    protocol::FaultRecord r = record(FaultReason::kUnresponsive, s, detail);
+    r.iteration = iteration;
+    const int64_t index = publisher_.publish(r);
+    publisher_.markInterrupted(iteration, FaultReason::kUnresponsive);
+    publisher_.countAtIterationBarrier(s, iteration);
+    log_.write("rank %d unresponsive in iteration %d: %s (fault %lld)", s, iteration,
+               detail.c_str(), static_cast<long long>(index));
+  }
+}
+
+int Monitor::onRankEnded(bool killedByMonitor) {
+  const RankPhase phase = page_.currentPhase();
+  const int iteration = page_.iteration.load(std::memory_order_acquire);
+  if (!killedByMonitor && (phase == RankPhase::kDone || phase == RankPhase::kFailed)) {
+    return cleanExit(phase == RankPhase::kDone ? "its rank is done"
+                                               : "its rank left the loop with an error and ended");
+  }
+  const std::string detail =
+      "process " + std::to_string(rank_.pid()) + " ended in phase " +
+      protocol::rankPhaseName(phase) +
+      (killedByMonitor ? std::string(", killed by its monitor after the hard timeout") : "");
+  log_.write("rank %d ended in iteration %d: %s", config_.rank, iteration, detail.c_str());
+  const uint64_t seenNs = monotonicNs();
+  try {
+    bool first = false;
+    retrying("recording the termination",
+             [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
+    if (first) {
+      protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
+      r.iteration = iteration;
+      int64_t index = 0;
+      retrying("publishing the fault record", [&] { index = publisher_.publish(r); });
+      log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
+    }
+    retrying("marking the iteration interrupted",
+             [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
+    retrying("counting the rank at the iteration barrier",
+             [&] { publisher_.countAtIterationBarrier(config_.rank, iteration); });
+    log_.write("recorded in %lld us: terminated, iteration %d interrupted, counted at its barrier",
+               static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
+    try {
+      heartbeat_.remove();
+    } catch (const store::StoreError& e) {
+      log_.write("could not remove the heartbeat: %s", e.what());
+    }
+  } catch (const store::StoreError& e) {
+    log_.write("the death of rank %d could not be recorded: %s", config_.rank, e.what());
+  }
+  // The dump comes after the records: the survivors wait for those.
+  const std::string blackboxDir = config_.blackboxDir;
+  const std::string path =
+      postMortemPath(config_.logFile, blackboxDir, config_.rank, rank_.pid());
+  try {
+    PostMortem pm;
+    pm.rank = config_.rank;
+    pm.pid = rank_.pid();
+    pm.iteration = iteration;
+    pm.phase = protocol::rankPhaseName(phase);
+    pm.reason = protocol::faultReasonName(killedByMonitor ? FaultReason::kHardTimeout
+                                                          : FaultReason::kTerminated);
+    pm.detail = detail;
+    const std::string summary = writePostMortem(pm, blackboxDir, path);
+    log_.write("post-mortem dump %s (%s)", path.c_str(), summary.c_str());
+  } catch (const std::exception& e) {
+    log_.write("no post-mortem dump: %s", e.what());
+  }
+  return kMonitorExitOk;
+}
+
+int Monitor::cleanExit(const char* why) {
+  try {
+    heartbeat_.remove();
+  } catch (const store::StoreError& e) {
+    log_.write("could not remove the heartbeat: %s", e.what());
+  }
+  log_.write("exiting: %s", why);
+  return kMonitorExitOk;
+}
+
+int Monitor::fail(const std::string& why) {
+  log_.write("the monitor failed and exits; its rank is left alone: %s", why.c_str());
+  try {
+    publisher_.publish(record(FaultReason::kMonitorProcess, config_.rank, why));
+  } catch (const std::exception& e) {
+    log_.write("could not publish the monitor's failure: %s", e.what());
+  }
+  return kMonitorExitFailed;
+}
+
+}  // namespace resilient::restart::monitor

@@ -1,0 +1,74 @@
+// The monitor process's loop (restart-model.md §1.1, MonitorProcess with its
+// Heartbeat and SiblingMonitor threads folded into one loop): every interval
+// it keeps its rank's heartbeat, enforces the soft and hard timeouts and
+// checks its sibling; between checks it sleeps on the rank's pidfd, so the
+// rank's death is seen at once. docs/restart.md, "Monitor process", lists
+// what it writes to the store.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "restart/monitor/fault_publisher.h"
+#include "restart/monitor/heartbeat.h"
+#include "restart/monitor/monitor_config.h"
+#include "restart/monitor/monitor_log.h"
+#include "restart/monitor/progress_timeouts.h"
+#include "restart/monitor/rank_process.h"
+#include "restart/monitor/sibling_monitor.h"
+#include "restart/protocol/fault_record.h"
+#include "restart/protocol/job_keys.h"
+#include "restart/protocol/status_page.h"
+#include "restart/store/store.h"
+
+namespace resilient::restart::monitor {
+
+// Exit codes of resilient-monitor.
+inline constexpr int kMonitorExitOk = 0;      // rank done, gone after done/failed, or death recorded
+inline constexpr int kMonitorExitFailed = 1;  // the monitor itself failed (rank left alone)
+
+class Monitor {
+ public:
+  // `config.storeTimeout` must be set (> 0): how long the store may fail
+  // before the monitor gives up.
+  Monitor(const MonitorConfig& config, store::Store& store, protocol::StatusPage& page,
+          MonitorLog& log);
+
+  // Runs until the rank is done or gone, or the monitor fails; returns the
+  // exit code.
+  int run();
+
+ private:
+  // One pass of the periodic work; returns true when the monitor is finished
+  // (*exitCode set).
+  bool tick(uint64_t nowNs, int* exitCode);
+  void enforceSoftTimeout(const ProgressView& view, uint64_t idleNs);
+  int enforceHardTimeout(const ProgressView& view, uint64_t idleNs);
+  void checkSibling(uint64_t nowNs);
+  // The rank's process ended: records it unless it had finished.
+  int onRankEnded(bool killedByMonitor);
+  int cleanExit(const char* why);
+  int fail(const std::string& why);
+  // Runs `step` until it succeeds or the store timeout passes (rethrows then).
+  template <typename Fn>
+  void retrying(const char* what, Fn&& step);
+  protocol::FaultRecord record(protocol::FaultReason reason, int subject,
+                               const std::string& detail) const;
+
+  MonitorConfig config_;
+  store::Store& store_;
+  protocol::StatusPage& page_;
+  MonitorLog& log_;
+  protocol::JobKeys keys_;
+  uint64_t startNs_;
+  store::Timeout callTimeout_;
+  FaultPublisher publisher_;
+  Heartbeat heartbeat_;
+  SiblingMonitor sibling_;
+  ProgressTimeouts timeouts_;
+  RankProcess rank_;
+  uint64_t nextCheckNs_ = 0;
+  uint64_t storeFailingSinceNs_ = 0;
+};
+
+}  // namespace resilient::restart::monitor

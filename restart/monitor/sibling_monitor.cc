@@ -1,0 +1,77 @@
+#include "restart/monitor/sibling_monitor.h"
+
+#include <string>
+
+namespace resilient::restart::monitor {
+
+SiblingMonitor::SiblingMonitor(store::Store& store, const protocol::JobKeys& keys, int self,
+                               int worldSize, store::Millis heartbeatTimeout,
+                               uint64_t startMonoNs, store::Timeout callTimeout)
+    : store_(store),
+      keys_(keys),
+      self_(self),
+      worldSize_(worldSize),
+      heartbeatTimeoutNs_(static_cast<uint64_t>(heartbeatTimeout.count()) * 1000000),
+      startNs_(startMonoNs),
+      timeout_(callTimeout),
+      seen_(static_cast<size_t>(worldSize), false),
+      terminated_(static_cast<size_t>(worldSize), false),
+      watched_(worldSize > 1 ? (self + 1) % worldSize : -1) {}
+
+bool SiblingMonitor::countsAsMissing(int rank, uint64_t nowMonoNs) const {
+  return seen_[static_cast<size_t>(rank)] || nowMonoNs >= startNs_ + heartbeatTimeoutNs_;
+}
+
+int SiblingMonitor::nextAlive(const std::vector<bool>& out) const {
+  for (int step = 1; step < worldSize_; ++step) {
+    const int r = (self_ + step) % worldSize_;
+    if (!out[static_cast<size_t>(r)]) {
+      return r;
+    }
+  }
+  return -1;
+}
+
+std::vector<int> SiblingMonitor::check(uint64_t nowMonoNs) {
+  if (watched_ < 0) {
+    return {};
+  }
+  if (store_.get(keys_.heartbeat(watched_), timeout_).has_value()) {
+    seen_[static_cast<size_t>(watched_)] = true;
+    return {};
+  }
+  if (!countsAsMissing(watched_, nowMonoNs)) {
+    return {};
+  }
+  return sweep(nowMonoNs);
+}
+
+std::vector<int> SiblingMonitor::sweep(uint64_t nowMonoNs) {
+  std::vector<std::string> keys;
+  keys.reserve(2 * static_cast<size_t>(worldSize_));
+  for (int r = 0; r < worldSize_; ++r) {
+    keys.push_back(keys_.heartbeat(r));
+  }
+  for (int r = 0; r < worldSize_; ++r) {
+    keys.push_back(keys_.terminated(r));
+  }
+  const auto values = store_.multiGet(keys, timeout_);
+  std::vector<int> missing;
+  std::vector<bool> out(static_cast<size_t>(worldSize_), false);
+  for (int r = 0; r < worldSize_; ++r) {
+    const auto i = static_cast<size_t>(r);
+    const bool beating = values[i].has_value();
+    terminated_[i] = values[static_cast<size_t>(worldSize_) + i].has_value();
+    if (beating) {
+      seen_[i] = true;
+    }
+    if (r != self_ && !beating && !terminated_[i] && countsAsMissing(r, nowMonoNs)) {
+      missing.push_back(r);
+    }
+    out[i] = r == self_ || terminated_[i] || (!beating && countsAsMissing(r, nowMonoNs));
+  }
+  watched_ = nextAlive(out);
+  return missing;
+}
+
+}  // namespace resilient::restart::monitor

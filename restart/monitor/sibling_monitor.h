@@ -1,0 +1,48 @@
+// The sibling monitor (restart-model.md §1.1, SiblingMonitor): each monitor
+// watches the heartbeat of the next rank in the ring that is not
+// terminated. When that heartbeat is missing it reads every heartbeat and
+// terminated key at one instant (multiGet) and names every rank whose
+// heartbeat is missing and that is not terminated: a whole node (rank and
+// monitor) is gone. A rank's heartbeat only counts as missing after this
+// monitor saw it once, or once the heartbeat timeout has passed since the
+// monitor started (a slow starter is not dead).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "restart/protocol/job_keys.h"
+#include "restart/store/store.h"
+
+namespace resilient::restart::monitor {
+
+class SiblingMonitor {
+ public:
+  SiblingMonitor(store::Store& store, const protocol::JobKeys& keys, int self, int worldSize,
+                 store::Millis heartbeatTimeout, uint64_t startMonoNs, store::Timeout callTimeout);
+
+  // One check (one get; a multiGet when the watched heartbeat is missing).
+  // Returns the unresponsive ranks, ascending (usually none). Throws
+  // store::StoreError.
+  std::vector<int> check(uint64_t nowMonoNs);
+  // The rank watched now; -1 when no other rank is left.
+  int watched() const noexcept { return watched_; }
+
+ private:
+  bool countsAsMissing(int rank, uint64_t nowMonoNs) const;
+  std::vector<int> sweep(uint64_t nowMonoNs);
+  int nextAlive(const std::vector<bool>& out) const;
+
+  store::Store& store_;
+  const protocol::JobKeys& keys_;
+  int self_;
+  int worldSize_;
+  uint64_t heartbeatTimeoutNs_;
+  uint64_t startNs_;
+  store::Timeout timeout_;
+  std::vector<bool> seen_;
+  std::vector<bool> terminated_;
+  int watched_;
+};
+
+}  // namespace resilient::restart::monitor
