@@ -89,20 +89,30 @@ class FilterGrouped final : public RankAssignment {
     if (!context.key) {
       throw AssignmentError(describe() + " needs a key per rank (the rank registry)");
     }
-    // Group ids in order of first appearance; one key call per live rank.
+    // Group ids in order of first appearance; one key call per live rank, a
+    // hash lookup only when the key differs from the previous rank's (groups
+    // such as hosts are usually runs of consecutive ranks).
     const int n = world.initialWorldSize();
     std::unordered_map<std::string, int> ids;
     std::vector<int> group(static_cast<size_t>(n), -1);
     std::vector<int> liveCount;
+    std::string last;
+    int lastId = -1;
     for (int i = 0; i < n; ++i) {
-      if (!world.terminated(i)) {
-        const auto [it, added] = ids.try_emplace(context.key(i), static_cast<int>(ids.size()));
+      if (world.terminated(i)) {
+        continue;
+      }
+      std::string key = context.key(i);
+      if (lastId < 0 || key != last) {
+        const auto [it, added] = ids.try_emplace(key, static_cast<int>(ids.size()));
         if (added) {
           liveCount.push_back(0);
         }
-        group[static_cast<size_t>(i)] = it->second;
-        ++liveCount[static_cast<size_t>(it->second)];
+        lastId = it->second;
+        last = std::move(key);
       }
+      group[static_cast<size_t>(i)] = lastId;
+      ++liveCount[static_cast<size_t>(lastId)];
     }
     std::vector<char> keep(liveCount.size());
     for (size_t g = 0; g < liveCount.size(); ++g) {

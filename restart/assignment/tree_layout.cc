@@ -32,11 +32,18 @@ TreeLayout buildTreeLayout(const std::vector<Layer>& layers, int initialWorldSiz
   for (size_t k = 1; k < layers.size(); ++k) {
     std::unordered_map<DomainKey, int, DomainKeyHash> ids;
     ids.reserve(n);
+    DomainKey last{-1, {}};
+    int lastId = -1;
     for (size_t i = 0; i < n; ++i) {
       DomainKey key{t.domain[k - 1][i], layers[k].key(static_cast<int>(i))};
-      // Ids in order of first appearance, i.e. of the domains' lowest ranks.
-      const auto [it, added] = ids.emplace(std::move(key), static_cast<int>(ids.size()));
-      t.domain[k][i] = it->second;
+      // Ids in order of first appearance, i.e. of the domains' lowest ranks; a
+      // hash lookup only when the domain differs from the previous rank's.
+      if (lastId < 0 || !(key == last)) {
+        const auto [it, added] = ids.emplace(key, static_cast<int>(ids.size()));
+        lastId = it->second;
+        last = std::move(key);
+      }
+      t.domain[k][i] = lastId;
     }
     t.domainCount[k] = static_cast<int>(ids.size());
   }
