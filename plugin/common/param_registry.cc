@@ -281,6 +281,28 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
         .doc = "etcd store: how long one request may wait on one cluster member before the "
                "client tries the next member.",
     },
+    {
+        .id = static_cast<int>(Param::kHealthCudaTimeoutMs),
+        .name = "NCCL_RESILIENT_HEALTH_CUDA_TIMEOUT_MS",
+        .type = ParamType::kInt,
+        .defaultValue = "30000",
+        .min = 1,
+        .max = 3600000,
+        .unit = "ms",
+        .doc = "Restart health check: how long the CUDA device may take to finish its queued "
+               "work before the rank is declared unhealthy.",
+    },
+    {
+        .id = static_cast<int>(Param::kHealthNicErrorThreshold),
+        .name = "NCCL_RESILIENT_HEALTH_NIC_ERROR_THRESHOLD",
+        .type = ParamType::kInt,
+        .defaultValue = "100",
+        .min = 0,
+        .max = 2147483647,
+        .unit = "errors",
+        .doc = "Restart health check: new rx+tx errors of an interface (or link error "
+               "recoveries of an IB port) between two checks above which the NIC fails.",
+    },
 });
 
 constexpr bool idsMatchPositions() {

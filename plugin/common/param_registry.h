@@ -62,6 +62,8 @@ enum class Param : int {
   kStoreConnectTimeoutMs,
   kStoreReconnectTimeoutMs,
   kStoreMemberTimeoutMs,
+  kHealthCudaTimeoutMs,
+  kHealthNicErrorThreshold,
   kCount,
 };
 

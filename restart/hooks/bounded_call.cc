@@ -1,0 +1,77 @@
+#include "restart/hooks/bounded_call.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "resilient/restart/errors.hpp"
+
+namespace resilient::restart::detail {
+namespace {
+
+std::atomic<int> gOverrunning{0};
+
+// What the caller and the thread share; the last of the two to let go frees it.
+struct Call {
+  std::function<void()> fn;
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  bool abandoned = false;  // the caller gave up waiting
+  std::exception_ptr error;
+};
+
+void runCall(const std::shared_ptr<Call>& call) {
+  std::exception_ptr error;
+  try {
+    call->fn();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(call->mutex);
+  call->error = std::move(error);
+  call->done = true;
+  if (call->abandoned) {
+    gOverrunning.fetch_sub(1, std::memory_order_relaxed);
+  }
+  call->finished.notify_all();
+}
+
+}  // namespace
+
+void runBounded(std::chrono::milliseconds timeout, const std::string& what,
+                const std::string& threadName, std::function<void()> fn) {
+  auto call = std::make_shared<Call>();
+  call->fn = std::move(fn);
+  std::thread thread([call, name = threadName.substr(0, 15)] {
+    pthread_setname_np(pthread_self(), name.c_str());
+    runCall(call);
+  });
+  std::unique_lock<std::mutex> lock(call->mutex);
+  if (!call->finished.wait_for(lock, timeout, [&] { return call->done; })) {
+    call->abandoned = true;
+    gOverrunning.fetch_add(1, std::memory_order_relaxed);
+    lock.unlock();
+    thread.detach();
+    throw TimeoutError(what + " did not finish within " + std::to_string(timeout.count()) +
+                       " ms (left running on its own thread: it cannot be cancelled)");
+  }
+  std::exception_ptr error = call->error;
+  lock.unlock();
+  thread.join();
+  if (error) {
+    std::rethrow_exception(error);
+  }
+}
+
+int overrunningThreads() noexcept {
+  return gOverrunning.load(std::memory_order_relaxed);
+}
+
+}  // namespace resilient::restart::detail
