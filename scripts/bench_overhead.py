@@ -9,7 +9,8 @@ ROUNDS times each, interleaved (the order rotates every round) so that a busy
 moment of the machine hits all three alike, and reports per size the median
 over the rounds of each transport's time and bus bandwidth, with the ratios
 the acceptance criteria name: plain/raw and resilient/plain bandwidth, and
-the latency resilient adds over plain.
+the latency resilient adds over plain, each paired within a round and then
+the median over the rounds.
 
 Two patterns: `pingpong` (time = half the round trip: latency) and
 `sendrecv` (both ranks send and receive at once: bandwidth). All three carry
@@ -75,15 +76,20 @@ def measure(args, pattern):
         for t in TRANSPORTS:
             row[f"{t}_time_us"] = statistics.median(v[0] for v in samples[t][size])
             row[f"{t}_busbw_gbps"] = statistics.median(v[1] for v in samples[t][size])
-        row["plain_vs_raw_bw"] = row["plain_busbw_gbps"] / row["raw_busbw_gbps"]
-        row["resilient_vs_plain_bw"] = row["resilient_busbw_gbps"] / row["plain_busbw_gbps"]
-        row["resilient_added_us"] = row["resilient_time_us"] - row["plain_time_us"]
+        # Ratios and differences are paired within a round (the runs of one round
+        # are seconds apart, so they share the machine's state) and the median is
+        # taken over the rounds: steadier than a ratio of two medians.
+        raw, plain, resil = (samples[t][size] for t in TRANSPORTS)
+        row["plain_vs_raw_bw"] = statistics.median(p[1] / r[1] for p, r in zip(plain, raw))
+        row["resilient_vs_plain_bw"] = statistics.median(s[1] / p[1] for s, p in zip(resil, plain))
+        row["resilient_added_us"] = statistics.median(s[0] - p[0] for s, p in zip(resil, plain))
         rows.append(row)
     return rows
 
 
 def print_table(pattern, rows):
-    print(f"\n{pattern}: median of rounds; time in us, busbw in GB/s")
+    print(f"\n{pattern}: median of rounds; time in us, busbw in GB/s; "
+          "ratios and added time paired per round, then the median")
     print(f"{'size':>6} | {'raw us':>9} {'plain us':>9} {'resil us':>9} | {'raw bw':>7} "
           f"{'plain bw':>8} {'resil bw':>8} | {'plain/raw':>9} {'resil/plain':>11} "
           f"{'added us':>8}")

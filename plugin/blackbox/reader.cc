@@ -102,12 +102,9 @@ std::string resolveRegion(const std::string& pidOrPath, const std::string& dir) 
   return numeric ? regionPath(dir, static_cast<uint32_t>(std::stoul(pidOrPath))) : pidOrPath;
 }
 
-Result<Snapshot> readRegion(const std::string& path) {
-  auto mapping = Mapping::open(path, false);
-  if (!mapping.ok()) {
-    return mapping.status();
-  }
-  const Mapping& m = *mapping;
+namespace {
+
+Snapshot snapshotOf(const Mapping& m, const std::string& path, const ReadOptions& options) {
   Snapshot snap;
   snap.path = path;
   // Word by word: writers in this process update counters while we read.
@@ -142,7 +139,7 @@ Result<Snapshot> readRegion(const std::string& path) {
       continue;
     }
     const auto* ring = flight + uint64_t{i} * snap.header.flightOps;
-    for (uint32_t k = 0; k < snap.header.flightOps; ++k) {
+    for (uint32_t k = 0; options.flight && k < snap.header.flightOps; ++k) {
       resilient_blackbox_op op{};
       // Entries of an earlier communicator that had the slot are skipped.
       if (seqRead(&ring[k], &op) && op.state != RESILIENT_BLACKBOX_OP_NONE &&
@@ -160,6 +157,57 @@ Result<Snapshot> readRegion(const std::string& path) {
   });
   return snap;
 }
+
+}  // namespace
+
+Result<Snapshot> readRegion(const std::string& path, const ReadOptions& options) {
+  auto mapping = Mapping::open(path, false);
+  if (!mapping.ok()) {
+    return mapping.status();
+  }
+  return snapshotOf(*mapping, path, options);
+}
+
+struct RegionWatch::Impl {
+  Mapping mapping;
+  std::string path;
+};
+
+Result<RegionWatch> RegionWatch::open(const std::string& path) {
+  auto mapping = Mapping::open(path, true);
+  if (!mapping.ok()) {
+    return mapping.status();
+  }
+  RegionWatch w;
+  w.impl_ = std::make_unique<Impl>(Impl{std::move(mapping).value(), path});
+  return w;
+}
+
+RegionWatch::RegionWatch() = default;
+RegionWatch::RegionWatch(RegionWatch&&) noexcept = default;
+RegionWatch& RegionWatch::operator=(RegionWatch&&) noexcept = default;
+RegionWatch::~RegionWatch() = default;
+
+uint64_t RegionWatch::faultCount() const noexcept {
+  return std::atomic_ref<uint64_t>(impl_->mapping.header()->faultCount)
+      .load(std::memory_order_acquire);
+}
+
+Snapshot RegionWatch::read(const ReadOptions& options) const {
+  return snapshotOf(impl_->mapping, impl_->path, options);
+}
+
+void RegionWatch::setControlBits(uint32_t bits) const noexcept {
+  std::atomic_ref<uint32_t>(impl_->mapping.header()->control)
+      .fetch_or(bits, std::memory_order_relaxed);
+}
+
+void RegionWatch::clearControlBits(uint32_t bits) const noexcept {
+  std::atomic_ref<uint32_t>(impl_->mapping.header()->control)
+      .fetch_and(~bits, std::memory_order_relaxed);
+}
+
+const std::string& RegionWatch::path() const noexcept { return impl_->path; }
 
 Status setControlBits(const std::string& path, uint32_t bits) {
   auto mapping = Mapping::open(path, true);

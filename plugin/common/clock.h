@@ -15,4 +15,11 @@ inline uint64_t monotonicNs() noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// CLOCK_REALTIME in nanoseconds: for records read on other hosts and by people.
+inline uint64_t wallClockNs() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 }  // namespace resilient

@@ -24,11 +24,13 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "resilient/restart/communicator.hpp"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/options.hpp"
 #include "resilient/restart/state.hpp"
+#include "resilient/restart/timeline.hpp"
 
 namespace resilient::restart {
 
@@ -120,6 +122,8 @@ class Wrapper {
 
   // The state of the last iteration (after run() returned or threw).
   const State& state() const noexcept;
+  // What the loop did on this rank and when (for timelines and benchmarks).
+  std::vector<TimelineEvent> timeline() const;
 
  private:
   std::unique_ptr<Loop> loop_;

@@ -1,0 +1,93 @@
+#include "restart/loop/blackbox_watch.h"
+
+#include <unistd.h>
+
+namespace resilient::restart {
+
+BlackboxWatch::BlackboxWatch(const std::string& dir) {
+  if (!dir.empty()) {
+    path_ = blackbox::resolveRegion(std::to_string(::getpid()), dir);
+  }
+}
+
+bool BlackboxWatch::attach() {
+  if (watch_) {
+    return true;
+  }
+  if (path_.empty()) {
+    return false;
+  }
+  auto opened = blackbox::RegionWatch::open(path_);
+  if (!opened.ok()) {
+    return false;  // no plugin loaded yet
+  }
+  watch_.emplace(std::move(opened).value());
+  if (skipOnAttach_) {
+    seen_ = watch_->faultCount();
+  }
+  return true;
+}
+
+bool BlackboxWatch::attached() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return attach();
+}
+
+std::vector<resilient_blackbox_fault> BlackboxWatch::newFaults() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<resilient_blackbox_fault> out;
+  if (!attach()) {
+    skipOnAttach_ = false;  // faults of a region that appears from now on are new
+    return out;
+  }
+  const uint64_t count = watch_->faultCount();
+  if (count == seen_) {
+    return out;
+  }
+  const blackbox::Snapshot snap = watch_->read({.flight = false});
+  for (const resilient_blackbox_fault& f : snap.faults) {
+    if (f.number > seen_ && f.faultClass != RESILIENT_BLACKBOX_FAULT_ABORTED) {
+      out.push_back(f);
+    }
+  }
+  seen_ = count;
+  return out;
+}
+
+void BlackboxWatch::skipSeen() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  skipOnAttach_ = true;
+  if (attach()) {
+    seen_ = watch_->faultCount();
+  }
+}
+
+uint64_t BlackboxWatch::progressDigest() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!attach()) {
+    return 0;
+  }
+  const blackbox::Snapshot snap = watch_->read({.flight = false});
+  uint64_t digest = 0;
+  for (const auto& c : snap.connections) {
+    digest += c.completedRequests;
+  }
+  for (const auto& view : snap.comms) {
+    digest += view.comm.collCompleted + view.comm.p2pCompleted;
+  }
+  return digest;
+}
+
+void BlackboxWatch::setFailFast(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!attach()) {
+    return;
+  }
+  if (on) {
+    watch_->setControlBits(RESILIENT_BLACKBOX_CONTROL_FAIL_FAST);
+  } else {
+    watch_->clearControlBits(RESILIENT_BLACKBOX_CONTROL_FAIL_FAST);
+  }
+}
+
+}  // namespace resilient::restart

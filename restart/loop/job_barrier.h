@@ -1,0 +1,52 @@
+// The loop's barriers over every initial rank of the job (initial,
+// iteration, completion, termination). Re-entrant: a rank terminated for
+// good is counted on its behalf by every rank that waits (and by the monitor
+// process of a rank that just died), so the survivors never wait for it.
+// The wait proceeds in chunks; between chunks the terminated set is read
+// again and an interruption check may end the wait.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "restart/protocol/job_keys.h"
+#include "restart/protocol/terminated_ranks.h"
+#include "restart/store/store.h"
+
+namespace resilient::restart {
+
+class JobBarrier {
+ public:
+  JobBarrier(store::Store& store, const protocol::JobKeys& keys, int initialRank, int worldSize,
+             std::chrono::milliseconds chunk);
+
+  // Waits at `name`/`generation` for at most `timeout`. `stop` (may be empty)
+  // is asked between chunks; when it returns true the wait ends with
+  // RankShouldRestart. At the deadline: with `markMissing`, the ranks still
+  // missing are returned (the caller declares them dead and calls again);
+  // otherwise TimeoutError names them.
+  std::vector<int> wait(const std::string& name, uint64_t generation,
+                        std::chrono::milliseconds timeout, const std::function<bool()>& stop,
+                        bool markMissing = false);
+
+  // Counts `rank` at the barrier without waiting (for a rank that is gone).
+  void countOnBehalf(const std::string& name, uint64_t generation, int rank);
+
+  // The initial ranks terminated so far.
+  const std::set<int>& terminated() { return terminated_.refresh(); }
+  // Marks `rank` terminated with `reason` (idempotent: the first reason stays).
+  void markTerminated(int rank, const std::string& reason);
+
+ private:
+  store::Store& store_;
+  const protocol::JobKeys& keys_;
+  int rank_;
+  int worldSize_;
+  std::chrono::milliseconds chunk_;
+  protocol::TerminatedRanks terminated_;
+};
+
+}  // namespace resilient::restart

@@ -1,0 +1,119 @@
+// The restart loop behind Wrapper (restart-model.md §1.1 "Restart loop"):
+//
+//   setup: store, identity, monitor process, initial barrier, first assignment
+//   per iteration k:
+//     monitor thread; initialize; health check; communicators (active ranks);
+//     the function (active) or the completion barrier straight away (spares);
+//     completion barrier → completion hook, termination barrier, done.
+//   on a fault (exception, RankShouldRestart, a fault published anywhere):
+//     wait for the monitor thread's abort; finalize (bounded); health check
+//     (bounded); iteration barrier k (dead ranks counted for them, missing
+//     ones declared dead at the barrier timeout); fault records → culprits;
+//     rank assignment; next iteration.
+//   terminal: RestartAbort, a failed health check, a rank the assignment
+//     terminated: marked terminated, terminate hook, rethrown.
+//
+// Tests drive it directly with a shared in-process store (threads as ranks).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "resilient/restart/timeline.hpp"
+#include "resilient/restart/wrapper.hpp"
+#include "restart/loop/blackbox_watch.h"
+#include "restart/loop/fault_log.h"
+#include "restart/loop/interruption.h"
+#include "restart/loop/job_barrier.h"
+#include "restart/loop/monitor_thread.h"
+#include "restart/loop/rank_registry.h"
+#include "restart/loop/timeline.h"
+#include "restart/protocol/job_keys.h"
+#include "restart/protocol/status_page.h"
+#include "restart/store/store.h"
+
+namespace resilient::store::tcp {
+class StoreServer;
+}
+
+namespace resilient::restart {
+
+// What a test may inject instead of what Options names.
+struct LoopEnvironment {
+  std::shared_ptr<store::Store> store;  // null: open Options::storeUrl
+  bool setProcessEnvironment = true;    // RANK, WORLD_SIZE (off for threads as ranks)
+};
+
+class Loop {
+ public:
+  explicit Loop(Options options, LoopEnvironment environment = {});
+  ~Loop();
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  void run(const std::function<void(CallContext&)>& fn);
+  const State& state() const noexcept { return state_; }
+  std::vector<TimelineEvent> timeline() const { return timeline_.events(); }
+
+  // For CallContext.
+  void ping() noexcept;
+  void hangProtection(bool off) noexcept;
+  bool cancelled() const noexcept;
+  std::recursive_mutex& atomicMutex() noexcept { return atomicMutex_; }
+  Communicator* communicator(const std::string& name) const;
+  Communicator* onlyCommunicator() const;
+  void registerCommunicator(CommunicatorPtr comm);
+  Rendezvous& rendezvous() const;
+
+ private:
+  enum class Outcome { kCompleted, kRestart };
+
+  void setup();
+  void startMonitorProcess();
+  void applyWorld();
+  Outcome runIteration(const std::function<void(CallContext&)>& fn);
+  void createCommunicators();
+  void abortIteration() noexcept;  // the monitor thread's abort
+  void publish(protocol::FaultReason reason, const std::string& detail, int culprit = -1);
+  void recover();     // after a fault: through the iteration barrier to the next World
+  void finish();      // after completion
+  [[noreturn]] void leave(std::exception_ptr why);  // terminal for this rank
+  void runBounded(const char* what, const std::function<void(const State&)>& hook,
+                  std::chrono::milliseconds timeout);
+  void setPhase(protocol::RankPhase phase) noexcept;
+  bool interrupted() const;
+
+  Options options_;
+  LoopEnvironment environment_;
+  State state_;
+  std::optional<World> world_;
+  std::unique_ptr<store::tcp::StoreServer> storeServer_;
+  std::shared_ptr<store::Store> store_;
+  std::unique_ptr<protocol::JobKeys> keys_;
+  std::unique_ptr<FaultLog> faults_;
+  std::unique_ptr<RankRegistry> registry_;
+  std::unique_ptr<JobBarrier> barrier_;
+  std::unique_ptr<BlackboxWatch> blackbox_;
+  std::optional<protocol::StatusPageMapping> statusPage_;
+  Timeline timeline_;
+  std::recursive_mutex atomicMutex_;
+
+  // The current iteration.
+  std::unique_ptr<Interruption> interruption_;
+  std::unique_ptr<MonitorThread> monitor_;
+  std::unique_ptr<Rendezvous> rendezvous_;
+  mutable std::mutex commsMutex_;  // comms_ and userComms_: the abort runs on another thread
+  std::map<std::string, CommunicatorPtr> comms_;
+  std::vector<CommunicatorPtr> userComms_;
+  // The previous iteration's communicators (for shrink) and the members that left.
+  std::map<std::string, CommunicatorPtr> previousComms_;
+  std::optional<World> previousWorld_;
+  bool setUp_ = false;
+};
+
+}  // namespace resilient::restart

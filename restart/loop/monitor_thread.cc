@@ -1,0 +1,140 @@
+#include "restart/loop/monitor_thread.h"
+
+#include <string>
+#include <utility>
+
+#include "plugin/common/clock.h"
+#include "plugin/common/log.h"
+#include "restart/store/errors.h"
+
+namespace resilient::restart {
+
+using protocol::FaultReason;
+using protocol::FaultRecord;
+
+namespace {
+
+const char* pluginFaultName(uint32_t cls) {
+  switch (cls) {
+    case RESILIENT_BLACKBOX_FAULT_TRANSPORT_ERROR: return "transport error";
+    case RESILIENT_BLACKBOX_FAULT_PEER_EXITED: return "peer exited";
+    case RESILIENT_BLACKBOX_FAULT_PEER_UNRESPONSIVE: return "peer unresponsive";
+    case RESILIENT_BLACKBOX_FAULT_PEER_STUCK: return "peer stuck";
+    case RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR: return "local error";
+    case RESILIENT_BLACKBOX_FAULT_COLL_HUNG: return "collective hung";
+    case RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT: return "progress thread silent";
+    case RESILIENT_BLACKBOX_FAULT_LINK_DOWN: return "link down";
+    default: return "fault";
+  }
+}
+
+}  // namespace
+
+MonitorThread::MonitorThread(store::Store& store, const protocol::JobKeys& keys, FaultLog& faults,
+                             RankRegistry& registry, BlackboxWatch& blackbox,
+                             Interruption& interruption, protocol::StatusPage* page,
+                             std::recursive_mutex& atomicMutex, MonitorThreadConfig config,
+                             std::function<void()> abort)
+    : store_(store),
+      keys_(keys),
+      faults_(faults),
+      registry_(registry),
+      blackbox_(blackbox),
+      interruption_(interruption),
+      page_(page),
+      atomicMutex_(atomicMutex),
+      config_(config),
+      abort_(std::move(abort)) {
+  storeWatcher_ = std::jthread([this](const std::stop_token& stop) { watchStore(stop); });
+  localWatcher_ = std::jthread([this](const std::stop_token& stop) { watchLocal(stop); });
+}
+
+MonitorThread::~MonitorThread() {
+  localWatcher_.request_stop();
+  storeWatcher_.request_stop();
+}
+
+void MonitorThread::watchStore(const std::stop_token& stop) {
+  const std::string key = keys_.interrupted(config_.iteration);
+  while (!stop.stop_requested() && !interruption_.raised()) {
+    try {
+      store_.wait({key}, config_.storeWaitChunk);
+      const std::optional<std::string> reason = store_.get(key);
+      interruption_.raise("a fault was published (" + reason.value_or("?") + ")");
+      return;
+    } catch (const store::TimeoutError&) {
+      continue;
+    } catch (const std::exception& e) {
+      // The store is gone: nothing can be coordinated any more; the loop's
+      // next store call reports it.
+      interruption_.raise(std::string("the store failed: ") + e.what());
+      return;
+    }
+  }
+}
+
+void MonitorThread::publishPluginFault(const resilient_blackbox_fault& f) {
+  FaultRecord r;
+  r.iteration = config_.iteration;
+  r.reporter = config_.initialRank;
+  r.subject = config_.initialRank;
+  const bool hung = f.faultClass == RESILIENT_BLACKBOX_FAULT_COLL_HUNG ||
+                    f.faultClass == RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT;
+  r.reason = hung ? FaultReason::kCollectiveHung : FaultReason::kNetFault;
+  if (f.remote != 0 && f.peerPid != 0) {
+    r.culprit = registry_.find(f.peerHost, f.peerPid);
+  } else if (f.faultClass == RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR) {
+    r.culprit = config_.initialRank;
+  }
+  r.detail = std::string(pluginFaultName(f.faultClass)) + ": " + f.text;
+  try {
+    faults_.publish(r);
+  } catch (const std::exception& e) {
+    RES_WARN(log::kRestart, "restart: could not publish %s: %s", r.describe().c_str(), e.what());
+  }
+  interruption_.raise(r.describe());
+}
+
+void MonitorThread::watchLocal(const std::stop_token& stop) {
+  uint64_t lastDigest = 0;
+  uint64_t nextProgressNs = 0;
+  const auto progressNs = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(config_.progressInterval).count());
+  while (!stop.stop_requested()) {
+    if (interruption_.waitRaised(config_.pollInterval)) {
+      break;
+    }
+    for (const resilient_blackbox_fault& f : blackbox_.newFaults()) {
+      publishPluginFault(f);
+    }
+    const uint64_t now = monotonicNs();
+    if (page_ != nullptr && now >= nextProgressNs) {
+      nextProgressNs = now + progressNs;
+      const uint64_t digest = blackbox_.progressDigest();
+      if (digest != lastDigest) {
+        lastDigest = digest;
+        page_->autoProgressNs.store(now, std::memory_order_release);
+      }
+    }
+  }
+  if (!interruption_.raised()) {
+    return;  // the iteration ended without a fault
+  }
+  // Concurrent faults of other ranks get `lastCallWait` to arrive before the
+  // abort makes its own consequences.
+  const uint64_t waitUntil =
+      interruption_.raisedNs() +
+      static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(config_.lastCallWait).count());
+  for (uint64_t now = monotonicNs(); now < waitUntil; now = monotonicNs()) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(waitUntil - now));
+  }
+  interruption_.cancel();
+  {
+    std::lock_guard<std::recursive_mutex> lock(atomicMutex_);
+    abort_();
+  }
+  interruption_.markAborted();
+}
+
+}  // namespace resilient::restart

@@ -1,0 +1,70 @@
+// The monitor thread of one iteration (restart-model.md §1.1, MonitorThread,
+// plus the plugins' signals): two threads while the iteration runs.
+//  - The store watcher blocks in store.wait on the iteration's interruption
+//    key (woken by the store, no polling) and raises the interruption when
+//    another rank (or a monitor process) published a fault.
+//  - The local watcher polls this process's blackbox every `pollInterval`
+//    (one atomic load): a plugin fault is published at once as a fault
+//    record naming its culprit, which raises the interruption everywhere. It
+//    also feeds the progress watchdog (operations completing count as
+//    progress) into the monitor status page. Once the interruption is
+//    raised it waits `lastCallWait` (concurrent faults), cancels the
+//    wrapped function, takes the atomic() lock and runs the abort.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
+#include "restart/loop/blackbox_watch.h"
+#include "restart/loop/fault_log.h"
+#include "restart/loop/interruption.h"
+#include "restart/loop/rank_registry.h"
+#include "restart/protocol/status_page.h"
+
+namespace resilient::restart {
+
+struct MonitorThreadConfig {
+  int iteration = 0;
+  int initialRank = 0;
+  std::chrono::milliseconds storeWaitChunk{1000};   // monitorThreadInterval
+  std::chrono::milliseconds pollInterval{5};        // blackbox polling
+  std::chrono::milliseconds progressInterval{1000};  // progressWatchdogInterval
+  std::chrono::milliseconds lastCallWait{1000};
+};
+
+class MonitorThread {
+ public:
+  // `abort` runs once, on the local watcher thread, with the atomic() lock
+  // held; it must not throw. `page` may be null (no monitor process).
+  MonitorThread(store::Store& store, const protocol::JobKeys& keys, FaultLog& faults,
+                RankRegistry& registry, BlackboxWatch& blackbox, Interruption& interruption,
+                protocol::StatusPage* page, std::recursive_mutex& atomicMutex,
+                MonitorThreadConfig config, std::function<void()> abort);
+  // Stops both threads (the store watcher may finish its current chunk).
+  ~MonitorThread();
+  MonitorThread(const MonitorThread&) = delete;
+  MonitorThread& operator=(const MonitorThread&) = delete;
+
+ private:
+  void watchStore(const std::stop_token& stop);
+  void watchLocal(const std::stop_token& stop);
+  void publishPluginFault(const resilient_blackbox_fault& fault);
+
+  store::Store& store_;
+  const protocol::JobKeys& keys_;
+  FaultLog& faults_;
+  RankRegistry& registry_;
+  BlackboxWatch& blackbox_;
+  Interruption& interruption_;
+  protocol::StatusPage* page_;
+  std::recursive_mutex& atomicMutex_;
+  MonitorThreadConfig config_;
+  std::function<void()> abort_;
+  std::jthread storeWatcher_;
+  std::jthread localWatcher_;
+};
+
+}  // namespace resilient::restart

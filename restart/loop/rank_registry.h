@@ -1,0 +1,46 @@
+// Who is who in the job: every rank publishes its identity (host, pid, its
+// monitor's pid) under rank/<r>/identity; the monitor thread maps the peer a
+// plugin fault names (host, pid) back to an initial rank, the culprit.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "restart/protocol/job_keys.h"
+#include "restart/store/store.h"
+
+namespace resilient::restart {
+
+struct RankIdentity {
+  std::string host;
+  int64_t pid = 0;
+  int64_t monitorPid = 0;  // 0: no monitor process
+
+  static RankIdentity ofThisProcess();
+  std::string toJson() const;
+  static RankIdentity fromJson(std::string_view json);  // throws std::invalid_argument
+};
+
+class RankRegistry {
+ public:
+  RankRegistry(store::Store& store, const protocol::JobKeys& keys, int worldSize);
+
+  void publish(int initialRank, const RankIdentity& identity);
+  // The initial rank of the process `pid` on `host`, or -1 when no rank of
+  // the job has that identity. Reads the registry again on a miss.
+  int find(const std::string& host, int64_t pid);
+
+ private:
+  void reload();  // with mutex_ held
+
+  store::Store& store_;
+  const protocol::JobKeys& keys_;
+  int worldSize_;
+  std::mutex mutex_;
+  std::map<std::pair<std::string, int64_t>, int> byProcess_;
+};
+
+}  // namespace resilient::restart

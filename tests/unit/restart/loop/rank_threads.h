@@ -1,0 +1,43 @@
+// Threads as ranks: runs one restart Loop per thread on a shared in-process
+// store and collects what each rank's run() ended with.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "resilient/restart/options.hpp"
+#include "resilient/restart/timeline.hpp"
+#include "resilient/restart/wrapper.hpp"
+#include "restart/store/memory_store.h"
+
+namespace resilient::test {
+
+// Options for threads as ranks: no monitor process, no blackbox, short
+// intervals and timeouts (ordering rules kept).
+restart::Options threadRankOptions(int rank, int worldSize);
+
+struct RankOutcome {
+  std::exception_ptr error;  // null: run() returned
+  restart::State state;
+  std::vector<restart::TimelineEvent> timeline;
+  std::string errorText() const;
+};
+
+// Runs the ranks of a world of `worldSize` (`only`: just these; empty: all),
+// each with threadRankOptions() changed by `adjust` and the function
+// `fn(rank, ctx)`; returns when every rank's run() ended.
+std::vector<RankOutcome> runRanks(
+    int worldSize, const std::function<void(int rank, restart::Options&)>& adjust,
+    const std::function<void(int rank, restart::CallContext&)>& fn,
+    std::shared_ptr<store::Store> store = nullptr, const std::vector<int>& only = {});
+
+// What a rank's monitor process does when its rank dies (here: when its
+// thread "dies"): fault record, terminated mark, counted at the iteration
+// barrier.
+void recordDeath(store::Store& store, const std::string& jobId, int rank, int worldSize,
+                 int iteration);
+
+}  // namespace resilient::test

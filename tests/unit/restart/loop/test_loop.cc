@@ -1,0 +1,250 @@
+// The restart loop with threads as ranks on one in-process store: completion,
+// restarts after an exception, spares replacing a dead rank and a culprit,
+// cancellation of a waiting function, the retry limit, missing ranks at the
+// iteration barrier.
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "resilient/restart/errors.hpp"
+#include "resilient/restart/hooks.hpp"
+#include "restart/loop/fault_log.h"
+#include "restart/protocol/job_keys.h"
+#include "tests/unit/restart/loop/rank_threads.h"
+
+using namespace resilient;
+using restart::CallContext;
+using restart::Mode;
+using restart::Options;
+using test::runRanks;
+using std::chrono::milliseconds;
+
+namespace {
+
+bool hasPhase(const test::RankOutcome& o, const std::string& phase) {
+  for (const auto& e : o.timeline) {
+    if (e.phase == phase) {
+      return true;
+    }
+  }
+  return false;
+}
+
+template <class E>
+bool endedWith(const test::RankOutcome& o) {
+  if (!o.error) {
+    return false;
+  }
+  try {
+    std::rethrow_exception(o.error);
+  } catch (const E&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every rank runs the function once and completes", "[restart][loop]") {
+  std::atomic<int> calls{0};
+  const auto out = runRanks(4, {}, [&](int, CallContext& ctx) {
+    CHECK(ctx.iteration() == 0);
+    CHECK(ctx.state().active());
+    ++calls;
+  });
+  CHECK(calls == 4);
+  for (const auto& o : out) {
+    INFO(o.errorText());
+    CHECK(!o.error);
+    CHECK(o.state.iteration == 0);
+    CHECK(hasPhase(o, "completed"));
+  }
+}
+
+TEST_CASE("an exception on one rank restarts every rank, which all run again",
+          "[restart][loop]") {
+  std::atomic<int> calls{0};
+  std::atomic<bool> thrown{false};
+  const auto out = runRanks(4, {}, [&](int rank, CallContext& ctx) {
+    ++calls;
+    if (ctx.iteration() == 0) {
+      if (rank == 2) {
+        thrown = true;
+        throw std::runtime_error("loss is NaN");
+      }
+      // The others wait for the restart, as a rank blocked in a collective.
+      while (!ctx.cancelled()) {
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+      ctx.checkCancelled();
+      FAIL("checkCancelled did not throw");
+    }
+    CHECK(ctx.iteration() == 1);
+    CHECK(static_cast<bool>(ctx.state().fnException) == (rank == 2));
+    CHECK(ctx.state().worldSize == 4);  // an exception names no culprit
+  });
+  CHECK(thrown);
+  CHECK(calls == 8);
+  for (const auto& o : out) {
+    INFO(o.errorText());
+    CHECK(!o.error);
+    CHECK(o.state.iteration == 1);
+    CHECK(hasPhase(o, "abort done"));
+    CHECK(hasPhase(o, "iteration barrier"));
+  }
+}
+
+TEST_CASE("a spare replaces a rank that died; the dead rank is discarded", "[restart][loop]") {
+  auto store = std::make_shared<store::MemoryStore>();
+  std::atomic<int> activeCalls{0};
+  std::mutex callsMutex;
+  std::vector<std::pair<int, int>> calls;  // (rank, iteration)
+  const auto out = runRanks(
+      5,
+      [](int, Options& o) {
+        o.rankAssignment = restart::compose(
+            {restart::maxActiveWorldSize(4), restart::activateAllRanks(), restart::shiftRanks()});
+      },
+      [&](int rank, CallContext& ctx) {
+        CHECK(ctx.state().active());  // spares never enter the function
+        ++activeCalls;
+        {
+          std::lock_guard<std::mutex> lock(callsMutex);
+          calls.emplace_back(rank, ctx.iteration());
+        }
+        if (ctx.iteration() == 0 && rank == 1) {
+          test::recordDeath(*store, "default", 1, 5, 0);
+          throw std::runtime_error("simulated death");
+        }
+        while (ctx.iteration() == 0 && !ctx.cancelled()) {
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+        ctx.checkCancelled();
+      },
+      store);
+  CHECK(endedWith<restart::RankDiscarded>(out[1]));
+  for (const int r : {0, 2, 3, 4}) {
+    INFO("rank " << r << ": " << out[static_cast<size_t>(r)].errorText());
+    const auto& s = out[static_cast<size_t>(r)].state;
+    CHECK(!out[static_cast<size_t>(r)].error);
+    CHECK(s.iteration == 1);
+    CHECK(s.worldSize == 4);
+    CHECK(s.activeWorldSize == 4);
+    CHECK(s.mode == Mode::kActive);
+  }
+  // Rank 4 was the spare: it ran only in iteration 1.
+  CHECK(out[4].state.rank == 3);
+  std::string callText;
+  for (const auto& [r, k] : calls) {
+    callText += " (" + std::to_string(r) + "," + std::to_string(k) + ")";
+  }
+  INFO("calls (rank, iteration):" << callText);
+  CHECK(activeCalls == 4 + 4);
+}
+
+TEST_CASE("a culprit named by a fault record is terminated and replaced", "[restart][loop]") {
+  auto store = std::make_shared<store::MemoryStore>();
+  const auto out = runRanks(
+      4,
+      [](int, Options& o) {
+        o.rankAssignment = restart::compose(
+            {restart::maxActiveWorldSize(3), restart::activateAllRanks(), restart::shiftRanks()});
+      },
+      [&](int rank, CallContext& ctx) {
+        if (ctx.iteration() == 0 && rank == 0) {
+          // What the monitor thread publishes for a plugin fault that
+          // names a peer (host, pid → rank 2).
+          restart::protocol::FaultRecord r;
+          r.iteration = 0;
+          r.reason = restart::protocol::FaultReason::kNetFault;
+          r.reporter = 0;
+          r.subject = 0;
+          r.culprit = 2;
+          r.detail = "peer unresponsive: no answer to heartbeats";
+          restart::FaultLog(*store, restart::protocol::JobKeys("default")).publish(r);
+        }
+        while (ctx.iteration() == 0 && !ctx.cancelled()) {
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+        ctx.checkCancelled();
+      },
+      store);
+  CHECK(endedWith<restart::RankDiscarded>(out[2]));
+  CHECK(out[2].errorText().find("culprit") != std::string::npos);
+  for (const int r : {0, 1, 3}) {
+    INFO("rank " << r << ": " << out[static_cast<size_t>(r)].errorText());
+    CHECK(!out[static_cast<size_t>(r)].error);
+    CHECK(out[static_cast<size_t>(r)].state.activeWorldSize == 3);
+  }
+  CHECK(out[3].state.mode == Mode::kActive);  // the spare took over
+}
+
+TEST_CASE("the retry controller ends the job on every rank with RestartAbort", "[restart][loop]") {
+  std::atomic<int> calls{0};
+  const auto out = runRanks(
+      3, [](int, Options& o) { o.initialize = restart::retryController(3); },
+      [&](int rank, CallContext& ctx) {
+        ++calls;
+        if (rank == 0) {
+          throw std::runtime_error("always failing");
+        }
+        while (!ctx.cancelled()) {
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+        ctx.checkCancelled();
+      });
+  CHECK(calls == 3 * 3);
+  for (const auto& o : out) {
+    INFO(o.errorText());
+    CHECK(endedWith<restart::RestartAbort>(o));
+    CHECK(o.state.iteration == 3);
+  }
+}
+
+TEST_CASE("a rank that never reaches the iteration barrier is declared dead at its timeout",
+          "[restart][loop]") {
+  auto store = std::make_shared<store::MemoryStore>();
+  const restart::protocol::JobKeys keys("default");
+  // Rank 3 arrives at the initial barrier and is never heard of again (its
+  // node vanished with its monitor process).
+  std::thread ghost([&] { store->barrier({keys.initialBarrier(), 0, 3, 4, true}); });
+  const auto out = runRanks(
+      4,
+      [](int, Options& o) {
+        o.softTimeout = milliseconds(200);
+        o.hardTimeout = milliseconds(300);
+        o.heartbeatTimeout = milliseconds(250);
+        o.barrierTimeout = milliseconds(400);
+        o.completionTimeout = milliseconds(400);
+      },
+      [&](int rank, CallContext& ctx) {
+        if (ctx.iteration() == 0 && rank == 0) {
+          throw std::runtime_error("fault on rank 0");
+        }
+        while (ctx.iteration() == 0 && !ctx.cancelled()) {
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+        ctx.checkCancelled();
+      },
+      store, {0, 1, 2});
+  ghost.join();
+  const auto records = restart::FaultLog(*store, keys).recordsOf(0);
+  std::set<int> declared;
+  for (const auto& r : records) {
+    if (r.reason == restart::protocol::FaultReason::kBarrierTimeout) {
+      declared.insert(r.subject);
+    }
+  }
+  CHECK(declared == std::set<int>{3});
+  for (const int r : {0, 1, 2}) {
+    INFO("rank " << r << ": " << out[static_cast<size_t>(r)].errorText());
+    CHECK(!out[static_cast<size_t>(r)].error);
+    CHECK(out[static_cast<size_t>(r)].state.iteration == 1);
+    CHECK(out[static_cast<size_t>(r)].state.worldSize == 3);
+  }
+}
