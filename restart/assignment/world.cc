@@ -36,16 +36,9 @@ int World::activeWorldSize() const noexcept {
                                         [](const RankSlot& s) { return s.mode == Mode::kActive; }));
 }
 
-const RankSlot& World::at(int initialRank) const {
-  if (initialRank < 0 || initialRank >= initialWorldSize()) {
-    throw std::out_of_range("initial rank " + std::to_string(initialRank) + " outside [0, " +
-                            std::to_string(initialWorldSize()) + ")");
-  }
-  return slots_[static_cast<size_t>(initialRank)];
-}
-
-RankSlot& World::at(int initialRank) {
-  return const_cast<RankSlot&>(static_cast<const World&>(*this).at(initialRank));
+void World::throwOutOfRange(int initialRank) const {
+  throw std::out_of_range("initial rank " + std::to_string(initialRank) + " outside [0, " +
+                          std::to_string(initialWorldSize()) + ")");
 }
 
 void World::terminate(int initialRank) {

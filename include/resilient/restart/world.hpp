@@ -35,8 +35,19 @@ class World {
   int initialWorldSize() const noexcept { return static_cast<int>(slots_.size()); }
   int worldSize() const noexcept;        // ranks not terminated
   int activeWorldSize() const noexcept;  // active ranks
-  const RankSlot& at(int initialRank) const;
-  RankSlot& at(int initialRank);
+  // Throws std::out_of_range outside [0, initialWorldSize()).
+  const RankSlot& at(int initialRank) const {
+    if (initialRank < 0 || initialRank >= initialWorldSize()) {
+      throwOutOfRange(initialRank);
+    }
+    return slots_[static_cast<size_t>(initialRank)];
+  }
+  RankSlot& at(int initialRank) {
+    if (initialRank < 0 || initialRank >= initialWorldSize()) {
+      throwOutOfRange(initialRank);
+    }
+    return slots_[static_cast<size_t>(initialRank)];
+  }
 
   // Marks `initialRank` terminated (its rank becomes a hole until a
   // renumbering policy closes it).
@@ -56,6 +67,8 @@ class World {
   friend bool operator==(const World& a, const World& b);
 
  private:
+  [[noreturn]] void throwOutOfRange(int initialRank) const;
+
   std::vector<RankSlot> slots_;
 };
 
