@@ -13,24 +13,22 @@ using namespace resilient::restart;
 using namespace std::chrono_literals;
 
 TEST_CASE("the CUDA check passes with a device and says why without one", "[health][cuda]") {
-  auto check = cudaHealthCheck(5s);
-  const auto start = std::chrono::steady_clock::now();
+  auto check = cudaHealthCheck(60s);  // a first context creation may take seconds
   if (cudaAvailable()) {
     CHECK_NOTHROW(check(State{}));
-  } else {
-    try {
-      check(State{});
-      FAIL("the CUDA check passed without a usable CUDA device");
-    } catch (const HealthCheckError& e) {
-      const std::string what = e.what();
-      INFO(what);
-      CHECK(what.rfind("CUDA health check: ", 0) == 0);
-      CHECK(
-          (what.find("CUDA") != std::string::npos && (what.find("device") != std::string::npos ||
-                                                      what.find("runtime") != std::string::npos)));
-    }
+    return;
   }
-  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    check(State{});
+    FAIL("the CUDA check passed without a usable CUDA device");
+  } catch (const HealthCheckError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.rfind("CUDA health check: ", 0) == 0);
+    CHECK((what.find("device") != std::string::npos || what.find("runtime") != std::string::npos));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 5s);  // no hang without a GPU
 }
 
 TEST_CASE("cudaAvailable and cudaDevicePciBusId agree", "[health][cuda]") {
