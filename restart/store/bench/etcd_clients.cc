@@ -50,7 +50,9 @@ EtcdClients::EtcdClients(const std::vector<std::string>& endpoints, int clients,
     : clients_(clients), firstRank_(firstRank) {
   ClientOptions o;
   o.name = defaultClientName();
-  o.defaultTimeout = Millis(120000);
+  // As long as the coordinator waits for arrivals: at 16k ranks the first
+  // arrivals wait minutes for the last.
+  o.defaultTimeout = Millis(600000);
   o.connectTimeout = Millis(30000);
   o.memberTimeout = Millis(10000);  // a loaded 2-core machine answers slowly
   store_ = std::make_unique<etcd::EtcdStore>(endpoints, o);
