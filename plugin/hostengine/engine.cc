@@ -95,6 +95,10 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
   limits_.nranks = n;
   limits_.depth = std::clamp(options_.depth, 1, transport::kMaxRequests);
   limits_.warningBaseline = lastPluginWarning().sequence;
+  limits_.abortFlag = &abort_;
+  if (aborted()) {
+    return abortedFault("setup", start);
+  }
 
   Status st = transport_.initContext(options_.commId, transport::CommConfig{}, &ctx_);
   if (!st.ok()) {
@@ -195,6 +199,9 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
 std::optional<Fault> Engine::connectAll(uint64_t startNs) {
   const uint64_t deadline = startNs + static_cast<uint64_t>(options_.timeoutMs) * 1000000ull;
   for (uint64_t pass = 0;; ++pass) {
+    if (aborted()) {
+      return abortedFault("connect/accept", startNs);
+    }
     bool pending = false;
     for (int p = 0; p < options_.nranks; ++p) {
       Link& l = link(p);
@@ -458,19 +465,29 @@ IterationResult Engine::runSendRecv(size_t bytes, uint64_t iteration, bool barri
 
 IterationResult Engine::runAllReduce(size_t bytes, uint64_t iteration, bool barrier) {
   IterationResult out;
-  const int rank = options_.rank;
   const size_t count = bytes / sizeof(float);
-  auto* in = reinterpret_cast<float*>(buffer(kInput));
+  const auto* in = reinterpret_cast<const float*>(buffer(kInput));
   auto* acc = reinterpret_cast<float*>(buffer(kOutput));
-  char* staging = buffer(kStaging);
-  fillReduceInput(in, count, rank, iteration);
+  fillReduceInput(reinterpret_cast<float*>(buffer(kInput)), count, options_.rank, iteration);
   uint64_t start = 0;
   if ((out.fault = meet(barrier, &start))) {
     return out;
   }
   // Out of place: the result starts as our input and is reduced in place.
   std::memcpy(acc, in, count * sizeof(float));
-  const RingSchedule ring(options_.nranks, rank, count, chunk_ / sizeof(float));
+  uint64_t sizeErrors = 0;
+  out.fault = ringAllReduce(count, start, &sizeErrors);
+  out.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
+  if (!out.fault) {
+    out.errors = sizeErrors + countReduceErrors(acc, count, options_.nranks, iteration);
+  }
+  return out;
+}
+
+std::optional<Fault> Engine::ringAllReduce(size_t count, uint64_t startNs, uint64_t* sizeErrors) {
+  auto* acc = reinterpret_cast<float*>(buffer(kOutput));
+  char* staging = buffer(kStaging);
+  const RingSchedule ring(options_.nranks, options_.rank, count, chunk_ / sizeof(float));
   const size_t depth = static_cast<size_t>(limits_.depth);
   Link& to = link(next());
   Link& from = link(prev());
@@ -505,13 +522,131 @@ IterationResult Engine::runAllReduce(size_t bytes, uint64_t iteration, bool barr
       dst[i] += add[i];
     }
   };
-  uint64_t sizeErrors = 0;
-  out.fault = drive({&recv, &send}, start, &sizeErrors);
-  out.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
-  if (!out.fault) {
-    out.errors = sizeErrors + countReduceErrors(acc, count, options_.nranks, iteration);
+  return drive({&recv, &send}, startNs, sizeErrors);
+}
+
+std::optional<Fault> Engine::ringBroadcast(size_t bytes, int root, uint64_t startNs,
+                                           uint64_t* sizeErrors) {
+  // Along the ring from the root: every rank but the root receives each
+  // chunk from prev, every rank but the one before the root forwards it.
+  char* data = buffer(kOutput);
+  const size_t items = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
+  const bool receives = options_.rank != root;
+  const bool sends = next() != root;
+  Link& to = link(next());
+  Link& from = link(prev());
+  Stream recv(Stream::Direction::kRecv, from.recvComm, prev(), receives ? items : 0);
+  recv.describe = [&](size_t item, Piece* p) {
+    const ElementRange r = splitRange({0, bytes}, items, item);
+    return pieces(data + r.offset, r.count, 1, from.recvMh[kOutput], p);
+  };
+  Stream send(Stream::Direction::kSend, to.sendComm, next(), sends ? items : 0);
+  send.describe = [&](size_t item, Piece* p) {
+    const ElementRange r = splitRange({0, bytes}, items, item);
+    return pieces(data + r.offset, r.count, 1, to.sendMh[kOutput], p);
+  };
+  if (receives) {
+    send.ready = [&](size_t item) { return recv.done() > item; };
   }
-  return out;
+  return drive({&recv, &send}, startNs, sizeErrors);
+}
+
+std::optional<Fault> Engine::userOperationFault(const char* call, uint64_t startNs) const {
+  if (aborted()) {
+    return abortedFault(call, startNs);
+  }
+  if (options_.pattern != Pattern::kAllReduce || buffers_.size() != kBufferCount ||
+      maxBytes_ < sizeof(float)) {
+    return Fault::seen(call, -1,
+                       invalidUsage("the engine is not set up for user data (needs the "
+                                    "all-reduce pattern and buffers of at least 4 bytes)"),
+                       startNs, limits_.warningBaseline);
+  }
+  return std::nullopt;
+}
+
+Fault Engine::sizeFault(const char* call, uint64_t sizeErrors, uint64_t startNs) {
+  Fault f;
+  f.call = call;
+  f.status = invalidUsage(std::to_string(sizeErrors) +
+                          " bytes arrived with another size than expected: do all ranks pass "
+                          "the same count (and root)?");
+  f.detectedNs = monotonicNs();
+  f.sinceStartMs = static_cast<double>(f.detectedNs - startNs) / 1e6;
+  return f;
+}
+
+std::optional<Fault> Engine::allReduceSum(const float* in, float* out, size_t count) {
+  const uint64_t start = monotonicNs();
+  if (auto fault = userOperationFault("allReduce", start)) {
+    return fault;
+  }
+  auto* acc = reinterpret_cast<float*>(buffer(kOutput));
+  const size_t block = maxBytes_ / sizeof(float);
+  for (size_t done = 0; done < count;) {
+    const size_t n = std::min(block, count - done);
+    std::memmove(acc, in + done, n * sizeof(float));
+    uint64_t sizeErrors = 0;
+    if (auto fault = ringAllReduce(n, start, &sizeErrors)) {
+      fault->bytes = n * sizeof(float);
+      return fault;
+    }
+    if (sizeErrors != 0) {
+      return sizeFault("allReduce", sizeErrors, start);
+    }
+    std::memcpy(out + done, acc, n * sizeof(float));
+    done += n;
+  }
+  return std::nullopt;
+}
+
+std::optional<Fault> Engine::broadcast(void* data, size_t bytes, int root) {
+  const uint64_t start = monotonicNs();
+  if (auto fault = userOperationFault("broadcast", start)) {
+    return fault;
+  }
+  if (root < 0 || root >= options_.nranks) {
+    return Fault::seen("broadcast", -1,
+                       invalidUsage("root " + std::to_string(root) + " outside 0.." +
+                                    std::to_string(options_.nranks - 1)),
+                       start, limits_.warningBaseline);
+  }
+  auto* user = static_cast<char*>(data);
+  char* staged = buffer(kOutput);
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(maxBytes_, bytes - done);
+    if (options_.rank == root) {
+      std::memcpy(staged, user + done, n);
+    }
+    uint64_t sizeErrors = 0;
+    if (auto fault = ringBroadcast(n, root, start, &sizeErrors)) {
+      fault->bytes = n;
+      return fault;
+    }
+    if (sizeErrors != 0) {
+      return sizeFault("broadcast", sizeErrors, start);
+    }
+    if (options_.rank != root) {
+      std::memcpy(user + done, staged, n);
+    }
+    done += n;
+  }
+  return std::nullopt;
+}
+
+std::optional<Fault> Engine::barrier() {
+  const uint64_t start = monotonicNs();
+  if (auto fault = userOperationFault("barrier", start)) {
+    return fault;
+  }
+  uint64_t sizeErrors = 0;
+  if (auto fault = ringAllReduce(0, start, &sizeErrors)) {
+    return fault;
+  }
+  if (sizeErrors != 0) {
+    return sizeFault("barrier", sizeErrors, start);
+  }
+  return std::nullopt;
 }
 
 IterationResult Engine::runAllToAll(size_t bytes, uint64_t iteration, bool barrier) {

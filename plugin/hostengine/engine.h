@@ -12,8 +12,17 @@
 // polled together until done or the timeout. run() executes one operation
 // on host buffers and validates every byte of its result. It is test and
 // demo infrastructure, not NCCL.
+//
+// The user-data operations (allReduceSum, broadcast, barrier) serve the
+// restart library's host communicator: the same ring and pipeline on the
+// caller's data, copied through the registered buffers in blocks of at most
+// setup's maxBytes. They need Pattern::kAllReduce (the ring's connections).
+// abort() may be called from any thread: the operation in flight (or the
+// connection setup) returns a Fault with `aborted` set at the pipeline's next
+// pass, and every later one at once; close() still runs on the owner's thread.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -66,6 +75,18 @@ class Engine {
   // also right after a fault, with requests still outstanding (NCCL's abort).
   void close() noexcept;
 
+  // out[i] = the sum over ranks of in[i]; in == out is allowed.
+  std::optional<Fault> allReduceSum(const float* in, float* out, size_t count);
+  // root's `bytes` at `data` to every rank's `data`.
+  std::optional<Fault> broadcast(void* data, size_t bytes, int root);
+  // Returns once every rank entered it (an all-reduce of nothing over the ring).
+  std::optional<Fault> barrier();
+  // Any thread, any time, more than once.
+  void abort() noexcept { abort_.store(true, std::memory_order_relaxed); }
+  bool aborted() const noexcept { return abort_.load(std::memory_order_relaxed); }
+  // Deadline of each later operation (and of setup), from its start.
+  void setTimeoutMs(int64_t timeoutMs) noexcept { options_.timeoutMs = timeoutMs; }
+
   const transport::Properties& properties() const noexcept { return props_; }
   int piecesPerItem() const noexcept { return limits_.maxPieces; }
   int depth() const noexcept { return limits_.depth; }
@@ -90,6 +111,15 @@ class Engine {
   IterationResult runSendRecv(size_t bytes, uint64_t iteration, bool barrier);
   IterationResult runAllReduce(size_t bytes, uint64_t iteration, bool barrier);
   IterationResult runAllToAll(size_t bytes, uint64_t iteration, bool barrier);
+  // The ring all-reduce of the first `count` floats of the output buffer, in place.
+  std::optional<Fault> ringAllReduce(size_t count, uint64_t startNs, uint64_t* sizeErrors);
+  // The first `bytes` of root's output buffer into everybody's, along the ring.
+  std::optional<Fault> ringBroadcast(size_t bytes, int root, uint64_t startNs,
+                                     uint64_t* sizeErrors);
+  // A fault unless the engine is set up for user data; named after `call`.
+  std::optional<Fault> userOperationFault(const char* call, uint64_t startNs) const;
+  // A fault for bytes that arrived with sizes other than expected.
+  static Fault sizeFault(const char* call, uint64_t sizeErrors, uint64_t startNs);
   // Barrier (when asked); returns the start time, or the fault of the barrier.
   std::optional<Fault> meet(bool barrier, uint64_t* startNs);
   std::optional<Fault> drive(std::initializer_list<Stream*> streams, uint64_t startNs,
@@ -108,6 +138,7 @@ class Engine {
   bool contextLive_ = false;
   std::vector<Link> links_;  // one per peer rank (index = rank); sized once in setup
   std::vector<Buffer> buffers_;
+  std::atomic<bool> abort_{false};
 };
 
 }  // namespace resilient::hostengine

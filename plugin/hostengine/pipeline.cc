@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "plugin/common/clock.h"
@@ -54,6 +55,16 @@ Fault Fault::seen(const char* call, int peer, Status status, uint64_t startNs,
   if (w.sequence > warningBaseline) {
     f.pluginWarning = w.text;
   }
+  return f;
+}
+
+Fault abortedFault(const char* call, uint64_t startNs) {
+  Fault f;
+  f.call = call;
+  f.status = systemError("aborted by its owner while in flight", ECANCELED);
+  f.aborted = true;
+  f.detectedNs = monotonicNs();
+  f.sinceStartMs = static_cast<double>(f.detectedNs - startNs) / 1e6;
   return f;
 }
 
@@ -219,6 +230,9 @@ std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint6
   deadlineNs_ = deadlineNs;
   uint64_t idlePasses = 0;
   for (uint64_t pass = 0;; ++pass) {
+    if (limits_.abortFlag != nullptr && limits_.abortFlag->load(std::memory_order_relaxed)) {
+      return abortedFault("operation", startNs);
+    }
     bool all = true;
     bool moved = false;
     for (size_t i = 0; i < count; ++i) {

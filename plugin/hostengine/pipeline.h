@@ -20,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -56,6 +57,7 @@ struct Fault {
   int peer = -1;              // rank at the other end of the connection; -1: none
   Status status;              // what the call returned (or our timeout)
   bool timedOut = false;      // our own deadline, not an error from the plugin
+  bool aborted = false;       // the engine's owner aborted the operation (Engine::abort)
   std::string pluginWarning;  // the plugin's latest WARN since setup, if any
   double sinceStartMs = 0;    // from the start of the iteration (or of the setup)
   uint64_t detectedNs = 0;    // monotonicNs() when it was seen
@@ -125,7 +127,12 @@ struct PipelineLimits {
   int maxPieces = 1;        // largest n of a grouped receive
   bool forceFlush = false;  // the plugin's forceFlush: iflush every completed receive, as NCCL does
   uint64_t warningBaseline = 0;  // plugin WARNs up to this sequence are not reported
+  // Set from another thread: drive() returns an aborted Fault at its next pass.
+  const std::atomic<bool>* abortFlag = nullptr;
 };
+
+// The Fault of an operation given up because its owner aborted it.
+Fault abortedFault(const char* call, uint64_t startNs);
 
 class Pipeline {
  public:

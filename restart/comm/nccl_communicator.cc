@@ -1,0 +1,367 @@
+#include "resilient/restart/nccl_communicator.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "resilient/restart/errors.hpp"
+#include "restart/comm/nccl_library.h"
+
+namespace resilient::restart {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kDefaultCreateTimeout{60000};
+
+enum class CommState { kLive, kRevoked, kAborted };
+
+const char* stateName(CommState s) noexcept {
+  switch (s) {
+    case CommState::kLive: return "live";
+    case CommState::kRevoked: return "revoked";
+    case CommState::kAborted: return "aborted";
+  }
+  return "?";
+}
+
+std::string millis(std::chrono::milliseconds t) {
+  return std::to_string(t.count()) + " ms";
+}
+
+// Polls until NCCL is done with the communicator's pending work: its async
+// result, or ncclInProgress when `deadline` passed first.
+ncclResult_t waitReady(const comm::NcclLibrary& lib, ncclComm_t comm, Clock::time_point deadline,
+                       std::chrono::milliseconds interval) {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = lib.commGetAsyncError(comm, &state);
+    if (r != ncclSuccess) {
+      return r;
+    }
+    if (state != ncclInProgress) {
+      return state;
+    }
+    if (Clock::now() >= deadline) {
+      return ncclInProgress;
+    }
+    std::this_thread::sleep_for(std::max(interval, std::chrono::milliseconds(0)));
+  }
+}
+
+// NCCL's defaults everywhere ("undefined"), non-blocking, and our names.
+ncclConfig_t makeConfig(const std::string& netName, const std::string& commName) {
+  ncclConfig_t c;
+  std::memset(&c, 0, sizeof(c));
+  c.size = sizeof(ncclConfig_t);
+  c.magic = NCCL_CONFIG_MAGIC_VALUE;
+  c.version = NCCL_API_VERSION_CODE(2, 28, 0);  // the layout include/nccl/config.h describes
+  c.blocking = 0;
+  c.cgaClusterSize = NCCL_CONFIG_UNDEF_INT;
+  c.minCTAs = NCCL_CONFIG_UNDEF_INT;
+  c.maxCTAs = NCCL_CONFIG_UNDEF_INT;
+  c.netName = netName.empty() ? nullptr : netName.c_str();
+  c.splitShare = NCCL_CONFIG_UNDEF_INT;
+  c.trafficClass = NCCL_CONFIG_UNDEF_INT;
+  c.commName = commName.empty() ? nullptr : commName.c_str();
+  c.collnetEnable = NCCL_CONFIG_UNDEF_INT;
+  c.CTAPolicy = NCCL_CONFIG_UNDEF_INT;
+  c.shrinkShare = NCCL_CONFIG_UNDEF_INT;
+  c.nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
+  c.nChannelsPerNetPeer = NCCL_CONFIG_UNDEF_INT;
+  c.nvlinkCentricSched = NCCL_CONFIG_UNDEF_INT;
+  return c;
+}
+
+std::string pointerText(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%p", p);
+  return text;
+}
+
+}  // namespace
+
+struct NcclCommunicator::Impl {
+  std::shared_ptr<const comm::NcclLibrary> lib;
+  NcclOptions options;
+  std::string name;
+  std::string commName;  // ncclConfig_t.commName points here
+  int iteration = 0;
+  int rank = 0;
+  int size = 0;
+  bool shrunk = false;
+
+  // Writes under `mutex`; reads of the two atomics need no lock.
+  std::mutex mutex;
+  std::atomic<ncclComm_t> comm{nullptr};
+  std::atomic<CommState> state{CommState::kLive};
+
+  std::string describe() const {
+    std::string text = "nccl comm '" + name + "' iteration " + std::to_string(iteration) +
+                       " rank " + std::to_string(rank) + "/" + std::to_string(size) + " (" +
+                       pointerText(comm.load()) + ", NCCL " + lib->version().text() + ", " +
+                       (comm.load() == nullptr && state.load() == CommState::kLive
+                            ? "not created"
+                            : stateName(state.load())) +
+                       (shrunk ? ", shrunk" : "") + ")";
+    return text;
+  }
+
+  std::string failure(const char* call, ncclResult_t r, ncclComm_t c) const {
+    std::string text = describe() + ": " + call + " failed: " + lib->describe(r);
+    const std::string last = lib->lastError(c);
+    if (!last.empty()) {
+      text += "; NCCL: " + last;
+    }
+    return text;
+  }
+};
+
+namespace {
+
+// May this rank shrink `previous` into the new communicator? Checks what a
+// shrink needs: NCCL's ncclCommShrink, a previous NCCL communicator of the
+// same library that still exists (revoked or live, not freed by
+// ncclCommAbort), and ranks that only closed up.
+bool canShrink(const CommunicatorSetup& setup, const NcclCommunicator* previous,
+               const comm::NcclLibrary& lib, int oldRank, int oldSize, ncclComm_t oldComm,
+               bool oldAborted) {
+  if (previous == nullptr || oldComm == nullptr || oldAborted || !lib.hasShrink() ||
+      setup.removedRanks.empty()) {
+    return false;
+  }
+  std::vector<int> removed = setup.removedRanks;
+  std::sort(removed.begin(), removed.end());
+  if (std::adjacent_find(removed.begin(), removed.end()) != removed.end() ||
+      removed.front() < 0 || removed.back() >= oldSize) {
+    return false;
+  }
+  if (std::binary_search(removed.begin(), removed.end(), oldRank)) {
+    return false;
+  }
+  const auto below = std::lower_bound(removed.begin(), removed.end(), oldRank) - removed.begin();
+  return oldRank - below == setup.state.activeRank &&
+         oldSize - static_cast<int>(removed.size()) == setup.state.activeWorldSize;
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSetup& setup,
+                                                           const NcclOptions& options) {
+  const State& state = setup.state;
+  if (state.activeRank < 0 || state.activeWorldSize < 1 ||
+      state.activeRank >= state.activeWorldSize) {
+    throw InternalError("nccl communicator '" + setup.name + "': this rank is not active (rank " +
+                        std::to_string(state.activeRank) + " of " +
+                        std::to_string(state.activeWorldSize) + " active)");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->lib = comm::NcclLibrary::load(options.library);
+  impl->options = options;
+  impl->name = setup.name;
+  impl->commName =
+      options.commName.empty() ? setup.name + "/" + std::to_string(state.iteration)
+                               : options.commName;
+  impl->iteration = state.iteration;
+  impl->rank = state.activeRank;
+  impl->size = state.activeWorldSize;
+  const comm::NcclLibrary& lib = *impl->lib;
+  const std::chrono::milliseconds timeout =
+      setup.timeout > std::chrono::milliseconds(0) ? setup.timeout : kDefaultCreateTimeout;
+  const Clock::time_point deadline = Clock::now() + timeout;
+  auto remaining = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  ncclConfig_t config = makeConfig(options.netName, impl->commName);
+
+  // Shrink or full init: decided together, since every member must make the same call.
+  auto* previous = dynamic_cast<NcclCommunicator*>(setup.previous.get());
+  std::unique_lock<std::mutex> previousLock;
+  bool shrink = false;
+  if (setup.onlyRemovals && options.useShrink && lib.hasShrink()) {
+    bool mine = false;
+    if (previous != nullptr && previous->impl_->lib == impl->lib) {
+      previousLock = std::unique_lock<std::mutex>(previous->impl_->mutex);
+      const Impl& p = *previous->impl_;
+      mine = canShrink(setup, previous, lib, p.rank, p.size, p.comm.load(),
+                       p.state.load() == CommState::kAborted);
+    }
+    const std::vector<std::string> votes =
+        setup.rendezvous.allGather(setup.name + "/nccl-create", mine ? "shrink" : "init",
+                                   remaining());
+    shrink = std::all_of(votes.begin(), votes.end(),
+                         [](const std::string& v) { return v == "shrink"; });
+  }
+
+  ncclComm_t newComm = nullptr;
+  ncclResult_t r = ncclSuccess;
+  const char* call = shrink ? "ncclCommShrink" : "ncclCommInitRankConfig";
+  if (shrink) {
+    ncclComm_t parent = previous->impl_->comm.load();
+    // A revoke must have settled before the parent is used again.
+    if (waitReady(lib, parent, deadline, options.pollInterval) == ncclInProgress) {
+      throw TimeoutError(previous->impl_->describe() + ": still settling after " +
+                         millis(timeout) + "; cannot shrink it");
+    }
+    std::vector<int> excluded = setup.removedRanks;
+    r = lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &newComm,
+                       &config, NCCL_SHRINK_ABORT);
+    impl->shrunk = true;
+  } else {
+    previousLock = {};
+    const std::string idKey = setup.name + "/nccl-unique-id";
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (impl->rank == 0) {
+      r = lib.getUniqueId(&id);
+      if (r != ncclSuccess) {
+        const std::string text = impl->failure("ncclGetUniqueId", r, nullptr);
+        // Anything but an id tells the other members why there is none.
+        setup.rendezvous.publish(idKey, text);
+        throw RestartError(text);
+      }
+      setup.rendezvous.publish(idKey, std::string_view(id.internal, sizeof(id.internal)));
+    } else {
+      const std::string value = setup.rendezvous.lookup(idKey, remaining());
+      if (value.size() != sizeof(id.internal)) {
+        throw RestartError(impl->describe() + ": no NCCL unique id from active rank 0: " + value);
+      }
+      std::memcpy(id.internal, value.data(), sizeof(id.internal));
+    }
+    r = lib.commInitRankConfig(&newComm, impl->size, id, impl->rank, &config);
+  }
+  if (r != ncclSuccess && r != ncclInProgress) {
+    const std::string text = impl->failure(call, r, newComm);
+    if (newComm != nullptr) {
+      (void)lib.commAbort(newComm);
+    }
+    throw RestartError(text);
+  }
+  r = waitReady(lib, newComm, deadline, options.pollInterval);
+  if (r != ncclSuccess) {
+    const std::string text = r == ncclInProgress
+                                 ? impl->describe() + ": " + call + " did not complete within " +
+                                       millis(timeout) + "; aborted"
+                                 : impl->failure(call, r, newComm);
+    (void)lib.commAbort(newComm);
+    if (r == ncclInProgress) {
+      throw TimeoutError(text);
+    }
+    throw RestartError(text);
+  }
+  impl->comm.store(newComm);
+  return std::shared_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  Impl& m = *impl_;
+  const std::lock_guard<std::mutex> lock(m.mutex);
+  ncclComm_t c = m.comm.load();
+  if (c == nullptr || m.state.load() == CommState::kAborted) {
+    return;
+  }
+  const comm::NcclLibrary& lib = *m.lib;
+  const Clock::time_point deadline = Clock::now() + m.options.destroyTimeout;
+  bool settled = false;
+  if (m.state.load() == CommState::kLive) {
+    const ncclResult_t r = lib.commFinalize(c);
+    settled = (r == ncclSuccess || r == ncclInProgress) &&
+              waitReady(lib, c, deadline, m.options.pollInterval) == ncclSuccess;
+  } else {
+    // Revoked: wait for the revoke to settle (it reads success once quiescent).
+    settled = waitReady(lib, c, deadline, m.options.pollInterval) != ncclInProgress;
+  }
+  if (settled) {
+    (void)lib.commDestroy(c);
+  } else {
+    (void)lib.commAbort(c);
+  }
+  m.comm.store(nullptr);
+}
+
+ncclComm* NcclCommunicator::handle() const noexcept {
+  return impl_->comm.load();
+}
+
+int NcclCommunicator::rank() const noexcept {
+  return impl_->rank;
+}
+
+int NcclCommunicator::size() const noexcept {
+  return impl_->size;
+}
+
+bool NcclCommunicator::shrunk() const noexcept {
+  return impl_->shrunk;
+}
+
+std::string NcclCommunicator::ncclVersion() const {
+  return impl_->lib->version().text();
+}
+
+std::string NcclCommunicator::libraryPath() const {
+  return impl_->lib->path();
+}
+
+std::string NcclCommunicator::describe() const {
+  return impl_->describe();
+}
+
+void NcclCommunicator::abort() noexcept {
+  Impl& m = *impl_;
+  const std::lock_guard<std::mutex> lock(m.mutex);
+  ncclComm_t c = m.comm.load();
+  if (c == nullptr || m.state.load() != CommState::kLive) {
+    return;
+  }
+  const comm::NcclLibrary& lib = *m.lib;
+  if (m.options.useRevoke && lib.hasRevoke()) {
+    const ncclResult_t r = lib.commRevoke(c, NCCL_REVOKE_DEFAULT);
+    if (r == ncclSuccess || r == ncclInProgress) {
+      m.state.store(CommState::kRevoked);
+      return;
+    }
+  }
+  (void)lib.commAbort(c);
+  m.state.store(CommState::kAborted);
+  m.comm.store(nullptr);
+}
+
+std::optional<std::string> NcclCommunicator::asyncError() noexcept {
+  Impl& m = *impl_;
+  try {
+    // An abort under way holds the lock; there is nothing new to report then.
+    const std::unique_lock<std::mutex> lock(m.mutex, std::try_to_lock);
+    if (!lock.owns_lock() || m.state.load() != CommState::kLive) {
+      return std::nullopt;
+    }
+    ncclComm_t c = m.comm.load();
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = m.lib->commGetAsyncError(c, &state);
+    if (r != ncclSuccess) {
+      return m.failure("ncclCommGetAsyncError", r, c);
+    }
+    if (state == ncclSuccess || state == ncclInProgress) {
+      return std::nullopt;
+    }
+    return m.describe() + ": " + m.lib->describe(state) + "; NCCL: " + m.lib->lastError(c);
+  } catch (...) {
+    return std::string("nccl communicator: cannot describe its error (out of memory)");
+  }
+}
+
+CommunicatorFactory ncclCommunicatorFactory(NcclOptions options) {
+  return [options = std::move(options)](const CommunicatorSetup& setup) -> CommunicatorPtr {
+    return NcclCommunicator::create(setup, options);
+  };
+}
+
+}  // namespace resilient::restart

@@ -1,0 +1,48 @@
+// The control block of fake_nccl.cc: a stand-in libnccl for the NCCL
+// communicator's tests on machines without a GPU. It implements the calls
+// the restart library makes with NCCL's non-blocking semantics (calls
+// return ncclInProgress, ncclCommGetAsyncError reports it until the work is
+// done), counts every call and lets a test script the results.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+
+struct FakeNcclControl {
+  // Scripted behaviour (set before the calls).
+  std::atomic<int> uniqueIdResult{0};  // ncclGetUniqueId's result
+  std::atomic<int> initResult{7};      // ncclCommInitRankConfig's result (7: in progress)
+  std::atomic<int> initPolls{2};       // polls that read ncclInProgress; -1: forever
+  std::atomic<int> readyResult{0};     // the async result once the init is done
+
+  // Observations.
+  std::atomic<int> uniqueIds{0};
+  std::atomic<int> inits{0};
+  std::atomic<int> shrinks{0};
+  std::atomic<int> revokes{0};
+  std::atomic<int> aborts{0};
+  std::atomic<int> finalizes{0};
+  std::atomic<int> destroys{0};
+  std::atomic<int> liveComms{0};
+  std::atomic<int> badConfigs{0};  // config without the magic, size or blocking = 0
+  std::atomic<int> lastShrinkFlags{-1};
+  std::atomic<int> lastShrinkCount{-1};
+  std::atomic<int> lastShrinkFirst{-1};
+
+  void reset() {
+    uniqueIdResult = 0;
+    initResult = 7;
+    initPolls = 2;
+    readyResult = 0;
+    uniqueIds = inits = shrinks = revokes = aborts = finalizes = destroys = 0;
+    badConfigs = 0;
+    lastShrinkFlags = lastShrinkCount = lastShrinkFirst = -1;
+  }
+};
+
+extern "C" {
+// Exported by the fake library.
+typedef FakeNcclControl* (*fakeNcclControl_fn)();
+// Makes a ready communicator report `result` as its async error.
+typedef void (*fakeNcclSetAsyncError_fn)(void* comm, int result);
+}

@@ -1,0 +1,319 @@
+// NcclCommunicator and the NCCL loader against stand-in libraries
+// (fake_nccl.cc): loading and version checks, non-blocking creation with
+// the id exchanged through the rendezvous, timeouts, errors, revoke versus
+// abort, shrink, destruction. Ranks are threads.
+#include <dlfcn.h>
+
+#include <chrono>
+#include <thread>
+
+#include "resilient/restart/nccl_communicator.hpp"
+#include "restart/comm/nccl_library.h"
+#include "tests/unit/restart/comm/comm_harness.h"
+#include "tests/unit/restart/comm/fake_nccl.h"
+
+using namespace resilient;
+using namespace resilient::restart;
+using std::chrono::milliseconds;
+
+namespace {
+
+FakeNcclControl& control(const char* path) {
+  (void)comm::NcclLibrary::load(path);
+  void* h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(h != nullptr);
+  auto fn = reinterpret_cast<fakeNcclControl_fn>(dlsym(h, "fakeNcclControl"));
+  REQUIRE(fn != nullptr);
+  dlclose(h);  // the loader's own reference keeps it
+  return *fn();
+}
+
+void setAsyncError(const char* path, void* comm, int result) {
+  void* h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  auto fn = reinterpret_cast<fakeNcclSetAsyncError_fn>(dlsym(h, "fakeNcclSetAsyncError"));
+  fn(comm, result);
+  dlclose(h);
+}
+
+NcclOptions fakeOptions(const char* path = FAKE_NCCL_PATH) {
+  NcclOptions o;
+  o.library = path;
+  o.destroyTimeout = milliseconds(2000);
+  return o;
+}
+
+void requireNoErrors(const std::vector<std::exception_ptr>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) {
+    CAPTURE(r);
+    REQUIRE(commtest::messageOf(errors[r]) == "");
+  }
+}
+
+// Makes n communicators of iteration `iteration` (threads), returns them by rank.
+std::vector<std::shared_ptr<NcclCommunicator>> makeAll(const std::shared_ptr<store::Store>& s,
+                                                       int iteration, int n,
+                                                       const NcclOptions& o) {
+  std::vector<std::shared_ptr<NcclCommunicator>> comms(static_cast<size_t>(n));
+  const commtest::Iteration it(s, iteration, n);
+  requireNoErrors(it.run([&](int rank, commtest::RankContext& c) {
+    comms[static_cast<size_t>(rank)] = NcclCommunicator::create(c.setup("nccl", milliseconds(5000)), o);
+  }));
+  return comms;
+}
+
+}  // namespace
+
+TEST_CASE("the loader reports the version, the file and the optional calls", "[nccl]") {
+  auto lib = comm::NcclLibrary::load(FAKE_NCCL_PATH);
+  REQUIRE(lib->version().code == 22809);
+  REQUIRE(lib->version().text() == "2.28.9");
+  REQUIRE(lib->hasRevoke());
+  REQUIRE(lib->hasShrink());
+  REQUIRE_THAT(lib->path(), Catch::EndsWith("libfake-nccl.so"));
+  REQUIRE(comm::NcclLibrary::load(FAKE_NCCL_PATH) == lib);  // once per process
+  REQUIRE_THAT(lib->describe(ncclRemoteError),
+               Catch::Equals("ncclRemoteError (6): fake: remote error"));
+
+  auto older = comm::NcclLibrary::load(FAKE_NCCL_227_PATH);
+  REQUIRE(older->version().text() == "2.27.3");
+  REQUIRE(older->hasShrink());
+  REQUIRE_FALSE(older->hasRevoke());  // the symbol exists there, the version is too old
+}
+
+TEST_CASE("version codes decode both ways NCCL wrote them", "[nccl]") {
+  REQUIRE(comm::NcclVersion::fromCode(22809).text() == "2.28.9");
+  REQUIRE(comm::NcclVersion::fromCode(2708).text() == "2.7.8");
+  REQUIRE(comm::NcclVersion::fromCode(21403).atLeast(2, 14, 0));
+  REQUIRE_FALSE(comm::NcclVersion::fromCode(21309).atLeast(2, 14, 0));
+  REQUIRE(comm::NcclVersion::fromCode(30001).atLeast(2, 28, 7));
+}
+
+TEST_CASE("unusable libraries are refused with the reason", "[nccl]") {
+  REQUIRE_THROWS_WITH(comm::NcclLibrary::load("/nonexistent/libnccl.so.2"),
+                      Catch::Contains("cannot load '/nonexistent/libnccl.so.2'"));
+  REQUIRE_THROWS_WITH(comm::NcclLibrary::load("libc.so.6"),
+                      Catch::Contains("no ncclGetVersion: not an NCCL library"));
+  REQUIRE_THROWS_WITH(comm::NcclLibrary::load(FAKE_NCCL_OLD_PATH),
+                      Catch::Contains("NCCL 2.12.3") && Catch::Contains("too old") &&
+                          Catch::Contains(">= 2.14"));
+  REQUIRE_THROWS_WITH(comm::NcclLibrary::load(FAKE_NCCL_INCOMPLETE_PATH),
+                      Catch::Contains("NCCL 2.20.5") && Catch::Contains("lacks ncclCommFinalize"));
+  // And through the factory, before any rendezvous.
+  const commtest::Iteration it(std::make_shared<store::MemoryStore>(), 0, 1);
+  commtest::RankContext c = it.context(0);
+  REQUIRE_THROWS_AS(ncclCommunicatorFactory(fakeOptions(FAKE_NCCL_OLD_PATH))(
+                        c.setup("x", milliseconds(100))),
+                    RestartError);
+}
+
+TEST_CASE("creation: rank 0's id reaches everyone, non-blocking, polled to the end", "[nccl]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+  fake.reset();
+  fake.initPolls = 5;
+  const int live = fake.liveComms.load();
+  auto s = std::make_shared<store::MemoryStore>();
+  {
+    auto comms = makeAll(s, 4, 3, fakeOptions());
+    REQUIRE(fake.uniqueIds == 1);
+    REQUIRE(fake.inits == 3);
+    REQUIRE(fake.badConfigs == 0);
+    REQUIRE(fake.liveComms == live + 3);
+    for (int r = 0; r < 3; ++r) {
+      auto& c = comms[static_cast<size_t>(r)];
+      REQUIRE(c->handle() != nullptr);
+      REQUIRE(c->rank() == r);
+      REQUIRE(c->size() == 3);
+      REQUIRE_FALSE(c->shrunk());
+      REQUIRE(c->ncclVersion() == "2.28.9");
+      REQUIRE_FALSE(c->asyncError());
+      REQUIRE_THAT(c->describe(), Catch::Contains("nccl comm 'nccl' iteration 4 rank " +
+                                                  std::to_string(r) + "/3") &&
+                                      Catch::Contains("NCCL 2.28.9, live"));
+    }
+  }
+  // Healthy communicators are finalized, then destroyed.
+  REQUIRE(fake.finalizes == 3);
+  REQUIRE(fake.destroys == 3);
+  REQUIRE(fake.aborts == 0);
+  REQUIRE(fake.liveComms == live);
+}
+
+TEST_CASE("a creation that does not finish in time is aborted and times out", "[nccl]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+  fake.reset();
+  fake.initPolls = -1;
+  const int live = fake.liveComms.load();
+  const commtest::Iteration it(std::make_shared<store::MemoryStore>(), 0, 2);
+  const auto start = std::chrono::steady_clock::now();
+  auto errors = it.run([&](int, commtest::RankContext& c) {
+    (void)NcclCommunicator::create(c.setup("slow", milliseconds(200)), fakeOptions());
+  });
+  REQUIRE(std::chrono::steady_clock::now() - start < milliseconds(3000));
+  for (auto& e : errors) {
+    REQUIRE_THROWS_AS(std::rethrow_exception(e), restart::TimeoutError);
+    REQUIRE_THAT(commtest::messageOf(e), Catch::Contains("ncclCommInitRankConfig did not complete "
+                                                     "within 200 ms; aborted"));
+  }
+  REQUIRE(fake.aborts == 2);
+  REQUIRE(fake.liveComms == live);
+}
+
+TEST_CASE("NCCL's refusal is a RestartError with its result and last error", "[nccl]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+  const commtest::Iteration it(std::make_shared<store::MemoryStore>(), 0, 2);
+  SECTION("at the call") {
+    fake.reset();
+    fake.initResult = ncclUnhandledCudaError;
+    auto errors = it.run([&](int, commtest::RankContext& c) {
+      (void)NcclCommunicator::create(c.setup("nogpu", milliseconds(2000)), fakeOptions());
+    });
+    for (auto& e : errors) {
+      REQUIRE_THAT(commtest::messageOf(e),
+                   Catch::Contains("ncclCommInitRankConfig failed: ncclUnhandledCudaError (1): "
+                                   "fake: unhandled cuda error; NCCL: fake last error"));
+    }
+  }
+  SECTION("asynchronously") {
+    fake.reset();
+    fake.readyResult = ncclSystemError;
+    const int live = fake.liveComms.load();
+    auto errors = it.run([&](int, commtest::RankContext& c) {
+      (void)NcclCommunicator::create(c.setup("async", milliseconds(2000)), fakeOptions());
+    });
+    for (auto& e : errors) {
+      REQUIRE_THAT(commtest::messageOf(e), Catch::Contains("ncclSystemError (2)"));
+    }
+    REQUIRE(fake.liveComms == live);
+  }
+  SECTION("no unique id: the other ranks learn why at once") {
+    fake.reset();
+    fake.uniqueIdResult = ncclSystemError;
+    const auto start = std::chrono::steady_clock::now();
+    auto errors = it.run([&](int, commtest::RankContext& c) {
+      (void)NcclCommunicator::create(c.setup("noid", milliseconds(5000)), fakeOptions());
+    });
+    REQUIRE(std::chrono::steady_clock::now() - start < milliseconds(2000));
+    REQUIRE_THAT(commtest::messageOf(errors[0]), Catch::Contains("ncclGetUniqueId failed"));
+    REQUIRE_THAT(commtest::messageOf(errors[1]),
+                 Catch::Contains("no NCCL unique id from active rank 0") &&
+                     Catch::Contains("ncclGetUniqueId failed"));
+  }
+}
+
+TEST_CASE("abort revokes once, from any thread; the handle stays valid", "[nccl]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+  fake.reset();
+  auto comms = makeAll(std::make_shared<store::MemoryStore>(), 0, 2, fakeOptions());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (auto& c : comms) {
+        c->abort();
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  REQUIRE(fake.revokes == 2);
+  REQUIRE(fake.aborts == 0);
+  REQUIRE(comms[0]->handle() != nullptr);
+  REQUIRE_THAT(comms[0]->describe(), Catch::Contains("revoked"));
+  REQUIRE_FALSE(comms[0]->asyncError());
+  comms.clear();
+  // Revoked: destroyed once the revoke settled, never finalized.
+  REQUIRE(fake.destroys == 2);
+  REQUIRE(fake.finalizes == 0);
+}
+
+TEST_CASE("without revoke (NCCL 2.27), or when told, abort is ncclCommAbort", "[nccl]") {
+  for (const char* path : {FAKE_NCCL_227_PATH, FAKE_NCCL_PATH}) {
+    CAPTURE(path);
+    FakeNcclControl& fake = control(path);
+    fake.reset();
+    NcclOptions o = fakeOptions(path);
+    o.useRevoke = false;
+    if (std::string(path) == FAKE_NCCL_227_PATH) {
+      o.useRevoke = true;  // asked for, not available
+    }
+    const int live = fake.liveComms.load();
+    auto comms = makeAll(std::make_shared<store::MemoryStore>(), 0, 2, o);
+    for (auto& c : comms) {
+      c->abort();
+      c->abort();
+      REQUIRE(c->handle() == nullptr);
+      REQUIRE_THAT(c->describe(), Catch::Contains("aborted"));
+    }
+    REQUIRE(fake.aborts == 2);
+    REQUIRE(fake.revokes == 0);
+    comms.clear();
+    REQUIRE(fake.destroys == 0);
+    REQUIRE(fake.liveComms == live);
+  }
+}
+
+TEST_CASE("asyncError reports NCCL's error with its last error text", "[nccl]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+  fake.reset();
+  auto comms = makeAll(std::make_shared<store::MemoryStore>(), 0, 1, fakeOptions());
+  REQUIRE_FALSE(comms[0]->asyncError());
+  setAsyncError(FAKE_NCCL_PATH, comms[0]->handle(), ncclRemoteError);
+  const auto e = comms[0]->asyncError();
+  REQUIRE(e);
+  REQUIRE_THAT(*e, Catch::Contains("ncclRemoteError (6)") && Catch::Contains("fake last error"));
+  // Finalize fails on a broken communicator: the destructor falls back to abort.
+  comms.clear();
+  REQUIRE(fake.aborts == 1);
+}
+
+TEST_CASE("an iteration that only removed ranks shrinks the revoked communicator", "[nccl]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+  fake.reset();
+  auto s = std::make_shared<store::MemoryStore>();
+  auto old = makeAll(s, 0, 4, fakeOptions());
+  for (auto& c : old) {
+    c->abort();  // revoke
+  }
+  // Old rank 2 is gone: old ranks 0, 1, 3 become 0, 1, 2.
+  const int oldRankOf[3] = {0, 1, 3};
+  std::vector<std::shared_ptr<NcclCommunicator>> shrunk(3);
+  const commtest::Iteration it(s, 1, 3);
+  requireNoErrors(it.run([&](int rank, commtest::RankContext& c) {
+    shrunk[static_cast<size_t>(rank)] = NcclCommunicator::create(
+        c.setup("nccl", milliseconds(5000), old[static_cast<size_t>(oldRankOf[rank])], {2}, true),
+        fakeOptions());
+  }));
+  REQUIRE(fake.shrinks == 3);
+  REQUIRE(fake.inits == 4);  // only the first iteration's
+  REQUIRE(fake.lastShrinkFlags == NCCL_SHRINK_ABORT);
+  REQUIRE(fake.lastShrinkCount == 1);
+  REQUIRE(fake.lastShrinkFirst == 2);
+  REQUIRE(fake.badConfigs == 0);
+  for (auto& c : shrunk) {
+    REQUIRE(c->shrunk());
+    REQUIRE(c->handle() != nullptr);
+  }
+}
+
+TEST_CASE("shrink falls back to a full init unless every member can shrink", "[nccl]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+  fake.reset();
+  auto s = std::make_shared<store::MemoryStore>();
+  auto old = makeAll(s, 0, 3, fakeOptions());
+  for (auto& c : old) {
+    c->abort();
+  }
+  // Old rank 2 gone; member 1's previous is missing altogether (a new process).
+  std::vector<std::shared_ptr<NcclCommunicator>> next(2);
+  const commtest::Iteration it(s, 1, 2);
+  requireNoErrors(it.run([&](int rank, commtest::RankContext& c) {
+    CommunicatorPtr previous = rank == 0 ? CommunicatorPtr(old[0]) : nullptr;
+    next[static_cast<size_t>(rank)] = NcclCommunicator::create(
+        c.setup("nccl", milliseconds(5000), previous, {2}, true), fakeOptions());
+  }));
+  REQUIRE(fake.shrinks == 0);
+  REQUIRE(fake.inits == 5);
+  for (auto& c : next) {
+    REQUIRE_FALSE(c->shrunk());
+  }
+}
