@@ -58,12 +58,14 @@ uint64_t stuckChannelsOf(const Context& ctx, const OpSlot& op) {
 std::string describeOp(const OpInfo& info) {
   char buf[256];
   if (info.kind == RESILIENT_BLACKBOX_OP_COLL) {
-    std::snprintf(buf, sizeof buf,
-                  "%s seq %" PRIu64 " (collective #%" PRIu64 ", %" PRIu64
-                  " bytes, %s/%s, %u channels)",
-                  info.func != nullptr ? info.func : "collective", info.seqNumber, info.collIndex,
-                  info.bytes, info.algo != nullptr ? info.algo : "?",
-                  info.proto != nullptr ? info.proto : "?", info.nChannels);
+    char channels[32] = "";  // v1-v3 give no exact channel count
+    if (info.nChannels != 0) {
+      std::snprintf(channels, sizeof channels, ", %u channels", info.nChannels);
+    }
+    std::snprintf(
+        buf, sizeof buf, "%s seq %" PRIu64 " (collective #%" PRIu64 ", %" PRIu64 " bytes, %s/%s%s)",
+        info.func != nullptr ? info.func : "collective", info.seqNumber, info.collIndex, info.bytes,
+        info.algo != nullptr ? info.algo : "?", info.proto != nullptr ? info.proto : "?", channels);
   } else {
     std::snprintf(buf, sizeof buf, "%s peer %d (operation #%" PRIu64 ", %" PRIu64 " bytes)",
                   info.func != nullptr ? info.func : "p2p", info.rootOrPeer, info.opIndex,
@@ -203,10 +205,14 @@ void HangDetector::report(Context& ctx, uint32_t faultClass, const OpSlot& op, c
     f.stalledNs = stalledNs;
     f.detectedMonoNs = nowNs;
 
+    char ofRanks[24] = "";  // v1-v3 init gives no rank count
+    if (f.nranks > 0) {
+      std::snprintf(ofRanks, sizeof ofRanks, " of %d", f.nranks);
+    }
     char head[192];
-    std::snprintf(head, sizeof head, "communicator 0x%016" PRIx64 "%s%s%s rank %d of %d",
-                  f.commHash, ctx.name.empty() ? "" : " \"", ctx.name.c_str(),
-                  ctx.name.empty() ? "" : "\"", f.rank, f.nranks);
+    std::snprintf(head, sizeof head, "communicator 0x%016" PRIx64 "%s%s%s rank %d%s", f.commHash,
+                  ctx.name.empty() ? "" : " \"", ctx.name.c_str(), ctx.name.empty() ? "" : "\"",
+                  f.rank, ofRanks);
     const uint64_t timeoutMs = timeoutNs_ / kMs;
     std::string text;
     if (faultClass == RESILIENT_BLACKBOX_FAULT_COLL_HUNG) {

@@ -149,6 +149,10 @@ TEST_CASE(
                         ? "kernel channels started and not finished: 2"
                         : "channels with proxy operations not finished: 2") != std::string::npos);
   CHECK(f.text.find("RecvWait") != std::string::npos);
+  // What the version does not give (v1-v3: rank count, exact channels) is left out.
+  CHECK(f.text.find(version >= 4 ? "rank 2 of 4:" : "rank 2:") != std::string::npos);
+  CHECK(f.text.find(version >= 4 ? "RING/SIMPLE, 4 channels)" : "RING/SIMPLE)") !=
+        std::string::npos);
   // Within the timeout + 200 ms of the operation's last progress, not before the timeout.
   REQUIRE(detected != 0);
   CHECK(detected - lastProgressNs >= 1000 * kMs);
