@@ -3,8 +3,8 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <string>
+#include <system_error>
 
 #include "resilient/restart/errors.hpp"
 
@@ -31,16 +31,19 @@ namespace {
 
 void setVariable(const char* name, int value) {
   const std::string text = std::to_string(value);
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): between iterations; see setDistributedEnvironment
   if (::setenv(name, text.c_str(), 1) != 0) {
     throw RestartError(std::string("cannot set ") + name + "=" + text + ": " +
-                       std::strerror(errno));
+                       std::error_code(errno, std::generic_category()).message());
   }
 }
 
 }  // namespace
 
 // LOCAL_RANK is left as the launcher set it: a rank keeps its node and GPU
-// across iterations, only its position in the world changes.
+// across iterations, only its position in the world changes. setenv is not
+// safe against concurrent getenv: the loop calls this between iterations,
+// when no hook or wrapped function runs (docs/restart.md, "Hooks").
 void setDistributedEnvironment(const State& state) {
   setVariable("RANK", state.rank);
   setVariable("WORLD_SIZE", state.worldSize);
