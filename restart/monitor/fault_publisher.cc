@@ -1,5 +1,7 @@
 #include "restart/monitor/fault_publisher.h"
 
+#include "restart/protocol/terminated_ranks.h"
+
 #include <time.h>
 #include <unistd.h>
 
@@ -46,10 +48,8 @@ int64_t FaultPublisher::publish(protocol::FaultRecord record) {
 }
 
 bool FaultPublisher::markTerminated(int rank, protocol::FaultReason reason) {
-  return store_
-      .compareSet(keys_.terminated(rank), std::nullopt, protocol::faultReasonName(reason),
-                  timeout_)
-      .swapped;
+  return protocol::markTerminated(store_, keys_, rank, protocol::faultReasonName(reason),
+                                  timeout_);
 }
 
 bool FaultPublisher::isTerminated(int rank) {
