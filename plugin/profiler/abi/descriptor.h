@@ -1,26 +1,15 @@
 // One translation of NCCL's versioned profiler descriptors (v1..v5) into
-// Tracker calls. The versions differ only in which members exist and how
-// some are typed (fact sheet §2.4, §2.8); each difference is one compile-time
-// test on the descriptor type, so every adapter instantiates the same code:
-//
-//   v1      func, datatype, algo, proto are numeric codes (turned into
-//           NCCL's strings); coll.trafficBytes
-//   v1-v3   coll/p2p carry commHash (init does not give it); coll has
-//           nMaxChannels (an upper bound), p2p no channel count
-//   v2      coll.trafficBytes
-//   v3+     KernelCh (v4+: with the GPU start time) and NetPlugin events
-//   v4+     coll.nChannels, p2p.nChannels; KernelChStop carries the GPU
-//           stop time in the state arguments
-//   v5      type widened to 64 bits; API and kernel-launch events (passive)
+// Tracker calls: the versions differ only in which members exist and how
+// some are typed (features.h), so every adapter instantiates the same code.
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "nccl/profiler_common.h"
 #include "nccl/result.h"
 #include "plugin/common/boundary.h"
 #include "plugin/profiler/abi/adapter.h"
+#include "plugin/profiler/abi/features.h"
 #include "plugin/profiler/names.h"
 #include "resilient/blackbox.h"
 
@@ -29,10 +18,10 @@ namespace resilient::profiler::abi {
 // Function, datatype, algorithm and protocol, as strings (v2+) or codes (v1).
 template <class Member>
 void setNames(OpStart& op, const Member& m) noexcept {
-  if constexpr (std::is_same_v<decltype(m.func), const char*>) {
+  if constexpr (StringNames<Member>) {
     op.func = m.func;
     op.datatype = m.datatype;
-    if constexpr (requires { m.algo; }) {
+    if constexpr (HasAlgoProto<Member>) {
       op.algo = m.algo;
       op.proto = m.proto;
     }
@@ -40,7 +29,7 @@ void setNames(OpStart& op, const Member& m) noexcept {
     op.func = funcName(m.func);
     op.datatype = datatypeName(m.datatype);
     op.elementSize = datatypeSize(static_cast<uint32_t>(m.datatype));
-    if constexpr (requires { m.algo; }) {
+    if constexpr (HasAlgoProto<Member>) {
       op.algo = algoName(m.algo);
       op.proto = protoName(m.proto);
     }
@@ -54,12 +43,12 @@ template <class Member>
 void setCommon(OpStart& op, const Member& m) noexcept {
   setNames(op, m);
   op.count = m.count;
-  if constexpr (requires { m.nChannels; }) {
+  if constexpr (HasChannels<Member>) {
     op.nChannels = m.nChannels;
-  } else if constexpr (requires { m.nMaxChannels; }) {
+  } else if constexpr (HasMaxChannels<Member>) {
     op.nChannels = m.nMaxChannels;
   }
-  if constexpr (requires { m.commHash; }) {
+  if constexpr (HasCommHash<Member>) {
     op.commHash = m.commHash;
   }
 }
@@ -72,7 +61,7 @@ OpStart collOf(const Descr& d) noexcept {
   op.rootOrPeer = d.coll.root;
   op.rank = d.rank;
   setCommon(op, d.coll);
-  if constexpr (requires { d.coll.trafficBytes; }) {
+  if constexpr (HasTrafficBytes<decltype(d.coll)>) {
     op.trafficBytes = d.coll.trafficBytes;
   }
   return op;
@@ -100,15 +89,15 @@ template <class Descr>
       return t.startProxyOp(ctx, d.parentObj, d.proxyOp.pid, d.proxyOp.channelId);
     case ncclProfileProxyStep: return t.startProxyStep(ctx, d.parentObj);
     case ncclProfileKernelCh:
-      if constexpr (requires { d.kernelCh.pTimer; }) {
+      if constexpr (HasKernelStartTime<Descr>) {
         return t.startKernelCh(ctx, d.parentObj, d.kernelCh.channelId, d.kernelCh.pTimer);
-      } else if constexpr (requires { d.kernelCh.channelId; }) {
+      } else if constexpr (HasKernelCh<Descr>) {
         return t.startKernelCh(ctx, d.parentObj, d.kernelCh.channelId, 0);
       } else {
         return t.startPassive(ctx);
       }
     case ncclProfileNetPlugin:
-      if constexpr (requires { d.netPlugin; }) {
+      if constexpr (HasNetPlugin<Descr>) {
         return t.startNetPlugin(ctx, d.parentObj);
       } else {
         return t.startPassive(ctx);
@@ -141,7 +130,7 @@ template <class Args>
 ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState, Args* args) noexcept {
   const uint32_t state = rawState(eState);
   uint64_t stopNs = 0;
-  if constexpr (requires { args->kernelCh.pTimer; }) {
+  if constexpr (HasKernelStopTime<Args>) {
     if (state == ncclProfilerKernelChStop && args != nullptr) {
       stopNs = args->kernelCh.pTimer;
     }

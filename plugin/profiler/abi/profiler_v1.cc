@@ -5,8 +5,12 @@
 
 #include "plugin/profiler/abi/adapter.h"
 #include "plugin/profiler/abi/descriptor.h"
+#include "plugin/profiler/abi/features.h"
 
 namespace abi = resilient::profiler::abi;
+
+static_assert(abi::featuresOf<ncclProfilerEventDescr_v1_t, ncclProfilerEventStateArgs_v1_t>() ==
+              abi::Features{.stringNames = false, .commHash = true, .trafficBytes = true});
 
 extern "C" __attribute__((visibility("default"))) const ncclProfiler_v1_t ncclProfiler_v1 = {
     abi::kPluginName,

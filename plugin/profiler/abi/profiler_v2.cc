@@ -6,8 +6,12 @@
 
 #include "plugin/profiler/abi/adapter.h"
 #include "plugin/profiler/abi/descriptor.h"
+#include "plugin/profiler/abi/features.h"
 
 namespace abi = resilient::profiler::abi;
+
+static_assert(abi::featuresOf<ncclProfilerEventDescr_v2_t, ncclProfilerEventStateArgs_v2_t>() ==
+              abi::Features{.commHash = true, .trafficBytes = true});
 
 extern "C" __attribute__((visibility("default"))) const ncclProfiler_v2_t ncclProfiler_v2 = {
     abi::kPluginName,

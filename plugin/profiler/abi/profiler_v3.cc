@@ -6,8 +6,12 @@
 
 #include "plugin/profiler/abi/adapter.h"
 #include "plugin/profiler/abi/descriptor.h"
+#include "plugin/profiler/abi/features.h"
 
 namespace abi = resilient::profiler::abi;
+
+static_assert(abi::featuresOf<ncclProfilerEventDescr_v3_t, ncclProfilerEventStateArgs_v3_t>() ==
+              abi::Features{.commHash = true, .kernelCh = true, .netPlugin = true});
 
 extern "C" __attribute__((visibility("default"))) const ncclProfiler_v3_t ncclProfiler_v3 = {
     abi::kPluginName,

@@ -5,6 +5,7 @@
 
 #include "plugin/profiler/abi/adapter.h"
 #include "plugin/profiler/abi/descriptor.h"
+#include "plugin/profiler/abi/features.h"
 
 namespace resilient::profiler::abi {
 namespace {
@@ -19,6 +20,10 @@ ncclResult_t init(void** context, int* eActivationMask, const char* commName, ui
 }  // namespace resilient::profiler::abi
 
 namespace abi = resilient::profiler::abi;
+
+static_assert(abi::featuresOf<ncclProfilerEventDescr_v4_t, ncclProfilerEventStateArgs_v4_t>() ==
+              abi::Features{
+                  .exactChannels = true, .kernelCh = true, .gpuTimes = true, .netPlugin = true});
 
 extern "C" __attribute__((visibility("default"))) const ncclProfiler_v4_t ncclProfiler_v4 = {
     abi::kPluginName,

@@ -5,6 +5,7 @@
 
 #include "plugin/profiler/abi/adapter.h"
 #include "plugin/profiler/abi/descriptor.h"
+#include "plugin/profiler/abi/features.h"
 
 namespace resilient::profiler::abi {
 namespace {
@@ -18,6 +19,10 @@ ncclResult_t init(void** context, uint64_t commId, int* eActivationMask, const c
 }  // namespace resilient::profiler::abi
 
 namespace abi = resilient::profiler::abi;
+
+static_assert(abi::featuresOf<ncclProfilerEventDescr_v5_t, ncclProfilerEventStateArgs_v5_t>() ==
+              abi::Features{
+                  .exactChannels = true, .kernelCh = true, .gpuTimes = true, .netPlugin = true});
 
 extern "C" __attribute__((visibility("default"))) const ncclProfiler_v5_t ncclProfiler_v5 = {
     abi::kPluginName,
