@@ -228,13 +228,16 @@ void Monitor::checkSibling(uint64_t nowNs) {
     protocol::FaultRecord r = record(FaultReason::kUnresponsive, s, detail);
     r.iteration = iteration;
     const int64_t index = publisher_.publish(r);
-    publisher_.markInterrupted(iteration, FaultReason::kUnresponsive);
     publisher_.countAtIterationBarrier(s, iteration);
+    publisher_.markInterrupted(iteration, FaultReason::kUnresponsive);
     log_.write("rank %d unresponsive in iteration %d: %s (fault %lld)", s, iteration,
                detail.c_str(), static_cast<long long>(index));
   }
 }
 
+// The order of the writes is the protocol: terminated/<r> (the claim), the
+// fault record, the barrier count, and iteration/<k>/interrupted last, so a
+// rank woken by interrupted finds everything else in place.
 int Monitor::onRankEnded(bool killedByMonitor) {
   const RankPhase phase = page_.currentPhase();
   const int iteration = page_.iteration.load(std::memory_order_acquire);
@@ -259,11 +262,11 @@ int Monitor::onRankEnded(bool killedByMonitor) {
       retrying("publishing the fault record", [&] { index = publisher_.publish(r); });
       log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
     }
-    retrying("marking the iteration interrupted",
-             [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
     retrying("counting the rank at the iteration barrier",
              [&] { publisher_.countAtIterationBarrier(config_.rank, iteration); });
-    log_.write("recorded in %lld us: terminated, iteration %d interrupted, counted at its barrier",
+    retrying("marking the iteration interrupted",
+             [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
+    log_.write("recorded in %lld us: terminated, counted at its barrier, iteration %d interrupted",
                static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
     try {
       heartbeat_.remove();

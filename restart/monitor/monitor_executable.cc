@@ -75,7 +75,7 @@ std::string findMonitorExecutable(const std::string& given) {
   }
   const std::filesystem::path dir = ownDirectory();
   if (!dir.empty()) {
-    for (const char* sub : {".", "../bin", "../libexec", "../monitor"}) {
+    for (const char* sub : {".", "../bin", "../libexec", "monitor"}) {
       const std::string candidate =
           (dir / sub / kMonitorExecutableName).lexically_normal().string();
       if (executable(candidate)) {

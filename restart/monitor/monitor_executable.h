@@ -1,6 +1,6 @@
 // Where `resilient-monitor` is: as given (a path, or a name looked up on
 // PATH), else next to the library that holds this code (its directory, then
-// ../bin, ../libexec, and ../monitor for the build tree), else on PATH.
+// ../bin, ../libexec, and monitor/ for the build tree), else on PATH.
 #pragma once
 
 #include <string>

@@ -1,0 +1,80 @@
+// The post-mortem dump: its path, and its content with and without a blackbox.
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "plugin/blackbox/writer.h"
+#include "restart/monitor/post_mortem.h"
+#include "tests/support/temp_dir.h"
+
+namespace rm = resilient::restart::monitor;
+
+namespace {
+
+nlohmann::json readJson(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return nlohmann::json::parse(s.str());
+}
+
+}  // namespace
+
+TEST_CASE("the dump goes next to the log file", "[monitor][postmortem]") {
+  CHECK(rm::postMortemPath("/var/log/job/monitor-3.log", "/dev/shm", 3, 1234) ==
+        "/var/log/job/resilient-monitor-3-1234.postmortem.json");
+  CHECK(rm::postMortemPath("", "/dev/shm", 3, 1234) ==
+        "/dev/shm/resilient-monitor-3-1234.postmortem.json");
+}
+
+TEST_CASE("the dump holds the rank's blackbox as resilient-inspect renders it",
+          "[monitor][postmortem]") {
+  resilient::test::TempDir dir;
+  auto writer = resilient::blackbox::Writer::create(dir.path().string(), "testhost");
+  REQUIRE(writer.ok());
+  resilient_blackbox_fault fault{};
+  fault.faultClass = RESILIENT_BLACKBOX_FAULT_PEER_EXITED;
+  std::snprintf(fault.text, sizeof fault.text, "peer 7 went away");
+  writer.value()->recordFault(fault);
+
+  rm::PostMortem pm;
+  pm.rank = 2;
+  pm.pid = ::getpid();  // this process wrote the region
+  pm.iteration = 4;
+  pm.phase = "running";
+  pm.reason = "terminated";
+  pm.detail = "process ended";
+  const std::string path = (dir.path() / "dump.json").string();
+  const std::string summary = rm::writePostMortem(pm, dir.path().string(), path);
+  CHECK(summary.find("1 faults") != std::string::npos);
+  const auto j = readJson(path);
+  CHECK(j["rank"] == 2);
+  CHECK(j["iteration"] == 4);
+  CHECK(j["reason"] == "terminated");
+  CHECK(j["blackbox"]["host"] == "testhost");
+  REQUIRE(j["blackbox"]["faults"].size() == 1);
+  CHECK(j["blackbox"]["faults"][0]["class"] == "peer process exited");
+  CHECK(j["blackbox"]["faults"][0]["text"] == "peer 7 went away");
+}
+
+TEST_CASE("without a blackbox the dump says why", "[monitor][postmortem]") {
+  resilient::test::TempDir dir;
+  rm::PostMortem pm;
+  pm.rank = 0;
+  pm.pid = 999999999;
+  const std::string path = (dir.path() / "dump.json").string();
+  CHECK(rm::writePostMortem(pm, dir.path().string(), path).find("no blackbox") == 0);
+  const auto j = readJson(path);
+  CHECK(j["blackbox"].is_null());
+  CHECK_FALSE(j["blackbox_error"].get<std::string>().empty());
+}
+
+TEST_CASE("an unwritable dump path is an error naming it", "[monitor][postmortem]") {
+  rm::PostMortem pm;
+  CHECK_THROWS_WITH(rm::writePostMortem(pm, "/nonexistent", "/nonexistent/dir/d.json"),
+                    Catch::Contains("/nonexistent/dir/d.json"));
+}
