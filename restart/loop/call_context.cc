@@ -17,6 +17,10 @@ CallContext::HangProtectionOff CallContext::disableHangProtection() noexcept {
   return HangProtectionOff(this);
 }
 
+void CallContext::hangProtectionOff() noexcept { loop_.hangProtection(true); }
+
+void CallContext::hangProtectionOn() noexcept { loop_.hangProtection(false); }
+
 bool CallContext::cancelled() const noexcept { return loop_.cancelled(); }
 
 void CallContext::checkCancelled() const {

@@ -53,6 +53,10 @@ class CallContext {
     return std::forward<F>(fn)();
   }
 
+  // The same section as begin/end calls (for the C API; prefer atomic()).
+  void atomicBegin() { atomicMutex().lock(); }
+  void atomicEnd() { atomicMutex().unlock(); }
+
   // While the returned guard lives, soft and hard timeouts do not apply to
   // this rank (e.g. a long evaluation with no progress calls).
   class HangProtectionOff {
@@ -68,6 +72,9 @@ class CallContext {
     CallContext* ctx_;
   };
   [[nodiscard]] HangProtectionOff disableHangProtection() noexcept;
+  // The same as begin/end calls (for the C API; nesting counts).
+  void hangProtectionOff() noexcept;
+  void hangProtectionOn() noexcept;
 
   // True once a restart has begun; checkCancelled() throws RankShouldRestart
   // then. Long loops of the wrapped function that make no communicator call

@@ -1,0 +1,26 @@
+// The C API's options object: Options plus the settings the C API turns into
+// policies and hooks when the wrapper is made.
+#pragma once
+
+#include <optional>
+
+#include "resilient/restart.h"
+#include "resilient/restart/options.hpp"
+
+struct resilient_restart_options {
+  resilient::restart::Options options;
+  std::optional<int> maxActiveWorldSize;
+  std::optional<int> activeWorldSizeDivisibleBy;
+  std::optional<int> maxIterations;
+  std::optional<int> minWorldSize;
+  std::optional<int> minActiveWorldSize;
+
+  // Options with the policies and the retry controller composed in.
+  resilient::restart::Options resolved() const;
+};
+
+namespace resilient::restart::capi {
+
+resilient_restart_state toC(const State& state) noexcept;
+
+}  // namespace resilient::restart::capi

@@ -1,0 +1,81 @@
+#include "restart/capi/c_status.h"
+
+#include <stdexcept>
+
+#include "resilient/restart/errors.hpp"
+#include "resilient/restart/host_communicator.hpp"
+
+namespace resilient::restart::capi {
+
+namespace {
+
+thread_local std::string tLastError;
+
+}  // namespace
+
+void setLastError(const std::string& message) noexcept {
+  try {
+    tLastError = message;
+  } catch (...) {
+    tLastError.clear();
+  }
+}
+
+const char* lastError() noexcept { return tLastError.c_str(); }
+
+int statusOf(const std::exception_ptr& error) noexcept {
+  try {
+    std::rethrow_exception(error);
+  } catch (const RankShouldRestart& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_SHOULD_RESTART;
+  } catch (const RestartAbort& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_ABORTED;
+  } catch (const RankDiscarded& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_DISCARDED;
+  } catch (const HealthCheckError& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_HEALTH_CHECK;
+  } catch (const TimeoutError& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_TIMEOUT;
+  } catch (const ConfigError& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_CONFIG;
+  } catch (const std::invalid_argument& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_CONFIG;
+  } catch (const HostCommunicatorError& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_COMMUNICATOR;
+  } catch (const std::exception& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_ERROR;
+  } catch (...) {
+    setLastError("an exception that is not a std::exception");
+    return RESILIENT_RESTART_ERROR;
+  }
+}
+
+}  // namespace resilient::restart::capi
+
+extern "C" const char* resilient_restart_last_error(void) {
+  return resilient::restart::capi::lastError();
+}
+
+extern "C" const char* resilient_restart_status_name(int status) {
+  switch (status) {
+    case RESILIENT_RESTART_OK: return "ok";
+    case RESILIENT_RESTART_SHOULD_RESTART: return "should restart";
+    case RESILIENT_RESTART_ABORTED: return "restart aborted";
+    case RESILIENT_RESTART_DISCARDED: return "rank discarded";
+    case RESILIENT_RESTART_HEALTH_CHECK: return "health check failed";
+    case RESILIENT_RESTART_TIMEOUT: return "timeout";
+    case RESILIENT_RESTART_CONFIG: return "configuration error";
+    case RESILIENT_RESTART_COMMUNICATOR: return "communicator error";
+    case RESILIENT_RESTART_ERROR: return "error";
+    default: return "unknown status";
+  }
+}

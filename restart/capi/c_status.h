@@ -1,0 +1,27 @@
+// The C API's error translation: every entry point runs its body through
+// guarded(), which turns whatever the C++ side throws into a status and keeps
+// the message for resilient_restart_last_error() (per thread).
+#pragma once
+
+#include <exception>
+#include <string>
+
+#include "resilient/restart.h"
+
+namespace resilient::restart::capi {
+
+int statusOf(const std::exception_ptr& error) noexcept;
+void setLastError(const std::string& message) noexcept;
+const char* lastError() noexcept;
+
+template <class F>
+int guarded(F&& body) noexcept {
+  try {
+    setLastError("");
+    return body();
+  } catch (...) {
+    return statusOf(std::current_exception());
+  }
+}
+
+}  // namespace resilient::restart::capi

@@ -1,0 +1,147 @@
+/* The C API, compiled as C and linked to libresilient-restart.so: a
+ * one-rank job on an in-process store whose function fails once and then
+ * succeeds, hooks called with the right state, bad options refused with a
+ * message, and the retry limit ending the job. Exit status 0 when every
+ * check holds; each failed check prints itself. */
+#include <stdio.h>
+#include <string.h>
+
+#include "resilient/restart.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                              \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              resilient_restart_last_error());                  \
+      ++failures;                                                \
+    }                                                            \
+  } while (0)
+
+struct counters {
+  int calls;
+  int initialize;
+  int finalize;
+  int completion;
+  int terminate;
+  int fail_until;  /* the function fails while iteration < fail_until */
+};
+
+static int on_initialize(const resilient_restart_state* s, void* user) {
+  struct counters* c = (struct counters*)user;
+  CHECK(s->iteration == c->initialize);
+  ++c->initialize;
+  return 0;
+}
+
+static int on_finalize(const resilient_restart_state* s, void* user) {
+  (void)s;
+  ++((struct counters*)user)->finalize;
+  return 0;
+}
+
+static int on_completion(const resilient_restart_state* s, void* user) {
+  (void)s;
+  ++((struct counters*)user)->completion;
+  return 0;
+}
+
+static int on_terminate(const resilient_restart_state* s, void* user) {
+  (void)s;
+  ++((struct counters*)user)->terminate;
+  return 0;
+}
+
+static int train(resilient_restart_context* ctx, void* user) {
+  struct counters* c = (struct counters*)user;
+  resilient_restart_state s;
+  CHECK(resilient_restart_context_state(ctx, &s) == RESILIENT_RESTART_OK);
+  CHECK(s.mode == RESILIENT_RESTART_MODE_ACTIVE);
+  CHECK(s.fn_failed == (s.iteration > 0));
+  ++c->calls;
+  resilient_restart_ping(ctx);
+  resilient_restart_atomic_begin(ctx);
+  resilient_restart_atomic_end(ctx);
+  CHECK(resilient_restart_cancelled(ctx) == 0);
+  return s.iteration < c->fail_until ? 42 : 0;
+}
+
+static resilient_restart_options* one_rank_options(struct counters* c) {
+  resilient_restart_options* o = resilient_restart_options_from_environment();
+  CHECK(o != NULL);
+  CHECK(resilient_restart_options_set_int(o, "rank", 0) == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, "world_size", 1) == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, "use_monitor_process", 0) == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_string(o, "store_url", "memory") == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_string(o, "blackbox_dir", "") == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, "last_call_wait_ms", 0) == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, "monitor_thread_interval_ms", 20) ==
+        RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_INITIALIZE, on_initialize, c) ==
+        RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_FINALIZE, on_finalize, c) ==
+        RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_COMPLETION, on_completion, c) ==
+        RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_TERMINATE, on_terminate, c) ==
+        RESILIENT_RESTART_OK);
+  return o;
+}
+
+int main(void) {
+  /* A function that fails twice, then completes. */
+  {
+    struct counters c = {0, 0, 0, 0, 0, 2};
+    resilient_restart_options* o = one_rank_options(&c);
+    resilient_restart_wrapper* w = resilient_restart_wrapper_create(o);
+    resilient_restart_options_destroy(o);
+    CHECK(w != NULL);
+    if (w != NULL) {
+      CHECK(resilient_restart_run(w, train, &c) == RESILIENT_RESTART_OK);
+      resilient_restart_state s;
+      CHECK(resilient_restart_wrapper_state(w, &s) == RESILIENT_RESTART_OK);
+      CHECK(s.iteration == 2);
+      CHECK(c.calls == 3);
+      CHECK(c.initialize == 3);
+      CHECK(c.finalize == 2);
+      CHECK(c.completion == 1);
+      CHECK(c.terminate == 0);
+      resilient_restart_wrapper_destroy(w);
+    }
+  }
+  /* The retry limit ends the job: RestartAbort, the terminate hook runs. */
+  {
+    struct counters c = {0, 0, 0, 0, 0, 1000};
+    resilient_restart_options* o = one_rank_options(&c);
+    CHECK(resilient_restart_options_set_int(o, "max_iterations", 3) == RESILIENT_RESTART_OK);
+    resilient_restart_wrapper* w = resilient_restart_wrapper_create(o);
+    resilient_restart_options_destroy(o);
+    CHECK(w != NULL);
+    if (w != NULL) {
+      CHECK(resilient_restart_run(w, train, &c) == RESILIENT_RESTART_ABORTED);
+      CHECK(strstr(resilient_restart_last_error(), "iteration") != NULL);
+      CHECK(c.calls == 3);
+      CHECK(c.terminate == 1);
+      resilient_restart_wrapper_destroy(w);
+    }
+  }
+  /* Bad input: named in the message, nothing thrown across the ABI. */
+  {
+    resilient_restart_options* o = resilient_restart_options_from_environment();
+    CHECK(resilient_restart_options_set_int(o, "no_such_option", 1) == RESILIENT_RESTART_CONFIG);
+    CHECK(strstr(resilient_restart_last_error(), "no_such_option") != NULL);
+    CHECK(resilient_restart_options_set_string(o, "bogus", "x") == RESILIENT_RESTART_CONFIG);
+    CHECK(resilient_restart_options_set_hook(o, 99, on_finalize, NULL) == RESILIENT_RESTART_CONFIG);
+    CHECK(resilient_restart_options_set_int(o, "soft_timeout_ms", 100000) == RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_wrapper_create(o) == NULL); /* soft >= hard */
+    CHECK(strstr(resilient_restart_last_error(), "softTimeout") != NULL);
+    CHECK(resilient_restart_run(NULL, train, NULL) == RESILIENT_RESTART_CONFIG);
+    CHECK(strcmp(resilient_restart_status_name(RESILIENT_RESTART_DISCARDED), "rank discarded") == 0);
+    resilient_restart_options_destroy(o);
+  }
+  if (failures == 0) {
+    printf("all C API checks passed\n");
+  }
+  return failures == 0 ? 0 : 1;
+}
