@@ -472,7 +472,7 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
         .id = static_cast<int>(Param::kRestartHealthCheckTimeoutMs),
         .name = "NCCL_RESILIENT_RESTART_HEALTH_CHECK_TIMEOUT_MS",
         .type = ParamType::kInt,
-        .defaultValue = "30000",
+        .defaultValue = "60000",
         .min = 1,
         .max = 86400000,
         .unit = "ms",
@@ -487,6 +487,14 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
         .max = 86400000,
         .unit = "ms",
         .doc = "Longest creation of one iteration's communicator (id exchange and init).",
+    },
+    {
+        .id = static_cast<int>(Param::kRestartAutoHealthChecks),
+        .name = "NCCL_RESILIENT_RESTART_AUTO_HEALTH_CHECKS",
+        .type = ParamType::kBool,
+        .defaultValue = "1",
+        .doc = "At every restart, chain the stock checks before the user's: CUDA and GPU "
+               "recovery action when a GPU is usable, the NICs' link state and error counters.",
     },
 });
 

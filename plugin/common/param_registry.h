@@ -83,6 +83,7 @@ enum class Param : int {
   kRestartFinalizeTimeoutMs,
   kRestartHealthCheckTimeoutMs,
   kRestartCommunicatorTimeoutMs,
+  kRestartAutoHealthChecks,
   kCount,
 };
 

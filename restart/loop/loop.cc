@@ -6,6 +6,7 @@
 
 #include "plugin/common/clock.h"
 #include "plugin/common/log.h"
+#include "resilient/restart/health.hpp"
 #include "restart/comm/store_rendezvous.h"
 #include "restart/hooks/bounded_call.h"
 #include "restart/monitor/spawn.h"
@@ -121,6 +122,17 @@ void Loop::setup() {
       *store_, *keys_, state_.initialRank, state_.initialWorldSize,
       std::min(options_.monitorThreadInterval, milliseconds(100)));
   blackbox_ = std::make_unique<BlackboxWatch>(options_.blackboxDir);
+  std::vector<HealthCheckFn> checks{options_.healthCheck};  // the last runs first
+  if (options_.automaticHealthChecks) {
+    checks.push_back(nicHealthCheck());  // its counters' baseline is taken now
+    if (nvmlAvailable()) {
+      checks.push_back(gpuRecoveryCheck());
+    }
+    if (cudaAvailable()) {
+      checks.push_back(cudaHealthCheck());
+    }
+  }
+  restartChecks_ = composeHealthChecks(std::move(checks));
 
   RankIdentity identity = RankIdentity::ofThisProcess();
   if (options_.useMonitorProcess) {
@@ -140,6 +152,7 @@ void Loop::setup() {
   World initial(state_.initialWorldSize);
   AssignmentContext context;
   context.firstIteration = true;
+  context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
   world_ = assignRanks(initial, *options_.rankAssignment, context);
   setUp_ = true;
 }
@@ -399,7 +412,7 @@ void Loop::recover() {
   rendezvous_.reset();
   if (healthy) {
     try {
-      runBounded("health check", options_.healthCheck, options_.healthCheckTimeout);
+      runBounded("health check", restartChecks_, options_.healthCheckTimeout);
       timeline_.record(k, "health checked");
     } catch (...) {
       healthy = false;
@@ -458,6 +471,7 @@ void Loop::recover() {
   state_.culprit = culprits.count(state_.initialRank) != 0;
 
   AssignmentContext context;
+  context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
   for (const int r : terminated) {
     if (!world_->terminated(r)) {
       context.terminated.push_back(r);

@@ -100,6 +100,7 @@ class Loop {
   std::unique_ptr<JobBarrier> barrier_;
   std::unique_ptr<BlackboxWatch> blackbox_;
   std::optional<protocol::StatusPageMapping> statusPage_;
+  HealthCheckFn restartChecks_;  // automatic checks + the user's, run at every restart
   Timeline timeline_;
   std::recursive_mutex atomicMutex_;
 

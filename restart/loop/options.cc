@@ -17,6 +17,7 @@ Options Options::fromEnvironment() {
   o.enabled = p.integer(Param::kRestartEnabled) != 0;
   o.useMonitorProcess = p.integer(Param::kRestartMonitorProcess) != 0;
   o.terminateCulprits = p.integer(Param::kRestartTerminateCulprits) != 0;
+  o.automaticHealthChecks = p.integer(Param::kRestartAutoHealthChecks) != 0;
   o.blackboxDir = p.string(Param::kBlackboxDir);
   o.monitorThreadInterval = ms(Param::kRestartMonitorThreadIntervalMs);
   o.monitorProcessInterval = ms(Param::kRestartMonitorProcessIntervalMs);

@@ -56,6 +56,7 @@ void RankRegistry::reload() {
     if (v) {
       const RankIdentity id = RankIdentity::fromJson(*v);
       byProcess_[{id.host, id.pid}] = r;
+      hostByRank_[r] = id.host;
     }
   }
 }
@@ -68,6 +69,16 @@ int RankRegistry::find(const std::string& host, int64_t pid) {
     it = byProcess_.find({host, pid});
   }
   return it == byProcess_.end() ? -1 : it->second;
+}
+
+std::string RankRegistry::hostOf(int initialRank) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = hostByRank_.find(initialRank);
+  if (it == hostByRank_.end()) {
+    reload();
+    it = hostByRank_.find(initialRank);
+  }
+  return it == hostByRank_.end() ? std::string() : it->second;
 }
 
 }  // namespace resilient::restart

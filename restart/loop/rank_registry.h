@@ -32,6 +32,9 @@ class RankRegistry {
   // The initial rank of the process `pid` on `host`, or -1 when no rank of
   // the job has that identity. Reads the registry again on a miss.
   int find(const std::string& host, int64_t pid);
+  // The host of `initialRank` ("" if it never registered): the grouping key
+  // of filterCountGroupedByKey().
+  std::string hostOf(int initialRank);
 
  private:
   void reload();  // with mutex_ held
@@ -41,6 +44,7 @@ class RankRegistry {
   int worldSize_;
   std::mutex mutex_;
   std::map<std::pair<std::string, int64_t>, int> byProcess_;
+  std::map<int, std::string> hostByRank_;
 };
 
 }  // namespace resilient::restart

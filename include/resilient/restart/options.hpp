@@ -57,7 +57,7 @@ struct Options {
   Millis terminationGraceTime{5000};
   // Bounds on the loop's own phases (the reference leaves them to the hooks).
   Millis finalizeTimeout{30000};
-  Millis healthCheckTimeout{30000};
+  Millis healthCheckTimeout{60000};  // the whole chain (the CUDA check alone may take 30 s)
   Millis communicatorTimeout{60000};
 
   // The monitor process: its executable (empty: `resilient-monitor` next to
@@ -72,6 +72,9 @@ struct Options {
   // NCCL_RESILIENT_BLACKBOX_DIR); the monitor thread watches this process's
   // region, the monitor process dumps it after a death.
   std::string blackboxDir;
+  // At every restart, run the stock checks before healthCheck: CUDA and the
+  // GPU's recovery action when a GPU is usable, the NICs (health.hpp).
+  bool automaticHealthChecks = true;
   // A culprit named by the plugins' signals is treated as unhealthy and
   // replaced by a spare (beyond the reference).
   bool terminateCulprits = true;
