@@ -1,10 +1,9 @@
 #include "restart/monitor/fault_publisher.h"
 
-#include "restart/protocol/terminated_ranks.h"
-
 #include <time.h>
 #include <unistd.h>
 
+#include "restart/protocol/terminated_ranks.h"
 #include "restart/store/errors.h"
 
 namespace resilient::restart::monitor {
@@ -48,8 +47,7 @@ int64_t FaultPublisher::publish(protocol::FaultRecord record) {
 }
 
 bool FaultPublisher::markTerminated(int rank, protocol::FaultReason reason) {
-  return protocol::markTerminated(store_, keys_, rank, protocol::faultReasonName(reason),
-                                  timeout_);
+  return protocol::markTerminated(store_, keys_, rank, protocol::faultReasonName(reason), timeout_);
 }
 
 bool FaultPublisher::isTerminated(int rank) {

@@ -88,17 +88,21 @@ void Monitor::retrying(const char* what, Fn&& step) {
 
 int Monitor::run() {
   page_.monitorPid.store(::getpid(), std::memory_order_release);
-  log_.write("watching rank %d (pid %d, %s) of job %s in %s, world size %d; interval %lld ms, "
-             "heartbeat %lld/%lld ms, soft %lld ms, hard %lld ms, barrier %lld ms, grace %lld ms",
-             config_.rank, static_cast<int>(rank_.pid()), rank_.usesPidfd() ? "pidfd" : "probed",
-             config_.jobId.c_str(), store_.describe().c_str(), config_.worldSize,
-             static_cast<long long>(config_.interval.count()),
-             static_cast<long long>(config_.heartbeatInterval.count()),
-             static_cast<long long>(config_.heartbeatTimeout.count()),
-             static_cast<long long>(config_.softTimeout.count()),
-             static_cast<long long>(config_.hardTimeout.count()),
-             static_cast<long long>(config_.barrierTimeout.count()),
-             static_cast<long long>(config_.grace.count()));
+  log_.write(
+      "watching rank %d (pid %d, %s) of job %s in %s, world size %d; interval %lld ms, "
+      "heartbeat %lld/%lld ms, soft %lld ms, hard %lld ms, barrier %lld ms, grace %lld ms",
+      config_.rank, static_cast<int>(rank_.pid()), rank_.usesPidfd() ? "pidfd" : "probed",
+      config_.jobId.c_str(), store_.describe().c_str(), config_.worldSize,
+      static_cast<long long>(config_.interval.count()),
+      static_cast<long long>(config_.heartbeatInterval.count()),
+      static_cast<long long>(config_.heartbeatTimeout.count()),
+      static_cast<long long>(config_.softTimeout.count()),
+      static_cast<long long>(config_.hardTimeout.count()),
+      static_cast<long long>(config_.barrierTimeout.count()),
+      static_cast<long long>(config_.grace.count()));
+  if (rank_.pid() <= 0) {
+    return fail("the status page names no rank process (pid " + std::to_string(rank_.pid()) + ")");
+  }
   try {
     for (;;) {
       if (page_.currentPhase() == RankPhase::kDone) {
@@ -175,11 +179,10 @@ void Monitor::enforceSoftTimeout(const ProgressView& view, uint64_t idleNs) {
 }
 
 int Monitor::enforceHardTimeout(const ProgressView& view, uint64_t idleNs) {
-  const std::string detail =
-      "no progress for " + std::to_string(toMs(idleNs)) + " ms in phase " +
-      protocol::rankPhaseName(view.phase) + " (hard timeout " +
-      std::to_string(toMs(timeouts_.hardLimitNs(view.phase))) + " ms); pid " +
-      std::to_string(rank_.pid()) + " killed";
+  const std::string detail = "no progress for " + std::to_string(toMs(idleNs)) + " ms in phase " +
+                             protocol::rankPhaseName(view.phase) + " (hard timeout " +
+                             std::to_string(toMs(timeouts_.hardLimitNs(view.phase))) +
+                             " ms); pid " + std::to_string(rank_.pid()) + " killed";
   log_.write("hard timeout in iteration %d: %s", view.iteration, detail.c_str());
   // Recorded before the kill, so that the survivors learn why; a store that
   // fails now does not save a hung rank (the death path retries).
@@ -278,8 +281,7 @@ int Monitor::onRankEnded(bool killedByMonitor) {
   }
   // The dump comes after the records: the survivors wait for those.
   const std::string blackboxDir = config_.blackboxDir;
-  const std::string path =
-      postMortemPath(config_.logFile, blackboxDir, config_.rank, rank_.pid());
+  const std::string path = postMortemPath(config_.logFile, blackboxDir, config_.rank, rank_.pid());
   try {
     PostMortem pm;
     pm.rank = config_.rank;

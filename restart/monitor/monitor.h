@@ -24,7 +24,7 @@
 namespace resilient::restart::monitor {
 
 // Exit codes of resilient-monitor.
-inline constexpr int kMonitorExitOk = 0;      // rank done, gone after done/failed, or death recorded
+inline constexpr int kMonitorExitOk = 0;  // rank done, gone after done/failed, or death recorded
 inline constexpr int kMonitorExitFailed = 1;  // the monitor itself failed (rank left alone)
 
 class Monitor {

@@ -53,8 +53,8 @@ void MonitorConfig::validate() const {
   requirePositive("--barrier-timeout-ms", barrierTimeout);
   requirePositive("--grace-ms", grace);
   if (storeTimeout < Millis(0)) {
-    throw std::invalid_argument("--store-timeout-ms must not be negative (got " +
-                                ms(storeTimeout) + ")");
+    throw std::invalid_argument("--store-timeout-ms must not be negative (got " + ms(storeTimeout) +
+                                ")");
   }
   // The reference's ordering rules (restart-model.md §1.2), in its order.
   requireLess("the soft timeout", softTimeout, "the hard timeout", hardTimeout);

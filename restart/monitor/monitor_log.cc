@@ -38,8 +38,8 @@ void MonitorLog::write(const char* fmt, ...) {
   va_start(args, fmt);
   std::vsnprintf(line, sizeof line, fmt, args);
   va_end(args);
-  std::fprintf(file_, "%s.%03ld resilient-monitor[%d] rank %d: %s\n", stamp,
-               ts.tv_nsec / 1000000, static_cast<int>(::getpid()), rank_, line);
+  std::fprintf(file_, "%s.%03ld resilient-monitor[%d] rank %d: %s\n", stamp, ts.tv_nsec / 1000000,
+               static_cast<int>(::getpid()), rank_, line);
   std::fflush(file_);
 }
 

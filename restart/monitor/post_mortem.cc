@@ -14,23 +14,18 @@ namespace resilient::restart::monitor {
 
 std::string postMortemPath(const std::string& logFile, const std::string& fallbackDir, int rank,
                            pid_t pid) {
-  const std::filesystem::path dir =
-      logFile.empty() ? std::filesystem::path(fallbackDir)
-                      : std::filesystem::path(logFile).parent_path();
-  const std::string name = "resilient-monitor-" + std::to_string(rank) + "-" +
-                           std::to_string(pid) + ".postmortem.json";
+  const std::filesystem::path dir = logFile.empty() ? std::filesystem::path(fallbackDir)
+                                                    : std::filesystem::path(logFile).parent_path();
+  const std::string name =
+      "resilient-monitor-" + std::to_string(rank) + "-" + std::to_string(pid) + ".postmortem.json";
   return (dir.empty() ? std::filesystem::path(name) : dir / name).string();
 }
 
 std::string writePostMortem(const PostMortem& what, const std::string& blackboxDir,
                             const std::string& path) {
   nlohmann::json j = {
-      {"rank", what.rank},
-      {"pid", what.pid},
-      {"iteration", what.iteration},
-      {"phase", what.phase},
-      {"reason", what.reason},
-      {"detail", what.detail},
+      {"rank", what.rank},   {"pid", what.pid},       {"iteration", what.iteration},
+      {"phase", what.phase}, {"reason", what.reason}, {"detail", what.detail},
   };
   std::string summary;
   const std::string region = blackbox::resolveRegion(std::to_string(what.pid), blackboxDir);

@@ -30,7 +30,10 @@ ProgressView ProgressView::of(const protocol::StatusPage& page) noexcept {
 
 ProgressTimeouts::ProgressTimeouts(std::chrono::milliseconds soft, std::chrono::milliseconds hard,
                                    std::chrono::milliseconds barrier, uint64_t startMonoNs)
-    : softNs_(toNs(soft)), hardNs_(toNs(hard)), barrierNs_(toNs(barrier)), baselineNs_(startMonoNs) {}
+    : softNs_(toNs(soft)),
+      hardNs_(toNs(hard)),
+      barrierNs_(toNs(barrier)),
+      baselineNs_(startMonoNs) {}
 
 uint64_t ProgressTimeouts::idleNs(const ProgressView& view, uint64_t nowMonoNs) const noexcept {
   const uint64_t since = std::max(view.lastProgressNs, baselineNs_);

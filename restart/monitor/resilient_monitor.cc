@@ -35,8 +35,7 @@ class PidFile {
     FILE* f = std::fopen(path_.c_str(), "we");
     if (f == nullptr || std::fprintf(f, "%d\n", static_cast<int>(::getpid())) < 0 ||
         std::fclose(f) != 0) {
-      throw std::runtime_error("cannot write the pid file " + path_ + ": " +
-                               std::strerror(errno));
+      throw std::runtime_error("cannot write the pid file " + path_ + ": " + std::strerror(errno));
     }
   }
   ~PidFile() {
@@ -69,8 +68,8 @@ int runMonitor(rm::MonitorConfig config) {
     options.defaultTimeout = config.storeTimeout;
     options.name = "monitor of rank " + std::to_string(config.rank) + " (" + options.name + ")";
     if (config.blackboxDir.empty()) {
-      config.blackboxDir = resilient::config::Params::global().string(
-          resilient::config::Param::kBlackboxDir);
+      config.blackboxDir =
+          resilient::config::Params::global().string(resilient::config::Param::kBlackboxDir);
     }
     resilient::restart::protocol::StatusPageMapping page =
         resilient::restart::protocol::StatusPageMapping::attach(config.statusFd);

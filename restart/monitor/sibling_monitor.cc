@@ -5,8 +5,8 @@
 namespace resilient::restart::monitor {
 
 SiblingMonitor::SiblingMonitor(store::Store& store, const protocol::JobKeys& keys, int self,
-                               int worldSize, store::Millis heartbeatTimeout,
-                               uint64_t startMonoNs, store::Timeout callTimeout)
+                               int worldSize, store::Millis heartbeatTimeout, uint64_t startMonoNs,
+                               store::Timeout callTimeout)
     : store_(store),
       keys_(keys),
       self_(self),

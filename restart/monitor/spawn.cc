@@ -63,7 +63,8 @@ void closeRange(unsigned first, unsigned last) {
   }
 #endif
   const long max = ::sysconf(_SC_OPEN_MAX);
-  const unsigned top = max > 0 ? std::min(last, static_cast<unsigned>(max - 1)) : std::min(last, 65535u);
+  const unsigned top =
+      max > 0 ? std::min(last, static_cast<unsigned>(max - 1)) : std::min(last, 65535u);
   for (unsigned fd = first; fd <= top; ++fd) {
     ::close(static_cast<int>(fd));
   }
@@ -209,8 +210,8 @@ pid_t spawnMonitor(const MonitorConfig& given, const std::string& executable) {
   }
   if (failure.kind >= 0) {
     throw RestartError(std::string("monitor process: ") + stepName(failure.kind) +
-                       (failure.kind == kExec ? " of " + path : std::string()) + " failed: " +
-                       std::strerror(failure.value));
+                       (failure.kind == kExec ? " of " + path : std::string()) +
+                       " failed: " + std::strerror(failure.value));
   }
   if (monitorPid <= 0) {
     throw RestartError("monitor process: the intermediate child ended without starting it");

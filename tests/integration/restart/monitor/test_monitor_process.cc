@@ -161,7 +161,8 @@ class Job {
     const auto count = client_->get(keys_.faultCount());
     const int64_t n = count ? std::stoll(*count) : 0;
     for (int64_t i = 1; i <= n; ++i) {
-      out.push_back(rp::FaultRecord::fromJson(client_->waitGet(keys_.fault(i), milliseconds(2000))));
+      out.push_back(
+          rp::FaultRecord::fromJson(client_->waitGet(keys_.fault(i), milliseconds(2000))));
     }
     return out;
   }
@@ -250,7 +251,7 @@ TEST_CASE("the soft timeout is recorded once, without killing the rank", "[monit
   const auto started = Clock::now();
   job.store().wait({job.keys().interrupted(2)}, milliseconds(3000));
   const int64_t latency = msSince(started);
-  CHECK(latency >= 250);   // not before the soft timeout (the rank's phase changed at start)
+  CHECK(latency >= 250);  // not before the soft timeout (the rank's phase changed at start)
   CHECK(latency < 300 + 100 + kSlackMs);  // soft timeout + interval + bound
   auto faults = job.faults();
   REQUIRE(faults.size() == 1);
@@ -269,10 +270,9 @@ TEST_CASE("the soft timeout is recorded once, without killing the rank", "[monit
 
 TEST_CASE("the hard timeout kills a stopped rank", "[monitor][hard]") {
   Job job("hard");
-  const std::vector<std::string> opts = {"--behaviour",       "ping", "--iteration",
-                                         "1",                 "--soft-timeout-ms", "200",
-                                         "--hard-timeout-ms", "600",  "--barrier-timeout-ms",
-                                         "5000",              "--grace-ms", "300"};
+  const std::vector<std::string> opts = {
+      "--behaviour",       "ping", "--iteration",          "1",    "--soft-timeout-ms", "200",
+      "--hard-timeout-ms", "600",  "--barrier-timeout-ms", "5000", "--grace-ms",        "300"};
   FakeRank r = job.start(0, 2, opts);
   FakeRank partner = job.start(1, 2, opts);
   job.store().wait({job.keys().heartbeat(0), job.keys().heartbeat(1)}, milliseconds(3000));
@@ -314,14 +314,14 @@ TEST_CASE("the hard timeout kills a stopped rank", "[monitor][hard]") {
 
 TEST_CASE("a rank that ignores SIGTERM is killed after the grace time", "[monitor][hard]") {
   Job job("grace");
-  FakeRank r = job.start(0, 1,
-                         {"--behaviour", "ignore-term", "--soft-timeout-ms", "200",
-                          "--hard-timeout-ms", "400", "--barrier-timeout-ms", "5000",
-                          "--grace-ms", "300"});
+  FakeRank r =
+      job.start(0, 1,
+                {"--behaviour", "ignore-term", "--soft-timeout-ms", "200", "--hard-timeout-ms",
+                 "400", "--barrier-timeout-ms", "5000", "--grace-ms", "300"});
   const auto started = Clock::now();
   CHECK(r.process->wait(milliseconds(5000)) == 128 + SIGKILL);
   const int64_t latency = msSince(started);
-  CHECK(latency >= 650);               // hard + grace
+  CHECK(latency >= 650);                        // hard + grace
   CHECK(latency < 400 + 300 + 100 + kSlackMs);  // + interval + bound
   CHECK(waitExit(r.monitorPid, milliseconds(3000)) == 0);
   CHECK(job.log(0).find("SIGKILL") != std::string::npos);
@@ -403,10 +403,27 @@ TEST_CASE("a monitor whose store is gone exits non-zero and leaves its rank alon
 }
 
 TEST_CASE("resilient-monitor refuses bad arguments", "[monitor][cli]") {
-  const std::vector<std::string> base = {
-      monitorBinary(), "--status-fd", "0",   "--store", "memory", "--job", "j", "--rank", "0",
-      "--world-size",  "2",           "--interval-ms", "100", "--heartbeat-interval-ms", "50",
-      "--heartbeat-timeout-ms", "300", "--barrier-timeout-ms", "5000", "--grace-ms", "100"};
+  const std::vector<std::string> base = {monitorBinary(),
+                                         "--status-fd",
+                                         "0",
+                                         "--store",
+                                         "memory",
+                                         "--job",
+                                         "j",
+                                         "--rank",
+                                         "0",
+                                         "--world-size",
+                                         "2",
+                                         "--interval-ms",
+                                         "100",
+                                         "--heartbeat-interval-ms",
+                                         "50",
+                                         "--heartbeat-timeout-ms",
+                                         "300",
+                                         "--barrier-timeout-ms",
+                                         "5000",
+                                         "--grace-ms",
+                                         "100"};
   auto run = [&](std::vector<std::string> extra) {
     std::vector<std::string> argv = base;
     argv.insert(argv.end(), extra.begin(), extra.end());

@@ -50,7 +50,8 @@ TEST_CASE("each ordering rule is named when broken", "[monitor][config]") {
   auto c = valid();
   SECTION("soft < hard") {
     c.softTimeout = Millis(90000);
-    CHECK(errorOf(c) == "the soft timeout (90000 ms) must be less than the hard timeout (90000 ms)");
+    CHECK(errorOf(c) ==
+          "the soft timeout (90000 ms) must be less than the hard timeout (90000 ms)");
   }
   SECTION("hard < barrier") {
     c.hardTimeout = Millis(130000);
@@ -71,8 +72,9 @@ TEST_CASE("each ordering rule is named when broken", "[monitor][config]") {
   }
   SECTION("heartbeat interval < heartbeat timeout") {
     c.heartbeatInterval = Millis(30000);
-    CHECK(errorOf(c) == "the heartbeat interval (30000 ms) must be less than the heartbeat "
-                        "timeout (30000 ms)");
+    CHECK(errorOf(c) ==
+          "the heartbeat interval (30000 ms) must be less than the heartbeat "
+          "timeout (30000 ms)");
   }
   SECTION("heartbeat timeout < barrier timeout") {
     c.heartbeatTimeout = Millis(120000);
