@@ -78,6 +78,14 @@ uint64_t BlackboxWatch::progressDigest() {
   return digest;
 }
 
+std::vector<blackbox::CommView> BlackboxWatch::comms() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!attach()) {
+    return {};
+  }
+  return watch_->read({.flight = false}).comms;
+}
+
 void BlackboxWatch::setFailFast(bool on) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!attach()) {

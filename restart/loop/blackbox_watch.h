@@ -28,6 +28,8 @@ class BlackboxWatch {
   // A number that grows whenever NCCL operations complete (profiler) or
   // requests complete on a connection (net plugin).
   uint64_t progressDigest();
+  // The profiler's communicator table (active and finalized slots).
+  std::vector<blackbox::CommView> comms();
   // The plugins' process-wide fail-fast switch.
   void setFailFast(bool on);
   bool attached();

@@ -8,6 +8,7 @@
 #include "plugin/common/log.h"
 #include "resilient/restart/health.hpp"
 #include "restart/comm/store_rendezvous.h"
+#include "restart/loop/behind_ranks.h"
 #include "restart/hooks/bounded_call.h"
 #include "restart/monitor/spawn.h"
 #include "restart/protocol/terminated_ranks.h"
@@ -424,6 +425,12 @@ void Loop::recover() {
     leave(std::make_exception_ptr(HealthCheckError(unhealthy)));
   }
 
+  // What this rank's communicators had enqueued, for "who is behind".
+  const CommProgress progress = commProgressOf(*blackbox_);
+  if (!progress.empty()) {
+    publishCommProgress(*store_, *keys_, k, state_.initialRank, progress);
+  }
+
   setPhase(RankPhase::kIterationBarrier);
   for (;;) {
     const std::vector<int> missing = barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k),
@@ -448,7 +455,21 @@ void Loop::recover() {
 
   const std::vector<FaultRecord> records = faults_->recordsOf(k);
   std::set<int> terminated = barrier_->terminated();
-  const std::set<int> culprits = culpritsOf(records, options_.lastCallWait);
+  std::set<int> culprits = culpritsOf(records, options_.lastCallWait);
+  const bool hang = std::any_of(records.begin(), records.end(), [](const FaultRecord& r) {
+    return r.reason == FaultReason::kCollectiveHung || r.reason == FaultReason::kSoftTimeout;
+  });
+  if (hang) {
+    std::vector<int> live;
+    for (int r = 0; r < state_.initialWorldSize; ++r) {
+      if (terminated.count(r) == 0) {
+        live.push_back(r);
+      }
+    }
+    for (const int r : behindRanks(readCommProgress(*store_, *keys_, k, live))) {
+      culprits.insert(r);
+    }
+  }
   std::string culpritText;
   for (const int c : culprits) {
     culpritText += (culpritText.empty() ? "" : ", ") + std::to_string(c);
