@@ -4,7 +4,9 @@
 
 namespace resilient::restart {
 
-void CallContext::ping() noexcept { loop_.ping(); }
+void CallContext::ping() noexcept {
+  loop_.ping();
+}
 
 CallContext::HangProtectionOff::~HangProtectionOff() {
   if (ctx_ != nullptr) {
@@ -17,11 +19,17 @@ CallContext::HangProtectionOff CallContext::disableHangProtection() noexcept {
   return HangProtectionOff(this);
 }
 
-void CallContext::hangProtectionOff() noexcept { loop_.hangProtection(true); }
+void CallContext::hangProtectionOff() noexcept {
+  loop_.hangProtection(true);
+}
 
-void CallContext::hangProtectionOn() noexcept { loop_.hangProtection(false); }
+void CallContext::hangProtectionOn() noexcept {
+  loop_.hangProtection(false);
+}
 
-bool CallContext::cancelled() const noexcept { return loop_.cancelled(); }
+bool CallContext::cancelled() const noexcept {
+  return loop_.cancelled();
+}
 
 void CallContext::checkCancelled() const {
   if (loop_.cancelled()) {
@@ -34,24 +42,36 @@ Communicator* CallContext::communicator(const std::string& name) const {
   return loop_.communicator(name);
 }
 
-Communicator* CallContext::communicator() const { return loop_.onlyCommunicator(); }
+Communicator* CallContext::communicator() const {
+  return loop_.onlyCommunicator();
+}
 
 void CallContext::registerCommunicator(CommunicatorPtr comm) {
   loop_.registerCommunicator(std::move(comm));
 }
 
-Rendezvous& CallContext::rendezvous() const { return loop_.rendezvous(); }
+Rendezvous& CallContext::rendezvous() const {
+  return loop_.rendezvous();
+}
 
-std::recursive_mutex& CallContext::atomicMutex() const noexcept { return loop_.atomicMutex(); }
+std::recursive_mutex& CallContext::atomicMutex() const noexcept {
+  return loop_.atomicMutex();
+}
 
 Wrapper::Wrapper(Options options) : loop_(std::make_unique<Loop>(std::move(options))) {}
 
 Wrapper::~Wrapper() = default;
 
-void Wrapper::run(const std::function<void(CallContext&)>& fn) { loop_->run(fn); }
+void Wrapper::run(const std::function<void(CallContext&)>& fn) {
+  loop_->run(fn);
+}
 
-const State& Wrapper::state() const noexcept { return loop_->state(); }
+const State& Wrapper::state() const noexcept {
+  return loop_->state();
+}
 
-std::vector<TimelineEvent> Wrapper::timeline() const { return loop_->timeline(); }
+std::vector<TimelineEvent> Wrapper::timeline() const {
+  return loop_->timeline();
+}
 
 }  // namespace resilient::restart

@@ -38,7 +38,9 @@ bool Interruption::waitRaised(std::chrono::milliseconds timeout) const {
   return changed_.wait_for(lock, timeout, [this] { return raised_; });
 }
 
-void Interruption::cancel() noexcept { cancelled_.store(true, std::memory_order_release); }
+void Interruption::cancel() noexcept {
+  cancelled_.store(true, std::memory_order_release);
+}
 
 bool Interruption::cancelled() const noexcept {
   return cancelled_.load(std::memory_order_acquire);

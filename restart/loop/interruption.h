@@ -4,8 +4,8 @@
 // CallContext; every method is thread-safe.
 #pragma once
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>

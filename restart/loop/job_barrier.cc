@@ -54,8 +54,9 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
       if (markMissing) {
         return e.missingRanks();
       }
-      throw TimeoutError("barrier " + name + " #" + std::to_string(generation) + " timed out after " +
-                         std::to_string(timeout.count()) + " ms: " + e.what());
+      throw TimeoutError("barrier " + name + " #" + std::to_string(generation) +
+                         " timed out after " + std::to_string(timeout.count()) +
+                         " ms: " + e.what());
     }
   }
 }

@@ -8,8 +8,9 @@
 #include "plugin/common/log.h"
 #include "resilient/restart/health.hpp"
 #include "restart/comm/store_rendezvous.h"
-#include "restart/loop/behind_ranks.h"
 #include "restart/hooks/bounded_call.h"
+#include "restart/loop/behind_ranks.h"
+#include "restart/loop/culprits.h"
 #include "restart/monitor/spawn.h"
 #include "restart/protocol/terminated_ranks.h"
 #include "restart/store/client_options.h"
@@ -98,7 +99,8 @@ Loop::~Loop() {
 void Loop::setup() {
   if (environment_.store) {
     if (options_.useMonitorProcess) {
-      throw ConfigError("a monitor process needs the store's URL: an injected store runs without one");
+      throw ConfigError(
+          "a monitor process needs the store's URL: an injected store runs without one");
     }
     store_ = environment_.store;
   } else {
@@ -117,11 +119,11 @@ void Loop::setup() {
     store_ = store::openStore(options_.storeUrl, clientOptions);
   }
   keys_ = std::make_unique<protocol::JobKeys>(options_.jobId);
-  faults_ = std::make_unique<FaultLog>(*store_, *keys_);
+  faults_ = std::make_unique<protocol::FaultLog>(*store_, *keys_);
   registry_ = std::make_unique<RankRegistry>(*store_, *keys_, state_.initialWorldSize);
-  barrier_ = std::make_unique<JobBarrier>(
-      *store_, *keys_, state_.initialRank, state_.initialWorldSize,
-      std::min(options_.monitorThreadInterval, milliseconds(100)));
+  barrier_ =
+      std::make_unique<JobBarrier>(*store_, *keys_, state_.initialRank, state_.initialWorldSize,
+                                   std::min(options_.monitorThreadInterval, milliseconds(100)));
   blackbox_ = std::make_unique<BlackboxWatch>(options_.blackboxDir);
   std::vector<HealthCheckFn> checks{options_.healthCheck};  // the last runs first
   if (options_.automaticHealthChecks) {
@@ -235,10 +237,10 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
   config.storeWaitChunk = options_.monitorThreadInterval;
   config.progressInterval = options_.progressWatchdogInterval;
   config.lastCallWait = options_.lastCallWait;
-  monitor_ = std::make_unique<MonitorThread>(
-      *store_, *keys_, *faults_, *registry_, *blackbox_, *interruption_,
-      statusPage_ ? &statusPage_->page() : nullptr, atomicMutex_, config,
-      [this] { abortIteration(); });
+  monitor_ =
+      std::make_unique<MonitorThread>(*store_, *keys_, *faults_, *registry_, *blackbox_,
+                                      *interruption_, statusPage_ ? &statusPage_->page() : nullptr,
+                                      atomicMutex_, config, [this] { abortIteration(); });
 
   CallContext ctx(*this, state_);
   std::exception_ptr fault;
@@ -262,8 +264,8 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
       timeline_.record(k, "function returned");
     }
     setPhase(RankPhase::kCompleting);
-    barrier_->wait(keys_->completionBarrier(), static_cast<uint64_t>(k),
-                   options_.completionTimeout, [this] { return interrupted(); });
+    barrier_->wait(keys_->completionBarrier(), static_cast<uint64_t>(k), options_.completionTimeout,
+                   [this] { return interrupted(); });
     monitor_.reset();
     return Outcome::kCompleted;
   } catch (const RankShouldRestart&) {
@@ -288,7 +290,7 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
 void Loop::createCommunicators() {
   auto view = std::make_shared<store::PrefixView>(store_, keys_->rendezvous(state_.iteration));
   rendezvous_ = std::make_unique<comm::StoreRendezvous>(std::move(view), state_.activeRank,
-                                                         state_.activeWorldSize);
+                                                        state_.activeWorldSize);
   std::vector<int> removed;
   bool onlyRemovals = previousWorld_.has_value();
   if (previousWorld_) {
@@ -433,8 +435,8 @@ void Loop::recover() {
 
   setPhase(RankPhase::kIterationBarrier);
   for (;;) {
-    const std::vector<int> missing = barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k),
-                                                    options_.barrierTimeout, {}, true);
+    const std::vector<int> missing = barrier_->wait(
+        keys_->iterationBarrier(), static_cast<uint64_t>(k), options_.barrierTimeout, {}, true);
     if (missing.empty()) {
       break;
     }
@@ -483,11 +485,10 @@ void Loop::recover() {
     }
   }
   if (terminated.count(state_.initialRank) != 0) {
-    leave(std::make_exception_ptr(
-        RankDiscarded("rank " + std::to_string(state_.initialRank) +
-                      " was terminated in iteration " + std::to_string(k) +
-                      (culprits.count(state_.initialRank) != 0 ? " as the culprit of a fault"
-                                                                : ""))));
+    leave(std::make_exception_ptr(RankDiscarded(
+        "rank " + std::to_string(state_.initialRank) + " was terminated in iteration " +
+        std::to_string(k) +
+        (culprits.count(state_.initialRank) != 0 ? " as the culprit of a fault" : ""))));
   }
   state_.culprit = culprits.count(state_.initialRank) != 0;
 
@@ -504,8 +505,8 @@ void Loop::recover() {
   timeline_.record(state_.iteration, "reassigned",
                    std::to_string(context.terminated.size()) + " ranks terminated");
   if (world_->terminated(state_.initialRank)) {
-    leave(std::make_exception_ptr(RankDiscarded(
-        "the rank assignment terminated rank " + std::to_string(state_.initialRank))));
+    leave(std::make_exception_ptr(RankDiscarded("the rank assignment terminated rank " +
+                                                std::to_string(state_.initialRank))));
   }
 }
 
@@ -546,7 +547,9 @@ void Loop::setPhase(RankPhase phase) noexcept {
   }
 }
 
-bool Loop::interrupted() const { return interruption_ && interruption_->raised(); }
+bool Loop::interrupted() const {
+  return interruption_ && interruption_->raised();
+}
 
 void Loop::ping() noexcept {
   if (statusPage_) {
@@ -564,7 +567,9 @@ void Loop::hangProtection(bool off) noexcept {
   }
 }
 
-bool Loop::cancelled() const noexcept { return interruption_ && interruption_->cancelled(); }
+bool Loop::cancelled() const noexcept {
+  return interruption_ && interruption_->cancelled();
+}
 
 Communicator* Loop::communicator(const std::string& name) const {
   std::lock_guard<std::mutex> lock(commsMutex_);
@@ -582,8 +587,9 @@ Communicator* Loop::communicator(const std::string& name) const {
 
 Communicator* Loop::onlyCommunicator() const {
   if (options_.communicators.size() != 1) {
-    throw std::out_of_range("CallContext::communicator() needs exactly one factory in Options, not " +
-                            std::to_string(options_.communicators.size()));
+    throw std::out_of_range(
+        "CallContext::communicator() needs exactly one factory in Options, not " +
+        std::to_string(options_.communicators.size()));
   }
   return communicator(options_.communicators.front().first);
 }
@@ -598,7 +604,8 @@ void Loop::registerCommunicator(CommunicatorPtr comm) {
 
 Rendezvous& Loop::rendezvous() const {
   if (!rendezvous_) {
-    throw std::logic_error("this iteration has no rendezvous (a spare, or before the communicators)");
+    throw std::logic_error(
+        "this iteration has no rendezvous (a spare, or before the communicators)");
   }
   return *rendezvous_;
 }

@@ -27,12 +27,12 @@
 #include "resilient/restart/timeline.hpp"
 #include "resilient/restart/wrapper.hpp"
 #include "restart/loop/blackbox_watch.h"
-#include "restart/loop/fault_log.h"
 #include "restart/loop/interruption.h"
 #include "restart/loop/job_barrier.h"
 #include "restart/loop/monitor_thread.h"
 #include "restart/loop/rank_registry.h"
 #include "restart/loop/timeline.h"
+#include "restart/protocol/fault_log.h"
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/status_page.h"
 #include "restart/store/store.h"
@@ -80,8 +80,8 @@ class Loop {
   void createCommunicators();
   void abortIteration() noexcept;  // the monitor thread's abort
   void publish(protocol::FaultReason reason, const std::string& detail, int culprit = -1);
-  void recover();     // after a fault: through the iteration barrier to the next World
-  void finish();      // after completion
+  void recover();  // after a fault: through the iteration barrier to the next World
+  void finish();   // after completion
   [[noreturn]] void leave(std::exception_ptr why);  // terminal for this rank
   void runBounded(const char* what, const std::function<void(const State&)>& hook,
                   std::chrono::milliseconds timeout);
@@ -95,7 +95,7 @@ class Loop {
   std::unique_ptr<store::tcp::StoreServer> storeServer_;
   std::shared_ptr<store::Store> store_;
   std::unique_ptr<protocol::JobKeys> keys_;
-  std::unique_ptr<FaultLog> faults_;
+  std::unique_ptr<protocol::FaultLog> faults_;
   std::unique_ptr<RankRegistry> registry_;
   std::unique_ptr<JobBarrier> barrier_;
   std::unique_ptr<BlackboxWatch> blackbox_;

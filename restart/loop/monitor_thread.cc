@@ -30,11 +30,11 @@ const char* pluginFaultName(uint32_t cls) {
 
 }  // namespace
 
-MonitorThread::MonitorThread(store::Store& store, const protocol::JobKeys& keys, FaultLog& faults,
-                             RankRegistry& registry, BlackboxWatch& blackbox,
-                             Interruption& interruption, protocol::StatusPage* page,
-                             std::recursive_mutex& atomicMutex, MonitorThreadConfig config,
-                             std::function<void()> abort)
+MonitorThread::MonitorThread(store::Store& store, const protocol::JobKeys& keys,
+                             protocol::FaultLog& faults, RankRegistry& registry,
+                             BlackboxWatch& blackbox, Interruption& interruption,
+                             protocol::StatusPage* page, std::recursive_mutex& atomicMutex,
+                             MonitorThreadConfig config, std::function<void()> abort)
     : store_(store),
       keys_(keys),
       faults_(faults),

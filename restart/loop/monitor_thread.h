@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "restart/loop/blackbox_watch.h"
-#include "restart/loop/fault_log.h"
 #include "restart/loop/interruption.h"
 #include "restart/loop/rank_registry.h"
+#include "restart/protocol/fault_log.h"
 #include "restart/protocol/status_page.h"
 
 namespace resilient::restart {
@@ -29,8 +29,8 @@ namespace resilient::restart {
 struct MonitorThreadConfig {
   int iteration = 0;
   int initialRank = 0;
-  std::chrono::milliseconds storeWaitChunk{1000};   // monitorThreadInterval
-  std::chrono::milliseconds pollInterval{5};        // blackbox polling
+  std::chrono::milliseconds storeWaitChunk{1000};    // monitorThreadInterval
+  std::chrono::milliseconds pollInterval{5};         // blackbox polling
   std::chrono::milliseconds progressInterval{1000};  // progressWatchdogInterval
   std::chrono::milliseconds lastCallWait{1000};
 };
@@ -39,7 +39,7 @@ class MonitorThread {
  public:
   // `abort` runs once, on the local watcher thread, with the atomic() lock
   // held; it must not throw. `page` may be null (no monitor process).
-  MonitorThread(store::Store& store, const protocol::JobKeys& keys, FaultLog& faults,
+  MonitorThread(store::Store& store, const protocol::JobKeys& keys, protocol::FaultLog& faults,
                 RankRegistry& registry, BlackboxWatch& blackbox, Interruption& interruption,
                 protocol::StatusPage* page, std::recursive_mutex& atomicMutex,
                 MonitorThreadConfig config, std::function<void()> abort);
@@ -55,7 +55,7 @@ class MonitorThread {
 
   store::Store& store_;
   const protocol::JobKeys& keys_;
-  FaultLog& faults_;
+  protocol::FaultLog& faults_;
   RankRegistry& registry_;
   BlackboxWatch& blackbox_;
   Interruption& interruption_;

@@ -1,9 +1,10 @@
 // Options::fromEnvironment() and Options::validate() (options.hpp).
+#include "resilient/restart/options.hpp"
+
 #include <string>
 
 #include "plugin/common/params.h"
 #include "resilient/restart/errors.hpp"
-#include "resilient/restart/options.hpp"
 
 namespace resilient::restart {
 
@@ -58,7 +59,8 @@ void Options::validate() const {
         std::pair{"heartbeatInterval", heartbeatInterval},
         std::pair{"progressWatchdogInterval", progressWatchdogInterval},
         std::pair{"softTimeout", softTimeout}, std::pair{"hardTimeout", hardTimeout},
-        std::pair{"heartbeatTimeout", heartbeatTimeout}, std::pair{"barrierTimeout", barrierTimeout},
+        std::pair{"heartbeatTimeout", heartbeatTimeout},
+        std::pair{"barrierTimeout", barrierTimeout},
         std::pair{"completionTimeout", completionTimeout},
         std::pair{"finalizeTimeout", finalizeTimeout},
         std::pair{"healthCheckTimeout", healthCheckTimeout},
@@ -73,18 +75,17 @@ void Options::validate() const {
           show("softTimeout", softTimeout) + " < " + show("hardTimeout", hardTimeout));
   require(hardTimeout < barrierTimeout,
           show("hardTimeout", hardTimeout) + " < " + show("barrierTimeout", barrierTimeout));
-  for (const auto& [name, value] : {std::pair{"barrierTimeout", barrierTimeout},
-                                    std::pair{"heartbeatTimeout", heartbeatTimeout},
-                                    std::pair{"softTimeout", softTimeout}}) {
+  for (const auto& [name, value] :
+       {std::pair{"barrierTimeout", barrierTimeout},
+        std::pair{"heartbeatTimeout", heartbeatTimeout}, std::pair{"softTimeout", softTimeout}}) {
     require(monitorProcessInterval < value,
             show("monitorProcessInterval", monitorProcessInterval) + " < " + show(name, value));
   }
-  require(heartbeatInterval < heartbeatTimeout,
-          show("heartbeatInterval", heartbeatInterval) + " < " +
-              show("heartbeatTimeout", heartbeatTimeout));
-  require(heartbeatTimeout < barrierTimeout,
-          show("heartbeatTimeout", heartbeatTimeout) + " < " +
-              show("barrierTimeout", barrierTimeout));
+  require(heartbeatInterval < heartbeatTimeout, show("heartbeatInterval", heartbeatInterval) +
+                                                    " < " +
+                                                    show("heartbeatTimeout", heartbeatTimeout));
+  require(heartbeatTimeout < barrierTimeout, show("heartbeatTimeout", heartbeatTimeout) + " < " +
+                                                 show("barrierTimeout", barrierTimeout));
   require(monitorThreadInterval < softTimeout,
           show("monitorThreadInterval", monitorThreadInterval) + " < " +
               show("softTimeout", softTimeout));

@@ -7,11 +7,9 @@
 // Every call throws store::StoreError when the store fails.
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
-#include <string>
 
+#include "restart/protocol/fault_log.h"
 #include "restart/protocol/fault_record.h"
 #include "restart/protocol/job_keys.h"
 #include "restart/store/store.h"
@@ -44,8 +42,7 @@ class FaultPublisher {
   int reporter_;
   int worldSize_;
   store::Timeout timeout_;
-  std::string host_;
-  pid_t pid_;
+  protocol::FaultLog log_;
 };
 
 }  // namespace resilient::restart::monitor

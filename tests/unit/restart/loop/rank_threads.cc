@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <thread>
 
-#include "restart/loop/fault_log.h"
 #include "restart/loop/loop.h"
+#include "restart/protocol/fault_log.h"
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/terminated_ranks.h"
 
@@ -46,10 +46,11 @@ std::string RankOutcome::errorText() const {
   }
 }
 
-std::vector<RankOutcome> runRanks(
-    int worldSize, const std::function<void(int, restart::Options&)>& adjust,
-    const std::function<void(int, restart::CallContext&)>& fn,
-    std::shared_ptr<store::Store> store, const std::vector<int>& only) {
+std::vector<RankOutcome> runRanks(int worldSize,
+                                  const std::function<void(int, restart::Options&)>& adjust,
+                                  const std::function<void(int, restart::CallContext&)>& fn,
+                                  std::shared_ptr<store::Store> store,
+                                  const std::vector<int>& only) {
   if (!store) {
     store = std::make_shared<store::MemoryStore>();
   }
@@ -94,9 +95,10 @@ void recordDeath(store::Store& store, const std::string& jobId, int rank, int wo
   r.subject = rank;
   r.culprit = rank;
   r.detail = "the rank's process died (simulated)";
-  restart::FaultLog(store, keys).publish(r);
+  restart::protocol::FaultLog(store, keys).publish(r);
   restart::protocol::markTerminated(store, keys, rank, "terminated");
-  store.barrier({keys.iterationBarrier(), static_cast<uint64_t>(iteration), rank, worldSize, false});
+  store.barrier(
+      {keys.iterationBarrier(), static_cast<uint64_t>(iteration), rank, worldSize, false});
 }
 
 }  // namespace resilient::test

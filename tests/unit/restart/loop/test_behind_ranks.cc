@@ -16,8 +16,7 @@ TEST_CASE("the rank that never reached the collective is behind", "[restart][beh
   CHECK(restart::behindRanks(progress) == std::set<int>{2});
 }
 
-TEST_CASE("nobody is behind when all agree, or when one rank alone is ahead",
-          "[restart][behind]") {
+TEST_CASE("nobody is behind when all agree, or when one rank alone is ahead", "[restart][behind]") {
   CHECK(restart::behindRanks({{0, {{7, 5}}}, {1, {{7, 5}}}}).empty());
   CHECK(restart::behindRanks({{0, {{7, 6}}}, {1, {{7, 5}}}}).empty());
   CHECK(restart::behindRanks({}).empty());

@@ -12,7 +12,7 @@
 
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/hooks.hpp"
-#include "restart/loop/fault_log.h"
+#include "restart/protocol/fault_log.h"
 #include "restart/protocol/job_keys.h"
 #include "tests/unit/restart/loop/rank_threads.h"
 
@@ -20,8 +20,8 @@ using namespace resilient;
 using restart::CallContext;
 using restart::Mode;
 using restart::Options;
-using test::runRanks;
 using std::chrono::milliseconds;
+using test::runRanks;
 
 namespace {
 
@@ -66,8 +66,7 @@ TEST_CASE("every rank runs the function once and completes", "[restart][loop]") 
   }
 }
 
-TEST_CASE("an exception on one rank restarts every rank, which all run again",
-          "[restart][loop]") {
+TEST_CASE("an exception on one rank restarts every rank, which all run again", "[restart][loop]") {
   std::atomic<int> calls{0};
   std::atomic<bool> thrown{false};
   const auto out = runRanks(4, {}, [&](int rank, CallContext& ctx) {
@@ -166,7 +165,7 @@ TEST_CASE("a culprit named by a fault record is terminated and replaced", "[rest
           r.subject = 0;
           r.culprit = 2;
           r.detail = "peer unresponsive: no answer to heartbeats";
-          restart::FaultLog(*store, restart::protocol::JobKeys("default")).publish(r);
+          restart::protocol::FaultLog(*store, restart::protocol::JobKeys("default")).publish(r);
         }
         while (ctx.iteration() == 0 && !ctx.cancelled()) {
           std::this_thread::sleep_for(milliseconds(1));
@@ -233,7 +232,7 @@ TEST_CASE("a rank that never reaches the iteration barrier is declared dead at i
       },
       store, {0, 1, 2});
   ghost.join();
-  const auto records = restart::FaultLog(*store, keys).recordsOf(0);
+  const auto records = restart::protocol::FaultLog(*store, keys).recordsOf(0);
   std::set<int> declared;
   for (const auto& r : records) {
     if (r.reason == restart::protocol::FaultReason::kBarrierTimeout) {

@@ -23,12 +23,14 @@ TEST_CASE("broken ordering rules are refused, naming the rule", "[restart][optio
   }
   SECTION("heartbeat interval < heartbeat timeout") {
     o.heartbeatInterval = milliseconds(30000);
-    CHECK_THROWS_WITH(o.validate(), Catch::Contains("heartbeatInterval (30000 ms) < heartbeatTimeout"));
+    CHECK_THROWS_WITH(o.validate(),
+                      Catch::Contains("heartbeatInterval (30000 ms) < heartbeatTimeout"));
   }
   SECTION("monitor process interval < soft timeout") {
     o.softTimeout = milliseconds(20000);
     o.monitorProcessInterval = milliseconds(25000);
-    CHECK_THROWS_WITH(o.validate(), Catch::Contains("monitorProcessInterval (25000 ms) < softTimeout"));
+    CHECK_THROWS_WITH(o.validate(),
+                      Catch::Contains("monitorProcessInterval (25000 ms) < softTimeout"));
   }
   SECTION("progress watchdog interval < soft timeout") {
     o.progressWatchdogInterval = milliseconds(70000);
