@@ -1,0 +1,687 @@
+// The restart loop across processes: a resilient-store server and N
+// itest-rank processes (one per rank, libresilient-restart.so, a host
+// communicator "dp" through the real net plugin on loopback), each started
+// with the fault it must cause. Outcomes come from the ranks' JSON reports
+// (how run() ended, the State, the timeline, descriptors and threads at every
+// entry), the fault records in the store and the monitor processes' logs.
+//
+// This process is a child subreaper: the double-forked monitor processes
+// become its children, so their exits are checked and none outlives a test
+// (they are also found through their pid files). Every wait is on a file, a
+// process or a store key, with a deadline. Bounds are the feature plus a
+// margin for a loaded machine.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "restart/protocol/fault_record.h"
+#include "restart/protocol/job_keys.h"
+#include "restart/store/open_store.h"
+#include "tests/support/temp_dir.h"
+#include "tests/unit/store/store_test_util.h"
+
+namespace rp = resilient::restart::protocol;
+namespace st = resilient::store;
+using nlohmann::json;
+using resilient::test::ChildProcess;
+using resilient::test::TempDir;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kToken = "itest-loop";
+
+std::string envOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
+  return v != nullptr ? v : fallback;
+}
+
+uint64_t monoNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+double msBetween(uint64_t fromNs, uint64_t toNs) {
+  return (static_cast<double>(toNs) - static_cast<double>(fromNs)) / 1e6;
+}
+
+// Exit code of a process that is (or will become) our child: -1 at the
+// deadline, -2 when it is not our child.
+int waitExit(pid_t pid, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (r < 0) {
+      return ::kill(pid, 0) == 0 ? -2 : 0;
+    }
+    if (Clock::now() >= deadline) {
+      return -1;
+    }
+    ::usleep(2000);  // a zombie appears when the process ends; nothing else to wait on
+  }
+}
+
+std::string readFile(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The knobs every test uses (Options::fromEnvironment reads them): short
+// intervals, the ordering rules of Options::validate kept.
+std::map<std::string, std::string> baseEnvironment() {
+  return {
+      {"NCCL_RESILIENT_SOCKET_IFNAME", "lo"},
+      {"NCCL_RESILIENT_JOB_TOKEN", kToken},
+      {"NCCL_RESILIENT_LIVENESS_TIMEOUT_MS", "500"},
+      {"NCCL_RESILIENT_RESTART_MONITOR_THREAD_INTERVAL_MS", "50"},
+      {"NCCL_RESILIENT_RESTART_MONITOR_PROCESS_INTERVAL_MS", "50"},
+      {"NCCL_RESILIENT_RESTART_HEARTBEAT_INTERVAL_MS", "100"},
+      {"NCCL_RESILIENT_RESTART_PROGRESS_WATCHDOG_INTERVAL_MS", "50"},
+      {"NCCL_RESILIENT_RESTART_SOFT_TIMEOUT_MS", "2000"},
+      {"NCCL_RESILIENT_RESTART_HARD_TIMEOUT_MS", "4000"},
+      {"NCCL_RESILIENT_RESTART_HEARTBEAT_TIMEOUT_MS", "3000"},
+      {"NCCL_RESILIENT_RESTART_BARRIER_TIMEOUT_MS", "15000"},
+      {"NCCL_RESILIENT_RESTART_COMPLETION_TIMEOUT_MS", "15000"},
+      {"NCCL_RESILIENT_RESTART_LAST_CALL_WAIT_MS", "50"},
+      {"NCCL_RESILIENT_RESTART_TERMINATION_GRACE_MS", "500"},
+      {"NCCL_RESILIENT_RESTART_FINALIZE_TIMEOUT_MS", "5000"},
+      {"NCCL_RESILIENT_RESTART_HEALTH_CHECK_TIMEOUT_MS", "5000"},
+      {"NCCL_RESILIENT_RESTART_COMMUNICATOR_TIMEOUT_MS", "20000"},
+      {"NCCL_RESILIENT_RESTART_AUTO_HEALTH_CHECKS", "0"},
+  };
+}
+
+struct TimelineEvent {
+  int iteration;
+  std::string phase;
+  uint64_t monoNs;
+  std::string detail;
+};
+
+class Job {
+ public:
+  // `args[r]` are rank r's itest-rank flags; `env` overrides the knobs.
+  Job(int worldSize, std::vector<std::vector<std::string>> args,
+      const std::map<std::string, std::string>& env = {})
+      : world_(worldSize), codes_(static_cast<size_t>(worldSize), -1),
+        monitors_(static_cast<size_t>(worldSize), -1) {
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    store_ = resilient::test::spawnStoreServer(kToken, &port_);
+    url_ = "tcp://127.0.0.1:" + std::to_string(port_);
+    st::ClientOptions co = resilient::test::testClientOptions();
+    co.token = kToken;
+    client_ = st::openStore(url_, co);
+    std::map<std::string, std::string> vars = baseEnvironment();
+    vars["NCCL_RESILIENT_STORE_URL"] = url_;
+    vars["NCCL_RESILIENT_BLACKBOX_DIR"] = dir_.path().string();
+    vars["WORLD_SIZE"] = std::to_string(worldSize);
+    for (const auto& [k, v] : env) {
+      vars[k] = v;
+    }
+    args.resize(static_cast<size_t>(worldSize));
+    for (int r = 0; r < worldSize; ++r) {
+      std::vector<std::string> argv = {"/usr/bin/env", "RANK=" + std::to_string(r)};
+      for (const auto& [k, v] : vars) {
+        argv.push_back(k + "=" + v);
+      }
+      argv.insert(argv.end(), {envOr("ITEST_RANK_BIN", "itest-rank"), "--dir",
+                               dir_.path().string(), "--plugin",
+                               envOr("ITEST_PLUGIN", "libnccl-net-resilient.so")});
+      const auto& extra = args[static_cast<size_t>(r)];
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      ranks_.push_back(std::make_unique<ChildProcess>(argv));
+    }
+  }
+
+  // Everything this test started ends here: ranks (ChildProcess), monitor
+  // processes (pid files), the store server.
+  ~Job() {
+    for (int r = 0; r < world_; ++r) {
+      if (codes_[static_cast<size_t>(r)] < 0) {
+        ranks_[static_cast<size_t>(r)]->kill(SIGKILL);
+        waitRank(r, milliseconds(5000));
+      }
+    }
+    for (int r = 0; r < world_; ++r) {
+      const pid_t m = monitorPid(r);
+      if (m > 0 && waitExit(m, milliseconds(0)) < 0) {
+        ::kill(m, SIGKILL);
+        waitExit(m, milliseconds(5000));
+      }
+    }
+    if (std::getenv("ITEST_KEEP") != nullptr) {  // NOLINT(concurrency-mt-unsafe)
+      const std::filesystem::path keep = std::filesystem::temp_directory_path() /
+                                         ("itest-loop-" + std::to_string(::getpid()) + "-" +
+                                          std::to_string(++kept_));
+      std::filesystem::copy(dir_.path(), keep, std::filesystem::copy_options::recursive);
+      std::cerr << "itest: files kept in " << keep << "\n";
+    }
+  }
+
+  const std::filesystem::path& dir() const { return dir_.path(); }
+  ChildProcess& rank(int r) { return *ranks_[static_cast<size_t>(r)]; }
+
+  // Rank r's exit code, remembered once reaped (-1: running at the deadline).
+  int waitRank(int r, milliseconds timeout) {
+    auto& code = codes_[static_cast<size_t>(r)];
+    const auto deadline = Clock::now() + timeout;
+    while (code < 0) {
+      for (int m = 0; m < world_; ++m) {
+        monitorPid(m);  // while the pid files exist
+      }
+      code = ranks_[static_cast<size_t>(r)]->wait(milliseconds(20));
+      if (code < 0 && Clock::now() >= deadline) {
+        break;
+      }
+    }
+    return code;
+  }
+
+  // Waits for DIR/mark-<what>-<rank>-<iteration>.
+  bool waitMark(const std::string& what, int r, int iteration, milliseconds timeout) {
+    const auto path = dir_.path() / ("mark-" + what + "-" + std::to_string(r) + "-" +
+                                     std::to_string(iteration));
+    const auto deadline = Clock::now() + timeout;
+    while (!std::filesystem::exists(path)) {
+      for (int m = 0; m < world_; ++m) {
+        monitorPid(m);
+      }
+      if (Clock::now() >= deadline) {
+        return false;
+      }
+      std::this_thread::sleep_for(milliseconds(5));  // polling a file the rank creates
+    }
+    return true;
+  }
+
+  // Exit codes of all ranks (-1: still running at the deadline).
+  std::vector<int> waitRanks(milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    std::vector<int> codes;
+    for (int r = 0; r < world_; ++r) {
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      codes.push_back(waitRank(r, std::max(left, milliseconds(1))));
+    }
+    return codes;
+  }
+
+  // Rank r's monitor process: from its pid file (removed when the monitor
+  // exits, so it is read whenever the test polls) or, after the fact, from
+  // the rank's timeline ("monitor process", "pid N").
+  pid_t monitorPid(int r) {
+    pid_t& cached = monitors_[static_cast<size_t>(r)];
+    if (cached > 0) {
+      return cached;
+    }
+    const std::string text = readFile(dir_.path() / ("monitor-" + std::to_string(r) + ".pid"));
+    if (!text.empty()) {
+      cached = static_cast<pid_t>(std::atoi(text.c_str()));
+      return cached;
+    }
+    for (const auto& e : report(r).value("timeline", json::array())) {
+      const std::string detail = e.value("detail", "");
+      if (e.value("phase", "") == "monitor process" && detail.rfind("pid ", 0) == 0) {
+        cached = static_cast<pid_t>(std::atoi(detail.c_str() + 4));
+      }
+    }
+    return cached;
+  }
+
+  // The monitor processes end on their own once their rank is done or dead
+  // and recorded: their exit codes (-1: still running at the deadline).
+  std::vector<int> waitMonitors(milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    std::vector<int> codes;
+    for (int r = 0; r < world_; ++r) {
+      const pid_t m = monitorPid(r);
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      codes.push_back(m <= 0 ? -3 : waitExit(m, std::max(left, milliseconds(1))));
+    }
+    return codes;
+  }
+
+  json report(int r) const {
+    const std::string text = readFile(dir_.path() / ("report-" + std::to_string(r) + ".json"));
+    if (text.empty()) {
+      return json::object({{"outcome", "no report"}});
+    }
+    return json::parse(text);
+  }
+
+  std::string log(int r) const { return readFile(dir_.path() / ("rank-" + std::to_string(r) + ".log")); }
+  std::string monitorLog(int r) const {
+    return readFile(dir_.path() / ("monitor-" + std::to_string(r) + ".log"));
+  }
+
+  std::vector<rp::FaultRecord> faults() const {
+    const rp::JobKeys keys("default");
+    std::vector<rp::FaultRecord> out;
+    const auto count = client_->get(keys.faultCount());
+    for (int64_t i = 1; count && i <= std::stoll(*count); ++i) {
+      if (const auto v = client_->get(keys.fault(i))) {
+        out.push_back(rp::FaultRecord::fromJson(*v));
+      }
+    }
+    return out;
+  }
+
+  std::optional<std::string> terminated(int r) const {
+    return client_->get(rp::JobKeys("default").terminated(r));
+  }
+
+  // What every rank said, for the failure messages.
+  std::string summary() const {
+    std::ostringstream s;
+    for (int r = 0; r < world_; ++r) {
+      const json j = report(r);
+      s << "rank " << r << ": " << j.value("outcome", "?") << " " << j.value("error", "");
+      if (j.contains("state")) {
+        s << " [" << j["state"].value("mode", "") << "]";
+      }
+      s << "\n";
+      const std::string l = log(r);
+      s << "  log tail: " << l.substr(l.size() > 1500 ? l.size() - 1500 : 0) << "\n";
+      const std::string m = monitorLog(r);
+      s << "  monitor log tail: " << m.substr(m.size() > 800 ? m.size() - 800 : 0) << "\n";
+    }
+    for (const auto& f : faults()) {
+      s << "fault: " << f.describe() << "\n";
+    }
+    return s.str();
+  }
+
+ private:
+  static inline int kept_ = 0;
+  int world_;
+  TempDir dir_;
+  uint16_t port_ = 0;
+  std::string url_;
+  std::unique_ptr<ChildProcess> store_;
+  std::shared_ptr<st::Store> client_;
+  std::vector<std::unique_ptr<ChildProcess>> ranks_;
+  std::vector<int> codes_;
+  std::vector<pid_t> monitors_;
+};
+
+std::vector<TimelineEvent> timelineOf(const json& report) {
+  std::vector<TimelineEvent> out;
+  for (const auto& e : report.value("timeline", json::array())) {
+    out.push_back({e["iteration"].get<int>(), e["phase"].get<std::string>(),
+                   e["monoNs"].get<uint64_t>(), e["detail"].get<std::string>()});
+  }
+  return out;
+}
+
+// When the rank entered the function in `iteration` (0: never).
+uint64_t enteredNs(const json& report, int iteration) {
+  for (const auto& e : timelineOf(report)) {
+    if (e.phase == "function entered" && e.iteration == iteration) {
+      return e.monoNs;
+    }
+  }
+  return 0;
+}
+
+std::optional<TimelineEvent> event(const json& report, const std::string& phase, int iteration) {
+  for (const auto& e : timelineOf(report)) {
+    if (e.phase == phase && e.iteration == iteration) {
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<int> enteredIterations(const json& report) {
+  std::vector<int> out;
+  for (const auto& e : report.value("entries", json::array())) {
+    out.push_back(e["iteration"].get<int>());
+  }
+  return out;
+}
+
+const milliseconds kJobTimeout{90000};
+constexpr double kReentryBoundMs = 5000;  // survivors re-enter the function within 5 s
+
+// The common end of a job whose ranks all end by themselves: exit codes 0
+// (a leak found by the sanitizers fails too) and every monitor gone.
+void requireAllExitClean(Job& job, int world) {
+  const std::vector<int> codes = job.waitRanks(kJobTimeout);
+  INFO(job.summary());
+  CHECK(codes == std::vector<int>(static_cast<size_t>(world), 0));
+  const std::vector<int> monitors = job.waitMonitors(milliseconds(10000));
+  CHECK(monitors == std::vector<int>(static_cast<size_t>(world), 0));
+}
+
+}  // namespace
+
+TEST_CASE("an exception on one rank restarts every rank once, and all complete",
+          "[loop-processes][exception]") {
+  Job job(3, {{}, {"--throw-until", "1"}, {}});
+  requireAllExitClean(job, 3);
+  INFO(job.summary());
+  uint64_t firstDetect = UINT64_MAX;
+  uint64_t lastEntry = 0;
+  for (int r = 0; r < 3; ++r) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "completed");
+    CHECK(rep["state"]["iteration"] == 1);
+    CHECK(enteredIterations(rep) == std::vector<int>{0, 1});
+    const auto detected = event(rep, "fault detected", 0);
+    REQUIRE(detected);
+    firstDetect = std::min(firstDetect, detected->monoNs);
+    lastEntry = std::max(lastEntry, enteredNs(rep, 1));
+  }
+  CHECK(msBetween(firstDetect, lastEntry) < kReentryBoundMs);
+  bool found = false;
+  for (const auto& f : job.faults()) {
+    if (f.iteration == 0 && f.reason == rp::FaultReason::kException && f.reporter == 1) {
+      found = f.detail.find("rank 1 throws in iteration 0") != std::string::npos;
+    }
+  }
+  CHECK(found);
+}
+
+TEST_CASE("SIGKILL of a rank: the survivors restart without it, a spare takes its place, its "
+          "monitor records the death",
+          "[loop-processes][sigkill][spares]") {
+  // 3 active ranks and a spare (rank 3); iteration 0 runs until the kill.
+  const std::vector<std::string> run = {"--max-active", "3", "--forever-until", "1"};
+  Job job(4, {run, run, run, run});
+  for (int r = 0; r < 3; ++r) {
+    REQUIRE(job.waitMark("running", r, 0, milliseconds(30000)));
+  }
+  const pid_t victim = job.rank(1).pid();
+  const uint64_t killedNs = monoNs();
+  job.rank(1).kill(SIGKILL);
+  CHECK(job.waitRank(1, milliseconds(5000)) == 128 + SIGKILL);
+
+  const std::vector<int> codes = job.waitRanks(kJobTimeout);
+  INFO(job.summary());
+  CHECK(codes == std::vector<int>{0, 128 + SIGKILL, 0, 0});
+  CHECK(job.waitMonitors(milliseconds(10000)) == std::vector<int>{0, 0, 0, 0});
+  for (const int r : {0, 2, 3}) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "completed");
+    CHECK(rep["state"]["iteration"] == 1);
+    CHECK(rep["state"]["activeWorldSize"] == 3);
+    CHECK(rep["state"]["worldSize"] == 3);
+    const uint64_t entered = enteredNs(rep, 1);
+    CHECK(entered > killedNs);
+    CHECK(msBetween(killedNs, entered) < kReentryBoundMs);
+    // The culprit is named in every survivor's timeline.
+    const auto culprits = event(rep, "culprits", 0);
+    REQUIRE(culprits);
+    CHECK(culprits->detail.find('1') != std::string::npos);
+  }
+  // The spare did not run in iteration 0 and runs in iteration 1.
+  CHECK(enteredIterations(job.report(3)) == std::vector<int>{1});
+  CHECK(enteredIterations(job.report(0)) == std::vector<int>{0, 1});
+  // The dead rank's monitor process recorded its death.
+  const std::string mlog = job.monitorLog(1);
+  CHECK(mlog.find("rank 1 ended in iteration 0") != std::string::npos);
+  CHECK(mlog.find("process " + std::to_string(victim) + " ended") != std::string::npos);
+  CHECK(job.terminated(1).has_value());
+  bool death = false;
+  for (const auto& f : job.faults()) {
+    death |= f.reason == rp::FaultReason::kTerminated && f.subject == 1 && f.iteration == 0;
+  }
+  CHECK(death);
+  CHECK(std::filesystem::exists(job.dir() / ("resilient-monitor-1-" + std::to_string(victim) +
+                                             ".postmortem.json")));
+}
+
+TEST_CASE("SIGSTOP of a rank: the net plugin's liveness names it, its monitor kills it at the "
+          "hard timeout, the survivors go on with a spare",
+          "[loop-processes][sigstop][spares]") {
+  const std::vector<std::string> run = {"--max-active", "3", "--forever-until", "1"};
+  Job job(4, {run, run, run, run});
+  for (int r = 0; r < 3; ++r) {
+    REQUIRE(job.waitMark("running", r, 0, milliseconds(30000)));
+  }
+  const uint64_t stoppedNs = monoNs();
+  job.rank(1).kill(SIGSTOP);
+  // Frozen: its monitor sends SIGCONT + SIGTERM after the hard timeout (4 s).
+  const int frozenExit = job.waitRank(1, milliseconds(20000));
+  const uint64_t endedNs = monoNs();
+  const std::vector<int> codes = job.waitRanks(kJobTimeout);
+  INFO(job.summary());
+  CHECK((frozenExit == 128 + SIGTERM || frozenExit == 128 + SIGKILL));
+  CHECK(msBetween(stoppedNs, endedNs) > 3500);  // not before the hard timeout
+  CHECK(codes == std::vector<int>{0, frozenExit, 0, 0});
+  CHECK(job.waitMonitors(milliseconds(10000)) == std::vector<int>{0, 0, 0, 0});
+  // Detected by the net plugin (liveness 500 ms) long before the monitor's
+  // soft timeout (2 s), with rank 1 named as the culprit.
+  for (const int r : {0, 2}) {
+    const auto detected = event(job.report(r), "fault detected", 0);
+    REQUIRE(detected);
+    CHECK(msBetween(stoppedNs, detected->monoNs) < 1900);
+  }
+  bool named = false;
+  for (const auto& f : job.faults()) {
+    named |= f.iteration == 0 && f.reason == rp::FaultReason::kNetFault && f.reporter != 1 &&
+             f.culprit == 1;
+  }
+  CHECK(named);
+  const std::string mlog = job.monitorLog(1);
+  CHECK(mlog.find("hard timeout in iteration 0") != std::string::npos);
+  CHECK(job.terminated(1).has_value());
+  for (const int r : {0, 2, 3}) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "completed");
+    CHECK(rep["state"]["iteration"] == 1);
+    CHECK(rep["state"]["activeWorldSize"] == 3);
+    // Re-entered soon after the frozen rank was gone.
+    CHECK(msBetween(endedNs, enteredNs(rep, 1)) < kReentryBoundMs);
+  }
+  CHECK(enteredIterations(job.report(3)) == std::vector<int>{1});
+}
+
+TEST_CASE("a fault in initialize restarts every rank once, and all complete",
+          "[loop-processes][initialize]") {
+  Job job(3, {{}, {}, {"--fail-initialize-at", "0"}});
+  requireAllExitClean(job, 3);
+  INFO(job.summary());
+  uint64_t firstDetect = UINT64_MAX;
+  uint64_t lastEntry = 0;
+  for (int r = 0; r < 3; ++r) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "completed");
+    CHECK(rep["state"]["iteration"] == 1);
+    CHECK(enteredIterations(rep).back() == 1);
+    if (const auto d = event(rep, "fault detected", 0)) {
+      firstDetect = std::min(firstDetect, d->monoNs);
+    }
+    lastEntry = std::max(lastEntry, enteredNs(rep, 1));
+  }
+  // Rank 2 never entered iteration 0.
+  CHECK(enteredIterations(job.report(2)) == std::vector<int>{1});
+  CHECK(msBetween(firstDetect, lastEntry) < kReentryBoundMs);
+  bool found = false;
+  for (const auto& f : job.faults()) {
+    found |= f.iteration == 0 && f.reporter == 2 &&
+             f.detail.find("initialize fails in iteration 0") != std::string::npos;
+  }
+  CHECK(found);
+}
+
+TEST_CASE("a finalize that overruns finalizeTimeout ends its rank; the others go on with a spare",
+          "[loop-processes][finalize][spares]") {
+  // Rank 0 throws in iteration 0; rank 2's finalize sleeps 3 s against a
+  // 400 ms finalizeTimeout.
+  Job job(4,
+          {{"--max-active", "3", "--throw-until", "1"},
+           {"--max-active", "3"},
+           {"--max-active", "3", "--finalize-sleep-ms", "3000"},
+           {"--max-active", "3"}},
+          {{"NCCL_RESILIENT_RESTART_FINALIZE_TIMEOUT_MS", "400"}});
+  requireAllExitClean(job, 4);
+  INFO(job.summary());
+  const json two = job.report(2);
+  CHECK(two["outcome"] == "HealthCheckError");
+  CHECK(two.value("error", "").find("finalize failed") != std::string::npos);
+  // Ended by the timeout, not by the end of the sleep.
+  const auto aborted = event(two, "abort done", 0);
+  const auto ended = event(two, "terminated", 0);
+  REQUIRE(aborted);
+  REQUIRE(ended);
+  CHECK(msBetween(aborted->monoNs, ended->monoNs) < 2000);
+  CHECK(!std::filesystem::exists(job.dir() / "mark-finalized-2-0"));
+  for (const int r : {0, 1, 3}) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "completed");
+    CHECK(rep["state"]["iteration"] == 1);
+    CHECK(rep["state"]["activeWorldSize"] == 3);
+  }
+  CHECK(enteredIterations(job.report(3)) == std::vector<int>{1});
+  bool found = false;
+  for (const auto& f : job.faults()) {
+    found |= f.reason == rp::FaultReason::kHealthCheck && f.reporter == 2 && f.culprit == 2;
+  }
+  CHECK(found);
+}
+
+TEST_CASE("a failed health check ends that rank; the others go on with a spare",
+          "[loop-processes][health][spares]") {
+  Job job(4, {{"--max-active", "3"},
+              {"--max-active", "3", "--unhealthy-at", "0"},
+              {"--max-active", "3"},
+              {"--max-active", "3"}});
+  requireAllExitClean(job, 4);
+  INFO(job.summary());
+  const json one = job.report(1);
+  CHECK(one["outcome"] == "HealthCheckError");
+  CHECK(one.value("error", "").find("unhealthy in iteration 0") != std::string::npos);
+  CHECK(enteredIterations(one).empty());
+  const auto left = event(one, "terminated", 0);
+  REQUIRE(left);
+  for (const int r : {0, 2, 3}) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "completed");
+    CHECK(rep["state"]["iteration"] == 1);
+    CHECK(rep["state"]["activeWorldSize"] == 3);
+    CHECK(msBetween(left->monoNs, enteredNs(rep, 1)) < kReentryBoundMs);
+  }
+  CHECK(enteredIterations(job.report(3)) == std::vector<int>{1});
+  CHECK(job.terminated(1).has_value());
+}
+
+TEST_CASE("a second rank killed while the others wait in the iteration barrier: the restart "
+          "goes on without it",
+          "[loop-processes][recovery][spares]") {
+  // 3 active + 2 spares. Rank 0 throws in iteration 0; rank 2 blocks in its
+  // finalize; the others finalize and enter the iteration barrier; then rank
+  // 2 is killed.
+  const std::vector<std::string> base = {"--max-active", "3"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), base.begin(), base.end());
+    return extra;
+  };
+  Job job(5, {with({"--throw-until", "1"}), base, with({"--finalize-block-at", "0"}), base, base});
+  REQUIRE(job.waitMark("finalize-blocked", 2, 0, milliseconds(30000)));
+  for (const int r : {0, 1, 3, 4}) {
+    REQUIRE(job.waitMark("finalized", r, 0, milliseconds(10000)));
+  }
+  const uint64_t killedNs = monoNs();
+  job.rank(2).kill(SIGKILL);
+  const std::vector<int> codes = job.waitRanks(kJobTimeout);
+  INFO(job.summary());
+  CHECK(codes == std::vector<int>{0, 0, 128 + SIGKILL, 0, 0});
+  CHECK(job.waitMonitors(milliseconds(10000)) == std::vector<int>{0, 0, 0, 0, 0});
+  CHECK(job.monitorLog(2).find("rank 2 ended in iteration 0") != std::string::npos);
+  for (const int r : {0, 1, 3, 4}) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "completed");
+    CHECK(rep["state"]["iteration"] == 1);
+    CHECK(rep["state"]["worldSize"] == 4);
+    CHECK(rep["state"]["activeWorldSize"] == 3);
+  }
+  // The first spare (rank 3) replaced rank 2 and entered within the bound.
+  CHECK(enteredIterations(job.report(3)) == std::vector<int>{1});
+  CHECK(enteredIterations(job.report(4)).empty());
+  for (const int r : {0, 1, 3}) {
+    CHECK(msBetween(killedNs, enteredNs(job.report(r), 1)) < kReentryBoundMs);
+  }
+}
+
+TEST_CASE("the retry limit ends the job with RestartAbort on every rank",
+          "[loop-processes][retry-limit]") {
+  const std::vector<std::string> limit = {"--max-iterations", "3"};
+  Job job(3, {{"--max-iterations", "3", "--throw-until", "100"}, limit, limit});
+  requireAllExitClean(job, 3);
+  INFO(job.summary());
+  for (int r = 0; r < 3; ++r) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "RestartAbort");
+    CHECK(rep["state"]["iteration"] == 3);
+    CHECK(enteredIterations(rep) == std::vector<int>{0, 1, 2});
+    CHECK(rep.value("error", "").find('3') != std::string::npos);
+    CHECK(event(rep, "terminated", 3).has_value());
+  }
+}
+
+TEST_CASE("100 consecutive restarts leak no descriptor and no thread",
+          "[loop-processes][soak]") {
+  constexpr int kRestarts = 100;
+  const std::string until = std::to_string(kRestarts);
+  Job job(3, {{"--steps", "2", "--count", "4096"},
+              {"--steps", "2", "--count", "4096", "--throw-until", until},
+              {"--steps", "2", "--count", "4096"}});
+  const std::vector<int> codes = job.waitRanks(milliseconds(240000));
+  INFO(job.summary());
+  CHECK(codes == std::vector<int>{0, 0, 0});
+  CHECK(job.waitMonitors(milliseconds(10000)) == std::vector<int>{0, 0, 0});
+  for (int r = 0; r < 3; ++r) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "completed");
+    CHECK(rep["state"]["iteration"] == kRestarts);
+    const json& entries = rep["entries"];
+    REQUIRE(entries.size() == kRestarts + 1);
+    // Iteration 1 is the baseline: iteration 0 starts what lives as long as
+    // the process (the plugin's threads, the blackbox, the store client).
+    const int fds1 = entries[1]["fds"].get<int>();
+    const int threads1 = entries[1]["threads"].get<int>();
+    int maxFds = 0;
+    int maxThreads = 0;
+    for (size_t i = 1; i < entries.size(); ++i) {
+      maxFds = std::max(maxFds, entries[i]["fds"].get<int>());
+      maxThreads = std::max(maxThreads, entries[i]["threads"].get<int>());
+    }
+    const int fdsLast = entries[kRestarts]["fds"].get<int>();
+    const int threadsLast = entries[kRestarts]["threads"].get<int>();
+    std::cout << "rank " << r << ": fds " << entries[0]["fds"] << " / " << fds1 << " -> "
+              << fdsLast << " (max " << maxFds << "), threads " << entries[0]["threads"]
+              << " / " << threads1 << " -> " << threadsLast << " (max " << maxThreads
+              << ") at entries 0 / 1 -> " << kRestarts << "\n";
+    CHECK(fdsLast - fds1 <= 0);
+    CHECK(threadsLast - threads1 <= 0);
+    // No slow growth hidden by a lucky last sample.
+    CHECK(maxFds - fds1 <= 2);
+    CHECK(maxThreads - threads1 <= 2);
+  }
+}
