@@ -5,8 +5,11 @@
 // --connect names one); each client count is simulated by --processes
 // worker processes holding many connections each, driven by one epoll loop
 // per process (load_driver.h).
-// etcd (--backend etcd --etcd HOST:PORT,...): the worker processes run one
-// thread per simulated rank, all calling the real EtcdStore (etcd_clients.h).
+// etcd (--backend etcd --etcd HOST:PORT,...): with --etcd-driver threads
+// the worker processes run one thread per simulated rank, all calling the
+// real EtcdStore (etcd_clients.h); with --etcd-driver event each worker
+// drives its ranks from one thread over libcurl's multi interface, sending
+// the same requests (etcd_event_clients.h).
 // Barrier latency is measured from the last arrival (the moment the last
 // rank's request is sent) to the last release (the moment the last rank has
 // its answer), on CLOCK_MONOTONIC, which all processes share:
@@ -34,6 +37,7 @@
 
 #if defined(RESILIENT_HAVE_ETCD_STORE)
 #include "restart/store/bench/etcd_clients.h"
+#include "restart/store/bench/etcd_event_clients.h"
 #endif
 #include "restart/store/bench/load_driver.h"
 #include "restart/store/tcp/protocol.h"
@@ -183,6 +187,25 @@ class EtcdWorkerClients final : public Clients {
  private:
   bench::EtcdClients clients_;
 };
+
+class EtcdEventWorkerClients final : public Clients {
+ public:
+  EtcdEventWorkerClients(const std::vector<std::string>& endpoints, int n, int first,
+                         const std::string& source)
+      : clients_(endpoints, n, first, source) {}
+  void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
+                    BarrierTimes* t) override {
+    clients_.startBarrier(name, gen, world, hold, t);
+  }
+  void startHeld(BarrierTimes* t) override { clients_.startHeld(t); }
+  void awaitReleases(BarrierTimes* t) override { clients_.awaitReleases(t); }
+  uint64_t runOps(const std::string& op, int durationMs) override {
+    return clients_.runOps(op, durationMs);
+  }
+
+ private:
+  bench::EtcdEventClients clients_;
+};
 #endif
 
 // The worker: connects, then obeys commands until told to quit.
@@ -217,11 +240,19 @@ struct Target {
   uint16_t port = 0;
   std::string token;
   std::vector<std::string> etcd;
+  std::string etcdDriver = "threads";
   int batchUs = 0;
 
   std::unique_ptr<Clients> clients(int n, int first, int processIndex) const {
     if (backend == "etcd") {
 #if defined(RESILIENT_HAVE_ETCD_STORE)
+      if (etcdDriver == "event") {
+        // Each worker its own loopback source address, as for the TCP store.
+        const std::string source = etcd.front().rfind("127.", 0) == 0
+                                       ? "127.0.0." + std::to_string(2 + processIndex)
+                                       : "";
+        return std::make_unique<EtcdEventWorkerClients>(etcd, n, first, source);
+      }
       return std::make_unique<EtcdWorkerClients>(etcd, n, first);
 #else
       throw std::runtime_error("this build has no etcd backend");
@@ -478,6 +509,7 @@ int run(int argc, char** argv) {
   int sendThreads = -1;
   std::string backend = "tcp";
   std::string etcdEndpoints;
+  std::string etcdDriver = "threads";
   int batchUs = 0;
   app.add_option("--client-batch-us", batchUs,
                  "TCP: a simulated client process sleeps this long after handling a batch of "
@@ -485,6 +517,11 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--backend", backend, "tcp or etcd")->capture_default_str();
   app.add_option("--etcd", etcdEndpoints, "etcd members HOST:PORT,... (--backend etcd)");
+  app.add_option("--etcd-driver", etcdDriver,
+                 "etcd: 'threads' (a thread per rank calling EtcdStore) or 'event' (every rank of "
+                 "a worker on one thread over libcurl multi, the same requests)")
+      ->check(CLI::IsMember({"threads", "event"}))
+      ->capture_default_str();
   app.add_option("--clients", clientCounts, "simulated client counts")
       ->delimiter(',')
       ->capture_default_str();
@@ -512,6 +549,7 @@ int run(int argc, char** argv) {
   target.host = "127.0.0.1";
   target.token = token;
   target.batchUs = batchUs;
+  target.etcdDriver = etcdDriver;
   Channel server;
   if (backend == "etcd") {
     std::istringstream in(etcdEndpoints);
@@ -545,7 +583,8 @@ int run(int argc, char** argv) {
 
   std::vector<Row> rows;
   if (backend == "etcd") {
-    std::printf("etcd store benchmark: %s, %s\n", etcdEndpoints.c_str(), machine().c_str());
+    std::printf("etcd store benchmark: %s, driver %s, %s\n", etcdEndpoints.c_str(),
+                etcdDriver.c_str(), machine().c_str());
   } else {
     std::printf("TCP store benchmark: server %s:%u (send threads %d, client batch %d us), %s\n",
                 target.host.c_str(), target.port, sendThreads, batchUs, machine().c_str());
@@ -571,6 +610,7 @@ int run(int argc, char** argv) {
 
   std::ostringstream json;
   json << "{\"benchmark\":\"" << backend << "-store\",\"machine\":\"" << machine()
+       << "\",\"etcd_driver\":\"" << (backend == "etcd" ? etcdDriver : std::string("-"))
        << "\",\"send_threads\":" << sendThreads << ",\"client_batch_us\":" << batchUs
        << ",\"rounds\":" << rounds << ",\"ops_ms\":" << opsMs << ",\"results\":[";
   for (size_t i = 0; i < rows.size(); ++i) {

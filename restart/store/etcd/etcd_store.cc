@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <random>
 
 #include "restart/store/errors.h"
 #include "restart/store/etcd/kv_api.h"
+#include "restart/store/etcd/store_protocol.h"
 #include "restart/store/etcd/watch.h"
 
 namespace resilient::store::etcd {
@@ -13,37 +13,6 @@ namespace {
 
 using Json = nlohmann::json;
 using kv::Cmp;
-
-const std::string kMarkerRoot("\0resilient/op/", 14);
-
-std::string randomHex() {
-  std::random_device rd;
-  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string padded(uint64_t v, int width) {
-  std::string s = std::to_string(v);
-  if (static_cast<int>(s.size()) < width) {
-    s.insert(0, static_cast<size_t>(width - static_cast<int>(s.size())), '0');
-  }
-  return s;
-}
-
-// Barrier keys: "<name>\0b/<generation>/...", so removePrefix of any prefix
-// of the name removes them too.
-struct BarrierKeys {
-  std::string base;
-  explicit BarrierKeys(const BarrierArrival& a)
-      : base(a.name + std::string("\0b/", 3) + padded(a.generation, 20) + "/") {}
-  std::string world() const { return base + "world"; }
-  std::string ranks() const { return base + "r/"; }
-  std::string rank(int r) const { return ranks() + padded(static_cast<uint64_t>(r), 8); }
-  std::string surplus() const { return base + "s/"; }
-  std::string done() const { return base + "done"; }
-};
 
 template <class F>
 void inChunks(size_t n, F&& f) {
@@ -55,7 +24,7 @@ void inChunks(size_t n, F&& f) {
 }  // namespace
 
 EtcdStore::EtcdStore(std::vector<std::string> endpoints, ClientOptions options)
-    : rpc_(std::move(endpoints), std::move(options)), clientId_(randomHex()) {
+    : rpc_(std::move(endpoints), std::move(options)), clientId_(newClientId()) {
   // Reach one member, retrying (with backoff, member after member) until the
   // connect timeout: the cluster may come up after its clients.
   call("/v3/kv/range", kv::range(kMarkerRoot + clientId_, {{}, true}),
@@ -75,7 +44,7 @@ Json EtcdStore::call(std::string_view path, const Json& body, TimePoint deadline
 }
 
 std::string EtcdStore::newMarker() {
-  return kMarkerRoot + clientId_ + "/" + std::to_string(opSeq_.fetch_add(1));
+  return markerKey(clientId_, opSeq_.fetch_add(1));
 }
 
 int64_t EtcdStore::markerLease(TimePoint deadline, bool renew) {
@@ -83,7 +52,7 @@ int64_t EtcdStore::markerLease(TimePoint deadline, bool renew) {
   const TimePoint now = SteadyClock::now();
   if (lease_ == 0 || renew || now >= leaseRenewAt_) {
     // Markers must outlive any retry of their operation: a call's timeout.
-    const int64_t ttl = rpc_.options().defaultTimeout.count() / 1000 + 120;
+    const int64_t ttl = markerLeaseSeconds(rpc_.options().defaultTimeout);
     Json answer = call("/v3/lease/grant", kv::leaseGrant(ttl), deadline);
     lease_ = jsonInt(answer, "ID");
     leaseRenewAt_ = now + std::chrono::seconds(ttl / 2);
@@ -142,45 +111,14 @@ std::optional<std::string> EtcdStore::get(std::string_view key, Timeout timeout)
 int64_t EtcdStore::add(std::string_view key, int64_t delta, Timeout timeout) {
   checkKey(key);
   const TimePoint deadline = deadlineOf(timeout);
-  const std::string marker = newMarker();
-  std::vector<kv::KeyValue> current = kv::kvs(call("/v3/kv/range", kv::range(key), deadline));
+  CounterAddSteps steps(key, delta, newMarker());
+  const EtcdRequest read = steps.read();
+  steps.onRead(call(read.path, read.body, deadline));
   for (;;) {
-    int64_t value = 0;
-    int64_t mod = 0;
-    if (!current.empty()) {
-      std::optional<int64_t> parsed = parseCounter(current.front().value);
-      if (!parsed) {
-        throw InvalidArgument("add on key '" + std::string(key) +
-                              "': the stored value is not a decimal int64");
-      }
-      value = *parsed;
-      mod = current.front().modRevision;
+    const Json answer = markedTxn([&](int64_t lease) { return steps.txn(lease).body; }, deadline);
+    if (std::optional<int64_t> sum = steps.onTxn(answer)) {
+      return *sum;
     }
-    int64_t sum = 0;
-    if (__builtin_add_overflow(value, delta, &sum)) {
-      throw InvalidArgument("add on key '" + std::string(key) + "': the sum overflows");
-    }
-    const std::string text = std::to_string(sum);
-    // Applied only if nobody changed the counter since we read it, and only
-    // once: a retry after an ambiguous failure finds the marker.
-    Json answer = markedTxn(
-        [&](int64_t lease) {
-          return kv::txn(
-              Json::array({mod == 0 ? kv::compareVersion(key, Cmp::kEqual, 0)
-                                    : kv::compareMod(key, Cmp::kEqual, mod),
-                           kv::compareVersion(marker, Cmp::kEqual, 0)}),
-              Json::array({kv::opPut(kv::put(key, text)), kv::opPut(kv::put(marker, text, lease))}),
-              Json::array({kv::opRange(kv::range(key)), kv::opRange(kv::range(marker))}));
-        },
-        deadline);
-    if (kv::succeeded(answer)) {
-      return sum;
-    }
-    const std::vector<kv::KeyValue> mine = kv::kvs(kv::txnResponse(answer, 1));
-    if (!mine.empty()) {
-      return std::stoll(mine.front().value);  // our earlier attempt was applied
-    }
-    current = kv::kvs(kv::txnResponse(answer, 0));  // someone else's add came first
   }
 }
 
@@ -400,75 +338,30 @@ BarrierResult EtcdStore::barrier(const BarrierArrival& a, Timeout timeout) {
   checkBarrier(a);
   const Millis ms = timeout.orDefault(rpc_.options().defaultTimeout);
   const TimePoint deadline = SteadyClock::now() + ms;
-  const BarrierKeys keys(a);
-  const std::string world = std::to_string(a.worldSize);
   if (a.rank < 0 || a.rank >= a.worldSize) {
-    call("/v3/kv/put", kv::put(keys.surplus() + std::to_string(a.rank), ""), deadline);
+    call("/v3/kv/put", kv::put(BarrierKeys(a).surplus() + std::to_string(a.rank), ""), deadline);
     throw BarrierOverflow(barrierReport(a, deadline));
   }
-  kv::RangeOptions countRanks;
-  countRanks.rangeEnd = kv::prefixEnd(keys.ranks());
-  countRanks.countOnly = true;
-  kv::RangeOptions countOne;
-  countOne.countOnly = true;
-  // Count this rank and read the count in one transaction, provided the
-  // barrier has our world size (the first arrival records it).
-  const Json arrive = Json::array({kv::opPut(kv::put(keys.rank(a.rank), "", 0, true)),
-                                   kv::opRange(kv::range(keys.ranks(), countRanks)),
-                                   kv::opRange(kv::range(keys.done(), countOne))});
-  Json answer;
-  size_t first = 0;  // index of the put in the success branch
+  // One transaction counts the rank (and reads the count); the first
+  // arrival records the world size, the last one puts `done`.
+  BarrierArrivalSteps steps(a);
   const TimePoint arriveBy = graceDeadline(deadline);
-  for (int attempt = 0;; ++attempt) {
-    answer = call("/v3/kv/txn",
-                  kv::txn(Json::array({kv::compareValue(keys.world(), Cmp::kEqual, world)}), arrive,
-                          Json::array({kv::opRange(kv::range(keys.world()))})),
-                  arriveBy);
-    if (kv::succeeded(answer)) {
-      first = 0;
+  EtcdRequest request = steps.first();
+  for (;;) {
+    std::optional<EtcdRequest> next = steps.next(call(request.path, request.body, arriveBy));
+    if (!next) {
       break;
     }
-    std::vector<kv::KeyValue> w = kv::kvs(kv::txnResponse(answer, 0));
-    if (w.empty()) {
-      Json create = arrive;
-      create.insert(create.begin(), kv::opPut(kv::put(keys.world(), world)));
-      answer = call("/v3/kv/txn",
-                    kv::txn(Json::array({kv::compareVersion(keys.world(), Cmp::kEqual, 0)}),
-                            std::move(create), Json::array({kv::opRange(kv::range(keys.world()))})),
-                    arriveBy);
-      if (kv::succeeded(answer)) {
-        first = 1;
-        break;
-      }
-      w = kv::kvs(kv::txnResponse(answer, 0));
-    }
-    if (!w.empty() && w.front().value != world) {
-      throw InvalidArgument("barrier '" + a.name + "' generation " + std::to_string(a.generation) +
-                            " counts " + w.front().value + " ranks, but rank " +
-                            std::to_string(a.rank) + " arrived declaring " + world);
-    }
-    if (attempt > 8) {
-      throw BackendError("barrier '" + a.name + "': could not record the arrival");
-    }
+    request = std::move(*next);
   }
-  const bool alreadyCounted = kv::txnResponse(answer, first).contains("prev_kv");
-  const int64_t count = kv::count(kv::txnResponse(answer, first + 1));
-  const bool done = kv::count(kv::txnResponse(answer, first + 2)) > 0;
-  BarrierResult result;
-  result.arrivalIndex = alreadyCounted ? 0 : static_cast<uint32_t>(count);
-  result.arrived = static_cast<uint32_t>(count);
-  if (done || count >= a.worldSize) {
-    if (!done) {
-      call("/v3/kv/put", kv::put(keys.done(), ""), arriveBy);  // releases every watcher
-    }
-    result.completed = true;
-    result.arrived = static_cast<uint32_t>(a.worldSize);
+  BarrierResult result = steps.result();
+  if (result.completed) {
     return result;
   }
   if (!a.waitForRelease) {
     return result;
   }
-  if (watchForPut(rpc_, keys.done(), kv::revision(answer) + 1, deadline)) {
+  if (watchForPut(rpc_, steps.watchKey(), steps.watchFrom(), deadline)) {
     result.completed = true;
     result.arrived = static_cast<uint32_t>(a.worldSize);
     return result;

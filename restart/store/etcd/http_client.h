@@ -25,6 +25,31 @@ struct HttpResult {
   std::string error;  // libcurl's description when not kOk
 };
 
+// Where a transfer's bytes go: a unary answer is collected in `body`; a
+// stream is cut into lines for `onLine`, which returns false to end it.
+struct ResponseSink {
+  std::string body;
+  std::string partial;
+  const std::function<bool(std::string_view)>* onLine = nullptr;
+  bool aborted = false;
+};
+
+// The pieces of one request, shared by HttpClient (curl_easy_perform) and
+// callers that drive libcurl's multi interface themselves (the benchmark's
+// event-driven load driver), so both send the same requests the same way.
+inline constexpr size_t kCurlErrorBytes = 256;  // CURL_ERROR_SIZE
+void initCurl();                                // curl_global_init, once
+std::string urlOf(const std::string& endpoint, std::string_view path);
+void* newRequestHeaders();  // a curl_slist* for prepareRequest
+void freeRequestHeaders(void* headers);
+// Sets `handle` (a CURL*) up for a POST of `body` to `url`; `body`, `headers`,
+// `sink` and `errbuf` (kCurlErrorBytes) must outlive the transfer.
+void prepareRequest(void* handle, const std::string& url, const std::string& body,
+                    std::chrono::milliseconds timeout, void* headers, ResponseSink* sink,
+                    char* errbuf);
+// The outcome of a transfer that ended with `code` (a CURLcode).
+HttpResult finishRequest(void* handle, int code, ResponseSink* sink, const char* errbuf);
+
 class HttpClient {
  public:
   HttpClient();
@@ -46,7 +71,7 @@ class HttpClient {
   void* acquire();
   void release(void* handle);
   HttpResult perform(void* handle, const std::string& url, const std::string& body,
-                     std::chrono::milliseconds timeout, void* sink);
+                     std::chrono::milliseconds timeout, ResponseSink* sink);
 
   std::mutex mu_;
   std::vector<void*> idle_;  // CURL*

@@ -15,6 +15,15 @@ namespace resilient::store::etcd::kv {
 
 using Json = nlohmann::json;
 
+// The gateway's paths.
+inline constexpr const char* kRangePath = "/v3/kv/range";
+inline constexpr const char* kPutPath = "/v3/kv/put";
+inline constexpr const char* kTxnPath = "/v3/kv/txn";
+inline constexpr const char* kDeleteRangePath = "/v3/kv/deleterange";
+inline constexpr const char* kLeaseGrantPath = "/v3/lease/grant";
+inline constexpr const char* kLeaseRevokePath = "/v3/lease/revoke";
+inline constexpr const char* kWatchPath = "/v3/watch";
+
 // The range_end that selects every key starting with `prefix`.
 std::string prefixEnd(std::string_view prefix);
 

@@ -38,6 +38,40 @@ int64_t jsonInt(const nlohmann::json& obj, const char* field) {
   throw ProtocolError(std::string("etcd answer: field '") + field + "' is not an integer");
 }
 
+std::optional<nlohmann::json> answerOf(const std::string& ep, std::string_view path,
+                                      const HttpResult& r, std::string* retryReason) {
+  if (r.transport != HttpResult::Transport::kOk) {
+    *retryReason = ep + ": " + r.error;
+    return std::nullopt;
+  }
+  nlohmann::json answer = nlohmann::json::parse(r.body, nullptr, false);
+  if (answer.is_discarded()) {
+    *retryReason = ep + ": unparsable answer (HTTP " + std::to_string(r.status) + ")";
+    return std::nullopt;
+  }
+  if (r.status == 200 && !answer.contains("error")) {
+    return answer;
+  }
+  const int code = static_cast<int>(jsonInt(answer, "code"));
+  const std::string msg = answer.value("message", answer.value("error", std::string("?")));
+  switch (code) {
+    case kInvalidArgument:
+    case kFailedPrecondition:
+      throw InvalidArgument("etcd " + ep + " refused " + std::string(path) + ": " + msg);
+    case kPermissionDenied:
+    case kUnauthenticated: throw AuthRefused("etcd " + ep + ": " + msg);
+    case kNotFound:
+      if (msg.find("lease") != std::string::npos) {
+        throw LeaseNotFound("etcd " + ep + ": " + msg);
+      }
+      throw BackendError("etcd " + ep + ": " + msg);
+    case kResourceExhausted: throw BackendError("etcd " + ep + ": " + msg);
+    case kUnavailable:
+    case kDeadlineExceeded:
+    default: *retryReason = ep + ": " + msg; return std::nullopt;  // no leader, leader changed, timed out
+  }
+}
+
 Rpc::Rpc(std::vector<std::string> endpoints, ClientOptions options)
     : endpoints_(std::move(endpoints)), options_(std::move(options)) {
   if (endpoints_.empty()) {
@@ -80,35 +114,9 @@ nlohmann::json Rpc::call(std::string_view path, const nlohmann::json& body, Time
     const size_t member = currentMember();
     const std::string& ep = endpoints_[member];
     HttpResult r = http_.post(ep, path, payload, std::min(left, options_.memberTimeout));
-    if (r.transport == HttpResult::Transport::kOk) {
-      answered = true;
-      nlohmann::json answer = nlohmann::json::parse(r.body, nullptr, false);
-      if (answer.is_discarded()) {
-        lastError = ep + ": unparsable answer (HTTP " + std::to_string(r.status) + ")";
-      } else if (r.status == 200 && !answer.contains("error")) {
-        return answer;
-      } else {
-        const int code = static_cast<int>(jsonInt(answer, "code"));
-        const std::string msg = answer.value("message", answer.value("error", std::string("?")));
-        switch (code) {
-          case kInvalidArgument:
-          case kFailedPrecondition:
-            throw InvalidArgument("etcd " + ep + " refused " + std::string(path) + ": " + msg);
-          case kPermissionDenied:
-          case kUnauthenticated: throw AuthRefused("etcd " + ep + ": " + msg);
-          case kNotFound:
-            if (msg.find("lease") != std::string::npos) {
-              throw LeaseNotFound("etcd " + ep + ": " + msg);
-            }
-            throw BackendError("etcd " + ep + ": " + msg);
-          case kResourceExhausted: throw BackendError("etcd " + ep + ": " + msg);
-          case kUnavailable:
-          case kDeadlineExceeded:
-          default: lastError = ep + ": " + msg; break;  // no leader, leader changed, timed out
-        }
-      }
-    } else {
-      lastError = ep + ": " + r.error;
+    answered = answered || r.transport == HttpResult::Transport::kOk;
+    if (std::optional<nlohmann::json> answer = answerOf(ep, path, r, &lastError)) {
+      return std::move(*answer);
     }
     // This member cannot serve now: straight on to the next one; after a
     // whole round of failures, a pause (backoff with jitter).

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,14 @@ class Rpc {
   HttpClient http_;
   std::atomic<size_t> current_{0};
 };
+
+// What a member's HTTP result means: the answer when it is one; nullopt
+// when the request may succeed on another try or member (`retryReason` says
+// why: unreachable, no answer, no leader, timed out); throws the errors that
+// retrying cannot cure (InvalidArgument, AuthRefused, LeaseNotFound,
+// BackendError). Rpc::call's policy, for callers that do their own I/O.
+std::optional<nlohmann::json> answerOf(const std::string& endpoint, std::string_view path,
+                                       const HttpResult& result, std::string* retryReason);
 
 // int64 fields arrive as JSON strings ("revision":"42"); absent means 0.
 int64_t jsonInt(const nlohmann::json& obj, const char* field);

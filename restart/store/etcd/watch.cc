@@ -9,45 +9,63 @@
 
 namespace resilient::store::etcd {
 
+nlohmann::json watchCreateRequest(const std::string& key, int64_t fromRevision) {
+  return {{"create_request",
+           {{"key", base64Encode(key)}, {"start_revision", std::to_string(fromRevision)}}}};
+}
+
+WatchLine parseWatchLine(std::string_view line) {
+  WatchLine out;
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || j.contains("error")) {
+    out.kind = WatchLine::Kind::kError;
+    out.error = j.is_discarded() ? "unparsable watch event" : j["error"].dump();
+    return out;
+  }
+  const nlohmann::json& res = j.contains("result") ? j["result"] : j;
+  if (res.value("canceled", false)) {
+    out.kind = WatchLine::Kind::kCanceled;
+    out.compacted = jsonInt(res, "compact_revision") > 0;
+    out.error = "watch canceled: " + res.value("cancel_reason", std::string("?"));
+    return out;
+  }
+  auto events = res.find("events");
+  if (events != res.end() && events->is_array()) {
+    for (const auto& ev : *events) {
+      if (ev.value("type", std::string("PUT")) == "PUT") {
+        out.kind = WatchLine::Kind::kPut;
+        return out;
+      }
+    }
+  }
+  return out;
+}
+
 bool watchForPut(Rpc& rpc, const std::string& key, int64_t fromRevision, TimePoint deadline) {
   const Millis slice = std::max(Millis(5000), rpc.options().memberTimeout * 10);
   Backoff backoff(rpc.options().backoffInitial, rpc.options().backoffMax);
   int64_t next = fromRevision;
-  const std::string encodedKey = base64Encode(key);
   while (SteadyClock::now() < deadline) {
     const size_t member = rpc.currentMember();
     const std::string& ep = rpc.endpoint(member);
-    nlohmann::json body = {
-        {"create_request", {{"key", encodedKey}, {"start_revision", std::to_string(next)}}}};
+    const nlohmann::json body = watchCreateRequest(key, next);
     bool found = false;
     bool compacted = false;
     std::string streamError;
     const auto onLine = [&](std::string_view line) {
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || j.contains("error")) {
-        streamError = j.is_discarded() ? "unparsable watch event" : j["error"].dump();
-        return false;
+      const WatchLine w = parseWatchLine(line);
+      switch (w.kind) {
+        case WatchLine::Kind::kMore: return true;
+        case WatchLine::Kind::kPut: found = true; return false;
+        case WatchLine::Kind::kCanceled: compacted = w.compacted; break;
+        case WatchLine::Kind::kError: break;
       }
-      const nlohmann::json& res = j.contains("result") ? j["result"] : j;
-      if (res.value("canceled", false)) {
-        compacted = jsonInt(res, "compact_revision") > 0;
-        streamError = "watch canceled: " + res.value("cancel_reason", std::string("?"));
-        return false;
-      }
-      auto events = res.find("events");
-      if (events != res.end() && events->is_array()) {
-        for (const auto& ev : *events) {
-          if (ev.value("type", std::string("PUT")) == "PUT") {
-            found = true;
-            return false;
-          }
-        }
-      }
-      return true;
+      streamError = w.error;
+      return false;
     };
     const auto left = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now());
     const auto started = SteadyClock::now();
-    HttpResult r = rpc.http().stream(ep, "/v3/watch", body.dump(), std::min(left, slice), onLine);
+    HttpResult r = rpc.http().stream(ep, kv::kWatchPath, body.dump(), std::min(left, slice), onLine);
     if (found) {
       return true;
     }

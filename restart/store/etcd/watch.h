@@ -9,10 +9,29 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "restart/store/etcd/rpc.h"
 
 namespace resilient::store::etcd {
+
+// The body of a watch (POST kv::kWatchPath, a streaming answer) for puts of
+// `key` from `fromRevision` on.
+nlohmann::json watchCreateRequest(const std::string& key, int64_t fromRevision);
+
+// What one line of a watch stream says.
+struct WatchLine {
+  enum class Kind {
+    kMore,      // nothing for us yet (created, progress, other events): read on
+    kPut,       // the key was put: the wait is over
+    kCanceled,  // etcd canceled the watch (compacted: the history is gone)
+    kError,     // an error or an unparsable line
+  };
+  Kind kind = Kind::kMore;
+  bool compacted = false;
+  std::string error;
+};
+WatchLine parseWatchLine(std::string_view line);
 
 // True once `key` is put at a revision >= fromRevision; false at `deadline`.
 bool watchForPut(Rpc& rpc, const std::string& key, int64_t fromRevision, TimePoint deadline);
