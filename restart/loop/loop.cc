@@ -1,8 +1,13 @@
 #include "restart/loop/loop.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "plugin/common/clock.h"
 #include "plugin/common/log.h"
@@ -63,6 +68,59 @@ std::string describeException(const std::exception_ptr& e) {
     return "an exception that is not a std::exception";
   }
 }
+
+// The iteration's rendezvous as the communicator factories (and the user)
+// see it: the waits run in slices, and a fault raised meanwhile -- e.g. a rank
+// whose initialize or health check failed before it made its communicators,
+// so that its handles never come -- ends them with RankShouldRestart instead
+// of at the communicator timeout. Repeating an all-gather slice sets this
+// rank's own key again with the same value, which is harmless.
+class InterruptibleRendezvous final : public Rendezvous {
+ public:
+  InterruptibleRendezvous(std::unique_ptr<Rendezvous> inner, const Interruption& interruption,
+                          milliseconds slice)
+      : inner_(std::move(inner)), interruption_(interruption), slice_(slice) {}
+
+  void publish(std::string_view key, std::string_view value) override {
+    inner_->publish(key, value);
+  }
+  std::string lookup(std::string_view key, milliseconds timeout) override {
+    return sliced(timeout, "looking up '" + std::string(key) + "'",
+                  [&](milliseconds t) { return inner_->lookup(key, t); });
+  }
+  std::vector<std::string> allGather(std::string_view round, std::string_view mine,
+                                     milliseconds timeout) override {
+    return sliced(timeout, "all-gather '" + std::string(round) + "'",
+                  [&](milliseconds t) { return inner_->allGather(round, mine, t); });
+  }
+
+ private:
+  template <class F>
+  auto sliced(milliseconds timeout, const std::string& what, F&& wait)
+      -> std::invoke_result_t<F&, milliseconds> {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point deadline = Clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      try {
+        return wait(std::max(milliseconds(1), std::min(slice_, left)));
+      } catch (const TimeoutError& e) {
+        if (interruption_.raised()) {
+          throw RankShouldRestart("rendezvous: interrupted while " + what + " (" +
+                                  interruption_.reason() + ")");
+        }
+        if (Clock::now() >= deadline) {
+          throw TimeoutError(std::string(e.what()) + " (" + std::to_string(timeout.count()) +
+                             " ms in all)");
+        }
+      }
+    }
+  }
+
+  std::unique_ptr<Rendezvous> inner_;
+  const Interruption& interruption_;
+  milliseconds slice_;
+};
 
 }  // namespace
 
@@ -289,8 +347,10 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
 
 void Loop::createCommunicators() {
   auto view = std::make_shared<store::PrefixView>(store_, keys_->rendezvous(state_.iteration));
-  rendezvous_ = std::make_unique<comm::StoreRendezvous>(std::move(view), state_.activeRank,
-                                                        state_.activeWorldSize);
+  rendezvous_ = std::make_unique<InterruptibleRendezvous>(
+      std::make_unique<comm::StoreRendezvous>(std::move(view), state_.activeRank,
+                                              state_.activeWorldSize),
+      *interruption_, std::min(options_.monitorThreadInterval, milliseconds(100)));
   std::vector<int> removed;
   bool onlyRemovals = previousWorld_.has_value();
   if (previousWorld_) {

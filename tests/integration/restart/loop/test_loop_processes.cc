@@ -388,7 +388,7 @@ TEST_CASE("an exception on one rank restarts every rank once, and all complete",
   uint64_t firstDetect = UINT64_MAX;
   uint64_t lastEntry = 0;
   for (int r = 0; r < 3; ++r) {
-    const json rep = job.report(r);
+    json rep = job.report(r);
     CHECK(rep["outcome"] == "completed");
     CHECK(rep["state"]["iteration"] == 1);
     CHECK(enteredIterations(rep) == std::vector<int>{0, 1});
@@ -426,7 +426,7 @@ TEST_CASE("SIGKILL of a rank: the survivors restart without it, a spare takes it
   CHECK(codes == std::vector<int>{0, 128 + SIGKILL, 0, 0});
   CHECK(job.waitMonitors(milliseconds(10000)) == std::vector<int>{0, 0, 0, 0});
   for (const int r : {0, 2, 3}) {
-    const json rep = job.report(r);
+    json rep = job.report(r);
     CHECK(rep["outcome"] == "completed");
     CHECK(rep["state"]["iteration"] == 1);
     CHECK(rep["state"]["activeWorldSize"] == 3);
@@ -492,7 +492,7 @@ TEST_CASE("SIGSTOP of a rank: the net plugin's liveness names it, its monitor ki
   CHECK(mlog.find("hard timeout in iteration 0") != std::string::npos);
   CHECK(job.terminated(1).has_value());
   for (const int r : {0, 2, 3}) {
-    const json rep = job.report(r);
+    json rep = job.report(r);
     CHECK(rep["outcome"] == "completed");
     CHECK(rep["state"]["iteration"] == 1);
     CHECK(rep["state"]["activeWorldSize"] == 3);
@@ -510,7 +510,7 @@ TEST_CASE("a fault in initialize restarts every rank once, and all complete",
   uint64_t firstDetect = UINT64_MAX;
   uint64_t lastEntry = 0;
   for (int r = 0; r < 3; ++r) {
-    const json rep = job.report(r);
+    json rep = job.report(r);
     CHECK(rep["outcome"] == "completed");
     CHECK(rep["state"]["iteration"] == 1);
     CHECK(enteredIterations(rep).back() == 1);
@@ -542,7 +542,7 @@ TEST_CASE("a finalize that overruns finalizeTimeout ends its rank; the others go
           {{"NCCL_RESILIENT_RESTART_FINALIZE_TIMEOUT_MS", "400"}});
   requireAllExitClean(job, 4);
   INFO(job.summary());
-  const json two = job.report(2);
+  json two = job.report(2);
   CHECK(two["outcome"] == "HealthCheckError");
   CHECK(two.value("error", "").find("finalize failed") != std::string::npos);
   // Ended by the timeout, not by the end of the sleep.
@@ -553,7 +553,7 @@ TEST_CASE("a finalize that overruns finalizeTimeout ends its rank; the others go
   CHECK(msBetween(aborted->monoNs, ended->monoNs) < 2000);
   CHECK(!std::filesystem::exists(job.dir() / "mark-finalized-2-0"));
   for (const int r : {0, 1, 3}) {
-    const json rep = job.report(r);
+    json rep = job.report(r);
     CHECK(rep["outcome"] == "completed");
     CHECK(rep["state"]["iteration"] == 1);
     CHECK(rep["state"]["activeWorldSize"] == 3);
@@ -574,14 +574,14 @@ TEST_CASE("a failed health check ends that rank; the others go on with a spare",
               {"--max-active", "3"}});
   requireAllExitClean(job, 4);
   INFO(job.summary());
-  const json one = job.report(1);
+  json one = job.report(1);
   CHECK(one["outcome"] == "HealthCheckError");
   CHECK(one.value("error", "").find("unhealthy in iteration 0") != std::string::npos);
   CHECK(enteredIterations(one).empty());
   const auto left = event(one, "terminated", 0);
   REQUIRE(left);
   for (const int r : {0, 2, 3}) {
-    const json rep = job.report(r);
+    json rep = job.report(r);
     CHECK(rep["outcome"] == "completed");
     CHECK(rep["state"]["iteration"] == 1);
     CHECK(rep["state"]["activeWorldSize"] == 3);
@@ -615,7 +615,7 @@ TEST_CASE("a second rank killed while the others wait in the iteration barrier: 
   CHECK(job.waitMonitors(milliseconds(10000)) == std::vector<int>{0, 0, 0, 0, 0});
   CHECK(job.monitorLog(2).find("rank 2 ended in iteration 0") != std::string::npos);
   for (const int r : {0, 1, 3, 4}) {
-    const json rep = job.report(r);
+    json rep = job.report(r);
     CHECK(rep["outcome"] == "completed");
     CHECK(rep["state"]["iteration"] == 1);
     CHECK(rep["state"]["worldSize"] == 4);
@@ -636,7 +636,7 @@ TEST_CASE("the retry limit ends the job with RestartAbort on every rank",
   requireAllExitClean(job, 3);
   INFO(job.summary());
   for (int r = 0; r < 3; ++r) {
-    const json rep = job.report(r);
+    json rep = job.report(r);
     CHECK(rep["outcome"] == "RestartAbort");
     CHECK(rep["state"]["iteration"] == 3);
     CHECK(enteredIterations(rep) == std::vector<int>{0, 1, 2});
@@ -657,7 +657,7 @@ TEST_CASE("100 consecutive restarts leak no descriptor and no thread",
   CHECK(codes == std::vector<int>{0, 0, 0});
   CHECK(job.waitMonitors(milliseconds(10000)) == std::vector<int>{0, 0, 0});
   for (int r = 0; r < 3; ++r) {
-    const json rep = job.report(r);
+    json rep = job.report(r);
     CHECK(rep["outcome"] == "completed");
     CHECK(rep["state"]["iteration"] == kRestarts);
     const json& entries = rep["entries"];
