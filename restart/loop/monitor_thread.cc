@@ -120,6 +120,13 @@ void MonitorThread::watchLocal(const std::stop_token& stop) {
   if (!interruption_.raised()) {
     return;  // the iteration ended without a fault
   }
+  // The plugins' record of a fault this rank saw itself is published even
+  // when the wrapped function's exception (e.g. a HostCommunicatorError)
+  // raised the interruption before the next poll: it names the culprit (the
+  // peer of a liveness fault). Read once, before the abort's own consequences.
+  for (const resilient_blackbox_fault& f : blackbox_.newFaults()) {
+    publishPluginFault(f);
+  }
   // Concurrent faults of other ranks get `lastCallWait` to arrive before the
   // abort makes its own consequences.
   const uint64_t waitUntil =
