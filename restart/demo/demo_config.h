@@ -1,0 +1,32 @@
+// What one rank of the demo is told: its command line, and the restart
+// Options the demo builds from it (demo-sized timeouts, 6 active ranks + the
+// rest spares, one host-engine communicator "dp").
+#pragma once
+
+#include <string>
+
+#include "resilient/restart.hpp"
+
+namespace resilient::demo {
+
+struct DemoConfig {
+  std::string runDir;        // checkpoint, reports and monitor files (absolute)
+  int steps = 200;           // training steps of the whole job
+  int checkpointEvery = 20;  // active rank 0 checkpoints after every this many steps
+  int stepMs = 20;           // simulated compute time of a step (ms)
+  int shards = 6;            // data shards = active world size
+  float learningRate = 0.05F;
+  std::string plugin;   // net plugin for the host communicator (empty: the default search)
+  std::string monitor;  // resilient-monitor executable (empty: the library's search)
+};
+
+// Parses --run-dir=DIR --steps=N --checkpoint-every=N --step-ms=N --shards=N
+// --plugin=PATH --monitor=PATH. Throws std::invalid_argument with a usage
+// message on anything else.
+DemoConfig parseCommandLine(int argc, char** argv);
+
+// Options::fromEnvironment() (store URL, blackbox directory) with the demo's
+// rank assignment, communicator, monitor files and timeouts; validated.
+restart::Options demoOptions(const DemoConfig& config);
+
+}  // namespace resilient::demo

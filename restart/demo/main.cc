@@ -1,0 +1,77 @@
+// resilient-demo-train: one rank of the demo job (RANK, WORLD_SIZE and
+// NCCL_RESILIENT_STORE_URL from the environment). scripts/demo.py starts 8 of
+// them; docs/demo.md describes the run. Exit status: 0 completed, 3 this rank
+// was discarded (a culprit replaced by a spare), 4 the job was aborted, 1 an
+// error, 2 a bad command line.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "demo_config.h"
+#include "report.h"
+#include "resilient/restart.hpp"
+#include "trainer.h"
+
+int main(int argc, char** argv) {
+  using namespace resilient;
+  demo::DemoConfig config;
+  try {
+    config = demo::parseCommandLine(argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+  // The loop sets RANK to each iteration's rank: the report is named after
+  // the initial one, read before the loop starts.
+  const char* rankText = std::getenv("RANK");
+  const std::string reportPath =
+      config.runDir + "/rank-" + (rankText != nullptr ? rankText : "unknown") + ".json";
+  demo::RankReport report;
+  int exitCode = 1;
+  try {
+    restart::Wrapper wrapper(demo::demoOptions(config));
+    demo::Trainer trainer(config);
+    try {
+      const std::optional<std::vector<float>> weights =
+          wrapper.run([&](restart::CallContext& ctx) { return trainer(ctx); });
+      report.outcome = "completed";
+      exitCode = 0;
+      if (weights && wrapper.state().activeRank == 0) {
+        demo::saveFloats(config.runDir + "/weights.bin", *weights);
+      }
+    } catch (const restart::RankDiscarded& e) {
+      report.outcome = "discarded";
+      report.message = e.what();
+      exitCode = 3;
+    } catch (const restart::RestartAbort& e) {
+      report.outcome = "aborted";
+      report.message = e.what();
+      exitCode = 4;
+    } catch (const std::exception& e) {
+      report.outcome = "error";
+      report.message = e.what();
+    }
+    report.rank = wrapper.state().initialRank;
+    report.finalState = wrapper.state().describe();
+    report.timeline = wrapper.timeline();
+    report.events = trainer.events();
+  } catch (const std::exception& e) {
+    report.outcome = "error";
+    report.message = e.what();
+  }
+  std::printf("outcome rank=%d %s%s%s\n", report.rank, report.outcome.c_str(),
+              report.message.empty() ? "" : ": ", report.message.c_str());
+  std::fflush(stdout);
+  try {
+    demo::writeReport(reportPath, report);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "resilient-demo-train: %s\n", e.what());
+    return 1;
+  }
+  return exitCode;
+}

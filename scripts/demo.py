@@ -1,0 +1,446 @@
+#!/usr/bin/env python3
+"""The demo of a resilient multi-rank job (docs/demo.md).
+
+Starts a `resilient-store` on loopback, runs 8 ranks of `resilient-demo-train`
+(6 active + 2 spares, the host engine through libnccl-net-resilient.so) once
+without faults as the reference, then again while it SIGKILLs one active rank
+and later SIGSTOPs another; prints the timeline of each fault (measured: the
+injection on this script's CLOCK_MONOTONIC, every other point from the ranks'
+Wrapper::timeline() on the same clock) and checks that the faulty run's final
+weights are bitwise equal to the reference's.
+
+Exit status: 0 PASS; 1 FAIL (weights differ, a rank ended unexpectedly, a
+timeout); 2 bad usage or missing binaries; 130 interrupted.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+WORLD_SIZE = 8
+ACTIVE = 6
+STEP_RE = re.compile(r"^step iteration=(\d+) rank=(\d+) active=(\d+) step=(\d+) loss=(\S+) mono_ns=(\d+)$")
+
+
+class DemoFailure(Exception):
+    pass
+
+
+def ms(ns):
+    return ns / 1e6
+
+
+class Processes:
+    """Every process the demo starts, and how to stop them all."""
+
+    def __init__(self, run_dir, blackbox_dir):
+        self.run_dir = run_dir
+        self.blackbox_dir = blackbox_dir
+        self.popens = []
+
+    def start(self, argv, log_path, env):
+        log = open(log_path, "ab")
+        try:
+            p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
+        self.popens.append(p)
+        return p
+
+    def leftovers(self):
+        """Processes started by the ranks (the monitor daemons) that still run:
+        every process whose command line names this run's directory."""
+        found = []
+        me = os.getpid()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+                with open(f"/proc/{entry}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if self.run_dir in cmdline and state != "Z":
+                found.append((int(entry), cmdline.strip()))
+        return found
+
+    def monitor_pids(self):
+        pids = []
+        for name in sorted(os.listdir(self.run_dir)):
+            job_dir = os.path.join(self.run_dir, name)
+            if not os.path.isdir(job_dir):
+                continue
+            for f in os.listdir(job_dir):
+                if f.startswith("monitor-") and f.endswith(".pid"):
+                    try:
+                        pids.append(int(open(os.path.join(job_dir, f)).read().strip()))
+                    except (OSError, ValueError):
+                        pass
+        return pids
+
+    def stop_all(self):
+        """Stops everything that still runs; returns the leftover monitor
+        processes that had to be killed (a clean run has none)."""
+        for p in self.popens:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for p in self.popens:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        killed = []
+        for pid, cmdline in self.leftovers():
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append((pid, cmdline))
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.blackbox_dir, ignore_errors=True)
+        return killed
+
+
+def start_store(procs, binary, run_dir, env):
+    log_path = os.path.join(run_dir, "store.log")
+    p = procs.start([binary, "--listen", "127.0.0.1:0"], log_path, env)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        text = open(log_path).read()
+        m = re.search(r"resilient-store serving (tcp://\S+)", text)
+        if m:
+            return p, m.group(1)
+        if p.poll() is not None:
+            raise DemoFailure(f"resilient-store exited with {p.returncode}: {text.strip()}")
+        time.sleep(0.02)
+    raise DemoFailure("resilient-store did not start within 20 s")
+
+
+class LogFollower:
+    """Reads the ranks' step lines as they are written."""
+
+    def __init__(self, path):
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+        self.iteration = -1
+        self.step = 0
+
+    def poll(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        for line in lines:
+            m = STEP_RE.match(line.decode(errors="replace"))
+            if m:
+                self.iteration = int(m.group(1))
+                self.step = int(m.group(4))
+
+
+def run_job(args, name, procs, store_url, base_env, faults):
+    """Runs the 8 ranks; injects `faults` (dicts with signal, rank, iteration,
+    step) when the victim's log shows that step. Returns the job's data."""
+    job_dir = os.path.join(procs.run_dir, name)
+    os.makedirs(job_dir)
+    binary = os.path.join(args.build, "restart", "demo", "resilient-demo-train")
+    argv = [binary, f"--run-dir={job_dir}", f"--steps={args.steps}",
+            f"--checkpoint-every={args.checkpoint_every}", f"--step-ms={args.step_ms}",
+            f"--shards={ACTIVE}",
+            "--plugin=" + os.path.join(args.build, "plugin", "abi", "libnccl-net-resilient.so"),
+            "--monitor=" + os.path.join(args.build, "restart", "monitor", "resilient-monitor")]
+    ranks, followers = [], []
+    started = time.monotonic()
+    for r in range(WORLD_SIZE):
+        env = dict(base_env, RANK=str(r), WORLD_SIZE=str(WORLD_SIZE), LOCAL_RANK=str(r),
+                   NCCL_RESILIENT_STORE_URL=store_url, NCCL_RESILIENT_RESTART_JOB=name)
+        log = os.path.join(job_dir, f"rank-{r}.log")
+        ranks.append(procs.start(argv, log, env))
+        followers.append(LogFollower(log))
+    pending = list(faults)
+    injected = []
+    deadline = started + args.job_timeout
+    while any(p.poll() is None for p in ranks):
+        if time.monotonic() > deadline:
+            raise DemoFailure(f"job {name} still running after {args.job_timeout} s "
+                              f"(logs in {job_dir})")
+        for f in followers:
+            f.poll()
+        while pending:
+            fault = pending[0]
+            victim = followers[fault["rank"]]
+            if victim.iteration < fault["iteration"] or victim.step < fault["step"]:
+                break
+            if ranks[fault["rank"]].poll() is not None:
+                raise DemoFailure(f"rank {fault['rank']} ended before its fault was injected")
+            at_ns = time.monotonic_ns()
+            os.kill(ranks[fault["rank"]].pid, fault["signal"])
+            injected.append(dict(fault, at_ns=at_ns, at_iteration=victim.iteration,
+                                 at_step=victim.step))
+            print(f"  [{name}] {signal.Signals(fault['signal']).name} rank {fault['rank']} "
+                  f"after its step {victim.step} (iteration {victim.iteration})", flush=True)
+            pending.pop(0)
+        time.sleep(0.01)
+    for f in followers:
+        f.poll()
+    if pending:
+        raise DemoFailure(f"job {name} ended before the fault on rank {pending[0]['rank']} "
+                          f"(logs in {job_dir})")
+    return {"name": name, "dir": job_dir, "ranks": ranks, "faults": injected,
+            "seconds": time.monotonic() - started, "reports": load_reports(job_dir)}
+
+
+def load_reports(job_dir):
+    reports = {}
+    for r in range(WORLD_SIZE):
+        path = os.path.join(job_dir, f"rank-{r}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                reports[r] = json.load(f)
+    return reports
+
+
+def check_endings(job):
+    """Victims must have died by a signal, every other rank completed."""
+    problems = []
+    victims = {f["rank"]: f for f in job["faults"]}
+    for r, p in enumerate(job["ranks"]):
+        report = job["reports"].get(r)
+        if r in victims:
+            if p.returncode >= 0:
+                problems.append(f"rank {r} ({victims[r]['name']} victim) exited with {p.returncode} "
+                                f"instead of dying by a signal")
+        elif p.returncode != 0 or report is None or report["outcome"] != "completed":
+            what = (f"{report['outcome']}: {report['message']}" if report else "no report")
+            problems.append(f"rank {r} ended with status {p.returncode} ({what})")
+    return problems
+
+
+def step_losses(job_dir):
+    """{step: set of loss texts} over every rank and iteration of a job."""
+    losses = {}
+    for r in range(WORLD_SIZE):
+        with open(os.path.join(job_dir, f"rank-{r}.log"), errors="replace") as f:
+            for line in f:
+                m = STEP_RE.match(line.rstrip("\n"))
+                if m:
+                    losses.setdefault(int(m.group(4)), set()).add(m.group(5))
+    return losses
+
+
+def phase_times(reports, ranks, iteration, phase, source="timeline"):
+    """(first, last, detail of the first) mono_ns of `phase` among `ranks`."""
+    hits = []
+    for r in ranks:
+        for e in reports.get(r, {}).get(source, []):
+            key = e.get("phase") if source == "timeline" else e.get("event")
+            if e["iteration"] == iteration and key == phase:
+                hits.append((e["mono_ns"], r, e))
+                break
+    if not hits:
+        return None
+    hits.sort(key=lambda h: h[0])
+    return hits[0][0], hits[-1][0], hits[0][1], hits[0][2], len(hits)
+
+
+def print_fault_timeline(job, index, fault, gone):
+    reports = job["reports"]
+    k = fault["at_iteration"]
+    survivors = [r for r in range(WORLD_SIZE) if r not in gone]
+    sig = signal.Signals(fault["signal"]).name
+    print(f"\nfault {index}: {sig} of rank {fault['rank']} ({fault['name']}) after its step "
+          f"{fault['at_step']}, iteration {k}")
+    print(f"  {'point (ranks that reached it)':38} {'first':>9} {'last':>9} {'phase':>9}   detail")
+    t0 = fault["at_ns"]
+    print(f"  {'injected (demo.py, CLOCK_MONOTONIC)':38} {0.0:9.1f} {'':>9} {'':>9}")
+    rows = [
+        ("fault detected", k, "fault detected", "timeline"),
+        ("abort done", k, "abort done", "timeline"),
+        ("iteration barrier", k, "iteration barrier", "timeline"),
+        ("culprit named", k, "culprits", "timeline"),
+        ("reassigned", k + 1, "reassigned", "timeline"),
+        ("communicators ready", k + 1, "communicators ready", "timeline"),
+        ("function re-entered", k + 1, "function entered", "timeline"),
+        ("checkpoint loaded", k + 1, "entered", "events"),
+        ("first step done", k + 1, "first step", "events"),
+    ]
+    previous_last = t0
+    measured = {}
+    for label, iteration, phase, source in rows:
+        t = phase_times(reports, survivors, iteration, phase, source)
+        if t is None:
+            print(f"  {label:38} {'-':>9} {'-':>9} {'-':>9}   not reached")
+            continue
+        first, last, who, event, count = t
+        if source == "timeline":
+            detail = f"rank {who}: {event['detail']}" if event["detail"] else ""
+        else:
+            detail = f"step {event['step']}"
+            if phase == "entered":
+                detail = (f"resumed at step {event['step']} "
+                          f"({fault['at_step'] - event['step']} steps redone)")
+        if len(detail) > 110:
+            detail = detail[:107] + "..."
+        print(f"  {label + f' ({count})':38} {ms(first - t0):9.1f} {ms(last - t0):9.1f} "
+              f"{ms(last - previous_last):9.1f}   {detail}")
+        measured[label] = (first - t0, last - t0)
+        previous_last = last
+    return measured
+
+
+def weights_digest(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return data, hashlib.sha256(data).hexdigest()[:16]
+
+
+def interrupted(signum, frame):
+    raise KeyboardInterrupt()
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default="build", help="meson build directory (default: build)")
+    p.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
+    p.add_argument("--checkpoint-every", type=int, default=20)
+    p.add_argument("--step-ms", type=int, default=20, help="simulated compute per step (ms)")
+    p.add_argument("--kill-at", type=int, default=50,
+                   help="SIGKILL an active rank after this step of the first iteration")
+    p.add_argument("--stop-at", type=int, default=130,
+                   help="SIGSTOP another active rank after this step of the second iteration")
+    p.add_argument("--kill-rank", type=int, default=2)
+    p.add_argument("--stop-rank", type=int, default=4)
+    p.add_argument("--job-timeout", type=float, default=60, help="seconds per job")
+    p.add_argument("--keep", action="store_true", help="keep the run directory after a PASS")
+    a = p.parse_args()
+    if not 0 < a.kill_at < a.stop_at < a.steps:
+        p.error("need 0 < --kill-at < --stop-at < --steps")
+    if a.kill_rank == a.stop_rank or not all(0 <= r < ACTIVE for r in (a.kill_rank, a.stop_rank)):
+        p.error("--kill-rank and --stop-rank must be two different active ranks (0-5)")
+    a.build = os.path.abspath(a.build)
+    return a
+
+
+def main():
+    args = parse_args()
+    binaries = [os.path.join(args.build, *p) for p in (
+        ("restart", "demo", "resilient-demo-train"), ("restart", "store", "resilient-store"),
+        ("restart", "monitor", "resilient-monitor"), ("plugin", "abi", "libnccl-net-resilient.so"))]
+    missing = [b for b in binaries if not os.path.exists(b)]
+    if missing:
+        print("demo: missing " + ", ".join(missing) + " (run scripts/demo.sh)", file=sys.stderr)
+        return 2
+    run_dir = tempfile.mkdtemp(prefix="resilient-demo-")
+    blackbox_dir = tempfile.mkdtemp(prefix="resilient-demo-bb-", dir="/dev/shm")
+    procs = Processes(run_dir, blackbox_dir)
+    signal.signal(signal.SIGTERM, interrupted)
+    base_env = dict(os.environ,
+                    NCCL_RESILIENT_JOB_TOKEN=os.environ.get("NCCL_RESILIENT_JOB_TOKEN") or secrets.token_hex(16),
+                    NCCL_RESILIENT_SOCKET_IFNAME="lo",
+                    NCCL_RESILIENT_BLACKBOX_DIR=blackbox_dir)
+    ok = False
+    try:
+        print(f"demo: {WORLD_SIZE} ranks ({ACTIVE} active + {WORLD_SIZE - ACTIVE} spares), "
+              f"{args.steps} steps, checkpoint every {args.checkpoint_every}; files in {run_dir}",
+              flush=True)
+        store, store_url = start_store(procs, binaries[1], run_dir, base_env)
+        print(f"store: resilient-store pid {store.pid} at {store_url}", flush=True)
+
+        reference = run_job(args, "reference", procs, store_url, base_env, [])
+        problems = check_endings(reference)
+        print(f"reference run: {reference['seconds']:.1f} s, "
+              f"{'all ranks completed' if not problems else '; '.join(problems)}", flush=True)
+        if problems:
+            raise DemoFailure("the reference run failed")
+
+        faults = [
+            {"name": "crash", "signal": signal.SIGKILL, "rank": args.kill_rank, "iteration": 0,
+             "step": args.kill_at},
+            {"name": "freeze", "signal": signal.SIGSTOP, "rank": args.stop_rank, "iteration": 1,
+             "step": args.stop_at},
+        ]
+        faulty = run_job(args, "faulty", procs, store_url, base_env, faults)
+        problems = check_endings(faulty)
+        print(f"faulty run: {faulty['seconds']:.1f} s, "
+              f"{'ranks ended as expected' if not problems else '; '.join(problems)}", flush=True)
+
+        gone = set()
+        for i, fault in enumerate(faulty["faults"], 1):
+            gone.add(fault["rank"])
+            print_fault_timeline(faulty, i, fault, gone)
+
+        print("\nranks at the end of the faulty run:")
+        for r in range(WORLD_SIZE):
+            rep = faulty["reports"].get(r)
+            status = faulty["ranks"][r].returncode
+            how = (f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit {status}")
+            print(f"  rank {r}: {how:18} "
+                  + (f"{rep['outcome']}, {rep['final_state']}" if rep else "(no report)"))
+
+        ref_path = os.path.join(reference["dir"], "weights.bin")
+        got_path = os.path.join(faulty["dir"], "weights.bin")
+        ref_bytes, ref_hash = weights_digest(ref_path)
+        weights_ok = os.path.exists(got_path)
+        got_hash = "missing"
+        if weights_ok:
+            got_bytes, got_hash = weights_digest(got_path)
+            weights_ok = got_bytes == ref_bytes
+        ref_losses, got_losses = step_losses(reference["dir"]), step_losses(faulty["dir"])
+        loss_mismatch = [s for s, v in got_losses.items() if v != ref_losses.get(s)]
+        print(f"\nweights: reference sha256 {ref_hash}, faulty run sha256 {got_hash}: "
+              f"{'bitwise equal' if weights_ok else 'DIFFERENT'}")
+        print(f"losses: {len(got_losses)} steps logged in the faulty run (redone ones included), "
+              f"{len(loss_mismatch)} differ from the reference"
+              + (f" (first: step {min(loss_mismatch)})" if loss_mismatch else ""))
+        ok = weights_ok and not problems and not loss_mismatch
+    except DemoFailure as e:
+        print(f"demo: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("demo: interrupted; stopping every process", file=sys.stderr)
+        procs.stop_all()
+        return 130
+    finally:
+        # The monitors leave on their own once their rank is done or dead;
+        # give them a moment, then stop what is left.
+        deadline = time.monotonic() + 5
+        while procs.leftovers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if procs.popens and procs.popens[0].poll() is None:
+            procs.popens[0].send_signal(signal.SIGTERM)  # the store: stop it cleanly
+            try:
+                procs.popens[0].wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                pass
+        killed = procs.stop_all()
+        for pid, cmdline in killed:
+            print(f"demo: killed leftover process {pid}: {cmdline[:120]}", file=sys.stderr)
+    print("\nPASS: the faulty run's final weights equal the fault-free run's" if ok else
+          f"\nFAIL (files kept in {run_dir})")
+    if ok and not args.keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    elif ok:
+        print(f"files kept in {run_dir}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

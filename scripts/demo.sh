@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The demo of a resilient multi-rank job (docs/demo.md): installs what the
+# build needs (apt-get, only what is missing), configures build/ if it does not
+# exist, builds only the demo's targets and runs scripts/demo.py, which runs an
+# 8-rank job without faults, then again with a rank killed and another frozen,
+# prints the timeline of each fault and checks the weights.
+#
+# Usage: scripts/demo.sh [scripts/demo.py arguments...]   (BUILD_DIR=dir to use another build)
+# Exit status: scripts/demo.py's (0 PASS, 1 FAIL, 2 usage, 130 interrupted).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+
+packages=(meson ninja-build pkg-config g++ python3 libcli11-dev nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} > 0)); then
+  sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  echo "== installing: ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [[ ! -d $build ]]; then
+  meson setup "$build"
+fi
+echo "== building the demo's targets in $build"
+ninja -C "$build" restart/demo/resilient-demo-train restart/store/resilient-store \
+  restart/monitor/resilient-monitor plugin/abi/libnccl-net-resilient.so
+exec python3 scripts/demo.py --build "$build" "$@"
