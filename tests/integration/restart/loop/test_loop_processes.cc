@@ -619,6 +619,10 @@ TEST_CASE("a second rank killed while the others wait in the iteration barrier: 
     CHECK(rep["outcome"] == "completed");
     CHECK(rep["state"]["iteration"] == 1);
     CHECK(rep["state"]["worldSize"] == 4);
+    // The barrier completed only once the killed rank was counted for it.
+    const auto barrier = event(rep, "iteration barrier", 0);
+    REQUIRE(barrier);
+    CHECK(barrier->monoNs > killedNs);
     CHECK(rep["state"]["activeWorldSize"] == 3);
   }
   // The first spare (rank 3) replaced rank 2 and entered within the bound.
