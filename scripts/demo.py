@@ -353,6 +353,7 @@ def main():
     blackbox_dir = tempfile.mkdtemp(prefix="resilient-demo-bb-", dir="/dev/shm")
     procs = Processes(run_dir, blackbox_dir)
     signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
     base_env = dict(os.environ,
                     NCCL_RESILIENT_JOB_TOKEN=os.environ.get("NCCL_RESILIENT_JOB_TOKEN") or secrets.token_hex(16),
                     NCCL_RESILIENT_SOCKET_IFNAME="lo",
@@ -415,7 +416,7 @@ def main():
     except DemoFailure as e:
         print(f"demo: {e}", file=sys.stderr)
     except KeyboardInterrupt:
-        print("demo: interrupted; stopping every process", file=sys.stderr)
+        print(f"demo: interrupted; stopping every process (files kept in {run_dir})", file=sys.stderr)
         procs.stop_all()
         return 130
     finally:
