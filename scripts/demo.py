@@ -323,15 +323,21 @@ def parse_args():
     p.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
     p.add_argument("--checkpoint-every", type=int, default=20)
     p.add_argument("--step-ms", type=int, default=20, help="simulated compute per step (ms)")
-    p.add_argument("--kill-at", type=int, default=50,
-                   help="SIGKILL an active rank after this step of the first iteration")
-    p.add_argument("--stop-at", type=int, default=130,
-                   help="SIGSTOP another active rank after this step of the second iteration")
+    p.add_argument("--kill-at", type=int,
+                   help="SIGKILL an active rank after this step of the first iteration "
+                        "(default: a quarter of the steps)")
+    p.add_argument("--stop-at", type=int,
+                   help="SIGSTOP another active rank after this step of the second iteration "
+                        "(default: 65%% of the steps)")
     p.add_argument("--kill-rank", type=int, default=2)
     p.add_argument("--stop-rank", type=int, default=4)
     p.add_argument("--job-timeout", type=float, default=60, help="seconds per job")
     p.add_argument("--keep", action="store_true", help="keep the run directory after a PASS")
     a = p.parse_args()
+    if a.kill_at is None:
+        a.kill_at = max(1, a.steps // 4)
+    if a.stop_at is None:
+        a.stop_at = a.steps * 13 // 20
     if not 0 < a.kill_at < a.stop_at < a.steps:
         p.error("need 0 < --kill-at < --stop-at < --steps")
     if a.kill_rank == a.stop_rank or not all(0 <= r < ACTIVE for r in (a.kill_rank, a.stop_rank)):
