@@ -3,9 +3,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <system_error>
 
 namespace resilient::demo {
 
@@ -14,7 +14,7 @@ namespace {
 constexpr uint32_t kMagic = 0x52444d31;  // "RDM1"
 
 std::string failure(const char* what, const std::string& path) {
-  return std::string(what) + " " + path + ": " + std::strerror(errno);
+  return std::string(what) + " " + path + ": " + std::generic_category().message(errno);
 }
 
 // Writes `bytes` to path.tmp, flushes it and renames it to `path`.
