@@ -91,6 +91,15 @@ int entriesOf(const char* dir) {
   return n - (std::strcmp(dir, "/proc/self/fd") == 0 ? 1 : 0);  // opendir's own descriptor
 }
 
+// Resident set size in KiB (/proc/self/statm), -1 if unreadable.
+long rssKb() {
+  std::ifstream statm("/proc/self/statm");
+  long size = 0;
+  long resident = -1;
+  statm >> size >> resident;
+  return resident < 0 ? -1 : resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+
 const char* typeOf(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -203,6 +212,7 @@ int main(int argc, char** argv) {
         report["entries"].push_back({{"iteration", k},
                                      {"fds", entriesOf("/proc/self/fd")},
                                      {"threads", entriesOf("/proc/self/task")},
+                                     {"rssKb", rssKb()},
                                      {"activeRank", ctx.state().activeRank}});
         // static_cast: libresilient-restart.so does not export HostCommunicator's
         // type information (restart_exports.map quotes its typeinfo patterns,
