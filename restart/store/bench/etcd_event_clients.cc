@@ -25,9 +25,11 @@ namespace {
 using Json = nlohmann::json;
 
 // One member, nowhere to fail over to: a request waits for its answer as
-// long as the coordinator waits for arrivals; a watch as long as a round.
-constexpr std::chrono::milliseconds kRequestTimeout(120000);
-constexpr std::chrono::milliseconds kWatchTimeout(600000);
+// long as the coordinator waits for arrivals (16k arrival transactions
+// queue for minutes: each counts the r/ keys, so a burst costs O(n^2));
+// a watch as long as a round.
+constexpr std::chrono::milliseconds kRequestTimeout(1800000);
+constexpr std::chrono::milliseconds kWatchTimeout(3600000);
 constexpr int kMaxRetries = 20;
 constexpr uint64_t kRetryDelayNs = 100'000'000;  // 100 ms
 constexpr uint64_t kWakeTag = UINT64_MAX;
