@@ -29,7 +29,8 @@ void JobBarrier::countOnBehalf(const std::string& name, uint64_t generation, int
 
 std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
                                   milliseconds timeout, const std::function<bool()>& stop,
-                                  bool markMissing) {
+                                  bool markMissing, std::optional<milliseconds> chunk) {
+  const milliseconds slice = chunk.value_or(chunk_);
   const Clock::time_point deadline = Clock::now() + timeout;
   std::set<int> counted;
   for (;;) {
@@ -41,7 +42,7 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     try {
       store_.barrier({name, generation, rank_, worldSize_, /*waitForRelease=*/true},
-                     std::max(milliseconds(1), std::min(chunk_, left)));
+                     std::max(milliseconds(1), std::min(slice, left)));
       return {};
     } catch (const store::BarrierTimeout& e) {
       if (stop && stop()) {

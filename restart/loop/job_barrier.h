@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,9 +29,11 @@ class JobBarrier {
   // RankShouldRestart. At the deadline: with `markMissing`, the ranks still
   // missing are returned (the caller declares them dead and calls again);
   // otherwise TimeoutError names them.
+  // `chunk` (when set) replaces the barrier's own chunk for this wait.
   std::vector<int> wait(const std::string& name, uint64_t generation,
                         std::chrono::milliseconds timeout, const std::function<bool()>& stop,
-                        bool markMissing = false);
+                        bool markMissing = false,
+                        std::optional<std::chrono::milliseconds> chunk = std::nullopt);
 
   // Counts `rank` at the barrier without waiting (for a rank that is gone).
   void countOnBehalf(const std::string& name, uint64_t generation, int rank);

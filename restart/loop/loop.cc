@@ -322,8 +322,22 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
       timeline_.record(k, "function returned");
     }
     setPhase(RankPhase::kCompleting);
-    barrier_->wait(keys_->completionBarrier(), static_cast<uint64_t>(k), options_.completionTimeout,
-                   [this] { return interrupted(); });
+    if (state_.active()) {
+      barrier_->wait(keys_->completionBarrier(), static_cast<uint64_t>(k),
+                     options_.completionTimeout, [this] { return interrupted(); });
+    } else {
+      // A spare waits as long as the active ranks compute (no completion
+      // timeout applies to it), shows progress to its monitor meanwhile (a
+      // healthy spare is not hung), and notices an interruption within a
+      // short slice so that it does not hold up everyone's recovery.
+      barrier_->wait(
+          keys_->completionBarrier(), static_cast<uint64_t>(k), kSpareWait,
+          [this] {
+            touchProgress();
+            return interrupted();
+          },
+          false, kSpareSlice);
+    }
     monitor_.reset();
     return Outcome::kCompleted;
   } catch (const RankShouldRestart&) {
@@ -495,8 +509,20 @@ void Loop::recover() {
 
   setPhase(RankPhase::kIterationBarrier);
   for (;;) {
-    const std::vector<int> missing = barrier_->wait(
-        keys_->iterationBarrier(), static_cast<uint64_t>(k), options_.barrierTimeout, {}, true);
+    // Between slices: a culprit the records already name (once the window
+    // for concurrent faults has passed) is terminated now, and so counted,
+    // rather than when its monitor's hard timeout kills it.
+    const std::function<bool()> terminateNamedCulprits = [this, k] {
+      if (options_.terminateCulprits) {
+        for (const int c : settledCulprits(k)) {
+          barrier_->markTerminated(c, "culprit");
+        }
+      }
+      return false;
+    };
+    const std::vector<int> missing =
+        barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k),
+                       options_.barrierTimeout, terminateNamedCulprits, true);
     if (missing.empty()) {
       break;
     }
@@ -605,6 +631,29 @@ void Loop::setPhase(RankPhase phase) noexcept {
     page.autoProgressNs.store(monotonicNs(), std::memory_order_relaxed);
     page.phase.store(static_cast<uint32_t>(phase), std::memory_order_release);
   }
+}
+
+void Loop::touchProgress() noexcept {
+  if (statusPage_) {
+    statusPage_->page().autoProgressNs.store(monotonicNs(), std::memory_order_release);
+  }
+}
+
+std::set<int> Loop::settledCulprits(int iteration) {
+  const std::vector<FaultRecord> records = faults_->recordsOf(iteration);
+  if (records.empty()) {
+    return {};
+  }
+  uint64_t first = records.front().wallNs;
+  for (const FaultRecord& r : records) {
+    first = std::min(first, r.wallNs);
+  }
+  const auto windowNs = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.lastCallWait).count());
+  if (wallClockNs() <= first + windowNs) {
+    return {};  // concurrent faults may still arrive
+  }
+  return culpritsOf(records, options_.lastCallWait);
 }
 
 bool Loop::interrupted() const {

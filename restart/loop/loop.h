@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct LoopEnvironment {
 
 class Loop {
  public:
+  // A spare's wait for the active ranks: unbounded in practice, in slices.
+  static constexpr std::chrono::milliseconds kSpareWait{std::chrono::hours(24 * 365)};
+  static constexpr std::chrono::milliseconds kSpareSlice{10};
+
   explicit Loop(Options options, LoopEnvironment environment = {});
   ~Loop();
   Loop(const Loop&) = delete;
@@ -86,6 +91,10 @@ class Loop {
   void runBounded(const char* what, const std::function<void(const State&)>& hook,
                   std::chrono::milliseconds timeout);
   void setPhase(protocol::RankPhase phase) noexcept;
+  void touchProgress() noexcept;
+  // The culprits of `iteration`'s records once its window for concurrent
+  // faults has passed (empty before).
+  std::set<int> settledCulprits(int iteration);
   bool interrupted() const;
 
   Options options_;

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 
+#include "resilient/restart/export.hpp"
 #include "resilient/restart/communicator.hpp"
 #include "resilient/restart/errors.hpp"
 
@@ -47,7 +48,7 @@ struct HostCommunicatorOptions {
 };
 
 // A fault the engine saw in an operation or while connecting.
-class HostCommunicatorError : public RestartError {
+class RESILIENT_RESTART_EXPORT HostCommunicatorError : public RestartError {
  public:
   HostCommunicatorError(const std::string& message, int peer, std::string faultClass,
                         bool timedOut);

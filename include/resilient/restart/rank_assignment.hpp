@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "resilient/restart/export.hpp"
 #include "resilient/restart/world.hpp"
 
 namespace resilient::restart {
@@ -48,7 +49,7 @@ class RankAssignment {
 using RankAssignmentPtr = std::shared_ptr<const RankAssignment>;
 
 // A policy left the World inconsistent, or its input was unusable.
-class AssignmentError : public std::runtime_error {
+class RESILIENT_RESTART_EXPORT AssignmentError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
