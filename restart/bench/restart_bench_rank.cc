@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--log-dir", logDir, "monitor process logs and pid files (absolute)")->required();
   app.add_option("--ready-steps", readySteps, "steps of iteration 0 before the ready file");
-  app.add_option("--steps-after", stepsAfter, "steps of a later iteration, then return");
+  app.add_option("--steps-after", stepsAfter, "steps of a later iteration, then return (0: at once)");
   app.add_option("--count", count, "floats per all-reduce");
   app.add_option("--compute-us", computeUs, "sleep per step (stands in for compute)");
   app.add_option("--last-call-wait-ms", lastCallWaitMs, "Options::lastCallWait");
@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
   try {
     wrapper = std::make_unique<Wrapper>(options);
     wrapper->run([&](CallContext& ctx) {
-      auto* comm = dynamic_cast<HostCommunicator*>(ctx.communicator());
+      // The only factory is hostCommunicatorFactory.
+      auto* comm = static_cast<HostCommunicator*>(ctx.communicator());
       if (comm == nullptr) {
         throw std::runtime_error("no host communicator in this iteration");
       }
@@ -146,6 +147,9 @@ int main(int argc, char** argv) {
       const int n = ctx.state().activeWorldSize;
       std::vector<float> data(count);
       for (long step = 0;; ++step) {
+        if (ctx.iteration() > 0 && step >= stepsAfter) {
+          return;
+        }
         for (size_t i = 0; i < count; ++i) {
           data[i] = static_cast<float>((i + static_cast<size_t>(step + me)) % 7);
         }
@@ -165,9 +169,6 @@ int main(int argc, char** argv) {
         stepsPerIteration[ctx.iteration()] = step + 1;
         if (ctx.iteration() == 0 && step + 1 == readySteps) {
           touch(readyDir + "/" + std::to_string(rank));
-        }
-        if (ctx.iteration() > 0 && step + 1 >= stepsAfter) {
-          return;
         }
         if (computeUs > 0) {
           std::this_thread::sleep_for(std::chrono::microseconds(computeUs));
