@@ -58,6 +58,20 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
       throw TimeoutError("barrier " + name + " #" + std::to_string(generation) +
                          " timed out after " + std::to_string(timeout.count()) +
                          " ms: " + e.what());
+    } catch (const store::TimeoutError& e) {
+      // The store's reply to one slice came late (a loaded store or host):
+      // the barrier is re-entrant, so wait on until the barrier's own
+      // deadline instead of failing the rank.
+      if (stop && stop()) {
+        throw RankShouldRestart("interrupted while waiting at barrier " + name + " #" +
+                                std::to_string(generation));
+      }
+      if (Clock::now() < deadline) {
+        continue;
+      }
+      throw TimeoutError("barrier " + name + " #" + std::to_string(generation) +
+                         " timed out after " + std::to_string(timeout.count()) +
+                         " ms: " + e.what());
     }
   }
 }

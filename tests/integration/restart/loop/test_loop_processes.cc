@@ -655,7 +655,15 @@ TEST_CASE("100 consecutive restarts leak no descriptor, no thread and no memory"
   const std::string until = std::to_string(kRestarts);
   Job job(3, {{"--steps", "2", "--count", "4096"},
               {"--steps", "2", "--count", "4096", "--throw-until", until},
-              {"--steps", "2", "--count", "4096"}});
+              {"--steps", "2", "--count", "4096"}},
+          // Leaks are the point here, not detection latency: timeouts that a
+          // loaded machine (or a sanitizer build) does not trip.
+          {{"NCCL_RESILIENT_LIVENESS_TIMEOUT_MS", "10000"},
+           {"NCCL_RESILIENT_RESTART_SOFT_TIMEOUT_MS", "20000"},
+           {"NCCL_RESILIENT_RESTART_HARD_TIMEOUT_MS", "30000"},
+           {"NCCL_RESILIENT_RESTART_HEARTBEAT_TIMEOUT_MS", "20000"},
+           {"NCCL_RESILIENT_RESTART_BARRIER_TIMEOUT_MS", "60000"},
+           {"NCCL_RESILIENT_RESTART_COMPLETION_TIMEOUT_MS", "60000"}});
   const std::vector<int> codes = job.waitRanks(milliseconds(240000));
   INFO(job.summary());
   CHECK(codes == std::vector<int>{0, 0, 0});
@@ -691,6 +699,8 @@ TEST_CASE("100 consecutive restarts leak no descriptor, no thread and no memory"
     CHECK(maxThreads - threads1 <= 2);
     // Memory: the sanitizer build's leak check is the proof; here a bound
     // that a leak of one communicator's buffers per restart would cross.
-    CHECK(rssLast - rss1 < 32 * 1024);
+#if !defined(__SANITIZE_ADDRESS__)
+    CHECK(rssLast - rss1 < 32 * 1024);  // (ASan's quarantine holds freed memory: its leak check decides)
+#endif
   }
 }
