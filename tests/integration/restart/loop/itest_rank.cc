@@ -214,12 +214,8 @@ int main(int argc, char** argv) {
                                      {"threads", entriesOf("/proc/self/task")},
                                      {"rssKb", rssKb()},
                                      {"activeRank", ctx.state().activeRank}});
-        // static_cast: libresilient-restart.so does not export HostCommunicator's
-        // type information (restart_exports.map quotes its typeinfo patterns,
-        // which turns their '*' into a literal), so a dynamic_cast in a user's
-        // program does not link. "dp" is a host communicator by construction.
-        rr::Communicator* base = ctx.communicator("dp");
-        auto* comm = static_cast<rr::HostCommunicator*>(base);
+        // Through the library's exported type information.
+        auto* comm = dynamic_cast<rr::HostCommunicator*>(ctx.communicator("dp"));
         if (comm == nullptr) {
           throw std::logic_error("no host communicator 'dp' on an active rank");
         }
