@@ -148,6 +148,9 @@ def trial(args, n, victim, index, keep):
             ms[col] = (t - kill_ns) / 1e6
         detected = next(e["detail"] for e in tl["events"] if e["phase"] == "fault detected")
         culprits = next(e["detail"] for e in tl["events"] if e["phase"] == "culprits")
+        if culprits != f"ranks {victim}":
+            raise RuntimeError(f"rank {r}: culprits '{culprits}', expected rank {victim} "
+                               f"(see {tmp})")
         ranks.append({"rank": r, "ms": ms, "signal": detected, "culprits": culprits,
                       "steps": tl["steps"]})
     if not args.keep:
