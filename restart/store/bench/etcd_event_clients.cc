@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "restart/store/backoff.h"
 #include "restart/store/errors.h"
 #include "restart/store/etcd/http_client.h"
 #include "restart/store/etcd/kv_api.h"
@@ -30,8 +31,10 @@ using Json = nlohmann::json;
 // a watch as long as a round.
 constexpr std::chrono::milliseconds kRequestTimeout(1800000);
 constexpr std::chrono::milliseconds kWatchTimeout(3600000);
-constexpr int kMaxRetries = 20;
-constexpr uint64_t kRetryDelayNs = 100'000'000;  // 100 ms
+// A failed request is sent again, with EtcdStore's backoff (20 ms doubling
+// to 1 s, jittered), until the deadline EtcdStore would give it: the
+// benchmark's clients time out after 600 s.
+constexpr uint64_t kRetryForNs = 600'000'000'000ull;
 constexpr uint64_t kWakeTag = UINT64_MAX;
 
 }  // namespace
@@ -49,6 +52,8 @@ struct EtcdEventClients::Rank {
   std::function<bool(std::string_view)> onLine;
   int retries = 0;
   uint64_t retryAtNs = 0;
+  uint64_t retryUntilNs = 0;  // set when the request is first sent
+  Backoff backoff{Millis(20), Millis(1000)};
   // Barrier.
   enum class Phase { kIdle, kArrive, kWatch, kOp, kAddRead, kAddTxn } phase = Phase::kIdle;
   std::optional<etcd::BarrierArrivalSteps> arrival;
@@ -277,11 +282,20 @@ void EtcdEventClients::send(Rank& rank, const char* path, const std::string& bod
 }
 
 void EtcdEventClients::retryLater(Rank& rank, const std::string& why) {
-  if (++rank.retries > kMaxRetries) {
-    fail(rank, why + " (" + std::to_string(kMaxRetries) + " retries)");
+  const uint64_t now = monotonicNs();
+  if (rank.retries++ == 0) {
+    rank.retryUntilNs = now + kRetryForNs;
+    rank.backoff.reset();
+  }
+  if (retryReasons_++ == 0) {
+    std::fprintf(stderr, "resilient-store-bench: event driver: first retried request: %s\n",
+                 why.c_str());
+  }
+  if (now >= rank.retryUntilNs) {
+    fail(rank, why + " (" + std::to_string(rank.retries) + " attempts)");
     return;
   }
-  rank.retryAtNs = monotonicNs() + kRetryDelayNs * static_cast<uint64_t>(std::min(rank.retries, 10));
+  rank.retryAtNs = now + static_cast<uint64_t>(rank.backoff.next().count()) * 1000000ull;
   retries_.push_back(&rank);
 }
 

@@ -85,6 +85,7 @@ class EtcdEventClients {
   int64_t timerDueNs_ = -1;  // curl's timer, -1: none
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<Rank*> retries_;
+  uint64_t retryReasons_ = 0;
 
   // Round / op loop state (loop thread).
   std::string name_;
