@@ -13,17 +13,9 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 
 packages=(meson ninja-build pkg-config g++ python3 libcli11-dev nlohmann-json3-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]} > 0)); then
-  sudo=()
-  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
-  echo "== installing: ${missing[*]}"
-  "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=scripts/ensure_packages.sh
+source scripts/ensure_packages.sh
+ensure_packages "${packages[@]}"
 
 if [[ ! -d $build ]]; then
   meson setup "$build"

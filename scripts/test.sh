@@ -19,21 +19,13 @@ fi
 packages=(
   meson ninja-build pkg-config g++ gcc clang   # build; clang also checks the ABI headers
   catch2 libcli11-dev nlohmann-json3-dev       # tests, command-line tools
-  iproute2 procps nftables                     # ip/tc/ss/pkill/nft used by tests
+  iproute2 procps nftables python3             # ip/tc/ss/pkill/nft, the Python test drivers
   etcd-server etcd-client libcurl4-openssl-dev # coordination store: etcd backend and its tests
   libbenchmark-dev                             # bench-profiler (Google Benchmark)
 )
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]} > 0)); then
-  sudo=()
-  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
-  echo "== installing: ${missing[*]}"
-  "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=scripts/ensure_packages.sh
+source scripts/ensure_packages.sh
+ensure_packages "${packages[@]}"
 
 run_suites() {
   local dir=$1 setup=$2
