@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "plugin/common/clock.h"
+#include "plugin/common/little_endian.h"
 #include "plugin/common/log.h"
 #include "plugin/hostengine/data.h"
 #include "plugin/hostengine/plugin_log.h"
@@ -140,17 +141,23 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
     link(prev()).recvs = true;
   }
 
-  // Listen once per peer we receive from; slot p of our blob is the handle for peer p.
-  std::string blob(static_cast<size_t>(n) * transport::kHandleSize, '\0');
+  // Listen once per peer we receive from. Our blob holds one entry per such
+  // peer: its rank (u32, little endian) and the handle it connects to, so a
+  // ring exchanges one entry per rank (not one slot per rank in the world:
+  // that grew with the square of the ranks through the rendezvous).
+  constexpr size_t kEntryBytes = 4 + transport::kHandleSize;
+  std::string blob;
   for (int p = 0; p < n; ++p) {
     if (!link(p).recvs) {
       continue;
     }
-    char* handle = blob.data() + static_cast<size_t>(p) * transport::kHandleSize;
-    st = transport_.listen(ctx_, options_.device, handle, &link(p).listenComm);
+    std::array<uint8_t, kEntryBytes> entry{};
+    putU32(entry.data(), static_cast<uint32_t>(p));
+    st = transport_.listen(ctx_, options_.device, entry.data() + 4, &link(p).listenComm);
     if (!st.ok()) {
       return setupFault("listen", p, std::move(st), start);
     }
+    blob.append(reinterpret_cast<const char*>(entry.data()), entry.size());
   }
   Result<std::vector<std::string>> all = oob_.allGather(blob);
   if (!all.ok()) {
@@ -161,20 +168,27 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
       continue;
     }
     const std::string& theirs = (*all)[static_cast<size_t>(p)];
-    if (theirs.size() != blob.size()) {
-      return setupFault(
-          "exchange of handles (out of band)", p,
-          invalidUsage("rank " + std::to_string(p) + " sent " + std::to_string(theirs.size()) +
-                       " handle bytes, expected " + std::to_string(blob.size())),
-          start);
+    if (theirs.size() % kEntryBytes != 0) {
+      return setupFault("exchange of handles (out of band)", p,
+                        invalidUsage("rank " + std::to_string(p) + " sent " +
+                                     std::to_string(theirs.size()) +
+                                     " handle bytes, not a whole number of entries"),
+                        start);
     }
-    const char* handle = theirs.data() + static_cast<size_t>(rank) * transport::kHandleSize;
-    if (allZero(handle, transport::kHandleSize)) {
+    const uint8_t* found = nullptr;
+    for (size_t at = 0; at < theirs.size(); at += kEntryBytes) {
+      const auto* entry = reinterpret_cast<const uint8_t*>(theirs.data()) + at;
+      if (getU32(entry) == static_cast<uint32_t>(rank)) {
+        found = entry + 4;
+        break;
+      }
+    }
+    if (found == nullptr || allZero(reinterpret_cast<const char*>(found), transport::kHandleSize)) {
       return setupFault("exchange of handles (out of band)", p,
                         invalidUsage("rank " + std::to_string(p) + " published no handle for us"),
                         start);
     }
-    std::memcpy(link(p).connectHandle.data(), handle, transport::kHandleSize);
+    std::memcpy(link(p).connectHandle.data(), found, transport::kHandleSize);
   }
   if (auto fault = connectAll(start)) {
     return fault;
