@@ -9,6 +9,7 @@
 #include "plugin/hostengine/engine.h"
 #include "plugin/hostengine/plugin_log.h"
 #include "plugin/transport/external/loader.h"
+#include "restart/comm/active_member.h"
 #include "restart/comm/net_plugin_path.h"
 #include "restart/comm/rendezvous_out_of_band.h"
 
@@ -123,13 +124,8 @@ HostCommunicator::~HostCommunicator() = default;
 
 std::shared_ptr<HostCommunicator> HostCommunicator::create(const CommunicatorSetup& setup,
                                                            const HostCommunicatorOptions& options) {
+  comm::requireActiveMember(setup, "host");
   const State& state = setup.state;
-  if (state.activeRank < 0 || state.activeWorldSize < 1 ||
-      state.activeRank >= state.activeWorldSize) {
-    throw InternalError("host communicator '" + setup.name + "': this rank is not active (rank " +
-                        std::to_string(state.activeRank) + " of " +
-                        std::to_string(state.activeWorldSize) + " active)");
-  }
   auto impl = std::make_unique<Impl>();
   impl->name = setup.name;
   impl->iteration = state.iteration;

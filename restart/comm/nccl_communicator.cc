@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "resilient/restart/errors.hpp"
+#include "restart/comm/active_member.h"
 #include "restart/comm/nccl_library.h"
 
 namespace resilient::restart {
@@ -155,13 +156,8 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move
 
 std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSetup& setup,
                                                            const NcclOptions& options) {
+  comm::requireActiveMember(setup, "nccl");
   const State& state = setup.state;
-  if (state.activeRank < 0 || state.activeWorldSize < 1 ||
-      state.activeRank >= state.activeWorldSize) {
-    throw InternalError("nccl communicator '" + setup.name + "': this rank is not active (rank " +
-                        std::to_string(state.activeRank) + " of " +
-                        std::to_string(state.activeWorldSize) + " active)");
-  }
   auto impl = std::make_unique<Impl>();
   impl->lib = comm::NcclLibrary::load(options.library);
   impl->options = options;

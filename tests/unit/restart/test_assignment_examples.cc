@@ -8,39 +8,16 @@
 #include <catch2/catch.hpp>
 
 #include "resilient/restart/tree.hpp"
+#include "tests/unit/restart/world_views.h"
 
 using namespace resilient::restart;
+using namespace resilient::restart::test;
 
 namespace {
 
 constexpr Mode A = Mode::kActive;
 constexpr Mode I = Mode::kInactive;
 constexpr Mode T = Mode::kTerminated;
-
-World assign(const World& previous, const RankAssignmentPtr& policy, std::vector<int> terminated,
-             std::function<std::string(int)> key = {}, bool first = false) {
-  AssignmentContext c;
-  c.terminated = std::move(terminated);
-  c.key = std::move(key);
-  c.firstIteration = first;
-  return assignRanks(previous, *policy, c);
-}
-
-std::vector<int> ranksOf(const World& w) {
-  std::vector<int> out;
-  for (int i = 0; i < w.initialWorldSize(); ++i) {
-    out.push_back(w.at(i).rank);
-  }
-  return out;
-}
-
-std::vector<Mode> modesOf(const World& w) {
-  std::vector<Mode> out;
-  for (int i = 0; i < w.initialWorldSize(); ++i) {
-    out.push_back(w.at(i).mode);
-  }
-  return out;
-}
 
 }  // namespace
 

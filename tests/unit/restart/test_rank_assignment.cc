@@ -9,34 +9,12 @@
 #include <catch2/catch.hpp>
 
 #include "resilient/restart/rank_assignment.hpp"
+#include "tests/unit/restart/world_views.h"
 
 using namespace resilient::restart;
+using namespace resilient::restart::test;
 
 namespace {
-
-World run(const World& previous, const RankAssignmentPtr& policy, std::vector<int> terminated,
-          std::function<std::string(int)> key = {}) {
-  AssignmentContext context;
-  context.terminated = std::move(terminated);
-  context.key = std::move(key);
-  return assignRanks(previous, *policy, context);
-}
-
-std::vector<int> ranksOf(const World& w) {
-  std::vector<int> out;
-  for (int i = 0; i < w.initialWorldSize(); ++i) {
-    out.push_back(w.at(i).rank);
-  }
-  return out;
-}
-
-std::vector<Mode> modesOf(const World& w) {
-  std::vector<Mode> out;
-  for (int i = 0; i < w.initialWorldSize(); ++i) {
-    out.push_back(w.at(i).mode);
-  }
-  return out;
-}
 
 constexpr Mode A = Mode::kActive;
 constexpr Mode I = Mode::kInactive;
@@ -54,7 +32,7 @@ TEST_CASE("the first world is every rank active in its initial place", "[restart
 }
 
 TEST_CASE("ShiftRanks slides the survivors down in order", "[restart][assignment]") {
-  const World next = run(World(8), defaultRankAssignment(), {2, 5});
+  const World next = assign(World(8), defaultRankAssignment(), {2, 5});
   CHECK(ranksOf(next) == std::vector<int>{0, 1, -1, 2, 3, -1, 4, 5});
   CHECK(next.worldSize() == 6);
   CHECK(next.activeWorldSize() == 6);
@@ -63,30 +41,30 @@ TEST_CASE("ShiftRanks slides the survivors down in order", "[restart][assignment
 
 TEST_CASE("FillGaps keeps low ranks in place and moves the tail into the holes",
           "[restart][assignment]") {
-  const World next = run(World(8), compose({activateAllRanks(), fillGaps()}), {2, 5});
+  const World next = assign(World(8), compose({activateAllRanks(), fillGaps()}), {2, 5});
   CHECK(ranksOf(next) == std::vector<int>{0, 1, -1, 3, 4, -1, 2, 5});
   // A second round: the holes fill again from the new tail.
-  const World again = run(next, compose({activateAllRanks(), fillGaps()}), {0});
+  const World again = assign(next, compose({activateAllRanks(), fillGaps()}), {0});
   CHECK(ranksOf(again) == std::vector<int>{-1, 1, -1, 3, 4, -1, 2, 0});
 }
 
 TEST_CASE("spares take the place of failed active ranks", "[restart][assignment]") {
   const auto policy = compose({maxActiveWorldSize(4), activateAllRanks(), shiftRanks()});
-  const World first = run(World(6), policy, {});
+  const World first = assign(World(6), policy, {});
   CHECK(modesOf(first) == std::vector<Mode>{A, A, A, A, I, I});
-  const World second = run(first, policy, {1});
+  const World second = assign(first, policy, {1});
   CHECK(modesOf(second) == std::vector<Mode>{A, T, A, A, A, I});
   CHECK(second.at(4).rank == 3);
   CHECK(second.at(4).activeRank == 3);
-  const World third = run(second, policy, {0, 2, 3});
+  const World third = assign(second, policy, {0, 2, 3});
   CHECK(modesOf(third) == std::vector<Mode>{T, T, T, T, A, A});
   CHECK(third.activeWorldSize() == 2);
 }
 
 TEST_CASE("without ActivateAllRanks, modes carry over", "[restart][assignment]") {
-  const World first = run(World(4), compose({maxActiveWorldSize(2), shiftRanks()}), {});
+  const World first = assign(World(4), compose({maxActiveWorldSize(2), shiftRanks()}), {});
   CHECK(modesOf(first) == std::vector<Mode>{A, A, I, I});
-  const World second = run(first, shiftRanks(), {0});
+  const World second = assign(first, shiftRanks(), {0});
   CHECK(modesOf(second) == std::vector<Mode>{T, A, I, I});
   CHECK(second.activeWorldSize() == 1);
 }
@@ -94,11 +72,11 @@ TEST_CASE("without ActivateAllRanks, modes carry over", "[restart][assignment]")
 TEST_CASE("ActiveWorldSizeDivisibleBy makes the highest active ranks spares",
           "[restart][assignment]") {
   const auto policy = compose({activeWorldSizeDivisibleBy(4), activateAllRanks(), shiftRanks()});
-  const World w = run(World(10), policy, {});
+  const World w = assign(World(10), policy, {});
   CHECK(w.activeWorldSize() == 8);
   CHECK(w.at(8).mode == I);
   CHECK(w.at(9).mode == I);
-  const World after = run(w, policy, {0, 1, 2});
+  const World after = assign(w, policy, {0, 1, 2});
   CHECK(after.worldSize() == 7);
   CHECK(after.activeWorldSize() == 4);
 }
@@ -107,21 +85,21 @@ TEST_CASE("FilterCountGroupedByKey benches a host that lost a rank", "[restart][
   auto host = [](int initialRank) { return "host" + std::to_string(initialRank / 4); };
   const auto policy = compose({filterCountGroupedByKey([](int n) { return n == 4; }, "4 per host"),
                                activateAllRanks(), shiftRanks()});
-  const World w = run(World(16), policy, {5}, host);
+  const World w = assign(World(16), policy, {5}, host);
   CHECK(w.worldSize() == 15);
   CHECK(w.activeWorldSize() == 12);
   for (int i : {4, 6, 7}) {
     CHECK(w.at(i).mode == I);
   }
   CHECK(w.at(8).activeRank == 4);
-  CHECK_THROWS_WITH(run(World(4), policy, {}), Catch::Contains("needs a key per rank"));
+  CHECK_THROWS_WITH(assign(World(4), policy, {}), Catch::Contains("needs a key per rank"));
 }
 
 TEST_CASE("a policy that leaves holes, or a bad input, is a clear error", "[restart][assignment]") {
-  CHECK_THROWS_WITH(run(World(4), activateAllRanks(), {1}),
+  CHECK_THROWS_WITH(assign(World(4), activateAllRanks(), {1}),
                     Catch::Contains("ActivateAllRanks left an inconsistent world") &&
                         Catch::Contains("outside [0, 3)"));
-  CHECK_THROWS_WITH(run(World(4), defaultRankAssignment(), {7}),
+  CHECK_THROWS_WITH(assign(World(4), defaultRankAssignment(), {7}),
                     Catch::Contains("terminated rank 7 is not an initial rank of a 4-rank job"));
   CHECK_THROWS_AS(maxActiveWorldSize(0), std::invalid_argument);
   CHECK_THROWS_AS(activeWorldSizeDivisibleBy(0), std::invalid_argument);

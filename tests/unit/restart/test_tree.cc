@@ -9,8 +9,10 @@
 #include <catch2/catch.hpp>
 
 #include "resilient/restart/tree.hpp"
+#include "tests/unit/restart/world_views.h"
 
 using namespace resilient::restart;
+using namespace resilient::restart::test;
 
 namespace {
 
@@ -22,20 +24,6 @@ World first(int n, const RankAssignmentPtr& policy) {
   AssignmentContext c;
   c.firstIteration = true;
   return assignRanks(World(n), *policy, c);
-}
-
-World after(const World& w, const RankAssignmentPtr& policy, std::vector<int> terminated) {
-  AssignmentContext c;
-  c.terminated = std::move(terminated);
-  return assignRanks(w, *policy, c);
-}
-
-std::vector<int> ranksOf(const World& w) {
-  std::vector<int> out;
-  for (int i = 0; i < w.initialWorldSize(); ++i) {
-    out.push_back(w.at(i).rank);
-  }
-  return out;
 }
 
 std::vector<int> activeOf(const World& w) {
@@ -66,7 +54,7 @@ TEST_CASE("the first layout activates depth-first under each domain's maximum",
 TEST_CASE("a failed rank is replaced by a spare of its RESERVE domain, in its place",
           "[restart][assignment][tree]") {
   const auto policy = hosts(Layer::kReserve);
-  const World w = after(first(8, policy), policy, {1});
+  const World w = assign(first(8, policy), policy, {1});
   CHECK(activeOf(w) == std::vector<int>{0, 2, 3, 4, 5, 6});
   CHECK(w.at(3).rank == 1);  // the spare took rank 1
   CHECK(ranksOf(w) == std::vector<int>{0, -1, 2, 1, 3, 4, 5, 6});
@@ -78,7 +66,7 @@ TEST_CASE("without a spare that fits, BACKFILL moves the domain's last active ra
   // domain (host 1 is full), so host 0 backfills: initial 2 moves to rank 1.
   const auto policy = tree({Layer{1, -1, {}, Layer::kReserve},
                             Layer{1, 3, hostOf4, Layer::kReserve | Layer::kBackfill}});
-  const World w = after(first(8, policy), policy, {1, 3});
+  const World w = assign(first(8, policy), policy, {1, 3});
   CHECK(activeOf(w) == std::vector<int>{0, 2, 4, 5, 6});
   CHECK(w.at(2).rank == 1);
   CHECK(w.at(7).mode == Mode::kInactive);  // host 1's spare stays: host 1 has 3 active
@@ -87,7 +75,7 @@ TEST_CASE("without a spare that fits, BACKFILL moves the domain's last active ra
 
 TEST_CASE("a domain below its minimum is terminated whole", "[restart][assignment][tree]") {
   const auto policy = hosts(Layer::kReserve, 3);
-  const World w = after(first(8, policy), policy, {0, 1});
+  const World w = assign(first(8, policy), policy, {0, 1});
   for (int i = 0; i < 4; ++i) {
     CHECK(w.terminated(i));
   }
@@ -98,7 +86,7 @@ TEST_CASE("a domain below its minimum is terminated whole", "[restart][assignmen
 TEST_CASE("the world-size filter cuts the active count", "[restart][assignment][tree]") {
   const auto policy =
       tree({Layer{}, Layer{1, -1, hostOf4, Layer::kNone}}, [](int n) { return n - n % 4; });
-  const World w = after(first(12, policy), policy, {5});
+  const World w = assign(first(12, policy), policy, {5});
   CHECK(w.activeWorldSize() == 8);
   CHECK(w.worldSize() == 11);
 }
@@ -134,8 +122,8 @@ TEST_CASE("random failures keep the domain limits and a consistent world",
       std::shuffle(live.begin(), live.end(), rng);
       const int kill =
           std::min<int>(static_cast<int>(rng() % 4), static_cast<int>(live.size()) - 1);
-      const World next = after(w, policy, std::vector<int>(live.begin(), live.begin() + kill));
-      CHECK(next == after(w, policy, std::vector<int>(live.begin(), live.begin() + kill)));
+      const World next = assign(w, policy, std::vector<int>(live.begin(), live.begin() + kill));
+      CHECK(next == assign(w, policy, std::vector<int>(live.begin(), live.begin() + kill)));
       std::map<std::string, int> activePerHost;
       std::map<std::string, int> livePerHost;
       for (int i = 0; i < n; ++i) {
