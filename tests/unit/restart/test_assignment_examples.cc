@@ -72,8 +72,8 @@ TEST_CASE("reference example: eight healthy ranks per host", "[restart][assignme
 TEST_CASE("reference example: Tree with RESERVE at the root and the host",
           "[restart][assignment][examples][tree]") {
   auto host = [](int i) { return "node" + std::to_string(i / 8); };
-  const auto policy = tree({Layer{128, 256, {}, Layer::kReserve},
-                            Layer{8, 8, host, Layer::kReserve}});
+  const auto policy =
+      tree({Layer{128, 256, {}, Layer::kReserve}, Layer{8, 8, host, Layer::kReserve}});
   const World start = assign(World(320), policy, {}, {}, true);
   CHECK(start.activeWorldSize() == 256);
   CHECK(start.at(255).mode == A);
