@@ -31,6 +31,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -170,10 +171,13 @@ class TcpClients final : public Clients {
 };
 
 #if defined(RESILIENT_HAVE_ETCD_STORE)
+// The etcd drivers (a thread per rank, or libcurl multi) behind Clients:
+// both have Clients' operations, so one forwarding adapter serves them.
+template <class Driver>
 class EtcdWorkerClients final : public Clients {
  public:
-  EtcdWorkerClients(const std::vector<std::string>& endpoints, int n, int first)
-      : clients_(endpoints, n, first) {}
+  template <class... Args>
+  explicit EtcdWorkerClients(Args&&... args) : clients_(std::forward<Args>(args)...) {}
   void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
                     BarrierTimes* t) override {
     clients_.startBarrier(name, gen, world, hold, t);
@@ -185,26 +189,7 @@ class EtcdWorkerClients final : public Clients {
   }
 
  private:
-  bench::EtcdClients clients_;
-};
-
-class EtcdEventWorkerClients final : public Clients {
- public:
-  EtcdEventWorkerClients(const std::vector<std::string>& endpoints, int n, int first,
-                         const std::string& source)
-      : clients_(endpoints, n, first, source) {}
-  void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
-                    BarrierTimes* t) override {
-    clients_.startBarrier(name, gen, world, hold, t);
-  }
-  void startHeld(BarrierTimes* t) override { clients_.startHeld(t); }
-  void awaitReleases(BarrierTimes* t) override { clients_.awaitReleases(t); }
-  uint64_t runOps(const std::string& op, int durationMs) override {
-    return clients_.runOps(op, durationMs);
-  }
-
- private:
-  bench::EtcdEventClients clients_;
+  Driver clients_;
 };
 #endif
 
@@ -248,12 +233,11 @@ struct Target {
 #if defined(RESILIENT_HAVE_ETCD_STORE)
       if (etcdDriver == "event") {
         // Each worker its own loopback source address, as for the TCP store.
-        const std::string source = etcd.front().rfind("127.", 0) == 0
-                                       ? "127.0.0." + std::to_string(2 + processIndex)
-                                       : "";
-        return std::make_unique<EtcdEventWorkerClients>(etcd, n, first, source);
+        const std::string source =
+            etcd.front().rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + processIndex) : "";
+        return std::make_unique<EtcdWorkerClients<bench::EtcdEventClients>>(etcd, n, first, source);
       }
-      return std::make_unique<EtcdWorkerClients>(etcd, n, first);
+      return std::make_unique<EtcdWorkerClients<bench::EtcdClients>>(etcd, n, first);
 #else
       throw std::runtime_error("this build has no etcd backend");
 #endif
@@ -608,15 +592,17 @@ int run(int argc, char** argv) {
               "connect s", "straggler ms med/p90/max", "burst ms med/p90/max", "spread ms",
               "set op/s", "get op/s", "add op/s");
   for (int n : clientCounts) {
-    Row r = runOne(target, n, processes, rounds, warmup, opsMs, mode != "burst", mode != "straggler");
+    Row r =
+        runOne(target, n, processes, rounds, warmup, opsMs, mode != "burst", mode != "straggler");
     std::printf(
         "%8d %5d %9.2f | %8.2f %8.2f %9.2f | %8.2f %8.2f %9.2f | %9.2f | %10.0f %10.0f %10.0f\n",
         r.clients, r.processes, r.connectSeconds, r.straggler.median, r.straggler.p90,
         r.straggler.max, r.burst.median, r.burst.p90, r.burst.max, r.firstToLastReleaseMs, r.setOps,
         r.getOps, r.addOps);
     if (mode != "burst" && n > 1) {
-      std::printf("%8s straggler rounds: %d-1 ranks counted %.2f s after the round began (median)\n",
-                  "", n, r.arrivalsSeconds);
+      std::printf(
+          "%8s straggler rounds: %d-1 ranks counted %.2f s after the round began (median)\n", "", n,
+          r.arrivalsSeconds);
     }
     std::fflush(stdout);
     rows.push_back(r);
