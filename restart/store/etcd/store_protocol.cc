@@ -51,78 +51,99 @@ BarrierArrivalSteps::BarrierArrivalSteps(const BarrierArrival& a)
     : arrival_(a), keys_(a), world_(std::to_string(a.worldSize)) {}
 
 namespace {
-// Put r/<rank> (with its previous value: was it counted already?), count
-// the r/ keys, read `done`; all at the transaction's revision.
-Json arriveOps(const BarrierKeys& keys, int rank) {
-  kv::RangeOptions countRanks;
-  countRanks.rangeEnd = kv::prefixEnd(keys.ranks());
-  countRanks.countOnly = true;
+
+// The count of ranks the `count` key says (its version; 0 when absent).
+int64_t countOf(const Json& rangeAnswer) {
+  const std::vector<kv::KeyValue> c = kv::kvs(rangeAnswer);
+  return c.empty() ? 0 : c.front().version;
+}
+
+// Success branch: count the rank, read the count and `done`.
+Json countOps(const BarrierKeys& keys, int rank) {
   kv::RangeOptions countOne;
   countOne.countOnly = true;
-  return Json::array({kv::opPut(kv::put(keys.rank(rank), "", 0, true)),
-                      kv::opRange(kv::range(keys.ranks(), countRanks)),
+  return Json::array({kv::opPut(kv::put(keys.rank(rank), "")), kv::opPut(kv::put(keys.count(), "")),
+                      kv::opRange(kv::range(keys.count())),
                       kv::opRange(kv::range(keys.done(), countOne))});
 }
+
+// Failure branch: why the compares failed, and the count as it stands.
+Json explainOps(const BarrierKeys& keys, int rank) {
+  kv::RangeOptions countOne;
+  countOne.countOnly = true;
+  return Json::array({kv::opRange(kv::range(keys.world())),
+                      kv::opRange(kv::range(keys.rank(rank), countOne)),
+                      kv::opRange(kv::range(keys.count())),
+                      kv::opRange(kv::range(keys.done(), countOne))});
+}
+
 }  // namespace
 
 EtcdRequest BarrierArrivalSteps::arriveRequest() const {
   return {kv::kTxnPath,
-          kv::txn(Json::array({kv::compareValue(keys_.world(), Cmp::kEqual, world_)}),
-                  arriveOps(keys_, arrival_.rank),
-                  Json::array({kv::opRange(kv::range(keys_.world()))}))};
+          kv::txn(Json::array({kv::compareValue(keys_.world(), Cmp::kEqual, world_),
+                               kv::compareVersion(keys_.rank(arrival_.rank), Cmp::kEqual, 0)}),
+                  countOps(keys_, arrival_.rank), explainOps(keys_, arrival_.rank))};
 }
 
 EtcdRequest BarrierArrivalSteps::createRequest() const {
-  Json create = arriveOps(keys_, arrival_.rank);
+  Json create = countOps(keys_, arrival_.rank);
   create.insert(create.begin(), kv::opPut(kv::put(keys_.world(), world_)));
   return {kv::kTxnPath,
           kv::txn(Json::array({kv::compareVersion(keys_.world(), Cmp::kEqual, 0)}),
-                  std::move(create), Json::array({kv::opRange(kv::range(keys_.world()))}))};
-}
-
-std::optional<EtcdRequest> BarrierArrivalSteps::retryOrThrow(const Json& answer) {
-  const std::vector<kv::KeyValue> w = kv::kvs(kv::txnResponse(answer, 0));
-  if (!w.empty() && w.front().value != world_) {
-    throw InvalidArgument("barrier '" + arrival_.name + "' generation " +
-                          std::to_string(arrival_.generation) + " counts " + w.front().value +
-                          " ranks, but rank " + std::to_string(arrival_.rank) +
-                          " arrived declaring " + world_);
-  }
-  if (attempt_++ > 8) {
-    throw BackendError("barrier '" + arrival_.name + "': could not record the arrival");
-  }
-  stage_ = Stage::kArrive;
-  return arriveRequest();
+                  std::move(create), explainOps(keys_, arrival_.rank))};
 }
 
 std::optional<EtcdRequest> BarrierArrivalSteps::next(const Json& answer) {
   switch (stage_) {
     case Stage::kArrive:
-      if (kv::succeeded(answer)) {
-        return settle(answer, 0);
+    case Stage::kCreate: {
+      if (!kv::succeeded(answer)) {
+        return notCounted(answer);
       }
-      if (kv::kvs(kv::txnResponse(answer, 0)).empty()) {
-        stage_ = Stage::kCreate;  // the first arrival: record the world size
-        return createRequest();
-      }
-      return retryOrThrow(answer);
-    case Stage::kCreate:
-      if (kv::succeeded(answer)) {
-        return settle(answer, 1);
-      }
-      return retryOrThrow(answer);
+      // The success branch: [put world,] put r/<rank>, put count, count, done.
+      const size_t first = stage_ == Stage::kCreate ? 3 : 2;
+      revision_ = kv::revision(answer);
+      const int64_t count = countOf(kv::txnResponse(answer, first));
+      result_.arrivalIndex = static_cast<uint32_t>(count);
+      return counted(count, kv::count(kv::txnResponse(answer, first + 1)) > 0);
+    }
     case Stage::kRelease:
     case Stage::kSettled: stage_ = Stage::kSettled; return std::nullopt;
   }
   return std::nullopt;
 }
 
-std::optional<EtcdRequest> BarrierArrivalSteps::settle(const Json& answer, size_t first) {
-  const bool alreadyCounted = kv::txnResponse(answer, first).contains("prev_kv");
-  const int64_t count = kv::count(kv::txnResponse(answer, first + 1));
-  const bool done = kv::count(kv::txnResponse(answer, first + 2)) > 0;
+std::optional<EtcdRequest> BarrierArrivalSteps::notCounted(const Json& answer) {
+  const std::vector<kv::KeyValue> w = kv::kvs(kv::txnResponse(answer, 0));
+  if (w.empty()) {
+    if (attempt_++ > 8) {
+      throw BackendError("barrier '" + arrival_.name + "': could not record the arrival");
+    }
+    stage_ = Stage::kCreate;  // the first arrival: record the world size
+    return createRequest();
+  }
+  if (w.front().value != world_) {
+    throw InvalidArgument("barrier '" + arrival_.name + "' generation " +
+                          std::to_string(arrival_.generation) + " counts " + w.front().value +
+                          " ranks, but rank " + std::to_string(arrival_.rank) +
+                          " arrived declaring " + world_);
+  }
+  if (kv::count(kv::txnResponse(answer, 1)) == 0) {
+    // `world` appeared between our two transactions: arrive again.
+    if (attempt_++ > 8) {
+      throw BackendError("barrier '" + arrival_.name + "': could not record the arrival");
+    }
+    stage_ = Stage::kArrive;
+    return arriveRequest();
+  }
+  // Counted already (a retry of an applied attempt, or a third party).
   revision_ = kv::revision(answer);
-  result_.arrivalIndex = alreadyCounted ? 0 : static_cast<uint32_t>(count);
+  result_.arrivalIndex = 0;
+  return counted(countOf(kv::txnResponse(answer, 2)), kv::count(kv::txnResponse(answer, 3)) > 0);
+}
+
+std::optional<EtcdRequest> BarrierArrivalSteps::counted(int64_t count, bool done) {
   result_.arrived = static_cast<uint32_t>(count);
   if (done || count >= arrival_.worldSize) {
     result_.completed = true;

@@ -41,14 +41,21 @@ struct BarrierKeys {
   std::string ranks() const { return base + "r/"; }
   std::string rank(int r) const;
   std::string surplus() const { return base + "s/"; }
+  std::string count() const { return base + "count"; }
   std::string done() const { return base + "done"; }
 };
 
 // One rank's arrival at a barrier (rank within [0, worldSize)): a
-// transaction that, if `world` holds our world size, puts r/<rank> and reads
-// the count of r/ keys and `done` at one revision; the first arrival creates
-// `world` in another transaction; the arrival that completes the count puts
-// `done`. Waiters then watch `done` from watchFrom() (watch.h).
+// transaction that, if `world` holds our world size and r/<rank> does not
+// exist yet, puts r/<rank> and the `count` key and reads `count` and `done`
+// at one revision. `count` is put once per counted rank, so its version is
+// the number of ranks counted and this arrival's 1-based index: no step
+// scans the r/ keys, and etcd applies each arrival in O(log n). The
+// transaction's other branch reads `world`, r/<rank> and `count`: the first
+// arrival creates `world` in another transaction, a rank counted already
+// (a retry, or its monitor counted it) learns the count. The arrival that
+// completes the count puts `done`; waiters watch `done` from watchFrom()
+// (watch.h).
 class BarrierArrivalSteps {
  public:
   explicit BarrierArrivalSteps(const BarrierArrival& a);
@@ -69,8 +76,8 @@ class BarrierArrivalSteps {
   enum class Stage { kArrive, kCreate, kRelease, kSettled };
   EtcdRequest arriveRequest() const;
   EtcdRequest createRequest() const;
-  std::optional<EtcdRequest> settle(const nlohmann::json& answer, size_t first);
-  std::optional<EtcdRequest> retryOrThrow(const nlohmann::json& answer);
+  std::optional<EtcdRequest> counted(int64_t count, bool done);
+  std::optional<EtcdRequest> notCounted(const nlohmann::json& answer);
 
   BarrierArrival arrival_;
   BarrierKeys keys_;
