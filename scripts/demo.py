@@ -9,8 +9,14 @@ injection on this script's CLOCK_MONOTONIC, every other point from the ranks'
 Wrapper::timeline() on the same clock) and checks that the faulty run's final
 weights are bitwise equal to the reference's.
 
+With --nccl the communicator is NCCL's (ncclCommunicatorFactory) and the
+all-reduce runs on GPU 0, which every rank shares: each rank gets its own
+NCCL_HOSTID, so that NCCL sees 8 one-GPU hosts and all traffic goes through
+NCCL_NET_PLUGIN=libnccl-net-resilient.so (docs/demo.md, "NCCL mode").
+
 Exit status: 0 PASS; 1 FAIL (weights differ, a rank ended unexpectedly, a
-timeout); 2 bad usage or missing binaries; 130 interrupted.
+timeout); 2 bad usage or missing binaries; 77 --nccl without a CUDA runtime or
+device (skipped: nothing was started); 130 interrupted.
 """
 
 import argparse
@@ -28,6 +34,9 @@ import time
 
 WORLD_SIZE = 8
 ACTIVE = 6
+SKIPPED = 77
+# The net plugin's name (plugin/abi/adapter.h): NCCL_NET makes NCCL use it or fail.
+PLUGIN_NET_NAME = "Resilient"
 STEP_RE = re.compile(r"^step iteration=(\d+) rank=(\d+) active=(\d+) step=(\d+) loss=(\S+) mono_ns=(\d+)$")
 
 
@@ -166,13 +175,20 @@ def run_job(args, name, procs, store_url, base_env, faults):
     argv = [binary, f"--run-dir={job_dir}", f"--steps={args.steps}",
             f"--checkpoint-every={args.checkpoint_every}", f"--step-ms={args.step_ms}",
             f"--shards={ACTIVE}",
-            "--plugin=" + os.path.join(args.build, "plugin", "abi", "libnccl-net-resilient.so"),
+            "--plugin=" + plugin_path(args),
             "--monitor=" + os.path.join(args.build, "restart", "monitor", "resilient-monitor")]
+    if args.nccl:
+        argv += ["--nccl"] + cuda_library_args(args)
     ranks, followers = [], []
     started = time.monotonic()
     for r in range(WORLD_SIZE):
         env = dict(base_env, RANK=str(r), WORLD_SIZE=str(WORLD_SIZE), LOCAL_RANK=str(r),
                    NCCL_RESILIENT_STORE_URL=store_url, NCCL_RESILIENT_RESTART_JOB=name)
+        if args.nccl:
+            # Its own "host" per process (by its initial rank, so it stays with
+            # the process across restarts): NCCL then accepts 8 ranks on one
+            # GPU and connects them all through the net plugin.
+            env["NCCL_HOSTID"] = f"demo-host-{r}"
         log = os.path.join(job_dir, f"rank-{r}.log")
         ranks.append(procs.start(argv, log, env))
         followers.append(LogFollower(log))
@@ -307,6 +323,44 @@ def print_fault_timeline(job, index, fault, gone):
     return measured
 
 
+def plugin_path(args):
+    return os.path.join(args.build, "plugin", "abi", "libnccl-net-resilient.so")
+
+
+def cuda_library_args(args):
+    return [f"--cuda-library={args.cuda_library}"] if args.cuda_library else []
+
+
+def nccl_env(args):
+    """What NCCL needs for the --nccl job (besides NCCL_HOSTID per rank)."""
+    return {
+        # A path works: NCCL dlopens each NCCL_NET_PLUGIN entry as given first.
+        "NCCL_NET_PLUGIN": plugin_path(args),
+        # Use our plugin or fail; no silent fallback to NCCL's IB or Socket.
+        "NCCL_NET": PLUGIN_NET_NAME,
+        # NCCL's bootstrap on loopback, like the store and our TCP transport.
+        "NCCL_SOCKET_IFNAME": "lo",
+        "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "WARN"),
+    }
+
+
+def check_cuda(args, binary):
+    """None when --nccl can run here, else the reason (resilient-demo-train
+    --check-cuda: a CUDA runtime and a device)."""
+    try:
+        p = subprocess.run([binary, "--check-cuda"] + cuda_library_args(args),
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise DemoFailure("resilient-demo-train --check-cuda did not answer within 60 s")
+    if p.returncode == 0:
+        print(p.stdout.strip(), flush=True)
+        return None
+    text = (p.stderr or p.stdout).strip()
+    if p.returncode == SKIPPED:
+        return text.removeprefix("resilient-demo-train: ")
+    raise DemoFailure(f"resilient-demo-train --check-cuda exited with {p.returncode}: {text}")
+
+
 def weights_digest(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -331,9 +385,21 @@ def parse_args():
                         "(default: 65%% of the steps)")
     p.add_argument("--kill-rank", type=int, default=2)
     p.add_argument("--stop-rank", type=int, default=4)
-    p.add_argument("--job-timeout", type=float, default=60, help="seconds per job")
+    p.add_argument("--job-timeout", type=float,
+                   help="seconds per job (default 60, with --nccl 300)")
+    p.add_argument("--nccl", action="store_true",
+                   help="run the job on real NCCL: every rank on GPU 0, with its own "
+                        "NCCL_HOSTID, through NCCL_NET_PLUGIN=libnccl-net-resilient.so; "
+                        "exits 77 without a CUDA runtime or device")
+    p.add_argument("--cuda-library", metavar="PATH",
+                   help="with --nccl: the CUDA runtime the ranks dlopen "
+                        "(default libcudart.so.13, then libcudart.so)")
     p.add_argument("--keep", action="store_true", help="keep the run directory after a PASS")
     a = p.parse_args()
+    if a.job_timeout is None:
+        a.job_timeout = 300 if a.nccl else 60
+    if a.cuda_library and not a.nccl:
+        p.error("--cuda-library needs --nccl")
     if a.kill_at is None:
         a.kill_at = max(1, a.steps // 4)
     if a.stop_at is None:
@@ -355,6 +421,16 @@ def main():
     if missing:
         print("demo: missing " + ", ".join(missing) + " (run scripts/demo.sh)", file=sys.stderr)
         return 2
+    if args.nccl:
+        # Before anything starts: without a GPU NCCL cannot make a communicator.
+        try:
+            why = check_cuda(args, binaries[0])
+        except DemoFailure as e:
+            print(f"demo: {e}", file=sys.stderr)
+            return 1
+        if why is not None:
+            print(f"demo: skipped: {why}", file=sys.stderr)
+            return SKIPPED
     run_dir = tempfile.mkdtemp(prefix="resilient-demo-")
     blackbox_dir = tempfile.mkdtemp(prefix="resilient-demo-bb-", dir="/dev/shm")
     procs = Processes(run_dir, blackbox_dir)
@@ -364,11 +440,15 @@ def main():
                     NCCL_RESILIENT_JOB_TOKEN=os.environ.get("NCCL_RESILIENT_JOB_TOKEN") or secrets.token_hex(16),
                     NCCL_RESILIENT_SOCKET_IFNAME="lo",
                     NCCL_RESILIENT_BLACKBOX_DIR=blackbox_dir)
+    if args.nccl:
+        base_env.update(nccl_env(args))
     ok = False
     try:
         print(f"demo: {WORLD_SIZE} ranks ({ACTIVE} active + {WORLD_SIZE - ACTIVE} spares), "
-              f"{args.steps} steps, checkpoint every {args.checkpoint_every}; files in {run_dir}",
-              flush=True)
+              f"{args.steps} steps, checkpoint every {args.checkpoint_every}, "
+              + ("NCCL on GPU 0 (NCCL_HOSTID per rank, NCCL_NET_PLUGIN="
+                 f"{base_env['NCCL_NET_PLUGIN']})" if args.nccl else "host engine")
+              + f"; files in {run_dir}", flush=True)
         store, store_url = start_store(procs, binaries[1], run_dir, base_env)
         print(f"store: resilient-store pid {store.pid} at {store_url}", flush=True)
 

@@ -3,10 +3,14 @@
 # build needs (apt-get, only what is missing), configures build/ if it does not
 # exist, builds only the demo's targets and runs scripts/demo.py, which runs an
 # 8-rank job without faults, then again with a rank killed and another frozen,
-# prints the timeline of each fault and checks the weights.
+# prints the timeline of each fault and checks the weights. With --nccl (passed
+# on to demo.py) the same job runs on real NCCL on GPU 0 (docs/demo.md, "NCCL
+# mode"); without a CUDA runtime or device it stops before starting anything.
 #
 # Usage: scripts/demo.sh [scripts/demo.py arguments...]   (BUILD_DIR=dir to use another build)
-# Exit status: scripts/demo.py's (0 PASS, 1 FAIL, 2 usage, 130 interrupted).
+#        scripts/demo.sh --nccl                            (needs a GPU, CUDA 13 and NCCL)
+# Exit status: scripts/demo.py's (0 PASS, 1 FAIL, 2 usage, 77 --nccl without a
+# GPU: skipped, 130 interrupted).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

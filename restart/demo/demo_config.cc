@@ -12,8 +12,15 @@ namespace {
 
 const char* const kUsage =
     "usage: resilient-demo-train --run-dir=DIR [--steps=N] [--checkpoint-every=N] "
-    "[--step-ms=N] [--shards=N] [--plugin=PATH] [--monitor=PATH]\n"
-    "RANK and WORLD_SIZE come from the environment, the store from NCCL_RESILIENT_STORE_URL.";
+    "[--step-ms=N] [--shards=N] [--plugin=PATH] [--monitor=PATH] [--nccl] "
+    "[--cuda-library=PATH]\n"
+    "       resilient-demo-train --check-cuda [--cuda-library=PATH]\n"
+    "RANK and WORLD_SIZE come from the environment, the store from NCCL_RESILIENT_STORE_URL.\n"
+    "--plugin is the host communicator's net plugin (the default mode). --nccl makes the\n"
+    "communicator with NCCL instead and all-reduces on GPU 0; NCCL's settings come from the\n"
+    "environment (scripts/demo.py --nccl sets NCCL_HOSTID per rank, NCCL_NET_PLUGIN, ...).\n"
+    "--cuda-library: the CUDA runtime to dlopen (default libcudart.so.13, then libcudart.so).\n"
+    "--check-cuda: exit 0 if --nccl can run here (a CUDA runtime and a device), else 77.";
 
 int positive(std::string_view name, const std::string& text, int min) {
   size_t used = 0;
@@ -53,9 +60,18 @@ DemoConfig parseCommandLine(int argc, char** argv) {
       c.plugin = value;
     } else if (name == "--monitor") {
       c.monitor = value;
+    } else if (arg == "--nccl") {
+      c.nccl = true;
+    } else if (name == "--cuda-library" && !value.empty()) {
+      c.cudaLibrary = value;
+    } else if (arg == "--check-cuda") {
+      c.checkCuda = true;
     } else {
       throw std::invalid_argument("unknown argument " + arg + "\n" + kUsage);
     }
+  }
+  if (c.checkCuda) {
+    return c;
   }
   if (c.runDir.empty() || c.runDir.front() != '/') {
     throw std::invalid_argument(std::string("--run-dir must be an absolute path\n") + kUsage);
@@ -73,10 +89,17 @@ restart::Options demoOptions(const DemoConfig& config) {
   o.rankAssignment = compose({maxActiveWorldSize(config.shards), activateAllRanks(), shiftRanks()});
   // The data is split into exactly `shards` parts: fewer active ranks end the job.
   o.initialize = retryController(std::nullopt, config.shards, config.shards);
-  HostCommunicatorOptions host;
-  host.plugin = config.plugin;
-  host.operationTimeout = 30s;  // backstop only: the plugin's liveness timeout reports first
-  o.communicators = {{"dp", hostCommunicatorFactory(host)}};
+  if (config.nccl) {
+    // NCCL's defaults: revoke on abort (NCCL >= 2.28.7), shrink when an
+    // iteration only removed ranks; ncclCommInitRankConfig with the unique id
+    // exchanged through the store otherwise.
+    o.communicators = {{"dp", ncclCommunicatorFactory()}};
+  } else {
+    HostCommunicatorOptions host;
+    host.plugin = config.plugin;
+    host.operationTimeout = 30s;  // backstop only: the plugin's liveness timeout reports first
+    o.communicators = {{"dp", hostCommunicatorFactory(host)}};
+  }
 
   o.useMonitorProcess = true;
   o.monitorExecutable = config.monitor;
@@ -103,6 +126,14 @@ restart::Options demoOptions(const DemoConfig& config) {
   o.finalizeTimeout = 5s;
   o.healthCheckTimeout = 5s;
   o.communicatorTimeout = 15s;
+  if (config.nccl) {
+    // Every rank of the host time-slices one GPU (docs/demo.md, "NCCL mode"):
+    // NCCL's init and its first collective (which connects the ring through
+    // the net plugin) take longer there than a host-engine step.
+    o.softTimeout = 10s;
+    o.hardTimeout = 15s;
+    o.communicatorTimeout = 60s;
+  }
   o.validate();
   return o;
 }

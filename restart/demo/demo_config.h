@@ -1,6 +1,6 @@
 // What one rank of the demo is told: its command line, and the restart
 // Options the demo builds from it (demo-sized timeouts, 6 active ranks + the
-// rest spares, one host-engine communicator "dp").
+// rest spares, one communicator "dp": the host engine, or NCCL with --nccl).
 #pragma once
 
 #include <string>
@@ -18,15 +18,22 @@ struct DemoConfig {
   float learningRate = 0.05F;
   std::string plugin;   // net plugin for the host communicator (empty: the default search)
   std::string monitor;  // resilient-monitor executable (empty: the library's search)
+  // --nccl: "dp" is an NcclCommunicator and the all-reduce runs on GPU 0
+  // (NCCL's own settings, NCCL_NET_PLUGIN included, come from the environment).
+  bool nccl = false;
+  std::string cudaLibrary;  // the CUDA runtime for --nccl (empty: libcudart.so.13, libcudart.so)
+  bool checkCuda = false;   // --check-cuda: only check that --nccl can run here, then exit
 };
 
 // Parses --run-dir=DIR --steps=N --checkpoint-every=N --step-ms=N --shards=N
-// --plugin=PATH --monitor=PATH. Throws std::invalid_argument with a usage
-// message on anything else.
+// --plugin=PATH --monitor=PATH --nccl --cuda-library=PATH --check-cuda
+// (--run-dir is required unless --check-cuda). Throws std::invalid_argument
+// with a usage message on anything else.
 DemoConfig parseCommandLine(int argc, char** argv);
 
 // Options::fromEnvironment() (store URL, blackbox directory) with the demo's
-// rank assignment, communicator, monitor files and timeouts; validated.
+// rank assignment, communicator (hostCommunicatorFactory, or
+// ncclCommunicatorFactory with --nccl), monitor files and timeouts; validated.
 restart::Options demoOptions(const DemoConfig& config);
 
 }  // namespace resilient::demo

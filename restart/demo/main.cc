@@ -2,16 +2,19 @@
 // NCCL_RESILIENT_STORE_URL from the environment). scripts/demo.py starts 8 of
 // them; docs/demo.md describes the run. Exit status: 0 completed, 3 this rank
 // was discarded (a culprit replaced by a spare), 4 the job was aborted, 1 an
-// error, 2 a bad command line.
+// error, 2 a bad command line, 77 --nccl (or --check-cuda) without a CUDA
+// runtime or device (checked before anything starts).
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "checkpoint.h"
+#include "cuda_runtime.h"
 #include "demo_config.h"
 #include "report.h"
 #include "resilient/restart.hpp"
@@ -26,6 +29,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
+  std::shared_ptr<const demo::CudaRuntime> cuda;
+  if (config.nccl || config.checkCuda) {
+    try {
+      cuda = demo::openCudaWithDevice(config.cudaLibrary);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "resilient-demo-train: %s\n", e.what());
+      return 77;
+    }
+    if (config.checkCuda) {
+      std::printf("resilient-demo-train: --nccl can run here (%s sees a CUDA device)\n",
+                  cuda->library.c_str());
+      return 0;
+    }
+  }
   // The loop sets RANK to each iteration's rank: the report is named after
   // the initial one, read before the loop starts.
   const char* rankText = std::getenv("RANK");
@@ -35,7 +52,7 @@ int main(int argc, char** argv) {
   int exitCode = 1;
   try {
     restart::Wrapper wrapper(demo::demoOptions(config));
-    demo::Trainer trainer(config);
+    demo::Trainer trainer(config, cuda);
     try {
       const std::optional<std::vector<float>> weights =
           wrapper.run([&](restart::CallContext& ctx) { return trainer(ctx); });

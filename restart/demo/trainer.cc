@@ -4,10 +4,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "checkpoint.h"
+#include "gpu_allreduce.h"
 #include "model.h"
 
 namespace resilient::demo {
@@ -18,20 +22,42 @@ uint64_t monotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+Trainer::Trainer(DemoConfig config, std::shared_ptr<const CudaRuntime> cuda)
+    : config_(std::move(config)), cuda_(std::move(cuda)) {
+  if (config_.nccl && cuda_ == nullptr) {
+    throw std::logic_error("--nccl needs the CUDA runtime");
+  }
+}
+
+Trainer::~Trainer() = default;
+
 void Trainer::record(int iteration, const char* event, int step) {
   events_.push_back({iteration, event, step, monotonicNs()});
 }
 
 std::vector<float> Trainer::operator()(restart::CallContext& ctx) {
   const restart::State& s = ctx.state();
-  // Options has one factory, hostCommunicatorFactory: its communicators are
-  // HostCommunicators. (static_cast: libresilient-restart.so does not export
+  // Options has one factory, hostCommunicatorFactory (or with --nccl
+  // ncclCommunicatorFactory): its communicators are HostCommunicators (or
+  // NcclCommunicators). (static_cast: libresilient-restart.so does not export
   // the classes' type information, so a dynamic_cast does not link.)
   restart::Communicator* made = ctx.communicator("dp");
-  if (made == nullptr || made->describe().rfind("host comm", 0) != 0) {
-    throw std::logic_error("communicator \"dp\" is not a host communicator");
+  const char* const kind = config_.nccl ? "nccl comm" : "host comm";
+  if (made == nullptr || made->describe().rfind(kind, 0) != 0) {
+    throw std::logic_error(std::string("communicator \"dp\" is not a ") +
+                           (config_.nccl ? "NCCL" : "host") + " communicator");
   }
-  auto* comm = static_cast<restart::HostCommunicator*>(made);
+  std::function<void(std::vector<float>&)> allReduce;
+  if (config_.nccl) {
+    auto* comm = static_cast<restart::NcclCommunicator*>(made);
+    if (gpu_ == nullptr) {
+      gpu_ = std::make_unique<GpuAllReduce>(cuda_, static_cast<size_t>(kWeights) + 1);
+    }
+    allReduce = [this, &ctx, comm](std::vector<float>& v) { (*gpu_)(ctx, *comm, v); };
+  } else {
+    auto* comm = static_cast<restart::HostCommunicator*>(made);
+    allReduce = [comm](std::vector<float>& v) { comm->allReduce(v.data(), v.data(), v.size()); };
+  }
   if (s.activeWorldSize != config_.shards) {
     // The data set is split into `shards` parts; the retry controller ends
     // the job before this can happen.
@@ -60,7 +86,7 @@ std::vector<float> Trainer::operator()(restart::CallContext& ctx) {
     // The simulated compute time of a step (a real job runs its model here).
     std::this_thread::sleep_for(std::chrono::milliseconds(config_.stepMs));
     shardSums(shard, w, sums);
-    comm->allReduce(sums.data(), sums.data(), sums.size());
+    allReduce(sums);
     const float loss = sgdStep(w, sums, totalSamples, config_.learningRate);
     ctx.ping();
     const int done = step + 1;

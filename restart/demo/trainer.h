@@ -1,13 +1,17 @@
 // The wrapped function of the demo: a data-parallel training loop over the
-// host communicator "dp". Every call (first or after a restart) loads the
-// latest checkpoint, trains shard State::activeRank with gradients summed by
-// allReduce, pings every step and checkpoints inside ctx.atomic().
+// communicator "dp". Every call (first or after a restart) loads the latest
+// checkpoint, trains shard State::activeRank with gradients summed by an
+// all-reduce (HostCommunicator::allReduce, or with --nccl ncclAllReduce on
+// the GPU through GpuAllReduce), pings every step and checkpoints inside
+// ctx.atomic().
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cuda_runtime.h"
 #include "demo_config.h"
 #include "resilient/restart.hpp"
 
@@ -21,9 +25,15 @@ struct TrainerEvent {
   uint64_t monoNs = 0;
 };
 
+class GpuAllReduce;
+
 class Trainer {
  public:
-  explicit Trainer(DemoConfig config) : config_(std::move(config)) {}
+  // `cuda`: the CUDA runtime, required with config.nccl.
+  explicit Trainer(DemoConfig config, std::shared_ptr<const CudaRuntime> cuda = nullptr);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // Trains to config.steps; returns the final weights.
   std::vector<float> operator()(restart::CallContext& ctx);
@@ -34,6 +44,10 @@ class Trainer {
   void record(int iteration, const char* event, int step);
 
   DemoConfig config_;
+  std::shared_ptr<const CudaRuntime> cuda_;
+  // --nccl: made by the first call and kept across iterations (its buffers
+  // may still be in use by an interrupted all-reduce's kernel).
+  std::unique_ptr<GpuAllReduce> gpu_;
   std::vector<TrainerEvent> events_;
 };
 
