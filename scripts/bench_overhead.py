@@ -19,7 +19,7 @@ with --multi-recv 1 too (the default here; --multi-recv N to change it).
 
 usage: bench_overhead.py [--build DIR] [--rounds N] [--pattern P ...]
                          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
-                         [--json FILE]
+                         [--pin-cpus] [--latency-iters N] [--json FILE]
 Extra environment (e.g. NCCL_RESILIENT_SOCKET_NTHREADS) applies to both plugins.
 """
 import argparse
@@ -33,11 +33,14 @@ import tempfile
 TRANSPORTS = ("raw", "plain", "resilient")
 
 
-def run_once(args, transport, pattern):
+def run_once(args, transport, pattern, sizes):
     nettest = os.path.join(args.build, "plugin/hostengine/resilient-nettest")
-    cmd = [nettest, "--ranks", "2", "--pattern", pattern, "-b", args.minbytes, "-e",
-           args.maxbytes, "-f", str(args.factor), "-n", str(args.iters), "-w", str(args.warmup),
-           "--multi-recv", str(args.multi_recv)]
+    minbytes, maxbytes, iters, warmup = sizes
+    cmd = [nettest, "--ranks", "2", "--pattern", pattern, "-b", minbytes, "-e", maxbytes, "-f",
+           str(args.factor), "-n", str(iters), "-w", str(warmup), "--multi-recv",
+           str(args.multi_recv)]
+    if args.pin_cpus:
+        cmd.append("--pin-cpus")
     if transport == "raw":
         cmd.append("--raw-tcp")
     else:
@@ -63,12 +66,12 @@ def human(n):
     return str(n)
 
 
-def measure(args, pattern):
+def measure(args, pattern, sizes):
     samples = {t: {} for t in TRANSPORTS}  # transport -> bytes -> [(time, bw)]
     for r in range(args.rounds):
         order = TRANSPORTS[r % 3:] + TRANSPORTS[:r % 3]
         for t in order:
-            for size, value in run_once(args, t, pattern).items():
+            for size, value in run_once(args, t, pattern, sizes).items():
                 samples[t].setdefault(size, []).append(value)
     rows = []
     for size in sorted(samples["raw"]):
@@ -101,6 +104,31 @@ def print_table(pattern, rows):
               f"{r['resilient_added_us']:8.2f}")
 
 
+def criteria(result):
+    """The acceptance criteria, from this run's paired medians."""
+    big = [r for rows in result["patterns"].values() for r in rows if r["bytes"] >= 1 << 20]
+    return {
+        "resilient_vs_plain_bw_min_at_1MiB_up": min(r["resilient_vs_plain_bw"] for r in big),
+        "plain_vs_raw_bw_min_at_1MiB_up": min(r["plain_vs_raw_bw"] for r in big),
+        "resilient_added_us_at_8B": result["latency_8B"]["resilient_added_us"],
+    }
+
+
+def print_criteria(c):
+    checks = (
+        ("resilient/plain bandwidth >= 99 % at >= 1 MiB (lowest row)",
+         100 * c["resilient_vs_plain_bw_min_at_1MiB_up"], "%", 100 * 0.99, True),
+        ("resilient adds <= 1 us at 8 B (pingpong)", c["resilient_added_us_at_8B"], " us", 1.0,
+         False),
+        ("plain/raw bandwidth >= 90 % at >= 1 MiB (lowest row)",
+         100 * c["plain_vs_raw_bw_min_at_1MiB_up"], "%", 90.0, True),
+    )
+    print("\ncriteria of this run:")
+    for text, value, unit, bound, at_least in checks:
+        ok = value >= bound if at_least else value <= bound
+        print(f"  {'met' if ok else 'NOT met'}: {text}: {value:.2f}{unit}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
@@ -113,16 +141,30 @@ def main():
     ap.add_argument("-w", "--warmup", type=int, default=5)
     ap.add_argument("--multi-recv", type=int, default=1,
                     help="grouped receives (the raw pump has none: 1 keeps the messages alike)")
+    ap.add_argument("--pin-cpus", action="store_true",
+                    help="run rank r on CPU r (resilient-nettest --pin-cpus), for all three")
+    ap.add_argument("--latency-iters", type=int, default=0,
+                    help="also measure pingpong at 8 B with this many iterations (the latency "
+                         "criterion) and print the three criteria of this run")
     ap.add_argument("--json")
     args = ap.parse_args()
     result = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
               "rounds": args.rounds, "iters": args.iters, "multi_recv": args.multi_recv,
+              "pin_cpus": args.pin_cpus,
               "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
               "patterns": {}}
+    sizes = (args.minbytes, args.maxbytes, args.iters, args.warmup)
     for pattern in args.pattern:
-        rows = measure(args, pattern)
+        rows = measure(args, pattern, sizes)
         result["patterns"][pattern] = rows
         print_table(pattern, rows)
+    if args.latency_iters > 0:
+        rows = measure(args, "pingpong", ("8", "8", args.latency_iters,
+                                          max(1, args.latency_iters // 20)))
+        result["latency_8B"] = rows[0]
+        print_table("latency (pingpong, 8 B)", rows)
+        result["criteria"] = criteria(result)
+        print_criteria(result["criteria"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -123,6 +124,26 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
     }
     envps[r].push_back(nullptr);
   }
+  // Pinning: rank r on the (r mod count)-th CPU of our own affinity mask.
+  std::vector<cpu_set_t> pins;
+  if (plan.pinRanks) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+      return systemError("sched_getaffinity", errno);
+    }
+    std::vector<int> cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &allowed)) {
+        cpus.push_back(cpu);
+      }
+    }
+    pins.resize(n);
+    for (size_t r = 0; r < n && !cpus.empty(); ++r) {
+      CPU_ZERO(&pins[r]);
+      CPU_SET(cpus[r % cpus.size()], &pins[r]);
+    }
+  }
   const pid_t parent = ::getpid();
   auto killAll = [&](int sig) {
     for (RankOutcome& r : outcome.ranks) {
@@ -145,6 +166,9 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) {
         ::_exit(125);
+      }
+      if (!pins.empty() && ::sched_setaffinity(0, sizeof pins[r], &pins[r]) != 0) {
+        ::_exit(126);
       }
       if (r == 0) {
         for (int fd : plan.rank0Fds) {

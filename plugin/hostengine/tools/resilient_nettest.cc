@@ -106,6 +106,7 @@ struct Options {
   std::string jsonPath;
   bool rawTcp = false;
   int rawSockets = 1;
+  bool pinCpus = false;
   std::vector<std::string> kills;
   std::vector<std::string> stops;
   std::vector<std::string> faults;
@@ -765,6 +766,7 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
     plan.injections.push_back({s.rank, SIGSTOP, s.atMs});
   }
   plan.startTimeoutMs = c.timeoutMs + 30000;
+  plan.pinRanks = c.options.pinCpus;
   plan.runTimeoutMs = c.faultMode ? c.faultWindowMs + 15000 : 0;
 
   Result<he::LaunchOutcome> launched = he::launchRanks(plan);
@@ -1037,6 +1039,7 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--json", o.jsonPath, "also write the results as JSON to this file");
   app.add_flag("--raw-tcp", o.rawTcp, "plain TCP sockets of our own instead of a plugin");
+  app.add_flag("--pin-cpus", o.pinCpus, "run rank r on CPU r (modulo the CPUs this process may use)");
   app.add_option("--raw-sockets", o.rawSockets, "--raw-tcp: TCP sockets per connection")
       ->capture_default_str();
   app.add_option("--kill", o.kills, "RANK@MS: SIGKILL that rank MS ms into the measured phase");
