@@ -25,11 +25,12 @@ namespace {
 
 using Json = nlohmann::json;
 
-// One member, nowhere to fail over to: a request waits for its answer as
-// long as the coordinator waits for arrivals (16k arrival transactions
-// queue for minutes: each counts the r/ keys, so a burst costs O(n^2));
-// a watch as long as a round.
-constexpr std::chrono::milliseconds kRequestTimeout(1800000);
+// One member, nowhere to fail over to: a request waits for its answer
+// longer than etcd takes to refuse one it cannot apply in time (its request
+// timeout, 7 s by default, or "too many requests" at once), so that an
+// overloaded etcd answers first; a request the gateway never answers is
+// sent again after this. A watch lasts as long as a round.
+constexpr std::chrono::milliseconds kRequestTimeout(30000);
 constexpr std::chrono::milliseconds kWatchTimeout(3600000);
 // A failed request is sent again, with EtcdStore's backoff (20 ms doubling
 // to 1 s, jittered), until the deadline EtcdStore would give it: the
