@@ -81,18 +81,7 @@ EtcdEventClients::EtcdEventClients(const std::vector<std::string>& endpoints, in
     interface_ = "host!" + sourceIp;
   }
   etcd::initCurl();
-  // The marker lease, granted as EtcdStore grants it (the benchmark's
-  // clients time out after 600 s).
-  {
-    ClientOptions o;
-    o.memberTimeout = Millis(10000);
-    etcd::Rpc rpc(endpoints_, o);
-    const Json answer =
-        rpc.call(etcd::kv::kLeaseGrantPath,
-                 etcd::kv::leaseGrant(etcd::markerLeaseSeconds(Millis(600000))),
-                 SteadyClock::now() + Millis(30000));
-    lease_ = etcd::jsonInt(answer, "ID");
-  }
+  grantMarkerLease();
   headers_ = etcd::newRequestHeaders();
   multi_ = curl_multi_init();
   CURLM* m = static_cast<CURLM*>(multi_);
@@ -505,7 +494,23 @@ void EtcdEventClients::awaitReleases(BarrierTimes* times) {
   });
 }
 
+void EtcdEventClients::grantMarkerLease() {
+  // As EtcdStore grants it: a lease that outlives any retry of an add (the
+  // benchmark's clients time out after 600 s). Granted again before each add
+  // window, as EtcdStore renews its own, since a 16k-rank run can outlast it.
+  ClientOptions o;
+  o.memberTimeout = Millis(10000);
+  etcd::Rpc rpc(endpoints_, o);
+  const Json answer = rpc.call(etcd::kv::kLeaseGrantPath,
+                               etcd::kv::leaseGrant(etcd::markerLeaseSeconds(Millis(600000))),
+                               SteadyClock::now() + Millis(30000));
+  lease_ = etcd::jsonInt(answer, "ID");
+}
+
 uint64_t EtcdEventClients::runOps(const std::string& op, int durationMs) {
+  if (op == "add") {
+    grantMarkerLease();  // before the loop thread reads lease_ (runInLoop orders it)
+  }
   runInLoop([&] {
     op_ = op == "set" ? OpKind::kSet : op == "get" ? OpKind::kGet : OpKind::kAdd;
     opsDone_ = 0;

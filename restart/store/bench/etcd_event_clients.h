@@ -55,6 +55,8 @@ class EtcdEventClients {
   enum class OpKind { kSet, kGet, kAdd };
 
   void loop();
+  // A new lease for the add markers (lease_).
+  void grantMarkerLease();
   // Runs `fn` on the loop thread and waits for it.
   void runInLoop(std::function<void()> fn);
   void wake();
