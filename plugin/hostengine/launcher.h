@@ -57,7 +57,7 @@ struct LaunchPlan {
   std::vector<Injection> injections;
   int64_t startTimeoutMs = 60000;  // no start signal by then: kill everything
   int64_t runTimeoutMs = 0;        // after the start: kill what is left; 0: no limit
-  bool pinRanks = false;  // rank r runs only on the r-th CPU (modulo) this process may use
+  bool pinRanks = false;           // rank r runs only on the r-th CPU (modulo) this process may use
 };
 
 struct RankOutcome {

@@ -1039,7 +1039,8 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--json", o.jsonPath, "also write the results as JSON to this file");
   app.add_flag("--raw-tcp", o.rawTcp, "plain TCP sockets of our own instead of a plugin");
-  app.add_flag("--pin-cpus", o.pinCpus, "run rank r on CPU r (modulo the CPUs this process may use)");
+  app.add_flag("--pin-cpus", o.pinCpus,
+               "run rank r on CPU r (modulo the CPUs this process may use)");
   app.add_option("--raw-sockets", o.rawSockets, "--raw-tcp: TCP sockets per connection")
       ->capture_default_str();
   app.add_option("--kill", o.kills, "RANK@MS: SIGKILL that rank MS ms into the measured phase");

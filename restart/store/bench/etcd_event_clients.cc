@@ -188,10 +188,11 @@ void EtcdEventClients::loop() {
   std::vector<epoll_event> events(1024);
   int running = 0;
   for (;;) {
-    int64_t waitNs = timerDueNs_ < 0 ? 100'000'000 : timerDueNs_ - static_cast<int64_t>(monotonicNs());
+    int64_t waitNs =
+        timerDueNs_ < 0 ? 100'000'000 : timerDueNs_ - static_cast<int64_t>(monotonicNs());
     for (Rank* r : retries_) {
-      waitNs = std::min(waitNs, static_cast<int64_t>(r->retryAtNs) -
-                                    static_cast<int64_t>(monotonicNs()));
+      waitNs = std::min(waitNs,
+                        static_cast<int64_t>(r->retryAtNs) - static_cast<int64_t>(monotonicNs()));
     }
     const int timeoutMs =
         waitNs <= 0 ? 0 : static_cast<int>(std::min<int64_t>(100, (waitNs + 999999) / 1000000));
@@ -262,8 +263,7 @@ void EtcdEventClients::send(Rank& rank, const char* path, const std::string& bod
     rank.sink.onLine = &rank.onLine;
   }
   etcd::prepareRequest(rank.easy, etcd::urlOf(endpoints_[rank.endpoint], path), rank.body,
-                       stream ? kWatchTimeout : kRequestTimeout, headers_, &rank.sink,
-                       rank.errbuf);
+                       stream ? kWatchTimeout : kRequestTimeout, headers_, &rank.sink, rank.errbuf);
   curl_easy_setopt(rank.easy, CURLOPT_PRIVATE, &rank);
   if (!interface_.empty()) {
     curl_easy_setopt(rank.easy, CURLOPT_INTERFACE, interface_.c_str());

@@ -71,10 +71,9 @@ Json countOps(const BarrierKeys& keys, int rank) {
 Json explainOps(const BarrierKeys& keys, int rank) {
   kv::RangeOptions countOne;
   countOne.countOnly = true;
-  return Json::array({kv::opRange(kv::range(keys.world())),
-                      kv::opRange(kv::range(keys.rank(rank), countOne)),
-                      kv::opRange(kv::range(keys.count())),
-                      kv::opRange(kv::range(keys.done(), countOne))});
+  return Json::array(
+      {kv::opRange(kv::range(keys.world())), kv::opRange(kv::range(keys.rank(rank), countOne)),
+       kv::opRange(kv::range(keys.count())), kv::opRange(kv::range(keys.done(), countOne))});
 }
 
 }  // namespace
@@ -89,9 +88,8 @@ EtcdRequest BarrierArrivalSteps::arriveRequest() const {
 EtcdRequest BarrierArrivalSteps::createRequest() const {
   Json create = countOps(keys_, arrival_.rank);
   create.insert(create.begin(), kv::opPut(kv::put(keys_.world(), world_)));
-  return {kv::kTxnPath,
-          kv::txn(Json::array({kv::compareVersion(keys_.world(), Cmp::kEqual, 0)}),
-                  std::move(create), explainOps(keys_, arrival_.rank))};
+  return {kv::kTxnPath, kv::txn(Json::array({kv::compareVersion(keys_.world(), Cmp::kEqual, 0)}),
+                                std::move(create), explainOps(keys_, arrival_.rank))};
 }
 
 std::optional<EtcdRequest> BarrierArrivalSteps::next(const Json& answer) {
@@ -198,8 +196,8 @@ EtcdRequest CounterAddSteps::txn(int64_t lease) const {
           kv::txn(Json::array({mod_ == 0 ? kv::compareVersion(key_, Cmp::kEqual, 0)
                                          : kv::compareMod(key_, Cmp::kEqual, mod_),
                                kv::compareVersion(marker_, Cmp::kEqual, 0)}),
-                  Json::array({kv::opPut(kv::put(key_, text_)),
-                               kv::opPut(kv::put(marker_, text_, lease))}),
+                  Json::array(
+                      {kv::opPut(kv::put(key_, text_)), kv::opPut(kv::put(marker_, text_, lease))}),
                   Json::array({kv::opRange(kv::range(key_)), kv::opRange(kv::range(marker_))}))};
 }
 
