@@ -204,6 +204,15 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// What every request benchmark reports besides its time: bytes, test()
+// calls per request and the process's threads (the watchdog included).
+void reportCounters(benchmark::State& state, size_t bytes, int64_t tests) {
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+  state.counters["tests"] =
+      benchmark::Counter(static_cast<double>(tests), benchmark::Counter::kAvgIterations);
+  state.counters["threads"] = threadCount();
+}
+
 void sendBench(benchmark::State& state, Pair* pair) {
   const auto bytes = static_cast<size_t>(state.range(0));
   int64_t tests = 0;
@@ -223,10 +232,7 @@ void sendBench(benchmark::State& state, Pair* pair) {
     }
     tests += calls;
   }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
-  state.counters["tests"] =
-      benchmark::Counter(static_cast<double>(tests), benchmark::Counter::kAvgIterations);
-  state.counters["threads"] = threadCount();
+  reportCounters(state, bytes, tests);
 }
 
 void recvBench(benchmark::State& state, Pair* pair) {
@@ -256,10 +262,7 @@ void recvBench(benchmark::State& state, Pair* pair) {
     }
     tests += calls;
   }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
-  state.counters["tests"] =
-      benchmark::Counter(static_cast<double>(tests), benchmark::Counter::kAvgIterations);
-  state.counters["threads"] = threadCount();
+  reportCounters(state, bytes, tests);
 }
 
 void pollBench(benchmark::State& state, Pair* pair) {
