@@ -25,7 +25,8 @@ void BarrierState::recordSurplus(int rank) {
 }
 
 void BarrierState::removeWaiter(uint64_t id) {
-  auto it = std::find(waiters_.begin(), waiters_.end(), id);
+  auto it = std::find_if(waiters_.begin(), waiters_.end(),
+                         [id](const BarrierWaiter& w) { return w.id == id; });
   if (it != waiters_.end()) {
     *it = waiters_.back();
     waiters_.pop_back();

@@ -12,6 +12,15 @@
 
 namespace resilient::store {
 
+// A call waiting for a barrier's release: what its answer needs, kept in the
+// barrier itself so that a release reads one contiguous array.
+struct BarrierWaiter {
+  uint64_t id = 0;     // the engine's pending id
+  uint64_t owner = 0;  // as passed by the caller (connection, ...)
+  uint64_t tag = 0;    // as passed by the caller (request id, ...)
+  uint32_t arrivalIndex = 0;
+};
+
 class BarrierState {
  public:
   explicit BarrierState(int worldSize);
@@ -26,7 +35,7 @@ class BarrierState {
   // Records a rank outside [0, worldSize) (kept for error reports, capped).
   void recordSurplus(int rank);
 
-  std::vector<uint64_t>& waiters() noexcept { return waiters_; }
+  std::vector<BarrierWaiter>& waiters() noexcept { return waiters_; }
   // Removes one waiter id (timeout or disconnect).
   void removeWaiter(uint64_t id);
 
@@ -36,7 +45,7 @@ class BarrierState {
   std::vector<uint8_t> counted_;
   uint32_t arrived_ = 0;
   std::set<int> surplus_;
-  std::vector<uint64_t> waiters_;
+  std::vector<BarrierWaiter> waiters_;
 };
 
 }  // namespace resilient::store

@@ -11,7 +11,8 @@ namespace {
 constexpr uint64_t kKeptGenerations = 4;
 }  // namespace
 
-StoreEngine::StoreEngine(Notify notify) : notify_(std::move(notify)) {}
+StoreEngine::StoreEngine(Notify notify, ReleaseSink release)
+    : notify_(std::move(notify)), release_(std::move(release)) {}
 
 const std::string* StoreEngine::find(std::string_view key) const {
   auto it = keys_.find(key);
@@ -94,11 +95,11 @@ uint64_t StoreEngine::removePrefix(std::string_view prefix) {
   for (auto it = barriers_.lower_bound(BarrierKey{std::string(prefix), 0});
        it != barriers_.end() &&
        std::string_view(it->first.name).substr(0, prefix.size()) == prefix;) {
-    std::vector<uint64_t> waiters = it->second.waiters();
-    for (uint64_t id : waiters) {
+    const std::vector<BarrierWaiter> waiters = it->second.waiters();
+    for (const BarrierWaiter& w : waiters) {
       Completion c;
       c.kind = Completion::Kind::kDropped;
-      complete(id, c);
+      complete(w.id, c);
     }
     it = barriers_.erase(it);
   }
@@ -224,7 +225,7 @@ BarrierOutcome StoreEngine::barrier(const BarrierArrival& arrival, uint64_t owne
   p.arrivalIndex = index;
   pending_.emplace(id, std::move(p));
   addToOwner(owner, id);
-  state.waiters().push_back(id);
+  state.waiters().push_back(BarrierWaiter{id, owner, tag, index});
   out.kind = BarrierOutcome::Kind::kPending;
   out.pendingId = id;
   out.result = {false, index, state.arrived()};
@@ -232,25 +233,35 @@ BarrierOutcome StoreEngine::barrier(const BarrierArrival& arrival, uint64_t owne
 }
 
 void StoreEngine::releaseBarrier(BarrierState& state) {
-  // The hot path of a large barrier: one Completion reused for every waiter,
-  // no per-waiter bookkeeping beyond erasing its pending entry.
-  std::vector<uint64_t> waiters = std::move(state.waiters());
+  // The hot path of a large barrier: the waiters' answers come from the
+  // barrier's own array; their pending entries are erased afterwards.
+  std::vector<BarrierWaiter> waiters = std::move(state.waiters());
   state.waiters().clear();
+  if (release_) {
+    release_(waiters, state.arrived());
+    released_.push_back(std::move(waiters));
+    return;
+  }
   Completion c;
   c.kind = Completion::Kind::kBarrierReleased;
   c.result.completed = true;
   c.result.arrived = state.arrived();
-  for (uint64_t id : waiters) {
-    auto p = pending_.find(id);
-    if (p == pending_.end()) {
-      continue;
-    }
-    c.owner = p->second.owner;
-    c.tag = p->second.tag;
-    c.result.arrivalIndex = p->second.arrivalIndex;
-    pending_.erase(p);
+  for (const BarrierWaiter& w : waiters) {
+    c.owner = w.owner;
+    c.tag = w.tag;
+    c.result.arrivalIndex = w.arrivalIndex;
+    pending_.erase(w.id);
     notify_(c);
   }
+}
+
+void StoreEngine::reap() {
+  for (const std::vector<BarrierWaiter>& batch : released_) {
+    for (const BarrierWaiter& w : batch) {
+      pending_.erase(w.id);
+    }
+  }
+  released_.clear();
 }
 
 void StoreEngine::collectBarriers(const std::string& name, uint64_t completedGeneration) {
@@ -304,6 +315,7 @@ void StoreEngine::removePending(uint64_t id) {
 }
 
 void StoreEngine::expire(uint64_t id) {
+  reap();
   auto p = pending_.find(id);
   if (p == pending_.end()) {
     return;
@@ -321,6 +333,7 @@ void StoreEngine::expire(uint64_t id) {
 }
 
 void StoreEngine::dropOwner(uint64_t owner) {
+  reap();
   auto o = byOwner_.find(owner);
   if (o == byOwner_.end()) {
     return;

@@ -3,7 +3,11 @@
 // MemoryStore drives it under its mutex, the TCP server from its event-loop
 // thread. Deferred answers (a wait that becomes ready, a barrier released)
 // are delivered through the Notify callback given at construction, always
-// from inside the engine call that caused them.
+// from inside the engine call that caused them. A barrier release can go to
+// a ReleaseSink instead, as one array of waiters: the TCP server answers a
+// 16k-rank release from several threads, and the engine's own bookkeeping
+// for those waiters is deferred until reap() so it does not delay the
+// answers.
 //
 // The engine keeps no clocks for waiters: the owner of a pending call decides
 // when it has waited long enough and calls expire(id), which answers it with
@@ -69,8 +73,13 @@ class StoreEngine {
   // Called for every deferred answer, from inside the engine call that
   // produced it; it must not call back into the engine.
   using Notify = std::function<void(const Completion&)>;
+  // Called with every waiter of a barrier that completed (in arrival order)
+  // and the number of ranks counted; must not call back into the engine.
+  using ReleaseSink =
+      std::function<void(const std::vector<BarrierWaiter>& waiters, uint32_t arrived)>;
 
-  explicit StoreEngine(Notify notify);
+  // Without a sink, released waiters are answered through `notify` one by one.
+  explicit StoreEngine(Notify notify, ReleaseSink release = nullptr);
   StoreEngine(const StoreEngine&) = delete;
   StoreEngine& operator=(const StoreEngine&) = delete;
 
@@ -95,8 +104,18 @@ class StoreEngine {
   void expire(uint64_t id);
   // Forgets every pending call of `owner` without answering (disconnect).
   void dropOwner(uint64_t owner);
-  bool pending(uint64_t id) const { return pending_.count(id) != 0; }
-  size_t pendingCount() const noexcept { return pending_.size(); }
+  bool pending(uint64_t id) {
+    reap();
+    return pending_.count(id) != 0;
+  }
+  size_t pendingCount() {
+    reap();
+    return pending_.size();
+  }
+  // Forgets the pending entries of waiters handed to the ReleaseSink. Runs by
+  // itself before any call that looks them up; the TCP server also calls it
+  // once its replies are on their way.
+  void reap();
 
   // Removes keys whose expiry is <= now.
   void expireKeys(TimePoint now);
@@ -156,6 +175,10 @@ class StoreEngine {
   // by one (a barrier release answers thousands at once); registration
   // compacts a list once it grows.
   std::unordered_map<uint64_t, std::vector<uint64_t>> byOwner_;
+
+  ReleaseSink release_;
+  // Waiters given to release_ whose pending entries reap() still has to erase.
+  std::vector<std::vector<BarrierWaiter>> released_;
 
   BarrierMap barriers_;
   std::map<std::string, Series, std::less<>> series_;

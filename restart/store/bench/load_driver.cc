@@ -152,8 +152,8 @@ void LoadDriver::sendBarrier(const std::string& name, uint64_t generation, int w
     req.arrival.rank = c.rank;
     frame.clear();
     tcp::encodeRequest(req, &frame);
-    // As TcpStoreClient does for a blocking call: the release's ACK is delayed.
-    tcp::setQuickAck(c.fd.get(), false);
+    // As TcpStoreClient does for a blocking call: the release is ACKed when read.
+    tcp::setQuickAck(c.fd.get(), true);
     if (i >= n) {
       heldFrame_ = frame;
       continue;

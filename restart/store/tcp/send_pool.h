@@ -1,7 +1,7 @@
 // Helper threads for the server's write bursts. The event-loop thread owns
 // every connection; when one event (a barrier completing) leaves thousands
-// of connections with a reply to write, it splits them into disjoint slices,
-// writes one slice itself and lets each helper write another, then waits
+// of connections with a reply to write, it splits them into disjoint parts,
+// writes one part itself and lets each helper write another, then waits
 // for all before touching any connection again. Each send is a trip through
 // the kernel's TCP stack, so spreading a 16k-reply burst over the cores
 // shortens the release by about the number of cores.
@@ -25,9 +25,10 @@ class SendPool {
   SendPool& operator=(const SendPool&) = delete;
 
   int helpers() const noexcept { return static_cast<int>(threads_.size()); }
-  // Calls fn(begin, end) on disjoint slices covering [0, n), one per thread
-  // (the caller's included); returns when every slice is done.
-  void run(size_t n, const std::function<void(size_t, size_t)>& fn);
+  int parts() const noexcept { return helpers() + 1; }
+  // Calls fn(part, parts()) once for every part in [0, parts()), each on its
+  // own thread (part 0 on the caller's); returns when every call is done.
+  void run(const std::function<void(size_t part, size_t parts)>& fn);
 
  private:
   void helperLoop(size_t index);
@@ -38,7 +39,6 @@ class SendPool {
   uint64_t generation_ = 0;
   bool stop_ = false;
   size_t remaining_ = 0;
-  size_t n_ = 0;
   const std::function<void(size_t, size_t)>* fn_ = nullptr;
   std::vector<std::thread> threads_;
 };

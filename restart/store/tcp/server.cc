@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <chrono>
+#include <mutex>
 #include <queue>
 #include <random>
 #include <unordered_map>
@@ -37,6 +39,9 @@ constexpr int kMaxReadsPerEvent = 16;
 constexpr size_t kPauseReadingAt = 16u << 20;
 // Write bursts at least this large are spread over the send pool.
 constexpr size_t kParallelSendMin = 256;
+
+// Replies a send-pool thread takes from a burst at a time.
+constexpr size_t kSendChunk = 64;
 
 uint64_t nowNs() {
   return static_cast<uint64_t>(
@@ -99,6 +104,9 @@ class StoreServer::Loop {
     bool writeArmed = false;
     bool readPaused = false;
     bool dirty = false;
+    // Held by a send-pool thread while it appends to and writes `out` (a
+    // connection can have several replies in one burst).
+    std::mutex sending;
     std::string peer;  // address, then "address (client name)"
   };
   struct Timer {
@@ -119,7 +127,11 @@ class StoreServer::Loop {
   static int trySend(Conn& c);
   // The event-loop side of a write: epoll interest, closing, unpausing.
   void afterSend(Conn& c, int result);
+  // Writes every reply produced this iteration: the dirty connections' and
+  // the barrier releases' (encoded here, in parallel with their sends).
   void flushDirty();
+  // A send-pool thread's share of the burst: chunks of it until none is left.
+  void sendChunks();
   void markDirty(Conn& c);
   void updateEvents(Conn& c);
   void closeConn(Conn& c);
@@ -148,7 +160,16 @@ class StoreServer::Loop {
   std::vector<char> scratch_;
   std::unique_ptr<SendPool> sendPool_;
   std::vector<Conn*> burst_;
-  std::vector<int> burstResults_;
+  // Barrier releases handed over by the engine this iteration, not yet written.
+  struct Release {
+    std::vector<BarrierWaiter> waiters;
+    uint32_t arrived = 0;
+  };
+  std::vector<Release> releases_;
+  std::vector<Release> releasing_;
+  std::vector<std::pair<size_t, size_t>> releaseSpans_;  // [begin, end) of each in the burst
+  size_t burstReplies_ = 0;
+  std::atomic<size_t> burstCursor_{0};
 
   log::RateLimiter refuseLimiter_;
   log::RateLimiter acceptLimiter_;
@@ -164,7 +185,10 @@ class StoreServer::Loop {
 StoreServer::Loop::Loop(ServerOptions options)
     : options_(std::move(options)),
       instanceId_(randomInstanceId()),
-      engine_([this](const Completion& c) { onCompletion(c); }),
+      engine_([this](const Completion& c) { onCompletion(c); },
+              [this](const std::vector<BarrierWaiter>& waiters, uint32_t arrived) {
+                releases_.push_back(Release{waiters, arrived});
+              }),
       handler_(engine_, options_.maxFrameBytes),
       scratch_(kReadChunk) {
   int helpers = options_.sendThreads;
@@ -474,32 +498,78 @@ void StoreServer::Loop::flushDirty() {
   // Swap first: flushing may close connections but never adds to dirty_.
   burst_.clear();
   burst_.swap(dirty_);
-  size_t live = 0;
+  releasing_.clear();
+  releasing_.swap(releases_);
   for (Conn* c : burst_) {
     c->dirty = false;
-    if (!c->closed) {
-      burst_[live++] = c;
-    }
   }
-  burst_.resize(live);
-  burstResults_.assign(burst_.size(), 0);
-  const auto sendSlice = [this](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      burstResults_[i] = trySend(*burst_[i]);
-    }
-  };
-  if (burst_.size() >= kParallelSendMin) {
-    sendPool_->run(burst_.size(), sendSlice);
+  // The burst's replies, numbered: the dirty connections', then each release's.
+  burstReplies_ = burst_.size();
+  releaseSpans_.clear();
+  for (const Release& r : releasing_) {
+    releaseSpans_.emplace_back(burstReplies_, burstReplies_ + r.waiters.size());
+    burstReplies_ += r.waiters.size();
+  }
+  burstCursor_.store(0, std::memory_order_relaxed);
+  if (burstReplies_ >= kParallelSendMin) {
+    sendPool_->run([this](size_t, size_t) { sendChunks(); });
   } else {
-    sendSlice(0, burst_.size());
+    sendChunks();
   }
-  // Back on the loop thread alone: closing and epoll changes.
-  for (size_t i = 0; i < burst_.size(); ++i) {
-    if (!burst_[i]->closed) {
-      afterSend(*burst_[i], burstResults_[i]);
+  // Back on the loop thread alone: closing and epoll changes. What the
+  // burst sent is gone from each `out`, so flush() only writes what a full
+  // socket refused.
+  for (Conn* c : burst_) {
+    if (!c->closed) {
+      flush(*c);
+    }
+  }
+  for (const Release& r : releasing_) {
+    for (const BarrierWaiter& w : r.waiters) {
+      Conn& c = *reinterpret_cast<Conn*>(w.owner);  // NOLINT(performance-no-int-to-ptr)
+      if (!c.closed) {
+        flush(c);
+      }
     }
   }
   burst_.clear();
+  releasing_.clear();
+  engine_.reap();
+}
+
+void StoreServer::Loop::sendChunks() {
+  size_t release = 0;  // the release that reply `i` falls in, when past the dirty ones
+  for (;;) {
+    const size_t begin = burstCursor_.fetch_add(kSendChunk, std::memory_order_relaxed);
+    if (begin >= burstReplies_) {
+      return;
+    }
+    const size_t end = std::min(begin + kSendChunk, burstReplies_);
+    for (size_t i = begin; i < end; ++i) {
+      if (i < burst_.size()) {
+        Conn& c = *burst_[i];
+        if (!c.closed) {
+          std::lock_guard<std::mutex> lock(c.sending);
+          trySend(c);
+        }
+        continue;
+      }
+      while (i >= releaseSpans_[release].second) {
+        ++release;
+      }
+      const Release& r = releasing_[release];
+      const BarrierWaiter& w = r.waiters[i - releaseSpans_[release].first];
+      // A waiter's owner is a Conn of this loop: closing one drops its
+      // waiters, and one closed after the release is still in graveyard_.
+      Conn& c = *reinterpret_cast<Conn*>(w.owner);  // NOLINT(performance-no-int-to-ptr)
+      if (c.closed) {
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(c.sending);
+      encodeBarrierRelease(w.tag, BarrierResult{true, w.arrivalIndex, r.arrived}, &c.out);
+      trySend(c);
+    }
+  }
 }
 
 int StoreServer::Loop::trySend(Conn& c) {
