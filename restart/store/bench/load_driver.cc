@@ -17,7 +17,7 @@ namespace resilient::store::bench {
 namespace {
 
 FileDescriptor openConnection(const std::string& host, uint16_t port, const std::string& token,
-                       const std::string& sourceIp) {
+                              const std::string& sourceIp) {
   const std::vector<SocketAddress> addrs = tcp::resolve(host, port, false);
   const SocketAddress& addr = addrs.front();
   FileDescriptor fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
