@@ -237,6 +237,9 @@ void StoreEngine::releaseBarrier(BarrierState& state) {
   // barrier's own array; their pending entries are erased afterwards.
   std::vector<BarrierWaiter> waiters = std::move(state.waiters());
   state.waiters().clear();
+  if (waiters.empty()) {
+    return;
+  }
   if (release_) {
     release_(waiters, state.arrived());
     released_.push_back(std::move(waiters));

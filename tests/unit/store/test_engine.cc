@@ -76,6 +76,51 @@ TEST_CASE("engine: barrier release answers every waiter at once", "[store][engin
   CHECK(r.engine.pendingCount() == 0);
 }
 
+TEST_CASE("engine: a release sink gets the waiters in arrival order; reap forgets them",
+          "[store][engine]") {
+  std::vector<Completion> notified;
+  std::vector<BarrierWaiter> released;
+  uint32_t releasedArrived = 0;
+  int releases = 0;
+  StoreEngine engine([&](const Completion& c) { notified.push_back(c); },
+                     [&](const std::vector<BarrierWaiter>& waiters, uint32_t arrived) {
+                       released = waiters;
+                       releasedArrived = arrived;
+                       ++releases;
+                     });
+  std::vector<uint64_t> ids;
+  for (int rank = 3; rank >= 1; --rank) {  // ranks 3, 2, 1 wait; rank 0 completes
+    BarrierOutcome o = engine.barrier({"sink", 0, rank, 4, true}, 100 + rank, 10 + rank);
+    REQUIRE(o.kind == BarrierOutcome::Kind::kPending);
+    ids.push_back(o.pendingId);
+  }
+  BarrierOutcome last = engine.barrier({"sink", 0, 0, 4, true}, 100, 10);
+  CHECK(last.kind == BarrierOutcome::Kind::kDone);
+  CHECK(notified.empty());
+  REQUIRE(releases == 1);
+  CHECK(releasedArrived == 4);
+  REQUIRE(released.size() == 3);
+  for (size_t i = 0; i < released.size(); ++i) {
+    CHECK(released[i].id == ids[i]);
+    CHECK(released[i].owner == 103 - i);
+    CHECK(released[i].tag == 13 - i);
+    CHECK(released[i].arrivalIndex == i + 1);
+  }
+  // Answered, though not yet reaped: a timeout or a disconnect of one of
+  // them must not answer it a second time.
+  engine.expire(ids[0]);
+  engine.dropOwner(102);
+  CHECK(notified.empty());
+  CHECK(engine.pendingCount() == 0);
+  // A wait registered after the release is still answered normally.
+  const uint64_t w = engine.wait({"k"}, 7, 70);
+  engine.reap();
+  CHECK(engine.pending(w));
+  engine.set("k", "v");
+  REQUIRE(notified.size() == 1);
+  CHECK(notified[0].tag == 70);
+}
+
 TEST_CASE("engine: old barrier generations are collected; arrivals there are stale",
           "[store][engine]") {
   Recorder r;

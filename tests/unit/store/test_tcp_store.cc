@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -420,4 +421,31 @@ TEST_CASE("tcp: 256 clients in one process pass barriers together", "[store][tcp
     std::this_thread::sleep_for(milliseconds(10));  // the server notices closes asynchronously
   }
   CHECK(server.stats().connectionsOpen == 0);
+}
+
+TEST_CASE("tcp: ranks sharing connections are all released, each with its own answer",
+          "[store][tcp][barrier]") {
+  // 64 connections, 6 ranks on each: one release writes several replies to
+  // one connection, from a burst large enough for the send pool.
+  StoreServer server(localServer());
+  constexpr int kClients = 64;
+  constexpr int kRanksPerClient = 6;
+  constexpr int kRanks = kClients * kRanksPerClient;
+  std::vector<std::unique_ptr<TcpStoreClient>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(connectTo(server.port()));
+  }
+  std::vector<uint32_t> indices(kRanks, 0);
+  runThreads(kRanks, [&](int rank) {
+    BarrierResult r = clients[static_cast<size_t>(rank % kClients)]->barrier(
+        {"shared", 0, rank, kRanks, true}, milliseconds(30000));
+    CHECK(r.completed);
+    CHECK(r.arrived == static_cast<uint32_t>(kRanks));
+    indices[static_cast<size_t>(rank)] = r.arrivalIndex;
+  });
+  // Every rank got its own arrival index: 1..kRanks, each once.
+  std::sort(indices.begin(), indices.end());
+  for (int i = 0; i < kRanks; ++i) {
+    CHECK(indices[static_cast<size_t>(i)] == static_cast<uint32_t>(i + 1));
+  }
 }
