@@ -27,6 +27,19 @@ store::ClientOptions testClientOptions() {
   return o;
 }
 
+bool Expectations::expect(bool ok, const std::string& what) {
+  if (!ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    failures_.push_back(what);
+  }
+  return ok;
+}
+
+std::vector<std::string> Expectations::failures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failures_;
+}
+
 void runThreads(int n, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;
   std::mutex mu;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,19 @@ store::ClientOptions testClientOptions();
 
 // Runs fn(i) on n threads and joins them; rethrows the first exception.
 void runThreads(int n, const std::function<void(int)>& fn);
+
+// Catch2's assertions are not thread-safe: threads note what they expect
+// here and the test thread asserts on failures() once they are joined.
+class Expectations {
+ public:
+  // Notes `what` as failed unless `ok`; returns `ok`.
+  bool expect(bool ok, const std::string& what);
+  std::vector<std::string> failures() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> failures_;
+};
 
 // A child process (fork + exec), killed with SIGKILL on destruction unless it
 // was reaped, and when the test process dies (PR_SET_PDEATHSIG; that is tied

@@ -16,6 +16,7 @@
 #include "tests/unit/store/store_test_util.h"
 
 using namespace resilient::store;
+using resilient::test::Expectations;
 using resilient::test::runThreads;
 using resilient::test::StoreContext;
 using std::chrono::milliseconds;
@@ -148,14 +149,16 @@ TEST_CASE("compareSet swaps only on a match and reports the current value",
     clients.push_back(ctx.client());
   }
   std::atomic<int> winners{0};
+  Expectations e;
   runThreads(kThreads, [&](int t) {
     CasResult mine =
         clients[static_cast<size_t>(t)]->compareSet("leader", std::nullopt, std::to_string(t));
     if (mine.swapped) {
       ++winners;
     }
-    CHECK(mine.current.has_value());
+    e.expect(mine.current.has_value(), "thread " + std::to_string(t) + ": no current value");
   });
+  CHECK(e.failures().empty());
   CHECK(winners == 1);
 }
 
@@ -333,19 +336,24 @@ TEST_CASE("barrier: every rank released once all arrived, generations in step",
   }
   std::vector<std::vector<uint32_t>> indices(kRounds, std::vector<uint32_t>(kRanks));
   std::atomic<int> passed[kRounds] = {};
+  Expectations e;
   runThreads(kRanks, [&](int rank) {
     Barrier b(*clients[static_cast<size_t>(rank)], "step", kRanks);
     for (int round = 0; round < kRounds; ++round) {
       // Nobody passes round r before everyone reached it.
       passed[round]++;
       BarrierResult r = b.arriveAndWait(rank, milliseconds(20000));
-      CHECK(passed[round].load() == kRanks);
-      CHECK(r.completed);
-      CHECK(r.arrived == static_cast<uint32_t>(kRanks));
+      const std::string where = "rank " + std::to_string(rank) + " round " + std::to_string(round);
+      e.expect(passed[round].load() == kRanks, where + ": passed before all arrived");
+      e.expect(r.completed, where + ": not completed");
+      e.expect(r.arrived == static_cast<uint32_t>(kRanks),
+               where + ": arrived " + std::to_string(r.arrived));
       indices[static_cast<size_t>(round)][static_cast<size_t>(rank)] = r.arrivalIndex;
     }
-    CHECK(b.generation() == kRounds);
+    e.expect(b.generation() == kRounds,
+             "rank " + std::to_string(rank) + ": generation " + std::to_string(b.generation()));
   });
+  CHECK(e.failures().empty());
   for (auto& round : indices) {
     std::sort(round.begin(), round.end());
     CHECK(round == std::vector<uint32_t>{1, 2, 3, 4, 5});
@@ -360,17 +368,21 @@ TEST_CASE("barrier: re-entrant, a third party counts a dead rank",
   auto monitor = ctx.client();
   auto r0 = ctx.client();
   auto r1 = ctx.client();
+  std::atomic<bool> done0{false};
+  std::atomic<bool> done1{false};
   std::thread t0([&] {
-    CHECK(r0->barrier({"iter", 7, 0, 3, true}, milliseconds(20000)).completed);
+    done0 = r0->barrier({"iter", 7, 0, 3, true}, milliseconds(20000)).completed;
   });
   std::thread t1([&] {
-    CHECK(r1->barrier({"iter", 7, 1, 3, true}, milliseconds(20000)).completed);
+    done1 = r1->barrier({"iter", 7, 1, 3, true}, milliseconds(20000)).completed;
   });
   // Rank 2 died: its monitor counts it without waiting.
   BarrierResult marked = monitor->barrier({"iter", 7, 2, 3, false}, milliseconds(20000));
   CHECK(marked.arrivalIndex >= 1);
   t0.join();
   t1.join();
+  CHECK(done0);
+  CHECK(done1);
   // Counting a rank twice changes nothing; a late arrival passes at once.
   BarrierResult again = monitor->barrier({"iter", 7, 2, 3, false}, milliseconds(5000));
   CHECK(again.completed);

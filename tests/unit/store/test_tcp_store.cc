@@ -27,6 +27,7 @@ using namespace resilient::store::tcp;
 using resilient::FileDescriptor;
 using resilient::localAddressOf;
 using resilient::test::ChildProcess;
+using resilient::test::Expectations;
 using resilient::test::runThreads;
 using resilient::test::testClientOptions;
 using std::chrono::milliseconds;
@@ -367,14 +368,17 @@ TEST_CASE("tcp: a client killed in a barrier", "[store][tcp][barrier]") {
     rank2->kill(SIGKILL);
     REQUIRE(rank2->wait(milliseconds(10000)) == 128 + SIGKILL);
     std::vector<std::string> errors(2);
+    std::vector<std::vector<int>> missing(2);
     runThreads(2, [&](int rank) {
       try {
         (rank == 0 ? r0 : r1)->barrier({"b", 0, rank, 3, true}, milliseconds(800));
       } catch (const BarrierTimeout& e) {
-        CHECK(e.missingRanks() == std::vector<int>{2});
+        missing[static_cast<size_t>(rank)] = e.missingRanks();
         errors[static_cast<size_t>(rank)] = e.what();
       }
     });
+    CHECK(missing[0] == std::vector<int>{2});
+    CHECK(missing[1] == std::vector<int>{2});
     CHECK(errors[0].find("missing rank 2") != std::string::npos);
     CHECK(errors[1].find("missing rank 2") != std::string::npos);
   }
@@ -384,15 +388,19 @@ TEST_CASE("tcp: a client killed in a barrier", "[store][tcp][barrier]") {
                                  "--token", "tok", "wait", "forever"});
     rank2->kill(SIGKILL);
     REQUIRE(rank2->wait(milliseconds(10000)) == 128 + SIGKILL);
+    std::atomic<bool> done0{false};
+    std::atomic<bool> done1{false};
     std::thread t0([&] {
-      CHECK(r0->barrier({"c", 0, 0, 3, true}, milliseconds(20000)).completed);
+      done0 = r0->barrier({"c", 0, 0, 3, true}, milliseconds(20000)).completed;
     });
     std::thread t1([&] {
-      CHECK(r1->barrier({"c", 0, 1, 3, true}, milliseconds(20000)).completed);
+      done1 = r1->barrier({"c", 0, 1, 3, true}, milliseconds(20000)).completed;
     });
     monitor->barrier({"c", 0, 2, 3, false});
     t0.join();
     t1.join();
+    CHECK(done0);
+    CHECK(done1);
   }
   // The server is unharmed.
   CHECK_NOTHROW(monitor->ping());
@@ -407,13 +415,16 @@ TEST_CASE("tcp: 256 clients in one process pass barriers together", "[store][tcp
     clients.push_back(connectTo(server.port()));
   }
   CHECK(server.stats().connectionsOpen == kClients);
+  Expectations e;
   runThreads(kClients, [&](int rank) {
     for (uint64_t gen = 0; gen < 3; ++gen) {
       BarrierResult r = clients[static_cast<size_t>(rank)]->barrier(
           {"many", gen, rank, kClients, true}, milliseconds(30000));
-      CHECK(r.arrived == static_cast<uint32_t>(kClients));
+      e.expect(r.arrived == static_cast<uint32_t>(kClients),
+               "rank " + std::to_string(rank) + ": arrived " + std::to_string(r.arrived));
     }
   });
+  CHECK(e.failures().empty());
   clients.clear();
   // Closed connections leave the server's books.
   const auto deadline = Clock::now() + milliseconds(10000);
@@ -436,13 +447,15 @@ TEST_CASE("tcp: ranks sharing connections are all released, each with its own an
     clients.push_back(connectTo(server.port()));
   }
   std::vector<uint32_t> indices(kRanks, 0);
+  Expectations e;
   runThreads(kRanks, [&](int rank) {
     BarrierResult r = clients[static_cast<size_t>(rank % kClients)]->barrier(
         {"shared", 0, rank, kRanks, true}, milliseconds(30000));
-    CHECK(r.completed);
-    CHECK(r.arrived == static_cast<uint32_t>(kRanks));
+    e.expect(r.completed && r.arrived == static_cast<uint32_t>(kRanks),
+             "rank " + std::to_string(rank) + ": arrived " + std::to_string(r.arrived));
     indices[static_cast<size_t>(rank)] = r.arrivalIndex;
   });
+  CHECK(e.failures().empty());
   // Every rank got its own arrival index: 1..kRanks, each once.
   std::sort(indices.begin(), indices.end());
   for (int i = 0; i < kRanks; ++i) {
