@@ -262,20 +262,31 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
   auto address = resolveAddress("127.0.0.1", (*server)->port());
   REQUIRE(address.ok());
   std::vector<std::optional<he::Fault>> faults(2);
+  std::vector<std::string> setupErrors(2);
   std::vector<std::thread> threads;
   threads.reserve(2);
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
+      // No assertions off the test thread: a failed step is noted instead.
       auto client =
           he::RendezvousClient::connect(*address, static_cast<uint32_t>(r), 2, kToken, 10000);
-      REQUIRE(client.ok());
+      if (!client.ok()) {
+        setupErrors[static_cast<size_t>(r)] = "connect: " + client.status().toString();
+        return;
+      }
       he::EngineOptions mine = o;
       mine.rank = r;
       mine.nranks = 2;
       mine.pattern = he::Pattern::kSendRecv;
       he::Engine engine(transport, **client, mine);
-      REQUIRE_FALSE(engine.setup(4096));
-      REQUIRE((*client)->barrier().ok());
+      if (auto f = engine.setup(4096)) {
+        setupErrors[static_cast<size_t>(r)] = "setup: " + f->describe();
+        return;
+      }
+      if (!(*client)->barrier().ok()) {
+        setupErrors[static_cast<size_t>(r)] = "barrier failed";
+        return;
+      }
       transport.stall(true);
       faults[static_cast<size_t>(r)] = engine.run(4096, 0, false).fault;
     });
@@ -283,6 +294,7 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
   for (auto& t : threads) {
     t.join();
   }
+  CHECK(setupErrors == std::vector<std::string>(2));
   for (const auto& f : faults) {
     REQUIRE(f);
     CAPTURE(f->describe());
