@@ -114,7 +114,7 @@ class StoreEngine {
   }
   // Forgets the pending entries of waiters handed to the ReleaseSink. Runs by
   // itself before any call that looks them up; the TCP server also calls it
-  // once its replies are on their way.
+  // a second after a release, once the replies are long on their way.
   void reap();
 
   // Removes keys whose expiry is <= now.

@@ -110,7 +110,7 @@ LoadDriver::LoadDriver(const std::string& host, uint16_t port, const std::string
     c.rank = firstRank + i;
     tcp::setNonBlocking(c.fd.get());
     epoll_event ev{};
-    ev.events = EPOLLIN;
+    ev.events = EPOLLIN | EPOLLET;
     ev.data.u64 = static_cast<uint64_t>(i);
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.fd.get(), &ev);
   }

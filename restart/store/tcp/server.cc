@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <random>
 #include <unordered_map>
@@ -42,6 +43,9 @@ constexpr size_t kParallelSendMin = 256;
 
 // Replies a send-pool thread takes from a burst at a time.
 constexpr size_t kSendChunk = 64;
+// How long after a barrier release the engine's bookkeeping of its waiters
+// waits (StoreEngine::reap): out of the way of the replies still in flight.
+constexpr auto kReapDelay = std::chrono::seconds(1);
 
 uint64_t nowNs() {
   return static_cast<uint64_t>(
@@ -131,7 +135,12 @@ class StoreServer::Loop {
   // the barrier releases' (encoded here, in parallel with their sends).
   void flushDirty();
   // A send-pool thread's share of the burst: chunks of it until none is left.
-  void sendChunks();
+  // Connections whose write needs the loop thread (a full socket, an error,
+  // closing, epoll interest to restore) go to `followUp`.
+  void sendChunks(std::vector<Conn*>& followUp);
+  // trySend plus the bookkeeping a send-pool thread may do itself; false
+  // when the loop thread has to finish with afterSend.
+  static bool sendAndSettle(Conn& c);
   void markDirty(Conn& c);
   void updateEvents(Conn& c);
   void closeConn(Conn& c);
@@ -170,6 +179,8 @@ class StoreServer::Loop {
   std::vector<std::pair<size_t, size_t>> releaseSpans_;  // [begin, end) of each in the burst
   size_t burstReplies_ = 0;
   std::atomic<size_t> burstCursor_{0};
+  std::vector<std::vector<Conn*>> followUp_;  // one per send-pool part
+  std::optional<TimePoint> reapAt_;
 
   log::RateLimiter refuseLimiter_;
   log::RateLimiter acceptLimiter_;
@@ -197,6 +208,7 @@ StoreServer::Loop::Loop(ServerOptions options)
     helpers = std::clamp(cpus - 1, 0, 3);
   }
   sendPool_ = std::make_unique<SendPool>(helpers);
+  followUp_.resize(static_cast<size_t>(sendPool_->parts()));
   epoll_ = FileDescriptor(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = FileDescriptor(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   spare_ = FileDescriptor(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -248,6 +260,9 @@ int StoreServer::Loop::pollTimeoutMs(TimePoint now) const {
   }
   if (auto k = engine_.nextKeyExpiry(); k && (!next || *k < *next)) {
     next = k;
+  }
+  if (reapAt_ && (!next || *reapAt_ < *next)) {
+    next = reapAt_;
   }
   if (!next) {
     return -1;
@@ -302,6 +317,10 @@ void StoreServer::Loop::run() {
     runTimers(SteadyClock::now());
     flushDirty();
     graveyard_.clear();
+    if (reapAt_ && *reapAt_ <= SteadyClock::now()) {
+      engine_.reap();
+      reapAt_.reset();
+    }
   }
   RES_INFO(log::kStore, "store server %s stopping: closing %zu connections", address_.c_str(),
            conns_.size());
@@ -512,32 +531,40 @@ void StoreServer::Loop::flushDirty() {
   }
   burstCursor_.store(0, std::memory_order_relaxed);
   if (burstReplies_ >= kParallelSendMin) {
-    sendPool_->run([this](size_t, size_t) { sendChunks(); });
+    sendPool_->run([this](size_t part, size_t) { sendChunks(followUp_[part]); });
   } else {
-    sendChunks();
+    sendChunks(followUp_[0]);
   }
-  // Back on the loop thread alone: closing and epoll changes. What the
-  // burst sent is gone from each `out`, so flush() only writes what a full
-  // socket refused.
-  for (Conn* c : burst_) {
-    if (!c->closed) {
-      flush(*c);
-    }
-  }
-  for (const Release& r : releasing_) {
-    for (const BarrierWaiter& w : r.waiters) {
-      Conn& c = *reinterpret_cast<Conn*>(w.owner);  // NOLINT(performance-no-int-to-ptr)
-      if (!c.closed) {
-        flush(c);
+  // Back on the loop thread alone: closing and epoll changes for what the
+  // send-pool threads could not settle.
+  for (std::vector<Conn*>& list : followUp_) {
+    for (Conn* c : list) {
+      if (!c->closed) {
+        flush(*c);
       }
     }
+    list.clear();
   }
   burst_.clear();
+  if (!releasing_.empty() && !reapAt_) {
+    reapAt_ = SteadyClock::now() + kReapDelay;
+  }
   releasing_.clear();
-  engine_.reap();
 }
 
-void StoreServer::Loop::sendChunks() {
+bool StoreServer::Loop::sendAndSettle(Conn& c) {
+  if (trySend(c) != 0 || c.state != State::kReady || c.writeArmed || c.readPaused) {
+    return false;
+  }
+  c.out.clear();
+  c.outOffset = 0;
+  if (c.out.capacity() > size_t{64} * 1024) {
+    std::string().swap(c.out);
+  }
+  return true;
+}
+
+void StoreServer::Loop::sendChunks(std::vector<Conn*>& followUp) {
   size_t release = 0;  // the release that reply `i` falls in, when past the dirty ones
   for (;;) {
     const size_t begin = burstCursor_.fetch_add(kSendChunk, std::memory_order_relaxed);
@@ -546,28 +573,34 @@ void StoreServer::Loop::sendChunks() {
     }
     const size_t end = std::min(begin + kSendChunk, burstReplies_);
     for (size_t i = begin; i < end; ++i) {
+      Conn* c = nullptr;
+      bool settled = false;
       if (i < burst_.size()) {
-        Conn& c = *burst_[i];
-        if (!c.closed) {
-          std::lock_guard<std::mutex> lock(c.sending);
-          trySend(c);
+        c = burst_[i];
+        if (c->closed) {
+          continue;
         }
-        continue;
+        std::lock_guard<std::mutex> lock(c->sending);
+        settled = sendAndSettle(*c);
+      } else {
+        while (i >= releaseSpans_[release].second) {
+          ++release;
+        }
+        const Release& r = releasing_[release];
+        const BarrierWaiter& w = r.waiters[i - releaseSpans_[release].first];
+        // A waiter's owner is a Conn of this loop: closing one drops its
+        // waiters, and one closed after the release is still in graveyard_.
+        c = reinterpret_cast<Conn*>(w.owner);  // NOLINT(performance-no-int-to-ptr)
+        if (c->closed) {
+          continue;
+        }
+        std::lock_guard<std::mutex> lock(c->sending);
+        encodeBarrierRelease(w.tag, BarrierResult{true, w.arrivalIndex, r.arrived}, &c->out);
+        settled = sendAndSettle(*c);
       }
-      while (i >= releaseSpans_[release].second) {
-        ++release;
+      if (!settled) {
+        followUp.push_back(c);
       }
-      const Release& r = releasing_[release];
-      const BarrierWaiter& w = r.waiters[i - releaseSpans_[release].first];
-      // A waiter's owner is a Conn of this loop: closing one drops its
-      // waiters, and one closed after the release is still in graveyard_.
-      Conn& c = *reinterpret_cast<Conn*>(w.owner);  // NOLINT(performance-no-int-to-ptr)
-      if (c.closed) {
-        continue;
-      }
-      std::lock_guard<std::mutex> lock(c.sending);
-      encodeBarrierRelease(w.tag, BarrierResult{true, w.arrivalIndex, r.arrived}, &c.out);
-      trySend(c);
     }
   }
 }
