@@ -29,7 +29,8 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
+
+import nettest_report
 
 
 def run_bench(args):
@@ -69,17 +70,7 @@ def run_nettest(args):
     cmd = [nettest, "--ranks", "2", "--pattern", args.pattern, "-b", args.minbytes, "-e",
            args.maxbytes, "-n", str(args.iters), "--plugin", plain, "--chunk", args.chunk,
            "--multi-recv", str(args.multi_recv)]
-    env = dict(os.environ)
-    env.setdefault("NCCL_RESILIENT_SOCKET_IFNAME", "lo")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "plain.json")
-        subprocess.run(cmd + ["--json", path], env=env, capture_output=True, text=True,
-                       timeout=600, check=True)
-        with open(path) as f:
-            report = json.load(f)
-    if not report["ok"] or report["errors"] != 0:
-        raise RuntimeError(f"resilient-nettest: errors or faults: {report}")
-    return cmd, report
+    return cmd, nettest_report.run_nettest(cmd, "resilient-nettest")
 
 
 def requests_per_message(nbytes, transport):
@@ -110,6 +101,8 @@ def main():
     p.add_argument("--min-time", default="0.2", help="seconds per benchmark repetition")
     p.add_argument("--json", help="also write the JSON to this file")
     args = p.parse_args()
+    if args.repetitions < 2:
+        p.error("--repetitions must be at least 2: Google Benchmark reports medians only then")
 
     context, medians = run_bench(args)
     costs = layer_costs(medians)

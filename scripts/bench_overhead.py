@@ -27,8 +27,8 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import tempfile
+
+from nettest_report import run_nettest
 
 TRANSPORTS = ("raw", "plain", "resilient")
 
@@ -46,16 +46,7 @@ def run_once(args, transport, pattern, sizes):
     else:
         name = "libnccl-net-tcp-plain.so" if transport == "plain" else "libnccl-net-resilient.so"
         cmd += ["--plugin", os.path.join(args.build, "plugin/abi", name)]
-    env = dict(os.environ)
-    env.setdefault("NCCL_RESILIENT_SOCKET_IFNAME", "lo")
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        subprocess.run(cmd + ["--json", out], env=env, capture_output=True, text=True,
-                       timeout=600, check=True)
-        with open(out) as f:
-            report = json.load(f)
-    if not report["ok"] or report["errors"] != 0:
-        raise RuntimeError(f"{transport} {pattern}: errors or faults: {report}")
+    report = run_nettest(cmd, f"{transport} {pattern}")
     return {r["bytes"]: (r["time_us"], r["busbw_gbps"]) for r in report["results"]}
 
 
