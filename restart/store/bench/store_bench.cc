@@ -394,8 +394,8 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int war
           if (monotonicNs() > giveUp) {
             throw std::runtime_error("ranks did not all arrive within 1800 s");
           }
-          // etcd: each probe is a transaction counting every r/ key (O(n)),
-          // so it polls less often, not to compete with the arrivals.
+          // etcd: each probe is a transaction queued behind thousands of
+          // arrivals, so it polls less often, not to compete with them.
           std::this_thread::sleep_for(
               std::chrono::milliseconds(target.backend == "etcd" ? 100 : 2));
         }
