@@ -24,10 +24,9 @@ SendPool::~SendPool() {
   }
 }
 
-void SendPool::run(const std::function<void(size_t, size_t)>& fn) {
-  const size_t parts = threads_.size() + 1;
+void SendPool::run(const std::function<void(size_t)>& fn) {
   if (threads_.empty()) {
-    fn(0, 1);
+    fn(0);
     return;
   }
   {
@@ -37,7 +36,7 @@ void SendPool::run(const std::function<void(size_t, size_t)>& fn) {
     ++generation_;
   }
   start_.notify_all();
-  fn(0, parts);
+  fn(0);
   std::unique_lock<std::mutex> lock(mu_);
   done_.wait(lock, [this] { return remaining_ == 0; });
   fn_ = nullptr;
@@ -46,7 +45,7 @@ void SendPool::run(const std::function<void(size_t, size_t)>& fn) {
 void SendPool::helperLoop(size_t index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(size_t, size_t)>* fn = nullptr;
+    const std::function<void(size_t)>* fn = nullptr;
     {
       std::unique_lock<std::mutex> lock(mu_);
       start_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -56,7 +55,7 @@ void SendPool::helperLoop(size_t index) {
       seen = generation_;
       fn = fn_;
     }
-    (*fn)(index, threads_.size() + 1);
+    (*fn)(index);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--remaining_ == 0) {

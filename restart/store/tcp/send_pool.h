@@ -26,9 +26,9 @@ class SendPool {
 
   int helpers() const noexcept { return static_cast<int>(threads_.size()); }
   int parts() const noexcept { return helpers() + 1; }
-  // Calls fn(part, parts()) once for every part in [0, parts()), each on its
-  // own thread (part 0 on the caller's); returns when every call is done.
-  void run(const std::function<void(size_t part, size_t parts)>& fn);
+  // Calls fn(part) once for every part in [0, parts()), each on its own
+  // thread (part 0 on the caller's); returns when every call is done.
+  void run(const std::function<void(size_t part)>& fn);
 
  private:
   void helperLoop(size_t index);
@@ -39,7 +39,7 @@ class SendPool {
   uint64_t generation_ = 0;
   bool stop_ = false;
   size_t remaining_ = 0;
-  const std::function<void(size_t, size_t)>* fn_ = nullptr;
+  const std::function<void(size_t)>* fn_ = nullptr;
   std::vector<std::thread> threads_;
 };
 

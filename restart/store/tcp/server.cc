@@ -141,6 +141,8 @@ class StoreServer::Loop {
   // trySend plus the bookkeeping a send-pool thread may do itself; false
   // when the loop thread has to finish with afterSend.
   static bool sendAndSettle(Conn& c);
+  // Forgets a fully written `out` (its memory too, when it grew large).
+  static void clearOut(Conn& c);
   void markDirty(Conn& c);
   void updateEvents(Conn& c);
   void closeConn(Conn& c);
@@ -169,14 +171,14 @@ class StoreServer::Loop {
   std::vector<char> scratch_;
   std::unique_ptr<SendPool> sendPool_;
   std::vector<Conn*> burst_;
-  // Barrier releases handed over by the engine this iteration, not yet written.
-  struct Release {
-    std::vector<BarrierWaiter> waiters;
-    uint32_t arrived = 0;
+  // A barrier release's reply to one waiter, not yet written.
+  struct ReleaseReply {
+    Conn* conn = nullptr;
+    uint64_t tag = 0;
+    BarrierResult result;
   };
-  std::vector<Release> releases_;
-  std::vector<Release> releasing_;
-  std::vector<std::pair<size_t, size_t>> releaseSpans_;  // [begin, end) of each in the burst
+  std::vector<ReleaseReply> releases_;  // handed over by the engine this iteration
+  std::vector<ReleaseReply> releasing_;
   size_t burstReplies_ = 0;
   std::atomic<size_t> burstCursor_{0};
   std::vector<std::vector<Conn*>> followUp_;  // one per send-pool part
@@ -198,7 +200,14 @@ StoreServer::Loop::Loop(ServerOptions options)
       instanceId_(randomInstanceId()),
       engine_([this](const Completion& c) { onCompletion(c); },
               [this](const std::vector<BarrierWaiter>& waiters, uint32_t arrived) {
-                releases_.push_back(Release{waiters, arrived});
+                // A waiter's owner is a Conn of this loop: closing one drops
+                // its waiters, and one closed after the release is still in
+                // graveyard_ until the replies are written.
+                for (const BarrierWaiter& w : waiters) {
+                  releases_.push_back(ReleaseReply{
+                      reinterpret_cast<Conn*>(w.owner),  // NOLINT(performance-no-int-to-ptr)
+                      w.tag, BarrierResult{true, w.arrivalIndex, arrived}});
+                }
               }),
       handler_(engine_, options_.maxFrameBytes),
       scratch_(kReadChunk) {
@@ -522,16 +531,11 @@ void StoreServer::Loop::flushDirty() {
   for (Conn* c : burst_) {
     c->dirty = false;
   }
-  // The burst's replies, numbered: the dirty connections', then each release's.
-  burstReplies_ = burst_.size();
-  releaseSpans_.clear();
-  for (const Release& r : releasing_) {
-    releaseSpans_.emplace_back(burstReplies_, burstReplies_ + r.waiters.size());
-    burstReplies_ += r.waiters.size();
-  }
+  // The burst's replies, numbered: the dirty connections', then the releases'.
+  burstReplies_ = burst_.size() + releasing_.size();
   burstCursor_.store(0, std::memory_order_relaxed);
   if (burstReplies_ >= kParallelSendMin) {
-    sendPool_->run([this](size_t part, size_t) { sendChunks(followUp_[part]); });
+    sendPool_->run([this](size_t part) { sendChunks(followUp_[part]); });
   } else {
     sendChunks(followUp_[0]);
   }
@@ -556,16 +560,19 @@ bool StoreServer::Loop::sendAndSettle(Conn& c) {
   if (trySend(c) != 0 || c.state != State::kReady || c.writeArmed || c.readPaused) {
     return false;
   }
+  clearOut(c);
+  return true;
+}
+
+void StoreServer::Loop::clearOut(Conn& c) {
   c.out.clear();
   c.outOffset = 0;
   if (c.out.capacity() > size_t{64} * 1024) {
     std::string().swap(c.out);
   }
-  return true;
 }
 
 void StoreServer::Loop::sendChunks(std::vector<Conn*>& followUp) {
-  size_t release = 0;  // the release that reply `i` falls in, when past the dirty ones
   for (;;) {
     const size_t begin = burstCursor_.fetch_add(kSendChunk, std::memory_order_relaxed);
     if (begin >= burstReplies_) {
@@ -573,33 +580,17 @@ void StoreServer::Loop::sendChunks(std::vector<Conn*>& followUp) {
     }
     const size_t end = std::min(begin + kSendChunk, burstReplies_);
     for (size_t i = begin; i < end; ++i) {
-      Conn* c = nullptr;
-      bool settled = false;
-      if (i < burst_.size()) {
-        c = burst_[i];
-        if (c->closed) {
-          continue;
-        }
-        std::lock_guard<std::mutex> lock(c->sending);
-        settled = sendAndSettle(*c);
-      } else {
-        while (i >= releaseSpans_[release].second) {
-          ++release;
-        }
-        const Release& r = releasing_[release];
-        const BarrierWaiter& w = r.waiters[i - releaseSpans_[release].first];
-        // A waiter's owner is a Conn of this loop: closing one drops its
-        // waiters, and one closed after the release is still in graveyard_.
-        c = reinterpret_cast<Conn*>(w.owner);  // NOLINT(performance-no-int-to-ptr)
-        if (c->closed) {
-          continue;
-        }
-        std::lock_guard<std::mutex> lock(c->sending);
-        encodeBarrierRelease(w.tag, BarrierResult{true, w.arrivalIndex, r.arrived}, &c->out);
-        settled = sendAndSettle(*c);
+      const ReleaseReply* reply = i < burst_.size() ? nullptr : &releasing_[i - burst_.size()];
+      Conn& c = reply == nullptr ? *burst_[i] : *reply->conn;
+      if (c.closed) {
+        continue;
       }
-      if (!settled) {
-        followUp.push_back(c);
+      std::lock_guard<std::mutex> lock(c.sending);
+      if (reply != nullptr) {
+        encodeBarrierRelease(reply->tag, reply->result, &c.out);
+      }
+      if (!sendAndSettle(c)) {
+        followUp.push_back(&c);
       }
     }
   }
@@ -640,11 +631,7 @@ void StoreServer::Loop::afterSend(Conn& c, int result) {
     closeConn(c);
     return;
   }
-  c.out.clear();
-  c.outOffset = 0;
-  if (c.out.capacity() > size_t{64} * 1024) {
-    std::string().swap(c.out);
-  }
+  clearOut(c);
   if (c.state == State::kClosing) {
     closeConn(c);
     return;
