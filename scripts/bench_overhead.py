@@ -10,7 +10,10 @@ moment of the machine hits all three alike, and reports per size the median
 over the rounds of each transport's time and bus bandwidth, with the ratios
 the acceptance criteria name: plain/raw and resilient/plain bandwidth, and
 the latency resilient adds over plain, each paired within a round and then
-the median over the rounds.
+the median over the rounds. With --sample-bytes every size is its own run,
+the three transports back to back, with enough iterations to carry that many
+bytes: a 1 MiB sample of 20 iterations lasts a few milliseconds, too short
+for a 1 % comparison on a shared machine.
 
 Two patterns: `pingpong` (time = half the round trip: latency) and
 `sendrecv` (both ranks send and receive at once: bandwidth). All three carry
@@ -19,7 +22,8 @@ with --multi-recv 1 too (the default here; --multi-recv N to change it).
 
 usage: bench_overhead.py [--build DIR] [--rounds N] [--pattern P ...]
                          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
-                         [--pin-cpus] [--latency-iters N] [--json FILE]
+                         [--sample-bytes B] [--pin-cpus] [--latency-iters N]
+                         [--json FILE]
 Extra environment (e.g. NCCL_RESILIENT_SOCKET_NTHREADS) applies to both plugins.
 """
 import argparse
@@ -33,7 +37,33 @@ from nettest_report import run_nettest
 TRANSPORTS = ("raw", "plain", "resilient")
 
 
-def run_once(args, transport, pattern, sizes):
+def parse_bytes(text):
+    """"8", "64K", "1M", "2G" -> bytes (resilient-nettest's size syntax)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper()
+    if text and text[-1] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text)
+
+
+def invocations(args, sizes, scaled):
+    """The (minbytes, maxbytes, iters, warmup) runs of one sample: one run of
+    every size, or with --sample-bytes one run per size whose iterations carry
+    at least that many bytes (a 1 MiB sample then lasts as long as a 64 MiB
+    one instead of a few milliseconds)."""
+    minbytes, maxbytes, iters, warmup = sizes
+    if args.sample_bytes is None or not scaled:
+        return [sizes]
+    runs = []
+    size = parse_bytes(minbytes)
+    while size <= parse_bytes(maxbytes):
+        n = max(iters, -(-args.sample_bytes // size))
+        runs.append((str(size), str(size), n, max(warmup, n // 10)))
+        size *= args.factor
+    return runs
+
+
+def run_one(args, transport, pattern, sizes):
     nettest = os.path.join(args.build, "plugin/hostengine/resilient-nettest")
     minbytes, maxbytes, iters, warmup = sizes
     cmd = [nettest, "--ranks", "2", "--pattern", pattern, "-b", minbytes, "-e", maxbytes, "-f",
@@ -57,13 +87,14 @@ def human(n):
     return str(n)
 
 
-def measure(args, pattern, sizes):
+def measure(args, pattern, sizes, scaled=True):
     samples = {t: {} for t in TRANSPORTS}  # transport -> bytes -> [(time, bw)]
     for r in range(args.rounds):
         order = TRANSPORTS[r % 3:] + TRANSPORTS[:r % 3]
-        for t in order:
-            for size, value in run_once(args, t, pattern, sizes).items():
-                samples[t].setdefault(size, []).append(value)
+        for run in invocations(args, sizes, scaled):  # with --sample-bytes: size by size
+            for t in order:
+                for size, value in run_one(args, t, pattern, run).items():
+                    samples[t].setdefault(size, []).append(value)
     rows = []
     for size in sorted(samples["raw"]):
         row = {"bytes": size}
@@ -130,6 +161,9 @@ def main():
     ap.add_argument("-f", "--factor", type=int, default=4)
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup", type=int, default=5)
+    ap.add_argument("--sample-bytes", type=parse_bytes,
+                    help="run each size on its own with at least this many bytes per rank "
+                         "(e.g. 1G): iterations = max(-n, SAMPLE_BYTES / size)")
     ap.add_argument("--multi-recv", type=int, default=1,
                     help="grouped receives (the raw pump has none: 1 keeps the messages alike)")
     ap.add_argument("--pin-cpus", action="store_true",
@@ -140,7 +174,8 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     result = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
-              "rounds": args.rounds, "iters": args.iters, "multi_recv": args.multi_recv,
+              "rounds": args.rounds, "iters": args.iters, "sample_bytes": args.sample_bytes,
+              "multi_recv": args.multi_recv,
               "pin_cpus": args.pin_cpus,
               "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
               "patterns": {}}
@@ -151,7 +186,7 @@ def main():
         print_table(pattern, rows)
     if args.latency_iters > 0:
         rows = measure(args, "pingpong", ("8", "8", args.latency_iters,
-                                          max(1, args.latency_iters // 20)))
+                                          max(1, args.latency_iters // 20)), scaled=False)
         result["latency_8B"] = rows[0]
         print_table("latency (pingpong, 8 B)", rows)
         result["criteria"] = criteria(result)

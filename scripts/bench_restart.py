@@ -7,7 +7,7 @@ sum all-reduces on a HostCommunicator through libnccl-net-resilient.so
 (NCCL_RESILIENT_SOCKET_IFNAME=lo), ping() each step, with a monitor process per
 rank. Once every rank has done --ready-steps steps the driver SIGKILLs one rank
 (never the store), reading CLOCK_MONOTONIC (time.monotonic_ns()) just before
-the kill, the clock of the ranks' timelines (TimelineEvent::monoNs). Each
+the kill, the clock of the ranks' timelines (TimelineEvent::monoNs, "mono_ns" in the JSON). Each
 survivor writes its timeline at exit; for each survivor the script takes the
 time from the kill to:
 
@@ -141,13 +141,13 @@ def trial(args, n, victim, index, keep):
             raise RuntimeError(f"rank {r} failed: {tl['error']} (see {tmp})")
         ms = {}
         for col, phase, it in PHASES:
-            t = next((e["monoNs"] for e in tl["events"]
+            t = next((e["mono_ns"] for e in tl["timeline"]
                       if e["phase"] == phase and e["iteration"] == it), None)
             if t is None:
                 raise RuntimeError(f"rank {r}: no '{phase}' in iteration {it} (see {tmp})")
             ms[col] = (t - kill_ns) / 1e6
-        detected = next(e["detail"] for e in tl["events"] if e["phase"] == "fault detected")
-        culprits = next(e["detail"] for e in tl["events"] if e["phase"] == "culprits")
+        detected = next(e["detail"] for e in tl["timeline"] if e["phase"] == "fault detected")
+        culprits = next(e["detail"] for e in tl["timeline"] if e["phase"] == "culprits")
         if culprits != f"ranks {victim}":
             raise RuntimeError(f"rank {r}: culprits '{culprits}', expected rank {victim} "
                                f"(see {tmp})")

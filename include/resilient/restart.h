@@ -118,6 +118,13 @@ int resilient_restart_run(resilient_restart_wrapper* wrapper, resilient_restart_
 int resilient_restart_wrapper_state(const resilient_restart_wrapper* wrapper,
                                     resilient_restart_state* state);
 
+/* The wrapper's timeline (what the loop did on this rank and when) as JSON,
+ * the array of resilient::restart::timelineJson(). Sets *length to the text's
+ * length without its NUL and copies as much as fits into `buffer` of `size`
+ * bytes, NUL-terminated (call with size 0 to learn the length). */
+int resilient_restart_timeline_json(const resilient_restart_wrapper* wrapper, char* buffer,
+                                    size_t size, size_t* length);
+
 /* Inside the wrapped function. */
 int resilient_restart_context_state(const resilient_restart_context* context,
                                     resilient_restart_state* state);

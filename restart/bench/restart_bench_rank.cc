@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "resilient/restart.hpp"
 
@@ -38,27 +39,6 @@ using namespace resilient::restart;
 using std::chrono::milliseconds;
 
 namespace {
-
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 void touch(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -98,7 +78,8 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--log-dir", logDir, "monitor process logs and pid files (absolute)")->required();
   app.add_option("--ready-steps", readySteps, "steps of iteration 0 before the ready file");
-  app.add_option("--steps-after", stepsAfter, "steps of a later iteration, then return (0: at once)");
+  app.add_option("--steps-after", stepsAfter,
+                 "steps of a later iteration, then return (0: at once)");
   app.add_option("--count", count, "floats per all-reduce");
   app.add_option("--compute-us", computeUs, "sleep per step (stands in for compute)");
   app.add_option("--last-call-wait-ms", lastCallWaitMs, "Options::lastCallWait");
@@ -180,27 +161,21 @@ int main(int argc, char** argv) {
     rc = 2;
   }
 
-  std::ofstream f(out);
-  f << "{\"rank\": " << rank << ", \"world\": " << world << ", \"pid\": " << ::getpid()
-    << ", \"ok\": " << (rc == 0 ? "true" : "false") << ", \"error\": " << jsonString(error)
-    << ", \"steps\": {";
-  bool first = true;
-  for (const auto& [it, steps] : stepsPerIteration) {
-    f << (first ? "" : ", ") << "\"" << it << "\": " << steps;
-    first = false;
+  nlohmann::json steps = nlohmann::json::object();
+  for (const auto& [it, count] : stepsPerIteration) {
+    steps[std::to_string(it)] = count;
   }
-  f << "}, \"events\": [";
-  first = true;
-  if (wrapper) {
-    for (const TimelineEvent& e : wrapper->timeline()) {
-      f << (first ? "\n" : ",\n") << "  {\"iteration\": " << e.iteration
-        << ", \"phase\": " << jsonString(e.phase) << ", \"monoNs\": " << e.monoNs
-        << ", \"wallNs\": " << e.wallNs << ", \"detail\": " << jsonString(e.detail) << "}";
-      first = false;
-    }
-  }
-  f << "\n]}\n";
-  f.close();
+  const nlohmann::json report = {
+      {"rank", rank},
+      {"world", world},
+      {"pid", ::getpid()},
+      {"ok", rc == 0},
+      {"error", error},
+      {"steps", steps},
+      {"timeline", nlohmann::json::parse(timelineJson(wrapper ? wrapper->timeline()
+                                                              : std::vector<TimelineEvent>{}))}};
+  std::ofstream(out) << report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
+                     << '\n';
   if (rc != 0) {
     std::fprintf(stderr, "rank %d: %s\n", rank, error.c_str());
   }

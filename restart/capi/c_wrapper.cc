@@ -1,5 +1,7 @@
 // resilient_restart_wrapper_*, resilient_restart_run and the context calls
 // (restart.h).
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -29,7 +31,8 @@ r::HostCommunicator& hostComm(resilient_restart_context* c, const char* name) {
       name == nullptr ? c->ctx->communicator() : c->ctx->communicator(std::string(name));
   auto* host = dynamic_cast<r::HostCommunicator*>(comm);
   if (host == nullptr) {
-    throw r::ConfigError(std::string("communicator ") + (name != nullptr ? name : "(the only one)") +
+    throw r::ConfigError(std::string("communicator ") +
+                         (name != nullptr ? name : "(the only one)") +
                          (comm == nullptr ? " does not exist in this iteration (a spare?)"
                                           : " is not a host communicator"));
   }
@@ -52,7 +55,9 @@ resilient_restart_wrapper* resilient_restart_wrapper_create(const resilient_rest
   return out;
 }
 
-void resilient_restart_wrapper_destroy(resilient_restart_wrapper* wrapper) { delete wrapper; }
+void resilient_restart_wrapper_destroy(resilient_restart_wrapper* wrapper) {
+  delete wrapper;
+}
 
 int resilient_restart_run(resilient_restart_wrapper* w, resilient_restart_function fn, void* user) {
   return guarded([&] {
@@ -86,6 +91,23 @@ int resilient_restart_wrapper_state(const resilient_restart_wrapper* w,
       throw r::ConfigError("wrapper_state: null wrapper or state");
     }
     *state = r::capi::toC(w->wrapper->state());
+    return 0;
+  });
+}
+
+int resilient_restart_timeline_json(const resilient_restart_wrapper* w, char* buffer, size_t size,
+                                    size_t* length) {
+  return guarded([&] {
+    if (w == nullptr || length == nullptr || (buffer == nullptr && size != 0)) {
+      throw r::ConfigError("timeline_json: null wrapper or length, or a null buffer of size > 0");
+    }
+    const std::string json = r::timelineJson(w->wrapper->timeline());
+    *length = json.size();
+    if (size > 0) {
+      const size_t n = std::min(size - 1, json.size());
+      std::memcpy(buffer, json.data(), n);
+      buffer[n] = '\0';
+    }
     return 0;
   });
 }

@@ -195,12 +195,15 @@ void Loop::setup() {
   }
   restartChecks_ = composeHealthChecks(std::move(checks));
 
+  // Claimed before the monitor process starts: a job id in use stops this
+  // rank before anything of it is in the store or running.
   RankIdentity identity = RankIdentity::ofThisProcess();
+  registry_->claim(state_.initialRank, identity);
   if (options_.useMonitorProcess) {
     startMonitorProcess();
     identity.monitorPid = statusPage_->page().monitorPid.load();
+    registry_->publish(state_.initialRank, identity);
   }
-  registry_->publish(state_.initialRank, identity);
   timeline_.record(0, "started", store_->describe());
 
   setPhase(RankPhase::kInitialBarrier);
@@ -521,8 +524,8 @@ void Loop::recover() {
       return false;
     };
     const std::vector<int> missing =
-        barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k),
-                       options_.barrierTimeout, terminateNamedCulprits, true);
+        barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k), options_.barrierTimeout,
+                       terminateNamedCulprits, true);
     if (missing.empty()) {
       break;
     }

@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <array>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "resilient/restart/errors.hpp"
 
 namespace resilient::restart {
 
@@ -18,11 +21,15 @@ RankIdentity RankIdentity::ofThisProcess() {
   RankIdentity id;
   id.host = host.data();
   id.pid = ::getpid();
+  std::random_device entropy;
+  id.instance = (uint64_t{entropy()} << 32) | entropy();
   return id;
 }
 
 std::string RankIdentity::toJson() const {
-  return nlohmann::json{{"host", host}, {"pid", pid}, {"monitor_pid", monitorPid}}.dump();
+  return nlohmann::json{
+      {"host", host}, {"pid", pid}, {"monitor_pid", monitorPid}, {"instance", instance}}
+      .dump();
 }
 
 RankIdentity RankIdentity::fromJson(std::string_view json) {
@@ -34,11 +41,33 @@ RankIdentity RankIdentity::fromJson(std::string_view json) {
   id.host = j["host"].get<std::string>();
   id.pid = j["pid"].get<int64_t>();
   id.monitorPid = j.value("monitor_pid", int64_t{0});
+  id.instance = j.value("instance", uint64_t{0});
   return id;
 }
 
 RankRegistry::RankRegistry(store::Store& store, const protocol::JobKeys& keys, int worldSize)
     : store_(store), keys_(keys), worldSize_(worldSize) {}
+
+void RankRegistry::claim(int initialRank, const RankIdentity& identity) {
+  const std::string key = keys_.identity(initialRank);
+  const std::string mine = identity.toJson();
+  const store::CasResult result = store_.compareSet(key, std::nullopt, mine);
+  if (result.swapped || result.current == mine) {
+    return;  // ours (the second case: a retried claim whose first try went through)
+  }
+  std::string holder = "another process";
+  try {
+    const RankIdentity other = RankIdentity::fromJson(result.current.value_or(""));
+    holder = "pid " + std::to_string(other.pid) + " on host \"" + other.host + "\"";
+  } catch (const std::invalid_argument&) {
+  }
+  throw ConfigError("job id \"" + keys_.jobId() + "\" is in use in this store: initial rank " +
+                    std::to_string(initialRank) + " is held by " + holder + " (key " + key +
+                    "), from an earlier job with the same id or a second process started as rank " +
+                    std::to_string(initialRank) +
+                    "; give every job its own NCCL_RESILIENT_RESTART_JOB (Options::jobId) or "
+                    "a fresh store");
+}
 
 void RankRegistry::publish(int initialRank, const RankIdentity& identity) {
   store_.set(keys_.identity(initialRank), identity.toJson());

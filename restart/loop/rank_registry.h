@@ -18,6 +18,9 @@ struct RankIdentity {
   std::string host;
   int64_t pid = 0;
   int64_t monitorPid = 0;  // 0: no monitor process
+  // Random per Wrapper: tells two runs of one process apart (threads as ranks
+  // share host and pid), so that a claim is only ever ours.
+  uint64_t instance = 0;
 
   static RankIdentity ofThisProcess();
   std::string toJson() const;
@@ -28,6 +31,12 @@ class RankRegistry {
  public:
   RankRegistry(store::Store& store, const protocol::JobKeys& keys, int worldSize);
 
+  // Registers `identity` as initial rank r, once per job: throws ConfigError
+  // when another process holds rank r under this job id already (an earlier
+  // job's keys left in the store, or two processes started with the same
+  // rank), since old keys would confuse this job's barriers and records.
+  void claim(int initialRank, const RankIdentity& identity);
+  // Replaces the claimed identity (adds the monitor's pid once it runs).
   void publish(int initialRank, const RankIdentity& identity);
   // The initial rank of the process `pid` on `host`, or -1 when no rank of
   // the job has that identity. Reads the registry again on a miss.

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "plugin/common/clock.h"
 
 namespace resilient::restart {
@@ -20,6 +22,20 @@ void Timeline::recordAt(uint64_t monoNs, int iteration, std::string phase, std::
 std::vector<TimelineEvent> Timeline::events() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_;
+}
+
+std::string timelineJson(const std::vector<TimelineEvent>& events) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const TimelineEvent& e : events) {
+    array.push_back({{"iteration", e.iteration},
+                     {"phase", e.phase},
+                     {"mono_ns", e.monoNs},
+                     {"wall_ns", e.wallNs},
+                     {"detail", e.detail}});
+  }
+  // Replace, not throw, on invalid UTF-8 in a detail (a host name, an
+  // exception's text): a timeline is written after a failure too.
+  return array.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace resilient::restart

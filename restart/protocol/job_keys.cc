@@ -4,7 +4,7 @@
 
 namespace resilient::restart::protocol {
 
-JobKeys::JobKeys(const std::string& jobId) : prefix_("resilient/" + jobId + "/") {
+JobKeys::JobKeys(const std::string& jobId) : jobId_(jobId), prefix_("resilient/" + jobId + "/") {
   if (jobId.empty() || jobId.find('/') != std::string::npos) {
     throw std::invalid_argument("a job id must be non-empty and contain no '/': \"" + jobId + "\"");
   }

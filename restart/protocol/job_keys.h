@@ -2,7 +2,8 @@
 // loop (restart/loop/) and the monitor process (restart/monitor/). Every key
 // lives under "resilient/<jobId>/"; docs/restart.md lists them.
 //
-//   rank/<r>/identity        JSON: host, pid, monitor pid of initial rank r
+//   rank/<r>/identity        JSON: host, pid, monitor pid of initial rank r (claimed
+//                            with compare-and-set: a job id in use is refused)
 //   terminated/<r>           set (value: the reason) once initial rank r is out for good
 //   terminated/count         counter; terminated/list/<i> (1-based) = the i-th rank
 //                            terminated (readers keep a cursor: one get per poll)
@@ -26,6 +27,7 @@ class JobKeys {
  public:
   explicit JobKeys(const std::string& jobId);
 
+  const std::string& jobId() const noexcept { return jobId_; }
   const std::string& prefix() const noexcept { return prefix_; }
   std::string identity(int initialRank) const;
   std::string terminated(int initialRank) const;
@@ -44,6 +46,7 @@ class JobKeys {
   std::string terminationBarrier() const { return prefix_ + "termination"; }
 
  private:
+  std::string jobId_;
   std::string prefix_;
 };
 

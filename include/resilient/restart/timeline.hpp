@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace resilient::restart {
 
@@ -18,5 +19,10 @@ struct TimelineEvent {
   uint64_t wallNs = 0;  // CLOCK_REALTIME
   std::string detail;
 };
+
+// The events as one JSON array, the format every reader of a timeline uses
+// (the demo, the restart benchmark, the tests):
+//   [{"iteration": 0, "phase": "started", "mono_ns": 1, "wall_ns": 2, "detail": "..."}, ...]
+std::string timelineJson(const std::vector<TimelineEvent>& events);
 
 }  // namespace resilient::restart

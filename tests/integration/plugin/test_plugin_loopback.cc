@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -188,6 +189,14 @@ TEST_CASE("16 communicators exchange data concurrently, close, and reopen withou
     if (cycle == 0) {
       descriptorsAfterFirst = openDescriptors();
     } else {
+      // The accepting side's liveness link closes when the watchdog thread
+      // reads the initiator's goodbye, just after close returns: give it
+      // that moment, then any descriptor still open is a leak.
+      const auto settled = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (openDescriptors() > descriptorsAfterFirst &&
+             std::chrono::steady_clock::now() < settled) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
       CHECK(openDescriptors() <= descriptorsAfterFirst);
     }
   }

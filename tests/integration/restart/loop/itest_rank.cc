@@ -256,14 +256,7 @@ int main(int argc, char** argv) {
                        {"worldSize", s.worldSize},     {"activeRank", s.activeRank},
                        {"activeWorldSize", s.activeWorldSize},
                        {"mode", s.describe()}};
-    nlohmann::json timeline = nlohmann::json::array();
-    for (const rr::TimelineEvent& e : wrapper.timeline()) {
-      timeline.push_back({{"iteration", e.iteration},
-                          {"phase", e.phase},
-                          {"monoNs", e.monoNs},
-                          {"detail", e.detail}});
-    }
-    report["timeline"] = timeline;
+    report["timeline"] = nlohmann::json::parse(rr::timelineJson(wrapper.timeline()));
   } catch (...) {
     report["outcome"] = "setup failed";
     report["error"] = textOf(std::current_exception());

@@ -333,7 +333,7 @@ std::vector<TimelineEvent> timelineOf(const json& report) {
   std::vector<TimelineEvent> out;
   for (const auto& e : report.value("timeline", json::array())) {
     out.push_back({e["iteration"].get<int>(), e["phase"].get<std::string>(),
-                   e["monoNs"].get<uint64_t>(), e["detail"].get<std::string>()});
+                   e["mono_ns"].get<uint64_t>(), e["detail"].get<std::string>()});
   }
   return out;
 }

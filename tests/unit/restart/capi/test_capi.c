@@ -107,6 +107,24 @@ int main(void) {
       CHECK(c.finalize == 2);
       CHECK(c.completion == 1);
       CHECK(c.terminate == 0);
+      /* The timeline as JSON: its length first, then the text, then a
+       * buffer too small for it (truncated, still NUL-terminated). */
+      size_t length = 0;
+      CHECK(resilient_restart_timeline_json(w, NULL, 0, &length) == RESILIENT_RESTART_OK);
+      CHECK(length > 2);
+      char json[8192];
+      size_t again = 0;
+      CHECK(length < sizeof json);
+      CHECK(resilient_restart_timeline_json(w, json, sizeof json, &again) == RESILIENT_RESTART_OK);
+      CHECK(again == length && strlen(json) == length);
+      CHECK(json[0] == '[' && json[length - 1] == ']');
+      CHECK(strstr(json, "\"phase\":\"function entered\"") != NULL);
+      CHECK(strstr(json, "\"iteration\":2") != NULL);
+      CHECK(strstr(json, "\"mono_ns\":") != NULL);
+      char small[5];
+      CHECK(resilient_restart_timeline_json(w, small, sizeof small, &again) == RESILIENT_RESTART_OK);
+      CHECK(again == length && strlen(small) == 4 && strncmp(small, json, 4) == 0);
+      CHECK(resilient_restart_timeline_json(w, NULL, 4, &again) == RESILIENT_RESTART_CONFIG);
       resilient_restart_wrapper_destroy(w);
     }
   }

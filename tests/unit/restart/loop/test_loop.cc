@@ -247,3 +247,32 @@ TEST_CASE("a rank that never reaches the iteration barrier is declared dead at i
     CHECK(out[static_cast<size_t>(r)].state.worldSize == 3);
   }
 }
+
+TEST_CASE("a job id in use in the store is refused before the rank joins", "[restart][loop]") {
+  auto store = std::make_shared<store::MemoryStore>();
+  std::atomic<int> calls{0};
+  const auto count = [&](int, CallContext&) { ++calls; };
+  for (const auto& o : runRanks(2, {}, count, store)) {
+    INFO(o.errorText());
+    CHECK(!o.error);
+  }
+  REQUIRE(calls == 2);
+
+  // The same id again, in the same process: the earlier job's keys are
+  // still there, so every rank stops before its function runs.
+  for (const auto& o : runRanks(2, {}, count, store)) {
+    CHECK(endedWith<restart::ConfigError>(o));
+    CHECK_THAT(o.errorText(), Catch::Contains("is in use in this store") &&
+                                  Catch::Contains("NCCL_RESILIENT_RESTART_JOB") &&
+                                  Catch::Contains("/identity"));
+  }
+  CHECK(calls == 2);
+
+  // A job of its own id on the same store runs.
+  const auto own = [](int, Options& o) { o.jobId = "second"; };
+  for (const auto& o : runRanks(2, own, count, store)) {
+    INFO(o.errorText());
+    CHECK(!o.error);
+  }
+  CHECK(calls == 4);
+}
