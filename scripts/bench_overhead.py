@@ -13,7 +13,10 @@ the latency resilient adds over plain, each paired within a round and then
 the median over the rounds. With --sample-bytes every size is its own run,
 the three transports back to back, with enough iterations to carry that many
 bytes: a 1 MiB sample of 20 iterations lasts a few milliseconds, too short
-for a 1 % comparison on a shared machine.
+for a 1 % comparison on a shared machine. With --ab each round is one
+resilient-net-ab run: the three transports set up side by side in the same two
+processes and compared block by block (-n iterations each, order rotating),
+so that drifts of the machine between runs cancel out of the ratios.
 
 Two patterns: `pingpong` (time = half the round trip: latency) and
 `sendrecv` (both ranks send and receive at once: bandwidth). All three carry
@@ -22,8 +25,8 @@ with --multi-recv 1 too (the default here; --multi-recv N to change it).
 
 usage: bench_overhead.py [--build DIR] [--rounds N] [--pattern P ...]
                          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
-                         [--sample-bytes B] [--pin-cpus] [--latency-iters N]
-                         [--json FILE]
+                         [--ab [--blocks N]] [--sample-bytes B] [--pin-cpus]
+                         [--latency-iters N] [--json FILE]
 Extra environment (e.g. NCCL_RESILIENT_SOCKET_NTHREADS) applies to both plugins.
 """
 import argparse
@@ -112,6 +115,50 @@ def measure(args, pattern, sizes, scaled=True):
     return rows
 
 
+def measure_ab(args, pattern, sizes):
+    """--ab: each round is one resilient-net-ab run of the three transports in
+    the same two processes, compared block by block; the ratios and added
+    times are paired per block and the median is taken over every block of
+    every round (per-round medians give the spread between process pairs)."""
+    tool = os.path.join(args.build, "plugin/hostengine/resilient-net-ab")
+    plugins = os.path.join(args.build, "plugin/abi")
+    minbytes, maxbytes, iters, warmup = sizes
+    blocks = {}  # bytes -> [(raw, plain, resilient) seconds per iteration]
+    per_round = {}  # bytes -> [(plain/raw, resilient/plain) per-round medians]
+    for r in range(args.rounds):
+        cmd = [tool, "--pattern", pattern, "-b", minbytes, "-e", maxbytes, "-f", str(args.factor),
+               "-n", str(iters), "-w", str(warmup), "--blocks", str(args.blocks),
+               "--multi-recv", str(args.multi_recv),
+               "--transport", "raw",
+               "--transport", os.path.join(plugins, "libnccl-net-tcp-plain.so"),
+               "--transport", os.path.join(plugins, "libnccl-net-resilient.so")]
+        if args.pin_cpus:
+            cmd.append("--pin-cpus")
+        report = run_nettest(cmd, f"resilient-net-ab {pattern} round {r}")
+        for size in report["sizes"]:
+            these = [tuple(b) for b in size["seconds"]]
+            blocks.setdefault(size["bytes"], []).extend(these)
+            per_round.setdefault(size["bytes"], []).append(
+                (statistics.median(b[0] / b[1] for b in these),
+                 statistics.median(b[1] / b[2] for b in these)))
+    rows = []
+    for size, these in sorted(blocks.items()):
+        row = {"bytes": size, "blocks": len(these)}
+        for i, t in enumerate(TRANSPORTS):
+            sec = statistics.median(b[i] for b in these)
+            row[f"{t}_time_us"] = sec * 1e6
+            row[f"{t}_busbw_gbps"] = size / sec / 1e9
+        row["plain_vs_raw_bw"] = statistics.median(b[0] / b[1] for b in these)
+        row["resilient_vs_plain_bw"] = statistics.median(b[1] / b[2] for b in these)
+        row["resilient_added_us"] = statistics.median((b[2] - b[1]) * 1e6 for b in these)
+        rounds = per_round[size]
+        row["plain_vs_raw_bw_rounds"] = [min(x[0] for x in rounds), max(x[0] for x in rounds)]
+        row["resilient_vs_plain_bw_rounds"] = [min(x[1] for x in rounds),
+                                               max(x[1] for x in rounds)]
+        rows.append(row)
+    return rows
+
+
 def print_table(pattern, rows):
     print(f"\n{pattern}: median of rounds; time in us, busbw in GB/s; "
           "ratios and added time paired per round, then the median")
@@ -161,6 +208,11 @@ def main():
     ap.add_argument("-f", "--factor", type=int, default=4)
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup", type=int, default=5)
+    ap.add_argument("--ab", action="store_true",
+                    help="compare the three transports block by block inside one pair of "
+                         "processes per round (resilient-net-ab); -n is then the iterations "
+                         "per block, and with --latency-iters the 8 B iterations per block")
+    ap.add_argument("--blocks", type=int, default=10, help="--ab: blocks per size and round")
     ap.add_argument("--sample-bytes", type=parse_bytes,
                     help="run each size on its own with at least this many bytes per rank "
                          "(e.g. 1G): iterations = max(-n, SAMPLE_BYTES / size)")
@@ -175,18 +227,24 @@ def main():
     args = ap.parse_args()
     result = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
               "rounds": args.rounds, "iters": args.iters, "sample_bytes": args.sample_bytes,
+              "ab": args.ab, "blocks": args.blocks if args.ab else None,
               "multi_recv": args.multi_recv,
               "pin_cpus": args.pin_cpus,
               "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
               "patterns": {}}
     sizes = (args.minbytes, args.maxbytes, args.iters, args.warmup)
+    run = measure_ab if args.ab else measure
     for pattern in args.pattern:
-        rows = measure(args, pattern, sizes)
+        rows = run(args, pattern, sizes)
         result["patterns"][pattern] = rows
         print_table(pattern, rows)
     if args.latency_iters > 0:
-        rows = measure(args, "pingpong", ("8", "8", args.latency_iters,
-                                          max(1, args.latency_iters // 20)), scaled=False)
+        if args.ab:
+            rows = measure_ab(args, "pingpong", ("8", "8", args.latency_iters,
+                                                 max(1, args.latency_iters // 20)))
+        else:
+            rows = measure(args, "pingpong", ("8", "8", args.latency_iters,
+                                              max(1, args.latency_iters // 20)), scaled=False)
         result["latency_8B"] = rows[0]
         print_table("latency (pingpong, 8 B)", rows)
         result["criteria"] = criteria(result)
