@@ -160,17 +160,28 @@ def measure_ab(args, pattern, sizes):
 
 
 def print_table(pattern, rows):
-    print(f"\n{pattern}: median of rounds; time in us, busbw in GB/s; "
-          "ratios and added time paired per round, then the median")
+    ab = "blocks" in rows[0]
+    if ab:
+        print(f"\n{pattern}: median over every block of every round ({rows[0]['blocks']} "
+              "blocks); time in us, busbw in GB/s; ratios and added time paired per block; "
+              "[lowest, highest] of the per-round medians")
+    else:
+        print(f"\n{pattern}: median of rounds; time in us, busbw in GB/s; "
+              "ratios and added time paired per round, then the median")
     print(f"{'size':>6} | {'raw us':>9} {'plain us':>9} {'resil us':>9} | {'raw bw':>7} "
           f"{'plain bw':>8} {'resil bw':>8} | {'plain/raw':>9} {'resil/plain':>11} "
-          f"{'added us':>8}")
+          f"{'added us':>8}" + (" | per round: plain/raw  resil/plain" if ab else ""))
     for r in rows:
-        print(f"{human(r['bytes']):>6} | {r['raw_time_us']:9.2f} {r['plain_time_us']:9.2f} "
-              f"{r['resilient_time_us']:9.2f} | {r['raw_busbw_gbps']:7.3f} "
-              f"{r['plain_busbw_gbps']:8.3f} {r['resilient_busbw_gbps']:8.3f} | "
-              f"{100 * r['plain_vs_raw_bw']:8.1f}% {100 * r['resilient_vs_plain_bw']:10.1f}% "
-              f"{r['resilient_added_us']:8.2f}")
+        line = (f"{human(r['bytes']):>6} | {r['raw_time_us']:9.2f} {r['plain_time_us']:9.2f} "
+                f"{r['resilient_time_us']:9.2f} | {r['raw_busbw_gbps']:7.3f} "
+                f"{r['plain_busbw_gbps']:8.3f} {r['resilient_busbw_gbps']:8.3f} | "
+                f"{100 * r['plain_vs_raw_bw']:8.1f}% {100 * r['resilient_vs_plain_bw']:10.1f}% "
+                f"{r['resilient_added_us']:8.2f}")
+        if ab:
+            a, b = r["plain_vs_raw_bw_rounds"], r["resilient_vs_plain_bw_rounds"]
+            line += (f" | [{100 * a[0]:.1f}, {100 * a[1]:.1f}]%"
+                     f"  [{100 * b[0]:.1f}, {100 * b[1]:.1f}]%")
+        print(line)
 
 
 def criteria(result):
