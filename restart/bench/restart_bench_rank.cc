@@ -162,8 +162,8 @@ int main(int argc, char** argv) {
   }
 
   nlohmann::json steps = nlohmann::json::object();
-  for (const auto& [it, count] : stepsPerIteration) {
-    steps[std::to_string(it)] = count;
+  for (const auto& [it, stepsDone] : stepsPerIteration) {
+    steps[std::to_string(it)] = stepsDone;
   }
   const nlohmann::json report = {
       {"rank", rank},
