@@ -286,4 +286,14 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
   return outcome;
 }
 
+std::string selfExecutable() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) {
+    return {};
+  }
+  path[n] = '\0';
+  return path;
+}
+
 }  // namespace resilient::hostengine

@@ -82,6 +82,10 @@ struct LaunchOutcome {
 // Starts every rank, applies the injections, waits for every rank to end.
 Result<LaunchOutcome> launchRanks(const LaunchPlan& plan);
 
+// The running program's own path (/proc/self/exe), "" if unreadable: what
+// a tool that launches its ranks executes again.
+std::string selfExecutable();
+
 // "exit 0", "exit 3", "SIGKILL", ...
 std::string describeExit(const RankOutcome& rank);
 

@@ -36,12 +36,11 @@
 #include "plugin/hostengine/engine.h"
 #include "plugin/hostengine/launcher.h"
 #include "plugin/hostengine/pattern.h"
-#include "plugin/hostengine/plugin_log.h"
 #include "plugin/hostengine/raw_tcp_transport.h"
 #include "plugin/hostengine/rendezvous.h"
 #include "plugin/hostengine/report.h"
 #include "plugin/hostengine/socket_io.h"
-#include "plugin/transport/external/loader.h"
+#include "plugin/hostengine/transport_choice.h"
 
 namespace he = resilient::hostengine;
 using json = nlohmann::json;
@@ -136,30 +135,6 @@ int envInt(const char* name, int fallback) {
   return v ? std::atoi(v->c_str()) : fallback;
 }
 
-Result<std::unique_ptr<resilient::transport::Transport>> openTransport(const std::string& spec,
-                                                                       const Config& c,
-                                                                       const std::string& master,
-                                                                       uint64_t token) {
-  if (spec == "raw") {
-    he::RawTcpOptions raw;
-    raw.bindHost = he::localAddressToward(master);
-    raw.sockets = c.options.rawSockets;
-    raw.token = token;
-    raw.connectTimeoutMs = c.timeoutMs;
-    return std::unique_ptr<resilient::transport::Transport>(
-        std::make_unique<he::RawTcpTransport>(raw));
-  }
-  resilient::transport::external::LoadOptions load;
-  load.spec = spec;
-  load.refuseSelf = false;
-  load.logger = he::pluginLogger();
-  auto loaded = resilient::transport::external::loadExternalPlugin(load);
-  if (!loaded.ok()) {
-    return loaded.status();
-  }
-  return std::unique_ptr<resilient::transport::Transport>(std::move(loaded).value());
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -212,7 +187,13 @@ int runRank(const Config& c) {
 
   std::vector<std::unique_ptr<resilient::transport::Transport>> transports;
   for (const std::string& spec : c.options.transports) {
-    auto t = openTransport(spec, c, master, token);
+    he::RawTcpOptions raw;
+    raw.bindHost = he::localAddressToward(master);
+    raw.sockets = c.options.rawSockets;
+    raw.token = token;
+    raw.connectTimeoutMs = c.timeoutMs;
+    auto t =
+        he::openTransport(spec == "raw" ? std::nullopt : std::optional<std::string>(spec), raw);
     if (!t.ok()) {
       std::fprintf(stderr, "# rank %d: transport %s: %s\n", rank, spec.c_str(),
                    t.status().toString().c_str());
@@ -398,16 +379,6 @@ int runRank(const Config& c) {
   return !all.ok() ? kExitFault : totalErrors > 0 ? kExitDataErrors : kExitOk;
 }
 
-std::string selfExecutable() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) {
-    return {};
-  }
-  path[n] = '\0';
-  return path;
-}
-
 int runLauncher(const Config& c, const std::vector<std::string>& argv) {
   const std::string master = "127.0.0.1";
   Result<FileDescriptor> listenFd = he::listenOn(master, 0, 16);
@@ -428,7 +399,7 @@ int runLauncher(const Config& c, const std::vector<std::string>& argv) {
   std::snprintf(tokenText, sizeof tokenText, "%016llx", static_cast<unsigned long long>(token));
 
   he::LaunchPlan plan;
-  plan.executable = selfExecutable();
+  plan.executable = he::selfExecutable();
   plan.argv = argv;
   const int listenRaw = listenFd->release();
   plan.rank0Fds = {listenRaw, startPipe[1]};

@@ -33,11 +33,11 @@
 #include "plugin/hostengine/engine.h"
 #include "plugin/hostengine/launcher.h"
 #include "plugin/hostengine/pattern.h"
-#include "plugin/hostengine/plugin_log.h"
 #include "plugin/hostengine/raw_tcp_transport.h"
 #include "plugin/hostengine/rendezvous.h"
 #include "plugin/hostengine/report.h"
 #include "plugin/hostengine/socket_io.h"
+#include "plugin/hostengine/transport_choice.h"
 #include "plugin/transport/external/loader.h"
 
 extern char** environ;
@@ -441,28 +441,20 @@ int runRank(const Config& c, const Environment& env) {
   };
 
   // The transport: a plugin loaded as NCCL loads it, or our raw TCP pump.
-  std::unique_ptr<resilient::transport::Transport> transport;
-  if (c.options.rawTcp) {
-    he::RawTcpOptions raw;
-    raw.bindHost = he::localAddressToward(master);
-    raw.sockets = c.options.rawSockets;
-    raw.token = token;
-    raw.connectTimeoutMs = c.timeoutMs;
-    transport = std::make_unique<he::RawTcpTransport>(raw);
-  } else {
-    resilient::transport::external::LoadOptions load;
-    load.spec = c.options.plugin;
-    load.refuseSelf = false;
-    load.logger = he::pluginLogger();
-    auto loaded = resilient::transport::external::loadExternalPlugin(load);
-    if (!loaded.ok()) {
-      std::fprintf(stderr, "# rank %d: cannot load the plugin: %s\n", rank,
-                   loaded.status().toString().c_str());
-      result["load_error"] = loaded.status().toString();
-      return finish(kExitUsage);
-    }
-    transport = std::move(loaded).value();
+  he::RawTcpOptions raw;
+  raw.bindHost = he::localAddressToward(master);
+  raw.sockets = c.options.rawSockets;
+  raw.token = token;
+  raw.connectTimeoutMs = c.timeoutMs;
+  auto opened = he::openTransport(
+      c.options.rawTcp ? std::nullopt : std::optional<std::string>(c.options.plugin), raw);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "# rank %d: cannot load the plugin: %s\n", rank,
+                 opened.status().toString().c_str());
+    result["load_error"] = opened.status().toString();
+    return finish(kExitUsage);
   }
+  std::unique_ptr<resilient::transport::Transport> transport = std::move(opened).value();
 
   // Out of band: rank 0 serves the rendezvous, everybody connects to it.
   std::unique_ptr<he::RendezvousServer> server;
@@ -687,16 +679,6 @@ std::optional<json> readJsonFile(const std::string& path) {
   }
 }
 
-std::string selfExecutable() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) {
-    return {};
-  }
-  path[n] = '\0';
-  return path;
-}
-
 struct Survivor {
   int rank = 0;
   std::string outcome;  // "detected", "not detected", ...
@@ -734,7 +716,7 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
   std::snprintf(tokenText, sizeof(tokenText), "%016llx", static_cast<unsigned long long>(token));
 
   he::LaunchPlan plan;
-  plan.executable = selfExecutable();
+  plan.executable = he::selfExecutable();
   plan.argv = argv;
   const int listenRaw = listenFd->release();
   plan.rank0Fds = {listenRaw, startPipe[1]};
