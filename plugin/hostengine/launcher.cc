@@ -12,9 +12,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <random>
 #include <set>
 
 #include "plugin/common/clock.h"
+#include "plugin/common/file_descriptor.h"
+#include "plugin/common/socket_address.h"
+#include "plugin/hostengine/socket_io.h"
 
 namespace resilient::hostengine {
 namespace {
@@ -284,6 +289,54 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
     }
   }
   return outcome;
+}
+
+Result<LocalLaunch> planLocalLaunch(const std::string& host, uint16_t port, int nranks,
+                                    const std::vector<std::string>& argv,
+                                    const EnvironmentList& base, const LaunchEnvNames& names,
+                                    const std::function<EnvironmentList(int rank)>& extra) {
+  Result<FileDescriptor> listenFd = listenOn(host, port, 1024);
+  if (!listenFd.ok()) {
+    return Status::error(
+        listenFd.status().kind(),
+        "rendezvous on " + host + ":" + std::to_string(port) + ": " + listenFd.status().message());
+  }
+  LocalLaunch launch;
+  launch.port = localAddressOf(listenFd->get()).port();
+  int startPipe[2] = {-1, -1};
+  if (::pipe2(startPipe, O_CLOEXEC) != 0) {
+    return systemError("pipe2", errno);
+  }
+  std::random_device random;
+  launch.token = (static_cast<uint64_t>(random()) << 32) ^ random();
+  char tokenText[32];
+  std::snprintf(tokenText, sizeof tokenText, "%016llx",
+                static_cast<unsigned long long>(launch.token));
+  LaunchPlan& plan = launch.plan;
+  plan.executable = selfExecutable();
+  plan.argv = argv;
+  const int listenRaw = listenFd->release();
+  plan.rank0Fds = {listenRaw, startPipe[1]};
+  plan.startPipeRead = startPipe[0];
+  for (int r = 0; r < nranks; ++r) {
+    EnvironmentList overrides = {{"RANK", std::to_string(r)},
+                                 {"LOCAL_RANK", std::to_string(r)},
+                                 {"WORLD_SIZE", std::to_string(nranks)},
+                                 {"MASTER_ADDR", host},
+                                 {"MASTER_PORT", std::to_string(launch.port)},
+                                 {names.token, tokenText}};
+    if (r == 0) {
+      overrides.emplace_back(names.listenFd, std::to_string(listenRaw));
+      overrides.emplace_back(names.startFd, std::to_string(startPipe[1]));
+    }
+    if (extra) {
+      for (auto& kv : extra(r)) {
+        overrides.push_back(std::move(kv));
+      }
+    }
+    plan.envs.push_back(mergeEnvironment(base, overrides));
+  }
+  return launch;
 }
 
 std::string selfExecutable() {

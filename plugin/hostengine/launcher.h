@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -81,6 +82,29 @@ struct LaunchOutcome {
 
 // Starts every rank, applies the injections, waits for every rank to end.
 Result<LaunchOutcome> launchRanks(const LaunchPlan& plan);
+
+// The common part of launching `nranks` local ranks of a tool that runs
+// itself again (`argv`, `base` environment): the rendezvous socket bound on
+// host:port (0: any free port) before any rank starts, the start pipe and a
+// random job token. Rank r's environment gets RANK, LOCAL_RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT and `names.token`; rank 0 also `names.listenFd`
+// and `names.startFd` (the descriptors it inherits); `extra(r)` adds a
+// rank's own variables. The caller sets timeouts, pinning and injections,
+// then closes plan.startPipeRead after launchRanks.
+struct LaunchEnvNames {
+  const char* token;
+  const char* listenFd;
+  const char* startFd;
+};
+struct LocalLaunch {
+  LaunchPlan plan;
+  uint16_t port = 0;
+  uint64_t token = 0;
+};
+Result<LocalLaunch> planLocalLaunch(const std::string& host, uint16_t port, int nranks,
+                                    const std::vector<std::string>& argv,
+                                    const EnvironmentList& base, const LaunchEnvNames& names,
+                                    const std::function<EnvironmentList(int rank)>& extra = {});
 
 // The running program's own path (/proc/self/exe), "" if unreadable: what
 // a tool that launches its ranks executes again.

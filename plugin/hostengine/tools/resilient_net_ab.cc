@@ -12,7 +12,6 @@
 // connections' machine state) instead of run against run. Every byte is
 // checked, as in resilient-nettest. Without RANK/WORLD_SIZE it launches the
 // two ranks itself; rank 0 prints the table and writes --json.
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,7 +22,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -380,30 +378,6 @@ int runRank(const Config& c) {
 }
 
 int runLauncher(const Config& c, const std::vector<std::string>& argv) {
-  const std::string master = "127.0.0.1";
-  Result<FileDescriptor> listenFd = he::listenOn(master, 0, 16);
-  if (!listenFd.ok()) {
-    std::fprintf(stderr, "resilient-net-ab: rendezvous socket: %s\n",
-                 listenFd.status().toString().c_str());
-    return kExitUsage;
-  }
-  const uint16_t port = resilient::localAddressOf(listenFd->get()).port();
-  int startPipe[2] = {-1, -1};
-  if (::pipe2(startPipe, O_CLOEXEC) != 0) {
-    std::perror("resilient-net-ab: pipe2");
-    return kExitUsage;
-  }
-  std::random_device random;
-  const uint64_t token = (static_cast<uint64_t>(random()) << 32) ^ random();
-  char tokenText[32];
-  std::snprintf(tokenText, sizeof tokenText, "%016llx", static_cast<unsigned long long>(token));
-
-  he::LaunchPlan plan;
-  plan.executable = he::selfExecutable();
-  plan.argv = argv;
-  const int listenRaw = listenFd->release();
-  plan.rank0Fds = {listenRaw, startPipe[1]};
-  plan.startPipeRead = startPipe[0];
   he::EnvironmentList base;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry(*e);
@@ -412,22 +386,17 @@ int runLauncher(const Config& c, const std::vector<std::string>& argv) {
       base.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
     }
   }
-  for (int r = 0; r < kRanks; ++r) {
-    he::EnvironmentList overrides = {{"RANK", std::to_string(r)},
-                                     {"WORLD_SIZE", std::to_string(kRanks)},
-                                     {"MASTER_ADDR", master},
-                                     {"MASTER_PORT", std::to_string(port)},
-                                     {kEnvToken, tokenText}};
-    if (r == 0) {
-      overrides.emplace_back(kEnvListenFd, std::to_string(listenRaw));
-      overrides.emplace_back(kEnvStartFd, std::to_string(startPipe[1]));
-    }
-    plan.envs.push_back(he::mergeEnvironment(base, overrides));
+  Result<he::LocalLaunch> local = he::planLocalLaunch("127.0.0.1", 0, kRanks, argv, base,
+                                                      {kEnvToken, kEnvListenFd, kEnvStartFd});
+  if (!local.ok()) {
+    std::fprintf(stderr, "resilient-net-ab: %s\n", local.status().toString().c_str());
+    return kExitUsage;
   }
+  he::LaunchPlan& plan = local->plan;
   plan.startTimeoutMs = c.timeoutMs * static_cast<int64_t>(c.options.transports.size()) + 30000;
   plan.pinRanks = c.options.pinCpus;
   Result<he::LaunchOutcome> launched = he::launchRanks(plan);
-  ::close(startPipe[0]);
+  ::close(plan.startPipeRead);
   if (!launched.ok()) {
     std::fprintf(stderr, "resilient-net-ab: %s\n", launched.status().toString().c_str());
     return kExitUsage;

@@ -18,7 +18,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -698,49 +697,22 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
     return kExitUsage;
   }
   const std::string dir = tmpl;
-  Result<FileDescriptor> listenFd = he::listenOn(master, static_cast<uint16_t>(port), 1024);
-  if (!listenFd.ok()) {
-    std::fprintf(stderr, "resilient-nettest: rendezvous on %s:%d: %s\n", master.c_str(), port,
-                 listenFd.status().toString().c_str());
+  Result<he::LocalLaunch> local = he::planLocalLaunch(
+      master, static_cast<uint16_t>(port), n, argv, env.list(),
+      {kEnvToken, kEnvListenFd, kEnvStartFd}, [&](int r) {
+        he::EnvironmentList extra = {{kEnvDir, dir}};
+        for (const he::RankFault& f : c.faults) {
+          if (f.rank == r) {
+            extra.emplace_back(kEnvFault, f.spec);
+          }
+        }
+        return extra;
+      });
+  if (!local.ok()) {
+    std::fprintf(stderr, "resilient-nettest: %s\n", local.status().toString().c_str());
     return kExitUsage;
   }
-  port = resilient::localAddressOf(listenFd->get()).port();
-  int startPipe[2] = {-1, -1};
-  if (::pipe2(startPipe, O_CLOEXEC) != 0) {
-    std::perror("resilient-nettest: pipe2");
-    return kExitUsage;
-  }
-  std::random_device random;
-  const uint64_t token = (static_cast<uint64_t>(random()) << 32) ^ random();
-  char tokenText[32];
-  std::snprintf(tokenText, sizeof(tokenText), "%016llx", static_cast<unsigned long long>(token));
-
-  he::LaunchPlan plan;
-  plan.executable = he::selfExecutable();
-  plan.argv = argv;
-  const int listenRaw = listenFd->release();
-  plan.rank0Fds = {listenRaw, startPipe[1]};
-  plan.startPipeRead = startPipe[0];
-  he::EnvironmentList base = env.list();
-  for (int r = 0; r < n; ++r) {
-    he::EnvironmentList overrides = {{"RANK", std::to_string(r)},
-                                     {"LOCAL_RANK", std::to_string(r)},
-                                     {"WORLD_SIZE", std::to_string(n)},
-                                     {"MASTER_ADDR", master},
-                                     {"MASTER_PORT", std::to_string(port)},
-                                     {kEnvToken, tokenText},
-                                     {kEnvDir, dir}};
-    if (r == 0) {
-      overrides.emplace_back(kEnvListenFd, std::to_string(listenRaw));
-      overrides.emplace_back(kEnvStartFd, std::to_string(startPipe[1]));
-    }
-    for (const he::RankFault& f : c.faults) {
-      if (f.rank == r) {
-        overrides.emplace_back(kEnvFault, f.spec);
-      }
-    }
-    plan.envs.push_back(he::mergeEnvironment(base, overrides));
-  }
+  he::LaunchPlan& plan = local->plan;
   for (const auto& k : c.kills) {
     plan.injections.push_back({k.rank, SIGKILL, k.atMs});
   }
@@ -752,7 +724,7 @@ int runLauncher(const Config& c, const Environment& env, const std::vector<std::
   plan.runTimeoutMs = c.faultMode ? c.faultWindowMs + 15000 : 0;
 
   Result<he::LaunchOutcome> launched = he::launchRanks(plan);
-  ::close(startPipe[0]);
+  ::close(plan.startPipeRead);
   if (!launched.ok()) {
     std::fprintf(stderr, "resilient-nettest: %s\n", launched.status().toString().c_str());
     return kExitUsage;
