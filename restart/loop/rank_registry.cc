@@ -59,7 +59,8 @@ void RankRegistry::claim(int initialRank, const RankIdentity& identity) {
   try {
     const RankIdentity other = RankIdentity::fromJson(result.current.value_or(""));
     holder = "pid " + std::to_string(other.pid) + " on host \"" + other.host + "\"";
-  } catch (const std::invalid_argument&) {
+  } catch (const std::exception&) {
+    // Not an identity of ours: the holder stays "another process".
   }
   throw ConfigError("job id \"" + keys_.jobId() + "\" is in use in this store: initial rank " +
                     std::to_string(initialRank) + " is held by " + holder + " (key " + key +
