@@ -151,6 +151,7 @@ def measure_ab(args, pattern, sizes):
         row["plain_vs_raw_bw"] = statistics.median(b[0] / b[1] for b in these)
         row["resilient_vs_plain_bw"] = statistics.median(b[1] / b[2] for b in these)
         row["resilient_added_us"] = statistics.median((b[2] - b[1]) * 1e6 for b in these)
+        row["block_seconds"] = [list(b) for b in these]  # (raw, plain, resilient), to pool runs
         rounds = per_round[size]
         row["plain_vs_raw_bw_rounds"] = [min(x[0] for x in rounds), max(x[0] for x in rounds)]
         row["resilient_vs_plain_bw_rounds"] = [min(x[1] for x in rounds),
