@@ -339,6 +339,18 @@ Result<LocalLaunch> planLocalLaunch(const std::string& host, uint16_t port, int 
   return launch;
 }
 
+EnvironmentList currentEnvironment() {
+  EnvironmentList list;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq != std::string_view::npos && eq > 0) {
+      list.emplace_back(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+    }
+  }
+  return list;
+}
+
 std::string selfExecutable() {
   char path[4096];
   const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);

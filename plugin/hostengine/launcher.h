@@ -44,6 +44,9 @@ struct Injection {
 
 using EnvironmentList = std::vector<std::pair<std::string, std::string>>;
 
+// This process's environment (environ), as NAME, value pairs.
+EnvironmentList currentEnvironment();
+
 // `base` without the names in `overrides`, then `overrides`, as NAME=value.
 std::vector<std::string> mergeEnvironment(const EnvironmentList& base,
                                           const EnvironmentList& overrides);

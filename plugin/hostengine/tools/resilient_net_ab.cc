@@ -279,25 +279,26 @@ int runRank(const Config& c) {
   for (size_t bytes : c.sizes) {
     SizeBlocks s;
     s.bytes = he::effectiveBytes(c.pattern, kRanks, bytes);
-    auto runOne = [&](size_t t, double* seconds) -> bool {
-      he::IterationResult r = engines[t]->run(bytes, iteration++, true);
-      s.errors += r.errors;
-      if (r.fault) {
-        std::fprintf(stderr, "# rank %d: %s: %s\n", rank, c.options.transports[t].c_str(),
-                     r.fault->describe().c_str());
-        return false;
+    // `count` iterations of transport t; their seconds added to *seconds.
+    auto runIters = [&](size_t t, int count, double* seconds) -> bool {
+      for (int i = 0; i < count; ++i) {
+        he::IterationResult r = engines[t]->run(bytes, iteration++, true);
+        s.errors += r.errors;
+        if (r.fault) {
+          std::fprintf(stderr, "# rank %d: %s: %s\n", rank, c.options.transports[t].c_str(),
+                       r.fault->describe().c_str());
+          oob.abort("fault");
+          closeAll();
+          return false;
+        }
+        *seconds += r.seconds;
       }
-      *seconds += r.seconds;
       return true;
     };
     for (size_t t = 0; t < n; ++t) {
       double ignored = 0;
-      for (int i = 0; i < c.options.warmup; ++i) {
-        if (!runOne(t, &ignored)) {
-          oob.abort("fault");
-          closeAll();
-          return kExitFault;
-        }
+      if (!runIters(t, c.options.warmup, &ignored)) {
+        return kExitFault;
       }
     }
     for (int b = 0; b < c.options.blocks; ++b) {
@@ -305,12 +306,8 @@ int runRank(const Config& c) {
       for (size_t k = 0; k < n; ++k) {
         const size_t t = (k + static_cast<size_t>(b)) % n;
         double sum = 0;
-        for (int i = 0; i < c.options.iters; ++i) {
-          if (!runOne(t, &sum)) {
-            oob.abort("fault");
-            closeAll();
-            return kExitFault;
-          }
+        if (!runIters(t, c.options.iters, &sum)) {
+          return kExitFault;
         }
         mine[t] = sum / c.options.iters;
       }
@@ -378,16 +375,9 @@ int runRank(const Config& c) {
 }
 
 int runLauncher(const Config& c, const std::vector<std::string>& argv) {
-  he::EnvironmentList base;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string entry(*e);
-    const size_t eq = entry.find('=');
-    if (eq != std::string::npos && eq > 0) {
-      base.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
-    }
-  }
-  Result<he::LocalLaunch> local = he::planLocalLaunch("127.0.0.1", 0, kRanks, argv, base,
-                                                      {kEnvToken, kEnvListenFd, kEnvStartFd});
+  Result<he::LocalLaunch> local =
+      he::planLocalLaunch("127.0.0.1", 0, kRanks, argv, he::currentEnvironment(),
+                          {kEnvToken, kEnvListenFd, kEnvStartFd});
   if (!local.ok()) {
     std::fprintf(stderr, "resilient-net-ab: %s\n", local.status().toString().c_str());
     return kExitUsage;

@@ -68,12 +68,8 @@ class Environment {
  public:
   static Environment snapshot() {
     Environment env;
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-      const std::string entry(*e);
-      const size_t eq = entry.find('=');
-      if (eq != std::string::npos && eq > 0) {
-        env.vars_.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-      }
+    for (auto& [name, value] : he::currentEnvironment()) {
+      env.vars_.emplace(std::move(name), std::move(value));
     }
     return env;
   }
