@@ -15,8 +15,13 @@ the three transports back to back, with enough iterations to carry that many
 bytes: a 1 MiB sample of 20 iterations lasts a few milliseconds, too short
 for a 1 % comparison on a shared machine. With --ab each round is one
 resilient-net-ab run: the three transports set up side by side in the same two
-processes and compared block by block (-n iterations each, order rotating),
-so that drifts of the machine between runs cancel out of the ratios.
+processes and compared block by block (-n iterations each, in an order
+drawn per block; the transports' places permuted over the rounds), so that
+drifts of the machine between runs cancel out of the ratios. --size-bytes
+gives small sizes more blocks. --socket-buffer fixes the socket buffers of
+all three: with the kernel's autotuning two connections of the very same
+plugin differ by several percent for their whole life, which no number of
+blocks on those connections averages out.
 
 Two patterns: `pingpong` (time = half the round trip: latency) and
 `sendrecv` (both ranks send and receive at once: bandwidth). All three carry
@@ -25,11 +30,13 @@ with --multi-recv 1 too (the default here; --multi-recv N to change it).
 
 usage: bench_overhead.py [--build DIR] [--rounds N] [--pattern P ...]
                          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
-                         [--ab [--blocks N]] [--sample-bytes B] [--pin-cpus]
+                         [--ab [--blocks N] [--size-bytes B] [--socket-buffer B]]
+                         [--sample-bytes B] [--pin-cpus]
                          [--latency-iters N] [--json FILE]
 Extra environment (e.g. NCCL_RESILIENT_SOCKET_NTHREADS) applies to both plugins.
 """
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -115,28 +122,42 @@ def measure(args, pattern, sizes, scaled=True):
     return rows
 
 
-def measure_ab(args, pattern, sizes):
+def measure_ab(args, pattern, sizes, scaled=True):
     """--ab: each round is one resilient-net-ab run of the three transports in
     the same two processes, compared block by block; the ratios and added
     times are paired per block and the median is taken over every block of
-    every round (per-round medians give the spread between process pairs)."""
+    every round (per-round medians give the spread between process pairs).
+    The transports' places (which is loaded and connected first) go through
+    all six orders over the rounds, and every round draws its own order per
+    block (--seed), so that neither place nor predecessor favours one."""
     tool = os.path.join(args.build, "plugin/hostengine/resilient-net-ab")
     plugins = os.path.join(args.build, "plugin/abi")
+    specs = {"raw": "raw",
+             "plain": os.path.join(plugins, "libnccl-net-tcp-plain.so"),
+             "resilient": os.path.join(plugins, "libnccl-net-resilient.so")}
+    places = list(itertools.permutations(TRANSPORTS))
     minbytes, maxbytes, iters, warmup = sizes
+    env = dict(os.environ)
+    if args.socket_buffer:
+        env["NCCL_RESILIENT_SOCKET_BUFFER_BYTES"] = str(args.socket_buffer)
     blocks = {}  # bytes -> [(raw, plain, resilient) seconds per iteration]
     per_round = {}  # bytes -> [(plain/raw, resilient/plain) per-round medians]
     for r in range(args.rounds):
+        order = places[r % len(places)]
         cmd = [tool, "--pattern", pattern, "-b", minbytes, "-e", maxbytes, "-f", str(args.factor),
                "-n", str(iters), "-w", str(warmup), "--blocks", str(args.blocks),
-               "--multi-recv", str(args.multi_recv),
-               "--transport", "raw",
-               "--transport", os.path.join(plugins, "libnccl-net-tcp-plain.so"),
-               "--transport", os.path.join(plugins, "libnccl-net-resilient.so")]
+               "--seed", str(r + 1), "--multi-recv", str(args.multi_recv),
+               "--raw-socket-buffer", str(args.socket_buffer)]
+        if args.size_bytes and scaled:
+            cmd += ["--size-bytes", str(args.size_bytes)]
+        for t in order:
+            cmd += ["--transport", specs[t]]
         if args.pin_cpus:
             cmd.append("--pin-cpus")
-        report = run_nettest(cmd, f"resilient-net-ab {pattern} round {r}")
+        report = run_nettest(cmd, f"resilient-net-ab {pattern} round {r}", env=env)
+        column = [order.index(t) for t in TRANSPORTS]
         for size in report["sizes"]:
-            these = [tuple(b) for b in size["seconds"]]
+            these = [tuple(b[i] for i in column) for b in size["seconds"]]
             blocks.setdefault(size["bytes"], []).extend(these)
             per_round.setdefault(size["bytes"], []).append(
                 (statistics.median(b[0] / b[1] for b in these),
@@ -224,7 +245,15 @@ def main():
                     help="compare the three transports block by block inside one pair of "
                          "processes per round (resilient-net-ab); -n is then the iterations "
                          "per block, and with --latency-iters the 8 B iterations per block")
-    ap.add_argument("--blocks", type=int, default=10, help="--ab: blocks per size and round")
+    ap.add_argument("--blocks", type=int, default=10,
+                    help="--ab: blocks per size and round (at least)")
+    ap.add_argument("--size-bytes", type=parse_bytes,
+                    help="--ab: more blocks for small sizes, so that every transport carries at "
+                         "least this many bytes per size and round (e.g. 4G)")
+    ap.add_argument("--socket-buffer", type=parse_bytes, default=0,
+                    help="--ab: fixed SO_SNDBUF/SO_RCVBUF in bytes for all three transports "
+                         "(NCCL_RESILIENT_SOCKET_BUFFER_BYTES, --raw-socket-buffer); 0: the "
+                         "kernel's autotuning, which settles differently per connection")
     ap.add_argument("--sample-bytes", type=parse_bytes,
                     help="run each size on its own with at least this many bytes per rank "
                          "(e.g. 1G): iterations = max(-n, SAMPLE_BYTES / size)")
@@ -240,6 +269,7 @@ def main():
     result = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
               "rounds": args.rounds, "iters": args.iters, "sample_bytes": args.sample_bytes,
               "ab": args.ab, "blocks": args.blocks if args.ab else None,
+              "size_bytes": args.size_bytes, "socket_buffer": args.socket_buffer,
               "multi_recv": args.multi_recv,
               "pin_cpus": args.pin_cpus,
               "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
@@ -253,7 +283,7 @@ def main():
     if args.latency_iters > 0:
         if args.ab:
             rows = measure_ab(args, "pingpong", ("8", "8", args.latency_iters,
-                                                 max(1, args.latency_iters // 20)))
+                                                 max(1, args.latency_iters // 20)), scaled=False)
         else:
             rows = measure(args, "pingpong", ("8", "8", args.latency_iters,
                                               max(1, args.latency_iters // 20)), scaled=False)

@@ -9,16 +9,17 @@ import subprocess
 import tempfile
 
 
-def run_nettest(cmd, what):
-    """Runs `cmd` (a resilient-nettest command line, without --json) with the
-    ranks on `lo` unless NCCL_RESILIENT_SOCKET_IFNAME says otherwise; returns
-    the report, or raises naming `what` when a rank saw errors or faults."""
-    env = dict(os.environ)
+def run_nettest(cmd, what, env=None):
+    """Runs `cmd` (a resilient-nettest command line, without --json) in `env`
+    (default: ours) with the ranks on `lo` unless NCCL_RESILIENT_SOCKET_IFNAME
+    says otherwise; returns the report, or raises naming `what` when a rank
+    saw errors or faults."""
+    env = dict(os.environ if env is None else env)
     env.setdefault("NCCL_RESILIENT_SOCKET_IFNAME", "lo")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "report.json")
         subprocess.run(cmd + ["--json", path], env=env, capture_output=True, text=True,
-                       timeout=600, check=True)
+                       timeout=3600, check=True)
         with open(path) as f:
             report = json.load(f)
     if not report["ok"] or report["errors"] != 0:

@@ -120,6 +120,19 @@ constexpr auto kRegistry = std::to_array<ParamSpec>({
                "side's value is used).",
     },
     {
+        .id = static_cast<int>(Param::kSocketBufferBytes),
+        .name = "NCCL_RESILIENT_SOCKET_BUFFER_BYTES",
+        .type = ParamType::kInt,
+        .defaultValue = "0",
+        .min = 0,
+        .max = 1 << 30,
+        .unit = "bytes",
+        .doc = "SO_SNDBUF and SO_RCVBUF of every socket of our TCP transport (the kernel doubles "
+               "the value and caps it at net.core.wmem_max / rmem_max); 0 leaves the buffers to "
+               "the kernel's autotuning, as NCCL does. A fixed size makes every connection's "
+               "bandwidth the same, where autotuning settles differently per connection.",
+    },
+    {
         .id = static_cast<int>(Param::kConnectTimeoutMs),
         .name = "NCCL_RESILIENT_CONNECT_TIMEOUT_MS",
         .type = ParamType::kInt,

@@ -46,6 +46,7 @@ enum class Param : int {
   kSocketNthreads,
   kSocketInlineBytes,
   kSocketChunkBytes,
+  kSocketBufferBytes,
   kConnectTimeoutMs,
   kTcpUserTimeoutMs,
   kJobToken,

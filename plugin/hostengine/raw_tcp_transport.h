@@ -26,6 +26,7 @@ struct RawTcpOptions {
   int sockets = 1;                     // TCP sockets per connection, 1..kRawTcpMaxSockets
   uint64_t token = 0;                  // job token checked in every hello
   int64_t connectTimeoutMs = 30000;
+  int socketBufferBytes = 0;  // SO_SNDBUF/SO_RCVBUF of every socket; 0: autotuned
 };
 
 class RawTcpTransport final : public transport::Transport {

@@ -58,6 +58,14 @@ Status setNoDelay(int fd) {
   return {};
 }
 
+Status setBufferBytes(int fd, int bytes) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) != 0) {
+    return systemError("setsockopt(SO_SNDBUF/SO_RCVBUF)");
+  }
+  return {};
+}
+
 Result<FileDescriptor> listenOn(const std::string& host, uint16_t port, int backlog) {
   Result<SocketAddress> address = resolveAddress(host, port);
   if (!address.ok()) {

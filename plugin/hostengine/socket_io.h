@@ -19,6 +19,8 @@ Result<FileDescriptor> listenOn(const std::string& host, uint16_t port, int back
 
 Status setNonBlocking(int fd);
 Status setNoDelay(int fd);
+// SO_SNDBUF and SO_RCVBUF = bytes (the kernel doubles it, up to net.core.*mem_max).
+Status setBufferBytes(int fd, int bytes);
 
 // A non-blocking connect to `address` that waits until `deadlineNs`,
 // retrying while the peer refuses (it may not listen yet).

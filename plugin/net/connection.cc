@@ -26,24 +26,26 @@ void Connection::release(Request* r) noexcept {
   free_ = r;
 }
 
-void Connection::onPosted(uint64_t bytes, uint64_t nowNs) noexcept {
-  if (outstanding_.fetch_add(1, std::memory_order_relaxed) == 0) {
-    busySinceNs_.store(nowNs, std::memory_order_relaxed);
-    lastProgressNs_.store(nowNs, std::memory_order_relaxed);
-  }
-  outstandingBytes_.fetch_add(bytes, std::memory_order_relaxed);
+namespace {
+
+// counter += delta by its only writer: no locked read-modify-write.
+template <class T>
+void add(std::atomic<T>& counter, T delta) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
 
-void Connection::onCompleted(uint64_t bytes, uint64_t nowNs) noexcept {
-  outstandingBytes_.fetch_sub(bytes, std::memory_order_relaxed);
-  bytesDone_.fetch_add(bytes, std::memory_order_relaxed);
-  completed_.fetch_add(1, std::memory_order_relaxed);
-  lastProgressNs_.store(nowNs, std::memory_order_relaxed);
-  if (outstanding_.fetch_sub(1, std::memory_order_relaxed) == 1) {
-    busySinceNs_.store(0, std::memory_order_relaxed);
-  } else {
-    busySinceNs_.store(nowNs, std::memory_order_relaxed);
-  }
+}  // namespace
+
+void Connection::onPosted(uint64_t bytes) noexcept {
+  add(outstandingBytes_, bytes);
+  add(outstanding_, 1);
+}
+
+void Connection::onCompleted(uint64_t bytes) noexcept {
+  add(outstandingBytes_, uint64_t{0} - bytes);
+  add(bytesDone_, bytes);
+  add(completed_, uint64_t{1});
+  add(outstanding_, -1);
 }
 
 void Connection::publishFault(std::unique_ptr<FaultRecord> record) noexcept {

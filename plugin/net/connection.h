@@ -4,7 +4,10 @@
 //
 // Threads: the data path (isend/irecv/test) runs on one NCCL proxy thread per
 // comm and owns the pool; the watchdog thread only reads the atomics and may
-// publish a fault. Publishing is a single CAS, so the first fault wins.
+// publish a fault. Publishing is a single CAS, so the first fault wins. The
+// counters have that one writer, so the data path updates them with plain
+// relaxed loads and stores (no locked instructions) and reads no clock: the
+// watchdog stamps progress when it sees the counters move (Watchdog::scan).
 #pragma once
 
 #include <atomic>
@@ -24,7 +27,6 @@ struct PeerLink;
 struct Request {
   Connection* conn = nullptr;
   void* inner = nullptr;
-  uint64_t postNs = 0;
   uint64_t bytes = 0;  // posted bytes (send size, or the sum of receive sizes)
   Request* nextFree = nullptr;
 };
@@ -52,8 +54,8 @@ class Connection {
   // Data path (owning thread only).
   Request* acquire() noexcept;
   void release(Request* r) noexcept;
-  void onPosted(uint64_t bytes, uint64_t nowNs) noexcept;
-  void onCompleted(uint64_t bytes, uint64_t nowNs) noexcept;
+  void onPosted(uint64_t bytes) noexcept;
+  void onCompleted(uint64_t bytes) noexcept;
 
   // Read from any thread.
   int outstanding() const noexcept { return outstanding_.load(std::memory_order_relaxed); }
@@ -62,8 +64,6 @@ class Connection {
   }
   uint64_t completedRequests() const noexcept { return completed_.load(std::memory_order_relaxed); }
   uint64_t bytesCompleted() const noexcept { return bytesDone_.load(std::memory_order_relaxed); }
-  // When the oldest outstanding request was posted (0 when idle).
-  uint64_t busySinceNs() const noexcept { return busySinceNs_.load(std::memory_order_relaxed); }
   uint64_t lastProgressNs() const noexcept {
     return lastProgressNs_.load(std::memory_order_relaxed);
   }
@@ -80,8 +80,12 @@ class Connection {
 
   PeerIdentity identity;                 // written at setup, read-only afterwards
   std::atomic<PeerLink*> link{nullptr};  // liveness channel to the peer process, once known
-  uint64_t watchdogBytesSeen = 0;        // the watchdog thread's last bytesMoved() reading
-  int blackboxSlot = -1;                 // its slot in the blackbox (watchdog only)
+  // The watchdog thread's readings at its last scan: bytesMoved(), completed
+  // requests, and whether the connection was idle.
+  uint64_t watchdogBytesSeen = 0;
+  uint64_t watchdogCompletedSeen = 0;
+  bool watchdogSawIdle = true;
+  int blackboxSlot = -1;  // its slot in the blackbox (watchdog only)
 
  private:
   const Direction dir_;
@@ -93,7 +97,6 @@ class Connection {
   std::atomic<uint64_t> outstandingBytes_{0};
   std::atomic<uint64_t> completed_{0};
   std::atomic<uint64_t> bytesDone_{0};
-  std::atomic<uint64_t> busySinceNs_{0};
   std::atomic<uint64_t> lastProgressNs_{0};
   std::atomic<bool> faultClaimed_{false};
   std::atomic<const FaultRecord*> fault_{nullptr};

@@ -227,11 +227,9 @@ Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhand
     c.release(r);
     return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "isend failed");
   }
-  const uint64_t now = monotonicNs();
   r->inner = innerReq;
   r->bytes = size;
-  r->postNs = now;
-  c.onPosted(size, now);
+  c.onPosted(size);
   *request = r;
   return {};
 }
@@ -255,11 +253,9 @@ Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, cons
   for (int i = 0; i < n; ++i) {
     bytes += sizes[i];
   }
-  const uint64_t now = monotonicNs();
   r->inner = innerReq;
   r->bytes = bytes;
-  r->postNs = now;
-  c.onPosted(bytes, now);
+  c.onPosted(bytes);
   *request = r;
   return {};
 }
@@ -279,11 +275,9 @@ Status Core::iflush(void* recvComm, int n, void** data, const int* sizes, void**
     c.release(r);
     return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "iflush failed");
   }
-  const uint64_t now = monotonicNs();
   r->inner = innerReq;
   r->bytes = 0;
-  r->postNs = now;
-  c.onPosted(0, now);
+  c.onPosted(0);
   *request = r;
   return {};
 }
@@ -298,7 +292,7 @@ Status Core::test(void* request, int* done, int* sizes) {
     return fail(c, FaultClass::kTransportError, s, "test failed");
   }
   if (*done != 0) {
-    c.onCompleted(r->bytes, monotonicNs());
+    c.onCompleted(r->bytes);
     c.release(r);
   }
   return {};

@@ -52,6 +52,7 @@ transport::tcp::TcpOptions tcpOptionsFrom(const config::Params& params) {
   }
   o.inlineBytes = static_cast<size_t>(params.integer(Param::kSocketInlineBytes));
   o.chunkBytes = static_cast<uint32_t>(params.integer(Param::kSocketChunkBytes));
+  o.socketBufferBytes = static_cast<int>(params.integer(Param::kSocketBufferBytes));
   o.connectTimeoutMs = static_cast<int>(params.integer(Param::kConnectTimeoutMs));
   o.tcpUserTimeoutMs = static_cast<int>(params.integer(Param::kTcpUserTimeoutMs));
   o.jobToken = params.string(Param::kJobToken);

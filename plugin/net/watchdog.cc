@@ -483,11 +483,21 @@ void Watchdog::scan(uint64_t now) {
   std::set<PeerLink*> busy;
   for (Connection* conn : connections_) {
     if (conn->fault() != nullptr || conn->outstanding() == 0) {
+      conn->watchdogSawIdle = true;
       continue;
     }
+    // Progress, stamped here (the data path reads no clock): a busy period
+    // that began since the last scan, a request completed, or bytes moved.
     uint64_t bytes = 0;
-    if (core_.inner().bytesMoved(conn->inner(), &bytes) && bytes != conn->watchdogBytesSeen) {
-      conn->watchdogBytesSeen = bytes;
+    const uint64_t completed = conn->completedRequests();
+    const bool moved =
+        core_.inner().bytesMoved(conn->inner(), &bytes) && bytes != conn->watchdogBytesSeen;
+    if (conn->watchdogSawIdle || completed != conn->watchdogCompletedSeen || moved) {
+      conn->watchdogSawIdle = false;
+      conn->watchdogCompletedSeen = completed;
+      if (moved) {
+        conn->watchdogBytesSeen = bytes;
+      }
       conn->noteProgress(now);
     }
     PeerLink* link = conn->link.load(std::memory_order_relaxed);

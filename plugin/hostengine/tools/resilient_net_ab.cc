@@ -4,14 +4,20 @@
 // Two ranks (processes) load every transport named by --transport (a net
 // plugin as NCCL loads it, or "raw": our plain TCP pump) and set up one
 // engine per transport, all connected at once. Per size, every transport
-// runs -w warm-up iterations, then --blocks blocks; in a block each
-// transport runs -n iterations back to back, in an order that rotates from
-// block to block. The slowest rank's mean time per iteration of each
-// transport in each block is recorded, so two transports are compared
-// block by block (moments apart, in the same processes, on the same
-// connections' machine state) instead of run against run. Every byte is
-// checked, as in resilient-nettest. Without RANK/WORLD_SIZE it launches the
-// two ranks itself; rank 0 prints the table and writes --json.
+// runs -w warm-up iterations, then --blocks blocks (more with --size-bytes);
+// in a block each transport runs -n iterations back to back, in an order
+// drawn at random per block (--seed; both ranks draw alike), so that no
+// transport always follows the same one. The slowest rank's mean time per
+// iteration of each transport in each block is recorded, so two transports
+// are compared block by block (moments apart, in the same processes)
+// instead of run against run. Every byte is checked, as in
+// resilient-nettest. With --reconnect every block runs on fresh connections
+// (every engine set up anew and warmed up). Two engines of the very same
+// plugin differ by several percent for as long as their connections live
+// when the kernel autotunes the socket buffers; fixed buffers
+// (NCCL_RESILIENT_SOCKET_BUFFER_BYTES, --raw-socket-buffer) make them alike.
+// Without RANK/WORLD_SIZE it launches the two ranks itself; rank 0 prints
+// the table and writes --json.
 #include <signal.h>
 #include <unistd.h>
 
@@ -21,7 +27,9 @@
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -67,9 +75,13 @@ struct Options {
   int iters = 20;
   int warmup = 5;
   int blocks = 10;
+  std::string sizeBytes;  // at least this many bytes per transport and size: more blocks
+  uint64_t seed = 1;
   int multiRecv = he::kMaxPieces;
   int rawSockets = 1;
+  int rawSocketBuffer = 0;
   bool pinCpus = false;
+  bool reconnect = false;
   double timeoutSec = 30;
   std::string jsonPath;
 };
@@ -79,8 +91,17 @@ struct Config {
   he::Pattern pattern = he::Pattern::kSendRecv;
   std::vector<size_t> sizes;
   size_t maxBytes = 0;
+  uint64_t bytesPerSize = 0;
   int64_t timeoutMs = 30000;
 };
+
+// Blocks of one size: --blocks, or more where the iterations of --size-bytes ask for them.
+int blocksFor(const Config& c, size_t bytes) {
+  const uint64_t perBlock = static_cast<uint64_t>(c.options.iters) * std::max<size_t>(bytes, 1);
+  const uint64_t wanted = (c.bytesPerSize + perBlock - 1) / perBlock;
+  return static_cast<int>(std::max<uint64_t>(static_cast<uint64_t>(c.options.blocks),
+                                             std::min<uint64_t>(wanted, 1u << 20)));
+}
 
 Result<Config> makeConfig(const Options& o) {
   Config c;
@@ -100,6 +121,16 @@ Result<Config> makeConfig(const Options& o) {
   }
   if (o.multiRecv < 1 || o.multiRecv > he::kMaxPieces) {
     return resilient::invalidUsage("--multi-recv must be 1.." + std::to_string(he::kMaxPieces));
+  }
+  if (o.rawSocketBuffer < 0) {
+    return resilient::invalidUsage("--raw-socket-buffer must be >= 0");
+  }
+  if (!o.sizeBytes.empty()) {
+    Result<size_t> b = he::parseSize(o.sizeBytes);
+    if (!b.ok()) {
+      return b.status();
+    }
+    c.bytesPerSize = *b;
   }
   if (o.rawSockets < 1 || o.rawSockets > he::kRawTcpMaxSockets) {
     return resilient::invalidUsage("--raw-sockets must be 1.." +
@@ -188,6 +219,7 @@ int runRank(const Config& c) {
     he::RawTcpOptions raw;
     raw.bindHost = he::localAddressToward(master);
     raw.sockets = c.options.rawSockets;
+    raw.socketBufferBytes = c.options.rawSocketBuffer;
     raw.token = token;
     raw.connectTimeoutMs = c.timeoutMs;
     auto t =
@@ -228,22 +260,33 @@ int runRank(const Config& c) {
       e->close();
     }
   };
-  for (size_t t = 0; t < transports.size(); ++t) {
-    he::EngineOptions eo;
-    eo.rank = rank;
-    eo.nranks = kRanks;
-    eo.pattern = c.pattern;
-    eo.multiRecv = c.options.multiRecv;
-    eo.timeoutMs = c.timeoutMs;
-    eo.commId = token ^ (0x61622d0000ull + t);
-    engines.push_back(std::make_unique<he::Engine>(*transports[t], oob, eo));
-    if (std::optional<he::Fault> f = engines.back()->setup(c.maxBytes)) {
-      std::fprintf(stderr, "# rank %d: setup of %s: %s\n", rank, c.options.transports[t].c_str(),
-                   f->describe().c_str());
-      oob.abort("setup failed");
-      closeAll();
-      return kExitFault;
+  // One engine per transport, connected for sizes up to maxBytes; those of
+  // the last call are closed first. `generation` tells their comm ids apart.
+  auto connectAll = [&](size_t maxBytes, uint64_t generation) -> bool {
+    closeAll();
+    engines.clear();
+    for (size_t t = 0; t < transports.size(); ++t) {
+      he::EngineOptions eo;
+      eo.rank = rank;
+      eo.nranks = kRanks;
+      eo.pattern = c.pattern;
+      eo.multiRecv = c.options.multiRecv;
+      eo.timeoutMs = c.timeoutMs;
+      eo.commId = token ^ (0x61622d0000ull + (generation << 8) + t);
+      engines.push_back(std::make_unique<he::Engine>(*transports[t], oob, eo));
+      if (std::optional<he::Fault> f = engines.back()->setup(maxBytes)) {
+        std::fprintf(stderr, "# rank %d: setup of %s: %s\n", rank, c.options.transports[t].c_str(),
+                     f->describe().c_str());
+        oob.abort("setup failed");
+        closeAll();
+        return false;
+      }
     }
+    return true;
+  };
+  uint64_t generation = 0;
+  if (!connectAll(c.maxBytes, generation)) {
+    return kExitFault;
   }
   if (rank == 0) {
     const int startFd = envInt(kEnvStartFd, -1);
@@ -255,9 +298,10 @@ int runRank(const Config& c) {
     std::printf(
         "# resilient-net-ab: host engine on host buffers (test infrastructure, not NCCL)\n");
     std::printf(
-        "# %s on 2 ranks; per size %d warm-up, then %d blocks of %d iterations per "
-        "transport (order rotating), every byte checked\n",
-        he::patternName(c.pattern), c.options.warmup, c.options.blocks, c.options.iters);
+        "# %s on 2 ranks; per size %s%d warm-up, then %d or more blocks of %d iterations "
+        "per transport (order drawn per block), every byte checked\n",
+        he::patternName(c.pattern), c.options.reconnect ? "and block: new connections, " : "",
+        c.options.warmup, c.options.blocks, c.options.iters);
     std::printf(
         "# per transport: median over blocks of the slowest rank's time (us) and busbw "
         "(GB/s); from the second on, its bandwidth against the one before, paired per "
@@ -273,6 +317,10 @@ int runRank(const Config& c) {
   }
 
   const size_t n = engines.size();
+  // Both ranks draw the same orders: same seed, same draws.
+  std::mt19937_64 random(c.options.seed);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
   uint64_t iteration = 0;
   uint64_t totalErrors = 0;
   json sizes = json::array();
@@ -295,16 +343,26 @@ int runRank(const Config& c) {
       }
       return true;
     };
-    for (size_t t = 0; t < n; ++t) {
-      double ignored = 0;
-      if (!runIters(t, c.options.warmup, &ignored)) {
+    auto warmUp = [&] {
+      for (size_t t = 0; t < n; ++t) {
+        double ignored = 0;
+        if (!runIters(t, c.options.warmup, &ignored)) {
+          return false;
+        }
+      }
+      return true;
+    };
+    if (!c.options.reconnect && !warmUp()) {
+      return kExitFault;
+    }
+    const int blocks = blocksFor(c, bytes);
+    for (int b = 0; b < blocks; ++b) {
+      if (c.options.reconnect && (!connectAll(bytes, ++generation) || !warmUp())) {
         return kExitFault;
       }
-    }
-    for (int b = 0; b < c.options.blocks; ++b) {
       std::vector<double> mine(n, 0);
-      for (size_t k = 0; k < n; ++k) {
-        const size_t t = (k + static_cast<size_t>(b)) % n;
+      std::shuffle(order.begin(), order.end(), random);
+      for (size_t t : order) {
         double sum = 0;
         if (!runIters(t, c.options.iters, &sum)) {
           return kExitFault;
@@ -359,6 +417,10 @@ int runRank(const Config& c) {
                       {"iterations", c.options.iters},
                       {"warmup", c.options.warmup},
                       {"blocks", c.options.blocks},
+                      {"reconnect", c.options.reconnect},
+                      {"seed", c.options.seed},
+                      {"size_bytes", c.bytesPerSize},
+                      {"raw_socket_buffer", c.options.rawSocketBuffer},
                       {"transports", c.options.transports},
                       {"sizes", sizes},
                       {"errors", totalErrors},
@@ -430,11 +492,23 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-w,--warmup_iters", o.warmup, "warm-up iterations per transport per size")
       ->capture_default_str();
-  app.add_option("--blocks", o.blocks, "blocks per size")->capture_default_str();
+  app.add_option("--blocks", o.blocks, "blocks per size (at least)")->capture_default_str();
+  app.add_option("--size-bytes", o.sizeBytes,
+                 "more blocks where needed for every transport to carry this many bytes per "
+                 "size (K/M/G suffixes): small sizes get as much time as large ones");
+  app.add_option("--seed", o.seed, "seed of the transports' order in each block")
+      ->capture_default_str();
   app.add_option("--multi-recv", o.multiRecv, "largest n of a grouped irecv (1: off)")
       ->capture_default_str();
   app.add_option("--raw-sockets", o.rawSockets, "raw: TCP sockets per connection")
       ->capture_default_str();
+  app.add_option("--raw-socket-buffer", o.rawSocketBuffer,
+                 "raw: SO_SNDBUF/SO_RCVBUF of its sockets in bytes (0: autotuned); the plugins "
+                 "take NCCL_RESILIENT_SOCKET_BUFFER_BYTES")
+      ->capture_default_str();
+  app.add_flag("--reconnect", o.reconnect,
+               "set every transport up anew (and warm it up) for every block, so that the "
+               "state of one set of connections does not weigh on every block");
   app.add_flag("--pin-cpus", o.pinCpus, "run rank r on CPU r (modulo the CPUs allowed)");
   app.add_option("--timeout", o.timeoutSec, "seconds: connection setup and one iteration")
       ->capture_default_str();

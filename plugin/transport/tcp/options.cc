@@ -37,6 +37,7 @@ TcpOptions clampOptions(const TcpOptions& options) {
   clampField("handshakeTimeoutMs", &o.handshakeTimeoutMs, 1, 24 * 3600 * 1000);
   clampField("inlineBytes", &o.inlineBytes, size_t{0}, kMaxInlineBytes);
   clampField("chunkBytes", &o.chunkBytes, kMinChunkBytes, kMaxChunkBytes);
+  clampField("socketBufferBytes", &o.socketBufferBytes, 0, kMaxSocketBufferBytes);
   return o;
 }
 

@@ -18,6 +18,8 @@ inline constexpr uint32_t kMinChunkBytes = 4u << 10;
 inline constexpr uint32_t kMaxChunkBytes = 16u << 20;
 // Largest payload sent inline on the control socket.
 inline constexpr size_t kMaxInlineBytes = 1u << 20;
+// Largest fixed socket buffer (the kernel caps it lower: net.core.*mem_max).
+inline constexpr int kMaxSocketBufferBytes = 1 << 30;
 
 struct TcpOptions {
   // Interfaces to use, NCCL_SOCKET_IFNAME syntax: "eth,ib" (prefixes), "^docker"
@@ -52,6 +54,9 @@ struct TcpOptions {
   // Larger payloads are cut into chunks of this size striped round-robin over
   // the data sockets [4 KiB, 16 MiB]. The connecting side's value is used.
   uint32_t chunkBytes = 512u << 10;
+  // SO_SNDBUF and SO_RCVBUF of every socket [0, kMaxSocketBufferBytes]; 0:
+  // the kernel's autotuning.
+  int socketBufferBytes = 0;
 };
 
 // Returns `options` with every field brought into its range; one WARN names

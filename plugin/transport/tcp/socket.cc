@@ -90,6 +90,10 @@ Status setConnectionOptions(int fd, const TcpOptions& options) {
   RESILIENT_TRY(setIntOption(fd, IPPROTO_TCP, TCP_KEEPIDLE, kKeepIdleS, "TCP_KEEPIDLE"));
   RESILIENT_TRY(setIntOption(fd, IPPROTO_TCP, TCP_KEEPINTVL, kKeepIntervalS, "TCP_KEEPINTVL"));
   RESILIENT_TRY(setIntOption(fd, IPPROTO_TCP, TCP_KEEPCNT, kKeepCount, "TCP_KEEPCNT"));
+  if (options.socketBufferBytes > 0) {
+    RESILIENT_TRY(setIntOption(fd, SOL_SOCKET, SO_SNDBUF, options.socketBufferBytes, "SO_SNDBUF"));
+    RESILIENT_TRY(setIntOption(fd, SOL_SOCKET, SO_RCVBUF, options.socketBufferBytes, "SO_RCVBUF"));
+  }
   return {};
 }
 

@@ -23,7 +23,8 @@ Endpoint toEndpoint(const SocketAddress& address) noexcept;
 
 // A non-blocking, close-on-exec TCP socket of `family`.
 Status openStreamSocket(int family, FileDescriptor* out);
-// TCP_NODELAY, TCP_USER_TIMEOUT, SO_KEEPALIVE with short idle/interval/count.
+// TCP_NODELAY, TCP_USER_TIMEOUT, SO_KEEPALIVE with short idle/interval/count,
+// and SO_SNDBUF/SO_RCVBUF when options.socketBufferBytes is set.
 Status setConnectionOptions(int fd, const TcpOptions& options);
 
 // The Status of a failed socket call on a connection to `peer`. err == 0 means

@@ -192,12 +192,14 @@ TEST_CASE("options are clamped into range", "[transport][tcp][ifname]") {
   o.chunkBytes = 1;
   o.inlineBytes = size_t{1} << 40;
   o.family = 12345;
+  o.socketBufferBytes = -1;
   const TcpOptions c = clampOptions(o);
   CHECK(c.nSocks == 1);
   CHECK(c.nThreads == 1);
   CHECK(c.chunkBytes == kMinChunkBytes);
   CHECK(c.inlineBytes == kMaxInlineBytes);
   CHECK(c.family == 0);
+  CHECK(c.socketBufferBytes == 0);
   CHECK(logger.count(NCCL_LOG_WARN, "option nSocks = 0 out of range") == 1);
   const TcpOptions d = clampOptions(TcpOptions{});
   CHECK(d.nSocks == TcpOptions{}.nSocks);

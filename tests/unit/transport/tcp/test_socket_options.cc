@@ -1,0 +1,72 @@
+// setConnectionOptions: what every socket of our TCP transport is set to.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "plugin/common/file_descriptor.h"
+#include "plugin/transport/tcp/options.h"
+#include "plugin/transport/tcp/socket.h"
+
+using namespace resilient;
+using namespace resilient::transport::tcp;
+
+namespace {
+
+int intOption(const FileDescriptor& fd, int level, int name) {
+  int value = -1;
+  socklen_t length = sizeof value;
+  REQUIRE(getsockopt(fd.get(), level, name, &value, &length) == 0);
+  return value;
+}
+
+// net.core.{w,r}mem_max: the kernel's cap on SO_SNDBUF / SO_RCVBUF.
+int coreMax(const char* name) {
+  std::ifstream in(std::string("/proc/sys/net/core/") + name);
+  int value = 0;
+  in >> value;
+  REQUIRE(value > 0);
+  return value;
+}
+
+FileDescriptor freshSocket() {
+  FileDescriptor fd;
+  REQUIRE(openStreamSocket(AF_INET, &fd).ok());
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("every socket gets no-delay, the user timeout and keepalive", "[tcp][sockopt]") {
+  FileDescriptor fd = freshSocket();
+  TcpOptions o;
+  o.tcpUserTimeoutMs = 1234;
+  REQUIRE(setConnectionOptions(fd.get(), o).ok());
+  CHECK(intOption(fd, IPPROTO_TCP, TCP_NODELAY) == 1);
+  CHECK(intOption(fd, IPPROTO_TCP, TCP_USER_TIMEOUT) == 1234);
+  CHECK(intOption(fd, SOL_SOCKET, SO_KEEPALIVE) == 1);
+}
+
+TEST_CASE("socket buffers: autotuned unless a size is given", "[tcp][sockopt]") {
+  const FileDescriptor untouched = freshSocket();
+  SECTION("0 leaves the kernel's sizes") {
+    FileDescriptor fd = freshSocket();
+    REQUIRE(setConnectionOptions(fd.get(), TcpOptions{}).ok());
+    CHECK(intOption(fd, SOL_SOCKET, SO_SNDBUF) == intOption(untouched, SOL_SOCKET, SO_SNDBUF));
+    CHECK(intOption(fd, SOL_SOCKET, SO_RCVBUF) == intOption(untouched, SOL_SOCKET, SO_RCVBUF));
+  }
+  SECTION("a size sets both directions (the kernel doubles it, up to its cap)") {
+    FileDescriptor fd = freshSocket();
+    TcpOptions o;
+    o.socketBufferBytes = 96 << 10;
+    REQUIRE(setConnectionOptions(fd.get(), o).ok());
+    CHECK(intOption(fd, SOL_SOCKET, SO_SNDBUF) ==
+          2 * std::min(o.socketBufferBytes, coreMax("wmem_max")));
+    CHECK(intOption(fd, SOL_SOCKET, SO_RCVBUF) ==
+          2 * std::min(o.socketBufferBytes, coreMax("rmem_max")));
+  }
+}
