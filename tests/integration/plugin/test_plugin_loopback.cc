@@ -279,6 +279,66 @@ TEST_CASE("a request whose peer moves no bytes is 'peer stuck' after the progres
   CHECK(logger.count(NCCL_LOG_WARN, "peer stuck") == 1);
 }
 
+namespace {
+
+// A late sender: a 64-byte receive waits `lateMs` for its bytes (tested all
+// along, as NCCL's proxy does), then the send is posted and both complete.
+Status lateExchange(TransportPair& pair, int lateMs) {
+  std::vector<uint8_t> in(64);
+  std::vector<uint8_t> out(64, 7);
+  void* recv = nullptr;
+  RESILIENT_TRY(test::postRecv(pair, in.data(), in.size(), 0, &recv));
+  if (recv == nullptr) {
+    return internalError("no receive request");
+  }
+  int recvDone = 0;
+  const uint64_t sendAt = test::monotonicMs() + static_cast<uint64_t>(lateMs);
+  while (test::monotonicMs() < sendAt && recvDone == 0) {
+    RESILIENT_TRY(pair.receiver->test(recv, &recvDone, nullptr));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // pacing the polls
+  }
+  if (recvDone != 0) {
+    return internalError("the receive completed before anything was sent");
+  }
+  void* send = nullptr;
+  while (send == nullptr) {
+    RESILIENT_TRY(
+        pair.sender->isend(pair.sendComm, out.data(), out.size(), 0, nullptr, nullptr, &send));
+  }
+  int sendDone = 0;
+  const uint64_t deadline = test::monotonicMs() + 5000;
+  while (recvDone == 0 || sendDone == 0) {
+    if (test::monotonicMs() > deadline) {
+      return timeoutError("late exchange");
+    }
+    if (sendDone == 0) {
+      RESILIENT_TRY(pair.sender->test(send, &sendDone, nullptr));
+    }
+    if (recvDone == 0) {
+      RESILIENT_TRY(pair.receiver->test(recv, &recvDone, nullptr));
+    }
+  }
+  return in == out ? Status() : internalError("the bytes differ");
+}
+
+}  // namespace
+
+TEST_CASE("a connection idle for longer than the progress timeout is not stuck once busy again",
+          "[plugin][loopback][fault]") {
+  // The data path reads no clock: the watchdog stamps progress. A new busy
+  // period must count from its own start, not from the last one's progress.
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback, {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "300"}});
+  TransportPair& pair = p.connect();
+  // Long enough (200 ms, over several watchdog ticks) for the watchdog to see it busy.
+  REQUIRE(lateExchange(pair, 200).toString() == "ok");
+  // Idle for longer than the progress timeout: nothing outstanding, no fault.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Busy again for 200 ms, under the timeout: 700 ms after the last progress.
+  REQUIRE(lateExchange(pair, 200).toString() == "ok");
+  CHECK(logger.count(NCCL_LOG_WARN) == 0);
+}
+
 TEST_CASE("an injected transport error fails the comm at once, explained and sticky",
           "[plugin][loopback][fault]") {
   test::CapturingLogger logger(log::Level::kWarn);
