@@ -24,13 +24,22 @@ int intOption(const FileDescriptor& fd, int level, int name) {
   return value;
 }
 
-// net.core.{w,r}mem_max: the kernel's cap on SO_SNDBUF / SO_RCVBUF.
+// net.core.{w,r}mem_max: the kernel's cap on SO_SNDBUF / SO_RCVBUF (0 where
+// /proc/sys is not readable, as in some containers).
 int coreMax(const char* name) {
   std::ifstream in(std::string("/proc/sys/net/core/") + name);
   int value = 0;
   in >> value;
-  REQUIRE(value > 0);
-  return value;
+  return in ? value : 0;
+}
+
+// What the kernel reports after SO_*BUF = bytes: twice the value, capped.
+void checkBuffer(const FileDescriptor& fd, int name, int bytes, int cap, int untouched) {
+  if (cap > 0) {
+    CHECK(intOption(fd, SOL_SOCKET, name) == 2 * std::min(bytes, cap));
+  } else {
+    CHECK(intOption(fd, SOL_SOCKET, name) != untouched);
+  }
 }
 
 FileDescriptor freshSocket() {
@@ -64,9 +73,9 @@ TEST_CASE("socket buffers: autotuned unless a size is given", "[tcp][sockopt]") 
     TcpOptions o;
     o.socketBufferBytes = 96 << 10;
     REQUIRE(setConnectionOptions(fd.get(), o).ok());
-    CHECK(intOption(fd, SOL_SOCKET, SO_SNDBUF) ==
-          2 * std::min(o.socketBufferBytes, coreMax("wmem_max")));
-    CHECK(intOption(fd, SOL_SOCKET, SO_RCVBUF) ==
-          2 * std::min(o.socketBufferBytes, coreMax("rmem_max")));
+    checkBuffer(fd, SO_SNDBUF, o.socketBufferBytes, coreMax("wmem_max"),
+                intOption(untouched, SOL_SOCKET, SO_SNDBUF));
+    checkBuffer(fd, SO_RCVBUF, o.socketBufferBytes, coreMax("rmem_max"),
+                intOption(untouched, SOL_SOCKET, SO_RCVBUF));
   }
 }
