@@ -80,11 +80,10 @@ class Connection {
 
   PeerIdentity identity;                 // written at setup, read-only afterwards
   std::atomic<PeerLink*> link{nullptr};  // liveness channel to the peer process, once known
-  // The watchdog thread's readings at its last scan: bytesMoved(), completed
-  // requests, and whether the connection was idle.
+  // The watchdog thread's readings at its last scan of the connection busy:
+  // bytesMoved() and completed requests.
   uint64_t watchdogBytesSeen = 0;
   uint64_t watchdogCompletedSeen = 0;
-  bool watchdogSawIdle = true;
   int blackboxSlot = -1;  // its slot in the blackbox (watchdog only)
 
  private:

@@ -483,17 +483,17 @@ void Watchdog::scan(uint64_t now) {
   std::set<PeerLink*> busy;
   for (Connection* conn : connections_) {
     if (conn->fault() != nullptr || conn->outstanding() == 0) {
-      conn->watchdogSawIdle = true;
       continue;
     }
-    // Progress, stamped here (the data path reads no clock): a busy period
-    // that began since the last scan, a request completed, or bytes moved.
+    // Progress, stamped here (the data path reads no clock): the first busy
+    // period, a request completed since the last busy scan (which is also how
+    // every later busy period begins: only completions make a connection
+    // idle), or bytes moved.
     uint64_t bytes = 0;
     const uint64_t completed = conn->completedRequests();
     const bool moved =
         core_.inner().bytesMoved(conn->inner(), &bytes) && bytes != conn->watchdogBytesSeen;
-    if (conn->watchdogSawIdle || completed != conn->watchdogCompletedSeen || moved) {
-      conn->watchdogSawIdle = false;
+    if (conn->lastProgressNs() == 0 || completed != conn->watchdogCompletedSeen || moved) {
       conn->watchdogCompletedSeen = completed;
       if (moved) {
         conn->watchdogBytesSeen = bytes;
