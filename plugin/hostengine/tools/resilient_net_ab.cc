@@ -11,11 +11,10 @@
 // iteration of each transport in each block is recorded, so two transports
 // are compared block by block (moments apart, in the same processes)
 // instead of run against run. Every byte is checked, as in
-// resilient-nettest. With --reconnect every block runs on fresh connections
-// (every engine set up anew and warmed up). Two engines of the very same
-// plugin differ by several percent for as long as their connections live
-// when the kernel autotunes the socket buffers; fixed buffers
-// (NCCL_RESILIENT_SOCKET_BUFFER_BYTES, --raw-socket-buffer) make them alike.
+// resilient-nettest. Two engines of the very same plugin differ by several
+// percent for as long as their connections live when the kernel autotunes
+// the socket buffers; fixed buffers (NCCL_RESILIENT_SOCKET_BUFFER_BYTES,
+// --raw-socket-buffer) make them alike.
 // Without RANK/WORLD_SIZE it launches the two ranks itself; rank 0 prints
 // the table and writes --json.
 #include <signal.h>
@@ -81,7 +80,6 @@ struct Options {
   int rawSockets = 1;
   int rawSocketBuffer = 0;
   bool pinCpus = false;
-  bool reconnect = false;
   double timeoutSec = 30;
   std::string jsonPath;
 };
@@ -260,33 +258,22 @@ int runRank(const Config& c) {
       e->close();
     }
   };
-  // One engine per transport, connected for sizes up to maxBytes; those of
-  // the last call are closed first. `generation` tells their comm ids apart.
-  auto connectAll = [&](size_t maxBytes, uint64_t generation) -> bool {
-    closeAll();
-    engines.clear();
-    for (size_t t = 0; t < transports.size(); ++t) {
-      he::EngineOptions eo;
-      eo.rank = rank;
-      eo.nranks = kRanks;
-      eo.pattern = c.pattern;
-      eo.multiRecv = c.options.multiRecv;
-      eo.timeoutMs = c.timeoutMs;
-      eo.commId = token ^ (0x61622d0000ull + (generation << 8) + t);
-      engines.push_back(std::make_unique<he::Engine>(*transports[t], oob, eo));
-      if (std::optional<he::Fault> f = engines.back()->setup(maxBytes)) {
-        std::fprintf(stderr, "# rank %d: setup of %s: %s\n", rank, c.options.transports[t].c_str(),
-                     f->describe().c_str());
-        oob.abort("setup failed");
-        closeAll();
-        return false;
-      }
+  for (size_t t = 0; t < transports.size(); ++t) {
+    he::EngineOptions eo;
+    eo.rank = rank;
+    eo.nranks = kRanks;
+    eo.pattern = c.pattern;
+    eo.multiRecv = c.options.multiRecv;
+    eo.timeoutMs = c.timeoutMs;
+    eo.commId = token ^ (0x61622d0000ull + t);
+    engines.push_back(std::make_unique<he::Engine>(*transports[t], oob, eo));
+    if (std::optional<he::Fault> f = engines.back()->setup(c.maxBytes)) {
+      std::fprintf(stderr, "# rank %d: setup of %s: %s\n", rank, c.options.transports[t].c_str(),
+                   f->describe().c_str());
+      oob.abort("setup failed");
+      closeAll();
+      return kExitFault;
     }
-    return true;
-  };
-  uint64_t generation = 0;
-  if (!connectAll(c.maxBytes, generation)) {
-    return kExitFault;
   }
   if (rank == 0) {
     const int startFd = envInt(kEnvStartFd, -1);
@@ -298,10 +285,9 @@ int runRank(const Config& c) {
     std::printf(
         "# resilient-net-ab: host engine on host buffers (test infrastructure, not NCCL)\n");
     std::printf(
-        "# %s on 2 ranks; per size %s%d warm-up, then %d or more blocks of %d iterations "
+        "# %s on 2 ranks; per size %d warm-up, then %d or more blocks of %d iterations "
         "per transport (order drawn per block), every byte checked\n",
-        he::patternName(c.pattern), c.options.reconnect ? "and block: new connections, " : "",
-        c.options.warmup, c.options.blocks, c.options.iters);
+        he::patternName(c.pattern), c.options.warmup, c.options.blocks, c.options.iters);
     std::printf(
         "# per transport: median over blocks of the slowest rank's time (us) and busbw "
         "(GB/s); from the second on, its bandwidth against the one before, paired per "
@@ -343,23 +329,14 @@ int runRank(const Config& c) {
       }
       return true;
     };
-    auto warmUp = [&] {
-      for (size_t t = 0; t < n; ++t) {
-        double ignored = 0;
-        if (!runIters(t, c.options.warmup, &ignored)) {
-          return false;
-        }
+    for (size_t t = 0; t < n; ++t) {
+      double ignored = 0;
+      if (!runIters(t, c.options.warmup, &ignored)) {
+        return kExitFault;
       }
-      return true;
-    };
-    if (!c.options.reconnect && !warmUp()) {
-      return kExitFault;
     }
     const int blocks = blocksFor(c, bytes);
     for (int b = 0; b < blocks; ++b) {
-      if (c.options.reconnect && (!connectAll(bytes, ++generation) || !warmUp())) {
-        return kExitFault;
-      }
       std::vector<double> mine(n, 0);
       std::shuffle(order.begin(), order.end(), random);
       for (size_t t : order) {
@@ -417,7 +394,6 @@ int runRank(const Config& c) {
                       {"iterations", c.options.iters},
                       {"warmup", c.options.warmup},
                       {"blocks", c.options.blocks},
-                      {"reconnect", c.options.reconnect},
                       {"seed", c.options.seed},
                       {"size_bytes", c.bytesPerSize},
                       {"raw_socket_buffer", c.options.rawSocketBuffer},
@@ -506,9 +482,6 @@ int run(int argc, char** argv) {
                  "raw: SO_SNDBUF/SO_RCVBUF of its sockets in bytes (0: autotuned); the plugins "
                  "take NCCL_RESILIENT_SOCKET_BUFFER_BYTES")
       ->capture_default_str();
-  app.add_flag("--reconnect", o.reconnect,
-               "set every transport up anew (and warm it up) for every block, so that the "
-               "state of one set of connections does not weigh on every block");
   app.add_flag("--pin-cpus", o.pinCpus, "run rank r on CPU r (modulo the CPUs allowed)");
   app.add_option("--timeout", o.timeoutSec, "seconds: connection setup and one iteration")
       ->capture_default_str();
