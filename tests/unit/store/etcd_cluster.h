@@ -37,9 +37,15 @@ class EtcdCluster {
     std::string name;
     uint16_t clientPort = 0;
     uint16_t peerPort = 0;
+    std::string dataDir;  // its log is dataDir + ".log"
     std::unique_ptr<ChildProcess> process;
   };
-  void waitHealthy(int member) const;
+  // Starts every member on fresh ports; "" once all are healthy, else why not.
+  std::string start(const std::string& bin, int members, int attempt);
+  void stop();
+  // "" once the member serves a linearizable read; why not when it exited or
+  // did not within 30 s.
+  std::string waitHealthy(int member);
 
   std::string dir_;
   std::vector<Member> members_;
