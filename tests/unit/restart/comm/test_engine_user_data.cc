@@ -57,8 +57,7 @@ void requireNoErrors(const std::vector<std::exception_ptr>& errors) {
 
 }  // namespace
 
-TEST_CASE("allReduceSum is exact for any count, in blocks, in and out of place",
-          "[engine-user]") {
+TEST_CASE("allReduceSum is exact for any count, in blocks, in and out of place", "[engine-user]") {
   for (int n : {2, 3, 5}) {
     resilient::test::MemoryTransport transport;
     const ct::Iteration it(std::make_shared<store::MemoryStore>(), 0, n);
@@ -80,8 +79,8 @@ TEST_CASE("allReduceSum is exact for any count, in blocks, in and out of place",
           for (int r = 0; r < n; ++r) {
             want += valueOf(r, i);
           }
-          ct::expect(out[i] == want, "element " + std::to_string(i) + " of " +
-                                           std::to_string(count));
+          ct::expect(out[i] == want,
+                     "element " + std::to_string(i) + " of " + std::to_string(count));
         }
         ct::expect(count == 0 || in[0] == valueOf(rank, 0), "input untouched");
         // In place.
@@ -111,7 +110,7 @@ TEST_CASE("broadcast delivers the root's bytes from every root", "[engine-user]"
         ct::expect(!fault, fault ? fault->describe() : "");
         for (size_t i = 0; i < bytes; ++i) {
           ct::expect(data[i] == static_cast<char>((i * 13 + static_cast<size_t>(root)) & 0xff),
-                       "byte " + std::to_string(i) + " from root " + std::to_string(root));
+                     "byte " + std::to_string(i) + " from root " + std::to_string(root));
         }
       }
     }
@@ -179,7 +178,9 @@ TEST_CASE("abort from another thread ends a blocked operation at once, and later
   }));
   INFO("abort to return: " << returnedMs << " ms");
   REQUIRE(returnedMs >= 0);
-  REQUIRE(returnedMs < 100);
+  // Without the abort the operation would wait for ever (rank 1 never joins);
+  // the bound leaves room for a descheduled thread on a loaded sanitizer run.
+  REQUIRE(returnedMs < 1000);
 }
 
 TEST_CASE("the user-data operations need the all-reduce pattern", "[engine-user]") {

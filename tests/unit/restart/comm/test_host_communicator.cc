@@ -175,7 +175,9 @@ TEST_CASE("abort from another thread unblocks a rank waiting for a stalled peer 
       comm->barrier();
     } catch (const RankShouldRestart&) {
     }
-    commtest::expect(monotonicNs() - before < 10000000ull, "later operations fail at once");
+    // At once: RankShouldRestart (not a fault of the network) and far below any timeout;
+    // the bound leaves room for a descheduled thread on a loaded sanitizer run.
+    commtest::expect(monotonicNs() - before < 200000000ull, "later operations fail at once");
   }));
   INFO(error);
   REQUIRE_THAT(error, Catch::Contains("was aborted"));
