@@ -369,12 +369,9 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void**
         return systemError("raw-tcp: socket");
       }
       (void)setNoDelay(fd.get());
-      if (options_.socketBufferBytes > 0) {
-        Status s = setBufferBytes(fd.get(), options_.socketBufferBytes);
-        if (!s.ok()) {
-          delete state;
-          return s;
-        }
+      if (Status s = setBufferBytes(fd.get(), options_.socketBufferBytes); !s.ok()) {
+        delete state;
+        return s;
       }
       const int rc = ::connect(fd.get(), address.get(), address.length);
       if (rc != 0 && errno != EINPROGRESS) {
@@ -466,9 +463,7 @@ Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
       continue;  // refused: closed by FileDescriptor
     }
     (void)setNoDelay(fd.get());
-    if (options_.socketBufferBytes > 0) {
-      RESILIENT_TRY(setBufferBytes(fd.get(), options_.socketBufferBytes));
-    }
+    RESILIENT_TRY(setBufferBytes(fd.get(), options_.socketBufferBytes));
     PendingSocket p;
     p.fd = std::move(fd);
     p.sinceNs = monotonicNs();

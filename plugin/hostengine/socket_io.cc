@@ -59,6 +59,9 @@ Status setNoDelay(int fd) {
 }
 
 Status setBufferBytes(int fd, int bytes) {
+  if (bytes <= 0) {
+    return {};
+  }
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) != 0) {
     return systemError("setsockopt(SO_SNDBUF/SO_RCVBUF)");

@@ -19,7 +19,8 @@ Result<FileDescriptor> listenOn(const std::string& host, uint16_t port, int back
 
 Status setNonBlocking(int fd);
 Status setNoDelay(int fd);
-// SO_SNDBUF and SO_RCVBUF = bytes (the kernel doubles it, up to net.core.*mem_max).
+// SO_SNDBUF and SO_RCVBUF = bytes (the kernel doubles it, up to net.core.*mem_max);
+// bytes <= 0 leaves the buffers to the kernel's autotuning.
 Status setBufferBytes(int fd, int bytes);
 
 // A non-blocking connect to `address` that waits until `deadlineNs`,
