@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The test command for a fresh Debian 12 machine: installs what the build and
-# the tests need (apt-get, only what is missing), configures build/, builds,
-# runs the default test suites (unit + integration) and the chaos suite, then
-# does the same with
+# the tests need (apt-get, only what is missing), configures build/ with every
+# feature its suites need (reconfiguring a build/ that another command, such
+# as scripts/demo.sh, configured without them), builds, runs the default test
+# suites (unit + integration) and the chaos suite, builds the GPU validation
+# kit and runs its dry run, then does the same suites with
 # AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/.
+#
+# A suite that runs no test fails (a build without its tests must not pass as
+# green). The last line says "N passed, M failed, K skipped" over every run.
 #
 # Usage: scripts/test.sh [--no-asan] [extra `meson test` arguments...]
 # Exit status: non-zero when anything fails.
@@ -22,30 +27,98 @@ packages=(
   iproute2 procps nftables python3             # ip/tc/ss/pkill/nft, the Python test drivers
   etcd-server etcd-client libcurl4-openssl-dev # coordination store: etcd backend and its tests
   libbenchmark-dev                             # bench-profiler (Google Benchmark)
+  binutils                                     # strip, nm, ldd checks (GPU kit, exports)
 )
 # shellcheck source=scripts/ensure_packages.sh
 source scripts/ensure_packages.sh
 ensure_packages "${packages[@]}"
 
+# The options every suite below needs; an existing build directory is
+# reconfigured with them (meson keeps its other options).
+features=(-Dtests=enabled -Dwerror=true -Detcd=enabled)
+
+passed=0 failed=0 skipped=0 failures=()
+
+# tally DIR LOGBASE LABEL: adds the results of one `meson test` run (its JSON
+# log) to the totals; a run of zero tests counts as a failure.
+tally() {
+  local counts
+  # meson names the log <logbase>-<setup>.json when a setup is given.
+  counts=$(python3 - "$1"/meson-logs/"$2"*.json <<'PY'
+import json, os, sys
+ok = bad = skip = 0
+for path in sys.argv[1:]:
+    if not os.path.exists(path):
+        continue
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)["result"]
+            if r in ("OK", "EXPECTEDFAIL"):
+                ok += 1
+            elif r == "SKIP":
+                skip += 1
+            else:
+                bad += 1
+print(ok, bad, skip)
+PY
+)
+  local ok bad skip
+  read -r ok bad skip <<<"$counts"
+  passed=$((passed + ok)) failed=$((failed + bad)) skipped=$((skipped + skip))
+  echo "== $3: $ok passed, $bad failed, $skip skipped"
+  if ((ok + bad + skip == 0)); then
+    failed=$((failed + 1))
+    failures+=("$3: no tests ran")
+    echo "== $3: FAILED: no tests ran"
+  elif ((bad > 0)); then
+    failures+=("$3: $bad failed")
+  fi
+}
+
+# run_suite DIR LOGBASE LABEL [meson test arguments...]
+run_suite() {
+  local dir=$1 logbase=$2 label=$3
+  shift 3
+  echo "== $label"
+  rm -f "$dir"/meson-logs/"$logbase"*.json
+  meson test -C "$dir" --print-errorlogs --logbase "$logbase" "$@" || true
+  tally "$dir" "$logbase" "$label"
+}
+
 run_suites() {
   local dir=$1 setup=$2
   shift 2
-  if [[ ! -d $dir ]]; then
-    meson setup "$dir" -Dwerror=true "$@"
+  if [[ -d $dir ]]; then
+    meson setup --reconfigure "$dir" "${features[@]}" "$@" >/dev/null
+  else
+    meson setup "$dir" "${features[@]}" "$@"
   fi
   echo "== building $dir"
   ninja -C "$dir"
-  echo "== testing $dir (setup $setup)"
-  meson test -C "$dir" --setup "$setup" --print-errorlogs "${extra[@]}"
+  run_suite "$dir" "default-$setup" "$dir default suites (setup $setup)" --setup "$setup" "${extra[@]}"
   # Faults (process kills, frozen peers; namespace tests skip without root).
-  echo "== chaos suite in $dir"
-  meson test -C "$dir" --suite chaos --print-errorlogs
+  run_suite "$dir" "chaos-$setup" "$dir chaos suite" --suite chaos
 }
 
 extra=("$@")
 run_suites build default
+
+# The GPU validation kit (docs/gpu-validation.md): its carried set, checked
+# with ldd, and the dry run of everything that needs no GPU.
+echo "== GPU validation kit: build and dry run"
+if bash scripts/gpu/build_kit.sh && bash scripts/gpu/validate.sh --dry-run --out build/gpu-dry-run; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  failures+=("GPU validation kit dry run")
+fi
+
 if ((asan)); then
   # -O1: what ASan recommends, and a faster build than -O2 on a small CI machine.
   run_suites build-asan asan -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1
 fi
-echo "== all test suites passed"
+for f in "${failures[@]}"; do
+  echo "== FAILED: $f"
+done
+echo "$passed passed, $failed failed, $skipped skipped"
+((failed == 0))

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the GPU validation kit's carried set on this Debian machine
+# (docs/gpu-validation.md): configures build-gpukit/ (release, libstdc++ and
+# libgcc linked statically, no etcd backend, so that nothing needs a library
+# the GPU machine lacks), builds the kit's targets, copies them stripped into
+# gpu-kit/ with a manifest, checks them with ldd, and prints the command to
+# run on the GPU machine, the paths to copy there and its time limit.
+#
+# Usage: scripts/gpu/build_kit.sh   (BUILD_DIR=..., KIT_DIR=... to change the folders)
+# Exit status: 0 the kit is ready; 1 the ldd or size check failed; 2 the build failed.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+build=${BUILD_DIR:-build-gpukit}
+kit=${KIT_DIR:-gpu-kit}
+
+packages=(meson ninja-build pkg-config g++ binutils python3 libcli11-dev nlohmann-json3-dev)
+# shellcheck source=scripts/ensure_packages.sh
+source scripts/ensure_packages.sh
+ensure_packages "${packages[@]}"
+
+options=(-Dbuildtype=release -Db_ndebug=false -Dtests=disabled -Detcd=disabled
+  "-Dcpp_link_args=-static-libstdc++ -static-libgcc")
+if [[ -d $build ]]; then
+  # Fresh introspection data, and the options above even on an older folder.
+  meson setup --reconfigure "$build" "${options[@]}" >/dev/null || exit 2
+else
+  meson setup "$build" "${options[@]}" || exit 2
+fi
+mapfile -t outputs < <(python3 - "$build" <<'PY'
+import json, os, subprocess, sys
+sys.path.insert(0, "tests/gpu")
+import kit
+build = sys.argv[1]
+targets = json.loads(subprocess.run(["meson", "introspect", "--targets", build], check=True,
+                                    capture_output=True, text=True).stdout)
+by_name = {t["name"]: t for t in targets}
+for role, name in kit.ROLES.items():
+    print(os.path.relpath(by_name[name]["filename"][0], os.path.abspath(build)))
+PY
+)
+if ((${#outputs[@]} == 0)); then
+  echo "== cannot list the kit's targets in $build (meson introspect)" >&2
+  exit 2
+fi
+echo "== building the kit's targets in $build"
+ninja -C "$build" "${outputs[@]}" || exit 2
+
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=()
+if [[ -n $(git status --porcelain 2>/dev/null) ]]; then dirty=(--dirty); fi
+status=0
+python3 tests/gpu/kit.py assemble --build "$build" --kit "$kit" --commit "$commit" "${dirty[@]}" || status=$?
+if ((status != 0)); then
+  echo "== the kit in $kit is NOT usable (see the problems above)" >&2
+  exit 1
+fi
+limit=$(python3 -c 'import sys; sys.path.insert(0, "tests/gpu"); import validate; print(validate.PLAN_LIMIT_S + 60)')
+cat <<MSG
+== the kit is ready in $kit/
+On the GPU machine, from the repository's root (the working tree, plus $kit/):
+    bash scripts/gpu/validate.sh --out <folder for the report>
+Copy: the repository's tracked files and $kit/ (with the device tool: carry ["$kit"], and --out \$OUT).
+Time limit: ${limit} s (the plan's budgets: scripts/gpu/validate.sh --print-plan).
+MSG
