@@ -58,8 +58,8 @@ def main():
     ap.add_argument("--faults", nargs="+", default=["kill", "stop", "linkdown", "drop"])
     ap.add_argument("--json")
     args = ap.parse_args()
-    nettest = os.path.join(args.build, "plugin/hostengine/resilient-nettest")
-    plugin = os.path.join(args.build, "plugin/abi/libnccl-net-resilient.so")
+    nettest = os.path.join(args.build, "tools/nettest/resilient-nettest")
+    plugin = os.path.join(args.build, "plugin/net/abi/libnccl-net-resilient.so")
     results = {}
     for fault in args.faults:
         times = []

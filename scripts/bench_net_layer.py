@@ -34,7 +34,7 @@ import nettest_report
 
 
 def run_bench(args):
-    bench = os.path.join(args.build, "plugin/net/bench/bench-net-layer")
+    bench = os.path.join(args.build, "bench/net_layer/bench-net-layer")
     cmd = [bench, "--benchmark_format=json", f"--benchmark_repetitions={args.repetitions}",
            f"--benchmark_min_time={args.min_time}", "--benchmark_report_aggregates_only=true",
            "--benchmark_enable_random_interleaving=true"]
@@ -65,8 +65,8 @@ def layer_costs(medians):
 
 
 def run_nettest(args):
-    nettest = os.path.join(args.build, "plugin/hostengine/resilient-nettest")
-    plain = os.path.join(args.build, "plugin/abi/libnccl-net-tcp-plain.so")
+    nettest = os.path.join(args.build, "tools/nettest/resilient-nettest")
+    plain = os.path.join(args.build, "plugin/net/abi/libnccl-net-tcp-plain.so")
     cmd = [nettest, "--ranks", "2", "--pattern", args.pattern, "-b", args.minbytes, "-e",
            args.maxbytes, "-n", str(args.iters), "--plugin", plain, "--chunk", args.chunk,
            "--multi-recv", str(args.multi_recv)]

@@ -74,7 +74,7 @@ def invocations(args, sizes, scaled):
 
 
 def run_one(args, transport, pattern, sizes):
-    nettest = os.path.join(args.build, "plugin/hostengine/resilient-nettest")
+    nettest = os.path.join(args.build, "tools/nettest/resilient-nettest")
     minbytes, maxbytes, iters, warmup = sizes
     cmd = [nettest, "--ranks", "2", "--pattern", pattern, "-b", minbytes, "-e", maxbytes, "-f",
            str(args.factor), "-n", str(iters), "-w", str(warmup), "--multi-recv",
@@ -85,7 +85,7 @@ def run_one(args, transport, pattern, sizes):
         cmd.append("--raw-tcp")
     else:
         name = "libnccl-net-tcp-plain.so" if transport == "plain" else "libnccl-net-resilient.so"
-        cmd += ["--plugin", os.path.join(args.build, "plugin/abi", name)]
+        cmd += ["--plugin", os.path.join(args.build, "plugin/net/abi", name)]
     report = run_nettest(cmd, f"{transport} {pattern}")
     return {r["bytes"]: (r["time_us"], r["busbw_gbps"]) for r in report["results"]}
 
@@ -130,8 +130,8 @@ def measure_ab(args, pattern, sizes, scaled=True):
     The transports' places (which is loaded and connected first) go through
     all six orders over the rounds, and every round draws its own order per
     block (--seed), so that neither place nor predecessor favours one."""
-    tool = os.path.join(args.build, "plugin/hostengine/resilient-net-ab")
-    plugins = os.path.join(args.build, "plugin/abi")
+    tool = os.path.join(args.build, "tools/net_ab/resilient-net-ab")
+    plugins = os.path.join(args.build, "plugin/net/abi")
     specs = {"raw": "raw",
              "plain": os.path.join(plugins, "libnccl-net-tcp-plain.so"),
              "resilient": os.path.join(plugins, "libnccl-net-resilient.so")}

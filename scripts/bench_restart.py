@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Restart latency of the restart library after a rank crash, per phase.
 
-N rank processes (resilient-restart-bench-rank, restart/bench/) run on a
+N rank processes (resilient-restart-bench-rank, bench/restart/) run on a
 standalone resilient-store on loopback, each a Wrapper around a loop of small
 sum all-reduces on a HostCommunicator through libnccl-net-resilient.so
 (NCCL_RESILIENT_SOCKET_IFNAME=lo), ping() each step, with a monitor process per
@@ -82,8 +82,8 @@ def trial(args, n, victim, index, keep):
     logdir = os.path.join(tmp, "log")
     os.makedirs(ready)
     os.makedirs(logdir)
-    rank_exe = os.path.join(args.build, "restart", "bench", "resilient-restart-bench-rank")
-    store_exe = os.path.join(args.build, "restart", "store", "resilient-store")
+    rank_exe = os.path.join(args.build, "bench", "restart", "resilient-restart-bench-rank")
+    store_exe = os.path.join(args.build, "tools", "store", "resilient-store")
     env = dict(os.environ, NCCL_RESILIENT_SOCKET_IFNAME="lo")
     store, url = start_store(store_exe, tmp)
     procs = []

@@ -35,7 +35,7 @@ import time
 WORLD_SIZE = 8
 ACTIVE = 6
 SKIPPED = 77
-# The net plugin's name (plugin/abi/adapter.h): NCCL_NET makes NCCL use it or fail.
+# The net plugin's name (plugin/net/abi/adapter.h): NCCL_NET makes NCCL use it or fail.
 PLUGIN_NET_NAME = "Resilient"
 STEP_RE = re.compile(r"^step iteration=(\d+) rank=(\d+) active=(\d+) step=(\d+) loss=(\S+) mono_ns=(\d+)$")
 
@@ -171,7 +171,7 @@ def run_job(args, name, procs, store_url, base_env, faults):
     step) when the victim's log shows that step. Returns the job's data."""
     job_dir = os.path.join(procs.run_dir, name)
     os.makedirs(job_dir)
-    binary = os.path.join(args.build, "restart", "demo", "resilient-demo-train")
+    binary = os.path.join(args.build, "demo", "resilient-demo-train")
     argv = [binary, f"--run-dir={job_dir}", f"--steps={args.steps}",
             f"--checkpoint-every={args.checkpoint_every}", f"--step-ms={args.step_ms}",
             f"--shards={ACTIVE}",
@@ -324,7 +324,7 @@ def print_fault_timeline(job, index, fault, gone):
 
 
 def plugin_path(args):
-    return os.path.join(args.build, "plugin", "abi", "libnccl-net-resilient.so")
+    return os.path.join(args.build, "plugin", "net", "abi", "libnccl-net-resilient.so")
 
 
 def cuda_library_args(args):
@@ -415,8 +415,8 @@ def parse_args():
 def main():
     args = parse_args()
     binaries = [os.path.join(args.build, *p) for p in (
-        ("restart", "demo", "resilient-demo-train"), ("restart", "store", "resilient-store"),
-        ("restart", "monitor", "resilient-monitor"), ("plugin", "abi", "libnccl-net-resilient.so"))]
+        ("demo", "resilient-demo-train"), ("tools", "store", "resilient-store"),
+        ("restart", "monitor", "resilient-monitor"), ("plugin", "net", "abi", "libnccl-net-resilient.so"))]
     missing = [b for b in binaries if not os.path.exists(b)]
     if missing:
         print("demo: missing " + ", ".join(missing) + " (run scripts/demo.sh)", file=sys.stderr)

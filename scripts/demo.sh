@@ -25,6 +25,6 @@ if [[ ! -d $build ]]; then
   meson setup "$build"
 fi
 echo "== building the demo's targets in $build"
-ninja -C "$build" restart/demo/resilient-demo-train restart/store/resilient-store \
-  restart/monitor/resilient-monitor plugin/abi/libnccl-net-resilient.so
+ninja -C "$build" demo/resilient-demo-train tools/store/resilient-store \
+  restart/monitor/resilient-monitor plugin/net/abi/libnccl-net-resilient.so
 exec python3 scripts/demo.py --build "$build" "$@"

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <string>
 
-#include "plugin/common/clock.h"
-#include "plugin/common/log.h"
-#include "plugin/common/params.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/params.h"
 #include "plugin/net/handle_trailer.h"
 #include "plugin/net/inner_factory.h"
 #include "plugin/net/watchdog.h"

@@ -1,5 +1,5 @@
 // The version-neutral core of the net plugin: the resilient layer between
-// NCCL's per-version adapters (plugin/abi/) and the inner transport.
+// NCCL's per-version adapters (plugin/net/abi/) and the inner transport.
 //
 // The adapters translate each ABI version's calls into these; every call
 // returns a Status that the adapter's boundary guard turns into an
@@ -17,7 +17,7 @@
 
 #include "nccl/log.h"
 #include "nccl/net_common.h"
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/net/connection.h"
 #include "plugin/net/watchdog.h"
 #include "plugin/transport/transport.h"

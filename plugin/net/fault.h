@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 
 namespace resilient::net {
 

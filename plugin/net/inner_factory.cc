@@ -7,13 +7,13 @@
 #include <array>
 #include <vector>
 
-#include "plugin/common/log.h"
-#include "plugin/common/token_digest.h"
+#include "common/log.h"
+#include "common/token_digest.h"
 #include "plugin/net/core.h"
 #include "plugin/transport/external/loader.h"
 #include "plugin/transport/fault/fault_transport.h"
 #include "plugin/transport/fault/spec.h"
-#include "plugin/transport/tcp/interfaces.h"
+#include "plugin/transport/tcp/devices.h"
 #include "plugin/transport/tcp/tcp_transport.h"
 
 namespace resilient::net {

@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "nccl/log.h"
-#include "plugin/common/params.h"
-#include "plugin/common/status.h"
+#include "common/params.h"
+#include "common/status.h"
 #include "plugin/net/watchdog.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/transport.h"

@@ -12,10 +12,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "plugin/common/clock.h"
-#include "plugin/common/log.h"
+#include "common/clock.h"
+#include "common/log.h"
 #include "plugin/net/core.h"
-#include "plugin/transport/tcp/interfaces.h"
+#include "common/net/interfaces.h"
 
 namespace resilient::net {
 namespace {
@@ -544,8 +544,8 @@ void Watchdog::scan(uint64_t now) {
       char detail[256];
       // A local interface that is down or without carrier explains the silence:
       // the link is cut, which says nothing against the peer process.
-      const std::optional<transport::tcp::LinkState> local =
-          transport::tcp::linkStateOf(localAddressOf(link->fd));
+      const std::optional<net::LinkState> local =
+          net::linkStateOf(localAddressOf(link->fd));
       if (local && (!local->up || !local->carrier)) {
         snprintf(detail, sizeof detail,
                  "no answer to heartbeats for %.0f ms (threshold %lld ms) and the local "

@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "plugin/blackbox/writer.h"
-#include "plugin/common/socket_address.h"
+#include "blackbox/writer.h"
+#include "common/socket_address.h"
 #include "plugin/net/connection.h"
 #include "plugin/net/handle_trailer.h"
 #include "plugin/net/liveness_wire.h"

@@ -1,6 +1,6 @@
 #include "plugin/profiler/comm_table.h"
 
-#include "plugin/blackbox/writer.h"
+#include "blackbox/writer.h"
 
 namespace resilient::profiler {
 

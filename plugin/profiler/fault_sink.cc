@@ -1,6 +1,6 @@
 #include "plugin/profiler/fault_sink.h"
 
-#include "plugin/common/log.h"
+#include "common/log.h"
 
 namespace resilient::profiler {
 

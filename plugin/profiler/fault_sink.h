@@ -4,7 +4,7 @@
 // goes to an optional observer (tests).
 #pragma once
 
-#include "plugin/blackbox/writer.h"
+#include "blackbox/writer.h"
 #include "plugin/profiler/hang_detector.h"
 
 namespace resilient::profiler {

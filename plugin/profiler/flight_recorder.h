@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "plugin/blackbox/writer.h"
+#include "blackbox/writer.h"
 #include "plugin/profiler/context.h"
 #include "plugin/profiler/op_slot.h"
 #include "resilient/blackbox.h"

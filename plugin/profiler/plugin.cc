@@ -6,8 +6,8 @@
 #include <atomic>
 #include <chrono>
 
-#include "plugin/common/log.h"
-#include "plugin/common/params.h"
+#include "common/log.h"
+#include "common/params.h"
 #include "plugin/profiler/fault_sink.h"
 
 namespace resilient::profiler {

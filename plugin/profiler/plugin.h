@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "nccl/log.h"
-#include "plugin/blackbox/writer.h"
-#include "plugin/common/status.h"
+#include "blackbox/writer.h"
+#include "common/status.h"
 #include "plugin/profiler/clock.h"
 #include "plugin/profiler/hang_detector.h"
 #include "plugin/profiler/tracker.h"

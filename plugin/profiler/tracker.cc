@@ -5,7 +5,7 @@
 #include <bit>
 #include <memory>
 
-#include "plugin/common/log.h"
+#include "common/log.h"
 #include "plugin/profiler/comm_table.h"
 #include "plugin/profiler/flight_recorder.h"
 #include "plugin/profiler/names.h"

@@ -27,8 +27,8 @@
 #include <cstdint>
 #include <mutex>
 
-#include "plugin/blackbox/writer.h"
-#include "plugin/common/status.h"
+#include "blackbox/writer.h"
+#include "common/status.h"
 #include "plugin/profiler/clock.h"
 #include "plugin/profiler/context.h"
 #include "plugin/profiler/handle.h"

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 
 namespace resilient::transport {
 

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <utility>
 
-#include "plugin/hostengine/engine.h"
-#include "plugin/hostengine/plugin_log.h"
+#include "hostengine/engine.h"
+#include "hostengine/plugin_log.h"
 #include "plugin/transport/external/loader.h"
 #include "restart/comm/active_member.h"
 #include "restart/comm/net_plugin_path.h"

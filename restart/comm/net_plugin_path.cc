@@ -1,24 +1,12 @@
 #include "restart/comm/net_plugin_path.h"
 
-#include <dlfcn.h>
-
 #include <filesystem>
 #include <system_error>
 
+#include "common/dl/object_directory.h"
+
 namespace resilient::restart::comm {
 namespace {
-
-// The directory of the shared object (or executable) holding this code.
-std::string ownDirectory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&ownDirectory), &info) == 0 ||
-      info.dli_fname == nullptr) {
-    return {};
-  }
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::canonical(info.dli_fname, ec);
-  return ec ? std::string() : self.parent_path().string();
-}
 
 bool isFile(const std::string& path) {
   std::error_code ec;
@@ -34,16 +22,12 @@ std::vector<std::string> netPluginCandidates() {
       out.push_back(path);
     }
   };
-  const std::string dir = ownDirectory();
+  // Installed beside the library (the build tree links it there too); never
+  // a path of the build that made the library.
+  const std::string dir = dl::objectDirectory(reinterpret_cast<const void*>(&netPluginCandidates));
   if (!dir.empty()) {
     add(dir + "/" + kNetPluginFile);
   }
-#ifdef RESILIENT_NET_PLUGIN_BUILD_PATH
-  add(RESILIENT_NET_PLUGIN_BUILD_PATH);
-#endif
-#ifdef RESILIENT_NET_PLUGIN_INSTALL_PATH
-  add(RESILIENT_NET_PLUGIN_INSTALL_PATH);
-#endif
   return out;
 }
 

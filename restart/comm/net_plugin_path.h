@@ -8,8 +8,8 @@ namespace resilient::restart::comm {
 
 inline constexpr const char* kNetPluginFile = "libnccl-net-resilient.so";
 
-// Candidates in order: next to the file that holds the restart library's
-// code, this build's plugin, the installed one. Only existing files.
+// The plugin beside the file that holds the restart library's code, when it
+// exists (the installed layout; the build tree links it there too).
 std::vector<std::string> netPluginCandidates();
 
 // The first candidate, or kNetPluginFile (left to the dynamic loader's

@@ -1,4 +1,4 @@
-// The host engine's out-of-band channel (plugin/hostengine/rendezvous.h)
+// The host engine's out-of-band channel (hostengine/rendezvous.h)
 // over a restart Rendezvous: each allGather is one round of the
 // rendezvous, named "<prefix>/<n>". The engine uses it while it sets up its
 // connections (the listen handles); detach() ends that use, since the
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "plugin/hostengine/rendezvous.h"
+#include "hostengine/rendezvous.h"
 #include "resilient/restart/communicator.hpp"
 
 namespace resilient::restart::comm {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "resilient/restart/errors.hpp"
-#include "restart/store/errors.h"
+#include "store/errors.h"
 
 namespace resilient::restart::comm {
 namespace {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "resilient/restart/communicator.hpp"
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::restart::comm {
 

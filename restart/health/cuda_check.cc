@@ -3,7 +3,7 @@
 #include <array>
 #include <string>
 
-#include "plugin/common/params.h"
+#include "common/params.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
 #include "restart/health/gpu_device.h"

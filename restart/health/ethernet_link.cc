@@ -4,7 +4,7 @@
 #include <charconv>
 #include <iterator>
 
-#include "plugin/transport/tcp/interfaces.h"
+#include "common/net/interfaces.h"
 #include "restart/health/sysfs.h"
 
 namespace resilient::restart::detail {
@@ -25,10 +25,10 @@ bool parseFlags(const std::optional<std::string>& text, unsigned* flags) {
 }
 
 std::vector<std::string> matching(const std::vector<std::string>& names, std::string_view spec) {
-  const auto parsed = transport::tcp::parseIfnameSpec(spec);
+  const auto parsed = net::parseIfnameSpec(spec);
   std::vector<std::string> out;
   std::copy_if(names.begin(), names.end(), std::back_inserter(out),
-               [&](const std::string& n) { return transport::tcp::matchIfname(parsed, n); });
+               [&](const std::string& n) { return net::matchIfname(parsed, n); });
   return out;
 }
 

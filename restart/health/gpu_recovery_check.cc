@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/common/log.h"
+#include "common/log.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
 #include "restart/health/gpu_device.h"

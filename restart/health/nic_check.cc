@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "plugin/common/log.h"
-#include "plugin/common/params.h"
+#include "common/log.h"
+#include "common/params.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
 #include "restart/health/ethernet_link.h"

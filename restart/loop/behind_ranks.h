@@ -14,7 +14,7 @@
 
 #include "restart/loop/blackbox_watch.h"
 #include "restart/protocol/job_keys.h"
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::restart {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/blackbox/reader.h"
+#include "blackbox/reader.h"
 
 namespace resilient::restart {
 

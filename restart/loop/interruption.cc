@@ -1,6 +1,6 @@
 #include "restart/loop/interruption.h"
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 
 namespace resilient::restart {
 

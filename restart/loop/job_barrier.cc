@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "resilient/restart/errors.hpp"
-#include "restart/store/errors.h"
+#include "store/errors.h"
 
 namespace resilient::restart {
 

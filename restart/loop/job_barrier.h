@@ -15,7 +15,7 @@
 
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/terminated_ranks.h"
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::restart {
 

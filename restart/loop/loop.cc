@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "plugin/common/clock.h"
-#include "plugin/common/log.h"
+#include "common/clock.h"
+#include "common/log.h"
 #include "resilient/restart/health.hpp"
 #include "restart/comm/store_rendezvous.h"
 #include "restart/hooks/bounded_call.h"
@@ -18,11 +18,11 @@
 #include "restart/loop/culprits.h"
 #include "restart/monitor/spawn.h"
 #include "restart/protocol/terminated_ranks.h"
-#include "restart/store/client_options.h"
-#include "restart/store/errors.h"
-#include "restart/store/open_store.h"
-#include "restart/store/prefix_view.h"
-#include "restart/store/tcp/server.h"
+#include "store/client_options.h"
+#include "store/errors.h"
+#include "store/open_store.h"
+#include "store/prefix_view.h"
+#include "store/tcp/server.h"
 
 namespace resilient::restart {
 

@@ -36,7 +36,7 @@
 #include "restart/protocol/fault_log.h"
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/status_page.h"
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::store::tcp {
 class StoreServer;

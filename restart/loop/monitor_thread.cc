@@ -3,9 +3,9 @@
 #include <string>
 #include <utility>
 
-#include "plugin/common/clock.h"
-#include "plugin/common/log.h"
-#include "restart/store/errors.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "store/errors.h"
 
 namespace resilient::restart {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "plugin/common/params.h"
+#include "common/params.h"
 #include "resilient/restart/errors.hpp"
 
 namespace resilient::restart {

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "restart/protocol/job_keys.h"
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::restart {
 

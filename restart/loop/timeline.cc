@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 
 namespace resilient::restart {
 

@@ -1,7 +1,7 @@
 #include "restart/monitor/fault_publisher.h"
 
 #include "restart/protocol/terminated_ranks.h"
-#include "restart/store/errors.h"
+#include "store/errors.h"
 
 namespace resilient::restart::monitor {
 

@@ -12,7 +12,7 @@
 #include "restart/protocol/fault_log.h"
 #include "restart/protocol/fault_record.h"
 #include "restart/protocol/job_keys.h"
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::restart::monitor {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::restart::monitor {
 

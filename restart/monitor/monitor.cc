@@ -7,9 +7,9 @@
 #include <exception>
 #include <thread>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 #include "restart/monitor/post_mortem.h"
-#include "restart/store/errors.h"
+#include "store/errors.h"
 
 namespace resilient::restart::monitor {
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "common/dl/object_directory.h"
 #include "resilient/restart/errors.hpp"
 
 namespace resilient::restart::monitor {
@@ -36,18 +37,6 @@ std::string onPath(const std::string& name, std::vector<std::string>* tried) {
   return {};
 }
 
-// The directory of the object (library or executable) that holds this function.
-std::filesystem::path ownDirectory() {
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&findMonitorExecutable), &info) == 0 ||
-      info.dli_fname == nullptr) {
-    return {};
-  }
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::canonical(info.dli_fname, ec);
-  return ec ? std::filesystem::path(info.dli_fname).parent_path() : self.parent_path();
-}
-
 std::string join(const std::vector<std::string>& items) {
   std::string s;
   for (const auto& i : items) {
@@ -73,9 +62,12 @@ std::string findMonitorExecutable(const std::string& given) {
     }
     throw RestartError("the monitor executable " + given + " is not on " + join(tried));
   }
-  const std::filesystem::path dir = ownDirectory();
+  // Where an installation puts it: beside the library, or in ../bin or
+  // ../libexec (the build tree links it beside the library too).
+  const std::filesystem::path dir =
+      dl::objectDirectory(reinterpret_cast<const void*>(&findMonitorExecutable));
   if (!dir.empty()) {
-    for (const char* sub : {".", "../bin", "../libexec", "monitor"}) {
+    for (const char* sub : {".", "../bin", "../libexec"}) {
       const std::string candidate =
           (dir / sub / kMonitorExecutableName).lexically_normal().string();
       if (executable(candidate)) {

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plugin/blackbox/reader.h"
-#include "plugin/blackbox/snapshot_json.h"
+#include "blackbox/reader.h"
+#include "blackbox/snapshot_json.h"
 
 namespace resilient::restart::monitor {
 

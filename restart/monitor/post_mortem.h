@@ -1,7 +1,7 @@
 // The post-mortem dump a monitor writes after its rank died: what the
 // monitor knew (rank, pid, iteration, phase, why it ended) and the rank's
 // blackbox region as resilient-inspect --json renders it
-// (plugin/blackbox/snapshot_json.h), or why there was none.
+// (blackbox/snapshot_json.h), or why there was none.
 #pragma once
 
 #include <sys/types.h>

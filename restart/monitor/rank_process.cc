@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 
 namespace resilient::restart::monitor {
 

@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "plugin/common/file_descriptor.h"
+#include "common/file_descriptor.h"
 
 namespace resilient::restart::monitor {
 

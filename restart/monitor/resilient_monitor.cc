@@ -13,13 +13,13 @@
 #include <memory>
 #include <string>
 
-#include "plugin/common/params.h"
+#include "common/params.h"
 #include "restart/monitor/command_line.h"
 #include "restart/monitor/monitor.h"
 #include "restart/monitor/monitor_log.h"
 #include "restart/protocol/status_page.h"
-#include "restart/store/client_options.h"
-#include "restart/store/open_store.h"
+#include "store/client_options.h"
+#include "store/open_store.h"
 
 namespace rm = resilient::restart::monitor;
 

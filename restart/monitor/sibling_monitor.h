@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "restart/protocol/job_keys.h"
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::restart::monitor {
 

@@ -13,7 +13,7 @@
 #include <system_error>
 #include <vector>
 
-#include "plugin/common/file_descriptor.h"
+#include "common/file_descriptor.h"
 #include "resilient/restart/errors.hpp"
 #include "restart/monitor/monitor_executable.h"
 

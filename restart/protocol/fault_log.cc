@@ -5,7 +5,7 @@
 #include <array>
 #include <string>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 
 namespace resilient::restart::protocol {
 

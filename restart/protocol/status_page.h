@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "plugin/common/file_descriptor.h"
+#include "common/file_descriptor.h"
 
 namespace resilient::restart::protocol {
 

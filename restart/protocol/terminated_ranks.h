@@ -8,7 +8,7 @@
 #include <string>
 
 #include "restart/protocol/job_keys.h"
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::restart::protocol {
 

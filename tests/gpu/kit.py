@@ -29,7 +29,7 @@ ROLES = {
     "monitor": "resilient-monitor",
 }
 
-# The name each net plugin gives NCCL (plugin/abi/adapter.h,
+# The name each net plugin gives NCCL (plugin/net/abi/adapter.h,
 # tests/gpu/recorder/net_recorder.cc): NCCL_NET makes NCCL use it or fail.
 NET_NAMES = {"net_plugin": "Resilient", "plain_plugin": "ResilientTcpPlain", "recorder": "Recorder"}
 

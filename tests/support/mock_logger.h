@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "nccl/log.h"
-#include "plugin/common/log.h"
+#include "common/log.h"
 
 namespace resilient::test {
 

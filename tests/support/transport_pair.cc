@@ -3,7 +3,7 @@
 #include <string>
 #include <thread>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 
 namespace resilient::test {
 

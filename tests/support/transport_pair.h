@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::test {

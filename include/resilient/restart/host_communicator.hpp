@@ -36,7 +36,7 @@ struct HostCommunicatorOptions {
   // The net plugin, as NCCL_NET_PLUGIN names it: a plugin name
   // ("resilient" -> libnccl-net-resilient.so), a library name or a path.
   // Empty: libnccl-net-resilient.so next to the restart library, else the
-  // one of this build, else the installed one, else the loader's search path.
+  // loader's search path.
   std::string plugin;
   int device = 0;  // the plugin's device index
   // Largest block of user data copied through the registered buffers per step.

@@ -2,8 +2,8 @@
 
 #include <exception>
 
-#include "plugin/common/boundary.h"
-#include "plugin/common/log.h"
+#include "common/boundary.h"
+#include "common/log.h"
 
 namespace resilient::profiler::abi {
 

@@ -7,7 +7,7 @@
 
 #include "nccl/profiler_common.h"
 #include "nccl/result.h"
-#include "plugin/common/boundary.h"
+#include "common/boundary.h"
 #include "plugin/profiler/abi/adapter.h"
 #include "plugin/profiler/abi/features.h"
 #include "plugin/profiler/names.h"

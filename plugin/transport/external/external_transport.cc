@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "plugin/common/log.h"
+#include "common/log.h"
 #include "plugin/transport/external/shim.h"
 
 namespace resilient::transport::external {

@@ -33,7 +33,7 @@
 #include "nccl/log.h"
 #include "nccl/net_common.h"
 #include "nccl/result.h"
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::transport::external {

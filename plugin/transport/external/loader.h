@@ -15,7 +15,7 @@
 
 #include "nccl/log.h"
 #include "nccl/net_common.h"
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/transport/external/external_transport.h"
 
 namespace resilient::transport::external {

@@ -30,7 +30,7 @@
 
 #include "nccl/net_common.h"
 #include "nccl/result.h"
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/transport/external/external_transport.h"
 
 namespace resilient::transport::external {

@@ -7,8 +7,8 @@
 #include <limits>
 #include <utility>
 
-#include "plugin/common/clock.h"
-#include "plugin/common/log.h"
+#include "common/clock.h"
+#include "common/log.h"
 
 namespace resilient::transport::fault {
 namespace {

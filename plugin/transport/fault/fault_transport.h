@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/transport/fault/spec.h"
 #include "plugin/transport/transport.h"
 
@@ -38,7 +38,7 @@ using Clock = std::function<uint64_t()>;
 
 class FaultTransport final : public Transport {
  public:
-  // `clock` defaults to monotonicNs (plugin/common/clock.h). Times of at= rules
+  // `clock` defaults to monotonicNs (common/clock.h). Times of at= rules
   // count from this call.
   FaultTransport(std::unique_ptr<Transport> inner, std::vector<FaultRule> rules, Clock clock = {});
   ~FaultTransport() override;

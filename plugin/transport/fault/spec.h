@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 
 namespace resilient::transport::fault {
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 #include "plugin/transport/tcp/wire.h"
 
 namespace resilient::transport::tcp {

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/transport/tcp/socket.h"
 #include "plugin/transport/tcp/stripe_engine.h"
 #include "plugin/transport/transport.h"

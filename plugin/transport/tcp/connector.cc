@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "plugin/common/clock.h"
-#include "plugin/common/log.h"
-#include "plugin/common/token_digest.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/token_digest.h"
 
 namespace resilient::transport::tcp {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/transport/tcp/comm.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/tcp/socket.h"

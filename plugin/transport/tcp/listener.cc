@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <string>
 
-#include "plugin/common/clock.h"
-#include "plugin/common/token_digest.h"
+#include "common/clock.h"
+#include "common/token_digest.h"
 
 namespace resilient::transport::tcp {
 namespace {

@@ -15,8 +15,8 @@
 #include <memory>
 #include <vector>
 
-#include "plugin/common/log.h"
-#include "plugin/common/status.h"
+#include "common/log.h"
+#include "common/status.h"
 #include "plugin/transport/tcp/comm.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/tcp/socket.h"

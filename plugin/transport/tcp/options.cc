@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "plugin/common/log.h"
+#include "common/log.h"
 
 namespace resilient::transport::tcp {
 namespace {

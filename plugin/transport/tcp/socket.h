@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include "plugin/common/file_descriptor.h"
-#include "plugin/common/socket_address.h"
-#include "plugin/common/status.h"
+#include "common/file_descriptor.h"
+#include "common/socket_address.h"
+#include "common/status.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/tcp/wire.h"
 #include "plugin/transport/transport.h"

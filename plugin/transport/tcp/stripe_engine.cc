@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <system_error>
 
-#include "plugin/common/log.h"
+#include "common/log.h"
 
 namespace resilient::transport::tcp {
 namespace {

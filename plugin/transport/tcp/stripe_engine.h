@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/transport/tcp/socket.h"
 
 namespace resilient::transport::tcp {

@@ -5,7 +5,7 @@
 
 #include <climits>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 #include "plugin/transport/tcp/comm.h"
 #include "plugin/transport/tcp/connector.h"
 #include "plugin/transport/tcp/listener.h"

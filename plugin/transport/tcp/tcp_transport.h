@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "plugin/common/log.h"
-#include "plugin/transport/tcp/interfaces.h"
+#include "common/log.h"
+#include "plugin/transport/tcp/devices.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/transport.h"
 

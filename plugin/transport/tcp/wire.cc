@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "plugin/common/little_endian.h"
+#include "common/little_endian.h"
 
 namespace resilient::transport::tcp {
 namespace {

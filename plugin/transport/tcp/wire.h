@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 #include "plugin/transport/tcp/options.h"
 
 namespace resilient::transport::tcp {
@@ -46,7 +46,7 @@ inline constexpr size_t kHostnameBytes = 64;  // NUL included
 
 // Sent by the connector on every socket of a connection.
 struct Hello {
-  uint64_t tokenDigest = 0;  // tokenDigest(jobToken), plugin/common/token_digest.h
+  uint64_t tokenDigest = 0;  // tokenDigest(jobToken), common/token_digest.h
   uint64_t nonce = 0;        // random; the same on every socket of one connection
   uint16_t socketIndex = 0;  // 0: control socket, 1..: data sockets
   uint16_t nSockets = 0;     // sockets of the connection, control included

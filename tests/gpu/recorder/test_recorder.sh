@@ -15,9 +15,9 @@ set -uo pipefail
 build=${1:?usage: test_recorder.sh BUILD_DIR}
 recorder=$build/tests/gpu/recorder/libnccl-resilient-recorder.so
 probe=$build/tests/gpu/recorder/resilient-recorder-profiler-probe
-nettest=$build/plugin/hostengine/resilient-nettest
-net_inner=$build/plugin/abi/libnccl-net-resilient.so
-profiler_inner=$build/plugin/abi/libnccl-profiler-resilient.so
+nettest=$build/tools/nettest/resilient-nettest
+net_inner=$build/plugin/net/abi/libnccl-net-resilient.so
+profiler_inner=$build/plugin/profiler/libnccl-profiler-resilient.so
 
 for f in "$recorder" "$probe" "$nettest" "$net_inner" "$profiler_inner"; do
   [[ -e $f ]] || { echo "SKIP: $f is missing (build it first)"; exit 77; }

@@ -14,8 +14,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/blackbox/reader.h"
-#include "plugin/blackbox/writer.h"
+#include "blackbox/reader.h"
+#include "blackbox/writer.h"
 #include "plugin/transport/external/loader.h"
 #include "tests/support/mock_logger.h"
 #include "tests/support/temp_dir.h"

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/boundary.h"
+#include "common/boundary.h"
 #include "tests/support/mock_logger.h"
 
 using namespace resilient;

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/conf_file.h"
+#include "common/conf_file.h"
 #include "tests/support/temp_dir.h"
 
 using namespace resilient::config;

@@ -4,8 +4,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/param_doc.h"
-#include "plugin/common/param_registry.h"
+#include "common/param_doc.h"
+#include "common/param_registry.h"
 
 #ifndef RESILIENT_SOURCE_ROOT
 #error "RESILIENT_SOURCE_ROOT must name the source tree"

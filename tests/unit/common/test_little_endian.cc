@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/little_endian.h"
+#include "common/little_endian.h"
 
 using namespace resilient;
 

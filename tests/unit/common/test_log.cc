@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/log.h"
+#include "common/log.h"
 #include "tests/support/mock_logger.h"
 #include "tests/support/temp_dir.h"
 

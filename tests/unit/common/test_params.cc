@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/params.h"
+#include "common/params.h"
 #include "tests/support/temp_dir.h"
 
 using namespace resilient::config;

@@ -8,8 +8,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/file_descriptor.h"
-#include "plugin/common/socket_address.h"
+#include "common/file_descriptor.h"
+#include "common/socket_address.h"
 
 using namespace resilient;
 

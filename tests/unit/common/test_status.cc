@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/status.h"
+#include "common/status.h"
 
 using namespace resilient;
 

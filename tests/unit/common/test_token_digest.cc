@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "plugin/common/token_digest.h"
+#include "common/token_digest.h"
 
 using resilient::tokenDigest;
 

@@ -2,7 +2,7 @@
 #include <cstring>
 #include <vector>
 
-#include "plugin/hostengine/data.h"
+#include "hostengine/data.h"
 
 namespace he = resilient::hostengine;
 

@@ -7,13 +7,13 @@
 #include <thread>
 #include <vector>
 
-#include "plugin/common/clock.h"
-#include "plugin/common/socket_address.h"
-#include "plugin/hostengine/engine.h"
-#include "plugin/hostengine/pipeline.h"
-#include "plugin/hostengine/raw_tcp_transport.h"
-#include "plugin/hostengine/rendezvous.h"
-#include "plugin/hostengine/socket_io.h"
+#include "common/clock.h"
+#include "common/socket_address.h"
+#include "hostengine/engine.h"
+#include "hostengine/pipeline.h"
+#include "hostengine/raw_tcp_transport.h"
+#include "hostengine/rendezvous.h"
+#include "hostengine/socket_io.h"
 #include "tests/unit/hostengine/memory_transport.h"
 
 namespace he = resilient::hostengine;

@@ -1,7 +1,7 @@
 // The launcher's option syntax and environment merging.
 #include <algorithm>
 
-#include "plugin/hostengine/launcher.h"
+#include "hostengine/launcher.h"
 
 namespace he = resilient::hostengine;
 

@@ -6,11 +6,11 @@
 #include <thread>
 #include <vector>
 
-#include "plugin/common/clock.h"
-#include "plugin/common/file_descriptor.h"
-#include "plugin/common/socket_address.h"
-#include "plugin/hostengine/rendezvous.h"
-#include "plugin/hostengine/socket_io.h"
+#include "common/clock.h"
+#include "common/file_descriptor.h"
+#include "common/socket_address.h"
+#include "hostengine/rendezvous.h"
+#include "hostengine/socket_io.h"
 
 namespace he = resilient::hostengine;
 using resilient::FileDescriptor;

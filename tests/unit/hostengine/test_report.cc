@@ -1,6 +1,6 @@
 // Sizes on the command line, the size sweep, bus factors and table rows.
-#include "plugin/hostengine/pattern.h"
-#include "plugin/hostengine/report.h"
+#include "hostengine/pattern.h"
+#include "hostengine/report.h"
 
 namespace he = resilient::hostengine;
 

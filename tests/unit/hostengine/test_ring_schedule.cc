@@ -4,7 +4,7 @@
 #include <numeric>
 #include <vector>
 
-#include "plugin/hostengine/ring_schedule.h"
+#include "hostengine/ring_schedule.h"
 
 namespace he = resilient::hostengine;
 

@@ -12,8 +12,8 @@
 
 #include "abi_driver.h"
 #include "event_stream.h"
-#include "plugin/blackbox/reader.h"
-#include "plugin/blackbox/writer.h"
+#include "blackbox/reader.h"
+#include "blackbox/writer.h"
 #include "plugin_scope.h"
 #include "resilient/blackbox.h"
 #include "tests/support/temp_dir.h"

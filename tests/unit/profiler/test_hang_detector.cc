@@ -9,8 +9,8 @@
 
 #include "abi_driver.h"
 #include "event_stream.h"
-#include "plugin/blackbox/reader.h"
-#include "plugin/blackbox/writer.h"
+#include "blackbox/reader.h"
+#include "blackbox/writer.h"
 #include "plugin/profiler/context.h"
 #include "plugin_scope.h"
 #include "resilient/blackbox.h"

@@ -12,7 +12,7 @@
 
 #include "abi_driver.h"
 #include "event_stream.h"
-#include "plugin/blackbox/writer.h"
+#include "blackbox/writer.h"
 #include "plugin_scope.h"
 #include "tests/support/temp_dir.h"
 

@@ -16,8 +16,8 @@
 
 #include "nccl/net_v11.h"
 #include "nccl/profiler_v5.h"
-#include "plugin/blackbox/reader.h"
-#include "plugin/blackbox/writer.h"
+#include "blackbox/reader.h"
+#include "blackbox/writer.h"
 #include "tests/support/temp_dir.h"
 
 #ifndef RESILIENT_PROFILER_PLUGIN_PATH

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <stdexcept>
 
-#include "restart/store/prefix_view.h"
+#include "store/prefix_view.h"
 
 namespace resilient::test {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "restart/store/store.h"
+#include "store/store.h"
 
 namespace resilient::test {
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <mutex>
 
-#include "restart/store/etcd/etcd_store.h"
+#include "store/etcd/etcd_store.h"
 #include "tests/support/skip.h"
 #include "tests/unit/store/backends.h"
 #include "tests/unit/store/etcd_cluster.h"

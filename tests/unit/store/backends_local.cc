@@ -3,9 +3,9 @@
 #include <memory>
 #include <mutex>
 
-#include "restart/store/memory_store.h"
-#include "restart/store/tcp/client.h"
-#include "restart/store/tcp/server.h"
+#include "store/memory_store.h"
+#include "store/tcp/client.h"
+#include "store/tcp/server.h"
 #include "tests/unit/store/backends.h"
 #include "tests/unit/store/store_test_util.h"
 

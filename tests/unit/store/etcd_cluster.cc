@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "restart/store/etcd/http_client.h"
+#include "store/etcd/http_client.h"
 
 namespace resilient::test {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "restart/store/client_options.h"
+#include "store/client_options.h"
 
 namespace resilient::test {
 

@@ -9,9 +9,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "restart/store/barrier.h"
-#include "restart/store/errors.h"
-#include "restart/store/prefix_view.h"
+#include "store/barrier.h"
+#include "store/errors.h"
+#include "store/prefix_view.h"
 #include "tests/unit/store/backends.h"
 #include "tests/unit/store/store_test_util.h"
 

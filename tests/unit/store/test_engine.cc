@@ -1,7 +1,7 @@
 // StoreEngine: the rules shared by the memory store and the TCP server.
 #include <catch2/catch.hpp>
 
-#include "restart/store/engine.h"
+#include "store/engine.h"
 
 using namespace resilient::store;
 

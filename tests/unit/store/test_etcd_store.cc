@@ -7,9 +7,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "restart/store/barrier.h"
-#include "restart/store/errors.h"
-#include "restart/store/etcd/etcd_store.h"
+#include "store/barrier.h"
+#include "store/errors.h"
+#include "store/etcd/etcd_store.h"
 #include "tests/unit/store/etcd_cluster.h"
 #include "tests/unit/store/store_test_util.h"
 

@@ -5,11 +5,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "restart/store/backoff.h"
-#include "restart/store/errors.h"
-#include "restart/store/tcp/frame_decoder.h"
-#include "restart/store/tcp/protocol.h"
-#include "restart/store/tcp/wire.h"
+#include "store/backoff.h"
+#include "store/errors.h"
+#include "store/tcp/frame_decoder.h"
+#include "store/tcp/protocol.h"
+#include "store/tcp/wire.h"
 
 using namespace resilient::store;
 using namespace resilient::store::tcp;
@@ -238,7 +238,7 @@ TEST_CASE("rank lists are compressed into ranges", "[store][protocol]") {
 
 #ifdef RESILIENT_STORE_FUZZ_SEEDS
 TEST_CASE("protocol: frames written by an independent encoder decode", "[store][protocol]") {
-  // restart/store/fuzz/make_seeds.py encodes from the protocol description
+  // fuzz/store/make_seeds.py encodes from the protocol description
   // in Python; the seed is a mode byte, then pieces led by a size byte.
   std::ifstream in(RESILIENT_STORE_FUZZ_SEEDS "/session_no_handshake", std::ios::binary);
   REQUIRE(in.good());

@@ -15,12 +15,12 @@
 #include <thread>
 #include <vector>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 #include "resilient/restart/host_communicator.hpp"
 #include "restart/comm/store_rendezvous.h"
-#include "restart/store/open_store.h"
-#include "restart/store/prefix_view.h"
-#include "restart/store/tcp/server.h"
+#include "store/open_store.h"
+#include "store/prefix_view.h"
+#include "store/tcp/server.h"
 
 #ifndef RESILIENT_PLUGIN_PATH
 #error "RESILIENT_PLUGIN_PATH must name libnccl-net-resilient.so"

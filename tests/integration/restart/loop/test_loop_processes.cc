@@ -34,7 +34,7 @@
 
 #include "restart/protocol/fault_record.h"
 #include "restart/protocol/job_keys.h"
-#include "restart/store/open_store.h"
+#include "store/open_store.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/store/store_test_util.h"
 

@@ -18,11 +18,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 #include "restart/monitor/spawn.h"
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/status_page.h"
-#include "restart/store/open_store.h"
+#include "store/open_store.h"
 
 namespace rm = resilient::restart::monitor;
 namespace rp = resilient::restart::protocol;

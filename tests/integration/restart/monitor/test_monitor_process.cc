@@ -24,9 +24,9 @@
 
 #include "restart/protocol/fault_record.h"
 #include "restart/protocol/job_keys.h"
-#include "restart/store/errors.h"
-#include "restart/store/tcp/client.h"
-#include "restart/store/tcp/server.h"
+#include "store/errors.h"
+#include "store/tcp/client.h"
+#include "store/tcp/server.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/store/store_test_util.h"
 

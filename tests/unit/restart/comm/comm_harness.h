@@ -16,8 +16,8 @@
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/state.hpp"
 #include "restart/comm/store_rendezvous.h"
-#include "restart/store/memory_store.h"
-#include "restart/store/prefix_view.h"
+#include "store/memory_store.h"
+#include "store/prefix_view.h"
 
 namespace resilient::restart::commtest {
 

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <thread>
 
-#include "plugin/common/clock.h"
-#include "plugin/hostengine/engine.h"
+#include "common/clock.h"
+#include "hostengine/engine.h"
 #include "restart/comm/rendezvous_out_of_band.h"
 #include "tests/unit/hostengine/memory_transport.h"
 #include "tests/unit/restart/comm/comm_harness.h"

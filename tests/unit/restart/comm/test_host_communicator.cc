@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-#include "plugin/common/clock.h"
+#include "common/clock.h"
 #include "resilient/restart/host_communicator.hpp"
 #include "tests/unit/restart/comm/comm_harness.h"
 

@@ -11,7 +11,7 @@
 #include "resilient/restart/options.hpp"
 #include "resilient/restart/timeline.hpp"
 #include "resilient/restart/wrapper.hpp"
-#include "restart/store/memory_store.h"
+#include "store/memory_store.h"
 
 namespace resilient::test {
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "restart/loop/behind_ranks.h"
-#include "restart/store/memory_store.h"
+#include "store/memory_store.h"
 
 using namespace resilient;
 using restart::CommProgress;

@@ -3,7 +3,7 @@
 
 #include "restart/loop/culprits.h"
 #include "restart/protocol/fault_log.h"
-#include "restart/store/memory_store.h"
+#include "store/memory_store.h"
 
 using namespace resilient;
 using restart::protocol::FaultReason;

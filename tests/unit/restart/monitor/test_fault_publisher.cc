@@ -5,7 +5,7 @@
 
 #include "restart/monitor/fault_publisher.h"
 #include "restart/monitor/heartbeat.h"
-#include "restart/store/memory_store.h"
+#include "store/memory_store.h"
 
 namespace rm = resilient::restart::monitor;
 namespace rp = resilient::restart::protocol;

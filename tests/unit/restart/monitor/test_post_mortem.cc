@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "plugin/blackbox/writer.h"
+#include "blackbox/writer.h"
 #include "restart/monitor/post_mortem.h"
 #include "tests/support/temp_dir.h"
 

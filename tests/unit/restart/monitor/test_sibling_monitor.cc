@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "restart/monitor/sibling_monitor.h"
-#include "restart/store/memory_store.h"
+#include "store/memory_store.h"
 
 namespace rm = resilient::restart::monitor;
 namespace st = resilient::store;

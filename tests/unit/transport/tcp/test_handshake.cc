@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/token_digest.h"
+#include "common/token_digest.h"
 #include "plugin/transport/tcp/listener.h"
 #include "plugin/transport/tcp/tcp_transport.h"
 #include "plugin/transport/tcp/wire.h"

@@ -6,12 +6,15 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/transport/tcp/interfaces.h"
+#include "common/net/interfaces.h"
+#include "plugin/transport/tcp/devices.h"
 #include "plugin/transport/tcp/tcp_transport.h"
+#include "plugin/transport/tcp/wire.h"
 #include "tests/support/mock_logger.h"
 #include "tests/unit/transport/tcp/tcp_test_util.h"
 
 using namespace resilient;
+using namespace resilient::net;
 using namespace resilient::transport::tcp;
 
 namespace {

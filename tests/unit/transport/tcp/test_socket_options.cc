@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/file_descriptor.h"
+#include "common/file_descriptor.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/tcp/socket.h"
 

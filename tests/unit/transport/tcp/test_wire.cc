@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/common/token_digest.h"
+#include "common/token_digest.h"
 #include "plugin/transport/tcp/wire.h"
 #include "plugin/transport/transport.h"
 

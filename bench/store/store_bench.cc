@@ -1,0 +1,654 @@
+// resilient-store-bench: barrier latency and operation throughput of the
+// coordination store with many simulated clients (docs/performance.md).
+//
+// TCP store (--backend tcp): a store server runs in its own process (or
+// --connect names one); each client count is simulated by --processes
+// worker processes holding many connections each, driven by one epoll loop
+// per process (load_driver.h).
+// etcd (--backend etcd --etcd HOST:PORT,...): with --etcd-driver threads
+// the worker processes run one thread per simulated rank, all calling the
+// real EtcdStore (etcd_clients.h); with --etcd-driver event each worker
+// drives its ranks from one thread over libcurl's multi interface, sending
+// the same requests (etcd_event_clients.h).
+// Barrier latency is measured from the last arrival (the moment the last
+// rank's request is sent) to the last release (the moment the last rank has
+// its answer), on CLOCK_MONOTONIC, which all processes share:
+//   straggler  every rank but one arrives; once the server has counted them
+//              all, the last one arrives (the slow rank a restart waits for)
+//   burst      all ranks arrive at once; the last arrival is the last send
+// Prints a table, then the same figures as JSON (--json FILE to save them).
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+#include "bench/store/etcd_clients.h"
+#include "bench/store/etcd_event_clients.h"
+#endif
+#include "bench/store/load_driver.h"
+#include "store/tcp/protocol.h"
+#include "store/tcp/server.h"
+#include "store/tcp/socket_util.h"
+
+namespace {
+
+using namespace resilient::store;
+using bench::BarrierTimes;
+using bench::monotonicNs;
+
+// A line-oriented pipe pair to a forked process.
+struct Channel {
+  int toChild = -1;
+  int fromChild = -1;
+  pid_t pid = -1;
+  std::string buffered;
+
+  void send(const std::string& line) const {
+    const std::string l = line + "\n";
+    if (::write(toChild, l.data(), l.size()) != static_cast<ssize_t>(l.size())) {
+      throw std::runtime_error("write to a worker failed");
+    }
+  }
+  std::string receive() {
+    for (;;) {
+      const size_t nl = buffered.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffered.substr(0, nl);
+        buffered.erase(0, nl + 1);
+        return line;
+      }
+      char buf[512];
+      const ssize_t n = ::read(fromChild, buf, sizeof buf);
+      if (n <= 0) {
+        throw std::runtime_error("a worker process exited early");
+      }
+      buffered.append(buf, static_cast<size_t>(n));
+    }
+  }
+};
+
+// Forks a process running `body(in, out)` with line pipes to the parent.
+template <class Body>
+Channel forkProcess(Body body) {
+  int down[2];
+  int up[2];
+  if (::pipe(down) != 0 || ::pipe(up) != 0) {
+    throw std::runtime_error("pipe failed");
+  }
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    throw std::runtime_error("fork failed");
+  }
+  if (pid == 0) {
+    ::close(down[1]);
+    ::close(up[0]);
+    int rc = 0;
+    try {
+      Channel self{up[1], down[0], 0, {}};
+      body(self);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "resilient-store-bench: worker %d: %s\n", ::getpid(), e.what());
+      rc = 1;
+    }
+    std::fflush(nullptr);
+    ::_exit(rc);
+  }
+  ::close(down[0]);
+  ::close(up[1]);
+  return Channel{down[1], up[0], pid, {}};
+}
+
+void raiseFdLimit(size_t need) {
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < need) {
+    std::fprintf(stderr,
+                 "resilient-store-bench: warning: fd limit %llu is below the %zu the server "
+                 "needs; raise the hard limit (ulimit -Hn)\n",
+                 static_cast<unsigned long long>(rl.rlim_cur), need);
+  }
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  std::string w;
+  while (in >> w) {
+    out.push_back(w);
+  }
+  return out;
+}
+
+// What a worker process drives: TCP connections or etcd client threads.
+class Clients {
+ public:
+  virtual ~Clients() = default;
+  virtual void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
+                            BarrierTimes* t) = 0;
+  virtual void startHeld(BarrierTimes* t) = 0;
+  virtual void awaitReleases(BarrierTimes* t) = 0;
+  virtual uint64_t runOps(const std::string& op, int durationMs) = 0;
+};
+
+class TcpClients final : public Clients {
+ public:
+  TcpClients(const std::string& host, uint16_t port, const std::string& token, int n, int first,
+             const std::string& source, int batchUs)
+      : driver_(host, port, token, n, first, source) {
+    driver_.setBatchUs(batchUs);
+  }
+  void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
+                    BarrierTimes* t) override {
+    driver_.sendBarrier(name, gen, world, hold, t);
+  }
+  void startHeld(BarrierTimes* t) override { driver_.sendHeld(t); }
+  void awaitReleases(BarrierTimes* t) override { driver_.awaitReleases(t, 120000); }
+  uint64_t runOps(const std::string& op, int durationMs) override {
+    const tcp::Op o = op == "set" ? tcp::Op::kSet : op == "get" ? tcp::Op::kGet : tcp::Op::kAdd;
+    return driver_.runOps(o, durationMs);
+  }
+
+ private:
+  bench::LoadDriver driver_;
+};
+
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+// The etcd drivers (a thread per rank, or libcurl multi) behind Clients:
+// both have Clients' operations, so one forwarding adapter serves them.
+template <class Driver>
+class EtcdWorkerClients final : public Clients {
+ public:
+  template <class... Args>
+  explicit EtcdWorkerClients(Args&&... args) : clients_(std::forward<Args>(args)...) {}
+  void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
+                    BarrierTimes* t) override {
+    clients_.startBarrier(name, gen, world, hold, t);
+  }
+  void startHeld(BarrierTimes* t) override { clients_.startHeld(t); }
+  void awaitReleases(BarrierTimes* t) override { clients_.awaitReleases(t); }
+  uint64_t runOps(const std::string& op, int durationMs) override {
+    return clients_.runOps(op, durationMs);
+  }
+
+ private:
+  Driver clients_;
+};
+#endif
+
+// The worker: connects, then obeys commands until told to quit.
+void workerMain(Channel& parent, Clients& clients) {
+  parent.send("ready");
+  BarrierTimes times;
+  for (;;) {
+    const std::vector<std::string> cmd = split(parent.receive());
+    if (cmd.empty() || cmd[0] == "Q") {
+      return;
+    }
+    if (cmd[0] == "B") {  // B name generation world hold
+      clients.startBarrier(cmd[1], std::stoull(cmd[2]), std::stoi(cmd[3]), cmd[4] == "1", &times);
+      parent.send("sent " + std::to_string(times.lastSendNs));
+    } else if (cmd[0] == "H") {
+      clients.startHeld(&times);
+    } else if (cmd[0] == "W") {
+      clients.awaitReleases(&times);
+      parent.send("rel " + std::to_string(times.lastSendNs) + " " +
+                  std::to_string(times.firstReleaseNs) + " " + std::to_string(times.lastReleaseNs) +
+                  " " + std::to_string(times.released) + " " + std::to_string(times.errors));
+    } else if (cmd[0] == "O") {  // O op durationMs
+      parent.send("ops " + std::to_string(clients.runOps(cmd[1], std::stoi(cmd[2]))));
+    }
+  }
+}
+
+// Where the benchmark's store is, and how to make a worker's clients.
+struct Target {
+  std::string backend = "tcp";
+  std::string host;
+  uint16_t port = 0;
+  std::string token;
+  std::vector<std::string> etcd;
+  std::string etcdDriver = "threads";
+  int batchUs = 0;
+
+  std::unique_ptr<Clients> clients(int n, int first, int processIndex) const {
+    if (backend == "etcd") {
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+      if (etcdDriver == "event") {
+        // Each worker its own loopback source address, as for the TCP store.
+        const std::string source =
+            etcd.front().rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + processIndex) : "";
+        return std::make_unique<EtcdWorkerClients<bench::EtcdEventClients>>(etcd, n, first, source);
+      }
+      return std::make_unique<EtcdWorkerClients<bench::EtcdClients>>(etcd, n, first);
+#else
+      throw std::runtime_error("this build has no etcd backend");
+#endif
+    }
+    // Each worker its own loopback source address: 127.0.0.2, .3, ...
+    const std::string source =
+        host.rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + processIndex) : "";
+    return std::make_unique<TcpClients>(host, port, token, n, first, source, batchUs);
+  }
+};
+
+// The coordinator's view of a barrier: how many ranks are counted. Marking
+// rank 0, already counted by its own arrival or counted now, changes nothing.
+class Probe {
+ public:
+  explicit Probe(const Target& t) {
+    if (t.backend == "etcd") {
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+      ClientOptions o;
+      // Behind thousands of arrivals, etcd answers late: the probe waits as
+      // long as the simulated clients do.
+      o.memberTimeout = Millis(1200000);
+      o.defaultTimeout = Millis(1800000);
+      etcd_ = std::make_unique<etcd::EtcdStore>(t.etcd, o);
+#else
+      throw std::runtime_error("this build has no etcd backend");
+#endif
+    } else {
+      tcp_ = std::make_unique<bench::BlockingConn>(t.host, t.port, t.token);
+    }
+  }
+  uint32_t arrived(const std::string& name, uint64_t gen, int world) {
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+    if (etcd_) {
+      return etcd_->barrier({name, gen, 0, world, false}).arrived;
+    }
+#endif
+    tcp::Request mark;
+    mark.op = tcp::Op::kBarrier;
+    mark.arrival = {name, gen, 0, world, false};
+    return tcp_->call(mark).barrier.arrived;
+  }
+
+ private:
+  std::unique_ptr<bench::BlockingConn> tcp_;
+#if defined(RESILIENT_HAVE_ETCD_STORE)
+  std::unique_ptr<etcd::EtcdStore> etcd_;
+#endif
+};
+
+struct Summary {
+  double median = 0;
+  double p90 = 0;
+  double min = 0;
+  double max = 0;
+};
+
+Summary summarize(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) {
+    return s;
+  }
+  std::sort(v.begin(), v.end());
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  s.p90 = v[std::min(v.size() - 1, (v.size() * 9) / 10)];
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+struct Row {
+  int clients = 0;
+  int processes = 0;
+  double connectSeconds = 0;
+  Summary straggler;
+  Summary burst;
+  double firstToLastReleaseMs = 0;  // straggler, median
+  double arrivalsSeconds = 0;       // straggler: first send to n-1 counted, median
+  double setOps = 0;
+  double getOps = 0;
+  double addOps = 0;
+};
+
+Row runOne(const Target& target, int clients, int processes, int rounds, int warmup, int opsMs,
+           bool straggler, bool burst) {
+  Row row;
+  row.clients = clients;
+  processes = std::max(1, std::min(processes, clients));
+  row.processes = processes;
+  const uint64_t t0 = monotonicNs();
+  std::vector<Channel> workers;
+  int rank = 0;
+  for (int p = 0; p < processes; ++p) {
+    const int n = clients / processes + (p < clients % processes ? 1 : 0);
+    workers.push_back(forkProcess([&, n, rank, p](Channel& self) {
+      ::prctl(PR_SET_NAME, "bench-clients");
+      std::unique_ptr<Clients> c = target.clients(n, rank, p);
+      workerMain(self, *c);
+    }));
+    rank += n;
+  }
+  for (auto& w : workers) {
+    if (w.receive() != "ready") {
+      throw std::runtime_error("a worker failed to connect");
+    }
+  }
+  row.connectSeconds = static_cast<double>(monotonicNs() - t0) / 1e9;
+  Probe probe(target);
+  const std::string name = "bench/" + std::to_string(clients) + "/" + std::to_string(::getpid());
+  std::vector<double> stragglerMs;
+  std::vector<double> burstMs;
+  std::vector<double> spreadMs;
+  uint64_t gen = 0;
+  // Burst: the last arrival is the last send of any worker.
+  const auto collectBurst = [&](std::vector<double>* out) {
+    uint64_t lastArrival = 0;
+    uint64_t lastRelease = 0;
+    uint64_t released = 0;
+    uint64_t errors = 0;
+    for (auto& w : workers) {
+      const std::vector<std::string> r = split(w.receive());
+      if (r.size() != 6 || r[0] != "rel") {
+        throw std::runtime_error("unexpected worker answer");
+      }
+      lastArrival = std::max<uint64_t>(lastArrival, std::stoull(r[1]));
+      lastRelease = std::max<uint64_t>(lastRelease, std::stoull(r[3]));
+      released += std::stoull(r[4]);
+      errors += std::stoull(r[5]);
+    }
+    if (released != static_cast<uint64_t>(clients) || errors != 0) {
+      throw std::runtime_error("barrier round incomplete: " + std::to_string(released) + " of " +
+                               std::to_string(clients) + " released, " + std::to_string(errors) +
+                               " errors");
+    }
+    out->push_back(static_cast<double>(lastRelease - lastArrival) / 1e6);
+  };
+  // Warm-up round (not counted): first-touch allocations on both sides.
+  std::vector<double> arrivalsS;
+  for (int round = -warmup; round < rounds; ++round) {
+    if (straggler) {
+      const uint64_t g = gen++;
+      const uint64_t roundStart = monotonicNs();
+      for (size_t i = 0; i < workers.size(); ++i) {
+        workers[i].send("B " + name + " " + std::to_string(g) + " " + std::to_string(clients) +
+                        (i == 0 ? " 1" : " 0"));
+      }
+      for (auto& w : workers) {
+        w.receive();  // sent
+      }
+      if (clients > 1) {
+        // Wait until the store has counted every rank but the held one.
+        const uint64_t giveUp = monotonicNs() + 1800ull * 1000000000ull;
+        while (probe.arrived(name, g, clients) < static_cast<uint32_t>(clients - 1)) {
+          if (monotonicNs() > giveUp) {
+            throw std::runtime_error("ranks did not all arrive within 1800 s");
+          }
+          // etcd: each probe is a transaction queued behind thousands of
+          // arrivals, so it polls less often, not to compete with them.
+          std::this_thread::sleep_for(
+              std::chrono::milliseconds(target.backend == "etcd" ? 100 : 2));
+        }
+        if (round >= 0) {
+          arrivalsS.push_back(static_cast<double>(monotonicNs() - roundStart) / 1e9);
+        }
+        // The others have been waiting: let the machine settle first (the
+        // TCP stack's delayed ACKs of the previous round fire within 200 ms;
+        // etcd's watches start right after each arrival), so the straggler's
+        // release is measured on its own, as in a job between two steps.
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(target.backend == "etcd" ? 500 : 250));
+      }
+      workers[0].send("H");
+      for (auto& w : workers) {
+        w.send("W");
+      }
+      // The held send time comes back as worker 0's lastSendNs.
+      uint64_t held = 0;
+      uint64_t lastRelease = 0;
+      uint64_t firstRelease = UINT64_MAX;
+      uint64_t released = 0;
+      for (size_t i = 0; i < workers.size(); ++i) {
+        const std::vector<std::string> r = split(workers[i].receive());
+        if (i == 0) {
+          held = std::stoull(r[1]);
+        }
+        firstRelease = std::min<uint64_t>(firstRelease, std::stoull(r[2]));
+        lastRelease = std::max<uint64_t>(lastRelease, std::stoull(r[3]));
+        released += std::stoull(r[4]);
+        if (std::stoull(r[5]) != 0) {
+          throw std::runtime_error("barrier errors");
+        }
+      }
+      if (released != static_cast<uint64_t>(clients)) {
+        throw std::runtime_error("straggler round incomplete");
+      }
+      if (round >= 0) {
+        stragglerMs.push_back(static_cast<double>(lastRelease - held) / 1e6);
+        spreadMs.push_back(static_cast<double>(lastRelease - firstRelease) / 1e6);
+      }
+    }
+    if (burst) {
+      const uint64_t g = gen++;
+      for (auto& w : workers) {
+        w.send("B " + name + " " + std::to_string(g) + " " + std::to_string(clients) + " 0");
+        w.send("W");
+      }
+      for (auto& w : workers) {
+        w.receive();  // sent
+      }
+      std::vector<double> sink;
+      collectBurst(round >= 0 ? &burstMs : &sink);
+    }
+  }
+  row.straggler = summarize(stragglerMs);
+  row.burst = summarize(burstMs);
+  row.firstToLastReleaseMs = summarize(spreadMs).median;
+  row.arrivalsSeconds = summarize(arrivalsS).median;
+  if (opsMs > 0) {
+    for (const char* op : {"set", "get", "add"}) {
+      // Every operation completed counts, those still in flight at the end
+      // of the window included, over the time until the last one finished:
+      // a call slower than the window (etcd with thousands of clients) is
+      // not lost from the rate.
+      uint64_t total = 0;
+      const uint64_t start = monotonicNs();
+      for (auto& w : workers) {
+        w.send(std::string("O ") + op + " " + std::to_string(opsMs));
+      }
+      for (auto& w : workers) {
+        total += std::stoull(split(w.receive())[1]);
+      }
+      const double seconds = static_cast<double>(monotonicNs() - start) / 1e9;
+      const double rate = static_cast<double>(total) / seconds;
+      (std::string(op) == "set"   ? row.setOps
+       : std::string(op) == "get" ? row.getOps
+                                  : row.addOps) = rate;
+    }
+  }
+  for (auto& w : workers) {
+    w.send("Q");
+    int status = 0;
+    ::waitpid(w.pid, &status, 0);
+    ::close(w.toChild);
+    ::close(w.fromChild);
+  }
+  return row;
+}
+
+std::string machine() {
+  utsname u{};
+  ::uname(&u);
+  return std::string(u.sysname) + " " + u.release + ", " +
+         std::to_string(std::thread::hardware_concurrency()) + " cpus";
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Barrier latency and ops/s of the store with many simulated clients."};
+  std::vector<int> clientCounts{64, 1024, 4096, 16384};
+  int processes = 4;
+  int rounds = 20;
+  int warmup = 1;
+  int opsMs = 2000;
+  std::string mode = "both";
+  std::string jsonPath;
+  std::string connect;
+  std::string token = "bench-token";
+  int sendThreads = -1;
+  std::string backend = "tcp";
+  std::string etcdEndpoints;
+  std::string etcdDriver = "threads";
+  // A simulated client process polls its connections about once per
+  // millisecond during a release instead of being woken per reply: a real
+  // rank is on its own host and costs the server's cores no wake-up, and a
+  // release time is taken when the reply is read, so polling only adds.
+  int batchUs = 1000;
+  app.add_option("--client-batch-us", batchUs,
+                 "TCP: a simulated client process sleeps this long after handling a batch of "
+                 "releases before its next epoll_wait (0: woken per reply)")
+      ->capture_default_str();
+  app.add_option("--backend", backend, "tcp or etcd")->capture_default_str();
+  app.add_option("--etcd", etcdEndpoints, "etcd members HOST:PORT,... (--backend etcd)");
+  app.add_option("--etcd-driver", etcdDriver,
+                 "etcd: 'threads' (a thread per rank calling EtcdStore) or 'event' (every rank of "
+                 "a worker on one thread over libcurl multi, the same requests)")
+      ->check(CLI::IsMember({"threads", "event"}))
+      ->capture_default_str();
+  app.add_option("--clients", clientCounts, "simulated client counts")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--processes", processes, "worker processes per client count")
+      ->capture_default_str();
+  app.add_option("--rounds", rounds, "barrier rounds per mode and count")->capture_default_str();
+  app.add_option("--warmup", warmup, "uncounted warm-up rounds before them")->capture_default_str();
+  app.add_option("--ops-ms", opsMs, "duration of each throughput run (0: skip)")
+      ->capture_default_str();
+  app.add_option("--mode", mode, "straggler, burst or both")->capture_default_str();
+  app.add_option("--json", jsonPath, "also write the results as JSON to this file");
+  app.add_option("--connect", connect,
+                 "HOST:PORT of a running resilient-store (default: fork one)");
+  app.add_option("--token", token, "job token")->capture_default_str();
+  app.add_option("--send-threads", sendThreads,
+                 "server helper threads for reply bursts (-1: one per extra core, at most 3)")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  const int maxClients = *std::max_element(clientCounts.begin(), clientCounts.end());
+  raiseFdLimit(static_cast<size_t>(maxClients) + 64);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  Target target;
+  target.backend = backend;
+  target.host = "127.0.0.1";
+  target.token = token;
+  target.batchUs = batchUs;
+  target.etcdDriver = etcdDriver;
+  Channel server;
+  if (backend == "etcd") {
+    std::istringstream in(etcdEndpoints);
+    for (std::string ep; std::getline(in, ep, ',');) {
+      if (!ep.empty()) {
+        target.etcd.push_back(ep);
+      }
+    }
+    if (target.etcd.empty()) {
+      throw CLI::ValidationError("--etcd", "the etcd backend needs --etcd HOST:PORT,...");
+    }
+  } else if (backend != "tcp") {
+    throw CLI::ValidationError("--backend", "tcp or etcd");
+  } else if (connect.empty()) {
+    // The server in a process of its own, as in a job (launcher or monitor).
+    server = forkProcess([&](Channel& self) {
+      tcp::ServerOptions o;
+      o.host = target.host;
+      o.token = token;
+      o.sendThreads = sendThreads;
+      tcp::StoreServer srv(o);
+      self.send(std::to_string(srv.port()));
+      self.receive();  // until told to stop (or the parent's end closes)
+    });
+    target.port = static_cast<uint16_t>(std::stoi(server.receive()));
+  } else {
+    const tcp::HostPort hp = tcp::parseHostPort(connect);
+    target.host = hp.host;
+    target.port = hp.port;
+  }
+
+  std::vector<Row> rows;
+  if (backend == "etcd") {
+    std::printf("etcd store benchmark: %s, driver %s, %s\n", etcdEndpoints.c_str(),
+                etcdDriver.c_str(), machine().c_str());
+  } else {
+    std::printf("TCP store benchmark: server %s:%u (send threads %d, client batch %d us), %s\n",
+                target.host.c_str(), target.port, sendThreads, batchUs, machine().c_str());
+  }
+  std::printf("%8s %5s %9s | %-27s | %-27s | %9s | %10s %10s %10s\n", "clients", "procs",
+              "connect s", "straggler ms med/p90/max", "burst ms med/p90/max", "spread ms",
+              "set op/s", "get op/s", "add op/s");
+  for (int n : clientCounts) {
+    Row r =
+        runOne(target, n, processes, rounds, warmup, opsMs, mode != "burst", mode != "straggler");
+    std::printf(
+        "%8d %5d %9.2f | %8.2f %8.2f %9.2f | %8.2f %8.2f %9.2f | %9.2f | %10.0f %10.0f %10.0f\n",
+        r.clients, r.processes, r.connectSeconds, r.straggler.median, r.straggler.p90,
+        r.straggler.max, r.burst.median, r.burst.p90, r.burst.max, r.firstToLastReleaseMs, r.setOps,
+        r.getOps, r.addOps);
+    if (mode != "burst" && n > 1) {
+      std::printf(
+          "%8s straggler rounds: %d-1 ranks counted %.2f s after the round began (median)\n", "", n,
+          r.arrivalsSeconds);
+    }
+    std::fflush(stdout);
+    rows.push_back(r);
+  }
+  if (server.pid > 0) {
+    server.send("stop");
+    int status = 0;
+    ::waitpid(server.pid, &status, 0);
+  }
+
+  std::ostringstream json;
+  json << "{\"benchmark\":\"" << backend << "-store\",\"machine\":\"" << machine()
+       << "\",\"etcd_driver\":\"" << (backend == "etcd" ? etcdDriver : std::string("-"))
+       << "\",\"send_threads\":" << sendThreads << ",\"client_batch_us\":" << batchUs
+       << ",\"rounds\":" << rounds << ",\"ops_ms\":" << opsMs << ",\"results\":[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    json << (i ? "," : "") << "{\"clients\":" << r.clients << ",\"processes\":" << r.processes
+         << ",\"connect_s\":" << r.connectSeconds
+         << ",\"straggler_ms\":{\"median\":" << r.straggler.median << ",\"p90\":" << r.straggler.p90
+         << ",\"max\":" << r.straggler.max << "},\"burst_ms\":{\"median\":" << r.burst.median
+         << ",\"p90\":" << r.burst.p90 << ",\"max\":" << r.burst.max
+         << "},\"release_spread_ms\":" << r.firstToLastReleaseMs
+         << ",\"straggler_arrivals_s\":" << r.arrivalsSeconds
+         << ",\"ops_per_s\":{\"set\":" << r.setOps << ",\"get\":" << r.getOps
+         << ",\"add\":" << r.addOps << "}}";
+  }
+  json << "]}";
+  std::printf("%s\n", json.str().c_str());
+  if (!jsonPath.empty()) {
+    std::ofstream(jsonPath) << json.str() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "resilient-store-bench: %s\n", e.what());
+    return 1;
+  }
+}

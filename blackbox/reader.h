@@ -1,0 +1,66 @@
+// The reading side of the blackbox: opens a process's region (live, or left
+// behind by a crash), checks it, and takes a consistent snapshot. Consumers
+// may also set bits of the control word (fail fast).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "resilient/blackbox.h"
+
+namespace resilient::blackbox {
+
+// A communicator slot of the profiler and its flight recorder.
+struct CommView {
+  resilient_blackbox_comm comm{};
+  std::vector<resilient_blackbox_op> flight;  // this communicator's entries, oldest first
+};
+
+struct Snapshot {
+  std::string path;
+  resilient_blackbox_header header{};
+  std::vector<resilient_blackbox_connection> connections;  // slots in use
+  std::vector<resilient_blackbox_fault> faults;            // oldest first
+  std::vector<CommView> comms;                             // active, then finalized; by slot
+  bool processAlive = false;                               // the writing process still exists
+};
+
+// A pid (numeric) names "<dir>/resilient-blackbox-<pid>"; anything else is a path.
+std::string resolveRegion(const std::string& pidOrPath, const std::string& dir);
+
+struct ReadOptions {
+  bool flight = true;  // false: the communicator table without the flight-recorder rings
+};
+
+Result<Snapshot> readRegion(const std::string& path, const ReadOptions& options = {});
+
+// A region kept mapped, for a consumer that polls it (the restart library's
+// monitor thread): the fault counter is one atomic load, snapshots need no
+// open/map per call, and the control word can be set and cleared.
+class RegionWatch {
+ public:
+  static Result<RegionWatch> open(const std::string& path);
+  RegionWatch(RegionWatch&&) noexcept;
+  RegionWatch& operator=(RegionWatch&&) noexcept;
+  ~RegionWatch();
+
+  // Faults recorded so far (header.faultCount).
+  uint64_t faultCount() const noexcept;
+  Snapshot read(const ReadOptions& options = {}) const;
+  void setControlBits(uint32_t bits) const noexcept;
+  void clearControlBits(uint32_t bits) const noexcept;
+  const std::string& path() const noexcept;
+
+ private:
+  RegionWatch();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ORs `bits` into the region's control word.
+Status setControlBits(const std::string& path, uint32_t bits);
+
+}  // namespace resilient::blackbox

@@ -1,0 +1,305 @@
+#include "blackbox/writer.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "blackbox/seqlock.h"
+#include "common/params.h"
+
+namespace resilient::blackbox {
+namespace {
+
+uint64_t clockNs(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Holds an exclusive flock on an open region file while the header is
+// examined or changed, so that two libraries of one process attaching or
+// detaching at once see each other's counts.
+class FileLock {
+ public:
+  explicit FileLock(int fd) : fd_(fd) {
+    while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~FileLock() { flock(fd_, LOCK_UN); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+// True when `h` is a complete, current-version region of this very process
+// (not a file left by an earlier process that had the same pid).
+bool isOurLiveRegion(const resilient_blackbox_header* h, size_t fileSize, uint64_t startTicks) {
+  return fileSize >= sizeof(resilient_blackbox_header) && h->magic == RESILIENT_BLACKBOX_MAGIC &&
+         h->version == RESILIENT_BLACKBOX_VERSION && h->size == fileSize &&
+         h->pid == static_cast<uint32_t>(getpid()) && h->processStartTicks == startTicks &&
+         h->attachCount > 0;
+}
+
+void initHeader(resilient_blackbox_header* h, size_t size, const Layout& layout,
+                const std::string& host, uint64_t startTicks) {
+  h->version = RESILIENT_BLACKBOX_VERSION;
+  h->size = size;
+  h->pid = static_cast<uint32_t>(getpid());
+  h->connectionSlots = RESILIENT_BLACKBOX_CONNECTIONS;
+  h->faultSlots = RESILIENT_BLACKBOX_FAULTS;
+  copyText(h->host, host);
+  h->startWallNs = clockNs(CLOCK_REALTIME);
+  h->connectionOffset = sizeof(resilient_blackbox_header);
+  h->faultOffset =
+      h->connectionOffset + RESILIENT_BLACKBOX_CONNECTIONS * sizeof(resilient_blackbox_connection);
+  h->processStartTicks = startTicks;
+  h->attachCount = 1;
+  h->commSlots = RESILIENT_BLACKBOX_COMMS;
+  h->flightOps = layout.flightOps;
+  h->commOffset = h->faultOffset + RESILIENT_BLACKBOX_FAULTS * sizeof(resilient_blackbox_fault);
+  h->flightOffset = h->commOffset + RESILIENT_BLACKBOX_COMMS * sizeof(resilient_blackbox_comm);
+  // The magic last: a reader that sees it sees a complete header.
+  std::atomic_ref<uint32_t>(h->magic).store(RESILIENT_BLACKBOX_MAGIC, std::memory_order_release);
+}
+
+}  // namespace
+
+std::string regionPath(const std::string& dir, uint32_t pid) {
+  return dir + "/" + RESILIENT_BLACKBOX_FILE_PREFIX + std::to_string(pid);
+}
+
+uint64_t processStartTicks(uint32_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) {
+    return 0;
+  }
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // "pid (comm) state ppid ...": comm may contain spaces and parentheses,
+  // so fields are counted from the last ')'; starttime is field 22.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) {
+    return 0;
+  }
+  int field = 2;
+  for (; *p != '\0' && field < 22; ++p) {
+    if (*p == ' ') {
+      ++field;
+    }
+  }
+  return field == 22 ? std::strtoull(p, nullptr, 10) : 0;
+}
+
+Layout Layout::fromParams() {
+  Layout l;
+  l.flightOps =
+      static_cast<uint32_t>(config::Params::global().integer(config::Param::kFlightRecorderOps));
+  return l;
+}
+
+Result<std::unique_ptr<Writer>> Writer::create(const std::string& dir, const std::string& host) {
+  return create(dir, host, Layout::fromParams());
+}
+
+Result<std::unique_ptr<Writer>> Writer::create(const std::string& dir, const std::string& host,
+                                               const Layout& requested) {
+  Layout layout = requested;
+  if (layout.flightOps == 0 || layout.flightOps > RESILIENT_BLACKBOX_FLIGHT_OPS_MAX) {
+    return invalidUsage("blackbox: flight-recorder length " + std::to_string(layout.flightOps) +
+                        " is outside [1, " + std::to_string(RESILIENT_BLACKBOX_FLIGHT_OPS_MAX) +
+                        "]");
+  }
+  const std::string path = regionPath(dir, static_cast<uint32_t>(getpid()));
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return systemError("blackbox: cannot create " + path);
+  }
+  const uint64_t startTicks = processStartTicks(static_cast<uint32_t>(getpid()));
+  void* base = MAP_FAILED;
+  size_t size = 0;
+  bool attached = false;
+  {
+    // Released before the descriptor is closed: the mapping keeps the open
+    // file description (and so a flock) alive after close().
+    FileLock lock(fd);
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      Status s = systemError("blackbox: cannot stat " + path);
+      ::close(fd);
+      return s;
+    }
+    // Attach to this process's region when another library created it.
+    if (static_cast<size_t>(st.st_size) >= sizeof(resilient_blackbox_header)) {
+      size = static_cast<size_t>(st.st_size);
+      base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (base != MAP_FAILED) {
+        auto* h = static_cast<resilient_blackbox_header*>(base);
+        if (isOurLiveRegion(h, size, startTicks)) {
+          std::atomic_ref<uint32_t>(h->attachCount).fetch_add(1, std::memory_order_relaxed);
+          attached = true;
+        } else {
+          munmap(base, size);
+          base = MAP_FAILED;
+        }
+      }
+    }
+    if (!attached) {
+      // A new region (or a stale one of an earlier process: start afresh).
+      size = RESILIENT_BLACKBOX_SIZE_FOR(layout.flightOps);
+      if (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+        Status s = systemError("blackbox: cannot size " + path);
+        ::close(fd);
+        ::unlink(path.c_str());
+        return s;
+      }
+      base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (base == MAP_FAILED) {
+        Status s = systemError("blackbox: cannot map " + path);
+        ::close(fd);
+        ::unlink(path.c_str());
+        return s;
+      }
+      initHeader(static_cast<resilient_blackbox_header*>(base), size, layout, host, startTicks);
+    }
+  }
+  ::close(fd);
+  return std::unique_ptr<Writer>(new Writer(path, base, size));
+}
+
+Writer::Writer(std::string path, void* base, size_t size)
+    : path_(std::move(path)),
+      base_(base),
+      size_(size),
+      header_(static_cast<resilient_blackbox_header*>(base)),
+      connections_(reinterpret_cast<resilient_blackbox_connection*>(static_cast<char*>(base) +
+                                                                    header_->connectionOffset)),
+      faults_(reinterpret_cast<resilient_blackbox_fault*>(static_cast<char*>(base) +
+                                                          header_->faultOffset)),
+      comms_(reinterpret_cast<resilient_blackbox_comm*>(static_cast<char*>(base) +
+                                                        header_->commOffset)),
+      flight_(reinterpret_cast<resilient_blackbox_op*>(static_cast<char*>(base) +
+                                                       header_->flightOffset)),
+      used_(new bool[RESILIENT_BLACKBOX_CONNECTIONS]()) {}
+
+Writer::~Writer() {
+  // Detach under the file lock; the last one out removes the file. If the
+  // file was replaced meanwhile (it cannot be while we are attached), leave it.
+  const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd >= 0) {
+    FileLock lock(fd);
+    const uint32_t left =
+        std::atomic_ref<uint32_t>(header_->attachCount).fetch_sub(1, std::memory_order_relaxed) - 1;
+    struct stat st {};
+    if (left == 0 && fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == size_) {
+      ::unlink(path_.c_str());
+    }
+  }
+  munmap(base_, size_);
+  if (fd >= 0) {
+    ::close(fd);
+  }
+}
+
+int Writer::claimConnection() noexcept {
+  for (int i = 0; i < RESILIENT_BLACKBOX_CONNECTIONS; ++i) {
+    if (!used_[static_cast<size_t>(i)]) {
+      used_[static_cast<size_t>(i)] = true;
+      return i;
+    }
+  }
+  return -1;
+}
+
+void Writer::releaseConnection(int slot) noexcept {
+  if (slot < 0 || slot >= RESILIENT_BLACKBOX_CONNECTIONS) {
+    return;
+  }
+  resilient_blackbox_connection empty{};
+  empty.state = RESILIENT_BLACKBOX_CONN_FREE;
+  seqWrite(&connections_[slot], empty);
+  used_[static_cast<size_t>(slot)] = false;
+}
+
+void Writer::writeConnection(int slot, const resilient_blackbox_connection& snapshot) noexcept {
+  if (slot >= 0 && slot < RESILIENT_BLACKBOX_CONNECTIONS) {
+    seqWrite(&connections_[slot], snapshot);
+  }
+}
+
+void Writer::recordFault(resilient_blackbox_fault record) noexcept {
+  const uint64_t number =
+      std::atomic_ref<uint64_t>(header_->faultCount).fetch_add(1, std::memory_order_relaxed) + 1;
+  record.number = number;
+  record.wallNs = clockNs(CLOCK_REALTIME);
+  record.monoNs = clockNs(CLOCK_MONOTONIC);
+  seqWrite(&faults_[(number - 1) % RESILIENT_BLACKBOX_FAULTS], record);
+}
+
+int Writer::claimComm() noexcept {
+  const uint32_t slots = header_->commSlots;
+  for (uint32_t i = 0; i < slots; ++i) {
+    uint32_t expected = RESILIENT_BLACKBOX_COMM_FREE;
+    if (std::atomic_ref<uint32_t>(comms_[i].state)
+            .compare_exchange_strong(expected, RESILIENT_BLACKBOX_COMM_ACTIVE,
+                                     std::memory_order_relaxed)) {
+      return static_cast<int>(i);
+    }
+  }
+  // Reuse the finalized slot written longest ago.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    int oldest = -1;
+    uint64_t oldestNs = UINT64_MAX;
+    for (uint32_t i = 0; i < slots; ++i) {
+      if (std::atomic_ref<uint32_t>(comms_[i].state).load(std::memory_order_relaxed) ==
+          RESILIENT_BLACKBOX_COMM_FINALIZED) {
+        const uint64_t t =
+            std::atomic_ref<uint64_t>(comms_[i].updatedMonoNs).load(std::memory_order_relaxed);
+        if (t < oldestNs) {
+          oldestNs = t;
+          oldest = static_cast<int>(i);
+        }
+      }
+    }
+    if (oldest < 0) {
+      return -1;
+    }
+    uint32_t expected = RESILIENT_BLACKBOX_COMM_FINALIZED;
+    if (std::atomic_ref<uint32_t>(comms_[oldest].state)
+            .compare_exchange_strong(expected, RESILIENT_BLACKBOX_COMM_ACTIVE,
+                                     std::memory_order_relaxed)) {
+      return oldest;
+    }
+  }
+  return -1;
+}
+
+void Writer::writeComm(int slot, const resilient_blackbox_comm& comm) noexcept {
+  if (slot >= 0 && static_cast<uint32_t>(slot) < header_->commSlots) {
+    seqWrite(&comms_[slot], comm);
+  }
+}
+
+void Writer::writeFlight(int slot, uint64_t index, const resilient_blackbox_op& op) noexcept {
+  if (slot >= 0 && static_cast<uint32_t>(slot) < header_->commSlots) {
+    const uint64_t ring = header_->flightOps;
+    seqWrite(&flight_[static_cast<uint64_t>(slot) * ring + index % ring], op);
+  }
+}
+
+void Writer::heartbeat(uint64_t monoNs, uint64_t wallNs) noexcept {
+  std::atomic_ref<uint64_t>(header_->heartbeatMonoNs).store(monoNs, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(header_->heartbeatWallNs).store(wallNs, std::memory_order_relaxed);
+}
+
+}  // namespace resilient::blackbox

@@ -1,0 +1,41 @@
+// An IPv4 or IPv6 socket address, its text, and the addresses of a socket and
+// of a host name.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace resilient {
+
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;  // 0: no address
+
+  int family() const noexcept { return storage.ss_family; }
+  uint16_t port() const noexcept;  // 0 for a family other than AF_INET/AF_INET6
+  void setPort(uint16_t port) noexcept;
+  const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&storage); }
+  sockaddr* get() noexcept { return reinterpret_cast<sockaddr*>(&storage); }
+  // "10.0.0.2:40000", "[fd00::2]:40000", "[fe80::1%2]:40000"; "?" when empty.
+  std::string toString() const;
+  // "10.0.0.2", "fd00::2", "fe80::1%2" (no port); "?" when empty.
+  std::string hostText() const;
+
+  // A copy of an AF_INET or AF_INET6 address; empty for any other family or nullptr.
+  static SocketAddress fromSockaddr(const sockaddr* addr) noexcept;
+};
+
+// The first address of a numeric or named host ("127.0.0.1", "::1",
+// "localhost") with `port`; invalidUsage when it does not resolve.
+Result<SocketAddress> resolveAddress(const std::string& host, uint16_t port);
+
+// Local and peer address of a socket (an empty address on failure, errno set).
+SocketAddress localAddressOf(int fd) noexcept;
+SocketAddress peerAddressOf(int fd) noexcept;
+
+}  // namespace resilient

@@ -1,0 +1,144 @@
+// The host engine: a small collective library over a net plugin, for runs
+// without a GPU (design.md, "The host engine"). It drives a
+// transport::Transport (in practice an ExternalTransport: any NCCL net plugin
+// .so loaded as NCCL loads it) with NCCL's call contract: non-blocking
+// connect/accept polled, a bounded number of outstanding requests per comm,
+// grouped receives, NCCL's tags, test() polling, close on abort.
+//
+// One Engine per rank (process). setup() builds the connections the pattern
+// needs: every rank listens once per peer it receives from, the 128-byte
+// handles are exchanged out of band (OutOfBand), then each rank connects to
+// the peers it sends to and accepts from the peers it receives from, all
+// polled together until done or the timeout. run() executes one operation
+// on host buffers and validates every byte of its result. It is test and
+// demo infrastructure, not NCCL.
+//
+// The user-data operations (allReduceSum, broadcast, barrier) serve the
+// restart library's host communicator: the same ring and pipeline on the
+// caller's data, copied through the registered buffers in blocks of at most
+// setup's maxBytes. They need Pattern::kAllReduce (the ring's connections).
+// abort() may be called from any thread: the operation in flight (or the
+// connection setup) returns a Fault with `aborted` set at the pipeline's next
+// pass, and every later one at once; close() still runs on the owner's thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "hostengine/pattern.h"
+#include "hostengine/pipeline.h"
+#include "hostengine/rendezvous.h"
+#include "plugin/transport/transport.h"
+
+namespace resilient::hostengine {
+
+inline constexpr size_t kDefaultChunkBytes = size_t{512} << 10;
+inline constexpr size_t kDefaultMinPieceBytes = size_t{128} << 10;
+
+struct EngineOptions {
+  int rank = 0;
+  int nranks = 2;
+  Pattern pattern = Pattern::kAllReduce;
+  int device = 0;
+  int depth = 8;                           // receive requests in flight per connection (1..32)
+  size_t chunkBytes = kDefaultChunkBytes;  // largest item of a pipelined transfer
+  int multiRecv = kMaxPieces;              // largest n of a grouped irecv (1: never grouped)
+  size_t minPieceBytes = kDefaultMinPieceBytes;  // smallest piece of a grouped receive
+  int64_t timeoutMs = 30000;                     // connection setup; one iteration
+  uint64_t commId = 0;                           // handed to the plugin's init
+};
+
+struct IterationResult {
+  double seconds = 0;   // the timed part (ping-pong: one way, on rank 0; 0 on rank 1)
+  uint64_t errors = 0;  // wrong elements: floats for all-reduce, bytes otherwise
+  std::optional<Fault> fault;
+};
+
+class Engine {
+ public:
+  Engine(transport::Transport& transport, OutOfBand& oob, const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Plugin context, properties, connections, buffers for sizes up to maxBytes.
+  std::optional<Fault> setup(size_t maxBytes);
+  // One operation of `bytes` (pattern.h: effectiveBytes) with the data of
+  // `iteration`. barrier: meet the other ranks out of band first, so that
+  // the timed part starts together (ping-pong synchronises on its own).
+  IterationResult run(size_t bytes, uint64_t iteration, bool barrier);
+  // Deregisters and closes every comm, then finalizes the plugin context;
+  // also right after a fault, with requests still outstanding (NCCL's abort).
+  void close() noexcept;
+
+  // out[i] = the sum over ranks of in[i]; in == out is allowed.
+  std::optional<Fault> allReduceSum(const float* in, float* out, size_t count);
+  // root's `bytes` at `data` to every rank's `data`.
+  std::optional<Fault> broadcast(void* data, size_t bytes, int root);
+  // Returns once every rank entered it (an all-reduce of nothing over the ring).
+  std::optional<Fault> barrier();
+  // Any thread, any time, more than once.
+  void abort() noexcept { abort_.store(true, std::memory_order_relaxed); }
+  bool aborted() const noexcept { return abort_.load(std::memory_order_relaxed); }
+  // Deadline of each later operation (and of setup), from its start.
+  void setTimeoutMs(int64_t timeoutMs) noexcept { options_.timeoutMs = timeoutMs; }
+
+  const transport::Properties& properties() const noexcept { return props_; }
+  int piecesPerItem() const noexcept { return limits_.maxPieces; }
+  int depth() const noexcept { return limits_.depth; }
+  size_t chunkBytes() const noexcept { return chunk_; }
+  const EngineOptions& options() const noexcept { return options_; }
+
+ private:
+  enum BufferId { kInput = 0, kOutput = 1, kStaging = 2, kBufferCount = 3 };
+  struct Link;
+  struct Buffer;
+
+  Link& link(int peer) noexcept;
+  int next() const noexcept { return (options_.rank + 1) % options_.nranks; }
+  int prev() const noexcept { return (options_.rank + options_.nranks - 1) % options_.nranks; }
+  std::optional<Fault> setupFault(const char* call, int peer, Status status, uint64_t startNs);
+  std::optional<Fault> connectAll(uint64_t startNs);
+  std::optional<Fault> registerBuffers(uint64_t startNs);
+  int pieces(char* data, size_t bytes, size_t unit, void* mhandle, Piece* out) const noexcept;
+  char* buffer(BufferId id) const noexcept;
+
+  IterationResult runPingPong(size_t bytes, uint64_t iteration);
+  IterationResult runSendRecv(size_t bytes, uint64_t iteration, bool barrier);
+  IterationResult runAllReduce(size_t bytes, uint64_t iteration, bool barrier);
+  IterationResult runAllToAll(size_t bytes, uint64_t iteration, bool barrier);
+  // The ring all-reduce of the first `count` floats of the output buffer, in place.
+  std::optional<Fault> ringAllReduce(size_t count, uint64_t startNs, uint64_t* sizeErrors);
+  // The first `bytes` of root's output buffer into everybody's, along the ring.
+  std::optional<Fault> ringBroadcast(size_t bytes, int root, uint64_t startNs,
+                                     uint64_t* sizeErrors);
+  // A fault unless the engine is set up for user data; named after `call`.
+  std::optional<Fault> userOperationFault(const char* call, uint64_t startNs) const;
+  // A fault for bytes that arrived with sizes other than expected.
+  static Fault sizeFault(const char* call, uint64_t sizeErrors, uint64_t startNs);
+  // Barrier (when asked); returns the start time, or the fault of the barrier.
+  std::optional<Fault> meet(bool barrier, uint64_t* startNs);
+  std::optional<Fault> drive(std::initializer_list<Stream*> streams, uint64_t startNs,
+                             uint64_t* errors);
+  std::optional<Fault> drive(Stream* const* streams, size_t count, uint64_t startNs,
+                             uint64_t* errors);
+
+  transport::Transport& transport_;
+  OutOfBand& oob_;
+  EngineOptions options_;
+  transport::Properties props_;
+  PipelineLimits limits_;
+  size_t chunk_ = kDefaultChunkBytes;
+  size_t maxBytes_ = 0;
+  void* ctx_ = nullptr;
+  bool contextLive_ = false;
+  std::vector<Link> links_;  // one per peer rank (index = rank); sized once in setup
+  std::vector<Buffer> buffers_;
+  std::atomic<bool> abort_{false};
+};
+
+}  // namespace resilient::hostengine

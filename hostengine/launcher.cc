@@ -1,0 +1,364 @@
+#include "hostengine/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <random>
+#include <set>
+
+#include "common/clock.h"
+#include "common/file_descriptor.h"
+#include "common/socket_address.h"
+#include "hostengine/socket_io.h"
+
+namespace resilient::hostengine {
+namespace {
+
+Result<int64_t> parseNumber(std::string_view text, const char* what, std::string_view whole) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < 0) {
+    return invalidUsage("bad " + std::string(what) + " in '" + std::string(whole) + "'");
+  }
+  return value;
+}
+
+const char* signalName(int sig) {
+  switch (sig) {
+    case SIGKILL: return "SIGKILL";
+    case SIGSTOP: return "SIGSTOP";
+    case SIGTERM: return "SIGTERM";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGINT: return "SIGINT";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+Result<TimedSignal> parseTimedSignal(std::string_view text) {
+  const size_t at = text.find('@');
+  if (at == std::string_view::npos) {
+    return invalidUsage("expected RANK@MS, got '" + std::string(text) + "'");
+  }
+  Result<int64_t> rank = parseNumber(text.substr(0, at), "rank", text);
+  if (!rank.ok()) {
+    return rank.status();
+  }
+  Result<int64_t> ms = parseNumber(text.substr(at + 1), "milliseconds", text);
+  if (!ms.ok()) {
+    return ms.status();
+  }
+  if (*rank > 1000000 || *ms > 86400000) {
+    return invalidUsage("rank or time out of range in '" + std::string(text) + "'");
+  }
+  return TimedSignal{static_cast<int>(*rank), *ms};
+}
+
+Result<RankFault> parseRankFault(std::string_view text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos || colon + 1 >= text.size()) {
+    return invalidUsage("expected RANK:SPEC, got '" + std::string(text) + "'");
+  }
+  Result<int64_t> rank = parseNumber(text.substr(0, colon), "rank", text);
+  if (!rank.ok()) {
+    return rank.status();
+  }
+  if (*rank > 1000000) {
+    return invalidUsage("rank out of range in '" + std::string(text) + "'");
+  }
+  return RankFault{static_cast<int>(*rank), std::string(text.substr(colon + 1))};
+}
+
+std::vector<std::string> mergeEnvironment(const EnvironmentList& base,
+                                          const EnvironmentList& overrides) {
+  std::set<std::string> replaced;
+  for (const auto& [name, value] : overrides) {
+    replaced.insert(name);
+  }
+  std::vector<std::string> out;
+  for (const auto& [name, value] : base) {
+    if (replaced.count(name) == 0) {
+      out.push_back(name + "=" + value);
+    }
+  }
+  for (const auto& [name, value] : overrides) {
+    out.push_back(name + "=" + value);
+  }
+  return out;
+}
+
+std::string describeExit(const RankOutcome& rank) {
+  if (rank.exited) {
+    return "exit " + std::to_string(rank.exitCode);
+  }
+  if (rank.termSignal != 0) {
+    const char* name = signalName(rank.termSignal);
+    return name != nullptr ? std::string(name) : "signal " + std::to_string(rank.termSignal);
+  }
+  return "running";
+}
+
+Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
+  const size_t n = plan.envs.size();
+  LaunchOutcome outcome;
+  outcome.ranks.resize(n);
+  // Everything exec needs is built before the first fork.
+  std::vector<char*> argv;
+  for (const std::string& a : plan.argv) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
+  argv.push_back(nullptr);
+  std::vector<std::vector<char*>> envps(n);
+  for (size_t r = 0; r < n; ++r) {
+    for (const std::string& e : plan.envs[r]) {
+      envps[r].push_back(const_cast<char*>(e.c_str()));
+    }
+    envps[r].push_back(nullptr);
+  }
+  // Pinning: rank r on the (r mod count)-th CPU of our own affinity mask.
+  std::vector<cpu_set_t> pins;
+  if (plan.pinRanks) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+      return systemError("sched_getaffinity", errno);
+    }
+    std::vector<int> cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &allowed)) {
+        cpus.push_back(cpu);
+      }
+    }
+    pins.resize(n);
+    for (size_t r = 0; r < n && !cpus.empty(); ++r) {
+      CPU_ZERO(&pins[r]);
+      CPU_SET(cpus[r % cpus.size()], &pins[r]);
+    }
+  }
+  const pid_t parent = ::getpid();
+  auto killAll = [&](int sig) {
+    for (RankOutcome& r : outcome.ranks) {
+      if (r.pid > 0 && !r.exited && r.termSignal == 0) {
+        ::kill(r.pid, sig);
+      }
+    }
+  };
+  for (size_t r = 0; r < n; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int err = errno;
+      killAll(SIGKILL);
+      while (::waitpid(-1, nullptr, 0) > 0) {
+      }
+      return systemError("fork", err);
+    }
+    if (pid == 0) {
+      // Child: async-signal-safe calls only.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) {
+        ::_exit(125);
+      }
+      if (!pins.empty() && ::sched_setaffinity(0, sizeof pins[r], &pins[r]) != 0) {
+        ::_exit(126);
+      }
+      if (r == 0) {
+        for (int fd : plan.rank0Fds) {
+          ::fcntl(fd, F_SETFD, 0);
+        }
+      }
+      ::execve(plan.executable.c_str(), argv.data(), envps[r].data());
+      ::_exit(127);
+    }
+    outcome.ranks[r].rank = static_cast<int>(r);
+    outcome.ranks[r].pid = pid;
+  }
+  for (int fd : plan.rank0Fds) {
+    ::close(fd);  // rank 0 has its own copies now
+  }
+
+  struct Pending {
+    Injection injection;
+    bool done = false;
+  };
+  std::vector<Pending> pending;
+  for (const Injection& i : plan.injections) {
+    pending.push_back({i, false});
+  }
+  const uint64_t launchNs = monotonicNs();
+  uint64_t hardDeadline = launchNs + static_cast<uint64_t>(plan.startTimeoutMs) * 1000000ull;
+  bool pipeOpen = plan.startPipeRead >= 0;
+  uint8_t startBytes[8];
+  size_t startGot = 0;
+  size_t live = n;
+  while (live > 0) {
+    // Ranks still running that were not stopped by us.
+    size_t running = 0;
+    for (const RankOutcome& r : outcome.ranks) {
+      running += (!r.exited && r.termSignal == 0 && r.injectedSignal != SIGSTOP) ? 1 : 0;
+    }
+    if (running == 0) {
+      // Only stopped ranks are left: nothing will wake them.
+      for (RankOutcome& r : outcome.ranks) {
+        if (!r.exited && r.termSignal == 0) {
+          r.killedAtEnd = true;
+          ::kill(r.pid, SIGKILL);
+        }
+      }
+    }
+    pollfd p{pipeOpen ? plan.startPipeRead : -1, POLLIN, 0};
+    ::poll(&p, 1, 1);
+    if (pipeOpen && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      const ssize_t got = ::read(plan.startPipeRead, startBytes + startGot, 8 - startGot);
+      if (got > 0) {
+        startGot += static_cast<size_t>(got);
+        if (startGot == 8) {
+          uint64_t ns = 0;
+          memcpy(&ns, startBytes, 8);
+          outcome.started = true;
+          outcome.startNs = ns;
+          hardDeadline = plan.runTimeoutMs > 0
+                             ? ns + static_cast<uint64_t>(plan.runTimeoutMs) * 1000000ull
+                             : UINT64_MAX;
+          pipeOpen = false;
+        }
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        pipeOpen = false;  // rank 0 is gone before the start
+      }
+    }
+    const uint64_t now = monotonicNs();
+    if (outcome.started) {
+      for (Pending& i : pending) {
+        const uint64_t due = outcome.startNs + static_cast<uint64_t>(i.injection.atMs) * 1000000ull;
+        RankOutcome& target = outcome.ranks[static_cast<size_t>(i.injection.rank)];
+        if (!i.done && now >= due) {
+          i.done = true;
+          if (!target.exited && target.termSignal == 0) {
+            target.injectedNs = monotonicNs();
+            target.injectedSignal = i.injection.signal;
+            ::kill(target.pid, i.injection.signal);
+          }
+        }
+      }
+    }
+    if (now > hardDeadline) {
+      if (outcome.started) {
+        outcome.runTimedOut = true;
+      } else {
+        outcome.startTimedOut = true;
+      }
+      for (RankOutcome& r : outcome.ranks) {
+        if (!r.exited && r.termSignal == 0) {
+          r.killedAtEnd = true;
+        }
+      }
+      killAll(SIGKILL);
+      hardDeadline = UINT64_MAX;
+    }
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) {
+        break;
+      }
+      for (RankOutcome& r : outcome.ranks) {
+        if (r.pid != pid) {
+          continue;
+        }
+        if (WIFEXITED(status)) {
+          r.exited = true;
+          r.exitCode = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+          r.termSignal = WTERMSIG(status);
+        }
+        --live;
+      }
+    }
+  }
+  return outcome;
+}
+
+Result<LocalLaunch> planLocalLaunch(const std::string& host, uint16_t port, int nranks,
+                                    const std::vector<std::string>& argv,
+                                    const EnvironmentList& base, const LaunchEnvNames& names,
+                                    const std::function<EnvironmentList(int rank)>& extra) {
+  Result<FileDescriptor> listenFd = listenOn(host, port, 1024);
+  if (!listenFd.ok()) {
+    return Status::error(
+        listenFd.status().kind(),
+        "rendezvous on " + host + ":" + std::to_string(port) + ": " + listenFd.status().message());
+  }
+  LocalLaunch launch;
+  launch.port = localAddressOf(listenFd->get()).port();
+  int startPipe[2] = {-1, -1};
+  if (::pipe2(startPipe, O_CLOEXEC) != 0) {
+    return systemError("pipe2", errno);
+  }
+  std::random_device random;
+  launch.token = (static_cast<uint64_t>(random()) << 32) ^ random();
+  char tokenText[32];
+  std::snprintf(tokenText, sizeof tokenText, "%016llx",
+                static_cast<unsigned long long>(launch.token));
+  LaunchPlan& plan = launch.plan;
+  plan.executable = selfExecutable();
+  plan.argv = argv;
+  const int listenRaw = listenFd->release();
+  plan.rank0Fds = {listenRaw, startPipe[1]};
+  plan.startPipeRead = startPipe[0];
+  for (int r = 0; r < nranks; ++r) {
+    EnvironmentList overrides = {{"RANK", std::to_string(r)},
+                                 {"LOCAL_RANK", std::to_string(r)},
+                                 {"WORLD_SIZE", std::to_string(nranks)},
+                                 {"MASTER_ADDR", host},
+                                 {"MASTER_PORT", std::to_string(launch.port)},
+                                 {names.token, tokenText}};
+    if (r == 0) {
+      overrides.emplace_back(names.listenFd, std::to_string(listenRaw));
+      overrides.emplace_back(names.startFd, std::to_string(startPipe[1]));
+    }
+    if (extra) {
+      for (auto& kv : extra(r)) {
+        overrides.push_back(std::move(kv));
+      }
+    }
+    plan.envs.push_back(mergeEnvironment(base, overrides));
+  }
+  return launch;
+}
+
+EnvironmentList currentEnvironment() {
+  EnvironmentList list;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq != std::string_view::npos && eq > 0) {
+      list.emplace_back(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+    }
+  }
+  return list;
+}
+
+std::string selfExecutable() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) {
+    return {};
+  }
+  path[n] = '\0';
+  return path;
+}
+
+}  // namespace resilient::hostengine

@@ -1,0 +1,296 @@
+#include "hostengine/pipeline.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+#include "common/clock.h"
+#include "hostengine/plugin_log.h"
+
+namespace resilient::hostengine {
+namespace {
+
+// Passes without any request posted or completed before the loop yields the CPU.
+constexpr uint64_t kSpinPasses = 256;
+
+}  // namespace
+
+int messageTag(int senderRank, int nranks, int piece) noexcept {
+  return senderRank + piece * nranks;
+}
+
+int splitPieces(char* data, size_t bytes, size_t unit, size_t minPieceBytes, int maxPieces,
+                void* mhandle, Piece* out) noexcept {
+  unit = std::max<size_t>(unit, 1);
+  const size_t units = bytes / unit;
+  const size_t byMin = minPieceBytes > 0 ? bytes / minPieceBytes : units;
+  size_t n =
+      std::clamp<size_t>(byMin, 1, static_cast<size_t>(std::clamp(maxPieces, 1, kMaxPieces)));
+  n = std::min(n, std::max<size_t>(units, 1));
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    // Whole units, the first (units % n) pieces one unit longer; the last
+    // piece also takes the bytes after the last whole unit.
+    size_t length = (units / n + (i < units % n ? 1 : 0)) * unit;
+    if (i + 1 == n) {
+      length = bytes - at;
+    }
+    out[i] = Piece{data + at, length, mhandle};
+    at += length;
+  }
+  return static_cast<int>(n);
+}
+
+Fault Fault::seen(const char* call, int peer, Status status, uint64_t startNs,
+                  uint64_t warningBaseline) {
+  Fault f;
+  f.call = call;
+  f.peer = peer;
+  f.status = std::move(status);
+  f.detectedNs = monotonicNs();
+  f.sinceStartMs = static_cast<double>(f.detectedNs - startNs) / 1e6;
+  const PluginWarning w = lastPluginWarning();
+  if (w.sequence > warningBaseline) {
+    f.pluginWarning = w.text;
+  }
+  return f;
+}
+
+Fault abortedFault(const char* call, uint64_t startNs) {
+  Fault f;
+  f.call = call;
+  f.status = systemError("aborted by its owner while in flight", ECANCELED);
+  f.aborted = true;
+  f.detectedNs = monotonicNs();
+  f.sinceStartMs = static_cast<double>(f.detectedNs - startNs) / 1e6;
+  return f;
+}
+
+std::string Fault::describe() const {
+  char when[64];
+  std::snprintf(when, sizeof(when), "%.3f ms", sinceStartMs);
+  std::string text = call;
+  if (peer >= 0) {
+    const bool from = call.find("irecv") != std::string::npos || call == "accept";
+    text += std::string(from ? " from rank " : " to rank ") + std::to_string(peer);
+  }
+  text += std::string(" after ") + when + ": " + status.toString();
+  if (!pluginWarning.empty()) {
+    text += " [plugin: " + pluginWarning + "]";
+  }
+  return text;
+}
+
+Stream::Stream(Direction direction, void* comm, int peer, size_t items) noexcept
+    : direction_(direction), comm_(comm), peer_(peer), items_(items) {}
+
+Status Pipeline::postSends(Stream& s) {
+  const size_t window = static_cast<size_t>(limits_.depth) * static_cast<size_t>(limits_.maxPieces);
+  while (s.posted_ < s.items_ && (!s.ready || s.ready(s.posted_))) {
+    if (s.piecesPosted_ == 0) {
+      s.piecesOfItem_ = s.describe(s.posted_, s.pieces_.data());
+    }
+    while (s.piecesPosted_ < s.piecesOfItem_) {
+      if (s.outstanding() >= window) {
+        return {};
+      }
+      const Piece& p = s.pieces_[static_cast<size_t>(s.piecesPosted_)];
+      void* request = nullptr;
+      Status st = transport_.isend(s.comm_, p.data, p.bytes,
+                                   messageTag(limits_.rank, limits_.nranks, s.piecesPosted_),
+                                   p.mhandle, nullptr, &request);
+      if (!st.ok()) {
+        failedCall_ = "isend";
+        return st;
+      }
+      if (request == nullptr) {
+        return {};  // the plugin cannot take it now: retry on the next pass
+      }
+      Stream::Outstanding& o = s.ring_[s.tail_ % kMaxOutstanding];
+      o.request = request;
+      o.item = s.posted_;
+      o.piece = s.piecesPosted_;
+      o.pieces = s.piecesOfItem_;
+      ++s.tail_;
+      ++s.piecesPosted_;
+    }
+    s.piecesPosted_ = 0;
+    ++s.posted_;
+  }
+  return {};
+}
+
+Status Pipeline::postRecvs(Stream& s) {
+  const size_t window = static_cast<size_t>(limits_.depth);
+  while (s.posted_ < s.items_ && s.outstanding() < window && (!s.ready || s.ready(s.posted_))) {
+    const int n = s.describe(s.posted_, s.pieces_.data());
+    void* data[kMaxPieces];
+    size_t sizes[kMaxPieces];
+    int tags[kMaxPieces];
+    void* mhandles[kMaxPieces];
+    for (int i = 0; i < n; ++i) {
+      const Piece& p = s.pieces_[static_cast<size_t>(i)];
+      data[i] = p.data;
+      sizes[i] = p.bytes;
+      tags[i] = messageTag(s.peer_, limits_.nranks, i);
+      mhandles[i] = p.mhandle;
+    }
+    void* request = nullptr;
+    Status st = transport_.irecv(s.comm_, n, data, sizes, tags, mhandles, nullptr, &request);
+    if (!st.ok()) {
+      failedCall_ = "irecv";
+      return st;
+    }
+    if (request == nullptr) {
+      return {};
+    }
+    Stream::Outstanding& o = s.ring_[s.tail_ % kMaxOutstanding];
+    o.request = request;
+    o.item = s.posted_;
+    o.piece = 0;
+    o.pieces = n;
+    for (int i = 0; i < n; ++i) {
+      o.expect[static_cast<size_t>(i)] = sizes[i];
+      o.where[static_cast<size_t>(i)] = s.pieces_[static_cast<size_t>(i)];
+    }
+    ++s.tail_;
+    ++s.posted_;
+  }
+  return {};
+}
+
+Status Pipeline::testOldest(Stream& s, uint64_t* sizeErrors) {
+  const bool send = s.direction_ == Stream::Direction::kSend;
+  while (s.head_ < s.tail_) {
+    Stream::Outstanding& o = s.ring_[s.head_ % kMaxOutstanding];
+    int done = 0;
+    int sizes[kMaxPieces] = {};
+    Status st = transport_.test(o.request, &done, sizes);
+    if (!st.ok()) {
+      failedCall_ = send ? "test(isend)" : "test(irecv)";
+      return st;
+    }
+    if (done == 0) {
+      return {};
+    }
+    ++s.head_;
+    if (send) {
+      if (o.piece + 1 == o.pieces) {
+        if (s.completed) {
+          s.completed(o.item);
+        }
+        ++s.done_;
+      }
+      continue;
+    }
+    for (int i = 0; i < o.pieces; ++i) {
+      const size_t want = o.expect[static_cast<size_t>(i)];
+      if (sizes[i] < 0 || static_cast<size_t>(sizes[i]) != want) {
+        *sizeErrors += std::max<size_t>(want, 1);
+      }
+    }
+    if (limits_.forceFlush) {
+      RESILIENT_TRY(flush(s, o, sizes));
+    }
+    if (s.completed) {
+      s.completed(o.item);
+    }
+    ++s.done_;
+  }
+  return {};
+}
+
+Status Pipeline::flush(Stream& s, const Stream::Outstanding& o, const int* sizes) {
+  void* data[kMaxPieces];
+  void* mhandles[kMaxPieces];
+  for (int i = 0; i < o.pieces; ++i) {
+    data[i] = o.where[static_cast<size_t>(i)].data;
+    mhandles[i] = o.where[static_cast<size_t>(i)].mhandle;
+  }
+  void* request = nullptr;
+  Status st = transport_.iflush(s.comm_, o.pieces, data, sizes, mhandles, &request);
+  // A flush is local: poll it to the end (nullptr: nothing to wait for).
+  int done = request == nullptr ? 1 : 0;
+  while (st.ok() && done == 0) {
+    st = transport_.test(request, &done, nullptr);
+    if (st.ok() && done == 0 && monotonicNs() > deadlineNs_) {
+      st = timeoutError("iflush did not complete before the deadline");
+    }
+  }
+  if (!st.ok()) {
+    failedCall_ = done == 0 && request != nullptr ? "test(iflush)" : "iflush";
+  }
+  return st;
+}
+
+std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint64_t startNs,
+                                     uint64_t deadlineNs, uint64_t* sizeErrors) {
+  deadlineNs_ = deadlineNs;
+  uint64_t idlePasses = 0;
+  for (uint64_t pass = 0;; ++pass) {
+    if (limits_.abortFlag != nullptr && limits_.abortFlag->load(std::memory_order_relaxed)) {
+      return abortedFault("operation", startNs);
+    }
+    bool all = true;
+    bool moved = false;
+    for (size_t i = 0; i < count; ++i) {
+      Stream& s = *streams[i];
+      if (s.finished()) {
+        continue;
+      }
+      all = false;
+      const size_t before = s.tail_ + s.head_;
+      Status st = s.direction_ == Stream::Direction::kSend ? postSends(s) : postRecvs(s);
+      if (st.ok()) {
+        st = testOldest(s, sizeErrors);
+      }
+      if (!st.ok()) {
+        return Fault::seen(failedCall_, s.peer(), std::move(st), startNs, limits_.warningBaseline);
+      }
+      moved = moved || s.tail_ + s.head_ != before;
+    }
+    if (all) {
+      return std::nullopt;
+    }
+    // Spin while requests move; once they stop, let other runnable threads
+    // (the plugin's helpers, other ranks on an oversubscribed host) run.
+    idlePasses = moved ? 0 : idlePasses + 1;
+    if (idlePasses > kSpinPasses) {
+      sched_yield();
+    }
+    if ((pass & 63) == 0 && monotonicNs() > deadlineNs) {
+      // Blame the first unfinished receive (data that does not arrive), else the first send.
+      const Stream* blamed = nullptr;
+      std::string waiting;
+      for (size_t i = 0; i < count; ++i) {
+        const Stream& s = *streams[i];
+        if (s.finished()) {
+          continue;
+        }
+        const bool recv = s.direction() == Stream::Direction::kRecv;
+        if (blamed == nullptr || (recv && blamed->direction() == Stream::Direction::kSend)) {
+          blamed = &s;
+        }
+        waiting += (waiting.empty() ? "" : ", ") +
+                   std::string(recv ? "irecv from rank " : "isend to rank ") +
+                   std::to_string(s.peer()) + " (" + std::to_string(s.done()) + "/" +
+                   std::to_string(s.items()) + " done, " + std::to_string(s.posted()) + " posted)";
+      }
+      const double ms = static_cast<double>(deadlineNs - startNs) / 1e6;
+      char limit[32];
+      std::snprintf(limit, sizeof(limit), "%.0f", ms);
+      const bool recv = blamed->direction() == Stream::Direction::kRecv;
+      Fault f =
+          Fault::seen(recv ? "test(irecv)" : "test(isend)", blamed->peer(),
+                      timeoutError(std::string("no completion within ") + limit +
+                                   " ms (not detected by the transport); waiting on: " + waiting),
+                      startNs, limits_.warningBaseline);
+      f.timedOut = true;
+      return f;
+    }
+  }
+}
+
+}  // namespace resilient::hostengine

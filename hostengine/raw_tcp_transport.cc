@@ -1,0 +1,625 @@
+#include "hostengine/raw_tcp_transport.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/file_descriptor.h"
+#include "common/little_endian.h"
+#include "common/socket_address.h"
+#include "hostengine/socket_io.h"
+
+namespace resilient::hostengine {
+namespace {
+
+constexpr uint32_t kHandleMagic = 0x54574152;  // "RAWT"
+constexpr uint32_t kHelloMagic = 0x4f4c4857;   // "WHLO"
+constexpr uint16_t kHelloVersion = 1;
+constexpr size_t kHelloBytes = 32;
+constexpr size_t kHeaderBytes = 8;
+constexpr size_t kRing = 256;  // outstanding requests per comm
+constexpr size_t kMaxPendingSockets = 256;
+// Where connect() keeps its state between polls: inside the caller's
+// writable handle, past the bytes listen() wrote (the handle contract of
+// NCCL's own socket plugin).
+constexpr size_t kHandleStateOffset = 64;
+constexpr size_t kStatePointerBytes = sizeof(void*);  // a ConnectState* stored there
+
+struct Handle {
+  uint32_t magic;
+  uint32_t sockets;
+  uint64_t token;
+  uint32_t addressLength;
+  uint32_t pad;
+  uint8_t address[32];
+};
+static_assert(sizeof(Handle) <= kHandleStateOffset);
+static_assert(kHandleStateOffset + kStatePointerBytes <= transport::kHandleSize);
+static_assert(sizeof(sockaddr_in6) <= 32);
+
+struct Hello {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t index;
+  uint32_t count;
+  uint32_t pad;
+  uint64_t token;
+  uint64_t connectionId;
+};
+static_assert(sizeof(Hello) == kHelloBytes);
+
+struct Comm;
+
+struct Request {
+  Comm* comm = nullptr;
+  bool inUse = false;
+  char* data = nullptr;
+  size_t capacity = 0;  // receive: the posted size
+  size_t size = 0;      // send: the size; receive: announced by the sender
+  bool sizeKnown = false;
+  int socketsDone = 0;
+  uint8_t header[kHeaderBytes] = {};
+};
+
+struct DataSocket {
+  FileDescriptor fd;
+  uint64_t cursor = 0;  // sequence number of the request this socket works on
+  size_t offset = 0;    // bytes of header + slice done for it
+  uint8_t header[kHeaderBytes] = {};
+};
+
+struct Comm {
+  bool send = false;
+  std::vector<DataSocket> sockets;
+  std::array<Request, kRing> ring{};
+  uint64_t head = 0;  // oldest request not released
+  uint64_t tail = 0;  // next request to post
+  Status failed;
+  std::string peer;
+};
+
+struct PendingSocket {
+  FileDescriptor fd;
+  Hello hello{};
+  size_t got = 0;
+  uint64_t sinceNs = 0;
+};
+
+struct ListenComm {
+  FileDescriptor fd;
+  uint64_t token = 0;
+  std::vector<PendingSocket> pending;
+  std::map<uint64_t, std::vector<FileDescriptor>> groups;  // connection id -> sockets by index
+};
+
+struct ConnectState {
+  std::vector<FileDescriptor> sockets;
+  std::vector<size_t> helloSent;
+  std::vector<bool> connected;
+  uint64_t connectionId = 0;
+  uint64_t deadlineNs = 0;
+};
+
+struct Slice {
+  size_t begin;
+  size_t length;
+};
+
+Slice sliceOf(size_t size, size_t index, size_t count) {
+  const size_t begin = size * index / count;
+  const size_t end = size * (index + 1) / count;
+  return {begin, end - begin};
+}
+
+Status connectionError(Comm& c, int err, const char* what) {
+  if (err == 0) {
+    c.failed =
+        remoteError("raw-tcp: connection closed by the peer during " + std::string(what), c.peer);
+  } else if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH) {
+    c.failed = remoteError("raw-tcp: " + std::string(what) + " failed", c.peer, err);
+  } else {
+    c.failed = systemError("raw-tcp: " + std::string(what) + " failed", err, c.peer);
+  }
+  return c.failed;
+}
+
+Status progressSend(Comm& c) {
+  const size_t count = c.sockets.size();
+  for (size_t i = 0; i < count; ++i) {
+    DataSocket& s = c.sockets[i];
+    while (s.cursor < c.tail) {
+      Request& r = c.ring[s.cursor % kRing];
+      const Slice slice = sliceOf(r.size, i, count);
+      const size_t total = kHeaderBytes + slice.length;
+      iovec iov[2];
+      int n = 0;
+      if (s.offset < kHeaderBytes) {
+        iov[n++] = {r.header + s.offset, kHeaderBytes - s.offset};
+      }
+      const size_t payloadDone = s.offset > kHeaderBytes ? s.offset - kHeaderBytes : 0;
+      if (slice.length > payloadDone) {
+        iov[n++] = {r.data + slice.begin + payloadDone, slice.length - payloadDone};
+      }
+      if (n > 0) {
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = static_cast<size_t>(n);
+        const ssize_t w = ::sendmsg(s.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+          if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            break;
+          }
+          if (errno == EINTR) {
+            continue;
+          }
+          return connectionError(c, errno, "send");
+        }
+        s.offset += static_cast<size_t>(w);
+      }
+      if (s.offset == total) {
+        ++r.socketsDone;
+        ++s.cursor;
+        s.offset = 0;
+      }
+    }
+  }
+  return {};
+}
+
+// A non-blocking receive on one of the comm's sockets (len > 0): *got is the
+// bytes read, 0 when there is nothing to read now; EOF and errors fail the
+// comm. EINTR is retried.
+Status recvSome(Comm& c, int fd, void* buf, size_t len, size_t* got) {
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, len, MSG_DONTWAIT);
+    if (n > 0) {
+      *got = static_cast<size_t>(n);
+      return {};
+    }
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      *got = 0;
+      return {};
+    }
+    return connectionError(c, n == 0 ? 0 : errno, "receive");
+  }
+}
+
+Status progressRecv(Comm& c) {
+  const size_t count = c.sockets.size();
+  for (size_t i = 0; i < count; ++i) {
+    DataSocket& s = c.sockets[i];
+    while (s.cursor < c.tail) {
+      Request& r = c.ring[s.cursor % kRing];
+      size_t got = 0;
+      if (s.offset < kHeaderBytes) {
+        RESILIENT_TRY(recvSome(c, s.fd.get(), s.header + s.offset, kHeaderBytes - s.offset, &got));
+        if (got == 0) {
+          break;
+        }
+        s.offset += got;
+        if (s.offset < kHeaderBytes) {
+          continue;
+        }
+        const uint64_t size = getU64(s.header);
+        if (size > r.capacity) {
+          c.failed = invalidUsage("raw-tcp: a message of " + std::to_string(size) +
+                                  " bytes exceeds the posted receive of " +
+                                  std::to_string(r.capacity) + " bytes");
+          return c.failed;
+        }
+        if (r.sizeKnown && r.size != size) {
+          c.failed = invalidUsage("raw-tcp: sockets of one connection disagree on a message size");
+          return c.failed;
+        }
+        r.size = size;
+        r.sizeKnown = true;
+      }
+      const Slice slice = sliceOf(r.size, i, count);
+      const size_t payloadDone = s.offset - kHeaderBytes;
+      if (payloadDone < slice.length) {
+        RESILIENT_TRY(recvSome(c, s.fd.get(), r.data + slice.begin + payloadDone,
+                               slice.length - payloadDone, &got));
+        if (got == 0) {
+          break;
+        }
+        s.offset += got;
+      }
+      if (s.offset - kHeaderBytes == slice.length) {
+        ++r.socketsDone;
+        ++s.cursor;
+        s.offset = 0;
+      }
+    }
+  }
+  return {};
+}
+
+Request* postRequest(Comm& c) {
+  if (c.tail - c.head >= kRing) {
+    return nullptr;
+  }
+  Request& r = c.ring[c.tail % kRing];
+  r = Request{};
+  r.comm = &c;
+  r.inUse = true;
+  ++c.tail;
+  return &r;
+}
+
+uint64_t randomId() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+}  // namespace
+
+std::string localAddressToward(const std::string& host) {
+  Result<SocketAddress> target = resolveAddress(host, 9);
+  if (!target.ok()) {
+    return host;
+  }
+  FileDescriptor fd(::socket(target->family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid() || ::connect(fd.get(), target->get(), target->length) != 0) {
+    return host;
+  }
+  const SocketAddress local = localAddressOf(fd.get());
+  return local.length != 0 ? local.hostText() : host;
+}
+
+RawTcpTransport::RawTcpTransport(RawTcpOptions options) : options_(std::move(options)) {
+  options_.sockets = std::clamp(options_.sockets, 1, kRawTcpMaxSockets);
+}
+
+Status RawTcpTransport::initContext(uint64_t /*commId*/, const transport::CommConfig& /*config*/,
+                                    void** ctx) {
+  *ctx = nullptr;
+  return {};
+}
+
+Status RawTcpTransport::finalizeContext(void* /*ctx*/) {
+  return {};
+}
+
+Status RawTcpTransport::devices(int* ndev) {
+  *ndev = 1;
+  return {};
+}
+
+Status RawTcpTransport::properties(int dev, transport::Properties* props) {
+  if (dev != 0) {
+    return invalidUsage("raw-tcp: device " + std::to_string(dev) + " does not exist");
+  }
+  *props = transport::Properties{};
+  props->name = "raw-tcp";
+  props->ptrSupport = transport::kPtrHost;
+  props->maxRecvs = 1;
+  props->maxP2pBytes = size_t{1} << 40;
+  props->maxCollBytes = size_t{1} << 40;
+  return {};
+}
+
+Status RawTcpTransport::listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
+  *listenComm = nullptr;
+  if (dev != 0) {
+    return invalidUsage("raw-tcp: device " + std::to_string(dev) + " does not exist");
+  }
+  Result<FileDescriptor> fd = listenOn(options_.bindHost, 0, 1024);
+  if (!fd.ok()) {
+    return fd.status();
+  }
+  const SocketAddress bound = localAddressOf(fd->get());
+  if (bound.length == 0) {
+    return systemError("raw-tcp: getsockname");
+  }
+  Handle h{};
+  h.magic = kHandleMagic;
+  h.sockets = static_cast<uint32_t>(options_.sockets);
+  h.token = options_.token;
+  h.addressLength = bound.length;
+  std::memcpy(h.address, &bound.storage, bound.length);
+  std::memset(handle, 0, transport::kHandleSize);
+  std::memcpy(handle, &h, sizeof(h));
+  auto comm = std::make_unique<ListenComm>();
+  comm->fd = std::move(fd).value();
+  comm->token = options_.token;
+  *listenComm = comm.release();
+  return {};
+}
+
+Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void** sendComm) {
+  *sendComm = nullptr;
+  Handle h{};
+  std::memcpy(&h, handle, sizeof(h));
+  if (h.magic != kHandleMagic || h.sockets < 1 || h.sockets > kRawTcpMaxSockets ||
+      h.addressLength == 0 || h.addressLength > sizeof(h.address)) {
+    return invalidUsage("raw-tcp: not a raw-tcp handle");
+  }
+  if (h.token != options_.token) {
+    return invalidUsage("raw-tcp: the handle belongs to another job (token mismatch)");
+  }
+  // State between polls lives in the handle (writable, stable, see transport.h).
+  auto* stateSlot = static_cast<char*>(handle) + kHandleStateOffset;
+  ConnectState* state = nullptr;
+  std::memcpy(&state, stateSlot, kStatePointerBytes);
+  SocketAddress address;
+  std::memcpy(&address.storage, h.address, h.addressLength);
+  address.length = h.addressLength;
+  if (state == nullptr) {
+    state = new ConnectState();
+    state->connectionId = randomId();
+    state->deadlineNs =
+        monotonicNs() + static_cast<uint64_t>(options_.connectTimeoutMs) * 1000000ull;
+    for (uint32_t i = 0; i < h.sockets; ++i) {
+      FileDescriptor fd(::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      if (!fd.valid()) {
+        delete state;
+        return systemError("raw-tcp: socket");
+      }
+      (void)setNoDelay(fd.get());
+      if (Status s = setBufferBytes(fd.get(), options_.socketBufferBytes); !s.ok()) {
+        delete state;
+        return s;
+      }
+      const int rc = ::connect(fd.get(), address.get(), address.length);
+      if (rc != 0 && errno != EINPROGRESS) {
+        const int err = errno;
+        delete state;
+        return systemError("raw-tcp: connect to " + address.toString(), err);
+      }
+      state->sockets.push_back(std::move(fd));
+      state->helloSent.push_back(0);
+      state->connected.push_back(rc == 0);
+    }
+    std::memcpy(stateSlot, &state, kStatePointerBytes);
+  }
+  auto giveUp = [&](Status s) {
+    delete state;
+    std::memset(stateSlot, 0, kStatePointerBytes);
+    return s;
+  };
+  bool all = true;
+  for (size_t i = 0; i < state->sockets.size(); ++i) {
+    const int fd = state->sockets[i].get();
+    if (!state->connected[i]) {
+      int err = 0;
+      socklen_t len = sizeof(err);
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        return giveUp(systemError("raw-tcp: getsockopt(SO_ERROR)"));
+      }
+      if (err != 0) {
+        return giveUp(remoteError("raw-tcp: connect failed", address.toString(), err));
+      }
+      if (peerAddressOf(fd).length == 0) {
+        all = false;  // still in progress
+        continue;
+      }
+      state->connected[i] = true;
+    }
+    if (state->helloSent[i] < kHelloBytes) {
+      Hello hello{kHelloMagic,
+                  kHelloVersion,
+                  static_cast<uint16_t>(i),
+                  static_cast<uint32_t>(state->sockets.size()),
+                  0,
+                  options_.token,
+                  state->connectionId};
+      const auto* bytes = reinterpret_cast<const char*>(&hello);
+      const ssize_t w = ::send(fd, bytes + state->helloSent[i], kHelloBytes - state->helloSent[i],
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) {
+        state->helloSent[i] += static_cast<size_t>(w);
+      } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return giveUp(remoteError("raw-tcp: sending the hello failed", address.toString(), errno));
+      }
+      all = all && state->helloSent[i] == kHelloBytes;
+    }
+  }
+  if (!all) {
+    if (monotonicNs() > state->deadlineNs) {
+      return giveUp(timeoutError(
+          "raw-tcp: no connection within " + std::to_string(options_.connectTimeoutMs) + " ms",
+          address.toString()));
+    }
+    return {};
+  }
+  auto comm = std::make_unique<Comm>();
+  comm->send = true;
+  comm->peer = address.toString();
+  for (FileDescriptor& fd : state->sockets) {
+    DataSocket s;
+    s.fd = std::move(fd);
+    comm->sockets.push_back(std::move(s));
+  }
+  giveUp({});
+  *sendComm = comm.release();
+  return {};
+}
+
+Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
+  *recvComm = nullptr;
+  auto& l = *static_cast<ListenComm*>(listenComm);
+  for (;;) {
+    FileDescriptor fd(::accept4(l.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
+        break;
+      }
+      return systemError("raw-tcp: accept");
+    }
+    if (l.pending.size() >= kMaxPendingSockets) {
+      continue;  // refused: closed by FileDescriptor
+    }
+    (void)setNoDelay(fd.get());
+    RESILIENT_TRY(setBufferBytes(fd.get(), options_.socketBufferBytes));
+    PendingSocket p;
+    p.fd = std::move(fd);
+    p.sinceNs = monotonicNs();
+    l.pending.push_back(std::move(p));
+  }
+  const uint64_t now = monotonicNs();
+  for (auto it = l.pending.begin(); it != l.pending.end();) {
+    PendingSocket& p = *it;
+    auto* bytes = reinterpret_cast<char*>(&p.hello);
+    const ssize_t got = ::recv(p.fd.get(), bytes + p.got, kHelloBytes - p.got, MSG_DONTWAIT);
+    if (got > 0) {
+      p.got += static_cast<size_t>(got);
+    }
+    const bool broken =
+        got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    bool refuse = broken || now - p.sinceNs > 10000000000ull;
+    if (!refuse && p.got == kHelloBytes) {
+      const Hello& h = p.hello;
+      refuse = h.magic != kHelloMagic || h.version != kHelloVersion || h.token != l.token ||
+               h.count < 1 || h.count > kRawTcpMaxSockets || h.index >= h.count;
+      if (!refuse) {
+        std::vector<FileDescriptor>& group = l.groups[h.connectionId];
+        group.resize(h.count);
+        if (group[h.index].valid()) {
+          refuse = true;
+        } else {
+          group[h.index] = std::move(p.fd);
+        }
+      }
+      it = l.pending.erase(it);
+      continue;
+    }
+    if (refuse) {
+      it = l.pending.erase(it);  // closed: never trusted
+      continue;
+    }
+    ++it;
+  }
+  for (auto it = l.groups.begin(); it != l.groups.end(); ++it) {
+    std::vector<FileDescriptor>& group = it->second;
+    if (!std::all_of(group.begin(), group.end(),
+                     [](const FileDescriptor& f) { return f.valid(); })) {
+      continue;
+    }
+    auto comm = std::make_unique<Comm>();
+    comm->send = false;
+    const SocketAddress peer = peerAddressOf(group[0].get());
+    if (peer.length != 0) {
+      comm->peer = peer.toString();
+    }
+    for (FileDescriptor& fd : group) {
+      DataSocket s;
+      s.fd = std::move(fd);
+      comm->sockets.push_back(std::move(s));
+    }
+    l.groups.erase(it);
+    *recvComm = comm.release();
+    return {};
+  }
+  return {};
+}
+
+Status RawTcpTransport::regMr(void* /*comm*/, void* /*data*/, size_t /*size*/, int type,
+                              void** mhandle) {
+  *mhandle = nullptr;
+  if (type != transport::kPtrHost) {
+    return invalidUsage("raw-tcp: only host memory");
+  }
+  return {};
+}
+
+Status RawTcpTransport::deregMr(void* /*comm*/, void* /*mhandle*/) {
+  return {};
+}
+
+Status RawTcpTransport::isend(void* sendComm, void* data, size_t size, int /*tag*/,
+                              void* /*mhandle*/, void* /*phandle*/, void** request) {
+  *request = nullptr;
+  auto& c = *static_cast<Comm*>(sendComm);
+  if (!c.failed.ok()) {
+    return c.failed;
+  }
+  Request* r = postRequest(c);
+  if (r == nullptr) {
+    return {};
+  }
+  r->data = static_cast<char*>(data);
+  r->size = size;
+  r->sizeKnown = true;
+  putU64(r->header, size);
+  *request = r;
+  return progressSend(c);  // start at once: no wait for the first test()
+}
+
+Status RawTcpTransport::irecv(void* recvComm, int n, void** data, const size_t* sizes,
+                              const int* /*tags*/, void** /*mhandles*/, void** /*phandles*/,
+                              void** request) {
+  *request = nullptr;
+  auto& c = *static_cast<Comm*>(recvComm);
+  if (!c.failed.ok()) {
+    return c.failed;
+  }
+  if (n != 1) {
+    return invalidUsage("raw-tcp: grouped receives are not supported (maxRecvs is 1)");
+  }
+  Request* r = postRequest(c);
+  if (r == nullptr) {
+    return {};
+  }
+  r->data = static_cast<char*>(data[0]);
+  r->capacity = sizes[0];
+  *request = r;
+  return {};
+}
+
+Status RawTcpTransport::iflush(void* /*recvComm*/, int /*n*/, void** /*data*/, const int* /*sizes*/,
+                               void** /*mhandles*/, void** request) {
+  *request = nullptr;
+  return {};
+}
+
+Status RawTcpTransport::test(void* request, int* done, int* sizes) {
+  *done = 0;
+  auto& r = *static_cast<Request*>(request);
+  Comm& c = *r.comm;
+  if (!c.failed.ok()) {
+    return c.failed;
+  }
+  RESILIENT_TRY(c.send ? progressSend(c) : progressRecv(c));
+  if (r.socketsDone < static_cast<int>(c.sockets.size())) {
+    return {};
+  }
+  *done = 1;
+  if (sizes != nullptr) {
+    sizes[0] = static_cast<int>(r.size);
+  }
+  r.inUse = false;
+  while (c.head < c.tail && !c.ring[c.head % kRing].inUse) {
+    ++c.head;
+  }
+  return {};
+}
+
+Status RawTcpTransport::closeSend(void* sendComm) {
+  delete static_cast<Comm*>(sendComm);
+  return {};
+}
+
+Status RawTcpTransport::closeRecv(void* recvComm) {
+  delete static_cast<Comm*>(recvComm);
+  return {};
+}
+
+Status RawTcpTransport::closeListen(void* listenComm) {
+  delete static_cast<ListenComm*>(listenComm);
+  return {};
+}
+
+}  // namespace resilient::hostengine

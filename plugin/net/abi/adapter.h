@@ -1,0 +1,87 @@
+// Helpers shared by the per-version adapters (net_v6.cc … net_v11.cc): the
+// only files that see NCCL's versioned structs. Each adapter is a table of
+// small functions that convert arguments and call the version-neutral core
+// inside the boundary guard; the calls several versions share are in
+// shared_calls.h and legacy_calls.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nccl/log.h"
+#include "nccl/net_common.h"
+#include "nccl/result.h"
+#include "common/boundary.h"
+#include "plugin/net/core.h"
+#include "plugin/net/plain/plain_core.h"
+
+namespace resilient::abi {
+
+// The same adapters build two libraries: libnccl-net-resilient.so over the
+// resilient core, and the baseline libnccl-net-tcp-plain.so (our TCP transport
+// without the resilient layer) when RESILIENT_PLAIN_TCP is defined.
+#if defined(RESILIENT_PLAIN_TCP) && RESILIENT_PLAIN_TCP
+using CoreImpl = net::PlainCore;
+inline constexpr const char* kPluginName = "ResilientTcpPlain";
+#else
+using CoreImpl = net::Core;
+inline constexpr const char* kPluginName = "Resilient";
+#endif
+
+// Our own exported net structs, so that the inner-plugin loader can refuse to
+// load this library as its own inner transport.
+const net::SelfIdentity& selfIdentity() noexcept;
+
+// Runs a data-path call on the live core.
+template <class Body>
+ncclResult_t onCore(const char* entry, Body&& body) noexcept {
+  return boundary::call(entry, [&]() -> Status {
+    CoreImpl* core = CoreImpl::live();
+    if (core == nullptr) {
+      return invalidUsage(std::string(entry) + " called before init or after finalize");
+    }
+    return body(*core);
+  });
+}
+
+// init/finalize for the versions without a per-communicator context (v6–v10):
+// one shared context for the process, created by the first init and released
+// when the library is unloaded (those versions have no finalize).
+ncclResult_t legacyInit(ncclDebugLogger_t logger) noexcept;
+void* legacyContext() noexcept;
+
+// Fills a version's properties struct: the fields every version has, and
+// those the version added (checked against the struct, so each version gets
+// exactly the fields it declares).
+template <class Props>
+void fillProperties(const transport::Properties& in, int dev, Props* out) {
+  *out = Props{};
+  out->name = const_cast<char*>(in.name);
+  out->pciPath = const_cast<char*>(in.pciPath);
+  out->guid = in.guid;
+  out->ptrSupport = in.ptrSupport;
+  out->speed = in.speedMbps;
+  out->port = in.port;
+  out->latency = in.latencyUs;
+  out->maxComms = in.maxComms;
+  out->maxRecvs = in.maxRecvs;
+  if constexpr (requires { out->netDeviceType; }) {  // v7+: a host plugin, no device offload
+    out->netDeviceType = NCCL_NET_DEVICE_HOST;
+    out->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+  }
+  if constexpr (requires { out->regIsGlobal; }) {  // v8+
+    out->regIsGlobal = in.regIsGlobal;
+  }
+  if constexpr (requires { out->vProps; }) {  // v9+: no NIC fusion, the device is itself
+    out->forceFlush = in.forceFlush;
+    out->vProps.ndevs = 1;
+    out->vProps.devs[0] = dev;
+    out->maxP2pBytes = in.maxP2pBytes;
+    out->maxCollBytes = in.maxCollBytes;
+  }
+  if constexpr (requires { out->maxMultiRequestSize; }) {  // v11
+    out->maxMultiRequestSize = 1;
+  }
+}
+
+}  // namespace resilient::abi

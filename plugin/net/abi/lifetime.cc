@@ -1,0 +1,78 @@
+// Process-level lifetime shared by the adapters: the legacy (v6–v10) context,
+// the list of our own exported structs, and the unload hook that stops the
+// background thread if the library goes away without a finalize.
+#include <mutex>
+
+#include "nccl/net_v10.h"
+#include "nccl/net_v11.h"
+#include "nccl/net_v6.h"
+#include "nccl/net_v7.h"
+#include "nccl/net_v8.h"
+#include "nccl/net_v9.h"
+#include "plugin/net/abi/adapter.h"
+
+extern "C" {
+extern const ncclNet_v11_t ncclNetPlugin_v11;
+extern const ncclNet_v10_t ncclNetPlugin_v10;
+extern const ncclNet_v9_t ncclNetPlugin_v9;
+extern const ncclNet_v8_t ncclNetPlugin_v8;
+extern const ncclNet_v7_t ncclNetPlugin_v7;
+extern const ncclNet_v6_t ncclNetPlugin_v6;
+}
+
+namespace resilient::abi {
+namespace {
+
+std::mutex gLegacyMutex;
+CoreImpl* gLegacyCore = nullptr;
+void* gLegacyContext = nullptr;
+
+const void* const kSelfSymbols[] = {&ncclNetPlugin_v11, &ncclNetPlugin_v10, &ncclNetPlugin_v9,
+                                    &ncclNetPlugin_v8,  &ncclNetPlugin_v7,  &ncclNetPlugin_v6};
+const net::SelfIdentity kSelf{kSelfSymbols, sizeof kSelfSymbols / sizeof kSelfSymbols[0]};
+
+// Runs when the library is unloaded (dlclose or exit): releases the legacy
+// context so that the watchdog thread is stopped before the code goes away.
+__attribute__((destructor)) void releaseLegacyOnUnload() {
+  std::lock_guard<std::mutex> lock(gLegacyMutex);
+  if (gLegacyCore != nullptr) {
+    (void)gLegacyCore->finalizeContext(gLegacyContext);
+    CoreImpl::releaseRef(gLegacyCore);
+    gLegacyCore = nullptr;
+    gLegacyContext = nullptr;
+  }
+}
+
+}  // namespace
+
+const net::SelfIdentity& selfIdentity() noexcept {
+  return kSelf;
+}
+
+ncclResult_t legacyInit(ncclDebugLogger_t logger) noexcept {
+  return boundary::call("init", [&]() -> Status {
+    std::lock_guard<std::mutex> lock(gLegacyMutex);
+    if (gLegacyCore != nullptr) {
+      return {};  // NCCL initialises old plugins once; a repeated init is harmless
+    }
+    Status error;
+    CoreImpl* core = CoreImpl::acquire(kSelf, logger, &error);
+    if (core == nullptr) {
+      return error;
+    }
+    Status s = core->initContext(0, transport::CommConfig{}, &gLegacyContext);
+    if (!s.ok()) {
+      CoreImpl::releaseRef(core);
+      return s;
+    }
+    gLegacyCore = core;
+    return {};
+  });
+}
+
+void* legacyContext() noexcept {
+  std::lock_guard<std::mutex> lock(gLegacyMutex);
+  return gLegacyContext;
+}
+
+}  // namespace resilient::abi

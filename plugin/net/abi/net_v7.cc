@@ -1,0 +1,27 @@
+// ncclNetPlugin_v7 (NCCL 2.19): int sizes everywhere, device-type properties.
+#include "nccl/net_v7.h"
+
+#include "plugin/net/abi/legacy_calls.h"
+#include "plugin/net/abi/shared_calls.h"
+
+extern "C" __attribute__((visibility("default"))) const ncclNet_v7_t ncclNetPlugin_v7 = {
+    resilient::abi::kPluginName,
+    resilient::abi::legacyInit,
+    resilient::abi::shared::devices,
+    resilient::abi::shared::getProperties<ncclNetProperties_v7_t>,
+    resilient::abi::legacy::listen,
+    resilient::abi::legacy::connectDev<ncclNetDeviceHandle_v7_t>,
+    resilient::abi::shared::accept<ncclNetDeviceHandle_v7_t>,
+    resilient::abi::legacy::regMrInt,
+    nullptr,  // regMrDmaBuf
+    resilient::abi::shared::deregMr,
+    resilient::abi::legacy::isendInt,
+    resilient::abi::legacy::irecvInt,
+    resilient::abi::shared::iflush,
+    resilient::abi::shared::test,
+    resilient::abi::shared::closeSend,
+    resilient::abi::shared::closeRecv,
+    resilient::abi::shared::closeListen,
+    nullptr,  // getDeviceMr
+    nullptr,  // irecvConsumed
+};

@@ -1,0 +1,387 @@
+#include "store/etcd/etcd_store.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "store/errors.h"
+#include "store/etcd/kv_api.h"
+#include "store/etcd/store_protocol.h"
+#include "store/etcd/watch.h"
+
+namespace resilient::store::etcd {
+namespace {
+
+using Json = nlohmann::json;
+using kv::Cmp;
+
+template <class F>
+void inChunks(size_t n, F&& f) {
+  for (size_t begin = 0; begin < n; begin += kMaxAtomicKeys) {
+    f(begin, std::min(n, begin + kMaxAtomicKeys));
+  }
+}
+
+}  // namespace
+
+EtcdStore::EtcdStore(std::vector<std::string> endpoints, ClientOptions options)
+    : rpc_(std::move(endpoints), std::move(options)), clientId_(newClientId()) {
+  // Reach one member, retrying (with backoff, member after member) until the
+  // connect timeout: the cluster may come up after its clients.
+  call("/v3/kv/range", kv::range(kMarkerRoot + clientId_, {{}, true}),
+       SteadyClock::now() + rpc_.options().connectTimeout);
+}
+
+TimePoint EtcdStore::graceDeadline(TimePoint deadline) const {
+  return std::max(deadline, SteadyClock::now() + rpc_.options().memberTimeout);
+}
+
+TimePoint EtcdStore::deadlineOf(Timeout t) const {
+  return SteadyClock::now() + t.orDefault(rpc_.options().defaultTimeout);
+}
+
+Json EtcdStore::call(std::string_view path, const Json& body, TimePoint deadline) {
+  return rpc_.call(path, body, deadline);
+}
+
+std::string EtcdStore::newMarker() {
+  return markerKey(clientId_, opSeq_.fetch_add(1));
+}
+
+int64_t EtcdStore::markerLease(TimePoint deadline, bool renew) {
+  std::lock_guard<std::mutex> lock(leaseMu_);
+  const TimePoint now = SteadyClock::now();
+  if (lease_ == 0 || renew || now >= leaseRenewAt_) {
+    // Markers must outlive any retry of their operation: a call's timeout.
+    const int64_t ttl = markerLeaseSeconds(rpc_.options().defaultTimeout);
+    Json answer = call("/v3/lease/grant", kv::leaseGrant(ttl), deadline);
+    lease_ = jsonInt(answer, "ID");
+    leaseRenewAt_ = now + std::chrono::seconds(ttl / 2);
+  }
+  return lease_;
+}
+
+Json EtcdStore::markedTxn(const std::function<Json(int64_t)>& build, TimePoint deadline) {
+  try {
+    return call("/v3/kv/txn", build(markerLease(deadline)), deadline);
+  } catch (const LeaseNotFound&) {
+    return call("/v3/kv/txn", build(markerLease(deadline, true)), deadline);
+  }
+}
+
+void EtcdStore::set(std::string_view key, std::string_view value, Timeout timeout) {
+  checkKey(key);
+  checkValue(value);
+  call("/v3/kv/put", kv::put(key, value), deadlineOf(timeout));
+}
+
+void EtcdStore::setExpiring(std::string_view key, std::string_view value, Millis ttl,
+                            Timeout timeout) {
+  checkKey(key);
+  checkValue(value);
+  const TimePoint deadline = deadlineOf(timeout);
+  // etcd leases count whole seconds (and round up to the cluster's minimum).
+  const int64_t seconds = std::max<int64_t>(1, (ttl.count() + 999) / 1000);
+  const int64_t lease = jsonInt(call("/v3/lease/grant", kv::leaseGrant(seconds), deadline), "ID");
+  const Json put = call("/v3/kv/put", kv::put(key, value, lease, true), deadline);
+  // The key's previous lease (a heartbeat's last one) has no other use:
+  // revoke it, so a key refreshed every second keeps one lease, not ttl of them.
+  if (auto prev = put.find("prev_kv"); prev != put.end()) {
+    const int64_t old = jsonInt(*prev, "lease");
+    if (old != 0 && old != lease) {
+      try {
+        call("/v3/lease/revoke", Json{{"ID", std::to_string(old)}},
+             std::min(deadline, SteadyClock::now() + rpc_.options().memberTimeout));
+      } catch (const StoreError&) {
+        // Expired already, or etcd busy: it expires on its own.
+      }
+    }
+  }
+}
+
+std::optional<std::string> EtcdStore::get(std::string_view key, Timeout timeout) {
+  checkKey(key);
+  const std::vector<kv::KeyValue> found =
+      kv::kvs(call("/v3/kv/range", kv::range(key), deadlineOf(timeout)));
+  if (found.empty()) {
+    return std::nullopt;
+  }
+  return found.front().value;
+}
+
+int64_t EtcdStore::add(std::string_view key, int64_t delta, Timeout timeout) {
+  checkKey(key);
+  const TimePoint deadline = deadlineOf(timeout);
+  CounterAddSteps steps(key, delta, newMarker());
+  const EtcdRequest read = steps.read();
+  steps.onRead(call(read.path, read.body, deadline));
+  for (;;) {
+    const Json answer = markedTxn([&](int64_t lease) { return steps.txn(lease).body; }, deadline);
+    if (std::optional<int64_t> sum = steps.onTxn(answer)) {
+      return *sum;
+    }
+  }
+}
+
+CasResult EtcdStore::compareSet(std::string_view key, std::optional<std::string_view> expected,
+                                std::string_view desired, Timeout timeout) {
+  checkKey(key);
+  checkValue(desired);
+  if (expected) {
+    checkValue(*expected);
+  }
+  const TimePoint deadline = deadlineOf(timeout);
+  const std::string marker = newMarker();
+  Json answer = markedTxn(
+      [&](int64_t lease) {
+        return kv::txn(
+            Json::array({expected ? kv::compareValue(key, Cmp::kEqual, *expected)
+                                  : kv::compareVersion(key, Cmp::kEqual, 0),
+                         kv::compareVersion(marker, Cmp::kEqual, 0)}),
+            Json::array({kv::opPut(kv::put(key, desired)), kv::opPut(kv::put(marker, "1", lease))}),
+            Json::array({kv::opRange(kv::range(key)), kv::opRange(kv::range(marker))}));
+      },
+      deadline);
+  if (kv::succeeded(answer) || !kv::kvs(kv::txnResponse(answer, 1)).empty()) {
+    return {true, std::string(desired)};
+  }
+  const std::vector<kv::KeyValue> current = kv::kvs(kv::txnResponse(answer, 0));
+  if (current.empty()) {
+    return {false, std::nullopt};
+  }
+  return {false, current.front().value};
+}
+
+std::vector<std::optional<std::string>> EtcdStore::multiGet(const std::vector<std::string>& keys,
+                                                            Timeout timeout) {
+  for (const auto& k : keys) {
+    checkKey(k);
+  }
+  const TimePoint deadline = deadlineOf(timeout);
+  std::vector<std::optional<std::string>> out(keys.size());
+  int64_t revision = 0;  // every chunk reads the first chunk's revision: one snapshot
+  inChunks(keys.size(), [&](size_t begin, size_t end) {
+    Json ops = Json::array();
+    for (size_t i = begin; i < end; ++i) {
+      kv::RangeOptions o;
+      o.revision = revision;
+      ops.push_back(kv::opRange(kv::range(keys[i], o)));
+    }
+    Json answer = call("/v3/kv/txn", kv::txn(Json::array(), std::move(ops)), deadline);
+    if (revision == 0) {
+      revision = kv::revision(answer);
+    }
+    for (size_t i = begin; i < end; ++i) {
+      std::vector<kv::KeyValue> found = kv::kvs(kv::txnResponse(answer, i - begin));
+      if (!found.empty()) {
+        out[i] = std::move(found.front().value);
+      }
+    }
+  });
+  return out;
+}
+
+void EtcdStore::multiSet(const std::vector<KeyValue>& pairs, Timeout timeout) {
+  for (const auto& [k, v] : pairs) {
+    checkKey(k);
+    checkValue(v);
+  }
+  const TimePoint deadline = deadlineOf(timeout);
+  inChunks(pairs.size(), [&](size_t begin, size_t end) {
+    Json ops = Json::array();
+    for (size_t i = begin; i < end; ++i) {
+      ops.push_back(kv::opPut(kv::put(pairs[i].first, pairs[i].second)));
+    }
+    call("/v3/kv/txn", kv::txn(Json::array(), std::move(ops)), deadline);
+  });
+}
+
+bool EtcdStore::remove(std::string_view key, Timeout timeout) {
+  checkKey(key);
+  const TimePoint deadline = deadlineOf(timeout);
+  const std::string marker = newMarker();
+  Json answer = markedTxn(
+      [&](int64_t lease) {
+        return kv::txn(Json::array({kv::compareVersion(key, Cmp::kGreater, 0),
+                                    kv::compareVersion(marker, Cmp::kEqual, 0)}),
+                       Json::array({kv::opDelete(kv::deleteRange(key)),
+                                    kv::opPut(kv::put(marker, "1", lease))}),
+                       Json::array({kv::opRange(kv::range(marker, {{}, true}))}));
+      },
+      deadline);
+  // Failed: the key was absent, unless our earlier attempt deleted it.
+  return kv::succeeded(answer) || kv::count(kv::txnResponse(answer, 0)) > 0;
+}
+
+uint64_t EtcdStore::removePrefix(std::string_view prefix, Timeout timeout) {
+  if (prefix.size() > kMaxKeyBytes) {
+    checkKey(prefix);
+  }
+  const std::string from = prefix.empty() ? std::string(1, '\0') : std::string(prefix);
+  const Json answer =
+      call("/v3/kv/deleterange", kv::deleteRange(from, kv::prefixEnd(prefix)), deadlineOf(timeout));
+  return static_cast<uint64_t>(jsonInt(answer, "deleted"));
+}
+
+std::vector<bool> EtcdStore::existing(const std::vector<std::string>& keys, TimePoint deadline,
+                                      int64_t* revision) {
+  std::vector<bool> out(keys.size(), false);
+  int64_t rev = 0;
+  inChunks(keys.size(), [&](size_t begin, size_t end) {
+    Json ops = Json::array();
+    for (size_t i = begin; i < end; ++i) {
+      kv::RangeOptions o;
+      o.countOnly = true;
+      o.revision = rev;
+      ops.push_back(kv::opRange(kv::range(keys[i], o)));
+    }
+    Json answer = call("/v3/kv/txn", kv::txn(Json::array(), std::move(ops)), deadline);
+    if (rev == 0) {
+      rev = kv::revision(answer);
+    }
+    for (size_t i = begin; i < end; ++i) {
+      out[i] = kv::count(kv::txnResponse(answer, i - begin)) > 0;
+    }
+  });
+  if (revision != nullptr) {
+    if (rev == 0) {
+      rev = kv::revision(call("/v3/kv/range", kv::range(kMarkerRoot, {{}, true}), deadline));
+    }
+    *revision = rev;
+  }
+  return out;
+}
+
+bool EtcdStore::check(const std::vector<std::string>& keys, Timeout timeout) {
+  for (const auto& k : keys) {
+    checkKey(k);
+  }
+  const std::vector<bool> have = existing(keys, deadlineOf(timeout), nullptr);
+  return std::all_of(have.begin(), have.end(), [](bool b) { return b; });
+}
+
+void EtcdStore::wait(const std::vector<std::string>& keys, Timeout timeout) {
+  for (const auto& k : keys) {
+    checkKey(k);
+  }
+  const Millis ms = timeout.orDefault(rpc_.options().defaultTimeout);
+  const TimePoint deadline = SteadyClock::now() + ms;
+  int64_t revision = 0;
+  // The first read gets at least one member timeout, as a TCP store's wait
+  // gets a grace period: a wait with timeout 0 is a check.
+  std::vector<bool> have = existing(keys, graceDeadline(deadline), &revision);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (have[i] || watchForPut(rpc_, keys[i], revision + 1, deadline)) {
+      have[i] = true;
+      continue;
+    }
+    // Timed out: name exactly what is still absent (best effort, briefly).
+    try {
+      have = existing(keys, SteadyClock::now() + rpc_.options().memberTimeout, nullptr);
+    } catch (const StoreError&) {
+    }
+    std::vector<std::string> missing;
+    for (size_t j = 0; j < keys.size(); ++j) {
+      if (!have[j]) {
+        missing.push_back(keys[j]);
+      }
+    }
+    if (missing.empty()) {
+      return;  // appeared at the last moment
+    }
+    const std::string message = "wait timed out after " + std::to_string(ms.count()) +
+                                " ms; missing keys " + formatKeys(missing);
+    throw TimeoutError(message, std::move(missing));
+  }
+}
+
+BarrierReport EtcdStore::barrierReport(const BarrierArrival& a, TimePoint deadline) {
+  const BarrierKeys keys(a);
+  BarrierReport r;
+  r.name = a.name;
+  r.generation = a.generation;
+  r.worldSize = a.worldSize;
+  kv::RangeOptions o;
+  o.keysOnly = true;
+  o.rangeEnd = kv::prefixEnd(keys.ranks());
+  Json answer = call(
+      "/v3/kv/txn",
+      kv::txn(Json::array(), Json::array({kv::opRange(kv::range(keys.ranks(), o)),
+                                          kv::opRange(kv::range(keys.surplus(),
+                                                                [&] {
+                                                                  kv::RangeOptions s = o;
+                                                                  s.rangeEnd =
+                                                                      kv::prefixEnd(keys.surplus());
+                                                                  return s;
+                                                                }()))})),
+      deadline);
+  std::vector<uint8_t> counted(static_cast<size_t>(a.worldSize), 0);
+  for (const auto& k : kv::kvs(kv::txnResponse(answer, 0))) {
+    const int rank = std::stoi(k.key.substr(keys.ranks().size()));
+    if (rank >= 0 && rank < a.worldSize && counted[static_cast<size_t>(rank)] == 0) {
+      counted[static_cast<size_t>(rank)] = 1;
+      ++r.arrived;
+    }
+  }
+  for (size_t i = 0; i < counted.size(); ++i) {
+    if (counted[i] == 0) {
+      r.missingRanks.push_back(static_cast<int>(i));
+    }
+  }
+  for (const auto& k : kv::kvs(kv::txnResponse(answer, 1))) {
+    r.surplusRanks.push_back(std::stoi(k.key.substr(keys.surplus().size())));
+  }
+  std::sort(r.surplusRanks.begin(), r.surplusRanks.end());
+  return r;
+}
+
+BarrierResult EtcdStore::barrier(const BarrierArrival& a, Timeout timeout) {
+  checkBarrier(a);
+  const Millis ms = timeout.orDefault(rpc_.options().defaultTimeout);
+  const TimePoint deadline = SteadyClock::now() + ms;
+  if (a.rank < 0 || a.rank >= a.worldSize) {
+    call("/v3/kv/put", kv::put(BarrierKeys(a).surplus() + std::to_string(a.rank), ""), deadline);
+    throw BarrierOverflow(barrierReport(a, deadline));
+  }
+  // One transaction counts the rank (and reads the count); the first
+  // arrival records the world size, the last one puts `done`.
+  BarrierArrivalSteps steps(a);
+  const TimePoint arriveBy = graceDeadline(deadline);
+  EtcdRequest request = steps.first();
+  for (;;) {
+    std::optional<EtcdRequest> next = steps.next(call(request.path, request.body, arriveBy));
+    if (!next) {
+      break;
+    }
+    request = std::move(*next);
+  }
+  BarrierResult result = steps.result();
+  if (result.completed) {
+    return result;
+  }
+  if (!a.waitForRelease) {
+    return result;
+  }
+  if (watchForPut(rpc_, steps.watchKey(), steps.watchFrom(), deadline)) {
+    result.completed = true;
+    result.arrived = static_cast<uint32_t>(a.worldSize);
+    return result;
+  }
+  BarrierReport report;
+  try {
+    report = barrierReport(a, SteadyClock::now() + rpc_.options().memberTimeout);
+  } catch (const StoreError&) {
+    report.name = a.name;
+    report.generation = a.generation;
+    report.worldSize = a.worldSize;
+  }
+  if (report.missingRanks.empty() && !report.name.empty() &&
+      report.arrived == static_cast<uint32_t>(a.worldSize)) {
+    // Complete at the very end (the last rank arrived as we gave up).
+    result.completed = true;
+    result.arrived = report.arrived;
+    return result;
+  }
+  throw BarrierTimeout(std::move(report), ms.count());
+}
+
+}  // namespace resilient::store::etcd

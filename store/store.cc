@@ -1,0 +1,73 @@
+#include "store/store.h"
+
+#include <charconv>
+#include <chrono>
+
+#include "store/errors.h"
+
+namespace resilient::store {
+
+bool Store::exists(std::string_view key, Timeout timeout) {
+  return check({std::string(key)}, timeout);
+}
+
+std::string Store::waitGet(std::string_view key, Timeout timeout) {
+  // The second call gets what remains of the deadline, at least 1 ms.
+  const auto start = std::chrono::steady_clock::now();
+  wait({std::string(key)}, timeout);
+  Timeout rest = timeout;
+  if (!timeout.isDefault()) {
+    const auto spent = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
+    rest = Timeout(std::max(Millis(1), timeout.orDefault(Millis(0)) - spent));
+  }
+  std::optional<std::string> value = get(key, rest);
+  if (!value) {
+    // Set, then removed between the two calls.
+    throw TimeoutError("key '" + std::string(key) + "' was removed right after it appeared",
+                       {std::string(key)});
+  }
+  return std::move(*value);
+}
+
+void checkKey(std::string_view key) {
+  if (key.empty()) {
+    throw InvalidArgument("empty key");
+  }
+  if (key.size() > kMaxKeyBytes) {
+    throw InvalidArgument("key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
+                          std::to_string(kMaxKeyBytes) + " bytes");
+  }
+}
+
+void checkValue(std::string_view value) {
+  if (value.size() > kMaxValueBytes) {
+    throw InvalidArgument("value of " + std::to_string(value.size()) +
+                          " bytes exceeds the limit of " + std::to_string(kMaxValueBytes) +
+                          " bytes");
+  }
+}
+
+void checkBarrier(const BarrierArrival& arrival) {
+  checkKey(arrival.name);
+  if (arrival.worldSize <= 0 || arrival.worldSize > kMaxBarrierWorld) {
+    throw InvalidArgument("barrier '" + arrival.name + "': world size " +
+                          std::to_string(arrival.worldSize) + " is outside [1, " +
+                          std::to_string(kMaxBarrierWorld) + "]");
+  }
+}
+
+std::optional<int64_t> parseCounter(std::string_view text) {
+  int64_t value = 0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  if (first != last && *first == '+') {
+    return std::nullopt;
+  }
+  auto [ptr, ec] = std::from_chars(first, last, value);
+  if (ec != std::errc() || ptr != last || first == last) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace resilient::store

@@ -1,0 +1,739 @@
+#include "store/tcp/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "store/engine.h"
+#include "store/tcp/frame_decoder.h"
+#include "store/tcp/request_handler.h"
+#include "store/tcp/send_pool.h"
+#include "store/tcp/socket_util.h"
+
+namespace resilient::store::tcp {
+namespace {
+
+// epoll data: these two, or a Conn* (never 0 or 1).
+constexpr uint64_t kListenId = 0;
+constexpr uint64_t kWakeId = 1;
+constexpr uint64_t kFirstConnId = 2;
+constexpr size_t kReadChunk = size_t{64} * 1024;
+constexpr int kMaxReadsPerEvent = 16;
+// A connection whose unsent replies exceed this stops being read until the
+// peer catches up.
+constexpr size_t kPauseReadingAt = 16u << 20;
+// Write bursts at least this large are spread over the send pool.
+constexpr size_t kParallelSendMin = 256;
+
+// Replies a send-pool thread takes from a burst at a time.
+constexpr size_t kSendChunk = 64;
+// How long after a barrier release the engine's bookkeeping of its waiters
+// waits (StoreEngine::reap): out of the way of the replies still in flight.
+constexpr auto kReapDelay = std::chrono::seconds(1);
+
+uint64_t nowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+          .count());
+}
+
+uint64_t randomInstanceId() {
+  std::random_device rd;
+  const uint64_t hi = rd();
+  const uint64_t lo = rd();
+  return ((hi << 32) ^ lo ^ nowNs()) | 1;
+}
+
+// Compares without an early exit, so the time taken does not reveal how much
+// of the token matched.
+bool tokensEqual(const std::string& a, const std::string& b) {
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+class StoreServer::Loop {
+ public:
+  explicit Loop(ServerOptions options);
+  ~Loop();
+  void run();
+  void requestStop();
+
+  uint16_t port() const noexcept { return port_; }
+  const std::string& address() const noexcept { return address_; }
+  uint64_t instanceId() const noexcept { return instanceId_; }
+  ServerStats stats() const;
+
+ private:
+  enum class State {
+    kHello,    // waiting for the client's Hello
+    kReady,    // serving requests
+    kClosing,  // flushing a final reply (refusal), then closing
+  };
+  // A connection. Its address is its handle: epoll's data, the engine's
+  // owner id and the dirty list hold Conn*; a closed Conn is kept (in
+  // graveyard_) until the end of the loop iteration, so none of those can
+  // dangle while the iteration runs.
+  struct Conn {
+    uint64_t id = 0;  // for log lines and handshake timers
+    FileDescriptor fd;
+    bool closed = false;
+    State state = State::kHello;
+    FrameDecoder decoder{kDefaultMaxFrameBytes, false};
+    std::string out;
+    size_t outOffset = 0;
+    bool writeArmed = false;
+    bool readPaused = false;
+    bool dirty = false;
+    // Held by a send-pool thread while it appends to and writes `out` (a
+    // connection can have several replies in one burst).
+    std::mutex sending;
+    std::string peer;  // address, then "address (client name)"
+  };
+  struct Timer {
+    TimePoint when;
+    uint64_t id = 0;
+    bool handshake = false;  // id is a connection; else an engine pending id
+    bool operator>(const Timer& o) const { return when > o.when; }
+  };
+
+  void acceptAll(TimePoint now);
+  void onReadable(Conn& c, TimePoint now);
+  void process(Conn& c, TimePoint now);
+  void onHello(Conn& c, const Hello& hello);
+  void flush(Conn& c);
+  // Writes what `c` has pending without blocking: 0 when all of it went,
+  // EAGAIN when the socket is full, else the errno. Touches only `c`, so the
+  // send pool may run it on other threads for disjoint connections.
+  static int trySend(Conn& c);
+  // The event-loop side of a write: epoll interest, closing, unpausing.
+  void afterSend(Conn& c, int result);
+  // Writes every reply produced this iteration: the dirty connections' and
+  // the barrier releases' (encoded here, in parallel with their sends).
+  void flushDirty();
+  // A send-pool thread's share of the burst: chunks of it until none is left.
+  // Connections whose write needs the loop thread (a full socket, an error,
+  // closing, epoll interest to restore) go to `followUp`.
+  void sendChunks(std::vector<Conn*>& followUp);
+  // trySend plus the bookkeeping a send-pool thread may do itself; false
+  // when the loop thread has to finish with afterSend.
+  static bool sendAndSettle(Conn& c);
+  // Forgets a fully written `out` (its memory too, when it grew large).
+  static void clearOut(Conn& c);
+  void markDirty(Conn& c);
+  void updateEvents(Conn& c);
+  void closeConn(Conn& c);
+  void refuse(Conn& c, HelloStatus status);
+  void runTimers(TimePoint now);
+  int pollTimeoutMs(TimePoint now) const;
+  void onCompletion(const Completion& c);
+
+  ServerOptions options_;
+  uint64_t instanceId_;
+  FileDescriptor epoll_;
+  FileDescriptor listen_;
+  FileDescriptor wake_;
+  FileDescriptor spare_;  // closed to accept-and-drop when out of descriptors
+  uint16_t port_ = 0;
+  std::string address_;
+  std::atomic<bool> stop_{false};
+
+  StoreEngine engine_;
+  RequestHandler handler_;
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;  // by id
+  std::vector<std::unique_ptr<Conn>> graveyard_;               // closed this iteration
+  uint64_t nextConnId_ = kFirstConnId;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  std::vector<Conn*> dirty_;
+  std::vector<char> scratch_;
+  std::unique_ptr<SendPool> sendPool_;
+  std::vector<Conn*> burst_;
+  // A barrier release's reply to one waiter, not yet written.
+  struct ReleaseReply {
+    Conn* conn = nullptr;
+    uint64_t tag = 0;
+    BarrierResult result;
+  };
+  std::vector<ReleaseReply> releases_;  // handed over by the engine this iteration
+  std::vector<ReleaseReply> releasing_;
+  size_t burstReplies_ = 0;
+  std::atomic<size_t> burstCursor_{0};
+  std::vector<std::vector<Conn*>> followUp_;  // one per send-pool part
+  std::optional<TimePoint> reapAt_;
+
+  log::RateLimiter refuseLimiter_;
+  log::RateLimiter acceptLimiter_;
+
+  std::atomic<uint64_t> statOpen_{0};
+  std::atomic<uint64_t> statAccepted_{0};
+  std::atomic<uint64_t> statToken_{0};
+  std::atomic<uint64_t> statProtocol_{0};
+  std::atomic<uint64_t> statBusy_{0};
+  std::atomic<uint64_t> statRequests_{0};
+};
+
+StoreServer::Loop::Loop(ServerOptions options)
+    : options_(std::move(options)),
+      instanceId_(randomInstanceId()),
+      engine_([this](const Completion& c) { onCompletion(c); },
+              [this](const std::vector<BarrierWaiter>& waiters, uint32_t arrived) {
+                // A waiter's owner is a Conn of this loop: closing one drops
+                // its waiters, and one closed after the release is still in
+                // graveyard_ until the replies are written.
+                for (const BarrierWaiter& w : waiters) {
+                  releases_.push_back(ReleaseReply{
+                      reinterpret_cast<Conn*>(w.owner),  // NOLINT(performance-no-int-to-ptr)
+                      w.tag, BarrierResult{true, w.arrivalIndex, arrived}});
+                }
+              }),
+      handler_(engine_, options_.maxFrameBytes),
+      scratch_(kReadChunk) {
+  int helpers = options_.sendThreads;
+  if (helpers < 0) {
+    const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+    helpers = std::clamp(cpus - 1, 0, 3);
+  }
+  sendPool_ = std::make_unique<SendPool>(helpers);
+  followUp_.resize(static_cast<size_t>(sendPool_->parts()));
+  epoll_ = FileDescriptor(::epoll_create1(EPOLL_CLOEXEC));
+  wake_ = FileDescriptor(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  spare_ = FileDescriptor(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!epoll_.valid() || !wake_.valid()) {
+    throw StoreError(StoreErrc::kInvalidArgument, "epoll/eventfd: " + errnoText(errno));
+  }
+  if (options_.adoptListenFd >= 0) {
+    listen_ = FileDescriptor(options_.adoptListenFd);
+    setNonBlocking(listen_.get());
+  } else {
+    const std::vector<SocketAddress> addrs = resolve(options_.host, options_.port, true);
+    // The kernel caps the backlog at net.core.somaxconn.
+    listen_ = listenOn(addrs.front(), 65535);
+  }
+  const SocketAddress bound = localAddressOf(listen_.get());
+  port_ = bound.port();
+  address_ = bound.toString();
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenId;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev);
+  ev.data.u64 = kWakeId;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+}
+
+StoreServer::Loop::~Loop() = default;
+
+ServerStats StoreServer::Loop::stats() const {
+  ServerStats s;
+  s.connectionsOpen = statOpen_.load(std::memory_order_relaxed);
+  s.connectionsAccepted = statAccepted_.load(std::memory_order_relaxed);
+  s.refusedToken = statToken_.load(std::memory_order_relaxed);
+  s.refusedProtocol = statProtocol_.load(std::memory_order_relaxed);
+  s.refusedBusy = statBusy_.load(std::memory_order_relaxed);
+  s.requests = statRequests_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void StoreServer::Loop::requestStop() {
+  stop_.store(true);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof one);
+}
+
+int StoreServer::Loop::pollTimeoutMs(TimePoint now) const {
+  std::optional<TimePoint> next;
+  if (!timers_.empty()) {
+    next = timers_.top().when;
+  }
+  if (auto k = engine_.nextKeyExpiry(); k && (!next || *k < *next)) {
+    next = k;
+  }
+  if (reapAt_ && (!next || *reapAt_ < *next)) {
+    next = reapAt_;
+  }
+  if (!next) {
+    return -1;
+  }
+  if (*next <= now) {
+    return 0;
+  }
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(*next - now).count();
+  return static_cast<int>(std::min<int64_t>((us + 999) / 1000, 60000));
+}
+
+void StoreServer::Loop::run() {
+  RES_INFO(log::kStore, "store server %s listening on %s (token %s)",
+           std::to_string(instanceId_).c_str(), address_.c_str(),
+           options_.token.empty() ? "not checked" : "required");
+  std::array<epoll_event, 1024> events{};
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()),
+                               pollTimeoutMs(SteadyClock::now()));
+    if (n < 0 && errno != EINTR) {
+      RES_WARN(log::kStore, "store server %s: epoll_wait: %s", address_.c_str(),
+               errnoText(errno).c_str());
+      break;
+    }
+    const TimePoint now = SteadyClock::now();
+    for (int i = 0; i < n; ++i) {
+      const uint64_t id = events[static_cast<size_t>(i)].data.u64;
+      const uint32_t what = events[static_cast<size_t>(i)].events;
+      if (id == kListenId) {
+        acceptAll(now);
+        continue;
+      }
+      if (id == kWakeId) {
+        uint64_t v = 0;
+        [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof v);
+        continue;
+      }
+      Conn& c = *static_cast<Conn*>(events[static_cast<size_t>(i)].data.ptr);
+      if (c.closed) {
+        continue;
+      }
+      if ((what & EPOLLOUT) != 0) {
+        flush(c);
+        if (c.closed) {
+          continue;
+        }
+      }
+      if ((what & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) {
+        onReadable(c, now);
+      }
+    }
+    runTimers(SteadyClock::now());
+    flushDirty();
+    graveyard_.clear();
+    if (reapAt_ && *reapAt_ <= SteadyClock::now()) {
+      engine_.reap();
+      reapAt_.reset();
+    }
+  }
+  RES_INFO(log::kStore, "store server %s stopping: closing %zu connections", address_.c_str(),
+           conns_.size());
+  conns_.clear();
+  graveyard_.clear();
+  statOpen_.store(0);
+}
+
+void StoreServer::Loop::acceptAll(TimePoint now) {
+  for (;;) {
+    const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) {
+        continue;
+      }
+      if (errno == EMFILE || errno == ENFILE) {
+        // Out of descriptors: accept with the spare one and drop, so the
+        // pending connection gets an error rather than spinning the loop.
+        statBusy_.fetch_add(1, std::memory_order_relaxed);
+        RES_WARN_LIMITED(acceptLimiter_, nowNs(), log::kStore,
+                         "store server %s: out of file descriptors with %zu connections; "
+                         "refusing new ones (raise the fd limit: ulimit -n)",
+                         address_.c_str(), conns_.size());
+        spare_.reset();
+        FileDescriptor dropped(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        dropped.reset();
+        spare_ = FileDescriptor(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        return;
+      }
+      return;  // EAGAIN: no more pending connections
+    }
+    FileDescriptor owned(fd);
+    statAccepted_.fetch_add(1, std::memory_order_relaxed);
+    if (conns_.size() >= options_.maxConnections) {
+      statBusy_.fetch_add(1, std::memory_order_relaxed);
+      std::string reply;
+      encodeHelloReply(HelloReply{kVersion, HelloStatus::kBusy, instanceId_,
+                                  static_cast<uint32_t>(options_.maxFrameBytes)},
+                       &reply);
+      [[maybe_unused]] ssize_t w = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      RES_WARN_LIMITED(acceptLimiter_, nowNs(), log::kStore,
+                       "store server %s: connection limit %zu reached; refusing a client",
+                       address_.c_str(), options_.maxConnections);
+      continue;
+    }
+    setNoDelay(fd);
+    setKeepAlive(fd);
+    const uint64_t id = nextConnId_++;
+    auto owned_conn = std::make_unique<Conn>();
+    Conn& c = *owned_conn;
+    c.id = id;
+    c.fd = std::move(owned);
+    c.decoder.setMaxFrameBytes(options_.maxFrameBytes);
+    c.peer = peerAddressOf(fd).toString();
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &c;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      continue;
+    }
+    conns_.emplace(id, std::move(owned_conn));
+    statOpen_.store(conns_.size(), std::memory_order_relaxed);
+    timers_.push(Timer{now + options_.handshakeTimeout, id, true});
+  }
+}
+
+void StoreServer::Loop::onReadable(Conn& c, TimePoint now) {
+  const size_t pendingBefore = c.out.size() - c.outOffset;
+  for (int i = 0; i < kMaxReadsPerEvent; ++i) {
+    const ssize_t n = ::recv(c.fd.get(), scratch_.data(), scratch_.size(), 0);
+    if (n > 0) {
+      c.decoder.feed(std::string_view(scratch_.data(), static_cast<size_t>(n)));
+      process(c, now);
+      if (c.closed || c.readPaused || c.state == State::kClosing) {
+        return;
+      }
+      if (static_cast<size_t>(n) < scratch_.size()) {
+        break;  // drained; level-triggered epoll reports any later bytes
+      }
+      continue;
+    }
+    if (n == 0) {
+      closeConn(c);
+      return;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      closeConn(c);
+      return;
+    }
+    break;
+  }
+  // ACKs: a request answered now has its ACK ride on the reply (delay it);
+  // one that waits (wait, barrier) is ACKed now, rather than by thousands of
+  // delayed-ACK timers firing together later, in the middle of a release.
+  setQuickAck(c.fd.get(), c.out.size() - c.outOffset == pendingBefore);
+  c.decoder.shrinkIfEmpty();
+}
+
+void StoreServer::Loop::process(Conn& c, TimePoint now) {
+  try {
+    if (c.state == State::kHello) {
+      std::optional<Hello> hello = c.decoder.nextHello();
+      if (!hello) {
+        return;
+      }
+      onHello(c, *hello);
+      if (c.state != State::kReady) {
+        return;
+      }
+    }
+    while (c.state == State::kReady && !c.readPaused) {
+      std::optional<Frame> frame = c.decoder.next();
+      if (!frame) {
+        break;
+      }
+      statRequests_.fetch_add(1, std::memory_order_relaxed);
+      const size_t before = c.out.size();
+      std::optional<RequestHandler::Deferred> d =
+          handler_.handle(reinterpret_cast<uint64_t>(&c), *frame, now, &c.out);
+      if (d) {
+        timers_.push(Timer{d->deadline, d->pendingId, false});
+      }
+      if (c.out.size() != before) {
+        markDirty(c);
+      }
+      if (c.out.size() - c.outOffset > kPauseReadingAt) {
+        c.readPaused = true;
+        updateEvents(c);
+      }
+    }
+  } catch (const ProtocolError& e) {
+    statProtocol_.fetch_add(1, std::memory_order_relaxed);
+    RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
+                     "store server %s: dropping client %s: %s", address_.c_str(), c.peer.c_str(),
+                     e.what());
+    // Replies to the well-formed requests before the bad one still go out
+    // (best effort, without waiting), then the connection closes.
+    if (c.outOffset < c.out.size()) {
+      [[maybe_unused]] ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset,
+                                          c.out.size() - c.outOffset, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    closeConn(c);
+  }
+}
+
+void StoreServer::Loop::onHello(Conn& c, const Hello& hello) {
+  if (!hello.name.empty()) {
+    c.peer += " (" + hello.name + ")";
+  }
+  if (hello.version != kVersion) {
+    statProtocol_.fetch_add(1, std::memory_order_relaxed);
+    RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
+                     "store server %s: refusing client %s: protocol version %u, this server "
+                     "speaks %u",
+                     address_.c_str(), c.peer.c_str(), hello.version, kVersion);
+    refuse(c, HelloStatus::kVersionUnsupported);
+    return;
+  }
+  if (!options_.token.empty() && !tokensEqual(hello.token, options_.token)) {
+    statToken_.fetch_add(1, std::memory_order_relaxed);
+    RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
+                     "store server %s: refusing client %s: wrong job token", address_.c_str(),
+                     c.peer.c_str());
+    refuse(c, HelloStatus::kTokenRefused);
+    return;
+  }
+  encodeHelloReply(HelloReply{kVersion, HelloStatus::kOk, instanceId_,
+                              static_cast<uint32_t>(options_.maxFrameBytes)},
+                   &c.out);
+  c.state = State::kReady;
+  markDirty(c);
+}
+
+void StoreServer::Loop::refuse(Conn& c, HelloStatus status) {
+  encodeHelloReply(
+      HelloReply{kVersion, status, instanceId_, static_cast<uint32_t>(options_.maxFrameBytes)},
+      &c.out);
+  c.state = State::kClosing;
+  updateEvents(c);
+  markDirty(c);
+}
+
+void StoreServer::Loop::markDirty(Conn& c) {
+  if (!c.dirty) {
+    c.dirty = true;
+    dirty_.push_back(&c);
+  }
+}
+
+void StoreServer::Loop::flushDirty() {
+  // Swap first: flushing may close connections but never adds to dirty_.
+  burst_.clear();
+  burst_.swap(dirty_);
+  releasing_.clear();
+  releasing_.swap(releases_);
+  for (Conn* c : burst_) {
+    c->dirty = false;
+  }
+  // The burst's replies, numbered: the dirty connections', then the releases'.
+  burstReplies_ = burst_.size() + releasing_.size();
+  burstCursor_.store(0, std::memory_order_relaxed);
+  if (burstReplies_ >= kParallelSendMin) {
+    sendPool_->run([this](size_t part) { sendChunks(followUp_[part]); });
+  } else {
+    sendChunks(followUp_[0]);
+  }
+  // Back on the loop thread alone: closing and epoll changes for what the
+  // send-pool threads could not settle.
+  for (std::vector<Conn*>& list : followUp_) {
+    for (Conn* c : list) {
+      if (!c->closed) {
+        flush(*c);
+      }
+    }
+    list.clear();
+  }
+  burst_.clear();
+  if (!releasing_.empty() && !reapAt_) {
+    reapAt_ = SteadyClock::now() + kReapDelay;
+  }
+  releasing_.clear();
+}
+
+bool StoreServer::Loop::sendAndSettle(Conn& c) {
+  if (trySend(c) != 0 || c.state != State::kReady || c.writeArmed || c.readPaused) {
+    return false;
+  }
+  clearOut(c);
+  return true;
+}
+
+void StoreServer::Loop::clearOut(Conn& c) {
+  c.out.clear();
+  c.outOffset = 0;
+  if (c.out.capacity() > size_t{64} * 1024) {
+    std::string().swap(c.out);
+  }
+}
+
+void StoreServer::Loop::sendChunks(std::vector<Conn*>& followUp) {
+  for (;;) {
+    const size_t begin = burstCursor_.fetch_add(kSendChunk, std::memory_order_relaxed);
+    if (begin >= burstReplies_) {
+      return;
+    }
+    const size_t end = std::min(begin + kSendChunk, burstReplies_);
+    for (size_t i = begin; i < end; ++i) {
+      const ReleaseReply* reply = i < burst_.size() ? nullptr : &releasing_[i - burst_.size()];
+      Conn& c = reply == nullptr ? *burst_[i] : *reply->conn;
+      if (c.closed) {
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(c.sending);
+      if (reply != nullptr) {
+        encodeBarrierRelease(reply->tag, reply->result, &c.out);
+      }
+      if (!sendAndSettle(c)) {
+        followUp.push_back(&c);
+      }
+    }
+  }
+}
+
+int StoreServer::Loop::trySend(Conn& c) {
+  while (c.outOffset < c.out.size()) {
+    const ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset, c.out.size() - c.outOffset,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.outOffset += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return EAGAIN;
+    }
+    return n < 0 ? errno : EPIPE;
+  }
+  return 0;
+}
+
+void StoreServer::Loop::flush(Conn& c) {
+  afterSend(c, trySend(c));
+}
+
+void StoreServer::Loop::afterSend(Conn& c, int result) {
+  if (result == EAGAIN) {
+    if (!c.writeArmed) {
+      c.writeArmed = true;
+      updateEvents(c);
+    }
+    return;
+  }
+  if (result != 0) {
+    closeConn(c);
+    return;
+  }
+  clearOut(c);
+  if (c.state == State::kClosing) {
+    closeConn(c);
+    return;
+  }
+  if (c.writeArmed || c.readPaused) {
+    c.writeArmed = false;
+    if (c.readPaused) {
+      c.readPaused = false;
+      updateEvents(c);
+      // Frames may be buffered already; process them without waiting for more bytes.
+      process(c, SteadyClock::now());
+      return;
+    }
+    updateEvents(c);
+  }
+}
+
+void StoreServer::Loop::updateEvents(Conn& c) {
+  epoll_event ev{};
+  ev.events = (c.readPaused || c.state == State::kClosing ? 0u : static_cast<uint32_t>(EPOLLIN)) |
+              (c.writeArmed ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  ev.data.ptr = &c;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+}
+
+void StoreServer::Loop::closeConn(Conn& c) {
+  if (c.closed) {
+    return;
+  }
+  c.closed = true;
+  engine_.dropOwner(reinterpret_cast<uint64_t>(&c));
+  c.fd.reset();  // leaves the epoll set
+  auto it = conns_.find(c.id);
+  if (it != conns_.end()) {
+    graveyard_.push_back(std::move(it->second));
+    conns_.erase(it);
+  }
+  statOpen_.store(conns_.size(), std::memory_order_relaxed);
+}
+
+void StoreServer::Loop::runTimers(TimePoint now) {
+  engine_.expireKeys(now);
+  while (!timers_.empty() && timers_.top().when <= now) {
+    const Timer t = timers_.top();
+    timers_.pop();
+    if (t.handshake) {
+      auto it = conns_.find(t.id);
+      if (it != conns_.end() && it->second->state == State::kHello) {
+        statProtocol_.fetch_add(1, std::memory_order_relaxed);
+        RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
+                         "store server %s: dropping client %s: no handshake within %lld ms",
+                         address_.c_str(), it->second->peer.c_str(),
+                         static_cast<long long>(options_.handshakeTimeout.count()));
+        closeConn(*it->second);
+      }
+    } else {
+      engine_.expire(t.id);
+    }
+  }
+}
+
+void StoreServer::Loop::onCompletion(const Completion& c) {
+  // The owner is a live Conn: closing one drops its pending calls first.
+  Conn& conn = *reinterpret_cast<Conn*>(
+      c.owner);  // NOLINT(performance-no-int-to-ptr): owner ids are Conn addresses
+  handler_.encodeCompletion(c, &conn.out);
+  markDirty(conn);
+}
+
+StoreServer::StoreServer(ServerOptions options)
+    : loop_(std::make_unique<Loop>(std::move(options))) {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "store-loop");
+    loop_->run();
+  });
+}
+
+StoreServer::~StoreServer() {
+  stop();
+}
+
+void StoreServer::stop() {
+  if (thread_.joinable()) {
+    loop_->requestStop();
+    thread_.join();
+  }
+}
+
+uint16_t StoreServer::port() const noexcept {
+  return loop_->port();
+}
+
+std::string StoreServer::address() const {
+  return loop_->address();
+}
+
+ServerStats StoreServer::stats() const {
+  return loop_->stats();
+}
+
+uint64_t StoreServer::instanceId() const noexcept {
+  return loop_->instanceId();
+}
+
+}  // namespace resilient::store::tcp

@@ -1,0 +1,514 @@
+// resilient-net-ab: an A/B comparison of transports on the host engine, for
+// differences of a percent on a machine whose speed drifts by more.
+//
+// Two ranks (processes) load every transport named by --transport (a net
+// plugin as NCCL loads it, or "raw": our plain TCP pump) and set up one
+// engine per transport, all connected at once. Per size, every transport
+// runs -w warm-up iterations, then --blocks blocks (more with --size-bytes);
+// in a block each transport runs -n iterations back to back, in an order
+// drawn at random per block (--seed; both ranks draw alike), so that no
+// transport always follows the same one. The slowest rank's mean time per
+// iteration of each transport in each block is recorded, so two transports
+// are compared block by block (moments apart, in the same processes)
+// instead of run against run. Every byte is checked, as in
+// resilient-nettest. Two engines of the very same plugin differ by several
+// percent for as long as their connections live when the kernel autotunes
+// the socket buffers; fixed buffers (NCCL_RESILIENT_SOCKET_BUFFER_BYTES,
+// --raw-socket-buffer) make them alike.
+// Without RANK/WORLD_SIZE it launches the two ranks itself; rank 0 prints
+// the table and writes --json.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/file_descriptor.h"
+#include "common/socket_address.h"
+#include "hostengine/engine.h"
+#include "hostengine/launcher.h"
+#include "hostengine/pattern.h"
+#include "hostengine/raw_tcp_transport.h"
+#include "hostengine/rendezvous.h"
+#include "hostengine/report.h"
+#include "hostengine/socket_io.h"
+#include "hostengine/transport_choice.h"
+
+namespace he = resilient::hostengine;
+using json = nlohmann::json;
+using resilient::FileDescriptor;
+using resilient::Result;
+using resilient::SocketAddress;
+using resilient::Status;
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitDataErrors = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitFault = 3;
+constexpr const char* kEnvListenFd = "RESILIENT_AB_LISTEN_FD";
+constexpr const char* kEnvStartFd = "RESILIENT_AB_START_FD";
+constexpr const char* kEnvToken = "RESILIENT_AB_TOKEN";
+constexpr int kRanks = 2;
+
+struct Options {
+  std::vector<std::string> transports;
+  std::string pattern = "sendrecv";
+  std::string minBytes = "1M";
+  std::string maxBytes = "64M";
+  uint64_t factor = 4;
+  int iters = 20;
+  int warmup = 5;
+  int blocks = 10;
+  std::string sizeBytes;  // at least this many bytes per transport and size: more blocks
+  uint64_t seed = 1;
+  int multiRecv = he::kMaxPieces;
+  int rawSockets = 1;
+  int rawSocketBuffer = 0;
+  bool pinCpus = false;
+  double timeoutSec = 30;
+  std::string jsonPath;
+};
+
+struct Config {
+  Options options;
+  he::Pattern pattern = he::Pattern::kSendRecv;
+  std::vector<size_t> sizes;
+  size_t maxBytes = 0;
+  uint64_t bytesPerSize = 0;
+  int64_t timeoutMs = 30000;
+};
+
+// Blocks of one size: --blocks, or more where the iterations of --size-bytes ask for them.
+int blocksFor(const Config& c, size_t bytes) {
+  const uint64_t perBlock = static_cast<uint64_t>(c.options.iters) * std::max<size_t>(bytes, 1);
+  const uint64_t wanted = (c.bytesPerSize + perBlock - 1) / perBlock;
+  return static_cast<int>(std::max<uint64_t>(static_cast<uint64_t>(c.options.blocks),
+                                             std::min<uint64_t>(wanted, 1u << 20)));
+}
+
+Result<Config> makeConfig(const Options& o) {
+  Config c;
+  c.options = o;
+  const std::optional<he::Pattern> pattern = he::parsePattern(o.pattern);
+  if (!pattern || (*pattern != he::Pattern::kPingPong && *pattern != he::Pattern::kSendRecv)) {
+    return resilient::invalidUsage("--pattern must be pingpong or sendrecv, not '" + o.pattern +
+                                   "'");
+  }
+  c.pattern = *pattern;
+  if (o.transports.size() < 2) {
+    return resilient::invalidUsage(
+        "name at least two transports to compare: --transport raw|PLUGIN, twice or more");
+  }
+  if (o.iters < 1 || o.warmup < 0 || o.blocks < 1) {
+    return resilient::invalidUsage("-n and --blocks must be >= 1, -w >= 0");
+  }
+  if (o.multiRecv < 1 || o.multiRecv > he::kMaxPieces) {
+    return resilient::invalidUsage("--multi-recv must be 1.." + std::to_string(he::kMaxPieces));
+  }
+  if (o.rawSocketBuffer < 0) {
+    return resilient::invalidUsage("--raw-socket-buffer must be >= 0");
+  }
+  if (!o.sizeBytes.empty()) {
+    Result<size_t> b = he::parseSize(o.sizeBytes);
+    if (!b.ok()) {
+      return b.status();
+    }
+    c.bytesPerSize = *b;
+  }
+  if (o.rawSockets < 1 || o.rawSockets > he::kRawTcpMaxSockets) {
+    return resilient::invalidUsage("--raw-sockets must be 1.." +
+                                   std::to_string(he::kRawTcpMaxSockets));
+  }
+  if (!(o.timeoutSec > 0) || o.timeoutSec > 86400) {
+    return resilient::invalidUsage("--timeout must be in (0, 86400] seconds");
+  }
+  c.timeoutMs = static_cast<int64_t>(o.timeoutSec * 1000);
+  Result<size_t> minBytes = he::parseSize(o.minBytes);
+  Result<size_t> maxBytes = he::parseSize(o.maxBytes);
+  if (!minBytes.ok() || !maxBytes.ok()) {
+    return (!minBytes.ok() ? minBytes : maxBytes).status();
+  }
+  Result<std::vector<size_t>> sizes = he::sizeSweep(*minBytes, *maxBytes, o.factor);
+  if (!sizes.ok()) {
+    return sizes.status();
+  }
+  c.sizes = *sizes;
+  c.maxBytes = *maxBytes;
+  return c;
+}
+
+std::optional<std::string> envValue(const char* name) {
+  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before any thread
+  return v != nullptr ? std::optional<std::string>(v) : std::nullopt;
+}
+
+int envInt(const char* name, int fallback) {
+  const std::optional<std::string> v = envValue(name);
+  return v ? std::atoi(v->c_str()) : fallback;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// One size: the slowest rank's seconds per iteration, [block][transport].
+struct SizeBlocks {
+  size_t bytes = 0;
+  std::vector<std::vector<double>> seconds;
+  uint64_t errors = 0;
+};
+
+void printSize(const Config& c, const SizeBlocks& s) {
+  const size_t n = c.options.transports.size();
+  std::printf("%12zu", s.bytes);
+  std::vector<double> firstTimes;
+  for (size_t t = 0; t < n; ++t) {
+    std::vector<double> times;
+    for (const auto& block : s.seconds) {
+      times.push_back(block[t]);
+    }
+    const double us = median(times) * 1e6;
+    const double busbw =
+        static_cast<double>(s.bytes) / (us * 1e-6) / 1e9 * he::busFactor(c.pattern, kRanks);
+    std::printf("  %10.2f %7.3f", us, busbw);
+    if (t > 0) {
+      // Bandwidth of t against t-1, paired block by block.
+      std::vector<double> ratios;
+      for (const auto& block : s.seconds) {
+        ratios.push_back(block[t - 1] / block[t]);
+      }
+      std::printf(" %7.2f%%", 100 * median(ratios));
+    }
+  }
+  std::printf("  %llu\n", static_cast<unsigned long long>(s.errors));
+  std::fflush(stdout);
+}
+
+int runRank(const Config& c) {
+  const int rank = envInt("RANK", -1);
+  const int world = envInt("WORLD_SIZE", -1);
+  const int port = envInt("MASTER_PORT", -1);
+  if (world != kRanks || rank < 0 || rank >= world || port <= 0 || port > 65535) {
+    std::fprintf(stderr, "resilient-net-ab: rank mode needs RANK < WORLD_SIZE = 2, MASTER_PORT\n");
+    return kExitUsage;
+  }
+  const std::string master = envValue("MASTER_ADDR").value_or("127.0.0.1");
+  const uint64_t token = std::strtoull(envValue(kEnvToken).value_or("0").c_str(), nullptr, 16);
+
+  std::vector<std::unique_ptr<resilient::transport::Transport>> transports;
+  for (const std::string& spec : c.options.transports) {
+    he::RawTcpOptions raw;
+    raw.bindHost = he::localAddressToward(master);
+    raw.sockets = c.options.rawSockets;
+    raw.socketBufferBytes = c.options.rawSocketBuffer;
+    raw.token = token;
+    raw.connectTimeoutMs = c.timeoutMs;
+    auto t =
+        he::openTransport(spec == "raw" ? std::nullopt : std::optional<std::string>(spec), raw);
+    if (!t.ok()) {
+      std::fprintf(stderr, "# rank %d: transport %s: %s\n", rank, spec.c_str(),
+                   t.status().toString().c_str());
+      return kExitUsage;
+    }
+    transports.push_back(std::move(t).value());
+  }
+
+  std::unique_ptr<he::RendezvousServer> server;
+  if (rank == 0) {
+    const int fd = envInt(kEnvListenFd, -1);
+    auto s = fd >= 0 ? he::RendezvousServer::start(FileDescriptor(fd), kRanks, token)
+                     : Result<std::unique_ptr<he::RendezvousServer>>(
+                           resilient::invalidUsage("no rendezvous socket"));
+    if (!s.ok()) {
+      std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", s.status().toString().c_str());
+      return kExitUsage;
+    }
+    server = std::move(s).value();
+  }
+  Result<SocketAddress> address = resilient::resolveAddress(master, static_cast<uint16_t>(port));
+  auto client = address.ok() ? he::RendezvousClient::connect(*address, static_cast<uint32_t>(rank),
+                                                             kRanks, token, c.timeoutMs)
+                             : Result<std::unique_ptr<he::RendezvousClient>>(address.status());
+  if (!client.ok()) {
+    std::fprintf(stderr, "# rank %d: rendezvous: %s\n", rank, client.status().toString().c_str());
+    return kExitUsage;
+  }
+  he::RendezvousClient& oob = **client;
+
+  std::vector<std::unique_ptr<he::Engine>> engines;
+  auto closeAll = [&] {
+    for (auto& e : engines) {
+      e->close();
+    }
+  };
+  for (size_t t = 0; t < transports.size(); ++t) {
+    he::EngineOptions eo;
+    eo.rank = rank;
+    eo.nranks = kRanks;
+    eo.pattern = c.pattern;
+    eo.multiRecv = c.options.multiRecv;
+    eo.timeoutMs = c.timeoutMs;
+    eo.commId = token ^ (0x61622d0000ull + t);
+    engines.push_back(std::make_unique<he::Engine>(*transports[t], oob, eo));
+    if (std::optional<he::Fault> f = engines.back()->setup(c.maxBytes)) {
+      std::fprintf(stderr, "# rank %d: setup of %s: %s\n", rank, c.options.transports[t].c_str(),
+                   f->describe().c_str());
+      oob.abort("setup failed");
+      closeAll();
+      return kExitFault;
+    }
+  }
+  if (rank == 0) {
+    const int startFd = envInt(kEnvStartFd, -1);
+    if (startFd >= 0) {
+      const uint64_t now = resilient::monotonicNs();
+      (void)!::write(startFd, &now, sizeof now);
+      ::close(startFd);
+    }
+    std::printf(
+        "# resilient-net-ab: host engine on host buffers (test infrastructure, not NCCL)\n");
+    std::printf(
+        "# %s on 2 ranks; per size %d warm-up, then %d or more blocks of %d iterations "
+        "per transport (order drawn per block), every byte checked\n",
+        he::patternName(c.pattern), c.options.warmup, c.options.blocks, c.options.iters);
+    std::printf(
+        "# per transport: median over blocks of the slowest rank's time (us) and busbw "
+        "(GB/s); from the second on, its bandwidth against the one before, paired per "
+        "block (median)\n#\n%12s",
+        "bytes");
+    for (size_t t = 0; t < transports.size(); ++t) {
+      const std::string& spec = c.options.transports[t];
+      std::printf("  [%zu] %s%s", t, spec.substr(spec.rfind('/') + 1).c_str(),
+                  t > 0 ? " (us bw %)" : " (us bw)");
+    }
+    std::printf("  errors\n");
+    std::fflush(stdout);
+  }
+
+  const size_t n = engines.size();
+  // Both ranks draw the same orders: same seed, same draws.
+  std::mt19937_64 random(c.options.seed);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  uint64_t iteration = 0;
+  uint64_t totalErrors = 0;
+  json sizes = json::array();
+  for (size_t bytes : c.sizes) {
+    SizeBlocks s;
+    s.bytes = he::effectiveBytes(c.pattern, kRanks, bytes);
+    // `count` iterations of transport t; their seconds added to *seconds.
+    auto runIters = [&](size_t t, int count, double* seconds) -> bool {
+      for (int i = 0; i < count; ++i) {
+        he::IterationResult r = engines[t]->run(bytes, iteration++, true);
+        s.errors += r.errors;
+        if (r.fault) {
+          std::fprintf(stderr, "# rank %d: %s: %s\n", rank, c.options.transports[t].c_str(),
+                       r.fault->describe().c_str());
+          oob.abort("fault");
+          closeAll();
+          return false;
+        }
+        *seconds += r.seconds;
+      }
+      return true;
+    };
+    for (size_t t = 0; t < n; ++t) {
+      double ignored = 0;
+      if (!runIters(t, c.options.warmup, &ignored)) {
+        return kExitFault;
+      }
+    }
+    const int blocks = blocksFor(c, bytes);
+    for (int b = 0; b < blocks; ++b) {
+      std::vector<double> mine(n, 0);
+      std::shuffle(order.begin(), order.end(), random);
+      for (size_t t : order) {
+        double sum = 0;
+        if (!runIters(t, c.options.iters, &sum)) {
+          return kExitFault;
+        }
+        mine[t] = sum / c.options.iters;
+      }
+      std::string text;
+      for (double v : mine) {
+        char number[32];
+        std::snprintf(number, sizeof number, "%.9g ", v);
+        text += number;
+      }
+      auto all = oob.allGather(text);
+      if (!all.ok()) {
+        std::fprintf(stderr, "# rank %d: gather: %s\n", rank, all.status().toString().c_str());
+        closeAll();
+        return kExitFault;
+      }
+      std::vector<double> slowest(n, 0);
+      for (const std::string& part : *all) {
+        const char* p = part.c_str();
+        for (size_t t = 0; t < n; ++t) {
+          char* end = nullptr;
+          slowest[t] = std::max(slowest[t], std::strtod(p, &end));
+          p = end;
+        }
+      }
+      s.seconds.push_back(slowest);
+    }
+    totalErrors += s.errors;
+    if (rank == 0) {
+      printSize(c, s);
+    }
+    sizes.push_back(json{{"bytes", s.bytes}, {"seconds", s.seconds}, {"errors", s.errors}});
+  }
+  auto all = oob.allGather(std::to_string(totalErrors));
+  if (all.ok()) {
+    totalErrors = 0;
+    for (const std::string& part : *all) {
+      totalErrors += std::strtoull(part.c_str(), nullptr, 10);
+    }
+  }
+  (void)oob.finish();
+  closeAll();
+  if (server) {
+    server->stop();
+  }
+  if (rank == 0 && !c.options.jsonPath.empty()) {
+    const json report{{"tool", "resilient-net-ab"},
+                      {"pattern", he::patternName(c.pattern)},
+                      {"ranks", kRanks},
+                      {"iterations", c.options.iters},
+                      {"warmup", c.options.warmup},
+                      {"blocks", c.options.blocks},
+                      {"seed", c.options.seed},
+                      {"size_bytes", c.bytesPerSize},
+                      {"raw_socket_buffer", c.options.rawSocketBuffer},
+                      {"transports", c.options.transports},
+                      {"sizes", sizes},
+                      {"errors", totalErrors},
+                      {"ok", all.ok() && totalErrors == 0}};
+    const std::string tmp = c.options.jsonPath + ".tmp";
+    std::ofstream(tmp) << report.dump(1) << '\n';
+    std::rename(tmp.c_str(), c.options.jsonPath.c_str());
+  }
+  if (rank == 0) {
+    std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(totalErrors),
+                totalErrors == 0 ? "OK" : "FAILED");
+  }
+  return !all.ok() ? kExitFault : totalErrors > 0 ? kExitDataErrors : kExitOk;
+}
+
+int runLauncher(const Config& c, const std::vector<std::string>& argv) {
+  Result<he::LocalLaunch> local =
+      he::planLocalLaunch("127.0.0.1", 0, kRanks, argv, he::currentEnvironment(),
+                          {kEnvToken, kEnvListenFd, kEnvStartFd});
+  if (!local.ok()) {
+    std::fprintf(stderr, "resilient-net-ab: %s\n", local.status().toString().c_str());
+    return kExitUsage;
+  }
+  he::LaunchPlan& plan = local->plan;
+  plan.startTimeoutMs = c.timeoutMs * static_cast<int64_t>(c.options.transports.size()) + 30000;
+  plan.pinRanks = c.options.pinCpus;
+  Result<he::LaunchOutcome> launched = he::launchRanks(plan);
+  ::close(plan.startPipeRead);
+  if (!launched.ok()) {
+    std::fprintf(stderr, "resilient-net-ab: %s\n", launched.status().toString().c_str());
+    return kExitUsage;
+  }
+  int code = kExitOk;
+  for (const he::RankOutcome& o : launched->ranks) {
+    if (!o.exited || o.exitCode != 0) {
+      std::fprintf(stderr, "resilient-net-ab: rank %d: %s\n", o.rank, he::describeExit(o).c_str());
+      // The worst: usage (a transport that does not load) over faults over data errors.
+      const int mine = o.exited && (o.exitCode == kExitDataErrors || o.exitCode == kExitUsage)
+                           ? o.exitCode
+                           : kExitFault;
+      code = code == kExitUsage || mine == kExitUsage ? kExitUsage : std::max(code, mine);
+    }
+  }
+  if (launched->startTimedOut) {
+    std::fprintf(stderr, "resilient-net-ab: the ranks did not finish their setup in time\n");
+    code = kExitFault;
+  }
+  return code;
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "resilient-net-ab: compares transports (net plugins loaded as NCCL loads them, or "
+      "'raw', our plain TCP pump) on 2 ranks of the host engine, block by block in the same "
+      "processes, so that differences of a percent show on a noisy machine. Host engine: test "
+      "infrastructure, not NCCL."};
+  app.add_option("--transport", o.transports,
+                 "raw | a net plugin (path, library or plugin name); give two or more")
+      ->required();
+  app.add_option("--pattern", o.pattern, "pingpong | sendrecv")->capture_default_str();
+  app.add_option("-b,--minbytes", o.minBytes, "smallest size (K/M/G suffixes)")
+      ->capture_default_str();
+  app.add_option("-e,--maxbytes", o.maxBytes, "largest size (K/M/G suffixes)")
+      ->capture_default_str();
+  app.add_option("-f,--stepfactor", o.factor, "size multiplier between rows")
+      ->capture_default_str();
+  app.add_option("-n,--iters", o.iters, "iterations per transport per block")
+      ->capture_default_str();
+  app.add_option("-w,--warmup_iters", o.warmup, "warm-up iterations per transport per size")
+      ->capture_default_str();
+  app.add_option("--blocks", o.blocks, "blocks per size (at least)")->capture_default_str();
+  app.add_option("--size-bytes", o.sizeBytes,
+                 "more blocks where needed for every transport to carry this many bytes per "
+                 "size (K/M/G suffixes): small sizes get as much time as large ones");
+  app.add_option("--seed", o.seed, "seed of the transports' order in each block")
+      ->capture_default_str();
+  app.add_option("--multi-recv", o.multiRecv, "largest n of a grouped irecv (1: off)")
+      ->capture_default_str();
+  app.add_option("--raw-sockets", o.rawSockets, "raw: TCP sockets per connection")
+      ->capture_default_str();
+  app.add_option("--raw-socket-buffer", o.rawSocketBuffer,
+                 "raw: SO_SNDBUF/SO_RCVBUF of its sockets in bytes (0: autotuned); the plugins "
+                 "take NCCL_RESILIENT_SOCKET_BUFFER_BYTES")
+      ->capture_default_str();
+  app.add_flag("--pin-cpus", o.pinCpus, "run rank r on CPU r (modulo the CPUs allowed)");
+  app.add_option("--timeout", o.timeoutSec, "seconds: connection setup and one iteration")
+      ->capture_default_str();
+  app.add_option("--json", o.jsonPath, "write every block's times as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+
+  Result<Config> config = makeConfig(o);
+  if (!config.ok()) {
+    std::fprintf(stderr, "resilient-net-ab: %s\n", config.status().message().c_str());
+    return kExitUsage;
+  }
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, nullptr);
+  if (envValue("RANK") && envValue("WORLD_SIZE")) {
+    return runRank(*config);
+  }
+  return runLauncher(*config, std::vector<std::string>(argv, argv + argc));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "resilient-net-ab: %s\n", e.what());
+    return kExitUsage;
+  }
+}
