@@ -87,4 +87,19 @@ std::string errnoText(int err) {
   return strerror_r(err, buf, sizeof buf);
 }
 
+const char* ncclResultName(ncclResult_t result) noexcept {
+  switch (result) {
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    case ncclNumResults: break;
+  }
+  return "unknown result";
+}
+
 }  // namespace resilient

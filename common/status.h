@@ -72,6 +72,9 @@ inline Status timeoutError(std::string message, std::string peer = {}) {
 // network error"); a local OS failure is ncclSystemError.
 ncclResult_t toNcclResult(const Status& status) noexcept;
 
+// "ncclRemoteError" for ncclRemoteError, ...; "unknown result" otherwise.
+const char* ncclResultName(ncclResult_t result) noexcept;
+
 // The text of errno `err` ("Connection refused"); thread-safe.
 std::string errnoText(int err);
 

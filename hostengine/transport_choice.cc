@@ -5,20 +5,32 @@
 
 namespace resilient::hostengine {
 
-Result<std::unique_ptr<transport::Transport>> openTransport(
-    const std::optional<std::string>& plugin, const RawTcpOptions& raw) {
-  if (!plugin) {
-    return std::unique_ptr<transport::Transport>(std::make_unique<RawTcpTransport>(raw));
-  }
+Result<LoadedPlugin> loadPlugin(const std::string& spec) {
   transport::external::LoadOptions load;
-  load.spec = *plugin;
-  load.refuseSelf = false;
+  load.spec = spec;
+  load.refuseSelf = false;  // the tools and the host communicator are not a plugin
   load.logger = pluginLogger();
   auto loaded = transport::external::loadExternalPlugin(load);
   if (!loaded.ok()) {
     return loaded.status();
   }
-  return std::unique_ptr<transport::Transport>(std::move(loaded).value());
+  LoadedPlugin out;
+  out.libraryPath = loaded.value()->libraryPath();
+  out.abiVersion = loaded.value()->abiVersion();
+  out.transport = std::move(loaded).value();
+  return out;
+}
+
+Result<std::unique_ptr<transport::Transport>> openTransport(
+    const std::optional<std::string>& plugin, const RawTcpOptions& raw) {
+  if (!plugin) {
+    return std::unique_ptr<transport::Transport>(std::make_unique<RawTcpTransport>(raw));
+  }
+  auto loaded = loadPlugin(*plugin);
+  if (!loaded.ok()) {
+    return loaded.status();
+  }
+  return std::move(std::move(loaded).value().transport);
 }
 
 }  // namespace resilient::hostengine

@@ -20,9 +20,12 @@
 
 #include <stddef.h>
 
+#include "resilient/restart/visibility.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+RESILIENT_RESTART_API_BEGIN
 
 typedef enum {
   RESILIENT_RESTART_OK = 0,
@@ -60,6 +63,9 @@ typedef struct resilient_restart_options resilient_restart_options;
 typedef struct resilient_restart_wrapper resilient_restart_wrapper;
 typedef struct resilient_restart_context resilient_restart_context;
 
+/* The version of the library loaded ("0.1.0"; resilient/version.h has the
+ * headers' RESILIENT_VERSION_STRING). */
+const char* resilient_restart_version(void);
 /* The message of the calling thread's last failed call ("" if none). */
 const char* resilient_restart_last_error(void);
 const char* resilient_restart_status_name(int status);
@@ -67,21 +73,70 @@ const char* resilient_restart_status_name(int status);
 /* Options: the defaults with the NCCL_RESILIENT_RESTART_* knobs applied. */
 resilient_restart_options* resilient_restart_options_from_environment(void);
 void resilient_restart_options_destroy(resilient_restart_options* options);
-/* Integer options: "rank", "world_size", "max_active_world_size",
- * "active_world_size_divisible_by", "max_iterations" (retry controller),
- * "min_world_size", "min_active_world_size", "enabled", "use_monitor_process",
- * "terminate_culprits", "host_store", and every duration in milliseconds by
- * its Options name in snake case with "_ms": "soft_timeout_ms",
- * "hard_timeout_ms", "barrier_timeout_ms", "completion_timeout_ms",
- * "heartbeat_interval_ms", "heartbeat_timeout_ms", "last_call_wait_ms",
- * "monitor_thread_interval_ms", "monitor_process_interval_ms",
- * "progress_watchdog_interval_ms", "termination_grace_time_ms",
- * "finalize_timeout_ms", "health_check_timeout_ms", "communicator_timeout_ms". */
-int resilient_restart_options_set_int(resilient_restart_options* options, const char* name,
+/* Options are named by typed ids (a misspelt id does not compile), libcurl
+ * style; each also has a name, its Options field in snake case (durations
+ * end in "_ms"), which resilient_restart_option_by_name finds at run time. */
+typedef enum {
+  RESILIENT_RESTART_OPTION_INT = 0,    /* resilient_restart_options_set_int */
+  RESILIENT_RESTART_OPTION_STRING = 1, /* resilient_restart_options_set_string */
+} resilient_restart_option_type;
+
+typedef enum {
+  /* integers */
+  RESILIENT_RESTART_OPT_RANK = 1,
+  RESILIENT_RESTART_OPT_WORLD_SIZE = 2,
+  RESILIENT_RESTART_OPT_MAX_ACTIVE_WORLD_SIZE = 3,
+  RESILIENT_RESTART_OPT_ACTIVE_WORLD_SIZE_DIVISIBLE_BY = 4,
+  RESILIENT_RESTART_OPT_MAX_ITERATIONS = 5, /* the retry controller */
+  RESILIENT_RESTART_OPT_MIN_WORLD_SIZE = 6,
+  RESILIENT_RESTART_OPT_MIN_ACTIVE_WORLD_SIZE = 7,
+  RESILIENT_RESTART_OPT_ENABLED = 8, /* booleans: 0 or not 0 */
+  RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS = 9,
+  RESILIENT_RESTART_OPT_TERMINATE_CULPRITS = 10,
+  RESILIENT_RESTART_OPT_HOST_STORE = 11,
+  /* durations, in milliseconds (integers) */
+  RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS = 20,
+  RESILIENT_RESTART_OPT_HARD_TIMEOUT_MS = 21,
+  RESILIENT_RESTART_OPT_BARRIER_TIMEOUT_MS = 22,
+  RESILIENT_RESTART_OPT_COMPLETION_TIMEOUT_MS = 23,
+  RESILIENT_RESTART_OPT_HEARTBEAT_INTERVAL_MS = 24,
+  RESILIENT_RESTART_OPT_HEARTBEAT_TIMEOUT_MS = 25,
+  RESILIENT_RESTART_OPT_LAST_CALL_WAIT_MS = 26,
+  RESILIENT_RESTART_OPT_MONITOR_THREAD_INTERVAL_MS = 27,
+  RESILIENT_RESTART_OPT_MONITOR_PROCESS_INTERVAL_MS = 28,
+  RESILIENT_RESTART_OPT_PROGRESS_WATCHDOG_INTERVAL_MS = 29,
+  RESILIENT_RESTART_OPT_TERMINATION_GRACE_TIME_MS = 30,
+  RESILIENT_RESTART_OPT_FINALIZE_TIMEOUT_MS = 31,
+  RESILIENT_RESTART_OPT_HEALTH_CHECK_TIMEOUT_MS = 32,
+  RESILIENT_RESTART_OPT_COMMUNICATOR_TIMEOUT_MS = 33,
+  /* strings */
+  RESILIENT_RESTART_OPT_STORE_URL = 40,
+  RESILIENT_RESTART_OPT_JOB_ID = 41,
+  RESILIENT_RESTART_OPT_MONITOR_EXECUTABLE = 42,
+  RESILIENT_RESTART_OPT_MONITOR_LOG_FILE = 43,
+  RESILIENT_RESTART_OPT_MONITOR_PID_FILE = 44,
+  RESILIENT_RESTART_OPT_BLACKBOX_DIR = 45,
+} resilient_restart_option_id;
+
+typedef struct {
+  const char* name; /* "soft_timeout_ms" */
+  int id;           /* resilient_restart_option_id */
+  int type;         /* resilient_restart_option_type */
+} resilient_restart_option_info;
+
+/* The option named `name`, or NULL. */
+const resilient_restart_option_info* resilient_restart_option_by_name(const char* name);
+/* The option with id `id`, or NULL. */
+const resilient_restart_option_info* resilient_restart_option_by_id(int id);
+/* Every option in turn: NULL gives the first, then each the next; NULL after the last. */
+const resilient_restart_option_info* resilient_restart_option_next(
+    const resilient_restart_option_info* previous);
+
+/* RESILIENT_RESTART_CONFIG for an unknown id, an option of the other type or
+ * a value out of range (integers: -1 to 2^30). */
+int resilient_restart_options_set_int(resilient_restart_options* options, int option,
                                       long long value);
-/* String options: "store_url", "job_id", "monitor_executable",
- * "monitor_log_file", "monitor_pid_file", "blackbox_dir". */
-int resilient_restart_options_set_string(resilient_restart_options* options, const char* name,
+int resilient_restart_options_set_string(resilient_restart_options* options, int option,
                                          const char* value);
 
 /* A hook returns 0 when it succeeded; anything else is a failure of this rank
@@ -144,6 +199,7 @@ int resilient_restart_broadcast(resilient_restart_context* context, const char* 
                                 size_t bytes, int root);
 int resilient_restart_barrier(resilient_restart_context* context, const char* name);
 
+RESILIENT_RESTART_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,7 @@
 #include "restart/capi/c_options.h"
 
 #include <cstring>
-#include <map>
+#include <iterator>
 #include <string>
 
 #include "resilient/restart/errors.hpp"
@@ -55,6 +55,81 @@ std::function<void(const State&)> wrapHook(resilient_restart_hook hook, void* us
   };
 }
 
+// Every option of the C API, in id order: the one table of names, ids and types.
+constexpr int kInt = RESILIENT_RESTART_OPTION_INT;
+constexpr int kString = RESILIENT_RESTART_OPTION_STRING;
+constexpr resilient_restart_option_info kOptionTable[] = {
+    {"rank", RESILIENT_RESTART_OPT_RANK, kInt},
+    {"world_size", RESILIENT_RESTART_OPT_WORLD_SIZE, kInt},
+    {"max_active_world_size", RESILIENT_RESTART_OPT_MAX_ACTIVE_WORLD_SIZE, kInt},
+    {"active_world_size_divisible_by", RESILIENT_RESTART_OPT_ACTIVE_WORLD_SIZE_DIVISIBLE_BY, kInt},
+    {"max_iterations", RESILIENT_RESTART_OPT_MAX_ITERATIONS, kInt},
+    {"min_world_size", RESILIENT_RESTART_OPT_MIN_WORLD_SIZE, kInt},
+    {"min_active_world_size", RESILIENT_RESTART_OPT_MIN_ACTIVE_WORLD_SIZE, kInt},
+    {"enabled", RESILIENT_RESTART_OPT_ENABLED, kInt},
+    {"use_monitor_process", RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS, kInt},
+    {"terminate_culprits", RESILIENT_RESTART_OPT_TERMINATE_CULPRITS, kInt},
+    {"host_store", RESILIENT_RESTART_OPT_HOST_STORE, kInt},
+    {"soft_timeout_ms", RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS, kInt},
+    {"hard_timeout_ms", RESILIENT_RESTART_OPT_HARD_TIMEOUT_MS, kInt},
+    {"barrier_timeout_ms", RESILIENT_RESTART_OPT_BARRIER_TIMEOUT_MS, kInt},
+    {"completion_timeout_ms", RESILIENT_RESTART_OPT_COMPLETION_TIMEOUT_MS, kInt},
+    {"heartbeat_interval_ms", RESILIENT_RESTART_OPT_HEARTBEAT_INTERVAL_MS, kInt},
+    {"heartbeat_timeout_ms", RESILIENT_RESTART_OPT_HEARTBEAT_TIMEOUT_MS, kInt},
+    {"last_call_wait_ms", RESILIENT_RESTART_OPT_LAST_CALL_WAIT_MS, kInt},
+    {"monitor_thread_interval_ms", RESILIENT_RESTART_OPT_MONITOR_THREAD_INTERVAL_MS, kInt},
+    {"monitor_process_interval_ms", RESILIENT_RESTART_OPT_MONITOR_PROCESS_INTERVAL_MS, kInt},
+    {"progress_watchdog_interval_ms", RESILIENT_RESTART_OPT_PROGRESS_WATCHDOG_INTERVAL_MS, kInt},
+    {"termination_grace_time_ms", RESILIENT_RESTART_OPT_TERMINATION_GRACE_TIME_MS, kInt},
+    {"finalize_timeout_ms", RESILIENT_RESTART_OPT_FINALIZE_TIMEOUT_MS, kInt},
+    {"health_check_timeout_ms", RESILIENT_RESTART_OPT_HEALTH_CHECK_TIMEOUT_MS, kInt},
+    {"communicator_timeout_ms", RESILIENT_RESTART_OPT_COMMUNICATOR_TIMEOUT_MS, kInt},
+    {"store_url", RESILIENT_RESTART_OPT_STORE_URL, kString},
+    {"job_id", RESILIENT_RESTART_OPT_JOB_ID, kString},
+    {"monitor_executable", RESILIENT_RESTART_OPT_MONITOR_EXECUTABLE, kString},
+    {"monitor_log_file", RESILIENT_RESTART_OPT_MONITOR_LOG_FILE, kString},
+    {"monitor_pid_file", RESILIENT_RESTART_OPT_MONITOR_PID_FILE, kString},
+    {"blackbox_dir", RESILIENT_RESTART_OPT_BLACKBOX_DIR, kString},
+};
+
+// The duration an option id sets, or nullptr.
+Millis Options::*durationMember(int id) noexcept {
+  switch (id) {
+    case RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS: return &Options::softTimeout;
+    case RESILIENT_RESTART_OPT_HARD_TIMEOUT_MS: return &Options::hardTimeout;
+    case RESILIENT_RESTART_OPT_BARRIER_TIMEOUT_MS: return &Options::barrierTimeout;
+    case RESILIENT_RESTART_OPT_COMPLETION_TIMEOUT_MS: return &Options::completionTimeout;
+    case RESILIENT_RESTART_OPT_HEARTBEAT_INTERVAL_MS: return &Options::heartbeatInterval;
+    case RESILIENT_RESTART_OPT_HEARTBEAT_TIMEOUT_MS: return &Options::heartbeatTimeout;
+    case RESILIENT_RESTART_OPT_LAST_CALL_WAIT_MS: return &Options::lastCallWait;
+    case RESILIENT_RESTART_OPT_MONITOR_THREAD_INTERVAL_MS: return &Options::monitorThreadInterval;
+    case RESILIENT_RESTART_OPT_MONITOR_PROCESS_INTERVAL_MS:
+      return &Options::monitorProcessInterval;
+    case RESILIENT_RESTART_OPT_PROGRESS_WATCHDOG_INTERVAL_MS:
+      return &Options::progressWatchdogInterval;
+    case RESILIENT_RESTART_OPT_TERMINATION_GRACE_TIME_MS: return &Options::terminationGraceTime;
+    case RESILIENT_RESTART_OPT_FINALIZE_TIMEOUT_MS: return &Options::finalizeTimeout;
+    case RESILIENT_RESTART_OPT_HEALTH_CHECK_TIMEOUT_MS: return &Options::healthCheckTimeout;
+    case RESILIENT_RESTART_OPT_COMMUNICATOR_TIMEOUT_MS: return &Options::communicatorTimeout;
+    default: return nullptr;
+  }
+}
+
+// The option `id` when it has `type`; ConfigError naming it otherwise.
+const resilient_restart_option_info& optionOfType(int id, int type) {
+  const resilient_restart_option_info* info = resilient_restart_option_by_id(id);
+  if (info == nullptr) {
+    throw ConfigError("no option has id " + std::to_string(id));
+  }
+  if (info->type != type) {
+    throw ConfigError(std::string("option ") + info->name + " is " +
+                      (info->type == RESILIENT_RESTART_OPTION_INT ? "an integer" : "a string") +
+                      ": set it with resilient_restart_options_set_" +
+                      (info->type == RESILIENT_RESTART_OPTION_INT ? "int" : "string"));
+  }
+  return *info;
+}
+
 }  // namespace
 
 }  // namespace resilient::restart::capi
@@ -99,91 +174,97 @@ resilient_restart_options* resilient_restart_options_from_environment(void) {
 
 void resilient_restart_options_destroy(resilient_restart_options* options) { delete options; }
 
-int resilient_restart_options_set_int(resilient_restart_options* o, const char* name,
-                                      long long value) {
-  return guarded([&] {
-    if (o == nullptr || name == nullptr) {
-      throw resilient::restart::ConfigError("set_int: null options or name");
+const resilient_restart_option_info* resilient_restart_option_by_name(const char* name) {
+  if (name == nullptr) {
+    return nullptr;
+  }
+  for (const resilient_restart_option_info& info : kOptionTable) {
+    if (std::strcmp(info.name, name) == 0) {
+      return &info;
     }
+  }
+  return nullptr;
+}
+
+const resilient_restart_option_info* resilient_restart_option_by_id(int id) {
+  for (const resilient_restart_option_info& info : kOptionTable) {
+    if (info.id == id) {
+      return &info;
+    }
+  }
+  return nullptr;
+}
+
+const resilient_restart_option_info* resilient_restart_option_next(
+    const resilient_restart_option_info* previous) {
+  const auto* first = std::begin(kOptionTable);
+  const auto* end = std::end(kOptionTable);
+  if (previous == nullptr) {
+    return first;
+  }
+  if (previous < first || previous + 1 >= end) {
+    return nullptr;
+  }
+  return previous + 1;
+}
+
+int resilient_restart_options_set_int(resilient_restart_options* o, int option, long long value) {
+  return guarded([&] {
+    if (o == nullptr) {
+      throw resilient::restart::ConfigError("set_int: null options");
+    }
+    const resilient_restart_option_info& info = optionOfType(option, RESILIENT_RESTART_OPTION_INT);
     Options& opt = o->options;
-    const std::map<std::string, Millis*> durations = {
-        {"soft_timeout_ms", &opt.softTimeout},
-        {"hard_timeout_ms", &opt.hardTimeout},
-        {"barrier_timeout_ms", &opt.barrierTimeout},
-        {"completion_timeout_ms", &opt.completionTimeout},
-        {"heartbeat_interval_ms", &opt.heartbeatInterval},
-        {"heartbeat_timeout_ms", &opt.heartbeatTimeout},
-        {"last_call_wait_ms", &opt.lastCallWait},
-        {"monitor_thread_interval_ms", &opt.monitorThreadInterval},
-        {"monitor_process_interval_ms", &opt.monitorProcessInterval},
-        {"progress_watchdog_interval_ms", &opt.progressWatchdogInterval},
-        {"termination_grace_time_ms", &opt.terminationGraceTime},
-        {"finalize_timeout_ms", &opt.finalizeTimeout},
-        {"health_check_timeout_ms", &opt.healthCheckTimeout},
-        {"communicator_timeout_ms", &opt.communicatorTimeout},
-    };
-    const std::string n = name;
-    if (auto it = durations.find(n); it != durations.end()) {
-      *it->second = Millis(value);
+    if (Millis Options::*duration = durationMember(option)) {
+      opt.*duration = Millis(value);
       return 0;
     }
     const auto asInt = [&]() {
       if (value < -1 || value > (1LL << 30)) {
-        throw resilient::restart::ConfigError("option " + n + ": " + std::to_string(value) +
-                                              " is out of range");
+        throw resilient::restart::ConfigError(std::string("option ") + info.name + ": " +
+                                              std::to_string(value) + " is out of range");
       }
       return static_cast<int>(value);
     };
-    if (n == "rank") {
-      opt.rank = asInt();
-    } else if (n == "world_size") {
-      opt.worldSize = asInt();
-    } else if (n == "max_active_world_size") {
-      o->maxActiveWorldSize = asInt();
-    } else if (n == "active_world_size_divisible_by") {
-      o->activeWorldSizeDivisibleBy = asInt();
-    } else if (n == "max_iterations") {
-      o->maxIterations = asInt();
-    } else if (n == "min_world_size") {
-      o->minWorldSize = asInt();
-    } else if (n == "min_active_world_size") {
-      o->minActiveWorldSize = asInt();
-    } else if (n == "enabled") {
-      opt.enabled = value != 0;
-    } else if (n == "use_monitor_process") {
-      opt.useMonitorProcess = value != 0;
-    } else if (n == "terminate_culprits") {
-      opt.terminateCulprits = value != 0;
-    } else if (n == "host_store") {
-      opt.hostStore = value != 0;
-    } else {
-      throw resilient::restart::ConfigError("no integer option is named \"" + n + "\"");
+    switch (option) {
+      case RESILIENT_RESTART_OPT_RANK: opt.rank = asInt(); break;
+      case RESILIENT_RESTART_OPT_WORLD_SIZE: opt.worldSize = asInt(); break;
+      case RESILIENT_RESTART_OPT_MAX_ACTIVE_WORLD_SIZE: o->maxActiveWorldSize = asInt(); break;
+      case RESILIENT_RESTART_OPT_ACTIVE_WORLD_SIZE_DIVISIBLE_BY:
+        o->activeWorldSizeDivisibleBy = asInt();
+        break;
+      case RESILIENT_RESTART_OPT_MAX_ITERATIONS: o->maxIterations = asInt(); break;
+      case RESILIENT_RESTART_OPT_MIN_WORLD_SIZE: o->minWorldSize = asInt(); break;
+      case RESILIENT_RESTART_OPT_MIN_ACTIVE_WORLD_SIZE: o->minActiveWorldSize = asInt(); break;
+      case RESILIENT_RESTART_OPT_ENABLED: opt.enabled = value != 0; break;
+      case RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS: opt.useMonitorProcess = value != 0; break;
+      case RESILIENT_RESTART_OPT_TERMINATE_CULPRITS: opt.terminateCulprits = value != 0; break;
+      case RESILIENT_RESTART_OPT_HOST_STORE: opt.hostStore = value != 0; break;
+      default:
+        throw resilient::restart::InternalError(std::string("set_int: option ") + info.name +
+                                                " has no setter");
     }
     return 0;
   });
 }
 
-int resilient_restart_options_set_string(resilient_restart_options* o, const char* name,
+int resilient_restart_options_set_string(resilient_restart_options* o, int option,
                                          const char* value) {
   return guarded([&] {
-    if (o == nullptr || name == nullptr || value == nullptr) {
-      throw resilient::restart::ConfigError("set_string: null options, name or value");
+    if (o == nullptr || value == nullptr) {
+      throw resilient::restart::ConfigError("set_string: null options or value");
     }
+    optionOfType(option, RESILIENT_RESTART_OPTION_STRING);
     Options& opt = o->options;
-    const std::map<std::string, std::string*> strings = {
-        {"store_url", &opt.storeUrl},
-        {"job_id", &opt.jobId},
-        {"monitor_executable", &opt.monitorExecutable},
-        {"monitor_log_file", &opt.monitorLogFile},
-        {"monitor_pid_file", &opt.monitorPidFile},
-        {"blackbox_dir", &opt.blackboxDir},
-    };
-    const auto it = strings.find(name);
-    if (it == strings.end()) {
-      throw resilient::restart::ConfigError(std::string("no string option is named \"") + name +
-                                            "\"");
+    switch (option) {
+      case RESILIENT_RESTART_OPT_STORE_URL: opt.storeUrl = value; break;
+      case RESILIENT_RESTART_OPT_JOB_ID: opt.jobId = value; break;
+      case RESILIENT_RESTART_OPT_MONITOR_EXECUTABLE: opt.monitorExecutable = value; break;
+      case RESILIENT_RESTART_OPT_MONITOR_LOG_FILE: opt.monitorLogFile = value; break;
+      case RESILIENT_RESTART_OPT_MONITOR_PID_FILE: opt.monitorPidFile = value; break;
+      case RESILIENT_RESTART_OPT_BLACKBOX_DIR: opt.blackboxDir = value; break;
+      default: break;  // optionOfType accepted only these
     }
-    *it->second = value;
     return 0;
   });
 }

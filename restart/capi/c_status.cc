@@ -4,6 +4,7 @@
 
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/host_communicator.hpp"
+#include "resilient/version.h"
 
 namespace resilient::restart::capi {
 
@@ -60,6 +61,8 @@ int statusOf(const std::exception_ptr& error) noexcept {
 }
 
 }  // namespace resilient::restart::capi
+
+extern "C" const char* resilient_restart_version(void) { return RESILIENT_VERSION_STRING; }
 
 extern "C" const char* resilient_restart_last_error(void) {
   return resilient::restart::capi::lastError();

@@ -7,8 +7,7 @@
 #include <utility>
 
 #include "hostengine/engine.h"
-#include "hostengine/plugin_log.h"
-#include "plugin/transport/external/loader.h"
+#include "hostengine/transport_choice.h"
 #include "restart/comm/active_member.h"
 #include "restart/comm/net_plugin_path.h"
 #include "restart/comm/rendezvous_out_of_band.h"
@@ -53,7 +52,7 @@ struct HostCommunicator::Impl {
   int abiVersion = 0;
   // Destroyed in reverse order: the engine (closing every comm and the
   // plugin context) before its out-of-band channel and the transport.
-  std::unique_ptr<transport::external::ExternalTransport> transport;
+  std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<comm::RendezvousOutOfBand> oob;
   std::unique_ptr<he::Engine> engine;
 
@@ -135,18 +134,15 @@ std::shared_ptr<HostCommunicator> HostCommunicator::create(const CommunicatorSet
     return std::shared_ptr<HostCommunicator>(new HostCommunicator(std::move(impl)));
   }
 
-  transport::external::LoadOptions load;
-  load.spec = options.plugin.empty() ? comm::defaultNetPlugin() : options.plugin;
-  load.refuseSelf = false;
-  load.logger = he::pluginLogger();
-  auto loaded = transport::external::loadExternalPlugin(load);
+  const std::string spec = options.plugin.empty() ? comm::defaultNetPlugin() : options.plugin;
+  auto loaded = he::loadPlugin(spec);
   if (!loaded.ok()) {
-    throw RestartError(impl->describe() + ": cannot load the net plugin '" + load.spec +
+    throw RestartError(impl->describe() + ": cannot load the net plugin '" + spec +
                        "': " + loaded.status().toString());
   }
-  impl->transport = std::move(loaded).value();
-  impl->pluginPath = impl->transport->libraryPath();
-  impl->abiVersion = impl->transport->abiVersion();
+  impl->pluginPath = loaded.value().libraryPath;
+  impl->abiVersion = loaded.value().abiVersion;
+  impl->transport = std::move(std::move(loaded).value().transport);
 
   const std::chrono::milliseconds timeout =
       setup.timeout > std::chrono::milliseconds(0) ? setup.timeout : kDefaultSetupTimeout;

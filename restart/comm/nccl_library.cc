@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "plugin/transport/external/external_transport.h"
+#include "common/status.h"
 #include "resilient/restart/errors.hpp"
 
 namespace resilient::restart::comm {
@@ -137,7 +137,7 @@ std::shared_ptr<const NcclLibrary> NcclLibrary::load(const std::string& name) {
 }
 
 std::string NcclLibrary::describe(ncclResult_t result) const {
-  std::string text = std::string(transport::external::ncclResultName(result)) + " (" +
+  std::string text = std::string(ncclResultName(result)) + " (" +
                      std::to_string(static_cast<int>(result)) + ")";
   const char* s = getErrorString != nullptr ? getErrorString(result) : nullptr;
   if (s != nullptr && *s != '\0') {

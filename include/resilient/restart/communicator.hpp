@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "resilient/restart/state.hpp"
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 class Communicator {
@@ -80,3 +82,4 @@ struct CommunicatorSetup {
 using CommunicatorFactory = std::function<CommunicatorPtr(const CommunicatorSetup&)>;
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -16,65 +16,67 @@
 
 #include <stdexcept>
 #include <string>
+#include "resilient/restart/visibility.h"
 
-#include "resilient/restart/export.hpp"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
-class RESILIENT_RESTART_EXPORT RestartError : public std::runtime_error {
+class RestartError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 // Stop restarting: the loop ends on every rank (terminal, like the reference's
 // BaseException path).
-class RESILIENT_RESTART_EXPORT RestartAbort : public RestartError {
+class RestartAbort : public RestartError {
  public:
   using RestartError::RestartError;
 };
 
 // A restart is under way: unwind out of the wrapped function.
-class RESILIENT_RESTART_EXPORT RankShouldRestart : public RestartError {
+class RankShouldRestart : public RestartError {
  public:
   using RestartError::RestartError;
 };
 
 // This rank was terminated by the rank assignment (e.g. its host was dropped,
 // or it is unhealthy) and leaves the job; the others go on without it.
-class RESILIENT_RESTART_EXPORT RankDiscarded : public RestartError {
+class RankDiscarded : public RestartError {
  public:
   using RestartError::RestartError;
 };
 
 // A health check found this rank unfit; the rank is terminated.
-class RESILIENT_RESTART_EXPORT HealthCheckError : public RestartError {
+class HealthCheckError : public RestartError {
  public:
   using RestartError::RestartError;
 };
 
 // The per-rank fault counter passed its limit (a HealthCheckError).
-class RESILIENT_RESTART_EXPORT FaultCounterExceeded : public HealthCheckError {
+class FaultCounterExceeded : public HealthCheckError {
  public:
   using HealthCheckError::HealthCheckError;
 };
 
 // A hook or a phase overran its timeout (finalize, health check, barrier).
-class RESILIENT_RESTART_EXPORT TimeoutError : public RestartError {
+class TimeoutError : public RestartError {
  public:
   using RestartError::RestartError;
 };
 
 // A bug or an impossible state inside the library (never the user's fault).
-class RESILIENT_RESTART_EXPORT InternalError : public RestartError {
+class InternalError : public RestartError {
  public:
   using RestartError::RestartError;
 };
 
 // Options that break the ordering rules (soft < hard < barrier timeout, ...)
 // or out of range; the message names the option and the rule.
-class RESILIENT_RESTART_EXPORT ConfigError : public RestartError {
+class ConfigError : public RestartError {
  public:
   using RestartError::RestartError;
 };
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "resilient/restart/hooks.hpp"
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 // --- CUDA -----------------------------------------------------------------
@@ -111,3 +113,4 @@ HealthCheckFn nicHealthCheck(NicCheckOptions options = {});
 HealthCheckFn faultCounter(int maxRankFaults);
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

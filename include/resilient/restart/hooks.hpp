@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "resilient/restart/state.hpp"
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 // Runs at the start of every iteration, before the health check; may change
@@ -58,3 +60,4 @@ InitializeFn retryController(std::optional<int> maxIterations = std::nullopt,
 FinalizeFn threadedFinalize(std::chrono::milliseconds timeout, FinalizeFn fn);
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -26,10 +26,11 @@
 #include <optional>
 #include <string>
 
-#include "resilient/restart/export.hpp"
 #include "resilient/restart/communicator.hpp"
 #include "resilient/restart/errors.hpp"
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 struct HostCommunicatorOptions {
@@ -48,7 +49,7 @@ struct HostCommunicatorOptions {
 };
 
 // A fault the engine saw in an operation or while connecting.
-class RESILIENT_RESTART_EXPORT HostCommunicatorError : public RestartError {
+class HostCommunicatorError : public RestartError {
  public:
   HostCommunicatorError(const std::string& message, int peer, std::string faultClass,
                         bool timedOut);
@@ -104,3 +105,4 @@ class HostCommunicator final : public Communicator {
 CommunicatorFactory hostCommunicatorFactory(HostCommunicatorOptions options = {});
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

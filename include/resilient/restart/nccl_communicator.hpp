@@ -33,10 +33,12 @@
 #include <string>
 
 #include "resilient/restart/communicator.hpp"
+#include "resilient/restart/visibility.h"
 
 // NCCL's communicator type (ncclComm_t is `struct ncclComm*`).
 struct ncclComm;
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 struct NcclOptions {
@@ -96,3 +98,4 @@ class NcclCommunicator final : public Communicator {
 CommunicatorFactory ncclCommunicatorFactory(NcclOptions options = {});
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -14,7 +14,9 @@
 #include "resilient/restart/communicator.hpp"
 #include "resilient/restart/hooks.hpp"
 #include "resilient/restart/rank_assignment.hpp"
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 using Millis = std::chrono::milliseconds;
@@ -89,3 +91,4 @@ struct Options {
 };
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -21,9 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "resilient/restart/export.hpp"
 #include "resilient/restart/world.hpp"
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 // What a policy may consult besides the World.
@@ -49,7 +50,7 @@ class RankAssignment {
 using RankAssignmentPtr = std::shared_ptr<const RankAssignment>;
 
 // A policy left the World inconsistent, or its input was unusable.
-class RESILIENT_RESTART_EXPORT AssignmentError : public std::runtime_error {
+class AssignmentError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -84,3 +85,4 @@ World assignRanks(const World& previous, const RankAssignment& policy,
                   const AssignmentContext& context);
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "resilient/restart/world.hpp"
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 struct State {
@@ -39,3 +41,4 @@ struct State {
 void setDistributedEnvironment(const State& state);
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 struct TimelineEvent {
@@ -26,3 +28,4 @@ struct TimelineEvent {
 std::string timelineJson(const std::vector<TimelineEvent>& events);
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -32,7 +32,9 @@
 #include <vector>
 
 #include "resilient/restart/rank_assignment.hpp"
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 struct Layer {
@@ -54,3 +56,4 @@ RankAssignmentPtr tree(std::vector<Layer> layers,
                        std::function<int(int activeCount)> worldSizeFilter = {});
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -9,7 +9,9 @@
 
 #include <string>
 #include <vector>
+#include "resilient/restart/visibility.h"
 
+RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 enum class Mode {
@@ -75,3 +77,4 @@ class World {
 bool operator==(const RankSlot& a, const RankSlot& b);
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -31,10 +31,14 @@
 #include "resilient/restart/options.hpp"
 #include "resilient/restart/state.hpp"
 #include "resilient/restart/timeline.hpp"
+#include "resilient/restart/visibility.h"
 
 namespace resilient::restart {
+class Loop;  // the implementation: internal, not exported
+}  // namespace resilient::restart
 
-class Loop;  // the implementation
+RESILIENT_RESTART_API_BEGIN
+namespace resilient::restart {
 
 class CallContext {
  public:
@@ -137,3 +141,4 @@ class Wrapper {
 };
 
 }  // namespace resilient::restart
+RESILIENT_RESTART_API_END

@@ -26,21 +26,6 @@ LibraryHandle& LibraryHandle::operator=(LibraryHandle&& other) noexcept {
   return *this;
 }
 
-const char* ncclResultName(ncclResult_t result) noexcept {
-  switch (result) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    case ncclNumResults: break;
-  }
-  return "unknown result";
-}
-
 Status pluginStatus(ncclResult_t result, const std::string& plugin, int version, const char* call) {
   if (result == ncclSuccess || result == ncclInProgress) {
     return Status();

@@ -85,8 +85,6 @@ struct PluginBinding {
 // ncclInProgress (which NCCL's own checks also take for success), give ok.
 Status pluginStatus(ncclResult_t result, const std::string& plugin, int version, const char* call);
 
-// Name of an ncclResult_t value ("ncclSystemError"), or "unknown result".
-const char* ncclResultName(ncclResult_t result) noexcept;
 
 class ExternalTransport : public Transport {
  public:

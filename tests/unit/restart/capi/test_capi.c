@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "resilient/restart.h"
+#include "resilient/version.h"
 
 static int failures = 0;
 
@@ -70,13 +71,13 @@ static int train(resilient_restart_context* ctx, void* user) {
 static resilient_restart_options* one_rank_options(struct counters* c) {
   resilient_restart_options* o = resilient_restart_options_from_environment();
   CHECK(o != NULL);
-  CHECK(resilient_restart_options_set_int(o, "rank", 0) == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_int(o, "world_size", 1) == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_int(o, "use_monitor_process", 0) == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_string(o, "store_url", "memory") == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_string(o, "blackbox_dir", "") == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_int(o, "last_call_wait_ms", 0) == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_int(o, "monitor_thread_interval_ms", 20) ==
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_RANK, 0) == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_WORLD_SIZE, 1) == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS, 0) == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_string(o, RESILIENT_RESTART_OPT_STORE_URL, "memory") == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_string(o, RESILIENT_RESTART_OPT_BLACKBOX_DIR, "") == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_LAST_CALL_WAIT_MS, 0) == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MONITOR_THREAD_INTERVAL_MS, 20) ==
         RESILIENT_RESTART_OK);
   CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_INITIALIZE, on_initialize, c) ==
         RESILIENT_RESTART_OK);
@@ -132,7 +133,7 @@ int main(void) {
   {
     struct counters c = {0, 0, 0, 0, 0, 1000};
     resilient_restart_options* o = one_rank_options(&c);
-    CHECK(resilient_restart_options_set_int(o, "max_iterations", 3) == RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MAX_ITERATIONS, 3) == RESILIENT_RESTART_OK);
     resilient_restart_wrapper* w = resilient_restart_wrapper_create(o);
     resilient_restart_options_destroy(o);
     CHECK(w != NULL);
@@ -147,15 +148,53 @@ int main(void) {
   /* Bad input: named in the message, nothing thrown across the ABI. */
   {
     resilient_restart_options* o = resilient_restart_options_from_environment();
-    CHECK(resilient_restart_options_set_int(o, "no_such_option", 1) == RESILIENT_RESTART_CONFIG);
-    CHECK(strstr(resilient_restart_last_error(), "no_such_option") != NULL);
-    CHECK(resilient_restart_options_set_string(o, "bogus", "x") == RESILIENT_RESTART_CONFIG);
+    CHECK(resilient_restart_options_set_int(o, 999, 1) == RESILIENT_RESTART_CONFIG);
+    CHECK(strstr(resilient_restart_last_error(), "no option has id 999") != NULL);
+    CHECK(resilient_restart_options_set_string(o, RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS, "x") ==
+          RESILIENT_RESTART_CONFIG);
+    CHECK(strstr(resilient_restart_last_error(), "soft_timeout_ms is an integer") != NULL);
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_JOB_ID, 1) ==
+          RESILIENT_RESTART_CONFIG);
+    CHECK(strstr(resilient_restart_last_error(), "job_id is a string") != NULL);
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_RANK, 1LL << 40) ==
+          RESILIENT_RESTART_CONFIG);
+    CHECK(strstr(resilient_restart_last_error(), "rank: 1099511627776 is out of range") != NULL);
     CHECK(resilient_restart_options_set_hook(o, 99, on_finalize, NULL) == RESILIENT_RESTART_CONFIG);
-    CHECK(resilient_restart_options_set_int(o, "soft_timeout_ms", 100000) == RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS, 100000) == RESILIENT_RESTART_OK);
     CHECK(resilient_restart_wrapper_create(o) == NULL); /* soft >= hard */
     CHECK(strstr(resilient_restart_last_error(), "softTimeout") != NULL);
     CHECK(resilient_restart_run(NULL, train, NULL) == RESILIENT_RESTART_CONFIG);
     CHECK(strcmp(resilient_restart_status_name(RESILIENT_RESTART_DISCARDED), "rank discarded") == 0);
+    resilient_restart_options_destroy(o);
+  }
+  /* The library's version is the headers'. */
+  CHECK(strcmp(resilient_restart_version(), RESILIENT_VERSION_STRING) == 0);
+  CHECK(RESILIENT_VERSION_NUMBER == RESILIENT_VERSION_MAJOR * 10000 + RESILIENT_VERSION_MINOR * 100 +
+                                        RESILIENT_VERSION_PATCH);
+  /* Options by name (the second path) and in turn: one entry per id. */
+  {
+    const resilient_restart_option_info* info = resilient_restart_option_by_name("heartbeat_timeout_ms");
+    CHECK(info != NULL && info->id == RESILIENT_RESTART_OPT_HEARTBEAT_TIMEOUT_MS &&
+          info->type == RESILIENT_RESTART_OPTION_INT);
+    info = resilient_restart_option_by_id(RESILIENT_RESTART_OPT_BLACKBOX_DIR);
+    CHECK(info != NULL && strcmp(info->name, "blackbox_dir") == 0 &&
+          info->type == RESILIENT_RESTART_OPTION_STRING);
+    CHECK(resilient_restart_option_by_name("no_such_option") == NULL);
+    CHECK(resilient_restart_option_by_name(NULL) == NULL);
+    CHECK(resilient_restart_option_by_id(0) == NULL);
+    int count = 0;
+    int last_id = 0;
+    for (const resilient_restart_option_info* i = resilient_restart_option_next(NULL); i != NULL;
+         i = resilient_restart_option_next(i)) {
+      CHECK(i->id > last_id); /* in id order, each once */
+      CHECK(resilient_restart_option_by_name(i->name) == i);
+      last_id = i->id;
+      ++count;
+    }
+    CHECK(count == 31);
+    resilient_restart_options* o = resilient_restart_options_from_environment();
+    info = resilient_restart_option_by_name("store_url");
+    CHECK(info != NULL && resilient_restart_options_set_string(o, info->id, "memory") == RESILIENT_RESTART_OK);
     resilient_restart_options_destroy(o);
   }
   if (failures == 0) {
