@@ -1,5 +1,5 @@
 // The host engine: a small collective library over a net plugin, for runs
-// without a GPU (design.md, "The host engine"). It drives a
+// without a GPU (docs/design.md, "The host engine"). It drives a
 // transport::Transport (in practice an ExternalTransport: any NCCL net plugin
 // .so loaded as NCCL loads it) with NCCL's call contract: non-blocking
 // connect/accept polled, a bounded number of outstanding requests per comm,

@@ -1,6 +1,6 @@
 /*
  * nccl-resilient: our own declarations of NCCL's plugin ABIs, written from
- * the project's fact sheet (reference/nccl-abi.md), never copied from NCCL.
+ * docs/reference/nccl-abi.md, never copied from NCCL.
  *
  * abi_check.h: one macro to assert struct sizes and offsets from both C11
  * and C++ so that every header in include/nccl/ checks itself wherever it
@@ -17,7 +17,7 @@
 #define NCCL_ABI_ASSERT(expr, what) _Static_assert(expr, what)
 #endif
 
-/* offsetof/sizeof checks against the fact sheet's measured numbers. */
+/* offsetof/sizeof checks against docs/reference/nccl-abi.md's measured numbers. */
 #define NCCL_ABI_OFFSET(type, member, off) \
   NCCL_ABI_ASSERT(offsetof(type, member) == (off), #type "." #member " must be at offset " #off)
 #define NCCL_ABI_SIZE(type, size) \

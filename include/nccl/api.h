@@ -1,6 +1,6 @@
 /*
  * nccl-resilient: the part of NCCL's public host API the restart library
- * calls through dlopen (fact sheet §3; NCCL's user guide): the communicator
+ * calls through dlopen (docs/reference/nccl-abi.md §3; NCCL's user guide): the communicator
  * handle, the unique id, the version code and the function types of the
  * symbols it looks up. Our own declarations, written from those facts;
  * never mix them with NCCL's nccl.h in one translation unit (the layout

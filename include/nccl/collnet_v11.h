@@ -1,8 +1,8 @@
 /*
  * nccl-resilient: collective-network plugin ABI v11 (symbol
- * ncclCollNetPlugin_v11), ncclCollNet_v11_t (fact sheet §1.9, 19 slots).
+ * ncclCollNetPlugin_v11), ncclCollNet_v11_t (docs/reference/nccl-abi.md §1.9, 19 slots).
  * For reference only: collnet is optional, and a plugin should not export
- * it unless it really implements it. Where the fact sheet leaves a
+ * it unless it really implements it. Where docs/reference/nccl-abi.md leaves a
  * member's parameters blank, they are taken to be as in ncclNet_v11_t.
  *
  * dataType/redOp are declared int: they carry NCCL's int-sized

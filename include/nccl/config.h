@@ -1,9 +1,9 @@
 /*
- * nccl-resilient: ncclConfig_t as laid out by NCCL 2.28.9 (fact sheet §3.5;
+ * nccl-resilient: ncclConfig_t as laid out by NCCL 2.28.9 (docs/reference/nccl-abi.md §3.5;
  * 80 bytes). This is a public-API struct, not a plugin one: the restart
  * library fills it when it drives NCCL through dlopen (ncclCommInitRankConfig,
  * ncclCommSplit, ncclCommShrink) without including NCCL's nccl.h. Fields
- * after the ones the fact sheet places are consecutive ints/pointers; all
+ * after the ones docs/reference/nccl-abi.md places are consecutive ints/pointers; all
  * offsets are asserted below.
  */
 #ifndef RESILIENT_NCCL_CONFIG_H
@@ -17,7 +17,7 @@
 /* Value of ncclConfig_t.magic (our name). */
 #define NCCL_CONFIG_MAGIC_VALUE 0xcafebeef
 
-/* INT_MIN, the "not set" value of an int field (our name; the fact sheet
+/* INT_MIN, the "not set" value of an int field (our name; docs/reference/nccl-abi.md
  * states it for trafficClass, which NCCL then hands the plugin as -1). */
 #define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
 

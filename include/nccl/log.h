@@ -1,5 +1,5 @@
 /*
- * nccl-resilient: NCCL's debug logger handed to plugins at init (fact sheet
+ * nccl-resilient: NCCL's debug logger handed to plugins at init (docs/reference/nccl-abi.md
  * §1.2): levels, subsystem flags and the logger function type.
  */
 #ifndef RESILIENT_NCCL_LOG_H

@@ -1,6 +1,6 @@
 /*
  * nccl-resilient: types and constants shared by every net-plugin version
- * (fact sheet §1.2 and §1.4): handle/request limits, pointer-type bits,
+ * (docs/reference/nccl-abi.md §1.2 and §1.4): handle/request limits, pointer-type bits,
  * the device-offload handle, virtual-device props, per-communicator config
  * and "app-aware" attributes, collnet SGEs, the attr bitmask bit numbers,
  * and the profiler callback NCCL hands to net plugins (semantics in §1.10).

@@ -1,5 +1,5 @@
 /*
- * nccl-resilient: profiler events emitted by a net plugin (fact sheet
+ * nccl-resilient: profiler events emitted by a net plugin (docs/reference/nccl-abi.md
  * §1.10): the pluginId encoding passed to ncclProfilerCallback_t, and, for
  * reference, the v1 event descriptors of NCCL's built-in IB and Socket
  * transports. The descriptor behind extData is defined by the emitting

@@ -1,6 +1,6 @@
 /*
  * nccl-resilient: net plugin ABI v10 (NCCL 2.26.2, symbol
- * ncclNetPlugin_v10): ncclNetProperties_v10_t (fact sheet §1.3, same layout
+ * ncclNetPlugin_v10): ncclNetProperties_v10_t (docs/reference/nccl-abi.md §1.3, same layout
  * as v9, so an alias) and ncclNet_v10_t (§1.6, 20 slots). New over v9:
  * init takes the profiler callback, connect takes a per-communicator
  * config, isend/irecv take profiler phandle(s).

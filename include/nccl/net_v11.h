@@ -1,7 +1,7 @@
 /*
  * nccl-resilient: net plugin ABI v11 (NCCL 2.28.3+, symbol
  * ncclNetPlugin_v11, the newest one NCCL 2.28.9 looks up):
- * ncclNetProperties_v11_t (fact sheet §1.3) and ncclNet_v11_t (§1.5, 22
+ * ncclNetProperties_v11_t (docs/reference/nccl-abi.md §1.3) and ncclNet_v11_t (§1.5, 22
  * slots), with the call contract of §1.8 in brief. NCCL uses a v11 struct
  * directly: every pointer is called as exported, without an adapter.
  */

@@ -1,7 +1,7 @@
 /*
  * nccl-resilient: net plugin ABI v6 (≈NCCL 2.12/2.13), the oldest version
  * NCCL 2.28.9 still loads (symbol ncclNetPlugin_v6): ncclNetProperties_v6_t
- * (fact sheet §1.3) and ncclNet_v6_t (§1.6, 17 slots). Baseline: no device
+ * (docs/reference/nccl-abi.md §1.3) and ncclNet_v6_t (§1.6, 17 slots). Baseline: no device
  * type in props, no device handle on connect/accept, int sizes.
  */
 #ifndef RESILIENT_NCCL_NET_V6_H

@@ -1,6 +1,6 @@
 /*
  * nccl-resilient: net plugin ABI v7 (NCCL 2.19, symbol ncclNetPlugin_v7):
- * ncclNetProperties_v7_t (fact sheet §1.3) and ncclNet_v7_t (§1.6, 19
+ * ncclNetProperties_v7_t (docs/reference/nccl-abi.md §1.3) and ncclNet_v7_t (§1.6, 19
  * slots). New over v6: netDeviceType/netDeviceVersion in props, a device
  * handle out-param on connect/accept, getDeviceMr and irecvConsumed.
  */

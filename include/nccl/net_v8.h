@@ -1,6 +1,6 @@
 /*
  * nccl-resilient: net plugin ABI v8 (NCCL 2.20, symbol ncclNetPlugin_v8):
- * ncclNetProperties_v8_t (fact sheet §1.3) and ncclNet_v8_t (§1.6, 19
+ * ncclNetProperties_v8_t (docs/reference/nccl-abi.md §1.3) and ncclNet_v8_t (§1.6, 19
  * slots). New over v7: regIsGlobal in props, regMr takes a size_t size.
  */
 #ifndef RESILIENT_NCCL_NET_V8_H

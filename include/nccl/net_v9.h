@@ -1,6 +1,6 @@
 /*
  * nccl-resilient: net plugin ABI v9 (NCCL 2.24, symbol ncclNetPlugin_v9):
- * ncclNetProperties_v9_t (fact sheet §1.3, = v11 minus its last field) and
+ * ncclNetProperties_v9_t (docs/reference/nccl-abi.md §1.3, = v11 minus its last field) and
  * ncclNet_v9_t (§1.6, 20 slots). New over v8: size_t isend/irecv sizes,
  * forceFlush/vProps/maxP2pBytes/maxCollBytes in props, makeVDevice.
  */

@@ -1,9 +1,9 @@
 /*
  * nccl-resilient: the parts of NCCL's profiler-plugin ABI that every
- * profiler version shares (fact sheet §2.3, §2.7): the event type bits used
+ * profiler version shares (docs/reference/nccl-abi.md §2.3, §2.7): the event type bits used
  * in descriptors and in the activation mask, and the 4-byte event-state
  * enum passed to recordEventState. Our own declaration, written from the
- * fact sheet; do not mix with NCCL's profiler headers in one translation unit.
+ * docs/reference/nccl-abi.md; do not mix with NCCL's profiler headers in one translation unit.
  */
 #ifndef RESILIENT_NCCL_PROFILER_COMMON_H
 #define RESILIENT_NCCL_PROFILER_COMMON_H

@@ -4,7 +4,7 @@
  * ncclProfilerEventDescr_v1_t (120 bytes), the state-args union
  * ncclProfilerEventStateArgs_v1_t (16 bytes) and the plugin struct
  * ncclProfiler_v1_t (6 pointers, 48 bytes). Fact sheet §2.2, §2.4, §2.5,
- * §2.8. Our own declaration, written from the fact sheet's tables; do not
+ * §2.8. Our own declaration, written from docs/reference/nccl-abi.md's tables; do not
  * mix with NCCL's profiler headers.
  *
  * v1 has the Group, Coll, P2p, ProxyOp, ProxyStep and ProxyCtrl events
@@ -117,7 +117,7 @@ NCCL_ABI_OFFSET(ncclProfilerEventDescr_v1_t, p2p.buff, 48);
 NCCL_ABI_OFFSET(ncclProfilerEventDescr_v1_t, p2p.datatype, 56);
 NCCL_ABI_OFFSET(ncclProfilerEventDescr_v1_t, p2p.count, 64);
 NCCL_ABI_OFFSET(ncclProfilerEventDescr_v1_t, p2p.peer, 72);
-/* The fact sheet lists v1's coll and p2p only; proxyOp and proxyStep are
+/* The docs/reference/nccl-abi.md lists v1's coll and p2p only; proxyOp and proxyStep are
  * taken to be laid out as in v2..v5 (the same natural layout). */
 NCCL_ABI_OFFSET(ncclProfilerEventDescr_v1_t, proxyOp.pid, 24);
 NCCL_ABI_OFFSET(ncclProfilerEventDescr_v1_t, proxyOp.channelId, 28);

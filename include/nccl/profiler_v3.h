@@ -4,7 +4,7 @@
  * ncclProfilerEventDescr_v3_t (120 bytes), the state-args union
  * ncclProfilerEventStateArgs_v3_t (16 bytes) and the plugin struct
  * ncclProfiler_v3_t (6 pointers, 48 bytes). Fact sheet §2.2, §2.4, §2.5,
- * §2.8. Our own declaration, written from the fact sheet's tables; do not
+ * §2.8. Our own declaration, written from docs/reference/nccl-abi.md's tables; do not
  * mix with NCCL's profiler headers.
  *
  * v3 added the KernelCh and NetPlugin events and dropped coll.trafficBytes.

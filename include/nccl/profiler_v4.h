@@ -4,7 +4,7 @@
  * ncclProfilerEventDescr_v4_t (104 bytes), the state-args union
  * ncclProfilerEventStateArgs_v4_t (8 bytes) and the plugin struct
  * ncclProfiler_v4_t (6 pointers, 48 bytes). Fact sheet §2.2, §2.4, §2.5,
- * §2.8. Our own declaration, written from the fact sheet's tables; do not
+ * §2.8. Our own declaration, written from docs/reference/nccl-abi.md's tables; do not
  * mix with NCCL's profiler headers.
  *
  * Differences from v5: `type` is a uint8_t, there are no API or

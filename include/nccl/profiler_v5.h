@@ -114,7 +114,7 @@ typedef struct {
 } ncclProfilerEventDescr_v5_kernelCh_t;
 
 /* ncclProfileNetPlugin: progress thread, inside the net plugin's
- * isend/irecv/test (fact sheet §1.10). Parent is the ProxyStep. */
+ * isend/irecv/test (docs/reference/nccl-abi.md §1.10). Parent is the ProxyStep. */
 typedef struct {
   int64_t id; /* pluginId: low 16 bits version, next 16 bits type */
   void* data; /* the net plugin's extData, layout defined by it */

@@ -1,6 +1,6 @@
 /*
  * nccl-resilient: ncclResult_t, the return code of every plugin call
- * (fact sheet §1.2). Our own declaration; do not mix with NCCL's nccl.h in
+ * (docs/reference/nccl-abi.md §1.2). Our own declaration; do not mix with NCCL's nccl.h in
  * one translation unit.
  */
 #ifndef RESILIENT_NCCL_RESULT_H

@@ -3,7 +3,7 @@
 //
 // It never relies on an event arriving: the proxy progress thread emits
 // every kernel-channel and proxy event, and a net error kills that thread
-// (fact sheet §0.1.4), so silence is the signal. Each scan compares each
+// (docs/reference/nccl-abi.md §0.1.4), so silence is the signal. Each scan compares each
 // operation's progress counter with the last scan's; the time of the last
 // change is the operation's last progress, to the scan interval. Then, per
 // communicator:

@@ -1,7 +1,7 @@
 // Names and sizes NCCL's profiler descriptors carry: functions, datatypes,
 // algorithms and protocols. From v2 on NCCL passes its own static strings
 // ("AllReduce", "ncclFloat32", "RING", "SIMPLE"); v1 passes the numeric enum
-// values, which these tables turn into the same strings (fact sheet §1.4,
+// values, which these tables turn into the same strings (docs/reference/nccl-abi.md §1.4,
 // §2.4; ncclDataType_t as in the public nccl.h).
 #pragma once
 

@@ -3,7 +3,7 @@
 // (plugin/profiler/abi/) translate each ABI version's descriptors into these
 // calls.
 //
-// An operation's life, in NCCL 2.28's emission order (fact sheet §2.6):
+// An operation's life, in NCCL 2.28's emission order (docs/reference/nccl-abi.md §2.6):
 //   Coll/P2p start (user or host-callback thread)   -> enqueued, slot taken
 //   Coll/P2p stop  (right after the proxy ops are posted)
 //   ProxyOp / ProxyStep / KernelCh / NetPlugin events (proxy progress thread),

@@ -1,7 +1,7 @@
 // The inner transport seam of the net plugin: what the resilient layer wraps.
 //
 // One version-neutral interface with the semantics of NCCL's newest net ABI
-// (v11, fact sheet §1.5 and §1.8), in C++ types: every call returns a Status
+// (v11, docs/reference/nccl-abi.md §1.5 and §1.8), in C++ types: every call returns a Status
 // instead of an ncclResult_t, sizes are size_t, comms and requests are opaque
 // pointers owned by the transport. Implementations mirror each other's file
 // names: tcp/ (our own TCP), external/ (another NCCL net plugin .so, loaded

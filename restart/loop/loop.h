@@ -1,4 +1,4 @@
-// The restart loop behind Wrapper (restart-model.md §1.1 "Restart loop"):
+// The restart loop behind Wrapper (docs/reference/restart-model.md §1.1 "Restart loop"):
 //
 //   setup: store, identity, monitor process, initial barrier, first assignment
 //   per iteration k:

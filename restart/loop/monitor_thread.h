@@ -1,4 +1,4 @@
-// The monitor thread of one iteration (restart-model.md §1.1, MonitorThread,
+// The monitor thread of one iteration (docs/reference/restart-model.md §1.1, MonitorThread,
 // plus the plugins' signals): two threads while the iteration runs.
 //  - The store watcher blocks in store.wait on the iteration's interruption
 //    key (woken by the store, no polling) and raises the interruption when

@@ -70,7 +70,7 @@ void Options::validate() const {
   require(lastCallWait >= zero, show("lastCallWait", lastCallWait) + " >= 0");
   require(terminationGraceTime >= zero,
           show("terminationGraceTime", terminationGraceTime) + " >= 0");
-  // The reference's ordering rules (restart-model.md §1.2).
+  // The reference's ordering rules (docs/reference/restart-model.md §1.2).
   require(softTimeout < hardTimeout,
           show("softTimeout", softTimeout) + " < " + show("hardTimeout", hardTimeout));
   require(hardTimeout < barrierTimeout,

@@ -1,4 +1,4 @@
-// The monitor process's loop (restart-model.md §1.1, MonitorProcess with its
+// The monitor process's loop (docs/reference/restart-model.md §1.1, MonitorProcess with its
 // Heartbeat and SiblingMonitor threads folded into one loop): every interval
 // it keeps its rank's heartbeat, enforces the soft and hard timeouts and
 // checks its sibling; between checks it sleeps on the rank's pidfd, so the

@@ -56,7 +56,7 @@ void MonitorConfig::validate() const {
     throw std::invalid_argument("--store-timeout-ms must not be negative (got " + ms(storeTimeout) +
                                 ")");
   }
-  // The reference's ordering rules (restart-model.md §1.2), in its order.
+  // The reference's ordering rules (docs/reference/restart-model.md §1.2), in its order.
   requireLess("the soft timeout", softTimeout, "the hard timeout", hardTimeout);
   requireLess("the hard timeout", hardTimeout, "the barrier timeout", barrierTimeout);
   requireLess("the monitor interval", interval, "the barrier timeout", barrierTimeout);

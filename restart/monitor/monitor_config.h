@@ -1,5 +1,5 @@
 // What a monitor process is told: the rank it watches, the job's store and
-// the timeouts it enforces (restart-model.md §1.2: monitor_process_interval,
+// the timeouts it enforces (docs/reference/restart-model.md §1.2: monitor_process_interval,
 // heartbeat_interval/timeout, soft/hard/barrier timeouts,
 // termination_grace_time, the log and pid files). One struct for both sides:
 // the loop fills it and spawn.h turns it into the command line that

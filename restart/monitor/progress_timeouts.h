@@ -1,4 +1,4 @@
-// The soft and hard timeouts (restart-model.md §1.1, MonitorProcess): pure
+// The soft and hard timeouts (docs/reference/restart-model.md §1.1, MonitorProcess): pure
 // decisions over what the status page shows, so they are tested without
 // processes or clocks.
 //

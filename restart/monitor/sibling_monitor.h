@@ -1,4 +1,4 @@
-// The sibling monitor (restart-model.md §1.1, SiblingMonitor): each monitor
+// The sibling monitor (docs/reference/restart-model.md §1.1, SiblingMonitor): each monitor
 // watches the heartbeat of the next rank in the ring that is not
 // terminated. When that heartbeat is missing it reads every heartbeat and
 // terminated key at one instant (multiGet) and names every rank whose

@@ -1,4 +1,4 @@
-// Starts the calling rank's monitor process (restart-model.md §1.1: a
+// Starts the calling rank's monitor process (docs/reference/restart-model.md §1.1: a
 // double-forked daemon that outlives its rank). The loop calls it before
 // CUDA and NCCL initialise; between fork and exec nothing allocates (only
 // async-signal-safe calls), so it is safe in a multi-threaded process.

@@ -1,6 +1,6 @@
 // A fault record: what the loop, the monitor thread and the monitor process
 // publish in the store when something interrupts an iteration (the
-// reference's interruption records, restart-model.md §1.1, plus the
+// reference's interruption records, docs/reference/restart-model.md §1.1, plus the
 // plugins' signals and the suspected culprit).
 #pragma once
 

@@ -1,6 +1,6 @@
 // One page of shared memory between a rank and its monitor process: the rank
 // writes its phase, iteration and progress timestamps; the monitor process
-// reads them to enforce the soft and hard timeouts (restart-model.md §1.1,
+// reads them to enforce the soft and hard timeouts (docs/reference/restart-model.md §1.1,
 // ProgressWatchdog → MonitorProcess, without a queue or a thread on either
 // side). The rank creates it (a memfd) before it spawns the monitor process,
 // which inherits the descriptor (`resilient-monitor --status-fd N`).

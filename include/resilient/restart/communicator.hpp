@@ -1,5 +1,5 @@
 // Communicators: what the restart loop creates for every iteration, aborts
-// when a restart begins and re-creates afterwards (design.md, "Communicator").
+// when a restart begins and re-creates afterwards (docs/design.md, "Communicator").
 //
 // The loop builds this iteration's communicators with the factories given in
 // Options once the rank assignment is known (active ranks only; spares get

@@ -1,4 +1,4 @@
-// The exceptions of the restart library (restart-model.md §1.2, "Exceptions").
+// The exceptions of the restart library (docs/reference/restart-model.md §1.2, "Exceptions").
 //
 // RestartError is the base of everything the library throws. Two of them steer
 // the loop rather than report a failure:

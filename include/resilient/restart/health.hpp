@@ -1,4 +1,4 @@
-// The stock health checks (restart-model.md §1.2, "Health check"): factories
+// The stock health checks (docs/reference/restart-model.md §1.2, "Health check"): factories
 // returning a HealthCheckFn (hooks.hpp) that throws HealthCheckError, with a
 // message naming what is wrong, when this rank is unfit to go on. Compose them
 // with composeHealthChecks().

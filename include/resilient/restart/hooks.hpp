@@ -1,4 +1,4 @@
-// The loop's hooks (restart-model.md §1.2): initialize, abort, finalize,
+// The loop's hooks (docs/reference/restart-model.md §1.2): initialize, abort, finalize,
 // health check, completion and terminate. In C++ a hook is a callable;
 // composeX() chains several of one kind (the last one runs first, as the
 // reference's Compose), and the stock hooks are factories returning one.

@@ -1,4 +1,4 @@
-// HostCommunicator: the communicator of runs without a GPU (design.md, "The
+// HostCommunicator: the communicator of runs without a GPU (docs/design.md, "The
 // host engine"). It moves the user's host data through a real NCCL net
 // plugin .so, loaded and driven exactly as NCCL drives it (by default
 // libnccl-net-resilient.so), with the host engine's ring: sum all-reduce of

@@ -1,5 +1,5 @@
 // NcclCommunicator: an NCCL communicator made, aborted and re-made by the
-// restart loop (design.md, "Communicator"; restart-model.md §5).
+// restart loop (docs/design.md, "Communicator"; docs/reference/restart-model.md §5).
 //
 // NCCL is loaded at run time, so that the process's own libnccl.so.2 is the
 // one used: a copy already loaded by the application (or its framework) is

@@ -1,4 +1,4 @@
-// Everything the restart loop can be told (restart-model.md §1.2, Wrapper's
+// Everything the restart loop can be told (docs/reference/restart-model.md §1.2, Wrapper's
 // parameters). Options::fromEnvironment() starts from the NCCL_RESILIENT_RESTART_*
 // knobs (environment or nccl.conf; docs/configuration.md); a program then
 // overrides fields in code. validate() enforces the reference's ordering rules

@@ -1,6 +1,6 @@
 // Rank assignment policies: how the World of the next iteration follows from
 // the previous one and the ranks terminated since (the native counterpart of
-// the reference restarter's rank_assignment module, restart-model.md §1.2).
+// the reference restarter's rank_assignment module, docs/reference/restart-model.md §1.2).
 //
 // Two kinds of policy, composed with compose() (the last one runs first):
 //  - renumbering: shiftRanks(), fillGaps() close the holes the terminated

@@ -1,5 +1,5 @@
 // What a rank knows about itself in one iteration of the restart loop
-// (restart-model.md §1.2, State / FrozenState / Mode). The loop owns the
+// (docs/reference/restart-model.md §1.2, State / FrozenState / Mode). The loop owns the
 // State; hooks receive it, the wrapped function reads it through its
 // CallContext.
 #pragma once

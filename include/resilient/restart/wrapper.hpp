@@ -1,4 +1,4 @@
-// The restart loop (restart-model.md §1.1–1.2): Wrapper runs a function and
+// The restart loop (docs/reference/restart-model.md §1.1–1.2): Wrapper runs a function and
 // calls it again on every restart with a CallContext for that iteration.
 //
 //   resilient::restart::Wrapper wrapper(options);

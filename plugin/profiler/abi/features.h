@@ -1,5 +1,5 @@
 // What each version of NCCL's profiler descriptors and state arguments
-// gives, detected from the structs' members (fact sheet §2.4, §2.5, §2.8):
+// gives, detected from the structs' members (docs/reference/nccl-abi.md §2.4, §2.5, §2.8):
 //
 //   v1      func, datatype, algo, proto are numeric codes; coll.trafficBytes
 //   v1-v3   coll/p2p carry commHash (init does not give it); coll has

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Every ABI header compiles on its own, as C11 and as C++20, with all warnings
 # as errors, under both GCC and (where installed) clang. Its static_asserts
-# check the fact sheet's sizes and offsets in each of these compilations.
+# check docs/reference/nccl-abi.md's sizes and offsets in each of these compilations.
 # Usage: check_headers.sh <include dir> <header>...
 set -u
 inc=$1; shift

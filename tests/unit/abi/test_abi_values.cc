@@ -28,7 +28,7 @@ TEST_CASE("all ABI headers coexist in one C++ translation unit", "[abi]") {
   STATIC_REQUIRE(sizeof(ncclProfiler_v5_t) == 6 * sizeof(void*));
 }
 
-TEST_CASE("constants have the fact sheet's values", "[abi]") {
+TEST_CASE("constants have docs/reference/nccl-abi.md's values", "[abi]") {
   STATIC_REQUIRE(NCCL_NET_HANDLE_MAXSIZE == 128);
   STATIC_REQUIRE(NCCL_NET_MAX_REQUESTS == 32);
   STATIC_REQUIRE(NCCL_PTR_HOST == 0x1);

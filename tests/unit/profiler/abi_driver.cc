@@ -129,7 +129,7 @@ void fillApi(const Event& e, D& d) {
 
 // The descriptor of `e` in version D's layout; members a version lacks are
 // left out (proxy-op, proxy-step, kernel-channel and net-plugin members sit
-// at the same offsets wherever they exist, fact sheet §2.4).
+// at the same offsets wherever they exist, docs/reference/nccl-abi.md §2.4).
 template <class D>
 void fill(const Event& e, D& d) {
   switch (e.type) {

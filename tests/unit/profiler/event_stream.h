@@ -1,5 +1,5 @@
 // Synthetic NCCL event streams for the profiler tests, in the order NCCL
-// 2.28 emits them (fact sheet §2.6; src/enqueue.cc, group.cc,
+// 2.28 emits them (docs/reference/nccl-abi.md §2.6; src/enqueue.cc, group.cc,
 // plugin/profiler.cc, transport/profiler.cc at v2.28.9):
 //
 //   user thread, one implicit group (v5):

@@ -1,6 +1,6 @@
 // An init that cannot (or must not) track its communicator, through every
 // ABI version: init still returns ncclSuccess (NCCL only logs a failed init
-// and goes on, fact sheet §2.1), the context is NULL, events for it get NULL
+// and goes on, docs/reference/nccl-abi.md §2.1), the context is NULL, events for it get NULL
 // handles, finalize is harmless, nothing is left acquired, and the other
 // communicators and later inits work.
 #include <memory>

@@ -1,5 +1,5 @@
 // The examples of the reference restarter's rank-assignment documentation
-// (reference/seeds/004, restart-model.md §1.2), as concrete cases. Where our
+// (docs/reference/restart-model.md §1.2), as concrete cases. Where our
 // policy differs on purpose (filterCountGroupedByKey benches a group instead
 // of terminating it), the case says so.
 #include <string>
