@@ -37,13 +37,7 @@ def worker(a):
     import torch
     import nccl_ctypes
 
-    torch.cuda.set_device(0)
-    torch.cuda.init()
-    nccl = nccl_ctypes.Nccl(a.nccl_lib)
-    deadline = time.monotonic() + 60
-    uid = nccl.unique_id() if a.rank == 0 else None
-    ids = kitlib.exchange(a.run_dir, "uid", a.rank, uid, a.nranks, deadline)
-    comm = nccl.init_rank(a.nranks, ids[0], a.rank)
+    nccl, comm = nccl_ctypes.join_communicator(a.nccl_lib, a.run_dir, a.rank, a.nranks)
     stream = torch.cuda.current_stream()
     rows = []
     for mib in SIZES_MIB:

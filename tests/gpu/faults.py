@@ -52,14 +52,8 @@ def worker(a):
     import torch  # noqa: F401 (the GPU machine's python3 has it)
     import nccl_ctypes
 
-    torch.cuda.set_device(0)
-    torch.cuda.init()
-    nccl = nccl_ctypes.Nccl(a.nccl_lib)
-    deadline = time.monotonic() + 60
-    uid = nccl.unique_id() if a.rank == 0 else None
-    ids = kitlib.exchange(a.run_dir, "uid", a.rank, uid, a.nranks, deadline)
-    pids = kitlib.exchange(a.run_dir, "pid", a.rank, os.getpid(), a.nranks, deadline)
-    comm = nccl.init_rank(a.nranks, ids[0], a.rank)
+    pids = kitlib.exchange(a.run_dir, "pid", a.rank, os.getpid(), a.nranks, time.monotonic() + 60)
+    nccl, comm = nccl_ctypes.join_communicator(a.nccl_lib, a.run_dir, a.rank, a.nranks)
     x = torch.ones(COUNT, device="cuda")
     y = torch.empty(COUNT, device="cuda")
     stream = torch.cuda.current_stream()

@@ -105,3 +105,21 @@ class Nccl:
 
     def destroy(self, comm):
         return self.lib.ncclCommDestroy(comm)
+
+
+def join_communicator(nccl_lib, run_dir, rank, nranks, timeout_s=60):
+    """(Nccl, comm) of this worker: torch on GPU 0, the libnccl torch loaded,
+    rank 0's unique id shared through files in run_dir (kit.exchange)."""
+    import time
+
+    import torch
+
+    import kit
+
+    torch.cuda.set_device(0)
+    torch.cuda.init()
+    nccl = Nccl(nccl_lib)
+    deadline = time.monotonic() + timeout_s
+    uid = nccl.unique_id() if rank == 0 else None
+    ids = kit.exchange(run_dir, "uid", rank, uid, nranks, deadline)
+    return nccl, nccl.init_rank(nranks, ids[0], rank)

@@ -164,7 +164,7 @@ def derive_profiler(results):
 
 
 def markdown(report):
-    lines = [f"# GPU validation report", "",
+    lines = ["# GPU validation report", "",
              f"- kit: commit {report['kit'].get('commit')}, built {report['kit'].get('built')}",
              f"- started {report['started']}, {report['seconds']:.0f} s in all"]
     env = report.get("environment", {})

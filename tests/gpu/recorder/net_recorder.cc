@@ -28,6 +28,8 @@
 
 #include "nccl/net_v11.h"
 #include "tests/gpu/recorder/jsonl_log.h"
+#include "tests/gpu/recorder/process_state.h"
+#include "tests/gpu/recorder/warn.h"
 
 extern "C" {
 extern __attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11;
@@ -82,59 +84,7 @@ class NetState {
   std::unordered_map<void*, uint64_t> acceptPolls;   // key: the listen comm
 };
 
-std::atomic<NetState*> gState{nullptr};
-
-// Destroyed when the module is unloaded or the process exits: writes out the
-// buffered lines, and frees the state when no context is open (else it is
-// left alone, since threads may still be calling).
-struct UnloadGuard {
-  UnloadGuard() = default;
-  ~UnloadGuard() {
-    NetState* s = gState.load(std::memory_order_acquire);
-    if (s == nullptr) {
-      return;
-    }
-    bool idle = false;
-    {
-      std::lock_guard<std::mutex> lock(s->mu);
-      idle = s->contexts.empty();
-    }
-    if (idle) {
-      gState.store(nullptr, std::memory_order_release);
-      delete s;
-    } else {
-      s->log.flush();
-    }
-  }
-  UnloadGuard(const UnloadGuard&) = delete;
-  UnloadGuard& operator=(const UnloadGuard&) = delete;
-};
-
-// Creates the state (first call); may throw std::bad_alloc.
-NetState& acquireState() {
-  static NetState* const created = [] {
-    static UnloadGuard guard;
-    auto* s = new NetState();
-    gState.store(s, std::memory_order_release);
-    return s;
-  }();
-  return *created;
-}
-
-// ---- messages ----------------------------------------------------------------
-
-__attribute__((format(printf, 2, 3))) void warn(ncclDebugLogger_t logger, const char* fmt, ...) {
-  char text[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
-  if (logger != nullptr) {
-    logger(NCCL_LOG_WARN, NCCL_NET | NCCL_INIT, "nccl-resilient-recorder", __LINE__, "%s", text);
-  } else {
-    std::fprintf(stderr, "nccl-resilient recorder: %s\n", text);
-  }
-}
+using State = ProcessState<NetState>;
 
 // ---- recording ---------------------------------------------------------------
 
@@ -225,7 +175,7 @@ bool validN(int n) {
 // ---- forwarding ----------------------------------------------------------------
 
 NetState* liveState() {
-  return gState.load(std::memory_order_acquire);
+  return State::current();
 }
 
 // The call when the inner plugin (or the member) is missing.
@@ -233,10 +183,11 @@ ncclResult_t missing(NetState* s, const char* call) {
   ncclDebugLogger_t logger = s != nullptr ? s->logger.load() : nullptr;
   const bool loaded = s != nullptr && s->inner.load() != nullptr;
   if (loaded) {
-    warn(logger, "NET/Recorder: %s: the inner net plugin has no %s (a NULL member)", call, call);
+    warn(logger, NCCL_NET | NCCL_INIT,
+         "NET/Recorder: %s: the inner net plugin has no %s (a NULL member)", call, call);
   } else {
-    warn(logger, "NET/Recorder: %s called without an inner net plugin (init failed or not called)",
-         call);
+    warn(logger, NCCL_NET | NCCL_INIT,
+         "NET/Recorder: %s called without an inner net plugin (init failed or not called)", call);
   }
   if (s != nullptr) {
     record(*s, call, [&](JsonFields& f) {
@@ -303,7 +254,7 @@ ncclResult_t init(void** ctx, uint64_t commHash, ncclNetCommConfig_v11_t* config
   NetState* s = nullptr;
   std::string error;
   try {
-    s = &acquireState();
+    s = &State::acquire();
     if (logFn != nullptr) {
       ncclDebugLogger_t none = nullptr;
       s->logger.compare_exchange_strong(none, logFn);
@@ -311,11 +262,11 @@ ncclResult_t init(void** ctx, uint64_t commHash, ncclNetCommConfig_v11_t* config
     std::lock_guard<std::mutex> lock(s->mu);
     error = loadInner(*s);
   } catch (...) {
-    warn(logFn, "NET/Recorder: init: out of memory");
+    warn(logFn, NCCL_NET | NCCL_INIT, "NET/Recorder: init: out of memory");
     return ncclInternalError;
   }
   if (!error.empty()) {
-    warn(logFn, "NET/Recorder: %s", error.c_str());
+    warn(logFn, NCCL_NET | NCCL_INIT, "NET/Recorder: %s", error.c_str());
     record(*s, "init", [&](JsonFields& f) {
       f.addNull("ctx").addHex("commId", commHash).add("error", error.c_str());
       addRc(f, ncclInvalidUsage);

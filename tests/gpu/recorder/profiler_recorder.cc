@@ -33,6 +33,8 @@
 
 #include "nccl/profiler_v5.h"
 #include "tests/gpu/recorder/jsonl_log.h"
+#include "tests/gpu/recorder/process_state.h"
+#include "tests/gpu/recorder/warn.h"
 
 extern "C" {
 extern __attribute__((visibility("default"))) const ncclProfiler_v5_t ncclProfiler_v5;
@@ -97,56 +99,7 @@ class ProfilerState {
   std::map<uintptr_t, HandleBlock*> blockIndex;  // address of items[0] -> block
 };
 
-std::atomic<ProfilerState*> gState{nullptr};
-
-// Destroyed when the module is unloaded or the process exits: writes out the
-// buffered lines, and frees the state when no context is open.
-struct UnloadGuard {
-  UnloadGuard() = default;
-  ~UnloadGuard() {
-    ProfilerState* s = gState.load(std::memory_order_acquire);
-    if (s == nullptr) {
-      return;
-    }
-    bool idle = false;
-    {
-      std::lock_guard<std::mutex> lock(s->mu);
-      idle = s->contexts.empty();
-    }
-    if (idle) {
-      gState.store(nullptr, std::memory_order_release);
-      delete s;
-    } else {
-      s->log.flush();
-    }
-  }
-  UnloadGuard(const UnloadGuard&) = delete;
-  UnloadGuard& operator=(const UnloadGuard&) = delete;
-};
-
-ProfilerState& acquireState() {
-  static ProfilerState* const created = [] {
-    static UnloadGuard guard;
-    auto* s = new ProfilerState();
-    gState.store(s, std::memory_order_release);
-    return s;
-  }();
-  return *created;
-}
-
-__attribute__((format(printf, 2, 3))) void warn(ncclDebugLogger_t logger, const char* fmt, ...) {
-  char text[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
-  if (logger != nullptr) {
-    logger(NCCL_LOG_WARN, NCCL_PROFILE | NCCL_INIT, "nccl-resilient-recorder", __LINE__, "%s",
-           text);
-  } else {
-    std::fprintf(stderr, "nccl-resilient recorder: %s\n", text);
-  }
-}
+using State = ProcessState<ProfilerState>;
 
 void addRc(JsonFields& f, ncclResult_t rc) {
   f.add("rc", static_cast<int>(rc));
@@ -290,16 +243,16 @@ ncclResult_t init(void** context, uint64_t commHash, int* eActivationMask, const
   ProfilerState* s = nullptr;
   std::string error;
   try {
-    s = &acquireState();
+    s = &State::acquire();
     std::lock_guard<std::mutex> lock(s->mu);
     error = loadInner(*s);
   } catch (...) {
-    warn(logfn, "PROFILER/Recorder: init: out of memory");
+    warn(logfn, NCCL_PROFILE | NCCL_INIT, "PROFILER/Recorder: init: out of memory");
     return ncclInternalError;
   }
   const int maskIn = eActivationMask != nullptr ? *eActivationMask : 0;
   if (!error.empty()) {
-    warn(logfn, "PROFILER/Recorder: %s", error.c_str());
+    warn(logfn, NCCL_PROFILE | NCCL_INIT, "PROFILER/Recorder: %s", error.c_str());
     record(*s, "init", [&](JsonFields& f) {
       f.addNull("ctx").addHex("commId", commHash).add("error", error.c_str());
       addRc(f, ncclInvalidUsage);
@@ -425,7 +378,7 @@ void addParent(JsonFields& f, const char* name, const ParentRef& ref) {
 
 ncclResult_t startEvent(void* context, void** eHandle,
                         ncclProfilerEventDescr_v5_t* eDescr) noexcept {
-  ProfilerState* s = gState.load(std::memory_order_acquire);
+  ProfilerState* s = State::current();
   void* unused = nullptr;
   void** out = eHandle != nullptr ? eHandle : &unused;
   *out = nullptr;
@@ -536,7 +489,7 @@ void addHandle(JsonFields& f, const Resolved& r) {
 }
 
 ncclResult_t stopEvent(void* eHandle) noexcept {
-  ProfilerState* s = gState.load(std::memory_order_acquire);
+  ProfilerState* s = State::current();
   if (s == nullptr) {
     return ncclSuccess;
   }
@@ -552,7 +505,7 @@ ncclResult_t stopEvent(void* eHandle) noexcept {
 
 ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState,
                               ncclProfilerEventStateArgs_v5_t* eStateArgs) noexcept {
-  ProfilerState* s = gState.load(std::memory_order_acquire);
+  ProfilerState* s = State::current();
   if (s == nullptr) {
     return ncclSuccess;
   }
@@ -600,7 +553,7 @@ ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState,
 }
 
 ncclResult_t finalize(void* context) noexcept {
-  ProfilerState* s = gState.load(std::memory_order_acquire);
+  ProfilerState* s = State::current();
   if (s == nullptr) {
     return ncclSuccess;
   }
