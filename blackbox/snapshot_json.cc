@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "blackbox/fault_names.h"
 #include "common/clock.h"
 
 namespace resilient::blackbox {
@@ -31,20 +32,6 @@ nlohmann::json spanUs(uint64_t from, uint64_t to) {
 }
 
 }  // namespace
-
-const char* faultClassName(uint32_t c) {
-  switch (c) {
-    case RESILIENT_BLACKBOX_FAULT_TRANSPORT_ERROR: return "transport error";
-    case RESILIENT_BLACKBOX_FAULT_PEER_EXITED: return "peer process exited";
-    case RESILIENT_BLACKBOX_FAULT_PEER_UNRESPONSIVE: return "peer unresponsive";
-    case RESILIENT_BLACKBOX_FAULT_PEER_STUCK: return "peer stuck";
-    case RESILIENT_BLACKBOX_FAULT_ABORTED: return "aborted";
-    case RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR: return "local error";
-    case RESILIENT_BLACKBOX_FAULT_COLL_HUNG: return "collective hung";
-    case RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT: return "progress silent";
-    default: return "unknown";
-  }
-}
 
 const char* connectionStateName(uint32_t s) {
   return s == RESILIENT_BLACKBOX_CONN_OPEN      ? "open"

@@ -12,7 +12,6 @@
 
 namespace resilient::blackbox {
 
-const char* faultClassName(uint32_t faultClass);
 const char* connectionStateName(uint32_t state);
 const char* commStateName(uint32_t state);
 const char* opStateName(uint32_t state);

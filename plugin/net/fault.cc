@@ -1,5 +1,6 @@
 #include "plugin/net/fault.h"
 
+#include "blackbox/fault_names.h"
 #include "resilient/blackbox.h"
 
 namespace resilient::net {
@@ -18,16 +19,7 @@ static_assert(static_cast<uint32_t>(FaultClass::kLocalError) ==
 static_assert(static_cast<uint32_t>(FaultClass::kLinkDown) == RESILIENT_BLACKBOX_FAULT_LINK_DOWN);
 
 const char* faultClassName(FaultClass c) noexcept {
-  switch (c) {
-    case FaultClass::kTransportError: return "transport error";
-    case FaultClass::kPeerExited: return "peer process exited";
-    case FaultClass::kPeerUnresponsive: return "peer unresponsive";
-    case FaultClass::kPeerStuck: return "peer stuck";
-    case FaultClass::kAborted: return "aborted";
-    case FaultClass::kLocalError: return "local error";
-    case FaultClass::kLinkDown: return "link down";
-  }
-  return "unknown fault";
+  return blackbox::faultClassName(static_cast<uint32_t>(c));
 }
 
 bool isRemote(FaultClass c) noexcept {

@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "blackbox/fault_names.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "store/errors.h"
@@ -12,23 +13,6 @@ namespace resilient::restart {
 using protocol::FaultReason;
 using protocol::FaultRecord;
 
-namespace {
-
-const char* pluginFaultName(uint32_t cls) {
-  switch (cls) {
-    case RESILIENT_BLACKBOX_FAULT_TRANSPORT_ERROR: return "transport error";
-    case RESILIENT_BLACKBOX_FAULT_PEER_EXITED: return "peer exited";
-    case RESILIENT_BLACKBOX_FAULT_PEER_UNRESPONSIVE: return "peer unresponsive";
-    case RESILIENT_BLACKBOX_FAULT_PEER_STUCK: return "peer stuck";
-    case RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR: return "local error";
-    case RESILIENT_BLACKBOX_FAULT_COLL_HUNG: return "collective hung";
-    case RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT: return "progress thread silent";
-    case RESILIENT_BLACKBOX_FAULT_LINK_DOWN: return "link down";
-    default: return "fault";
-  }
-}
-
-}  // namespace
 
 MonitorThread::MonitorThread(store::Store& store, const protocol::JobKeys& keys,
                              protocol::FaultLog& faults, RankRegistry& registry,
@@ -86,7 +70,7 @@ void MonitorThread::publishPluginFault(const resilient_blackbox_fault& f) {
   } else if (f.faultClass == RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR) {
     r.culprit = config_.initialRank;
   }
-  r.detail = std::string(pluginFaultName(f.faultClass)) + ": " + f.text;
+  r.detail = std::string(blackbox::faultClassName(f.faultClass)) + ": " + f.text;
   try {
     faults_.publish(r);
   } catch (const std::exception& e) {

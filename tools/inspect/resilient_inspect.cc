@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "blackbox/fault_names.h"
 #include "blackbox/rank_progress.h"
 #include "blackbox/reader.h"
 #include "blackbox/snapshot_json.h"
@@ -26,7 +27,7 @@ namespace {
 
 using bb::commStateName;
 using bb::connectionStateName;
-using bb::faultClassName;
+using resilient::blackbox::faultClassName;
 using bb::hexId;
 using bb::opJson;
 using bb::opStateName;

@@ -3,6 +3,9 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -59,6 +62,38 @@ TEST_CASE("the dump holds the rank's blackbox as resilient-inspect renders it",
   REQUIRE(j["blackbox"]["faults"].size() == 1);
   CHECK(j["blackbox"]["faults"][0]["class"] == "peer process exited");
   CHECK(j["blackbox"]["faults"][0]["text"] == "peer 7 went away");
+}
+
+TEST_CASE("every fault class the plugins record has its one name in the dump",
+          "[monitor][postmortem]") {
+  const std::vector<std::pair<uint32_t, std::string>> classes = {
+      {RESILIENT_BLACKBOX_FAULT_TRANSPORT_ERROR, "transport error"},
+      {RESILIENT_BLACKBOX_FAULT_PEER_EXITED, "peer process exited"},
+      {RESILIENT_BLACKBOX_FAULT_PEER_UNRESPONSIVE, "peer unresponsive"},
+      {RESILIENT_BLACKBOX_FAULT_PEER_STUCK, "peer stuck"},
+      {RESILIENT_BLACKBOX_FAULT_ABORTED, "aborted"},
+      {RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR, "local error"},
+      {RESILIENT_BLACKBOX_FAULT_COLL_HUNG, "collective hung"},
+      {RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT, "progress silent"},
+      {RESILIENT_BLACKBOX_FAULT_LINK_DOWN, "link down"},
+  };
+  resilient::test::TempDir dir;
+  auto writer = resilient::blackbox::Writer::create(dir.path().string(), "testhost");
+  REQUIRE(writer.ok());
+  for (const auto& [cls, name] : classes) {
+    resilient_blackbox_fault fault{};
+    fault.faultClass = cls;
+    writer.value()->recordFault(fault);
+  }
+  rm::PostMortem pm;
+  pm.pid = ::getpid();
+  const std::string path = (dir.path() / "dump.json").string();
+  rm::writePostMortem(pm, dir.path().string(), path);
+  const auto j = readJson(path);
+  REQUIRE(j["blackbox"]["faults"].size() == classes.size());
+  for (size_t i = 0; i < classes.size(); ++i) {
+    CHECK(j["blackbox"]["faults"][i]["class"] == classes[i].second);
+  }
 }
 
 TEST_CASE("without a blackbox the dump says why", "[monitor][postmortem]") {
