@@ -98,6 +98,7 @@ class Engine {
   struct Link;
   struct Buffer;
 
+  // engine.cc: lifecycle and setup (Link and Buffer: engine_internal.h).
   Link& link(int peer) noexcept;
   int next() const noexcept { return (options_.rank + 1) % options_.nranks; }
   int prev() const noexcept { return (options_.rank + options_.nranks - 1) % options_.nranks; }
@@ -106,11 +107,20 @@ class Engine {
   std::optional<Fault> registerBuffers(uint64_t startNs);
   int pieces(char* data, size_t bytes, size_t unit, void* mhandle, Piece* out) const noexcept;
   char* buffer(BufferId id) const noexcept;
+  std::optional<Fault> drive(std::initializer_list<Stream*> streams, uint64_t startNs,
+                             uint64_t* errors);
+  std::optional<Fault> drive(Stream* const* streams, size_t count, uint64_t startNs,
+                             uint64_t* errors);
 
+  // engine_patterns.cc: run()'s patterns.
   IterationResult runPingPong(size_t bytes, uint64_t iteration);
   IterationResult runSendRecv(size_t bytes, uint64_t iteration, bool barrier);
   IterationResult runAllReduce(size_t bytes, uint64_t iteration, bool barrier);
   IterationResult runAllToAll(size_t bytes, uint64_t iteration, bool barrier);
+  // Barrier (when asked); returns the start time, or the fault of the barrier.
+  std::optional<Fault> meet(bool barrier, uint64_t* startNs);
+
+  // engine_ring.cc: the ring operations and the user-data collectives.
   // The ring all-reduce of the first `count` floats of the output buffer, in place.
   std::optional<Fault> ringAllReduce(size_t count, uint64_t startNs, uint64_t* sizeErrors);
   // The first `bytes` of root's output buffer into everybody's, along the ring.
@@ -120,12 +130,6 @@ class Engine {
   std::optional<Fault> userOperationFault(const char* call, uint64_t startNs) const;
   // A fault for bytes that arrived with sizes other than expected.
   static Fault sizeFault(const char* call, uint64_t sizeErrors, uint64_t startNs);
-  // Barrier (when asked); returns the start time, or the fault of the barrier.
-  std::optional<Fault> meet(bool barrier, uint64_t* startNs);
-  std::optional<Fault> drive(std::initializer_list<Stream*> streams, uint64_t startNs,
-                             uint64_t* errors);
-  std::optional<Fault> drive(Stream* const* streams, size_t count, uint64_t startNs,
-                             uint64_t* errors);
 
   transport::Transport& transport_;
   OutOfBand& oob_;
