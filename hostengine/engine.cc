@@ -315,9 +315,9 @@ void Engine::close() noexcept {
   }
 }
 
-int Engine::pieces(char* data, size_t bytes, size_t unit, void* mhandle,
-                   Piece* out) const noexcept {
-  return splitPieces(data, bytes, unit, options_.minPieceBytes, limits_.maxPieces, mhandle, out);
+int Engine::pieces(const Region& region, Piece* out) const noexcept {
+  return splitPieces(region.data, region.bytes, region.unit, options_.minPieceBytes,
+                     limits_.maxPieces, region.mhandle, out);
 }
 
 std::optional<Fault> Engine::drive(Stream* const* streams, size_t count, uint64_t startNs,

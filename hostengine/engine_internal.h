@@ -27,6 +27,15 @@ struct Engine::Link {
   std::array<bool, kBufferCount> recvRegistered{};
 };
 
+// Bytes of a registered buffer that one item moves, cut into pieces of
+// whole `unit`s (sizeof(float) where the ring adds floats).
+struct Engine::Region {
+  char* data = nullptr;
+  size_t bytes = 0;
+  size_t unit = 1;
+  void* mhandle = nullptr;
+};
+
 struct Engine::Buffer {
   char* data = nullptr;
   size_t bytes = 0;

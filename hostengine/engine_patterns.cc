@@ -14,8 +14,8 @@
 
 namespace resilient::hostengine {
 
-std::optional<Fault> Engine::meet(bool barrier, uint64_t* startNs) {
-  if (barrier) {
+std::optional<Fault> Engine::meet(const IterationOptions& options, uint64_t* startNs) {
+  if (options.barrier) {
     const uint64_t before = monotonicNs();
     Status st = oob_.barrier();
     if (!st.ok()) {
@@ -31,14 +31,14 @@ std::optional<Fault> Engine::meet(bool barrier, uint64_t* startNs) {
   return std::nullopt;
 }
 
-IterationResult Engine::run(size_t bytes, uint64_t iteration, bool barrier) {
+IterationResult Engine::run(size_t bytes, uint64_t iteration, const IterationOptions& options) {
   IterationResult out;
   bytes = std::min(effectiveBytes(options_.pattern, options_.nranks, bytes), maxBytes_);
   switch (options_.pattern) {
     case Pattern::kPingPong: out = runPingPong(bytes, iteration); break;
-    case Pattern::kSendRecv: out = runSendRecv(bytes, iteration, barrier); break;
-    case Pattern::kAllReduce: out = runAllReduce(bytes, iteration, barrier); break;
-    case Pattern::kAllToAll: out = runAllToAll(bytes, iteration, barrier); break;
+    case Pattern::kSendRecv: out = runSendRecv(bytes, iteration, options); break;
+    case Pattern::kAllReduce: out = runAllReduce(bytes, iteration, options); break;
+    case Pattern::kAllToAll: out = runAllToAll(bytes, iteration, options); break;
   }
   if (out.fault) {
     out.fault->bytes = bytes;
@@ -57,7 +57,7 @@ IterationResult Engine::runPingPong(size_t bytes, uint64_t iteration) {
   const size_t items = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
   auto chunkOf = [&](char* base, void* mh, size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces(base + r.offset, r.count, 1, mh, p);
+    return pieces({.data = base + r.offset, .bytes = r.count, .mhandle = mh}, p);
   };
   auto zeroBytes = [](char* base, void* mh) {
     return [base, mh](size_t, Piece* p) {
@@ -111,14 +111,15 @@ IterationResult Engine::runPingPong(size_t bytes, uint64_t iteration) {
   return out;
 }
 
-IterationResult Engine::runSendRecv(size_t bytes, uint64_t iteration, bool barrier) {
+IterationResult Engine::runSendRecv(size_t bytes, uint64_t iteration,
+                                    const IterationOptions& options) {
   IterationResult out;
   const int rank = options_.rank;
   char* in = buffer(kInput);
   char* outBuf = buffer(kOutput);
   fillPattern(in, bytes, streamSeed(rank, next(), iteration));
   uint64_t start = 0;
-  if ((out.fault = meet(barrier, &start))) {
+  if ((out.fault = meet(options, &start))) {
     return out;
   }
   const size_t items = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
@@ -127,12 +128,13 @@ IterationResult Engine::runSendRecv(size_t bytes, uint64_t iteration, bool barri
   Stream send(Stream::Direction::kSend, to.sendComm, next(), items);
   send.describe = [&](size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces(in + r.offset, r.count, 1, to.sendMh[kInput], p);
+    return pieces({.data = in + r.offset, .bytes = r.count, .mhandle = to.sendMh[kInput]}, p);
   };
   Stream recv(Stream::Direction::kRecv, from.recvComm, prev(), items);
   recv.describe = [&](size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces(outBuf + r.offset, r.count, 1, from.recvMh[kOutput], p);
+    return pieces({.data = outBuf + r.offset, .bytes = r.count, .mhandle = from.recvMh[kOutput]},
+                  p);
   };
   uint64_t sizeErrors = 0;
   out.fault = drive({&recv, &send}, start, &sizeErrors);
@@ -144,14 +146,15 @@ IterationResult Engine::runSendRecv(size_t bytes, uint64_t iteration, bool barri
   return out;
 }
 
-IterationResult Engine::runAllReduce(size_t bytes, uint64_t iteration, bool barrier) {
+IterationResult Engine::runAllReduce(size_t bytes, uint64_t iteration,
+                                     const IterationOptions& options) {
   IterationResult out;
   const size_t count = bytes / sizeof(float);
   const auto* in = reinterpret_cast<const float*>(buffer(kInput));
   auto* acc = reinterpret_cast<float*>(buffer(kOutput));
   fillReduceInput(reinterpret_cast<float*>(buffer(kInput)), count, options_.rank, iteration);
   uint64_t start = 0;
-  if ((out.fault = meet(barrier, &start))) {
+  if ((out.fault = meet(options, &start))) {
     return out;
   }
   // Out of place: the result starts as our input and is reduced in place.
@@ -165,7 +168,8 @@ IterationResult Engine::runAllReduce(size_t bytes, uint64_t iteration, bool barr
   return out;
 }
 
-IterationResult Engine::runAllToAll(size_t bytes, uint64_t iteration, bool barrier) {
+IterationResult Engine::runAllToAll(size_t bytes, uint64_t iteration,
+                                    const IterationOptions& options) {
   IterationResult out;
   const int rank = options_.rank;
   const int n = options_.nranks;
@@ -176,7 +180,7 @@ IterationResult Engine::runAllToAll(size_t bytes, uint64_t iteration, bool barri
     fillPattern(in + static_cast<size_t>(p) * block, block, streamSeed(rank, p, iteration));
   }
   uint64_t start = 0;
-  if ((out.fault = meet(barrier, &start))) {
+  if ((out.fault = meet(options, &start))) {
     return out;
   }
   const size_t own = static_cast<size_t>(rank) * block;
@@ -195,12 +199,13 @@ IterationResult Engine::runAllToAll(size_t bytes, uint64_t iteration, bool barri
     auto recv = std::make_unique<Stream>(Stream::Direction::kRecv, from.recvComm, q, items);
     recv->describe = [this, dst, block, items, &from](size_t item, Piece* pc) {
       const ElementRange r = splitRange({0, block}, items, item);
-      return pieces(dst + r.offset, r.count, 1, from.recvMh[kOutput], pc);
+      return pieces({.data = dst + r.offset, .bytes = r.count, .mhandle = from.recvMh[kOutput]},
+                    pc);
     };
     auto send = std::make_unique<Stream>(Stream::Direction::kSend, to.sendComm, p, items);
     send->describe = [this, src, block, items, &to](size_t item, Piece* pc) {
       const ElementRange r = splitRange({0, block}, items, item);
-      return pieces(src + r.offset, r.count, 1, to.sendMh[kInput], pc);
+      return pieces({.data = src + r.offset, .bytes = r.count, .mhandle = to.sendMh[kInput]}, pc);
     };
     streams.push_back(std::move(recv));
     streams.push_back(std::move(send));

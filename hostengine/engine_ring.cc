@@ -25,18 +25,27 @@ std::optional<Fault> Engine::ringAllReduce(size_t count, uint64_t startNs, uint6
   Stream recv(Stream::Direction::kRecv, from.recvComm, prev(), ring.items());
   send.describe = [&](size_t item, Piece* p) {
     const ElementRange r = ring.sendChunk(item);
-    return pieces(reinterpret_cast<char*>(acc + r.offset), r.count * sizeof(float), sizeof(float),
-                  to.sendMh[kOutput], p);
+    return pieces({.data = reinterpret_cast<char*>(acc + r.offset),
+                   .bytes = r.count * sizeof(float),
+                   .unit = sizeof(float),
+                   .mhandle = to.sendMh[kOutput]},
+                  p);
   };
   send.ready = [&](size_t item) { return recv.done() >= ring.recvsBeforeSend(item); };
   recv.describe = [&](size_t item, Piece* p) {
     const ElementRange r = ring.recvChunk(item);
     if (ring.isReduce(item)) {
-      return pieces(stagingSlot(item), r.count * sizeof(float), sizeof(float),
-                    from.recvMh[kStaging], p);
+      return pieces({.data = stagingSlot(item),
+                     .bytes = r.count * sizeof(float),
+                     .unit = sizeof(float),
+                     .mhandle = from.recvMh[kStaging]},
+                    p);
     }
-    return pieces(reinterpret_cast<char*>(acc + r.offset), r.count * sizeof(float), sizeof(float),
-                  from.recvMh[kOutput], p);
+    return pieces({.data = reinterpret_cast<char*>(acc + r.offset),
+                   .bytes = r.count * sizeof(float),
+                   .unit = sizeof(float),
+                   .mhandle = from.recvMh[kOutput]},
+                  p);
   };
   recv.ready = [&](size_t item) { return send.done() >= ring.sendsBeforeRecv(item); };
   recv.completed = [&](size_t item) {
@@ -66,12 +75,12 @@ std::optional<Fault> Engine::ringBroadcast(size_t bytes, int root, uint64_t star
   Stream recv(Stream::Direction::kRecv, from.recvComm, prev(), receives ? items : 0);
   recv.describe = [&](size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces(data + r.offset, r.count, 1, from.recvMh[kOutput], p);
+    return pieces({.data = data + r.offset, .bytes = r.count, .mhandle = from.recvMh[kOutput]}, p);
   };
   Stream send(Stream::Direction::kSend, to.sendComm, next(), sends ? items : 0);
   send.describe = [&](size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces(data + r.offset, r.count, 1, to.sendMh[kOutput], p);
+    return pieces({.data = data + r.offset, .bytes = r.count, .mhandle = to.sendMh[kOutput]}, p);
   };
   if (receives) {
     send.ready = [&](size_t item) { return recv.done() > item; };

@@ -308,7 +308,7 @@ int runRank(const Config& c, const he::Environment& env) {
     // `count` iterations of transport t; their seconds added to *seconds.
     auto runIters = [&](size_t t, int count, double* seconds) -> bool {
       for (int i = 0; i < count; ++i) {
-        he::IterationResult r = engines[t]->run(bytes, iteration++, true);
+        he::IterationResult r = engines[t]->run(bytes, iteration++, {.barrier = true});
         s.errors += r.errors;
         if (r.fault) {
           std::fprintf(stderr, "# rank %d: %s: %s\n", rank, c.options.transports[t].c_str(),

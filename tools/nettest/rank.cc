@@ -197,7 +197,7 @@ int runRank(const Config& c, const he::Environment& env) {
       const int total = c.options.warmup + c.options.iters;
       int i = 0;
       for (; i < total; ++i) {
-        he::IterationResult r = engine.run(size, iteration++, !c.faultMode);
+        he::IterationResult r = engine.run(size, iteration++, {.barrier = !c.faultMode});
         sizeErrors += r.errors;
         if (r.fault) {
           fault = std::move(r.fault);
