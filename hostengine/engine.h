@@ -52,6 +52,12 @@ struct EngineOptions {
   uint64_t commId = 0;                           // handed to the plugin's init
 };
 
+struct IterationOptions {
+  // Meet the other ranks out of band first, so that the timed part starts
+  // together (ping-pong synchronises on its own).
+  bool barrier = true;
+};
+
 struct IterationResult {
   double seconds = 0;   // the timed part (ping-pong: one way, on rank 0; 0 on rank 1)
   uint64_t errors = 0;  // wrong elements: floats for all-reduce, bytes otherwise
@@ -68,9 +74,8 @@ class Engine {
   // Plugin context, properties, connections, buffers for sizes up to maxBytes.
   std::optional<Fault> setup(size_t maxBytes);
   // One operation of `bytes` (pattern.h: effectiveBytes) with the data of
-  // `iteration`. barrier: meet the other ranks out of band first, so that
-  // the timed part starts together (ping-pong synchronises on its own).
-  IterationResult run(size_t bytes, uint64_t iteration, bool barrier);
+  // `iteration`.
+  IterationResult run(size_t bytes, uint64_t iteration, const IterationOptions& options);
   // Deregisters and closes every comm, then finalizes the plugin context;
   // also right after a fault, with requests still outstanding (NCCL's abort).
   void close() noexcept;
@@ -97,20 +102,33 @@ class Engine {
   enum BufferId { kInput = 0, kOutput = 1, kStaging = 2, kBufferCount = 3 };
   struct Link;
   struct Buffer;
+  struct Region;
 
+  // engine.cc: lifecycle and setup (Link and Buffer: engine_internal.h).
   Link& link(int peer) noexcept;
   int next() const noexcept { return (options_.rank + 1) % options_.nranks; }
   int prev() const noexcept { return (options_.rank + options_.nranks - 1) % options_.nranks; }
   std::optional<Fault> setupFault(const char* call, int peer, Status status, uint64_t startNs);
   std::optional<Fault> connectAll(uint64_t startNs);
   std::optional<Fault> registerBuffers(uint64_t startNs);
-  int pieces(char* data, size_t bytes, size_t unit, void* mhandle, Piece* out) const noexcept;
+  // The pieces of one item (at most limits_.maxPieces); returns their count.
+  int pieces(const Region& region, Piece* out) const noexcept;
   char* buffer(BufferId id) const noexcept;
+  std::optional<Fault> drive(std::initializer_list<Stream*> streams, uint64_t startNs,
+                             uint64_t* errors);
+  std::optional<Fault> drive(Stream* const* streams, size_t count, uint64_t startNs,
+                             uint64_t* errors);
 
+  // engine_patterns.cc: run()'s patterns.
   IterationResult runPingPong(size_t bytes, uint64_t iteration);
-  IterationResult runSendRecv(size_t bytes, uint64_t iteration, bool barrier);
-  IterationResult runAllReduce(size_t bytes, uint64_t iteration, bool barrier);
-  IterationResult runAllToAll(size_t bytes, uint64_t iteration, bool barrier);
+  IterationResult runSendRecv(size_t bytes, uint64_t iteration, const IterationOptions& options);
+  IterationResult runAllReduce(size_t bytes, uint64_t iteration, const IterationOptions& options);
+  IterationResult runAllToAll(size_t bytes, uint64_t iteration, const IterationOptions& options);
+  // The barrier (when options ask for it); returns the start time, or the
+  // fault of the barrier.
+  std::optional<Fault> meet(const IterationOptions& options, uint64_t* startNs);
+
+  // engine_ring.cc: the ring operations and the user-data collectives.
   // The ring all-reduce of the first `count` floats of the output buffer, in place.
   std::optional<Fault> ringAllReduce(size_t count, uint64_t startNs, uint64_t* sizeErrors);
   // The first `bytes` of root's output buffer into everybody's, along the ring.
@@ -120,12 +138,6 @@ class Engine {
   std::optional<Fault> userOperationFault(const char* call, uint64_t startNs) const;
   // A fault for bytes that arrived with sizes other than expected.
   static Fault sizeFault(const char* call, uint64_t sizeErrors, uint64_t startNs);
-  // Barrier (when asked); returns the start time, or the fault of the barrier.
-  std::optional<Fault> meet(bool barrier, uint64_t* startNs);
-  std::optional<Fault> drive(std::initializer_list<Stream*> streams, uint64_t startNs,
-                             uint64_t* errors);
-  std::optional<Fault> drive(Stream* const* streams, size_t count, uint64_t startNs,
-                             uint64_t* errors);
 
   transport::Transport& transport_;
   OutOfBand& oob_;

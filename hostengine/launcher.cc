@@ -291,10 +291,11 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
   return outcome;
 }
 
-Result<LocalLaunch> planLocalLaunch(const std::string& host, uint16_t port, int nranks,
-                                    const std::vector<std::string>& argv,
-                                    const EnvironmentList& base, const LaunchEnvNames& names,
-                                    const std::function<EnvironmentList(int rank)>& extra) {
+Result<LocalLaunch> planLocalLaunch(const LocalLaunchOptions& options) {
+  const std::string& host = options.host;
+  const uint16_t port = options.port;
+  const int nranks = options.nranks;
+  const LaunchEnvNames& names = options.names;
   Result<FileDescriptor> listenFd = listenOn(host, port, 1024);
   if (!listenFd.ok()) {
     return Status::error(
@@ -314,7 +315,7 @@ Result<LocalLaunch> planLocalLaunch(const std::string& host, uint16_t port, int 
                 static_cast<unsigned long long>(launch.token));
   LaunchPlan& plan = launch.plan;
   plan.executable = selfExecutable();
-  plan.argv = argv;
+  plan.argv = options.argv;
   const int listenRaw = listenFd->release();
   plan.rank0Fds = {listenRaw, startPipe[1]};
   plan.startPipeRead = startPipe[0];
@@ -329,14 +330,21 @@ Result<LocalLaunch> planLocalLaunch(const std::string& host, uint16_t port, int 
       overrides.emplace_back(names.listenFd, std::to_string(listenRaw));
       overrides.emplace_back(names.startFd, std::to_string(startPipe[1]));
     }
-    if (extra) {
-      for (auto& kv : extra(r)) {
+    if (options.extra) {
+      for (auto& kv : options.extra(r)) {
         overrides.push_back(std::move(kv));
       }
     }
-    plan.envs.push_back(mergeEnvironment(base, overrides));
+    plan.envs.push_back(mergeEnvironment(options.base, overrides));
   }
   return launch;
+}
+
+Result<LaunchOutcome> launchLocal(LocalLaunch& launch) {
+  Result<LaunchOutcome> outcome = launchRanks(launch.plan);
+  ::close(launch.plan.startPipeRead);
+  launch.plan.startPipeRead = -1;
+  return outcome;
 }
 
 EnvironmentList currentEnvironment() {
@@ -349,6 +357,26 @@ EnvironmentList currentEnvironment() {
     }
   }
   return list;
+}
+
+Environment Environment::snapshot() {
+  Environment env;
+  for (auto& [name, value] : currentEnvironment()) {
+    env.vars_.emplace(std::move(name), std::move(value));
+  }
+  return env;
+}
+
+std::optional<std::string> Environment::get(const std::string& name) const {
+  auto it = vars_.find(name);
+  if (it == vars_.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+std::string Environment::get(const std::string& name, const std::string& fallback) const {
+  return get(name).value_or(fallback);
 }
 
 std::string selfExecutable() {

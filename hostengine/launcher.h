@@ -1,18 +1,21 @@
-// Local launch of the ranks of resilient-nettest: fork + exec of the tool
-// itself once per rank with its environment, the start signal of the
-// measured phase, timed process faults (SIGKILL / SIGSTOP of one rank) and
-// the collection of exit statuses.
+// Local launch of the ranks of a host-engine tool (resilient-nettest,
+// resilient-net-ab): fork + exec of the tool itself once per rank with its
+// environment, the start signal of the measured phase, timed process faults
+// (SIGKILL / SIGSTOP of one rank) and the collection of exit statuses.
 //
 // Rank 0 inherits two descriptors: the rendezvous listening socket (bound by
 // the launcher, so the port is known before any rank starts and no other
 // process can take it) and the write end of the start pipe, on which it
 // writes its CLOCK_MONOTONIC time (8 bytes) when the measured phase starts.
+// launched_rank.h is the ranks' side of this.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,6 +49,20 @@ using EnvironmentList = std::vector<std::pair<std::string, std::string>>;
 
 // This process's environment (environ), as NAME, value pairs.
 EnvironmentList currentEnvironment();
+
+// This process's environment read once (in main, before any thread exists),
+// then looked up by name.
+class Environment {
+ public:
+  static Environment snapshot();
+  std::optional<std::string> get(const std::string& name) const;
+  std::string get(const std::string& name, const std::string& fallback) const;
+  // By name; the first of several entries of one name.
+  EnvironmentList list() const { return {vars_.begin(), vars_.end()}; }
+
+ private:
+  std::map<std::string, std::string> vars_;
+};
 
 // `base` without the names in `overrides`, then `overrides`, as NAME=value.
 std::vector<std::string> mergeEnvironment(const EnvironmentList& base,
@@ -93,21 +110,30 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan);
 // MASTER_ADDR, MASTER_PORT and `names.token`; rank 0 also `names.listenFd`
 // and `names.startFd` (the descriptors it inherits); `extra(r)` adds a
 // rank's own variables. The caller sets timeouts, pinning and injections,
-// then closes plan.startPipeRead after launchRanks.
+// then runs launchLocal.
 struct LaunchEnvNames {
-  const char* token;
-  const char* listenFd;
-  const char* startFd;
+  const char* token = nullptr;
+  const char* listenFd = nullptr;
+  const char* startFd = nullptr;
+};
+struct LocalLaunchOptions {
+  std::string host;   // MASTER_ADDR; the rendezvous socket is bound there
+  uint16_t port = 0;  // 0: any free port
+  int nranks = 0;
+  std::vector<std::string> argv;  // the tool's own command line, argv[0] included
+  EnvironmentList base;           // every rank's environment before the launch's variables
+  LaunchEnvNames names;           // the tool's names for the token and rank 0's descriptors
+  std::function<EnvironmentList(int rank)> extra;  // a rank's own variables; may be empty
 };
 struct LocalLaunch {
   LaunchPlan plan;
   uint16_t port = 0;
   uint64_t token = 0;
 };
-Result<LocalLaunch> planLocalLaunch(const std::string& host, uint16_t port, int nranks,
-                                    const std::vector<std::string>& argv,
-                                    const EnvironmentList& base, const LaunchEnvNames& names,
-                                    const std::function<EnvironmentList(int rank)>& extra = {});
+Result<LocalLaunch> planLocalLaunch(const LocalLaunchOptions& options);
+
+// launchRanks(launch.plan), then the launcher's end of the start pipe closed.
+Result<LaunchOutcome> launchLocal(LocalLaunch& launch);
 
 // The running program's own path (/proc/self/exe), "" if unreadable: what
 // a tool that launches its ranks executes again.

@@ -60,7 +60,7 @@ static_assert(sizeof(Hello) == kHelloBytes);
 
 struct Comm;
 
-struct Request {
+struct RawTcpRequest {
   Comm* comm = nullptr;
   bool inUse = false;
   char* data = nullptr;
@@ -81,7 +81,7 @@ struct DataSocket {
 struct Comm {
   bool send = false;
   std::vector<DataSocket> sockets;
-  std::array<Request, kRing> ring{};
+  std::array<RawTcpRequest, kRing> ring{};
   uint64_t head = 0;  // oldest request not released
   uint64_t tail = 0;  // next request to post
   Status failed;
@@ -138,7 +138,7 @@ Status progressSend(Comm& c) {
   for (size_t i = 0; i < count; ++i) {
     DataSocket& s = c.sockets[i];
     while (s.cursor < c.tail) {
-      Request& r = c.ring[s.cursor % kRing];
+      RawTcpRequest& r = c.ring[s.cursor % kRing];
       const Slice slice = sliceOf(r.size, i, count);
       const size_t total = kHeaderBytes + slice.length;
       iovec iov[2];
@@ -202,7 +202,7 @@ Status progressRecv(Comm& c) {
   for (size_t i = 0; i < count; ++i) {
     DataSocket& s = c.sockets[i];
     while (s.cursor < c.tail) {
-      Request& r = c.ring[s.cursor % kRing];
+      RawTcpRequest& r = c.ring[s.cursor % kRing];
       size_t got = 0;
       if (s.offset < kHeaderBytes) {
         RESILIENT_TRY(recvSome(c, s.fd.get(), s.header + s.offset, kHeaderBytes - s.offset, &got));
@@ -247,12 +247,12 @@ Status progressRecv(Comm& c) {
   return {};
 }
 
-Request* postRequest(Comm& c) {
+RawTcpRequest* postRequest(Comm& c) {
   if (c.tail - c.head >= kRing) {
     return nullptr;
   }
-  Request& r = c.ring[c.tail % kRing];
-  r = Request{};
+  RawTcpRequest& r = c.ring[c.tail % kRing];
+  r = RawTcpRequest{};
   r.comm = &c;
   r.inUse = true;
   ++c.tail;
@@ -546,7 +546,7 @@ Status RawTcpTransport::isend(void* sendComm, void* data, size_t size, int /*tag
   if (!c.failed.ok()) {
     return c.failed;
   }
-  Request* r = postRequest(c);
+  RawTcpRequest* r = postRequest(c);
   if (r == nullptr) {
     return {};
   }
@@ -569,7 +569,7 @@ Status RawTcpTransport::irecv(void* recvComm, int n, void** data, const size_t* 
   if (n != 1) {
     return invalidUsage("raw-tcp: grouped receives are not supported (maxRecvs is 1)");
   }
-  Request* r = postRequest(c);
+  RawTcpRequest* r = postRequest(c);
   if (r == nullptr) {
     return {};
   }
@@ -587,7 +587,7 @@ Status RawTcpTransport::iflush(void* /*recvComm*/, int /*n*/, void** /*data*/, c
 
 Status RawTcpTransport::test(void* request, int* done, int* sizes) {
   *done = 0;
-  auto& r = *static_cast<Request*>(request);
+  auto& r = *static_cast<RawTcpRequest*>(request);
   Comm& c = *r.comm;
   if (!c.failed.ok()) {
     return c.failed;

@@ -79,7 +79,7 @@ BlockingConn::BlockingConn(const std::string& host, uint16_t port, const std::st
                            const std::string& sourceIp)
     : fd_(openConnection(host, port, token, sourceIp)) {}
 
-tcp::Response BlockingConn::call(tcp::Request req) {
+tcp::Response BlockingConn::call(tcp::StoreRequest req) {
   req.id = nextId_++;
   std::string frame;
   tcp::encodeRequest(req, &frame);
@@ -138,7 +138,7 @@ void LoadDriver::sendBarrier(const std::string& name, uint64_t generation, int w
   generation_ = generation;
   worldSize_ = worldSize;
   *times = BarrierTimes{};
-  tcp::Request req;
+  tcp::StoreRequest req;
   req.op = tcp::Op::kBarrier;
   req.arrival = {name, generation, 0, worldSize, true};
   req.number = 600000;
@@ -247,7 +247,7 @@ void LoadDriver::awaitReleases(BarrierTimes* times, int timeoutMs) {
 }
 
 uint64_t LoadDriver::runOps(tcp::Op op, int durationMs) {
-  tcp::Request req;
+  tcp::StoreRequest req;
   req.op = op;
   std::vector<std::string> frames(conns_.size());
   for (size_t i = 0; i < conns_.size(); ++i) {

@@ -23,7 +23,7 @@ class BlockingConn {
   BlockingConn(const std::string& host, uint16_t port, const std::string& token,
                const std::string& sourceIp = {});
   // Sends `req` and returns its reply (the only one outstanding).
-  tcp::Response call(tcp::Request req);
+  tcp::Response call(tcp::StoreRequest req);
 
  private:
   FileDescriptor fd_;

@@ -275,7 +275,7 @@ class Probe {
       return etcd_->barrier({name, gen, 0, world, false}).arrived;
     }
 #endif
-    tcp::Request mark;
+    tcp::StoreRequest mark;
     mark.op = tcp::Op::kBarrier;
     mark.arrival = {name, gen, 0, world, false};
     return tcp_->call(mark).barrier.arrived;

@@ -2,7 +2,7 @@
 
 namespace resilient::net {
 
-Connection::Connection(Direction dir, uint64_t commId, void* inner, int poolSize)
+ConnectionRecord::ConnectionRecord(Direction dir, uint64_t commId, void* inner, int poolSize)
     : dir_(dir), commId_(commId), inner_(inner), pool_(static_cast<size_t>(poolSize)) {
   for (auto it = pool_.rbegin(); it != pool_.rend(); ++it) {
     it->conn = this;
@@ -11,8 +11,8 @@ Connection::Connection(Direction dir, uint64_t commId, void* inner, int poolSize
   }
 }
 
-Request* Connection::acquire() noexcept {
-  Request* r = free_;
+RequestRecord* ConnectionRecord::acquire() noexcept {
+  RequestRecord* r = free_;
   if (r != nullptr) {
     free_ = r->nextFree;
     r->nextFree = nullptr;
@@ -20,7 +20,7 @@ Request* Connection::acquire() noexcept {
   return r;
 }
 
-void Connection::release(Request* r) noexcept {
+void ConnectionRecord::release(RequestRecord* r) noexcept {
   r->inner = nullptr;
   r->nextFree = free_;
   free_ = r;
@@ -36,19 +36,19 @@ void add(std::atomic<T>& counter, T delta) noexcept {
 
 }  // namespace
 
-void Connection::onPosted(uint64_t bytes) noexcept {
+void ConnectionRecord::onPosted(uint64_t bytes) noexcept {
   add(outstandingBytes_, bytes);
   add(outstanding_, 1);
 }
 
-void Connection::onCompleted(uint64_t bytes) noexcept {
+void ConnectionRecord::onCompleted(uint64_t bytes) noexcept {
   add(outstandingBytes_, uint64_t{0} - bytes);
   add(bytesDone_, bytes);
   add(completed_, uint64_t{1});
   add(outstanding_, -1);
 }
 
-void Connection::publishFault(std::unique_ptr<FaultRecord> record) noexcept {
+void ConnectionRecord::publishFault(std::unique_ptr<FaultRecord> record) noexcept {
   faultOwner_ = std::move(record);
   fault_.store(faultOwner_.get(), std::memory_order_release);
 }

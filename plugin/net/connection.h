@@ -21,14 +21,14 @@
 
 namespace resilient::net {
 
-class Connection;
+class ConnectionRecord;
 struct PeerLink;
 
-struct Request {
-  Connection* conn = nullptr;
+struct RequestRecord {
+  ConnectionRecord* conn = nullptr;
   void* inner = nullptr;
   uint64_t bytes = 0;  // posted bytes (send size, or the sum of receive sizes)
-  Request* nextFree = nullptr;
+  RequestRecord* nextFree = nullptr;
 };
 
 // The transport-level addresses of a connection (the peer process's host
@@ -38,13 +38,13 @@ struct PeerIdentity {
   transport::Endpoint peer;
 };
 
-class Connection {
+class ConnectionRecord {
  public:
   enum class Direction { kSend, kRecv };
 
-  Connection(Direction dir, uint64_t commId, void* inner, int poolSize);
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
+  ConnectionRecord(Direction dir, uint64_t commId, void* inner, int poolSize);
+  ConnectionRecord(const ConnectionRecord&) = delete;
+  ConnectionRecord& operator=(const ConnectionRecord&) = delete;
 
   Direction direction() const noexcept { return dir_; }
   const char* directionName() const noexcept { return dir_ == Direction::kSend ? "send" : "recv"; }
@@ -52,8 +52,8 @@ class Connection {
   void* inner() const noexcept { return inner_; }
 
   // Data path (owning thread only).
-  Request* acquire() noexcept;
-  void release(Request* r) noexcept;
+  RequestRecord* acquire() noexcept;
+  void release(RequestRecord* r) noexcept;
   void onPosted(uint64_t bytes) noexcept;
   void onCompleted(uint64_t bytes) noexcept;
 
@@ -90,8 +90,8 @@ class Connection {
   const Direction dir_;
   const uint64_t commId_;
   void* const inner_;
-  std::vector<Request> pool_;
-  Request* free_ = nullptr;
+  std::vector<RequestRecord> pool_;
+  RequestRecord* free_ = nullptr;
   std::atomic<int> outstanding_{0};
   std::atomic<uint64_t> outstandingBytes_{0};
   std::atomic<uint64_t> completed_{0};

@@ -37,11 +37,11 @@ struct ListenComm {
 constexpr int kRecvPool = transport::kMaxRequests;
 constexpr int kSendPool = transport::kMaxRequests * 8;
 
-Connection& connOf(void* comm) {
-  return *static_cast<Connection*>(comm);
+ConnectionRecord& connOf(void* comm) {
+  return *static_cast<ConnectionRecord*>(comm);
 }
 
-std::string describeEnds(const Connection& conn) {
+std::string describeEnds(const ConnectionRecord& conn) {
   std::string s = "local ";
   s += conn.identity.local.text[0] != '\0' ? conn.identity.local.text : "?";
   s += ", peer " + Watchdog::describePeer(conn);
@@ -165,8 +165,8 @@ Status Core::connect(void* ctx, int dev, void* handle, void** sendComm) {
   if (innerComm == nullptr) {
     return {};  // poll again
   }
-  auto conn = std::make_unique<Connection>(Connection::Direction::kSend,
-                                           c != nullptr ? c->commId : 0, innerComm, kSendPool);
+  auto conn = std::make_unique<ConnectionRecord>(
+      ConnectionRecord::Direction::kSend, c != nullptr ? c->commId : 0, innerComm, kSendPool);
   inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
   if (hasTrailer) {
     watchdog_->attachConnector(*conn, trailer);
@@ -184,8 +184,8 @@ Status Core::accept(void* listenComm, void** recvComm) {
   if (innerComm == nullptr) {
     return {};
   }
-  auto conn =
-      std::make_unique<Connection>(Connection::Direction::kRecv, l->commId, innerComm, kRecvPool);
+  auto conn = std::make_unique<ConnectionRecord>(ConnectionRecord::Direction::kRecv, l->commId,
+                                                 innerComm, kRecvPool);
   inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
   watchdog_->attachAcceptor(*conn, l->nonce);
   watchdog_->add(conn.get());
@@ -201,7 +201,7 @@ Status Core::deregMr(void* comm, void* mhandle) {
   return inner_->deregMr(connOf(comm).inner(), mhandle);
 }
 
-Status Core::checkUsable(Connection& conn) noexcept {
+Status Core::checkUsable(ConnectionRecord& conn) noexcept {
   if (const FaultRecord* f = conn.fault()) {
     return f->status;
   }
@@ -214,10 +214,10 @@ Status Core::checkUsable(Connection& conn) noexcept {
 
 Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                    void** request) {
-  Connection& c = connOf(sendComm);
+  ConnectionRecord& c = connOf(sendComm);
   *request = nullptr;
   RESILIENT_TRY(checkUsable(c));
-  Request* r = c.acquire();
+  RequestRecord* r = c.acquire();
   if (r == nullptr) {
     return {};  // NCCL retries later
   }
@@ -236,10 +236,10 @@ Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhand
 
 Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
                    void** mhandles, void** phandles, void** request) {
-  Connection& c = connOf(recvComm);
+  ConnectionRecord& c = connOf(recvComm);
   *request = nullptr;  // always overwrite: NCCL may have stored 0x1 there
   RESILIENT_TRY(checkUsable(c));
-  Request* r = c.acquire();
+  RequestRecord* r = c.acquire();
   if (r == nullptr) {
     return {};
   }
@@ -262,10 +262,10 @@ Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, cons
 
 Status Core::iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
                     void** request) {
-  Connection& c = connOf(recvComm);
+  ConnectionRecord& c = connOf(recvComm);
   *request = nullptr;
   RESILIENT_TRY(checkUsable(c));
-  Request* r = c.acquire();
+  RequestRecord* r = c.acquire();
   if (r == nullptr) {
     return internalError("iflush: no free request slot");
   }
@@ -283,8 +283,8 @@ Status Core::iflush(void* recvComm, int n, void** data, const int* sizes, void**
 }
 
 Status Core::test(void* request, int* done, int* sizes) {
-  auto* r = static_cast<Request*>(request);
-  Connection& c = *r->conn;
+  auto* r = static_cast<RequestRecord*>(request);
+  ConnectionRecord& c = *r->conn;
   *done = 0;
   RESILIENT_TRY(checkUsable(c));
   Status s = inner_->test(r->inner, done, sizes);
@@ -299,13 +299,13 @@ Status Core::test(void* request, int* done, int* sizes) {
 }
 
 Status Core::closeSend(void* sendComm) {
-  std::unique_ptr<Connection> c(static_cast<Connection*>(sendComm));
+  std::unique_ptr<ConnectionRecord> c(static_cast<ConnectionRecord*>(sendComm));
   watchdog_->remove(c.get());
   return inner_->closeSend(c->inner());
 }
 
 Status Core::closeRecv(void* recvComm) {
-  std::unique_ptr<Connection> c(static_cast<Connection*>(recvComm));
+  std::unique_ptr<ConnectionRecord> c(static_cast<ConnectionRecord*>(recvComm));
   watchdog_->remove(c.get());
   return inner_->closeRecv(c->inner());
 }
@@ -316,7 +316,7 @@ Status Core::closeListen(void* listenComm) {
   return inner_->closeListen(l->inner);
 }
 
-Status Core::fail(Connection& conn, FaultClass cls, const Status& cause,
+Status Core::fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
                   const std::string& detail) {
   const uint64_t now = monotonicNs();
   auto record = std::make_unique<FaultRecord>();

@@ -15,9 +15,9 @@
 #include <memory>
 #include <mutex>
 
+#include "common/status.h"
 #include "nccl/log.h"
 #include "nccl/net_common.h"
-#include "common/status.h"
 #include "plugin/net/connection.h"
 #include "plugin/net/watchdog.h"
 #include "plugin/transport/transport.h"
@@ -66,7 +66,8 @@ class Core {
 
   // Publishes a fault on `conn` (first one wins), logs the one WARN that
   // explains it and returns the status every later call on it returns.
-  Status fail(Connection& conn, FaultClass cls, const Status& cause, const std::string& detail);
+  Status fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
+              const std::string& detail);
 
   ~Core();
   Core(const Core&) = delete;
@@ -76,7 +77,7 @@ class Core {
   Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog,
        std::unique_ptr<blackbox::Writer> blackbox);
 
-  Status checkUsable(Connection& conn) noexcept;
+  Status checkUsable(ConnectionRecord& conn) noexcept;
 
   std::unique_ptr<transport::Transport> inner_;
   std::unique_ptr<blackbox::Writer> blackbox_;  // may be null (NCCL_RESILIENT_BLACKBOX_DIR empty)

@@ -14,8 +14,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "plugin/net/core.h"
 #include "common/net/interfaces.h"
+#include "plugin/net/core.h"
 
 namespace resilient::net {
 namespace {
@@ -149,7 +149,7 @@ void Watchdog::forgetListenNonce(uint64_t nonce) {
   boundNonces_.erase(nonce);
 }
 
-void Watchdog::attachConnector(Connection& conn, const HandleTrailer& trailer) {
+void Watchdog::attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer) {
   std::lock_guard<std::mutex> lock(mutex_);
   ensureThreadLocked();
   const SocketAddress peer =
@@ -181,7 +181,7 @@ void Watchdog::attachConnector(Connection& conn, const HandleTrailer& trailer) {
   wake();
 }
 
-void Watchdog::attachAcceptor(Connection& conn, uint64_t listenNonce) {
+void Watchdog::attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = boundNonces_.find(listenNonce);
   if (it != boundNonces_.end()) {
@@ -192,7 +192,7 @@ void Watchdog::attachAcceptor(Connection& conn, uint64_t listenNonce) {
   }
 }
 
-void Watchdog::add(Connection* conn) {
+void Watchdog::add(ConnectionRecord* conn) {
   std::lock_guard<std::mutex> lock(mutex_);
   ensureThreadLocked();
   connections_.insert(conn);
@@ -201,7 +201,7 @@ void Watchdog::add(Connection* conn) {
   }
 }
 
-void Watchdog::remove(Connection* conn) {
+void Watchdog::remove(ConnectionRecord* conn) {
   std::lock_guard<std::mutex> lock(mutex_);
   connections_.erase(conn);
   if (blackbox_ != nullptr) {
@@ -328,7 +328,7 @@ void Watchdog::markDead(PeerLink* link, const std::string& reason, uint64_t now)
 }
 
 void Watchdog::failBusy(PeerLink* link, FaultClass cls, const std::string& detail) {
-  for (Connection* conn : connections_) {
+  for (ConnectionRecord* conn : connections_) {
     if (conn->link.load(std::memory_order_relaxed) == link && conn->outstanding() > 0 &&
         conn->fault() == nullptr) {
       core_.fail(*conn, cls, Status(), detail);
@@ -458,7 +458,7 @@ void Watchdog::onFrame(PeerLink* link, const liveness::Frame& frame, uint64_t no
       }
       auto waiting = awaitingBind_.find(frame.value);
       if (waiting != awaitingBind_.end()) {
-        for (Connection* conn : waiting->second) {
+        for (ConnectionRecord* conn : waiting->second) {
           ++link->connections;
           conn->link.store(link, std::memory_order_release);
         }
@@ -481,7 +481,7 @@ void Watchdog::scan(uint64_t now) {
   const uint64_t livenessNs = static_cast<uint64_t>(options_.livenessTimeoutMs) * kMs;
   const uint64_t progressNs = static_cast<uint64_t>(options_.progressTimeoutMs) * kMs;
   std::set<PeerLink*> busy;
-  for (Connection* conn : connections_) {
+  for (ConnectionRecord* conn : connections_) {
     if (conn->fault() != nullptr || conn->outstanding() == 0) {
       continue;
     }
@@ -544,8 +544,7 @@ void Watchdog::scan(uint64_t now) {
       char detail[256];
       // A local interface that is down or without carrier explains the silence:
       // the link is cut, which says nothing against the peer process.
-      const std::optional<net::LinkState> local =
-          net::linkStateOf(localAddressOf(link->fd));
+      const std::optional<net::LinkState> local = net::linkStateOf(localAddressOf(link->fd));
       if (local && (!local->up || !local->carrier)) {
         snprintf(detail, sizeof detail,
                  "no answer to heartbeats for %.0f ms (threshold %lld ms) and the local "
@@ -602,12 +601,12 @@ void Watchdog::publish(uint64_t now) {
   clock_gettime(CLOCK_REALTIME, &wall);
   blackbox_->heartbeat(now, static_cast<uint64_t>(wall.tv_sec) * 1000000000ull +
                                 static_cast<uint64_t>(wall.tv_nsec));
-  for (Connection* conn : connections_) {
+  for (ConnectionRecord* conn : connections_) {
     resilient_blackbox_connection c{};
     c.state =
         conn->fault() != nullptr ? RESILIENT_BLACKBOX_CONN_FAULTED : RESILIENT_BLACKBOX_CONN_OPEN;
     c.commId = conn->commId();
-    c.direction = conn->direction() == Connection::Direction::kSend ? 0 : 1;
+    c.direction = conn->direction() == ConnectionRecord::Direction::kSend ? 0 : 1;
     blackbox::copyText(c.local, conn->identity.local.text);
     blackbox::copyText(c.peer, conn->identity.peer.text);
     if (const PeerLink* link = conn->link.load(std::memory_order_relaxed)) {
@@ -626,7 +625,7 @@ void Watchdog::publish(uint64_t now) {
   }
 }
 
-std::string Watchdog::describePeer(const Connection& conn) {
+std::string Watchdog::describePeer(const ConnectionRecord& conn) {
   const PeerLink* link = conn.link.load(std::memory_order_acquire);
   std::string s = conn.identity.peer.text[0] != '\0' ? conn.identity.peer.text : "?";
   if (link != nullptr) {

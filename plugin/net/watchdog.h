@@ -81,13 +81,13 @@ class Watchdog {
   void forgetListenNonce(uint64_t nonce);
 
   // Connection setup: tie a connection to the link of its peer process.
-  void attachConnector(Connection& conn, const HandleTrailer& trailer);
-  void attachAcceptor(Connection& conn, uint64_t listenNonce);
-  void add(Connection* conn);
-  void remove(Connection* conn);
+  void attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer);
+  void attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce);
+  void add(ConnectionRecord* conn);
+  void remove(ConnectionRecord* conn);
 
   // Peer description of a connection's link, for fault messages.
-  static std::string describePeer(const Connection& conn);
+  static std::string describePeer(const ConnectionRecord& conn);
 
  private:
   void ensureThreadLocked();
@@ -121,9 +121,9 @@ class Watchdog {
   uint64_t nextNonce_ = 1;
   std::set<uint64_t> listenNonces_;
   std::map<uint64_t, PeerLink*> boundNonces_;  // listen nonce -> link that bound it
-  std::map<uint64_t, std::vector<Connection*>> awaitingBind_;
+  std::map<uint64_t, std::vector<ConnectionRecord*>> awaitingBind_;
   std::vector<std::unique_ptr<PeerLink>> links_;
-  std::set<Connection*> connections_;
+  std::set<ConnectionRecord*> connections_;
   std::jthread thread_;
 };
 

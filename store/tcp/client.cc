@@ -91,11 +91,11 @@ int recvExact(int fd, char* buf, size_t n, TimePoint deadline) {
 }
 
 // A request on a list of keys (multiGet, check, wait), each key checked.
-Request keysRequest(Op op, const std::vector<std::string>& keys) {
+StoreRequest keysRequest(Op op, const std::vector<std::string>& keys) {
   for (const auto& k : keys) {
     checkKey(k);
   }
-  Request req;
+  StoreRequest req;
   req.op = op;
   req.keys = keys;
   return req;
@@ -105,7 +105,7 @@ Request keysRequest(Op op, const std::vector<std::string>& keys) {
 
 // One established connection: the socket, its reader thread and the calls
 // awaiting replies on it. Once broken it stays broken; the client makes a new one.
-class TcpStoreClient::Connection {
+class TcpStoreClient::ServerConnection {
  public:
   struct Call {
     std::mutex mu;
@@ -116,21 +116,21 @@ class TcpStoreClient::Connection {
     Response resp;
   };
 
-  Connection(FileDescriptor fd, uint64_t instance, size_t maxFrame, std::string target)
+  ServerConnection(FileDescriptor fd, uint64_t instance, size_t maxFrame, std::string target)
       : fd_(std::move(fd)), instance_(instance), maxFrame_(maxFrame), target_(std::move(target)) {
     reader_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "store-reader");
       readLoop();
     });
   }
-  ~Connection() {
+  ~ServerConnection() {
     fail("client closed");
     if (reader_.joinable()) {
       reader_.join();
     }
   }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
+  ServerConnection(const ServerConnection&) = delete;
+  ServerConnection& operator=(const ServerConnection&) = delete;
 
   uint64_t instance() const noexcept { return instance_; }
   // A blocking call's reply comes late, with thousands of others when a
@@ -263,7 +263,7 @@ struct TcpStoreClient::Attempt {
   };
   Outcome outcome = Outcome::kRetry;
   std::string error;
-  std::shared_ptr<Connection> conn;
+  std::shared_ptr<ServerConnection> conn;
 };
 
 TcpStoreClient::TcpStoreClient(std::string host, uint16_t port, ClientOptions options)
@@ -281,7 +281,7 @@ TcpStoreClient::~TcpStoreClient() {
 }
 
 void TcpStoreClient::close() {
-  std::shared_ptr<Connection> conn;
+  std::shared_ptr<ServerConnection> conn;
   {
     std::lock_guard<std::mutex> lock(connectMu_);
     closed_ = true;
@@ -386,15 +386,15 @@ TcpStoreClient::Attempt TcpStoreClient::connectOnce(TimePoint deadline) {
     const int flags = ::fcntl(fd.get(), F_GETFL, 0);
     ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
     a.outcome = Attempt::Outcome::kOk;
-    a.conn = std::make_shared<Connection>(std::move(fd), reply->instanceId,
-                                          std::max<size_t>(reply->maxFrameBytes, 1024), target_);
+    a.conn = std::make_shared<ServerConnection>(
+        std::move(fd), reply->instanceId, std::max<size_t>(reply->maxFrameBytes, 1024), target_);
     return a;
   }
   return a;
 }
 
-std::shared_ptr<TcpStoreClient::Connection> TcpStoreClient::connectWithRetries(TimePoint deadline,
-                                                                               bool initial) {
+std::shared_ptr<TcpStoreClient::ServerConnection> TcpStoreClient::connectWithRetries(
+    TimePoint deadline, bool initial) {
   Backoff backoff(options_.backoffInitial, options_.backoffMax);
   const auto start = SteadyClock::now();
   for (;;) {
@@ -430,8 +430,8 @@ std::shared_ptr<TcpStoreClient::Connection> TcpStoreClient::connectWithRetries(T
   }
 }
 
-std::shared_ptr<TcpStoreClient::Connection> TcpStoreClient::connection(TimePoint deadline) {
-  std::shared_ptr<Connection> old;
+std::shared_ptr<TcpStoreClient::ServerConnection> TcpStoreClient::connection(TimePoint deadline) {
+  std::shared_ptr<ServerConnection> old;
   std::lock_guard<std::mutex> lock(connectMu_);
   if (closed_) {
     throw StoreClosed("store client for " + target_ + " is closed");
@@ -447,7 +447,7 @@ std::shared_ptr<TcpStoreClient::Connection> TcpStoreClient::connection(TimePoint
   const TimePoint until = std::min(deadline, SteadyClock::now() + options_.reconnectTimeout);
   RES_INFO(log::kStore, "store client: connection to %s lost (%s); reconnecting", target_.c_str(),
            reason.c_str());
-  std::shared_ptr<Connection> fresh;
+  std::shared_ptr<ServerConnection> fresh;
   try {
     fresh = connectWithRetries(until, false);
   } catch (const ConnectionLost& e) {
@@ -464,14 +464,15 @@ std::shared_ptr<TcpStoreClient::Connection> TcpStoreClient::connection(TimePoint
   return conn_;
 }
 
-Response TcpStoreClient::call(Request& req, Timeout timeout, bool idempotent, bool serverTimed) {
+Response TcpStoreClient::call(StoreRequest& req, Timeout timeout, bool idempotent,
+                              bool serverTimed) {
   const Millis ms = timeout.orDefault(options_.defaultTimeout);
   const TimePoint start = SteadyClock::now();
   const TimePoint serverDeadline = start + ms;
   const TimePoint deadline = serverTimed ? serverDeadline + graceFor(ms) : serverDeadline;
   for (;;) {
-    std::shared_ptr<Connection> conn = connection(deadline);
-    auto call = std::make_shared<Connection::Call>();
+    std::shared_ptr<ServerConnection> conn = connection(deadline);
+    auto call = std::make_shared<ServerConnection::Call>();
     req.id = nextId_.fetch_add(1, std::memory_order_relaxed);
     if (serverTimed) {
       // Rounded up, so the server never times out before the caller's deadline.
@@ -563,7 +564,7 @@ Response checked(Response r, Millis timeout) {
 }  // namespace
 
 void TcpStoreClient::ping(Timeout timeout) {
-  Request req;
+  StoreRequest req;
   req.op = Op::kPing;
   checked(call(req, timeout, true, false), Millis(0));
 }
@@ -571,7 +572,7 @@ void TcpStoreClient::ping(Timeout timeout) {
 void TcpStoreClient::set(std::string_view key, std::string_view value, Timeout timeout) {
   checkKey(key);
   checkValue(value);
-  Request req;
+  StoreRequest req;
   req.op = Op::kSet;
   req.key = key;
   req.value = value;
@@ -582,7 +583,7 @@ void TcpStoreClient::setExpiring(std::string_view key, std::string_view value, M
                                  Timeout timeout) {
   checkKey(key);
   checkValue(value);
-  Request req;
+  StoreRequest req;
   req.op = Op::kSet;
   req.key = key;
   req.value = value;
@@ -592,7 +593,7 @@ void TcpStoreClient::setExpiring(std::string_view key, std::string_view value, M
 
 std::optional<std::string> TcpStoreClient::get(std::string_view key, Timeout timeout) {
   checkKey(key);
-  Request req;
+  StoreRequest req;
   req.op = Op::kGet;
   req.key = key;
   return checked(call(req, timeout, true, false), Millis(0)).value;
@@ -600,7 +601,7 @@ std::optional<std::string> TcpStoreClient::get(std::string_view key, Timeout tim
 
 int64_t TcpStoreClient::add(std::string_view key, int64_t delta, Timeout timeout) {
   checkKey(key);
-  Request req;
+  StoreRequest req;
   req.op = Op::kAdd;
   req.key = key;
   req.number = delta;
@@ -611,7 +612,7 @@ CasResult TcpStoreClient::compareSet(std::string_view key, std::optional<std::st
                                      std::string_view desired, Timeout timeout) {
   checkKey(key);
   checkValue(desired);
-  Request req;
+  StoreRequest req;
   req.op = Op::kCompareSet;
   req.key = key;
   if (expected) {
@@ -625,7 +626,7 @@ CasResult TcpStoreClient::compareSet(std::string_view key, std::optional<std::st
 
 std::vector<std::optional<std::string>> TcpStoreClient::multiGet(
     const std::vector<std::string>& keys, Timeout timeout) {
-  Request req = keysRequest(Op::kMultiGet, keys);
+  StoreRequest req = keysRequest(Op::kMultiGet, keys);
   Response r = checked(call(req, timeout, true, false), Millis(0));
   if (r.values.size() != keys.size()) {
     throw ProtocolError("multiGet of " + std::to_string(keys.size()) + " keys answered with " +
@@ -639,7 +640,7 @@ void TcpStoreClient::multiSet(const std::vector<KeyValue>& pairs, Timeout timeou
     checkKey(k);
     checkValue(v);
   }
-  Request req;
+  StoreRequest req;
   req.op = Op::kMultiSet;
   req.pairs = pairs;
   checked(call(req, timeout, true, false), Millis(0));
@@ -647,7 +648,7 @@ void TcpStoreClient::multiSet(const std::vector<KeyValue>& pairs, Timeout timeou
 
 bool TcpStoreClient::remove(std::string_view key, Timeout timeout) {
   checkKey(key);
-  Request req;
+  StoreRequest req;
   req.op = Op::kRemove;
   req.key = key;
   return checked(call(req, timeout, false, false), Millis(0)).flag;
@@ -657,25 +658,25 @@ uint64_t TcpStoreClient::removePrefix(std::string_view prefix, Timeout timeout) 
   if (prefix.size() > kMaxKeyBytes) {
     checkKey(prefix);
   }
-  Request req;
+  StoreRequest req;
   req.op = Op::kRemovePrefix;
   req.key = prefix;
   return static_cast<uint64_t>(checked(call(req, timeout, false, false), Millis(0)).number);
 }
 
 bool TcpStoreClient::check(const std::vector<std::string>& keys, Timeout timeout) {
-  Request req = keysRequest(Op::kCheck, keys);
+  StoreRequest req = keysRequest(Op::kCheck, keys);
   return checked(call(req, timeout, true, false), Millis(0)).flag;
 }
 
 void TcpStoreClient::wait(const std::vector<std::string>& keys, Timeout timeout) {
-  Request req = keysRequest(Op::kWait, keys);
+  StoreRequest req = keysRequest(Op::kWait, keys);
   checked(call(req, timeout, true, true), timeout.orDefault(options_.defaultTimeout));
 }
 
 BarrierResult TcpStoreClient::barrier(const BarrierArrival& arrival, Timeout timeout) {
   checkBarrier(arrival);
-  Request req;
+  StoreRequest req;
   req.op = Op::kBarrier;
   req.arrival = arrival;
   Response r = call(req, timeout, true, arrival.waitForRelease);

@@ -60,13 +60,13 @@ class TcpStoreClient final : public Store {
   void close();
 
  private:
-  class Connection;
+  class ServerConnection;
   struct Attempt;
 
-  Response call(Request& req, Timeout timeout, bool idempotent, bool serverTimed);
-  std::shared_ptr<Connection> connection(TimePoint deadline);
+  Response call(StoreRequest& req, Timeout timeout, bool idempotent, bool serverTimed);
+  std::shared_ptr<ServerConnection> connection(TimePoint deadline);
   Attempt connectOnce(TimePoint deadline);
-  std::shared_ptr<Connection> connectWithRetries(TimePoint deadline, bool initial);
+  std::shared_ptr<ServerConnection> connectWithRetries(TimePoint deadline, bool initial);
 
   const std::string host_;
   const uint16_t port_;
@@ -74,7 +74,7 @@ class TcpStoreClient final : public Store {
   const std::string target_;  // "host:port" for messages
   std::atomic<uint64_t> nextId_{1};
   mutable std::mutex connectMu_;  // guards conn_, closed_, instance_
-  std::shared_ptr<Connection> conn_;
+  std::shared_ptr<ServerConnection> conn_;
   bool closed_ = false;
   uint64_t instance_ = 0;
 };

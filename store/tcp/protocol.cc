@@ -233,7 +233,7 @@ FrameHeader decodeFrameHeader(std::string_view in, size_t maxFrameBytes, bool re
   return h;
 }
 
-void encodeRequest(const Request& req, std::string* out) {
+void encodeRequest(const StoreRequest& req, std::string* out) {
   const size_t start = beginFrame(static_cast<uint8_t>(req.op), req.id, out);
   WireWriter w(*out);
   switch (req.op) {
@@ -280,9 +280,9 @@ void encodeRequest(const Request& req, std::string* out) {
   patchLength(out, start);
 }
 
-Request decodeRequest(const FrameHeader& h, std::string_view payload) {
+StoreRequest decodeRequest(const FrameHeader& h, std::string_view payload) {
   WireReader r(payload);
-  Request req;
+  StoreRequest req;
   req.op = static_cast<Op>(h.op);
   req.id = h.id;
   switch (req.op) {
@@ -439,7 +439,9 @@ Response decodeResponse(const FrameHeader& h, std::string_view payload) {
       }
       break;
     case ReplyStatus::kBarrierOverflow: resp.report = readReport(r); break;
-    case ReplyStatus::kInvalid: resp.message = std::string(r.bytes(size_t{64} * 1024, "message")); break;
+    case ReplyStatus::kInvalid:
+      resp.message = std::string(r.bytes(size_t{64} * 1024, "message"));
+      break;
     case ReplyStatus::kBarrierStale:
     case ReplyStatus::kBarrierDropped: break;
   }

@@ -96,7 +96,7 @@ struct FrameHeader {
   uint64_t id = 0;
 };
 
-struct Request {
+struct StoreRequest {
   Op op = Op::kPing;
   uint64_t id = 0;
   std::string key;                      // set get add cas remove removePrefix
@@ -135,13 +135,13 @@ void encodeFrameHeader(const FrameHeader& h, std::string* out);
 FrameHeader decodeFrameHeader(std::string_view in, size_t maxFrameBytes, bool reply);
 
 // A whole frame (header + payload) appended to `out`.
-void encodeRequest(const Request& req, std::string* out);
+void encodeRequest(const StoreRequest& req, std::string* out);
 void encodeResponse(const Response& resp, std::string* out);
 // The reply to a released barrier: encodeResponse's bytes, without building
 // a Response (thousands are written at once when a large barrier completes).
 void encodeBarrierRelease(uint64_t id, const BarrierResult& result, std::string* out);
 // Payload decoders; ProtocolError on anything malformed or over the limits.
-Request decodeRequest(const FrameHeader& h, std::string_view payload);
+StoreRequest decodeRequest(const FrameHeader& h, std::string_view payload);
 Response decodeResponse(const FrameHeader& h, std::string_view payload);
 
 }  // namespace resilient::store::tcp

@@ -25,7 +25,7 @@ void RequestHandler::send(Response& resp, std::string* out) const {
 
 std::optional<RequestHandler::Deferred> RequestHandler::handle(uint64_t conn, const Frame& frame,
                                                                TimePoint now, std::string* out) {
-  Request req = decodeRequest(frame.header, frame.payload);
+  StoreRequest req = decodeRequest(frame.header, frame.payload);
   Response resp;
   resp.op = req.op;
   resp.id = req.id;

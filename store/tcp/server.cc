@@ -75,10 +75,10 @@ bool tokensEqual(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-class StoreServer::Loop {
+class StoreServer::EventLoop {
  public:
-  explicit Loop(ServerOptions options);
-  ~Loop();
+  explicit EventLoop(ServerOptions options);
+  ~EventLoop();
   void run();
   void requestStop();
 
@@ -195,7 +195,7 @@ class StoreServer::Loop {
   std::atomic<uint64_t> statRequests_{0};
 };
 
-StoreServer::Loop::Loop(ServerOptions options)
+StoreServer::EventLoop::EventLoop(ServerOptions options)
     : options_(std::move(options)),
       instanceId_(randomInstanceId()),
       engine_([this](const Completion& c) { onCompletion(c); },
@@ -243,9 +243,9 @@ StoreServer::Loop::Loop(ServerOptions options)
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
 }
 
-StoreServer::Loop::~Loop() = default;
+StoreServer::EventLoop::~EventLoop() = default;
 
-ServerStats StoreServer::Loop::stats() const {
+ServerStats StoreServer::EventLoop::stats() const {
   ServerStats s;
   s.connectionsOpen = statOpen_.load(std::memory_order_relaxed);
   s.connectionsAccepted = statAccepted_.load(std::memory_order_relaxed);
@@ -256,13 +256,13 @@ ServerStats StoreServer::Loop::stats() const {
   return s;
 }
 
-void StoreServer::Loop::requestStop() {
+void StoreServer::EventLoop::requestStop() {
   stop_.store(true);
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof one);
 }
 
-int StoreServer::Loop::pollTimeoutMs(TimePoint now) const {
+int StoreServer::EventLoop::pollTimeoutMs(TimePoint now) const {
   std::optional<TimePoint> next;
   if (!timers_.empty()) {
     next = timers_.top().when;
@@ -283,7 +283,7 @@ int StoreServer::Loop::pollTimeoutMs(TimePoint now) const {
   return static_cast<int>(std::min<int64_t>((us + 999) / 1000, 60000));
 }
 
-void StoreServer::Loop::run() {
+void StoreServer::EventLoop::run() {
   RES_INFO(log::kStore, "store server %s listening on %s (token %s)",
            std::to_string(instanceId_).c_str(), address_.c_str(),
            options_.token.empty() ? "not checked" : "required");
@@ -338,7 +338,7 @@ void StoreServer::Loop::run() {
   statOpen_.store(0);
 }
 
-void StoreServer::Loop::acceptAll(TimePoint now) {
+void StoreServer::EventLoop::acceptAll(TimePoint now) {
   for (;;) {
     const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -396,7 +396,7 @@ void StoreServer::Loop::acceptAll(TimePoint now) {
   }
 }
 
-void StoreServer::Loop::onReadable(Conn& c, TimePoint now) {
+void StoreServer::EventLoop::onReadable(Conn& c, TimePoint now) {
   const size_t pendingBefore = c.out.size() - c.outOffset;
   for (int i = 0; i < kMaxReadsPerEvent; ++i) {
     const ssize_t n = ::recv(c.fd.get(), scratch_.data(), scratch_.size(), 0);
@@ -431,7 +431,7 @@ void StoreServer::Loop::onReadable(Conn& c, TimePoint now) {
   c.decoder.shrinkIfEmpty();
 }
 
-void StoreServer::Loop::process(Conn& c, TimePoint now) {
+void StoreServer::EventLoop::process(Conn& c, TimePoint now) {
   try {
     if (c.state == State::kHello) {
       std::optional<Hello> hello = c.decoder.nextHello();
@@ -478,7 +478,7 @@ void StoreServer::Loop::process(Conn& c, TimePoint now) {
   }
 }
 
-void StoreServer::Loop::onHello(Conn& c, const Hello& hello) {
+void StoreServer::EventLoop::onHello(Conn& c, const Hello& hello) {
   if (!hello.name.empty()) {
     c.peer += " (" + hello.name + ")";
   }
@@ -506,7 +506,7 @@ void StoreServer::Loop::onHello(Conn& c, const Hello& hello) {
   markDirty(c);
 }
 
-void StoreServer::Loop::refuse(Conn& c, HelloStatus status) {
+void StoreServer::EventLoop::refuse(Conn& c, HelloStatus status) {
   encodeHelloReply(
       HelloReply{kVersion, status, instanceId_, static_cast<uint32_t>(options_.maxFrameBytes)},
       &c.out);
@@ -515,14 +515,14 @@ void StoreServer::Loop::refuse(Conn& c, HelloStatus status) {
   markDirty(c);
 }
 
-void StoreServer::Loop::markDirty(Conn& c) {
+void StoreServer::EventLoop::markDirty(Conn& c) {
   if (!c.dirty) {
     c.dirty = true;
     dirty_.push_back(&c);
   }
 }
 
-void StoreServer::Loop::flushDirty() {
+void StoreServer::EventLoop::flushDirty() {
   // Swap first: flushing may close connections but never adds to dirty_.
   burst_.clear();
   burst_.swap(dirty_);
@@ -556,7 +556,7 @@ void StoreServer::Loop::flushDirty() {
   releasing_.clear();
 }
 
-bool StoreServer::Loop::sendAndSettle(Conn& c) {
+bool StoreServer::EventLoop::sendAndSettle(Conn& c) {
   if (trySend(c) != 0 || c.state != State::kReady || c.writeArmed || c.readPaused) {
     return false;
   }
@@ -564,7 +564,7 @@ bool StoreServer::Loop::sendAndSettle(Conn& c) {
   return true;
 }
 
-void StoreServer::Loop::clearOut(Conn& c) {
+void StoreServer::EventLoop::clearOut(Conn& c) {
   c.out.clear();
   c.outOffset = 0;
   if (c.out.capacity() > size_t{64} * 1024) {
@@ -572,7 +572,7 @@ void StoreServer::Loop::clearOut(Conn& c) {
   }
 }
 
-void StoreServer::Loop::sendChunks(std::vector<Conn*>& followUp) {
+void StoreServer::EventLoop::sendChunks(std::vector<Conn*>& followUp) {
   for (;;) {
     const size_t begin = burstCursor_.fetch_add(kSendChunk, std::memory_order_relaxed);
     if (begin >= burstReplies_) {
@@ -596,7 +596,7 @@ void StoreServer::Loop::sendChunks(std::vector<Conn*>& followUp) {
   }
 }
 
-int StoreServer::Loop::trySend(Conn& c) {
+int StoreServer::EventLoop::trySend(Conn& c) {
   while (c.outOffset < c.out.size()) {
     const ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset, c.out.size() - c.outOffset,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -615,11 +615,11 @@ int StoreServer::Loop::trySend(Conn& c) {
   return 0;
 }
 
-void StoreServer::Loop::flush(Conn& c) {
+void StoreServer::EventLoop::flush(Conn& c) {
   afterSend(c, trySend(c));
 }
 
-void StoreServer::Loop::afterSend(Conn& c, int result) {
+void StoreServer::EventLoop::afterSend(Conn& c, int result) {
   if (result == EAGAIN) {
     if (!c.writeArmed) {
       c.writeArmed = true;
@@ -649,7 +649,7 @@ void StoreServer::Loop::afterSend(Conn& c, int result) {
   }
 }
 
-void StoreServer::Loop::updateEvents(Conn& c) {
+void StoreServer::EventLoop::updateEvents(Conn& c) {
   epoll_event ev{};
   ev.events = (c.readPaused || c.state == State::kClosing ? 0u : static_cast<uint32_t>(EPOLLIN)) |
               (c.writeArmed ? static_cast<uint32_t>(EPOLLOUT) : 0u);
@@ -657,7 +657,7 @@ void StoreServer::Loop::updateEvents(Conn& c) {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
 }
 
-void StoreServer::Loop::closeConn(Conn& c) {
+void StoreServer::EventLoop::closeConn(Conn& c) {
   if (c.closed) {
     return;
   }
@@ -672,7 +672,7 @@ void StoreServer::Loop::closeConn(Conn& c) {
   statOpen_.store(conns_.size(), std::memory_order_relaxed);
 }
 
-void StoreServer::Loop::runTimers(TimePoint now) {
+void StoreServer::EventLoop::runTimers(TimePoint now) {
   engine_.expireKeys(now);
   while (!timers_.empty() && timers_.top().when <= now) {
     const Timer t = timers_.top();
@@ -693,7 +693,7 @@ void StoreServer::Loop::runTimers(TimePoint now) {
   }
 }
 
-void StoreServer::Loop::onCompletion(const Completion& c) {
+void StoreServer::EventLoop::onCompletion(const Completion& c) {
   // The owner is a live Conn: closing one drops its pending calls first.
   Conn& conn = *reinterpret_cast<Conn*>(
       c.owner);  // NOLINT(performance-no-int-to-ptr): owner ids are Conn addresses
@@ -702,7 +702,7 @@ void StoreServer::Loop::onCompletion(const Completion& c) {
 }
 
 StoreServer::StoreServer(ServerOptions options)
-    : loop_(std::make_unique<Loop>(std::move(options))) {
+    : loop_(std::make_unique<EventLoop>(std::move(options))) {
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "store-loop");
     loop_->run();

@@ -65,8 +65,8 @@ class StoreServer {
   uint64_t instanceId() const noexcept;
 
  private:
-  class Loop;
-  std::unique_ptr<Loop> loop_;
+  class EventLoop;
+  std::unique_ptr<EventLoop> loop_;
   std::thread thread_;
 };
 

@@ -17,14 +17,11 @@
 // --raw-socket-buffer) make them alike.
 // Without RANK/WORLD_SIZE it launches the two ranks itself; rank 0 prints
 // the table and writes --json.
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
-#include <fstream>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -36,33 +33,31 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
-#include "common/file_descriptor.h"
-#include "common/socket_address.h"
 #include "hostengine/engine.h"
+#include "hostengine/launched_rank.h"
 #include "hostengine/launcher.h"
 #include "hostengine/pattern.h"
 #include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
 #include "hostengine/report.h"
-#include "hostengine/socket_io.h"
 #include "hostengine/transport_choice.h"
+#include "tools/common/host_tool.h"
 
 namespace he = resilient::hostengine;
 using json = nlohmann::json;
-using resilient::FileDescriptor;
 using resilient::Result;
-using resilient::SocketAddress;
-using resilient::Status;
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitDataErrors = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitFault = 3;
+using resilient::tools::kExitDataErrors;
+using resilient::tools::kExitFault;
+using resilient::tools::kExitOk;
+using resilient::tools::kExitUsage;
 constexpr const char* kEnvListenFd = "RESILIENT_AB_LISTEN_FD";
 constexpr const char* kEnvStartFd = "RESILIENT_AB_START_FD";
 constexpr const char* kEnvToken = "RESILIENT_AB_TOKEN";
+constexpr he::LaunchEnvNames kLaunchEnvNames{
+    .token = kEnvToken, .listenFd = kEnvListenFd, .startFd = kEnvStartFd};
 constexpr int kRanks = 2;
 
 struct Options {
@@ -152,13 +147,8 @@ Result<Config> makeConfig(const Options& o) {
   return c;
 }
 
-std::optional<std::string> envValue(const char* name) {
-  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before any thread
-  return v != nullptr ? std::optional<std::string>(v) : std::nullopt;
-}
-
-int envInt(const char* name, int fallback) {
-  const std::optional<std::string> v = envValue(name);
+int envInt(const he::Environment& env, const char* name, int fallback) {
+  const std::optional<std::string> v = env.get(name);
   return v ? std::atoi(v->c_str()) : fallback;
 }
 
@@ -201,16 +191,17 @@ void printSize(const Config& c, const SizeBlocks& s) {
   std::fflush(stdout);
 }
 
-int runRank(const Config& c) {
-  const int rank = envInt("RANK", -1);
-  const int world = envInt("WORLD_SIZE", -1);
-  const int port = envInt("MASTER_PORT", -1);
+int runRank(const Config& c, const he::Environment& env) {
+  const int rank = envInt(env, "RANK", -1);
+  const int world = envInt(env, "WORLD_SIZE", -1);
+  const int port = envInt(env, "MASTER_PORT", -1);
   if (world != kRanks || rank < 0 || rank >= world || port <= 0 || port > 65535) {
     std::fprintf(stderr, "resilient-net-ab: rank mode needs RANK < WORLD_SIZE = 2, MASTER_PORT\n");
     return kExitUsage;
   }
-  const std::string master = envValue("MASTER_ADDR").value_or("127.0.0.1");
-  const uint64_t token = std::strtoull(envValue(kEnvToken).value_or("0").c_str(), nullptr, 16);
+  const he::LaunchedRank launch = he::readLaunchedRank(env, kLaunchEnvNames);
+  const std::string& master = launch.master;
+  const uint64_t token = launch.token;
 
   std::vector<std::unique_ptr<resilient::transport::Transport>> transports;
   for (const std::string& spec : c.options.transports) {
@@ -230,22 +221,26 @@ int runRank(const Config& c) {
     transports.push_back(std::move(t).value());
   }
 
+  he::RendezvousPlace place;
+  place.master = master;
+  place.port = static_cast<uint16_t>(port);
+  place.rank = rank;
+  place.world = kRanks;
+  place.token = token;
+  place.timeoutMs = c.timeoutMs;
+  if (launch.listenFd.value_or(-1) >= 0) {
+    place.inheritedListenFd = launch.listenFd;
+  }
   std::unique_ptr<he::RendezvousServer> server;
   if (rank == 0) {
-    const int fd = envInt(kEnvListenFd, -1);
-    auto s = fd >= 0 ? he::RendezvousServer::start(FileDescriptor(fd), kRanks, token)
-                     : Result<std::unique_ptr<he::RendezvousServer>>(
-                           resilient::invalidUsage("no rendezvous socket"));
+    auto s = he::serveRendezvous(place);
     if (!s.ok()) {
       std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", s.status().toString().c_str());
       return kExitUsage;
     }
     server = std::move(s).value();
   }
-  Result<SocketAddress> address = resilient::resolveAddress(master, static_cast<uint16_t>(port));
-  auto client = address.ok() ? he::RendezvousClient::connect(*address, static_cast<uint32_t>(rank),
-                                                             kRanks, token, c.timeoutMs)
-                             : Result<std::unique_ptr<he::RendezvousClient>>(address.status());
+  auto client = he::joinRendezvous(place);
   if (!client.ok()) {
     std::fprintf(stderr, "# rank %d: rendezvous: %s\n", rank, client.status().toString().c_str());
     return kExitUsage;
@@ -276,11 +271,8 @@ int runRank(const Config& c) {
     }
   }
   if (rank == 0) {
-    const int startFd = envInt(kEnvStartFd, -1);
-    if (startFd >= 0) {
-      const uint64_t now = resilient::monotonicNs();
-      (void)!::write(startFd, &now, sizeof now);
-      ::close(startFd);
+    if (launch.startFd.value_or(-1) >= 0) {
+      he::signalStart(*launch.startFd, resilient::monotonicNs());
     }
     std::printf(
         "# resilient-net-ab: host engine on host buffers (test infrastructure, not NCCL)\n");
@@ -316,7 +308,7 @@ int runRank(const Config& c) {
     // `count` iterations of transport t; their seconds added to *seconds.
     auto runIters = [&](size_t t, int count, double* seconds) -> bool {
       for (int i = 0; i < count; ++i) {
-        he::IterationResult r = engines[t]->run(bytes, iteration++, true);
+        he::IterationResult r = engines[t]->run(bytes, iteration++, {.barrier = true});
         s.errors += r.errors;
         if (r.fault) {
           std::fprintf(stderr, "# rank %d: %s: %s\n", rank, c.options.transports[t].c_str(),
@@ -401,9 +393,7 @@ int runRank(const Config& c) {
                       {"sizes", sizes},
                       {"errors", totalErrors},
                       {"ok", all.ok() && totalErrors == 0}};
-    const std::string tmp = c.options.jsonPath + ".tmp";
-    std::ofstream(tmp) << report.dump(1) << '\n';
-    std::rename(tmp.c_str(), c.options.jsonPath.c_str());
+    resilient::tools::writeFileAtomically(c.options.jsonPath, report.dump(1) + "\n");
   }
   if (rank == 0) {
     std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(totalErrors),
@@ -413,9 +403,14 @@ int runRank(const Config& c) {
 }
 
 int runLauncher(const Config& c, const std::vector<std::string>& argv) {
-  Result<he::LocalLaunch> local =
-      he::planLocalLaunch("127.0.0.1", 0, kRanks, argv, he::currentEnvironment(),
-                          {kEnvToken, kEnvListenFd, kEnvStartFd});
+  he::LocalLaunchOptions launch;
+  launch.host = "127.0.0.1";
+  launch.port = 0;  // any free port
+  launch.nranks = kRanks;
+  launch.argv = argv;
+  launch.base = he::currentEnvironment();
+  launch.names = kLaunchEnvNames;
+  Result<he::LocalLaunch> local = he::planLocalLaunch(launch);
   if (!local.ok()) {
     std::fprintf(stderr, "resilient-net-ab: %s\n", local.status().toString().c_str());
     return kExitUsage;
@@ -423,8 +418,7 @@ int runLauncher(const Config& c, const std::vector<std::string>& argv) {
   he::LaunchPlan& plan = local->plan;
   plan.startTimeoutMs = c.timeoutMs * static_cast<int64_t>(c.options.transports.size()) + 30000;
   plan.pinRanks = c.options.pinCpus;
-  Result<he::LaunchOutcome> launched = he::launchRanks(plan);
-  ::close(plan.startPipeRead);
+  Result<he::LaunchOutcome> launched = he::launchLocal(*local);
   if (!launched.ok()) {
     std::fprintf(stderr, "resilient-net-ab: %s\n", launched.status().toString().c_str());
     return kExitUsage;
@@ -493,11 +487,10 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "resilient-net-ab: %s\n", config.status().message().c_str());
     return kExitUsage;
   }
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGPIPE, &ignore, nullptr);
-  if (envValue("RANK") && envValue("WORLD_SIZE")) {
-    return runRank(*config);
+  resilient::tools::ignoreSigpipe();
+  const he::Environment env = he::Environment::snapshot();
+  if (env.get("RANK") && env.get("WORLD_SIZE")) {
+    return runRank(*config, env);
   }
   return runLauncher(*config, std::vector<std::string>(argv, argv + argc));
 }
@@ -505,10 +498,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "resilient-net-ab: %s\n", e.what());
-    return kExitUsage;
-  }
+  return resilient::tools::guardedMain("resilient-net-ab", run, argc, argv);
 }

@@ -89,10 +89,10 @@ struct FaultTransport::RuleState {
 };
 
 // A request handed to the owner: the inner request and what the rules did to it.
-struct FaultTransport::Request {
+struct FaultTransport::WrappedRequest {
   Comm* comm = nullptr;
   void* inner = nullptr;
-  Request* nextFree = nullptr;
+  WrappedRequest* nextFree = nullptr;
   int* sizes = nullptr;  // comm-owned, 1 (send) or maxSizes (receive) ints
   int n = 0;             // sizes to report: 1 (send), n (receive), 0 (flush)
   bool flush = false;
@@ -126,19 +126,19 @@ struct FaultTransport::Comm {
   bool haveEndpoints = false;
   std::vector<RuleState> rules;  // the data rules that apply to this comm
   int maxSizes = 1;
-  std::vector<Request> pool;
+  std::vector<WrappedRequest> pool;
   std::vector<int> sizeStorage;
-  Request* freeList = nullptr;
+  WrappedRequest* freeList = nullptr;
 
-  Request* take() {
-    Request* r = freeList;
+  WrappedRequest* take() {
+    WrappedRequest* r = freeList;
     if (r != nullptr) {
       freeList = r->nextFree;
       r->nextFree = nullptr;
     }
     return r;
   }
-  void give(Request* r) {
+  void give(WrappedRequest* r) {
     r->nextFree = freeList;
     freeList = r;
   }
@@ -289,7 +289,7 @@ std::unique_ptr<FaultTransport::Comm> FaultTransport::makeComm(void* innerComm, 
   comm->pool.resize(poolSize);
   comm->sizeStorage.resize(poolSize * static_cast<size_t>(comm->maxSizes));
   for (size_t i = poolSize; i-- > 0;) {
-    Request& r = comm->pool[i];
+    WrappedRequest& r = comm->pool[i];
     r.comm = comm.get();
     r.sizes = comm->sizeStorage.data() + i * static_cast<size_t>(comm->maxSizes);
     comm->give(&r);
@@ -525,7 +525,7 @@ Status FaultTransport::isend(void* sendComm, void* data, size_t size, int tag, v
   Comm& c = *static_cast<Comm*>(sendComm);
   *request = nullptr;
   if (c.passthrough) {
-    Request* r = c.take();
+    WrappedRequest* r = c.take();
     if (r == nullptr) {
       return {};  // retry
     }
@@ -557,7 +557,7 @@ Status FaultTransport::isend(void* sendComm, void* data, size_t size, int tag, v
   if (!s.ok() || innerRequest == nullptr) {
     return s;
   }
-  Request* r = c.take();
+  WrappedRequest* r = c.take();
   r->start(innerRequest, 1, mask, nowNs);
   r->sizes[0] = static_cast<int>(std::min<size_t>(size, std::numeric_limits<int>::max()));
   r->sendBytes = size;
@@ -575,7 +575,7 @@ Status FaultTransport::irecv(void* recvComm, int n, void** data, const size_t* s
   void* innerRequest = *request;
   *request = nullptr;
   if (c.passthrough) {
-    Request* r = c.take();
+    WrappedRequest* r = c.take();
     if (r == nullptr) {
       return {};  // retry
     }
@@ -609,7 +609,7 @@ Status FaultTransport::irecv(void* recvComm, int n, void** data, const size_t* s
   if (!s.ok() || innerRequest == nullptr) {
     return s;
   }
-  Request* r = c.take();
+  WrappedRequest* r = c.take();
   r->start(innerRequest, n, mask, nowNs);
   std::fill_n(r->sizes, n, 0);
   r->sendBytes = 0;
@@ -636,7 +636,7 @@ Status FaultTransport::iflush(void* recvComm, int n, void** data, const int* siz
   if (!s.ok() || innerRequest == nullptr) {
     return s;
   }
-  Request* r = c.take();
+  WrappedRequest* r = c.take();
   r->start(innerRequest, 0, 0, 0);
   r->flush = true;
   *request = r;
@@ -647,7 +647,7 @@ Status FaultTransport::test(void* request, int* done, int* sizes) {
   if (direct_) {
     return inner_->test(request, done, sizes);
   }
-  Request& r = *static_cast<Request*>(request);
+  WrappedRequest& r = *static_cast<WrappedRequest*>(request);
   Comm& c = *r.comm;
   if (c.passthrough) {
     Status s = inner_->test(r.inner, done, sizes);
@@ -659,7 +659,7 @@ Status FaultTransport::test(void* request, int* done, int* sizes) {
   return testWrapped(r, done, sizes);
 }
 
-Status FaultTransport::testWrapped(Request& r, int* done, int* sizes) {
+Status FaultTransport::testWrapped(WrappedRequest& r, int* done, int* sizes) {
   Comm& c = *r.comm;
   *done = 0;
   if (!c.failed.ok()) {

@@ -79,7 +79,7 @@ class FaultTransport final : public Transport {
 
  private:
   struct RuleState;
-  struct Request;
+  struct WrappedRequest;
   struct Comm;
   struct Listen;
   struct Parked;
@@ -106,7 +106,7 @@ class FaultTransport final : public Transport {
   // Fails the comm with the error or close rule in its slot `ruleSlot`.
   Status inject(Comm& comm, size_t ruleSlot);
   void closeInner(Comm& comm);
-  Status testWrapped(Request& request, int* done, int* sizes);
+  Status testWrapped(WrappedRequest& request, int* done, int* sizes);
 
   std::unique_ptr<Transport> inner_;
   const std::vector<FaultRule> rules_;

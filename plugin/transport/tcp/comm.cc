@@ -25,10 +25,10 @@ constexpr uint64_t kPeerCheckIntervalNs = 1000000;
 
 }  // namespace
 
-// ---- Connection ---------------------------------------------------------------
+// ---- TcpConnection ------------------------------------------------------------
 
-Connection::Connection(CommKind kind, FileDescriptor control, PeerInfo peer,
-                       StripeEngine::Direction direction, uint32_t chunkBytes)
+TcpConnection::TcpConnection(CommKind kind, FileDescriptor control, PeerInfo peer,
+                             StripeEngine::Direction direction, uint32_t chunkBytes)
     : CommBase(kind),
       control_(std::move(control)),
       peer_(std::move(peer)),
@@ -36,22 +36,22 @@ Connection::Connection(CommKind kind, FileDescriptor control, PeerInfo peer,
       peerEndpoint_(toEndpoint(peerAddressOf(control_.get()))),
       engine_(direction, chunkBytes, &bytes_) {}
 
-Connection::~Connection() {
+TcpConnection::~TcpConnection() {
   close();
 }
 
-Status Connection::start(std::vector<FileDescriptor> dataSockets, int nThreads) {
+Status TcpConnection::start(std::vector<FileDescriptor> dataSockets, int nThreads) {
   return engine_.start(std::move(dataSockets), nThreads);
 }
 
-void Connection::close() noexcept {
+void TcpConnection::close() noexcept {
   if (control_.valid()) {
     ::shutdown(control_.get(), SHUT_RDWR);
   }
   engine_.stop();
 }
 
-Status Connection::fail(Status status) {
+Status TcpConnection::fail(Status status) {
   if (error_.ok()) {
     error_ = std::move(status);
     // A failed comm goes quiet at once: once its error is reported, no helper
@@ -61,7 +61,7 @@ Status Connection::fail(Status status) {
   return error_;
 }
 
-Status Connection::checkHelpers() {
+Status TcpConnection::checkHelpers() {
   int err = 0;
   int socket = -1;
   if (!engine_.failed(&err, &socket)) {
@@ -72,7 +72,7 @@ Status Connection::checkHelpers() {
   return fail(connectionError(err, what.c_str(), peer_.address));
 }
 
-Status Connection::pumpInline() {
+Status TcpConnection::pumpInline() {
   if (!engine_.inlineMode()) {
     return {};
   }
@@ -83,8 +83,8 @@ Status Connection::pumpInline() {
 // ---- SendComm -----------------------------------------------------------------
 
 SendComm::SendComm(FileDescriptor control, PeerInfo peer, size_t inlineBytes, uint32_t chunkBytes)
-    : Connection(CommKind::kSend, std::move(control), std::move(peer),
-                 StripeEngine::Direction::kSend, chunkBytes),
+    : TcpConnection(CommKind::kSend, std::move(control), std::move(peer),
+                    StripeEngine::Direction::kSend, chunkBytes),
       inlineBytes_(inlineBytes) {
   for (SendRequest& r : requests_) {
     r.kind = CommKind::kSend;
@@ -126,7 +126,7 @@ Status SendComm::isend(void* data, size_t size, int tag, void** request) {
   }
   ++tail_;
   RESILIENT_TRY(progressControl());
-  *request = static_cast<Request*>(&r);
+  *request = static_cast<TcpRequest*>(&r);
   return {};
 }
 
@@ -237,8 +237,8 @@ Status SendComm::test(SendRequest* request, int* done, int* sizes) {
 // ---- RecvComm -----------------------------------------------------------------
 
 RecvComm::RecvComm(FileDescriptor control, PeerInfo peer, uint32_t chunkBytes)
-    : Connection(CommKind::kRecv, std::move(control), std::move(peer),
-                 StripeEngine::Direction::kRecv, chunkBytes),
+    : TcpConnection(CommKind::kRecv, std::move(control), std::move(peer),
+                    StripeEngine::Direction::kRecv, chunkBytes),
       staging_(new uint8_t[kStagingBytes]) {
   for (RecvRequest& r : requests_) {
     r.kind = CommKind::kRecv;
@@ -269,7 +269,7 @@ Status RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
   }
   ++tail_;
   RESILIENT_TRY(progressControl());
-  *request = static_cast<Request*>(&r);
+  *request = static_cast<TcpRequest*>(&r);
   return {};
 }
 

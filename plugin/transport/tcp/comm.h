@@ -57,12 +57,12 @@ class CommBase {
   const CommKind kind_;
 };
 
-class Connection;
+class TcpConnection;
 
 // The common head of SendRequest and RecvRequest (what test() receives).
-struct Request {
+struct TcpRequest {
   CommKind kind = CommKind::kSend;
-  Connection* comm = nullptr;
+  TcpConnection* comm = nullptr;
 };
 
 // What the peer told about itself in the handshake (for logs).
@@ -72,9 +72,9 @@ struct PeerInfo {
   uint32_t pid = 0;
 };
 
-class Connection : public CommBase {
+class TcpConnection : public CommBase {
  public:
-  ~Connection() override;
+  ~TcpConnection() override;
 
   // Starts the helper threads on the data sockets.
   Status start(std::vector<FileDescriptor> dataSockets, int nThreads);
@@ -93,8 +93,8 @@ class Connection : public CommBase {
   void close() noexcept;
 
  protected:
-  Connection(CommKind kind, FileDescriptor control, PeerInfo peer,
-             StripeEngine::Direction direction, uint32_t chunkBytes);
+  TcpConnection(CommKind kind, FileDescriptor control, PeerInfo peer,
+                StripeEngine::Direction direction, uint32_t chunkBytes);
 
   // Records `status` as the sticky error (the first one wins), stops the
   // helper threads, and returns it.
@@ -113,7 +113,7 @@ class Connection : public CommBase {
   Status error_;
 };
 
-struct SendRequest : Request {
+struct SendRequest : TcpRequest {
   char* data = nullptr;
   uint64_t size = 0;
   bool inlined = false;
@@ -124,7 +124,7 @@ struct SendRequest : Request {
   std::atomic<uint32_t> pending{0};  // striped items not yet sent
 };
 
-class SendComm final : public Connection {
+class SendComm final : public TcpConnection {
  public:
   SendComm(FileDescriptor control, PeerInfo peer, size_t inlineBytes, uint32_t chunkBytes);
 
@@ -146,7 +146,7 @@ class SendComm final : public Connection {
   SendRequest requests_[kMaxSendRequests];
 };
 
-struct RecvRequest : Request {
+struct RecvRequest : TcpRequest {
   struct Buffer {
     char* data = nullptr;
     uint64_t capacity = 0;
@@ -161,7 +161,7 @@ struct RecvRequest : Request {
   std::atomic<uint32_t> pending{0};  // striped items not yet received
 };
 
-class RecvComm final : public Connection {
+class RecvComm final : public TcpConnection {
  public:
   RecvComm(FileDescriptor control, PeerInfo peer, uint32_t chunkBytes);
 

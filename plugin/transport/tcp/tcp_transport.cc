@@ -239,7 +239,7 @@ Status TcpTransport::iflush(void* recvComm, int n, void** data, const int* sizes
 }
 
 Status TcpTransport::test(void* request, int* done, int* sizes) {
-  auto* r = static_cast<Request*>(request);
+  auto* r = static_cast<TcpRequest*>(request);
   if (r == nullptr) {
     *done = 0;
     return internalError("tcp: test() on a null request");
@@ -288,7 +288,7 @@ bool TcpTransport::bytesMoved(void* comm, uint64_t* bytes) noexcept {
   if (base == nullptr || (base->kind() != CommKind::kSend && base->kind() != CommKind::kRecv)) {
     return false;
   }
-  *bytes = static_cast<Connection*>(base)->bytesMoved();
+  *bytes = static_cast<TcpConnection*>(base)->bytesMoved();
   return true;
 }
 
@@ -297,7 +297,7 @@ bool TcpTransport::endpoints(void* comm, Endpoint* local, Endpoint* peer) noexce
   if (base == nullptr || (base->kind() != CommKind::kSend && base->kind() != CommKind::kRecv)) {
     return false;
   }
-  const auto* connection = static_cast<Connection*>(base);
+  const auto* connection = static_cast<TcpConnection*>(base);
   if (local != nullptr) {
     *local = connection->localEndpoint();
   }

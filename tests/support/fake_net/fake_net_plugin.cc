@@ -66,7 +66,7 @@ struct Context {
 
 struct Comm;
 
-struct Request {
+struct FakeRequest {
   Comm* comm = nullptr;
   bool isSend = true;
   bool done = false;
@@ -86,8 +86,8 @@ struct Request {
 
 // One connection: the posted sends and receives not matched yet.
 struct Pair {
-  std::deque<Request*> sends;
-  std::deque<Request*> recvs;
+  std::deque<FakeRequest*> sends;
+  std::deque<FakeRequest*> recvs;
 };
 
 enum class CommKind { kListen, kSend, kRecv };
@@ -98,7 +98,7 @@ struct Comm {
   uint64_t token = 0;                         // listen
   std::deque<std::shared_ptr<Pair>> pending;  // listen: connected, not accepted
   std::shared_ptr<Pair> pair;                 // send/recv
-  std::set<Request*> requests;                // outstanding
+  std::set<FakeRequest*> requests;            // outstanding
 };
 
 struct MemoryRegion {
@@ -176,9 +176,9 @@ State& state() {
 // Moves bytes between the posted sends and receives of one connection.
 [[maybe_unused]] void progress(Pair& pair) {
   while (!pair.recvs.empty()) {
-    Request* recv = pair.recvs.front();
+    FakeRequest* recv = pair.recvs.front();
     for (auto it = pair.sends.begin(); it != pair.sends.end();) {
-      Request* send = *it;
+      FakeRequest* send = *it;
       int slot = -1;
       for (int i = 0; i < recv->n; ++i) {
         if (!recv->filled[i] && recv->tags[i] == send->tag) {
@@ -210,7 +210,7 @@ State& state() {
   }
 }
 
-[[maybe_unused]] void dropRequest(State& s, Request* r) {
+[[maybe_unused]] void dropRequest(State& s, FakeRequest* r) {
   r->comm->requests.erase(r);
   --s.stats.liveRequests;
   delete r;
@@ -437,7 +437,7 @@ State& state() {
       ++s.stats.profilerCalls;
     }
   }
-  auto* r = new Request;
+  auto* r = new FakeRequest;
   r->comm = comm;
   r->isSend = true;
   r->data = data;
@@ -470,7 +470,7 @@ State& state() {
     *request = nullptr;  // cannot post now (overwrites a 0x1 hint too)
     return ncclSuccess;
   }
-  auto* r = new Request;
+  auto* r = new FakeRequest;
   r->comm = comm;
   r->isSend = false;
   r->n = n;
@@ -501,7 +501,7 @@ State& state() {
 [[maybe_unused]] ncclResult_t coreTest(void* request, int* done, int* sizes) {
   FAKE_ENTER("test");
   ++s.stats.testCalls;
-  auto* r = static_cast<Request*>(request);
+  auto* r = static_cast<FakeRequest*>(request);
   if (r == nullptr) {
     return ncclInternalError;
   }
@@ -528,7 +528,7 @@ State& state() {
 
 // Frees a send/recv comm and the requests it still has.
 [[maybe_unused]] void closeComm(State& s, Comm* comm) {
-  for (Request* r : std::set<Request*>(comm->requests)) {
+  for (FakeRequest* r : std::set<FakeRequest*>(comm->requests)) {
     auto& queue = r->isSend ? comm->pair->sends : comm->pair->recvs;
     queue.erase(std::remove(queue.begin(), queue.end(), r), queue.end());
     dropRequest(s, r);

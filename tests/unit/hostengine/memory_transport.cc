@@ -7,7 +7,7 @@ namespace resilient::test {
 
 constexpr uint64_t kMagic = 0x4d454d5452414e53ull;
 
-struct MemoryTransport::Request {
+struct MemoryTransport::MemoryRequest {
   Comm* comm = nullptr;
   bool done = false;
   // send
@@ -27,15 +27,15 @@ struct MemoryTransport::Channel {
   bool connected = false;
   bool accepted = false;
   Status failed;
-  std::deque<Request*> sends;
-  std::deque<Request*> recvs;
+  std::deque<MemoryRequest*> sends;
+  std::deque<MemoryRequest*> recvs;
 };
 
 MemoryTransport::MemoryTransport(int maxRecvs, bool forceFlush)
     : maxRecvs_(maxRecvs), forceFlush_(forceFlush) {}
 
 MemoryTransport::~MemoryTransport() {
-  for (Request* r : live_) {
+  for (MemoryRequest* r : live_) {
     delete r;
   }
 }
@@ -113,7 +113,7 @@ Status MemoryTransport::isend(void* sendComm, void* data, size_t size, int tag, 
   if (!c->channel->failed.ok()) {
     return c->channel->failed;
   }
-  auto* r = new Request();
+  auto* r = new MemoryRequest();
   r->comm = c;
   r->data = static_cast<char*>(data);
   r->size = size;
@@ -136,7 +136,7 @@ Status MemoryTransport::irecv(void* recvComm, int n, void** data, const size_t* 
   if (!c->channel->failed.ok()) {
     return c->channel->failed;
   }
-  auto* r = new Request();
+  auto* r = new MemoryRequest();
   r->comm = c;
   r->n = n;
   for (int i = 0; i < n; ++i) {
@@ -169,8 +169,8 @@ Status MemoryTransport::iflush(void*, int, void**, const int*, void**, void** re
 
 Status MemoryTransport::progress(Channel& ch) {
   while (!ch.sends.empty() && !ch.recvs.empty()) {
-    Request* s = ch.sends.front();
-    Request* r = ch.recvs.front();
+    MemoryRequest* s = ch.sends.front();
+    MemoryRequest* r = ch.recvs.front();
     int slot = -1;
     for (int i = 0; i < r->n; ++i) {
       if (!r->filled[i] && r->tags[i] == s->tag) {
@@ -207,7 +207,7 @@ Status MemoryTransport::test(void* request, int* done, int* sizes) {
   if (failAfter >= 0 && calls > failAfter) {
     return remoteError("memory: injected failure", "10.0.0.9:1234");
   }
-  auto* r = static_cast<Request*>(request);
+  auto* r = static_cast<MemoryRequest*>(request);
   const std::lock_guard<std::mutex> lock(mutex_);
   Channel& ch = *r->comm->channel;
   if (!ch.failed.ok()) {

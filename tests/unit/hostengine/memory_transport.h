@@ -59,7 +59,7 @@ class MemoryTransport : public transport::Transport {
   Status closeListen(void* listenComm) override;
 
  private:
-  struct Request;
+  struct MemoryRequest;
   struct Channel;
   struct Comm {
     Channel* channel = nullptr;
@@ -75,7 +75,7 @@ class MemoryTransport : public transport::Transport {
   std::atomic<bool> stalled_{false};
   std::mutex mutex_;
   std::vector<std::unique_ptr<Channel>> channels_;
-  std::set<Request*> live_;  // requests not released by a done test() (freed at the end)
+  std::set<MemoryRequest*> live_;  // requests not released by a done test() (freed at the end)
 };
 
 }  // namespace resilient::test

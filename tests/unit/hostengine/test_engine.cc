@@ -76,7 +76,7 @@ std::vector<RankRun> runRanks(int n, he::Pattern pattern, const std::vector<size
       uint64_t iteration = 0;
       for (size_t size : sizes) {
         for (int i = 0; i < 2; ++i) {
-          run.results.push_back(engine.run(size, iteration++, true));
+          run.results.push_back(engine.run(size, iteration++, {.barrier = true}));
           if (run.results.back().fault) {
             (*client)->abort("fault");
             engine.close();
@@ -288,7 +288,7 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
         return;
       }
       transport.stall(true);
-      faults[static_cast<size_t>(r)] = engine.run(4096, 0, false).fault;
+      faults[static_cast<size_t>(r)] = engine.run(4096, 0, {.barrier = false}).fault;
     });
   }
   for (auto& t : threads) {

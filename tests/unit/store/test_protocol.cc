@@ -16,7 +16,7 @@ using namespace resilient::store::tcp;
 
 namespace {
 
-Request roundTrip(const Request& req) {
+StoreRequest roundTrip(const StoreRequest& req) {
   std::string bytes;
   encodeRequest(req, &bytes);
   FrameDecoder d(kDefaultMaxFrameBytes, false);
@@ -30,20 +30,20 @@ Request roundTrip(const Request& req) {
 }  // namespace
 
 TEST_CASE("protocol: requests survive encoding and decoding", "[store][protocol]") {
-  Request set;
+  StoreRequest set;
   set.op = Op::kSet;
   set.id = 0x0102030405060708ull;
   set.key = "key";
   set.value = std::string("v\0x", 3);
   set.number = 1500;
-  Request got = roundTrip(set);
+  StoreRequest got = roundTrip(set);
   CHECK(got.op == Op::kSet);
   CHECK(got.id == set.id);
   CHECK(got.key == "key");
   CHECK(got.value == set.value);
   CHECK(got.number == 1500);
 
-  Request cas;
+  StoreRequest cas;
   cas.op = Op::kCompareSet;
   cas.key = "k";
   cas.expected = "old";
@@ -53,12 +53,12 @@ TEST_CASE("protocol: requests survive encoding and decoding", "[store][protocol]
   cas.expected.reset();
   CHECK_FALSE(roundTrip(cas).expected.has_value());
 
-  Request ms;
+  StoreRequest ms;
   ms.op = Op::kMultiSet;
   ms.pairs = {{"a", "1"}, {"b", ""}};
   CHECK(roundTrip(ms).pairs == ms.pairs);
 
-  Request bar;
+  StoreRequest bar;
   bar.op = Op::kBarrier;
   bar.arrival = {"name", 77, 3, 16384, false};
   bar.number = -5;
@@ -103,7 +103,7 @@ TEST_CASE("protocol: replies survive encoding and decoding", "[store][protocol]"
 TEST_CASE("protocol: frames decode whatever the split of the byte stream", "[store][protocol]") {
   std::string stream;
   for (int i = 0; i < 20; ++i) {
-    Request r;
+    StoreRequest r;
     r.op = i % 2 ? Op::kGet : Op::kAdd;
     r.id = static_cast<uint64_t>(i);
     r.key = "key" + std::to_string(i);
@@ -161,7 +161,7 @@ TEST_CASE("protocol: malformed and oversized input is refused", "[store][protoco
     CHECK_THROWS_AS(decodeRequest(h, payload), ProtocolError);
   }
   SECTION("trailing bytes after a well-formed payload") {
-    Request r;
+    StoreRequest r;
     r.op = Op::kGet;
     r.key = "k";
     std::string bytes;

@@ -151,7 +151,7 @@ TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server ca
   SECTION("a malformed payload after a good request") {
     FileDescriptor fd = rawConnect(server.port());
     std::string bytes = helloBytes("tok");
-    Request ping;
+    StoreRequest ping;
     ping.op = Op::kPing;
     ping.id = 5;
     encodeRequest(ping, &bytes);
@@ -182,7 +182,7 @@ TEST_CASE("tcp: malformed, oversized and silent peers are dropped; the server ca
     {
       FileDescriptor fd = rawConnect(server.port());
       std::string bytes = helloBytes("tok");
-      Request set;
+      StoreRequest set;
       set.op = Op::kSet;
       set.key = "half";
       set.value = std::string(1000, 'x');

@@ -14,7 +14,7 @@ void setText(transport::Endpoint* e, const std::string& text) {
 }
 }  // namespace
 
-struct LoopbackTransport::Connection {
+struct LoopbackTransport::LoopbackConnection {
   FakeComm* send = nullptr;
   FakeComm* recv = nullptr;
   std::deque<FakeRequest*> sends;  // posted, bytes not moved yet, in posting order
@@ -22,7 +22,7 @@ struct LoopbackTransport::Connection {
 };
 
 struct LoopbackTransport::FakeComm {
-  Connection* conn = nullptr;
+  LoopbackConnection* conn = nullptr;
   bool isSend = true;
   bool closed = false;
   uint64_t bytes = 0;
@@ -113,7 +113,7 @@ Status LoopbackTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void
     return remoteError("loopback: connection refused");
   }
   FakeListen& l = *listens_[id - 1];
-  auto conn = std::make_unique<Connection>();
+  auto conn = std::make_unique<LoopbackConnection>();
   auto send = std::make_unique<FakeComm>();
   auto recv = std::make_unique<FakeComm>();
   const std::string client = "10.0.0.1:" + std::to_string(50000 + ++connections_);
@@ -224,7 +224,7 @@ Status LoopbackTransport::iflush(void* recvComm, int /*n*/, void** /*data*/, con
 }
 
 Status LoopbackTransport::pushSend(FakeRequest& send) {
-  Connection& conn = *send.comm->conn;
+  LoopbackConnection& conn = *send.comm->conn;
   if (conn.recvs.empty()) {
     return {};
   }
@@ -264,7 +264,7 @@ Status LoopbackTransport::test(void* request, int* done, int* sizes) {
   if (r->comm->closed) {
     return internalError("loopback: test on a closed comm");
   }
-  Connection& conn = *r->comm->conn;
+  LoopbackConnection& conn = *r->comm->conn;
   if (r->comm->isSend && !r->done) {
     if (conn.recv->closed) {
       return remoteError("loopback: peer closed the connection (EOF)", r->comm->peer.text);

@@ -70,7 +70,7 @@ class LoopbackTransport : public transport::Transport {
                  transport::Endpoint* peer) noexcept override;
 
  private:
-  struct Connection;
+  struct LoopbackConnection;
   struct FakeComm;
   struct FakeRequest;
   struct FakeListen;
@@ -84,7 +84,7 @@ class LoopbackTransport : public transport::Transport {
   int connections_ = 0;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<FakeListen>> listens_;
-  std::vector<std::unique_ptr<Connection>> connectionStore_;
+  std::vector<std::unique_ptr<LoopbackConnection>> connectionStore_;
   std::vector<std::unique_ptr<FakeComm>> comms_;
   std::deque<std::unique_ptr<FakeRequest>> requests_;
 };

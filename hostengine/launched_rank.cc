@@ -1,0 +1,57 @@
+#include "hostengine/launched_rank.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "common/file_descriptor.h"
+#include "common/socket_address.h"
+#include "hostengine/socket_io.h"
+
+namespace resilient::hostengine {
+
+LaunchedRank readLaunchedRank(const Environment& env, const LaunchEnvNames& names) {
+  LaunchedRank launched;
+  launched.master = env.get("MASTER_ADDR", "127.0.0.1");
+  if (std::optional<std::string> token = env.get(names.token)) {
+    launched.token = std::strtoull(token->c_str(), nullptr, 16);
+  }
+  if (std::optional<std::string> fd = env.get(names.listenFd)) {
+    launched.listenFd = std::atoi(fd->c_str());
+  }
+  if (std::optional<std::string> fd = env.get(names.startFd)) {
+    launched.startFd = std::atoi(fd->c_str());
+  }
+  return launched;
+}
+
+Result<std::unique_ptr<RendezvousServer>> serveRendezvous(const RendezvousPlace& place) {
+  Result<FileDescriptor> listenFd = invalidUsage("no rendezvous socket");
+  if (place.inheritedListenFd) {
+    listenFd = FileDescriptor(*place.inheritedListenFd);
+  } else if (place.listenWhenNotInherited) {
+    listenFd = listenOn(place.master, place.port, 1024);
+  }
+  if (!listenFd.ok()) {
+    return listenFd.status();
+  }
+  return RendezvousServer::start(std::move(listenFd).value(), static_cast<uint32_t>(place.world),
+                                 place.token);
+}
+
+Result<std::unique_ptr<RendezvousClient>> joinRendezvous(const RendezvousPlace& place) {
+  Result<SocketAddress> server = resolveAddress(place.master, place.port);
+  if (!server.ok()) {
+    return server.status();
+  }
+  return RendezvousClient::connect(*server, static_cast<uint32_t>(place.rank),
+                                   static_cast<uint32_t>(place.world), place.token,
+                                   place.timeoutMs);
+}
+
+void signalStart(int startFd, uint64_t startNs) {
+  (void)!::write(startFd, &startNs, sizeof startNs);
+  ::close(startFd);
+}
+
+}  // namespace resilient::hostengine
