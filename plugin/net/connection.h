@@ -7,7 +7,8 @@
 // publish a fault. Publishing is a single CAS, so the first fault wins. The
 // counters have that one writer, so the data path updates them with plain
 // relaxed loads and stores (no locked instructions) and reads no clock: the
-// watchdog stamps progress when it sees the counters move (Watchdog::scan).
+// watchdog's progress monitor stamps progress when it sees the counters move
+// (ProgressMonitor::observe).
 #pragma once
 
 #include <atomic>
@@ -22,7 +23,9 @@
 namespace resilient::net {
 
 class ConnectionRecord;
+namespace liveness {
 struct PeerLink;
+}
 
 struct RequestRecord {
   ConnectionRecord* conn = nullptr;
@@ -32,7 +35,7 @@ struct RequestRecord {
 };
 
 // The transport-level addresses of a connection (the peer process's host
-// and pid come from its liveness link, see Watchdog::describePeer).
+// and pid come from its liveness link, see liveness::describePeer).
 struct PeerIdentity {
   transport::Endpoint local;
   transport::Endpoint peer;
@@ -78,12 +81,14 @@ class ConnectionRecord {
   bool claimFault() noexcept { return !faultClaimed_.exchange(true, std::memory_order_acq_rel); }
   void publishFault(std::unique_ptr<FaultRecord> record) noexcept;
 
-  PeerIdentity identity;                 // written at setup, read-only afterwards
-  std::atomic<PeerLink*> link{nullptr};  // liveness channel to the peer process, once known
-  // The watchdog thread's readings at its last scan of the connection busy:
-  // bytesMoved() and completed requests.
-  uint64_t watchdogBytesSeen = 0;
-  uint64_t watchdogCompletedSeen = 0;
+  PeerIdentity identity;  // written at setup, read-only afterwards
+  // The liveness channel's link to the peer process, once known.
+  std::atomic<liveness::PeerLink*> link{nullptr};
+  // The progress monitor's readings at its last look at the connection busy
+  // (watchdog thread only): the inner transport's bytesMoved() and completed
+  // requests.
+  uint64_t progressBytesSeen = 0;
+  uint64_t progressCompletedSeen = 0;
   int blackboxSlot = -1;  // its slot in the blackbox (watchdog only)
 
  private:

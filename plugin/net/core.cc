@@ -9,6 +9,7 @@
 #include "common/params.h"
 #include "plugin/net/handle_trailer.h"
 #include "plugin/net/inner_factory.h"
+#include "plugin/net/liveness/peer_link.h"
 #include "plugin/net/watchdog.h"
 
 namespace resilient::net {
@@ -20,6 +21,7 @@ using config::Params;
 std::mutex gMutex;
 Core* gCore = nullptr;
 std::atomic<Core*> gLive{nullptr};  // == gCore, readable without the mutex
+const SystemClock gClock;           // the watchdog's
 
 struct Context {
   uint64_t commId = 0;
@@ -44,7 +46,7 @@ ConnectionRecord& connOf(void* comm) {
 std::string describeEnds(const ConnectionRecord& conn) {
   std::string s = "local ";
   s += conn.identity.local.text[0] != '\0' ? conn.identity.local.text : "?";
-  s += ", peer " + Watchdog::describePeer(conn);
+  s += ", peer " + liveness::describePeer(conn);
   return s;
 }
 
@@ -74,7 +76,7 @@ Core* Core::acquire(const SelfIdentity& self, ncclDebugLogger_t logger, Status* 
                  created.status().toString().c_str());
       }
     }
-    gCore = new Core(std::move(setup->transport), std::move(setup->watchdog), std::move(box));
+    gCore = new Core(std::move(setup->transport), setup->watchdog, std::move(box));
     gLive.store(gCore, std::memory_order_release);
     RES_INFO(NCCL_NET | NCCL_INIT, "wrapping inner transport %s", gCore->inner_->name());
   }
@@ -98,11 +100,12 @@ Core* Core::live() noexcept {
   return gLive.load(std::memory_order_acquire);
 }
 
-Core::Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog,
+Core::Core(std::unique_ptr<transport::Transport> inner, const WatchdogOptions& watchdog,
            std::unique_ptr<blackbox::Writer> blackbox)
     : inner_(std::move(inner)),
       blackbox_(std::move(blackbox)),
-      watchdog_(std::make_unique<Watchdog>(*this, std::move(watchdog), blackbox_.get())) {}
+      watchdog_(std::make_unique<Watchdog>(*inner_, static_cast<FaultSink&>(*this), watchdog,
+                                           blackbox_.get(), gClock)) {}
 
 Core::~Core() {
   watchdog_.reset();  // stops its thread before the transport and the blackbox go away
@@ -316,6 +319,10 @@ Status Core::closeListen(void* listenComm) {
   return inner_->closeListen(l->inner);
 }
 
+void Core::report(ConnectionRecord& conn, const Fault& fault) {
+  fail(conn, fault.cls, Status(), fault.detail);
+}
+
 Status Core::fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
                   const std::string& detail) {
   const uint64_t now = monotonicNs();
@@ -356,10 +363,10 @@ Status Core::fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
       f.commId = conn.commId();
       f.remote = toNcclResult(result) == ncclRemoteError ? 1 : 0;
       blackbox::copyText(f.peer, conn.identity.peer.text);
-      if (const PeerLink* link = conn.link.load(std::memory_order_acquire)) {
-        f.peerPid = link->pid.load(std::memory_order_relaxed);
-        if (link->helloSeen.load(std::memory_order_acquire)) {
-          blackbox::copyText(f.peerHost, link->host);
+      if (const liveness::PeerLink* link = conn.link.load(std::memory_order_acquire)) {
+        f.peerPid = link->state.pid();
+        if (link->state.helloSeen()) {
+          blackbox::copyText(f.peerHost, link->state.host());
         }
       }
       blackbox::copyText(f.text, text);

@@ -19,6 +19,7 @@
 #include "nccl/log.h"
 #include "nccl/net_common.h"
 #include "plugin/net/connection.h"
+#include "plugin/net/fault_sink.h"
 #include "plugin/net/watchdog.h"
 #include "plugin/transport/transport.h"
 
@@ -31,7 +32,9 @@ struct SelfIdentity {
   size_t count = 0;
 };
 
-class Core {
+// Core is the FaultSink of its watchdog: the liveness channel's and the
+// progress monitor's faults become Core::fail.
+class Core final : private FaultSink {
  public:
   // The process-wide core; created by the first init, destroyed by the last
   // finalize (or when the library is unloaded).
@@ -69,15 +72,16 @@ class Core {
   Status fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
               const std::string& detail);
 
-  ~Core();
+  ~Core() override;
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
  private:
-  Core(std::unique_ptr<transport::Transport> inner, WatchdogOptions watchdog,
+  Core(std::unique_ptr<transport::Transport> inner, const WatchdogOptions& watchdog,
        std::unique_ptr<blackbox::Writer> blackbox);
 
   Status checkUsable(ConnectionRecord& conn) noexcept;
+  void report(ConnectionRecord& conn, const Fault& fault) override;
 
   std::unique_ptr<transport::Transport> inner_;
   std::unique_ptr<blackbox::Writer> blackbox_;  // may be null (NCCL_RESILIENT_BLACKBOX_DIR empty)

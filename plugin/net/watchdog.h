@@ -1,34 +1,41 @@
-// The net plugin's one background thread per process. It
-//  - runs the liveness channel: a TCP listener plus one link per peer process,
-//    over which the two plugins ping while requests to the peer are
-//    outstanding; an answer missing for the liveness timeout, or a link that
-//    breaks without goodbye, faults the peer's busy connections;
-//  - watches progress: a connection with requests outstanding and no bytes
-//    moving for the progress timeout while its peer answers is "peer stuck".
-// Faults are published on the connections (Core::fail), so the next call on
-// them returns the error. The thread starts with the first connection or
-// listen handle and stops when the core is destroyed.
+// The net plugin's one background thread per process, and the registry of
+// the connections it watches. It sleeps in epoll_wait on the liveness
+// channel's sockets and a wake-up eventfd, and at every tick (a twentieth of
+// the liveness timeout, 5 to 50 ms) reads its clock once and
+//  - serves the socket events of the liveness channel (liveness/channel.h);
+//  - looks at every connection with requests outstanding: the progress
+//    monitor stamps its progress (progress_monitor.h); a connection whose
+//    liveness link is dead fails at once ("peer process exited"); the
+//    progress monitor fails it if stuck; otherwise its link is marked busy;
+//  - lets the channel ping the busy links' peers and judge their silence;
+//  - rewrites the connection table of the blackbox (blackbox_table.h).
+// Faults go to a FaultSink (the Core); the thread includes nothing of core.h.
+//
+// Threads: the thread starts with the first connection or listen handle and
+// stops when the watchdog is destroyed (before the transport and the
+// blackbox). One mutex serialises it with the control-path calls below, which
+// come from NCCL's init and proxy service threads through Core; the data
+// path never calls here.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <map>
-#include <memory>
 #include <mutex>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "blackbox/writer.h"
+#include "common/clock.h"
 #include "common/socket_address.h"
 #include "plugin/net/connection.h"
+#include "plugin/net/fault_sink.h"
 #include "plugin/net/handle_trailer.h"
-#include "plugin/net/liveness_wire.h"
+#include "plugin/net/liveness/channel.h"
+#include "plugin/net/progress_monitor.h"
+#include "plugin/transport/transport.h"
 
 namespace resilient::net {
-
-class Core;
 
 struct WatchdogOptions {
   int64_t livenessTimeoutMs = 1500;
@@ -38,38 +45,13 @@ struct WatchdogOptions {
   std::string hostName;
 };
 
-// The liveness channel to one peer process.
-struct PeerLink {
-  enum class State {
-    kConnecting,  // outgoing, TCP connect in progress
-    kUp,          // open (hello sent; the peer's hello may still be on its way)
-    kClosed,      // the peer said goodbye, or we closed it: not a fault
-    kDead,        // broke without goodbye: the peer process is gone
-  };
-  int fd = -1;
-  bool outgoing = false;
-  State state = State::kConnecting;
-  SocketAddress address;
-  std::string addressText;
-  // Set from the peer's hello, then immutable.
-  std::atomic<uint32_t> pid{0};
-  std::string host;  // written before `helloSeen` is released
-  std::atomic<bool> helloSeen{false};
-  liveness::Decoder decoder;
-  std::string out;  // bytes waiting to be written
-  uint64_t lastHeardNs = 0;
-  uint64_t armedSinceNs = 0;  // first ping after idle; 0 while idle
-  uint64_t lastPingNs = 0;
-  uint64_t pingSeq = 0;
-  int connections = 0;   // connections that use the link
-  bool retired = false;  // closed and unused: freed by the thread at the end of its iteration
-  std::string deathReason;
-};
-
 class Watchdog {
  public:
-  // `blackbox` (may be null) receives a snapshot of every connection each tick.
-  Watchdog(Core& core, WatchdogOptions options, blackbox::Writer* blackbox);
+  // `inner`: the transport whose bytesMoved() shows progress; `sink`: where
+  // faults go; `blackbox` (may be null) receives a snapshot of every
+  // connection each tick; `clock`: the time of the ticks. All outlive it.
+  Watchdog(transport::Transport& inner, FaultSink& sink, const WatchdogOptions& options,
+           blackbox::Writer* blackbox, const Clock& clock);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -83,47 +65,28 @@ class Watchdog {
   // Connection setup: tie a connection to the link of its peer process.
   void attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer);
   void attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce);
+  // Watch a connection / stop watching it (before it is deleted).
   void add(ConnectionRecord* conn);
   void remove(ConnectionRecord* conn);
 
-  // Peer description of a connection's link, for fault messages.
-  static std::string describePeer(const ConnectionRecord& conn);
-
  private:
   void ensureThreadLocked();
-  bool ensureListenerLocked();
   void run(const std::stop_token& stop);
   void wake() noexcept;
-  void handleListener(uint64_t now);
-  void handleLink(PeerLink* link, uint32_t events, uint64_t now);
-  void onFrame(PeerLink* link, const liveness::Frame& frame, uint64_t now);
-  void startConnect(PeerLink* link);
-  void flush(PeerLink* link);
-  void markDead(PeerLink* link, const std::string& reason, uint64_t now);
-  void closeLink(PeerLink* link);
-  void reap();
-  void updateEpoll(PeerLink* link);
-  void scan(uint64_t now);
-  void failBusy(PeerLink* link, FaultClass cls, const std::string& detail);
-  void send(PeerLink* link, const liveness::Frame& frame);
+  void tick(uint64_t now);
 
-  void publish(uint64_t now);
-
-  Core& core_;
-  const WatchdogOptions options_;
+  transport::Transport& inner_;
+  FaultSink& sink_;
+  const int64_t livenessTimeoutMs_;
   blackbox::Writer* const blackbox_;
+  const Clock& clock_;
 
   std::mutex mutex_;  // guards everything below
   int epollFd_ = -1;
   int wakeFd_ = -1;
-  int listenFd_ = -1;
-  SocketAddress listenAddress_;
-  uint64_t nextNonce_ = 1;
-  std::set<uint64_t> listenNonces_;
-  std::map<uint64_t, PeerLink*> boundNonces_;  // listen nonce -> link that bound it
-  std::map<uint64_t, std::vector<ConnectionRecord*>> awaitingBind_;
-  std::vector<std::unique_ptr<PeerLink>> links_;
   std::set<ConnectionRecord*> connections_;
+  ProgressMonitor progress_;
+  liveness::Channel channel_;  // after connections_, which it reads
   std::jthread thread_;
 };
 

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plugin/net/liveness_wire.h"
+#include "plugin/net/liveness/wire.h"
 
 using namespace resilient::net::liveness;
 

@@ -1,4 +1,4 @@
-#include "plugin/net/liveness_wire.h"
+#include "plugin/net/liveness/wire.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,10 @@
-// Frames of the liveness channel between the net plugins of two processes:
-// a header (magic, version, type, payload length) and a small payload. Every
-// frame is checked; a peer that sends anything else is dropped.
+// The wire format of the liveness channel between the net plugins of two
+// processes: frames of a header (magic, version, type, payload length) and a
+// small payload, their encoding and an incremental decoder. Every frame is
+// checked; a peer that sends anything else is dropped.
+//
+// Threads: pure functions, and one decoder per link, used by the liveness
+// channel with the watchdog's mutex held.
 #pragma once
 
 #include <cstddef>

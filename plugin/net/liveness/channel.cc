@@ -1,0 +1,417 @@
+#include "plugin/net/liveness/channel.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "common/net/interfaces.h"
+
+namespace resilient::net::liveness {
+namespace {
+
+constexpr size_t kMaxPendingOut = 4096;  // a peer that reads nothing gets no more pings
+
+bool sameAddress(const SocketAddress& a, const SocketAddress& b) {
+  return a.length == b.length && std::memcmp(&a.storage, &b.storage, a.length) == 0;
+}
+
+void setNoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// Stored in epoll_event.data.ptr for the listener (links store themselves).
+char gListenTag;
+
+}  // namespace
+
+Channel::Channel(ChannelOptions options, const std::set<ConnectionRecord*>& connections,
+                 FaultSink& sink)
+    : options_(std::move(options)), connections_(connections), sink_(sink) {}
+
+Channel::~Channel() {
+  for (auto& link : links_) {
+    if (link->fd >= 0) {
+      ::close(link->fd);
+    }
+  }
+  if (listenFd_ >= 0) {
+    ::close(listenFd_);
+  }
+}
+
+bool Channel::ensureListener() {
+  if (listenFd_ >= 0) {
+    return true;
+  }
+  const SocketAddress& bindAddress = options_.bindAddress;
+  if (bindAddress.length == 0) {
+    return false;
+  }
+  const int fd = ::socket(bindAddress.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    RES_WARN(NCCL_NET, "liveness channel: socket: %s; running without it",
+             errnoText(errno).c_str());
+    return false;
+  }
+  const SocketAddress bound =
+      ::bind(fd, bindAddress.get(), bindAddress.length) == 0 && ::listen(fd, 512) == 0
+          ? localAddressOf(fd)
+          : SocketAddress{};
+  if (bound.length == 0) {
+    RES_WARN(NCCL_NET, "liveness channel: cannot listen on %s: %s; running without it",
+             bindAddress.toString().c_str(), errnoText(errno).c_str());
+    ::close(fd);
+    return false;
+  }
+  listenFd_ = fd;
+  listenAddress_ = bound;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &gListenTag;
+  epoll_ctl(epollFd_, EPOLL_CTL_ADD, listenFd_, &ev);
+  RES_INFO(NCCL_NET | NCCL_INIT, "liveness channel listening on %s", bound.toString().c_str());
+  return true;
+}
+
+uint64_t Channel::newListenNonce() {
+  const uint64_t nonce = nextNonce_++;
+  listenNonces_.insert(nonce);
+  return nonce;
+}
+
+bool Channel::trailerFor(uint64_t nonce, HandleTrailer* out) {
+  if (!ensureListener()) {
+    return false;
+  }
+  out->listenNonce = nonce;
+  out->pid = static_cast<uint32_t>(getpid());
+  out->liveness = listenAddress_.storage;
+  return true;
+}
+
+void Channel::forgetListenNonce(uint64_t nonce) {
+  // NCCL closes a listen comm right after its accept: connections still
+  // waiting for their peer's bind (awaitingBind_) keep the nonce usable.
+  listenNonces_.erase(nonce);
+  boundNonces_.erase(nonce);
+}
+
+void Channel::attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer) {
+  const SocketAddress peer =
+      SocketAddress::fromSockaddr(reinterpret_cast<const sockaddr*>(&trailer.liveness));
+  PeerLink* link = nullptr;
+  for (auto& l : links_) {
+    const PeerState::Phase phase = l->state.phase();
+    if (l->outgoing && !l->retired && phase != PeerState::Phase::kDead &&
+        phase != PeerState::Phase::kClosed && sameAddress(l->address, peer) &&
+        l->state.pid() == trailer.pid) {
+      link = l.get();
+      break;
+    }
+  }
+  if (link == nullptr) {
+    auto fresh = std::make_unique<PeerLink>(options_.policy, true, peer);
+    fresh->state.setPid(trailer.pid);
+    link = fresh.get();
+    links_.push_back(std::move(fresh));
+    startConnect(link);
+    send(link, makeHello(options_.policy.tokenDigest, static_cast<uint32_t>(getpid()),
+                         options_.hostName));
+  }
+  send(link, makeFrame(Type::kBind, trailer.listenNonce));
+  ++link->connections;
+  conn.link.store(link, std::memory_order_release);
+}
+
+void Channel::attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce) {
+  auto it = boundNonces_.find(listenNonce);
+  if (it != boundNonces_.end()) {
+    ++it->second->connections;
+    conn.link.store(it->second, std::memory_order_release);
+  } else {
+    awaitingBind_[listenNonce].push_back(&conn);
+  }
+}
+
+void Channel::detach(ConnectionRecord& conn) {
+  for (auto it = awaitingBind_.begin(); it != awaitingBind_.end();) {
+    auto& waiting = it->second;
+    waiting.erase(std::remove(waiting.begin(), waiting.end(), &conn), waiting.end());
+    it = waiting.empty() ? awaitingBind_.erase(it) : std::next(it);
+  }
+  PeerLink* link = conn.link.exchange(nullptr);
+  if (link == nullptr || --link->connections > 0 || !link->outgoing) {
+    return;  // incoming links stay open until their initiator closes them
+  }
+  if (link->state.phase() == PeerState::Phase::kUp) {
+    send(link, makeFrame(Type::kGoodbye));
+  }
+  closeLink(link);
+}
+
+void Channel::sayGoodbyeToAll() {
+  for (auto& link : links_) {
+    if (link->outgoing && link->state.phase() == PeerState::Phase::kUp) {
+      send(link.get(), makeFrame(Type::kGoodbye));
+    }
+  }
+}
+
+void Channel::closeLink(PeerLink* link) {
+  if (link->fd >= 0) {
+    epoll_ctl(epollFd_, EPOLL_CTL_DEL, link->fd, nullptr);
+    ::close(link->fd);
+    link->fd = -1;
+  }
+  for (auto it = boundNonces_.begin(); it != boundNonces_.end();) {
+    it = it->second == link ? boundNonces_.erase(it) : std::next(it);
+  }
+  link->state.closed();
+  if (link->connections <= 0) {
+    link->retired = true;
+  }
+}
+
+void Channel::reap() {
+  links_.erase(
+      std::remove_if(links_.begin(), links_.end(), [](const auto& l) { return l->retired; }),
+      links_.end());
+}
+
+void Channel::startConnect(PeerLink* link) {
+  link->fd = ::socket(link->address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (link->fd < 0) {
+    markDead(link, "liveness channel: socket: " + errnoText(errno));
+    return;
+  }
+  setNoDelay(link->fd);
+  const int rc = ::connect(link->fd, link->address.get(), link->address.length);
+  if (rc != 0 && errno != EINPROGRESS) {
+    markDead(link,
+             "liveness channel to " + link->state.addressText() + ": connect: " + errnoText(errno));
+    return;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT;
+  ev.data.ptr = link;
+  epoll_ctl(epollFd_, EPOLL_CTL_ADD, link->fd, &ev);
+}
+
+void Channel::updateEpoll(PeerLink* link) {
+  if (link->fd < 0) {
+    return;
+  }
+  epoll_event ev{};
+  const bool wantWrite = !link->out.empty() || link->state.phase() == PeerState::Phase::kConnecting;
+  ev.events = EPOLLIN | (wantWrite ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  ev.data.ptr = link;
+  epoll_ctl(epollFd_, EPOLL_CTL_MOD, link->fd, &ev);
+}
+
+void Channel::send(PeerLink* link, const Frame& frame) {
+  if (link->fd < 0 || link->state.phase() == PeerState::Phase::kDead) {
+    return;
+  }
+  if (frame.type == Type::kPing && link->out.size() > kMaxPendingOut) {
+    return;
+  }
+  encode(frame, &link->out);
+  flush(link);
+}
+
+void Channel::flush(PeerLink* link) {
+  while (!link->out.empty() && link->fd >= 0 &&
+         link->state.phase() != PeerState::Phase::kConnecting) {
+    const ssize_t n =
+        ::send(link->fd, link->out.data(), link->out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      link->out.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;
+    }
+    markDead(link,
+             "liveness channel to " + link->state.addressText() + ": send: " + errnoText(errno));
+    return;
+  }
+  updateEpoll(link);
+}
+
+void Channel::markDead(PeerLink* link, const std::string& reason) {
+  if (!link->state.die(reason)) {
+    return;  // dead already
+  }
+  if (link->fd >= 0) {
+    epoll_ctl(epollFd_, EPOLL_CTL_DEL, link->fd, nullptr);
+    ::close(link->fd);
+    link->fd = -1;
+  }
+  link->out.clear();
+  failBusy(connections_, *link, link->state.deathFault(), sink_);
+  if (link->connections <= 0) {
+    closeLink(link);
+  }
+}
+
+void Channel::handleListener(uint64_t now) {
+  while (true) {
+    SocketAddress peer;
+    peer.length = sizeof peer.storage;
+    const int fd = ::accept4(listenFd_, peer.get(), &peer.length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      return;  // EAGAIN, or a transient error: the listener stays armed
+    }
+    setNoDelay(fd);
+    auto link = std::make_unique<PeerLink>(options_.policy, false, peer);
+    link->fd = fd;
+    link->state.opened(now);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = link.get();
+    epoll_ctl(epollFd_, EPOLL_CTL_ADD, fd, &ev);
+    PeerLink* raw = link.get();
+    links_.push_back(std::move(link));
+    send(raw, makeHello(options_.policy.tokenDigest, static_cast<uint32_t>(getpid()),
+                        options_.hostName));
+  }
+}
+
+void Channel::onEvent(void* tag, uint32_t events, uint64_t now) {
+  if (tag == &gListenTag) {
+    handleListener(now);
+    return;
+  }
+  auto* link = static_cast<PeerLink*>(tag);
+  const bool alive = std::any_of(links_.begin(), links_.end(),
+                                 [link](const auto& l) { return l.get() == link && !l->retired; });
+  if (alive) {
+    handleLink(link, events, now);
+  }
+}
+
+void Channel::handleLink(PeerLink* link, uint32_t events, uint64_t now) {
+  if (link->state.phase() == PeerState::Phase::kConnecting &&
+      (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(link->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (const auto death = link->state.connectFinished(err, now)) {
+      markDead(link, *death);
+      return;
+    }
+  }
+  if ((events & EPOLLOUT) != 0) {
+    flush(link);
+  }
+  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0 || link->fd < 0) {
+    return;
+  }
+  std::array<char, 4096> buf{};
+  while (link->fd >= 0) {
+    const ssize_t n = ::recv(link->fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    const int err = n < 0 ? errno : 0;
+    if (n > 0) {
+      link->decoder.feed(buf.data(), static_cast<size_t>(n));
+      Frame frame;
+      std::string error;
+      while (true) {
+        const auto r = link->decoder.next(&frame, &error);
+        if (r == Decoder::Result::kNeedMore) {
+          break;
+        }
+        if (r == Decoder::Result::kError) {
+          RES_WARN(NCCL_NET, "liveness channel from %s: %s; dropping the connection",
+                   link->state.addressText().c_str(), error.c_str());
+          markDead(link, "liveness channel from " + link->state.addressText() +
+                             " sent invalid data: " + error);
+          return;
+        }
+        onFrame(link, frame, now);
+        if (link->fd < 0) {
+          return;
+        }
+      }
+      continue;
+    }
+    if (err == EINTR) {
+      continue;
+    }
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      return;
+    }
+    if (const auto death = link->state.endOfStream(err)) {
+      markDead(link, *death);
+    } else {
+      closeLink(link);  // orderly: goodbye, then EOF
+    }
+    return;
+  }
+}
+
+void Channel::onFrame(PeerLink* link, const Frame& frame, uint64_t now) {
+  const PeerState::Reaction r = link->state.received(frame, now);
+  if (frame.type == Type::kBind) {
+    bind(link, frame.value);
+  }
+  if (r.reply) {
+    if (r.reply->type == Type::kRefused) {
+      RES_WARN(NCCL_NET, "liveness channel from %s (pid %u): job token mismatch; refused",
+               link->state.addressText().c_str(), frame.pid);
+    }
+    send(link, *r.reply);
+  }
+  if (r.death) {
+    markDead(link, *r.death);
+  }
+}
+
+void Channel::bind(PeerLink* link, uint64_t nonce) {
+  const bool open = listenNonces_.count(nonce) != 0;
+  if (link->outgoing || (!open && awaitingBind_.count(nonce) == 0)) {
+    return;  // not one of our listen comms (closed, and nobody waits for it)
+  }
+  if (open) {
+    boundNonces_[nonce] = link;
+  }
+  auto waiting = awaitingBind_.find(nonce);
+  if (waiting != awaitingBind_.end()) {
+    for (ConnectionRecord* conn : waiting->second) {
+      ++link->connections;
+      conn->link.store(link, std::memory_order_release);
+    }
+    awaitingBind_.erase(waiting);
+  }
+}
+
+void Channel::tick(uint64_t now) {
+  // By index: a send that breaks a link changes it, but adds no link.
+  for (size_t i = 0; i < links_.size(); ++i) {
+    PeerLink* link = links_[i].get();
+    const bool busy = link->busy && !link->retired;
+    link->busy = false;
+    const PeerState::Tick t = link->state.tick(now, busy);
+    if (t.ping) {
+      send(link, *t.ping);
+    }
+    if (t.silentNs) {
+      const std::optional<net::LinkState> local = net::linkStateOf(localAddressOf(link->fd));
+      failBusy(connections_, *link, link->state.silenceFault(*t.silentNs, local), sink_);
+    }
+  }
+  reap();
+}
+
+}  // namespace resilient::net::liveness

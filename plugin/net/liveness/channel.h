@@ -1,0 +1,112 @@
+// The liveness channel of this process: one TCP listener, advertised in the
+// trailer of every listen handle (plugin/net/handle_trailer.h), and one link
+// per peer process (liveness/peer_link.h), over which the net plugins of the
+// two processes exchange the frames of liveness/wire.h: hello (pid, host, job
+// token), bind ("my connection to your listen comm N uses this link"),
+// ping/pong while requests to the peer are outstanding, goodbye.
+//
+// The channel does the sockets (non-blocking, watched by the watchdog
+// thread's epoll instance) and the bookkeeping of links, listen nonces and
+// binds. What an event means -- when to ping, when silence is a fault and
+// which, goodbye versus end of stream -- each peer's state machine decides
+// (liveness/peer_state.h); the channel fails the busy connections of the link
+// through the FaultSink.
+//
+// Threads: not synchronised by itself. Every call is made with the watchdog's
+// mutex held: the control path (NCCL's threads, through Core and Watchdog:
+// listen, connect, accept, close) and the watchdog thread (onEvent, tick).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/socket_address.h"
+#include "plugin/net/connection.h"
+#include "plugin/net/fault_sink.h"
+#include "plugin/net/handle_trailer.h"
+#include "plugin/net/liveness/peer_link.h"
+#include "plugin/net/liveness/peer_state.h"
+#include "plugin/net/liveness/wire.h"
+
+namespace resilient::net::liveness {
+
+struct ChannelOptions {
+  Policy policy;
+  SocketAddress bindAddress;  // empty (length 0): no liveness channel
+  std::string hostName;       // for our hello
+};
+
+class Channel {
+ public:
+  // `connections`: the watchdog's registry (the connections a link's fault
+  // can reach); `sink` receives the faults. Both outlive the channel.
+  Channel(ChannelOptions options, const std::set<ConnectionRecord*>& connections, FaultSink& sink);
+  ~Channel();  // closes every socket (the watchdog thread has stopped)
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // The epoll instance that watches the channel's sockets (the watchdog
+  // thread's). Set once, before any call that opens a socket.
+  void setPoller(int epollFd) noexcept { epollFd_ = epollFd; }
+
+  // --- Control path. ---
+
+  // Listen side: a nonce per listen comm and the trailer that advertises it.
+  uint64_t newListenNonce();
+  // Opens the listener on first use. False when there is no liveness channel
+  // (no usable address).
+  bool trailerFor(uint64_t nonce, HandleTrailer* out);
+  void forgetListenNonce(uint64_t nonce);
+
+  // Connection setup: ties a connection to the link of its peer process. The
+  // connector opens (or reuses) the link and binds its connection to the
+  // listen nonce; the acceptor waits for that bind.
+  void attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer);
+  void attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce);
+  // A connection closes: its link loses it; an outgoing link that loses its
+  // last connection says goodbye and closes.
+  void detach(ConnectionRecord& conn);
+  // The process's plugin is going away: goodbye on every outgoing link that is up.
+  void sayGoodbyeToAll();
+
+  // --- Watchdog thread. ---
+
+  // An epoll event whose data.ptr is not the watchdog's own: the listener or
+  // a link. `now` is the watchdog's clock.
+  void onEvent(void* tag, uint32_t events, uint64_t now);
+  // After the watchdog has marked the busy links (markBusy): pings, silence
+  // faults; then frees the retired links.
+  void tick(uint64_t now);
+
+ private:
+  bool ensureListener();
+  void handleListener(uint64_t now);
+  void handleLink(PeerLink* link, uint32_t events, uint64_t now);
+  void onFrame(PeerLink* link, const Frame& frame, uint64_t now);
+  void bind(PeerLink* link, uint64_t nonce);
+  void startConnect(PeerLink* link);
+  void send(PeerLink* link, const Frame& frame);
+  void flush(PeerLink* link);
+  void markDead(PeerLink* link, const std::string& reason);
+  void closeLink(PeerLink* link);
+  void reap();
+  void updateEpoll(PeerLink* link);
+
+  const ChannelOptions options_;
+  const std::set<ConnectionRecord*>& connections_;
+  FaultSink& sink_;
+  int epollFd_ = -1;
+  int listenFd_ = -1;
+  SocketAddress listenAddress_;
+  uint64_t nextNonce_ = 1;
+  std::set<uint64_t> listenNonces_;
+  std::map<uint64_t, PeerLink*> boundNonces_;  // listen nonce -> link that bound it
+  std::map<uint64_t, std::vector<ConnectionRecord*>> awaitingBind_;
+  std::vector<std::unique_ptr<PeerLink>> links_;
+};
+
+}  // namespace resilient::net::liveness

@@ -1,0 +1,46 @@
+#include "plugin/net/liveness/peer_link.h"
+
+namespace resilient::net::liveness {
+
+PeerLink::PeerLink(const Policy& policy, bool isOutgoing, const SocketAddress& peerAddress)
+    : outgoing(isOutgoing),
+      address(peerAddress),
+      state(policy, isOutgoing ? PeerState::Phase::kConnecting : PeerState::Phase::kUp,
+            peerAddress.toString()) {}
+
+std::string describePeer(const ConnectionRecord& conn) {
+  const PeerLink* link = conn.link.load(std::memory_order_acquire);
+  std::string s = conn.identity.peer.text[0] != '\0' ? conn.identity.peer.text : "?";
+  if (link != nullptr) {
+    const bool hello = link->state.helloSeen();
+    s += " (host " + (hello ? link->state.host() : std::string("?")) + ", pid " +
+         std::to_string(link->state.pid()) + ")";
+  }
+  return s;
+}
+
+void failBusy(const std::set<ConnectionRecord*>& connections, const PeerLink& link,
+              const Fault& fault, FaultSink& sink) {
+  for (ConnectionRecord* conn : connections) {
+    if (conn->link.load(std::memory_order_relaxed) == &link && conn->outstanding() > 0 &&
+        conn->fault() == nullptr) {
+      sink.report(*conn, fault);
+    }
+  }
+}
+
+std::optional<Fault> deathOf(const ConnectionRecord& conn) {
+  const PeerLink* link = conn.link.load(std::memory_order_relaxed);
+  if (link != nullptr && link->state.phase() == PeerState::Phase::kDead) {
+    return link->state.deathFault();
+  }
+  return std::nullopt;
+}
+
+void markBusy(const ConnectionRecord& conn) noexcept {
+  if (PeerLink* link = conn.link.load(std::memory_order_relaxed)) {
+    link->busy = true;
+  }
+}
+
+}  // namespace resilient::net::liveness

@@ -1,0 +1,60 @@
+// One link of the liveness channel: the TCP connection to one peer process
+// (its socket, the decoder of what arrives, the bytes waiting to be written),
+// the connections that use it, and that peer's liveness state machine
+// (liveness/peer_state.h). A Connection points to the link of its peer
+// process once the link is known (Connection::link).
+//
+// Also here: what concerns a connection through its link, without sockets:
+// the peer's description for fault messages, the faults a link's state gives
+// its connections, the busy mark of a tick.
+//
+// Threads: the liveness channel owns links and changes them with the
+// watchdog's mutex held; so do failBusy(), deathOf() and markBusy(). The
+// peer's identity (state.pid(), helloSeen(), host()) and describePeer() are
+// read by any thread while the connection is open.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "common/socket_address.h"
+#include "plugin/net/connection.h"
+#include "plugin/net/fault_sink.h"
+#include "plugin/net/liveness/peer_state.h"
+#include "plugin/net/liveness/wire.h"
+
+namespace resilient::net::liveness {
+
+struct PeerLink {
+  // An outgoing link starts connecting; an accepted one is up.
+  PeerLink(const Policy& policy, bool isOutgoing, const SocketAddress& peerAddress);
+
+  const bool outgoing;  // we connected (and say goodbye when done); else accepted
+  const SocketAddress address;
+  int fd = -1;
+  Decoder decoder;
+  std::string out;       // bytes waiting to be written
+  int connections = 0;   // connections that use the link
+  bool retired = false;  // closed and unused: freed by the channel at the end of its tick
+  bool busy = false;     // a connection of it had requests outstanding at this tick
+  PeerState state;
+};
+
+// "<peer endpoint> (host <h>, pid <p>)": who is at the other end of a
+// connection, for fault messages (host "?" before the peer's hello).
+std::string describePeer(const ConnectionRecord& conn);
+
+// Fails, through `sink`, every connection among `connections` that uses
+// `link`, has requests outstanding and no fault yet. Idle connections are
+// left alone: they fail when they next turn busy (deathOf) or time out.
+void failBusy(const std::set<ConnectionRecord*>& connections, const PeerLink& link,
+              const Fault& fault, FaultSink& sink);
+
+// The fault of a busy connection whose link is dead ("peer process exited",
+// the link's death reason); nullopt while its link lives or it has none.
+std::optional<Fault> deathOf(const ConnectionRecord& conn);
+
+// Marks the link of a busy connection busy for this tick's pings.
+void markBusy(const ConnectionRecord& conn) noexcept;
+
+}  // namespace resilient::net::liveness

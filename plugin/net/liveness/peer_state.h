@@ -1,0 +1,133 @@
+// The liveness state machine of one peer process, as this process sees it
+// through its link: the link's phase (connecting, up, closed by goodbye,
+// dead), who the peer is (from its hello), when to ping it, when its silence
+// becomes a fault and which one, and what a frame, an end of stream or a
+// failed connect means. Pure: it owns no socket and reads no clock; every
+// event carries `now` (monotonic ns) and every decision is returned, so a test
+// drives it with a fake clock. The channel (liveness/channel.h) does what it
+// returns: sends the frames, closes the link, fails the busy connections.
+//
+// The rules:
+//  - pings go out only while a connection to the peer has requests
+//    outstanding (a busy tick), every quarter of the liveness timeout;
+//  - silence (no frame heard, or since the link turned busy if later) for
+//    longer than the timeout while busy is "peer unresponsive", or "link down"
+//    when the local interface of the link is down or without carrier;
+//  - an end of stream after the peer's goodbye is an orderly close, without
+//    it the peer process has exited: the link dies at once;
+//  - a hello with another job token is refused; a refusal kills the link.
+//
+// Threads: driven by the liveness channel with the watchdog's mutex held (the
+// watchdog thread, and the control path when it opens or closes a link). The
+// peer's identity (pid(), helloSeen(), host()) is read by any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/net/interfaces.h"
+#include "plugin/net/fault_sink.h"
+#include "plugin/net/liveness/wire.h"
+
+namespace resilient::net::liveness {
+
+// The liveness settings every peer shares.
+struct Policy {
+  int64_t timeoutMs = 1500;  // NCCL_RESILIENT_LIVENESS_TIMEOUT_MS
+  uint64_t tokenDigest = 0;  // our job token's digest; 0: none, every hello is accepted
+
+  uint64_t timeoutNs() const noexcept { return static_cast<uint64_t>(timeoutMs) * 1000000ull; }
+  // A quarter of the timeout, at least 1 ms.
+  uint64_t pingIntervalNs() const noexcept;
+};
+
+class PeerState {
+ public:
+  enum class Phase {
+    kConnecting,  // outgoing, TCP connect in progress
+    kUp,          // open (hello sent; the peer's hello may still be on its way)
+    kClosed,      // the peer said goodbye, or we closed it: not a fault
+    kDead,        // broke without goodbye: the peer process is gone
+  };
+
+  // `addressText`: the peer's liveness address, for messages.
+  PeerState(const Policy& policy, Phase initial, std::string addressText);
+  PeerState(const PeerState&) = delete;
+  PeerState& operator=(const PeerState&) = delete;
+
+  Phase phase() const noexcept { return phase_; }
+  const std::string& addressText() const noexcept { return addressText_; }
+  // Why the link died (kDead only).
+  const std::string& deathReason() const noexcept { return deathReason_; }
+
+  // The peer process: its pid from the listen handle's trailer (outgoing) or
+  // its hello; its host from its hello (valid once helloSeen()).
+  uint32_t pid() const noexcept { return pid_.load(std::memory_order_relaxed); }
+  void setPid(uint32_t pid) noexcept { pid_.store(pid, std::memory_order_relaxed); }
+  bool helloSeen() const noexcept { return helloSeen_.load(std::memory_order_acquire); }
+  const std::string& host() const noexcept { return host_; }
+
+  // --- Events. ---
+
+  // The link opened: accepted, or its connect completed. Counts as hearing
+  // from the peer.
+  void opened(uint64_t now) noexcept;
+  // The outgoing connect finished with `error` (SO_ERROR): 0 opens the link;
+  // otherwise the reason it dies (nothing listens there: the process is gone).
+  std::optional<std::string> connectFinished(int error, uint64_t now);
+
+  // What a received frame asks for: first send `reply`, then the link dies
+  // for `death`. Binds are the channel's business (nothing to do here).
+  struct Reaction {
+    std::optional<Frame> reply;        // a pong; or "refused" (another job token)
+    std::optional<std::string> death;  // the link dies for this reason
+  };
+  Reaction received(const Frame& frame, uint64_t now);
+
+  // The stream ended: recv returned 0 (`error` 0) or failed with errno
+  // `error`. nullopt: after the peer's goodbye, an orderly close (no fault);
+  // otherwise the reason the link dies (the peer process exited).
+  std::optional<std::string> endOfStream(int error) const;
+
+  // The link dies for `reason`; false if it was dead already. Every death
+  // is "peer process exited" for the connections (deathFault()).
+  bool die(std::string reason);
+  // The link's socket is closed: by us (its last connection went), or at the
+  // end of stream after the peer's goodbye. Closed, unless dead already.
+  void closed() noexcept;
+  // The fault a busy connection of a dead link gets, at once.
+  Fault deathFault() const { return {FaultClass::kPeerExited, deathReason_}; }
+
+  // --- The tick. ---
+
+  struct Tick {
+    std::optional<Frame> ping;         // send it now
+    std::optional<uint64_t> silentNs;  // silent past the timeout, this long: see silenceFault()
+  };
+  // One watchdog tick. `busy`: a connection of the link has requests
+  // outstanding. Only an open (or connecting) busy link pings and can be
+  // silent; idle, it is disarmed: silence counts again from the next busy tick.
+  Tick tick(uint64_t now, bool busy);
+  // What a silence of `silentNs` is. `local`: the state of the interface
+  // that holds the link's local address (nullopt: unknown). A local interface
+  // down or without carrier explains the silence: the link is cut, which says
+  // nothing against the peer process.
+  Fault silenceFault(uint64_t silentNs, const std::optional<net::LinkState>& local) const;
+
+ private:
+  const Policy policy_;
+  const std::string addressText_;
+  Phase phase_;
+  std::string deathReason_;
+  std::atomic<uint32_t> pid_{0};
+  std::string host_;  // written once, before `helloSeen_` is released
+  std::atomic<bool> helloSeen_{false};
+  uint64_t lastHeardNs_ = 0;
+  uint64_t armedSinceNs_ = 0;  // the first busy tick after idle; 0 while idle
+  uint64_t lastPingNs_ = 0;
+  uint64_t pingSeq_ = 0;
+};
+
+}  // namespace resilient::net::liveness

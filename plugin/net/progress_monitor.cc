@@ -1,0 +1,34 @@
+#include "plugin/net/progress_monitor.h"
+
+#include <cstdio>
+
+namespace resilient::net {
+
+void ProgressMonitor::observe(ConnectionRecord& conn, std::optional<uint64_t> bytesMoved,
+                              uint64_t now) noexcept {
+  const uint64_t completed = conn.completedRequests();
+  const bool moved = bytesMoved.has_value() && *bytesMoved != conn.progressBytesSeen;
+  if (conn.lastProgressNs() == 0 || completed != conn.progressCompletedSeen || moved) {
+    conn.progressCompletedSeen = completed;
+    if (moved) {
+      conn.progressBytesSeen = *bytesMoved;
+    }
+    conn.noteProgress(now);
+  }
+}
+
+bool ProgressMonitor::failIfStuck(ConnectionRecord& conn, uint64_t now) {
+  const uint64_t timeoutNs = static_cast<uint64_t>(timeoutMs_) * 1000000ull;
+  const uint64_t last = conn.lastProgressNs();
+  if (timeoutNs == 0 || last == 0 || now <= last + timeoutNs) {
+    return false;
+  }
+  char detail[200];
+  snprintf(detail, sizeof detail,
+           "no bytes moved for %.0f ms (threshold %lld ms) while the peer answers heartbeats",
+           static_cast<double>(now - last) / 1e6, static_cast<long long>(timeoutMs_));
+  sink_.report(conn, {FaultClass::kPeerStuck, detail});
+  return true;
+}
+
+}  // namespace resilient::net

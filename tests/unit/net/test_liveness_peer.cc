@@ -1,0 +1,367 @@
+// The liveness decisions of the net plugin, driven as the watchdog thread
+// drives them (a busy mark per connection with requests outstanding, then the
+// link's tick) but without sockets, threads or sleeps: a fake clock moves in
+// watchdog ticks and the test plays the peer's frames.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "plugin/net/liveness/peer_link.h"
+#include "plugin/net/liveness/peer_state.h"
+#include "tests/support/fake_clock.h"
+#include "tests/unit/net/watchdog_harness.h"
+
+using namespace resilient;
+using namespace resilient::net;
+using namespace resilient::net::liveness;
+using resilient::test::FakeClock;
+using resilient::test::RecordingSink;
+using resilient::test::TestConnection;
+
+namespace {
+
+constexpr uint64_t kMs = 1000000;
+constexpr int64_t kTimeoutMs = 1000;
+constexpr uint64_t kTickMs = 10;  // the watchdog ticks every timeout / 20, 5 to 50 ms
+constexpr uint64_t kToken = 0x7011;
+
+SocketAddress ipv4(const char* host, uint16_t port) {
+  SocketAddress a;
+  auto* in = reinterpret_cast<sockaddr_in*>(&a.storage);
+  in->sin_family = AF_INET;
+  in->sin_port = htons(port);
+  inet_pton(AF_INET, host, &in->sin_addr);
+  a.length = sizeof(sockaddr_in);
+  return a;
+}
+
+// One peer process behind one outgoing link, its hello received, and the
+// watchdog's view of the connections: what Watchdog::tick and Channel::tick
+// do for a link, minus the sockets.
+struct Peer {
+  explicit Peer(const FakeClock& clock, const char* address = "10.1.2.3", uint32_t pid = 4242,
+                const char* host = "nodeB")
+      : sink(&clock), link(Policy{kTimeoutMs, kToken}, true, ipv4(address, 40000)) {
+    link.state.setPid(pid);
+    link.state.opened(clock.monoNs());
+    link.state.received(makeHello(kToken, pid, host), clock.monoNs());
+  }
+
+  // One watchdog tick at `now`. Returns the ping sent, if any. `local`: the
+  // local interface of the link, as net::linkStateOf would find it.
+  std::optional<Frame> tick(uint64_t now,
+                            const std::optional<net::LinkState>& local = std::nullopt) {
+    for (ConnectionRecord* conn : connections) {
+      if (conn->fault() != nullptr || conn->outstanding() == 0) {
+        continue;
+      }
+      if (const auto death = deathOf(*conn)) {
+        sink.report(*conn, *death);
+        continue;
+      }
+      markBusy(*conn);
+    }
+    const bool busy = link.busy;
+    link.busy = false;
+    const PeerState::Tick t = link.state.tick(now, busy);
+    if (t.silentNs) {
+      failBusy(connections, link, link.state.silenceFault(*t.silentNs, local), sink);
+    }
+    return t.ping;
+  }
+
+  void attach(TestConnection& conn) {
+    conn->link.store(&link);
+    ++link.connections;
+    connections.insert(conn.get());
+  }
+
+  RecordingSink sink;
+  PeerLink link;
+  std::set<ConnectionRecord*> connections;
+};
+
+// Ticks every kTickMs for `ms`; the peer answers every ping at once when
+// `answer`. Returns the offsets (ms from the start) of the pings sent.
+std::vector<uint64_t> run(FakeClock& clock, Peer& peer, uint64_t ms, bool answer,
+                          const std::optional<net::LinkState>& local = std::nullopt) {
+  std::vector<uint64_t> pings;
+  const uint64_t start = clock.monoNs();
+  for (uint64_t t = 0; t < ms; t += kTickMs) {
+    if (const auto ping = peer.tick(clock.monoNs(), local)) {
+      pings.push_back((clock.monoNs() - start) / kMs);
+      if (answer) {
+        const auto r =
+            peer.link.state.received(makeFrame(Type::kPong, ping->value), clock.monoNs());
+        CHECK_FALSE(r.reply);
+        CHECK_FALSE(r.death);
+      }
+    }
+    clock.advanceMs(kTickMs);
+  }
+  return pings;
+}
+
+}  // namespace
+
+TEST_CASE("liveness: pings go out only while requests are outstanding, every quarter timeout",
+          "[net][liveness]") {
+  CHECK(Policy{1500, 0}.pingIntervalNs() == 375 * kMs);
+  CHECK(Policy{2, 0}.pingIntervalNs() == 1 * kMs);  // at least 1 ms
+
+  FakeClock clock;
+  Peer peer(clock);
+  TestConnection conn("10.1.2.3:5000");
+  peer.attach(conn);
+
+  // Idle: no ping, however long; silence is no fault.
+  CHECK(run(clock, peer, 5000, false).empty());
+
+  // Busy: a ping at once, then every 250 ms; the peer answers, so no fault.
+  conn.post();
+  CHECK(run(clock, peer, 1000, true) == std::vector<uint64_t>{0, 250, 500, 750});
+  CHECK(run(clock, peer, 10000, true).size() == 40);
+  CHECK(peer.sink.reports.empty());
+
+  // Idle again: the pings stop.
+  conn.complete();
+  CHECK(run(clock, peer, 5000, false).empty());
+
+  // Busy again: a ping at once, with the next sequence number.
+  conn.post();
+  const auto ping = peer.tick(clock.monoNs());
+  REQUIRE(ping);
+  CHECK(ping->type == Type::kPing);
+  CHECK(ping->value == 45);
+  CHECK(peer.sink.reports.empty());
+}
+
+TEST_CASE("liveness: silence past the timeout with requests outstanding is 'peer unresponsive'",
+          "[net][liveness]") {
+  FakeClock clock;
+  Peer peer(clock, "10.1.2.3", 4242, "nodeB");
+  TestConnection busy("10.1.2.3:5000");
+  TestConnection idle("10.1.2.3:5001");
+  peer.attach(busy);
+  peer.attach(idle);
+  Peer other(clock, "10.9.9.9", 99, "nodeC");  // another peer process, answering
+  TestConnection elsewhere("10.9.9.9:5000");
+  other.attach(elsewhere);
+
+  busy.post();
+  elsewhere.post();
+  const uint64_t busySince = clock.monoNs();
+  // Up to the timeout itself: pings, no fault.
+  while (clock.monoNs() <= busySince + kTimeoutMs * kMs) {
+    peer.tick(clock.monoNs());
+    if (const auto ping = other.tick(clock.monoNs())) {
+      other.link.state.received(makeFrame(Type::kPong, ping->value), clock.monoNs());
+    }
+    clock.advanceMs(kTickMs);
+  }
+  CHECK(peer.sink.reports.empty());
+  // The first tick past it.
+  peer.tick(clock.monoNs());
+  other.tick(clock.monoNs());
+  REQUIRE(peer.sink.reports.size() == 1);
+  const auto& r = peer.sink.reports[0];
+  CHECK(r.conn == busy.get());  // not the idle connection to the same peer
+  CHECK(r.fault.cls == FaultClass::kPeerUnresponsive);
+  CHECK(r.fault.detail ==
+        "no answer to heartbeats for 1010 ms (threshold 1000 ms): the peer process or its host "
+        "is gone, frozen or unreachable");
+  CHECK(r.peer == "10.1.2.3:5000 (host nodeB, pid 4242)");  // what Core's WARN names
+  CHECK(r.atNs == busySince + 1010 * kMs);
+  CHECK(other.sink.reports.empty());
+  CHECK(busy->fault() != nullptr);
+  CHECK(idle->fault() == nullptr);
+  CHECK(elsewhere->fault() == nullptr);
+
+  // Once failed, a connection is not reported again, and with no busy
+  // connection left the link is idle. The other connection, busy later on the
+  // silent link, gets its own timeout from then.
+  clock.advanceMs(kTickMs);
+  peer.tick(clock.monoNs());
+  CHECK(peer.sink.reports.size() == 1);
+  idle.post();
+  run(clock, peer, kTimeoutMs + kTickMs, false);
+  CHECK(peer.sink.reports.size() == 1);
+  peer.tick(clock.monoNs());
+  REQUIRE(peer.sink.reports.size() == 2);
+  CHECK(peer.sink.reports[1].conn == idle.get());
+  CHECK(peer.sink.reports[1].fault.detail.find("no answer to heartbeats for 1010 ms") == 0);
+  CHECK(peer.sink.reports[1].peer == "10.1.2.3:5001 (host nodeB, pid 4242)");
+}
+
+TEST_CASE("liveness: a peer named before its hello is described by what is known",
+          "[net][liveness]") {
+  PeerLink link(Policy{kTimeoutMs, 0}, true, ipv4("10.1.2.3", 40000));
+  link.state.setPid(77);
+  TestConnection conn;
+  conn->link.store(&link);
+  CHECK(describePeer(*conn) == "? (host ?, pid 77)");
+  TestConnection unlinked("10.1.2.3:5000");
+  CHECK(describePeer(*unlinked) == "10.1.2.3:5000");
+}
+
+TEST_CASE("liveness: silence without outstanding requests is no fault", "[net][liveness]") {
+  FakeClock clock;
+  Peer peer(clock);
+  TestConnection conn("10.1.2.3:5000");
+  peer.attach(conn);
+  CHECK(run(clock, peer, 60000, false).empty());
+  CHECK(peer.sink.reports.empty());
+
+  // Busy after a long silence: the silence counts from the first busy tick,
+  // not from the last frame heard a minute ago.
+  conn.post();
+  run(clock, peer, kTimeoutMs + kTickMs, false);
+  CHECK(peer.sink.reports.empty());
+  peer.tick(clock.monoNs());
+  REQUIRE(peer.sink.reports.size() == 1);
+  CHECK(peer.sink.reports[0].fault.cls == FaultClass::kPeerUnresponsive);
+  CHECK(peer.sink.reports[0].fault.detail.find("no answer to heartbeats for 1010 ms") == 0);
+}
+
+TEST_CASE("liveness: a link closed with goodbye is no fault", "[net][liveness]") {
+  FakeClock clock;
+  Peer peer(clock);
+  TestConnection conn("10.1.2.3:5000");
+  peer.attach(conn);
+  conn.post();
+  peer.tick(clock.monoNs());
+
+  const auto r = peer.link.state.received(makeFrame(Type::kGoodbye), clock.monoNs());
+  CHECK_FALSE(r.reply);
+  CHECK_FALSE(r.death);
+  CHECK(peer.link.state.phase() == PeerState::Phase::kClosed);
+  // The end of stream that follows is orderly.
+  CHECK_FALSE(peer.link.state.endOfStream(0));
+  peer.link.state.closed();
+  CHECK(peer.link.state.phase() == PeerState::Phase::kClosed);
+  CHECK_FALSE(deathOf(*conn));
+  // No pings to a closed link, and its silence is no fault (the progress
+  // timeout still covers the connection).
+  CHECK(run(clock, peer, 10 * kTimeoutMs, false).empty());
+  CHECK(peer.sink.reports.empty());
+  CHECK(conn->fault() == nullptr);
+}
+
+TEST_CASE("liveness: an end of stream without goodbye is 'peer process exited', at once",
+          "[net][liveness]") {
+  FakeClock clock;
+  Peer peer(clock);
+  TestConnection busy("10.1.2.3:5000");
+  TestConnection idle("10.1.2.3:5001");
+  peer.attach(busy);
+  peer.attach(idle);
+  busy.post();
+  peer.tick(clock.monoNs());
+  clock.advanceMs(3);  // between two ticks
+
+  // What the channel does when recv returns 0: no tick, no timeout.
+  const auto reason = peer.link.state.endOfStream(0);
+  REQUIRE(reason);
+  CHECK(*reason == "the peer process closed its liveness channel without goodbye (process exited)");
+  REQUIRE(peer.link.state.die(*reason));
+  CHECK_FALSE(peer.link.state.die("again"));  // dies once
+  failBusy(peer.connections, peer.link, peer.link.state.deathFault(), peer.sink);
+  REQUIRE(peer.sink.reports.size() == 1);
+  CHECK(peer.sink.reports[0].conn == busy.get());
+  CHECK(peer.sink.reports[0].fault.cls == FaultClass::kPeerExited);
+  CHECK(peer.sink.reports[0].fault.detail == *reason);
+  CHECK(peer.sink.reports[0].peer == "10.1.2.3:5000 (host nodeB, pid 4242)");
+  CHECK(peer.sink.reports[0].atNs == clock.monoNs());
+  CHECK(peer.link.state.phase() == PeerState::Phase::kDead);
+  peer.link.state.closed();  // closing a dead link keeps it dead
+  CHECK(peer.link.state.phase() == PeerState::Phase::kDead);
+
+  // The idle connection fails at the first tick it is busy.
+  idle.post();
+  CHECK_FALSE(peer.tick(clock.monoNs()));  // and a dead link is not pinged
+  REQUIRE(peer.sink.reports.size() == 2);
+  CHECK(peer.sink.reports[1].conn == idle.get());
+  CHECK(peer.sink.reports[1].fault.cls == FaultClass::kPeerExited);
+
+  // A failed read or connect is a death too.
+  PeerState reset(Policy{kTimeoutMs, 0}, PeerState::Phase::kUp, "10.1.2.3:40000");
+  const auto resetReason = reset.endOfStream(ECONNRESET);
+  REQUIRE(resetReason);
+  CHECK(resetReason->find("liveness channel: ") == 0);
+  PeerState refused(Policy{kTimeoutMs, 0}, PeerState::Phase::kConnecting, "10.1.2.3:40000");
+  const auto refusedReason = refused.connectFinished(ECONNREFUSED, clock.monoNs());
+  REQUIRE(refusedReason);
+  CHECK(refusedReason->find("liveness channel to 10.1.2.3:40000: connect: ") == 0);
+  CHECK(refusedReason->find("(the peer process is gone)") != std::string::npos);
+  PeerState connected(Policy{kTimeoutMs, 0}, PeerState::Phase::kConnecting, "10.1.2.3:40000");
+  CHECK_FALSE(connected.connectFinished(0, clock.monoNs()));
+  CHECK(connected.phase() == PeerState::Phase::kUp);
+}
+
+TEST_CASE("liveness: silence while the local interface is down or without carrier is 'link down'",
+          "[net][liveness]") {
+  FakeClock clock;
+  Peer peer(clock);
+  TestConnection conn("10.1.2.3:5000");
+  peer.attach(conn);
+  conn.post();
+  const net::LinkState down{"eth1", false, false};
+  run(clock, peer, kTimeoutMs + kTickMs, false, down);
+  CHECK(peer.sink.reports.empty());
+  peer.tick(clock.monoNs(), down);
+  REQUIRE(peer.sink.reports.size() == 1);
+  CHECK(peer.sink.reports[0].fault.cls == FaultClass::kLinkDown);
+  CHECK(peer.sink.reports[0].fault.detail ==
+        "no answer to heartbeats for 1010 ms (threshold 1000 ms) and the local interface eth1 "
+        "is down: the link to the peer is cut");
+
+  const PeerState& state = peer.link.state;
+  const Fault noCarrier = state.silenceFault(1500 * kMs, net::LinkState{"eth1", true, false});
+  CHECK(noCarrier.cls == FaultClass::kLinkDown);
+  CHECK(noCarrier.detail.find("the local interface eth1 is without carrier") != std::string::npos);
+  // An interface that is up, or none known, says nothing: the peer is unresponsive.
+  CHECK(state.silenceFault(1500 * kMs, net::LinkState{"eth1", true, true}).cls ==
+        FaultClass::kPeerUnresponsive);
+  CHECK(state.silenceFault(1500 * kMs, std::nullopt).cls == FaultClass::kPeerUnresponsive);
+}
+
+TEST_CASE("liveness: hello, ping and job tokens", "[net][liveness]") {
+  FakeClock clock;
+  PeerState state(Policy{kTimeoutMs, kToken}, PeerState::Phase::kUp, "10.1.2.3:40000");
+  CHECK_FALSE(state.helloSeen());
+  // Another job's token: refused, then the link dies.
+  const auto stranger = state.received(makeHello(kToken + 1, 5, "nodeX"), clock.monoNs());
+  REQUIRE(stranger.reply);
+  CHECK(stranger.reply->type == Type::kRefused);
+  REQUIRE(stranger.death);
+  CHECK(*stranger.death == "peer 10.1.2.3:40000 presented another job token");
+  CHECK_FALSE(state.helloSeen());
+
+  PeerState peer(Policy{kTimeoutMs, kToken}, PeerState::Phase::kUp, "10.1.2.3:40000");
+  const auto hello = peer.received(makeHello(kToken, 5, "nodeB"), clock.monoNs());
+  CHECK_FALSE(hello.reply);
+  CHECK_FALSE(hello.death);
+  CHECK(peer.helloSeen());
+  CHECK(peer.host() == "nodeB");
+  CHECK(peer.pid() == 5);
+  // A ping is answered with a pong of the same sequence number.
+  const auto ping = peer.received(makeFrame(Type::kPing, 31), clock.monoNs());
+  REQUIRE(ping.reply);
+  CHECK(ping.reply->type == Type::kPong);
+  CHECK(ping.reply->value == 31);
+  // The peer refused our token: the link dies.
+  const auto refused = peer.received(makeFrame(Type::kRefused), clock.monoNs());
+  REQUIRE(refused.death);
+  CHECK(*refused.death == "peer 10.1.2.3:40000 refused our job token");
+
+  // Without a token of our own, any hello is accepted.
+  PeerState open(Policy{kTimeoutMs, 0}, PeerState::Phase::kUp, "10.1.2.3:40000");
+  CHECK_FALSE(open.received(makeHello(123, 5, "nodeB"), clock.monoNs()).death);
+}
