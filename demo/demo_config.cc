@@ -19,7 +19,7 @@ const char* const kUsage =
     "--plugin is the host communicator's net plugin (the default mode). --nccl makes the\n"
     "communicator with NCCL instead and all-reduces on GPU 0; NCCL's settings come from the\n"
     "environment (scripts/demo.py --nccl sets NCCL_HOSTID per rank, NCCL_NET_PLUGIN, ...).\n"
-    "--cuda-library: the CUDA runtime to dlopen (default libcudart.so.13, then libcudart.so).\n"
+    "--cuda-library: the CUDA runtime to dlopen (default libcudart.so.13, .so.12, then .so).\n"
     "--check-cuda: exit 0 if --nccl can run here (a CUDA runtime and a device), else 77.";
 
 int positive(std::string_view name, const std::string& text, int min) {

@@ -21,7 +21,7 @@ struct DemoConfig {
   // --nccl: "dp" is an NcclCommunicator and the all-reduce runs on GPU 0
   // (NCCL's own settings, NCCL_NET_PLUGIN included, come from the environment).
   bool nccl = false;
-  std::string cudaLibrary;  // the CUDA runtime for --nccl (empty: libcudart.so.13, libcudart.so)
+  std::string cudaLibrary;  // the CUDA runtime for --nccl (empty: libcudart.so.13, .so.12, .so)
   bool checkCuda = false;   // --check-cuda: only check that --nccl can run here, then exit
 };
 

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <optional>
 #include <thread>
-#include <utility>
 
 namespace resilient::demo {
 
@@ -61,19 +60,18 @@ std::string NcclCalls::describe(int result, ncclComm* comm) const {
          (last != nullptr && *last != '\0' ? std::string("; NCCL: ") + last : std::string());
 }
 
-GpuAllReduce::GpuAllReduce(std::shared_ptr<const CudaRuntime> cuda, size_t count,
-                           std::chrono::milliseconds timeout)
-    : cuda_(std::move(cuda)), count_(count), timeout_(timeout) {
+GpuAllReduce::GpuAllReduce(const CudaRuntime* cuda, size_t count, std::chrono::milliseconds timeout)
+    : cuda_(cuda), count_(count), timeout_(timeout) {
   const CudaRuntime& rt = *cuda_;
   try {
-    rt.check(rt.setDevice(0), "cudaSetDevice(0)");
-    rt.check(rt.streamCreateWithFlags(&stream_, kCudaStreamNonBlocking),
-             "cudaStreamCreateWithFlags");
+    checkCuda(rt, rt.setDevice(0), "cudaSetDevice(0)");
+    checkCuda(rt, rt.streamCreateWithFlags(&stream_, kCudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags");
     void* p = nullptr;
-    rt.check(rt.mallocDevice(&p, count_ * sizeof(float)), "cudaMalloc");
+    checkCuda(rt, rt.mallocDevice(&p, count_ * sizeof(float)), "cudaMalloc");
     device_ = static_cast<float*>(p);
     p = nullptr;
-    rt.check(rt.mallocHost(&p, count_ * sizeof(float)), "cudaMallocHost");
+    checkCuda(rt, rt.mallocHost(&p, count_ * sizeof(float)), "cudaMallocHost");
     host_ = static_cast<float*>(p);
   } catch (...) {
     release();
@@ -125,16 +123,16 @@ void GpuAllReduce::operator()(restart::CallContext& ctx, restart::NcclCommunicat
   const size_t bytes = count_ * sizeof(float);
   std::memcpy(host_, values.data(), bytes);
   busy_ = true;
-  rt.check(rt.memcpyAsync(device_, host_, bytes, kCudaMemcpyHostToDevice, stream_),
-           "cudaMemcpyAsync (host to device)");
+  checkCuda(rt, rt.memcpyAsync(device_, host_, bytes, kCudaMemcpyHostToDevice, stream_),
+            "cudaMemcpyAsync (host to device)");
   const int r = nccl_.allReduce(device_, device_, count_, kNcclFloat32, kNcclSum, handle, stream_);
   if (r == kNcclInProgress) {
     waitEnqueued(ctx, comm, handle);
   } else if (r != kNcclSuccess) {
     throw GpuAllReduceError("ncclAllReduce: " + nccl_.describe(r, handle));
   }
-  rt.check(rt.memcpyAsync(host_, device_, bytes, kCudaMemcpyDeviceToHost, stream_),
-           "cudaMemcpyAsync (device to host)");
+  checkCuda(rt, rt.memcpyAsync(host_, device_, bytes, kCudaMemcpyDeviceToHost, stream_),
+            "cudaMemcpyAsync (device to host)");
   waitForStream(ctx, &comm, "ncclAllReduce");
   // The stream is done, but a restart that began meanwhile may have revoked
   // the communicator in mid-collective (its kernels then end early): such

@@ -15,12 +15,11 @@
 
 #include <chrono>
 #include <cstddef>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "cuda_runtime.h"
+#include "cuda_device.h"
 #include "resilient/restart.hpp"
 
 namespace resilient::demo {
@@ -50,7 +49,7 @@ class GpuAllReduce {
  public:
   // On device 0 (every rank of a host shares it): a stream, a device buffer
   // and a pinned host buffer of `count` floats. Throws CudaError.
-  GpuAllReduce(std::shared_ptr<const CudaRuntime> cuda, size_t count,
+  GpuAllReduce(const CudaRuntime* cuda, size_t count,
                std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Frees the buffers unless work may still be running on them (an
   // interrupted all-reduce whose kernel was not seen to end): those are left
@@ -75,7 +74,7 @@ class GpuAllReduce {
              std::chrono::steady_clock::time_point deadline, const std::string& what) const;
   void release() noexcept;
 
-  std::shared_ptr<const CudaRuntime> cuda_;
+  const CudaRuntime* cuda_;
   size_t count_;
   std::chrono::milliseconds timeout_;
   CudaStream stream_ = nullptr;

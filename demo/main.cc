@@ -7,14 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "checkpoint.h"
-#include "cuda_runtime.h"
+#include "cuda_device.h"
 #include "demo_config.h"
 #include "report.h"
 #include "resilient/restart.hpp"
@@ -29,7 +28,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
-  std::shared_ptr<const demo::CudaRuntime> cuda;
+  const demo::CudaRuntime* cuda = nullptr;
   if (config.nccl || config.checkCuda) {
     try {
       cuda = demo::openCudaWithDevice(config.cudaLibrary);

@@ -22,8 +22,8 @@ uint64_t monotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-Trainer::Trainer(DemoConfig config, std::shared_ptr<const CudaRuntime> cuda)
-    : config_(std::move(config)), cuda_(std::move(cuda)) {
+Trainer::Trainer(DemoConfig config, const CudaRuntime* cuda)
+    : config_(std::move(config)), cuda_(cuda) {
   if (config_.nccl && cuda_ == nullptr) {
     throw std::logic_error("--nccl needs the CUDA runtime");
   }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_runtime.h"
+#include "cuda_device.h"
 #include "demo_config.h"
 #include "resilient/restart.hpp"
 
@@ -30,7 +30,7 @@ class GpuAllReduce;
 class Trainer {
  public:
   // `cuda`: the CUDA runtime, required with config.nccl.
-  explicit Trainer(DemoConfig config, std::shared_ptr<const CudaRuntime> cuda = nullptr);
+  explicit Trainer(DemoConfig config, const CudaRuntime* cuda = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -44,7 +44,7 @@ class Trainer {
   void record(int iteration, const char* event, int step);
 
   DemoConfig config_;
-  std::shared_ptr<const CudaRuntime> cuda_;
+  const CudaRuntime* cuda_;
   // --nccl: made by the first call and kept across iterations (its buffers
   // may still be in use by an interrupted all-reduce's kernel).
   std::unique_ptr<GpuAllReduce> gpu_;

@@ -393,7 +393,7 @@ def parse_args():
                         "exits 77 without a CUDA runtime or device")
     p.add_argument("--cuda-library", metavar="PATH",
                    help="with --nccl: the CUDA runtime the ranks dlopen "
-                        "(default libcudart.so.13, then libcudart.so)")
+                        "(default libcudart.so.13, .so.12, then .so)")
     p.add_argument("--keep", action="store_true", help="keep the run directory after a PASS")
     a = p.parse_args()
     if a.job_timeout is None:

@@ -3,21 +3,21 @@
 #include <array>
 #include <string>
 
+#include "common/dl/cuda_runtime.h"
 #include "common/params.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
 #include "restart/health/gpu_device.h"
 #include "restart/hooks/bounded_call.h"
-#include "restart/hooks/cuda_runtime.h"
 
 namespace resilient::restart {
 
 bool cudaAvailable() noexcept {
   try {
     std::string why;
-    const detail::CudaRuntime* rt = detail::openCudaRuntime(&why);
+    const dl::CudaRuntime* rt = dl::openCudaRuntime(&why);
     int count = 0;
-    return rt != nullptr && rt->getDeviceCount(&count) == detail::kCudaSuccess && count > 0;
+    return rt != nullptr && rt->getDeviceCount(&count) == dl::kCudaSuccess && count > 0;
   } catch (...) {
     return false;
   }
@@ -25,7 +25,7 @@ bool cudaAvailable() noexcept {
 
 std::string cudaDevicePciBusId(int device) {
   std::string why;
-  const detail::CudaRuntime* rt = detail::openCudaRuntime(&why);
+  const dl::CudaRuntime* rt = dl::openCudaRuntime(&why);
   if (rt == nullptr) {
     return {};
   }
@@ -37,7 +37,7 @@ std::string cudaDevicePciBusId(int device) {
   }
   std::array<char, 64> busId{};
   if (rt->deviceGetPCIBusId(busId.data(), static_cast<int>(busId.size()), chosen) !=
-      detail::kCudaSuccess) {
+      dl::kCudaSuccess) {
     return {};
   }
   return std::string(busId.data());
@@ -60,9 +60,9 @@ HealthCheckFn cudaHealthCheck(std::optional<std::chrono::milliseconds> timeout, 
   }
   return [bound, device](const State&) {
     std::string why;
-    const detail::CudaRuntime* rt = detail::openCudaRuntime(&why);
+    const dl::CudaRuntime* rt = dl::openCudaRuntime(&why);
     if (rt == nullptr) {
-      throw HealthCheckError("CUDA health check: " + why);
+      throw HealthCheckError("CUDA health check: no usable CUDA runtime: " + why);
     }
     int dev = 0;
     try {
@@ -73,31 +73,31 @@ HealthCheckFn cudaHealthCheck(std::optional<std::chrono::milliseconds> timeout, 
     const std::string name = "CUDA device " + std::to_string(dev);
     // First: drain the queue on a thread of its own; a device that never
     // finishes leaves that thread blocked, not this one.
-    detail::runBounded(
-        bound, "CUDA health check: synchronize of " + name, "health-cuda", [rt, dev, name] {
-          if (const auto err = rt->setDevice(dev); err != detail::kCudaSuccess) {
-            throw HealthCheckError("CUDA health check: cannot select " + name + ": " +
-                                   rt->describe(err));
-          }
-          if (const auto err = rt->deviceSynchronize(); err != detail::kCudaSuccess) {
-            throw HealthCheckError("CUDA health check: " + name +
-                                   " failed to synchronize: " + rt->describe(err));
-          }
-        });
+    detail::runBounded(bound, "CUDA health check: synchronize of " + name, "health-cuda",
+                       [rt, dev, name] {
+                         if (const auto err = rt->setDevice(dev); err != dl::kCudaSuccess) {
+                           throw HealthCheckError("CUDA health check: cannot select " + name +
+                                                  ": " + rt->describe(err));
+                         }
+                         if (const auto err = rt->deviceSynchronize(); err != dl::kCudaSuccess) {
+                           throw HealthCheckError("CUDA health check: " + name +
+                                                  " failed to synchronize: " + rt->describe(err));
+                         }
+                       });
     // Second, here: a context corrupted by a fault answers with its sticky
     // error at once. The calling thread's current device is restored.
     int previous = -1;
-    if (rt->getDevice(&previous) != detail::kCudaSuccess) {
+    if (rt->getDevice(&previous) != dl::kCudaSuccess) {
       previous = -1;
     }
-    detail::CudaError err = rt->setDevice(dev);
-    if (err == detail::kCudaSuccess) {
+    dl::CudaStatus err = rt->setDevice(dev);
+    if (err == dl::kCudaSuccess) {
       err = rt->deviceSynchronize();
     }
     if (previous >= 0 && previous != dev) {
       rt->setDevice(previous);
     }
-    if (err != detail::kCudaSuccess) {
+    if (err != dl::kCudaSuccess) {
       throw HealthCheckError("CUDA health check: " + name +
                              " context is unusable: " + rt->describe(err));
     }

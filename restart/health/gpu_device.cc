@@ -23,9 +23,9 @@ std::optional<int> localRankFromEnvironment() {
   return value;
 }
 
-int chooseCudaDevice(const CudaRuntime& rt, int requested) {
+int chooseCudaDevice(const dl::CudaRuntime& rt, int requested) {
   int count = 0;
-  if (const CudaError err = rt.getDeviceCount(&count); err != kCudaSuccess) {
+  if (const dl::CudaStatus err = rt.getDeviceCount(&count); err != dl::kCudaSuccess) {
     throw HealthCheckError("no usable CUDA device (" + rt.library + "): " + rt.describe(err));
   }
   if (count <= 0) {
@@ -42,7 +42,7 @@ int chooseCudaDevice(const CudaRuntime& rt, int requested) {
     return *local;
   }
   int current = 0;
-  if (const CudaError err = rt.getDevice(&current); err != kCudaSuccess) {
+  if (const dl::CudaStatus err = rt.getDevice(&current); err != dl::kCudaSuccess) {
     throw HealthCheckError("cannot read the current CUDA device: " + rt.describe(err));
   }
   return current;

@@ -3,7 +3,7 @@
 
 #include <optional>
 
-#include "restart/hooks/cuda_runtime.h"
+#include "common/dl/cuda_runtime.h"
 
 namespace resilient::restart::detail {
 
@@ -15,6 +15,6 @@ std::optional<int> localRankFromEnvironment();
 // device, whatever LOCAL_RANK says); else the calling thread's current
 // device. Throws HealthCheckError when the runtime has no device or
 // `requested` is out of range.
-int chooseCudaDevice(const CudaRuntime& rt, int requested);
+int chooseCudaDevice(const dl::CudaRuntime& rt, int requested);
 
 }  // namespace resilient::restart::detail

@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "common/dl/cuda_runtime.h"
 #include "common/log.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
 #include "restart/health/gpu_device.h"
 #include "restart/health/gpu_recovery.h"
 #include "restart/health/nvml.h"
-#include "restart/hooks/cuda_runtime.h"
 
 namespace resilient::restart {
 namespace detail {
@@ -120,7 +120,7 @@ namespace {
 // mapped through the PCI bus id when the process uses the CUDA runtime.
 detail::NvmlDevice nvmlDeviceFor(const detail::NvmlApi& nvml, int requested, std::string* gpu) {
   detail::NvmlDevice device = nullptr;
-  if (const detail::CudaRuntime* rt = detail::loadedCudaRuntime()) {
+  if (const dl::CudaRuntime* rt = dl::loadedCudaRuntime()) {
     std::array<char, 64> busId{};
     int cudaDevice = -1;
     try {
@@ -129,7 +129,7 @@ detail::NvmlDevice nvmlDeviceFor(const detail::NvmlApi& nvml, int requested, std
       cudaDevice = -1;  // no device for CUDA: fall back to NVML's numbering
     }
     if (cudaDevice >= 0 && rt->deviceGetPCIBusId(busId.data(), static_cast<int>(busId.size()),
-                                                 cudaDevice) == detail::kCudaSuccess) {
+                                                 cudaDevice) == dl::kCudaSuccess) {
       *gpu =
           "GPU " + std::string(busId.data()) + " (CUDA device " + std::to_string(cudaDevice) + ")";
       if (const auto r = nvml.deviceByPciBusId(busId.data(), &device); r != detail::kNvmlSuccess) {

@@ -3,10 +3,10 @@
 #include <string>
 #include <utility>
 
+#include "common/dl/cuda_runtime.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/hooks.hpp"
 #include "restart/hooks/bounded_call.h"
-#include "restart/hooks/cuda_runtime.h"
 
 namespace resilient::restart {
 
@@ -22,9 +22,9 @@ FinalizeFn threadedFinalize(std::chrono::milliseconds timeout, FinalizeFn fn) {
     // The CUDA device is per thread: the new thread starts on the caller's
     // (when the process uses the CUDA runtime), as the reference's does.
     // The runtime is never unloaded, so the pointer stays valid on the thread.
-    const detail::CudaRuntime* rt = detail::loadedCudaRuntime();
+    const dl::CudaRuntime* rt = dl::loadedCudaRuntime();
     int device = -1;
-    if (rt != nullptr && rt->getDevice(&device) != detail::kCudaSuccess) {
+    if (rt != nullptr && rt->getDevice(&device) != dl::kCudaSuccess) {
       device = -1;
     }
     // The thread may outlive this call (on a timeout): it gets its own copies.

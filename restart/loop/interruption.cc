@@ -1,6 +1,9 @@
 #include "restart/loop/interruption.h"
 
+#include <exception>
+
 #include "common/clock.h"
+#include "common/log.h"
 
 namespace resilient::restart {
 
@@ -57,6 +60,17 @@ void Interruption::markAborted() {
 bool Interruption::waitAborted(std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mutex_);
   return changed_.wait_for(lock, timeout, [this] { return aborted_; });
+}
+
+void publishAndRaise(protocol::FaultLog& faults, const protocol::FaultRecord& record,
+                     Interruption& interruption) {
+  try {
+    faults.publish(record);
+  } catch (const std::exception& e) {
+    RES_WARN(log::kRestart, "restart: could not publish %s: %s", record.describe().c_str(),
+             e.what());
+  }
+  interruption.raise(record.describe());
 }
 
 }  // namespace resilient::restart

@@ -1,7 +1,8 @@
 // The interruption of one iteration: raised once (by a local fault, the
 // store's "interrupted" key, a monitor), then the abort runs and the wrapped
 // function is cancelled. Shared by the main thread, the monitor thread and
-// CallContext; every method is thread-safe.
+// CallContext; every method is thread-safe. A fault this rank finds itself
+// is published and raised in one step (publishAndRaise).
 #pragma once
 
 #include <atomic>
@@ -10,6 +11,9 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+
+#include "restart/protocol/fault_log.h"
+#include "restart/protocol/fault_record.h"
 
 namespace resilient::restart {
 
@@ -41,5 +45,13 @@ class Interruption {
   std::string reason_;
   uint64_t raisedNs_ = 0;
 };
+
+// A fault this rank found (the loop's own, or its plugins'): publishes
+// `record` to the job's fault log, which wakes every rank's monitor thread,
+// then raises `interruption` with the record's description. A store that
+// fails is warned about, not thrown: this rank's interruption (and abort)
+// happens all the same.
+void publishAndRaise(protocol::FaultLog& faults, const protocol::FaultRecord& record,
+                     Interruption& interruption);
 
 }  // namespace resilient::restart

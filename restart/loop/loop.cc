@@ -16,6 +16,7 @@
 #include "restart/hooks/bounded_call.h"
 #include "restart/loop/behind_ranks.h"
 #include "restart/loop/culprits.h"
+#include "restart/loop/sliced_wait.h"
 #include "restart/monitor/spawn.h"
 #include "restart/protocol/terminated_ranks.h"
 #include "store/client_options.h"
@@ -98,23 +99,19 @@ class InterruptibleRendezvous final : public Rendezvous {
   template <class F>
   auto sliced(milliseconds timeout, const std::string& what, F&& wait)
       -> std::invoke_result_t<F&, milliseconds> {
-    using Clock = std::chrono::steady_clock;
-    const Clock::time_point deadline = Clock::now() + timeout;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-      try {
-        return wait(std::max(milliseconds(1), std::min(slice_, left)));
-      } catch (const TimeoutError& e) {
-        if (interruption_.raised()) {
-          throw RankShouldRestart("rendezvous: interrupted while " + what + " (" +
-                                  interruption_.reason() + ")");
-        }
-        if (Clock::now() >= deadline) {
+    using Result = std::invoke_result_t<F&, milliseconds>;
+    return waitInSlices<TimeoutError>(
+        timeout, slice_, [&](const auto& sliceTime) { return wait(sliceTime()); },
+        [&] {
+          if (interruption_.raised()) {
+            throw RankShouldRestart("rendezvous: interrupted while " + what + " (" +
+                                    interruption_.reason() + ")");
+          }
+        },
+        [&](const TimeoutError& e) -> Result {
           throw TimeoutError(std::string(e.what()) + " (" + std::to_string(timeout.count()) +
                              " ms in all)");
-        }
-      }
-    }
+        });
   }
 
   std::unique_ptr<Rendezvous> inner_;
@@ -448,12 +445,7 @@ void Loop::publish(FaultReason reason, const std::string& detail, int culprit) {
   r.subject = state_.initialRank;
   r.culprit = culprit;
   r.detail = detail;
-  try {
-    faults_->publish(r);
-  } catch (const std::exception& e) {
-    RES_WARN(log::kRestart, "restart: could not publish %s: %s", r.describe().c_str(), e.what());
-  }
-  interruption_->raise(r.describe());
+  publishAndRaise(*faults_, r, *interruption_);
 }
 
 // ---- after a fault ------------------------------------------------------------

@@ -5,7 +5,6 @@
 
 #include "blackbox/fault_names.h"
 #include "common/clock.h"
-#include "common/log.h"
 #include "store/errors.h"
 
 namespace resilient::restart {
@@ -71,12 +70,7 @@ void MonitorThread::publishPluginFault(const resilient_blackbox_fault& f) {
     r.culprit = config_.initialRank;
   }
   r.detail = std::string(blackbox::faultClassName(f.faultClass)) + ": " + f.text;
-  try {
-    faults_.publish(r);
-  } catch (const std::exception& e) {
-    RES_WARN(log::kRestart, "restart: could not publish %s: %s", r.describe().c_str(), e.what());
-  }
-  interruption_.raise(r.describe());
+  publishAndRaise(faults_, r, interruption_);
 }
 
 void MonitorThread::watchLocal(const std::stop_token& stop) {

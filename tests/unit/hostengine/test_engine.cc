@@ -14,7 +14,7 @@
 #include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
 #include "hostengine/socket_io.h"
-#include "tests/unit/hostengine/memory_transport.h"
+#include "tests/support/memory_transport.h"
 
 namespace he = resilient::hostengine;
 using resilient::monotonicNs;

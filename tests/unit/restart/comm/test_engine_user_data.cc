@@ -9,7 +9,7 @@
 #include "common/clock.h"
 #include "hostengine/engine.h"
 #include "restart/comm/rendezvous_out_of_band.h"
-#include "tests/unit/hostengine/memory_transport.h"
+#include "tests/support/memory_transport.h"
 #include "tests/unit/restart/comm/comm_harness.h"
 
 using namespace resilient;

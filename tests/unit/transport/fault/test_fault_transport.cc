@@ -1,4 +1,6 @@
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -8,27 +10,41 @@
 
 #include "plugin/transport/fault/fault_transport.h"
 #include "plugin/transport/fault/spec.h"
+#include "tests/support/memory_transport.h"
 #include "tests/support/mock_logger.h"
-#include "tests/unit/transport/fault/loopback_transport.h"
 
 using namespace resilient;
 using namespace resilient::transport;
 using namespace resilient::transport::fault;
-using resilient::test::FakeClock;
-using resilient::test::LoopbackTransport;
+using resilient::test::MemoryTransport;
 
 namespace {
 
+// A clock the test moves by hand; starts at 1 s so that 0 is never "now".
+class FakeClock {
+ public:
+  uint64_t now() const { return ns_.load(std::memory_order_relaxed); }
+  void advanceMs(uint64_t ms) { ns_.fetch_add(ms * 1000000, std::memory_order_relaxed); }
+  void advanceNs(uint64_t ns) { ns_.fetch_add(ns, std::memory_order_relaxed); }
+  // A std::function view for FaultTransport; the FakeClock must outlive it.
+  auto function() {
+    return [this] { return now(); };
+  }
+
+ private:
+  std::atomic<uint64_t> ns_{1000000000};
+};
+
 constexpr size_t kMsg = 1000;
 
-// A FaultTransport over a LoopbackTransport with a fake clock, and one
+// A FaultTransport over a MemoryTransport with a fake clock, and one
 // connected send/receive pair through it.
 class Rig {
  public:
   explicit Rig(const std::string& spec, const std::string& listenAddress = "10.0.0.2:40000") {
     Result<std::vector<FaultRule>> rules = parseFaultSpec(spec);
     REQUIRE(rules.ok());
-    auto inner = std::make_unique<LoopbackTransport>();
+    auto inner = std::make_unique<MemoryTransport>();
     fake = inner.get();
     transport = std::make_unique<FaultTransport>(std::move(inner), std::move(rules).value(),
                                                  clock.function());
@@ -125,7 +141,7 @@ class Rig {
   }
 
   FakeClock clock;
-  LoopbackTransport* fake = nullptr;
+  MemoryTransport* fake = nullptr;
   std::unique_ptr<FaultTransport> transport;
   std::vector<void*> listens;
   std::vector<void*> sends;
@@ -153,7 +169,7 @@ TEST_CASE("stall: sends after N never complete, nor does the peer's receive", "[
 
   void* r = rig.postRecv();
   void* s = rig.postSend();
-  const int innerTests = rig.fake->testCalls;
+  const int64_t innerTests = rig.fake->testCalls;
   for (int i = 0; i < 20; ++i) {
     rig.clock.advanceMs(1000);
     CHECK_FALSE(rig.done(s));
@@ -309,7 +325,7 @@ TEST_CASE(
   void* r2 = rig.postRecv();
   int d = 0;
   CHECK(rig.transport->test(r1, &d, nullptr).ok());  // first test call passes
-  const int innerTests = rig.fake->testCalls;
+  const int64_t innerTests = rig.fake->testCalls;
   checkInjected(rig.transport->test(r2, &d, nullptr), ErrorKind::kRemote, rule);
   checkInjected(rig.transport->test(r1, &d, nullptr), ErrorKind::kRemote, rule);
   CHECK(rig.fake->testCalls == innerTests);
@@ -615,7 +631,7 @@ TEST_CASE("passthrough: with no rules the inner comms and requests are handed ou
   CHECK(rig.fake->isComm(rig.recvs[0]));
   rig.exchange();
   CHECK(std::memcmp(rig.recvBuf.data(), rig.sendBuf.data(), kMsg) == 0);
-  CHECK(std::string(rig.transport->name()) == "fault:loopback");
+  CHECK(std::string(rig.transport->name()) == "fault:memory");
 }
 
 TEST_CASE("passthrough: comms no rule matches forward every call", "[fault][passthrough]") {
@@ -682,8 +698,8 @@ TEST_CASE("connect: a stalled connect does not finish until the stall ends", "[f
   auto rules = parseFaultSpec("kind=stall,op=connect,duration=100");
   REQUIRE(rules.ok());
   FakeClock clock;
-  auto inner = std::make_unique<LoopbackTransport>();
-  LoopbackTransport* fake = inner.get();
+  auto inner = std::make_unique<MemoryTransport>();
+  MemoryTransport* fake = inner.get();
   FaultTransport t(std::move(inner), std::move(rules).value(), clock.function());
   std::array<unsigned char, kHandleSize> handle{};
   void* listen = nullptr;
@@ -713,8 +729,8 @@ TEST_CASE("connect: a stalled accept never finishes; the parked comm is closed w
   auto rules = parseFaultSpec("kind=stall,op=accept");
   REQUIRE(rules.ok());
   FakeClock clock;
-  auto inner = std::make_unique<LoopbackTransport>();
-  LoopbackTransport* fake = inner.get();
+  auto inner = std::make_unique<MemoryTransport>();
+  MemoryTransport* fake = inner.get();
   FaultTransport t(std::move(inner), std::move(rules).value(), clock.function());
   std::array<unsigned char, kHandleSize> handle{};
   void* listen = nullptr;
@@ -740,8 +756,8 @@ TEST_CASE("connect: an error rule fails the connect and closes what the inner ma
   const std::string rule = "kind=error,op=connect,peer=10.0.0.2";
   auto rules = parseFaultSpec(rule);
   REQUIRE(rules.ok());
-  auto inner = std::make_unique<LoopbackTransport>();
-  LoopbackTransport* fake = inner.get();
+  auto inner = std::make_unique<MemoryTransport>();
+  MemoryTransport* fake = inner.get();
   FaultTransport t(std::move(inner), std::move(rules).value());
   std::array<unsigned char, kHandleSize> handle{};
   void* listen = nullptr;
@@ -774,8 +790,8 @@ TEST_CASE("connect: a close rule hands out a closed connection", "[fault][connec
   const std::string rule = "kind=close,op=accept";
   auto rules = parseFaultSpec(rule);
   REQUIRE(rules.ok());
-  auto inner = std::make_unique<LoopbackTransport>();
-  LoopbackTransport* fake = inner.get();
+  auto inner = std::make_unique<MemoryTransport>();
+  MemoryTransport* fake = inner.get();
   FaultTransport t(std::move(inner), std::move(rules).value());
   std::array<unsigned char, kHandleSize> handle{};
   void* listen = nullptr;
@@ -808,7 +824,7 @@ TEST_CASE("connect: after=N counts established connections", "[fault][connect]")
   const std::string rule = "kind=error,op=connect,after=2";
   auto rules = parseFaultSpec(rule);
   REQUIRE(rules.ok());
-  FaultTransport t(std::make_unique<LoopbackTransport>(), std::move(rules).value());
+  FaultTransport t(std::make_unique<MemoryTransport>(), std::move(rules).value());
   std::array<unsigned char, kHandleSize> handle{};
   void* listen = nullptr;
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());

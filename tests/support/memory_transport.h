@@ -1,0 +1,128 @@
+// The in-memory Transport of the tests (the host engine's ranks as threads,
+// the fault-injection decorator over it): listen/connect/accept make
+// connections inside one object (any number per listener, accepted in
+// order), and every call may come from any thread (one mutex).
+//
+// Progress is sender-driven, as with a socket: a send moves its bytes into
+// the oldest posted receive of its connection when the sender tests it
+// (sends in posting order), so a stalled sender also starves its receiver.
+// Within a grouped receive a message goes to the free buffer of its tag; a
+// message that matches no free buffer, or is larger than its buffer, fails
+// the connection like a protocol error (a remote error on both sides, for
+// good). Closing one side makes the other side's pending requests, and its
+// later sends, fail with a remote error (EOF). A flush completes at once.
+//
+// For the tests' checks it counts calls and the most requests a comm had
+// outstanding, records double closes (comms live until the transport is
+// destroyed, so a second close is detected instead of undefined), reports
+// the bytes moved and made-up endpoints, and can be told to fail every
+// test() after a number of calls, or to stall. A stalled link, or one whose
+// test() calls fail, carries nothing: no bytes move and no close reaches
+// the peer (each rank then ends with its own timeout or injected failure,
+// whichever rank gives up first).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "plugin/transport/transport.h"
+
+namespace resilient::test {
+
+class MemoryTransport : public transport::Transport {
+ public:
+  // `maxRecvs`: the largest grouped receive (Properties::maxRecvs);
+  // `forceFlush`: Properties::forceFlush.
+  explicit MemoryTransport(int maxRecvs = 8, bool forceFlush = false);
+  ~MemoryTransport() override;
+
+  // Endpoints: a send comm's peer is its listener's address (this one for
+  // the next listen), a receive comm's peer "10.0.0.1:<50000 + connection>".
+  void setNextListenAddress(std::string address);
+  // Every test() after `calls` test() calls returns a remote error
+  // ("memory: injected failure").
+  void failTestsAfter(int64_t calls) { failAfter_.store(calls); }
+  // Nothing moves while set.
+  void stall(bool on) { stalled_.store(on); }
+
+  // Observations.
+  std::atomic<int> isendCalls{0};
+  std::atomic<int> irecvCalls{0};
+  std::atomic<int64_t> testCalls{0};
+  std::atomic<int> flushes{0};       // iflush calls
+  std::atomic<int> groupedRecvs{0};  // irecv calls with n > 1
+  std::atomic<int> maxSendOutstanding{0};
+  std::atomic<int> maxRecvOutstanding{0};
+  std::atomic<int> liveComms{0};     // send and receive comms handed out and not closed
+  std::atomic<int> closeCalls{0};    // closeSend and closeRecv
+  std::atomic<int> doubleCloses{0};  // closes of a comm already closed
+  // Whether `comm` is a send or receive comm of this transport.
+  bool isComm(const void* comm) const;
+
+  const char* name() const noexcept override { return "memory"; }
+  Status initContext(uint64_t commId, const transport::CommConfig& config, void** ctx) override;
+  Status finalizeContext(void* ctx) override;
+  Status devices(int* ndev) override;
+  Status properties(int dev, transport::Properties* props) override;
+  size_t handleBytes() const noexcept override { return 16; }
+
+  Status listen(void* ctx, int dev, void* handle, void** listenComm) override;
+  Status connect(void* ctx, int dev, void* handle, void** sendComm) override;
+  Status accept(void* listenComm, void** recvComm) override;
+
+  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override;
+  Status deregMr(void* comm, void* mhandle) override;
+
+  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+               void** request) override;
+  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+               void** mhandles, void** phandles, void** request) override;
+  Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                void** request) override;
+  Status test(void* request, int* done, int* sizes) override;
+
+  Status closeSend(void* sendComm) override;
+  Status closeRecv(void* recvComm) override;
+  Status closeListen(void* listenComm) override;
+
+  bool bytesMoved(void* comm, uint64_t* bytes) noexcept override;
+  bool endpoints(void* comm, transport::Endpoint* local,
+                 transport::Endpoint* peer) noexcept override;
+
+ private:
+  struct MemoryConnection;
+  struct Comm;
+  struct MemoryRequest;
+  struct Listen;
+
+  Status closeComm(void* comm, bool isSend);
+  // Whether a close reaches the peer now: not while stalled, nor once
+  // test() failures are injected.
+  bool closeSeen() const;
+  // Moves the bytes of `send` (the oldest unmoved send of its connection)
+  // into the oldest posted receive, if there is one. Caller holds mutex_.
+  Status pushSend(MemoryRequest& send);
+  // Keeps `request` until a test() reports it done; returns it. Caller holds mutex_.
+  MemoryRequest* track(std::unique_ptr<MemoryRequest> request);
+
+  int maxRecvs_;
+  bool forceFlush_;
+  std::atomic<int64_t> failAfter_{-1};
+  std::atomic<bool> stalled_{false};
+  mutable std::mutex mutex_;
+  std::string nextListenAddress_ = "10.0.0.2:40000";
+  int connectionCount_ = 0;
+  std::vector<std::unique_ptr<Listen>> listens_;
+  std::vector<std::unique_ptr<MemoryConnection>> connections_;
+  std::vector<std::unique_ptr<Comm>> comms_;
+  // Requests not yet reported done; a done test() frees its request.
+  std::unordered_map<const void*, std::unique_ptr<MemoryRequest>> requests_;
+};
+
+}  // namespace resilient::test
