@@ -16,6 +16,7 @@
 #include "restart/hooks/bounded_call.h"
 #include "restart/loop/behind_ranks.h"
 #include "restart/loop/culprits.h"
+#include "restart/loop/exception_text.h"
 #include "restart/loop/sliced_wait.h"
 #include "restart/monitor/spawn.h"
 #include "restart/protocol/terminated_ranks.h"
@@ -25,6 +26,10 @@
 #include "store/prefix_view.h"
 #include "store/tcp/server.h"
 
+// The loop's iterations: run until done, one iteration (the function under
+// the monitor thread), its communicators, the end of the job; and what
+// CallContext asks of the loop. Setup is loop_setup.cc, recovery after a fault
+// loop_recovery.cc.
 namespace resilient::restart {
 
 using protocol::FaultReason;
@@ -33,42 +38,6 @@ using protocol::RankPhase;
 using std::chrono::milliseconds;
 
 namespace {
-
-int intFromEnvironment(const char* name) {
-  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before any thread
-  if (text == nullptr || *text == '\0') {
-    throw ConfigError(std::string("the rank and world size come from Options or from ") + name +
-                      ", which is not set");
-  }
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value < 0 || value > (1 << 24)) {
-    throw ConfigError(std::string(name) + "=\"" + text + "\" is not a rank or world size");
-  }
-  return static_cast<int>(value);
-}
-
-// "tcp://host:port[/prefix]" → port, or 0 when `url` is not a tcp:// URL.
-uint16_t tcpPortOf(const std::string& url) {
-  if (url.rfind("tcp://", 0) != 0) {
-    return 0;
-  }
-  const size_t colon = url.find(':', 6);
-  if (colon == std::string::npos) {
-    return 0;
-  }
-  return static_cast<uint16_t>(std::strtoul(url.c_str() + colon + 1, nullptr, 10));
-}
-
-std::string describeException(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 
 // The iteration's rendezvous as the communicator factories (and the user)
 // see it: the waits run in slices, and a fault raised meanwhile -- e.g. a rank
@@ -121,142 +90,7 @@ class InterruptibleRendezvous final : public Rendezvous {
 
 }  // namespace
 
-Loop::Loop(Options options, LoopEnvironment environment)
-    : options_(std::move(options)), environment_(std::move(environment)) {
-  options_.validate();
-  state_.initialRank = options_.rank >= 0 ? options_.rank : intFromEnvironment("RANK");
-  state_.initialWorldSize =
-      options_.worldSize >= 0 ? options_.worldSize : intFromEnvironment("WORLD_SIZE");
-  if (state_.initialWorldSize < 1 || state_.initialRank >= state_.initialWorldSize) {
-    throw ConfigError("rank " + std::to_string(state_.initialRank) + " is not within a world of " +
-                      std::to_string(state_.initialWorldSize));
-  }
-  state_.rank = state_.initialRank;
-  state_.worldSize = state_.initialWorldSize;
-}
-
-Loop::~Loop() {
-  monitor_.reset();
-  {
-    std::lock_guard<std::mutex> lock(commsMutex_);
-    comms_.clear();
-    userComms_.clear();
-  }
-  previousComms_.clear();
-  if (statusPage_ && state_.mode != Mode::kTerminated &&
-      statusPage_->page().currentPhase() != RankPhase::kDone) {
-    setPhase(RankPhase::kFailed);
-  }
-}
-
 // ---- setup --------------------------------------------------------------------
-
-void Loop::setup() {
-  if (environment_.store) {
-    if (options_.useMonitorProcess) {
-      throw ConfigError(
-          "a monitor process needs the store's URL: an injected store runs without one");
-    }
-    store_ = environment_.store;
-  } else {
-    const store::ClientOptions clientOptions = store::ClientOptions::fromParams();
-    if (options_.hostStore && state_.initialRank == 0) {
-      const uint16_t port = tcpPortOf(options_.storeUrl);
-      if (port == 0) {
-        throw ConfigError("hostStore needs a tcp://host:port store URL with a port, not \"" +
-                          options_.storeUrl + "\"");
-      }
-      store::tcp::ServerOptions server;
-      server.port = port;
-      server.token = clientOptions.token;
-      storeServer_ = std::make_unique<store::tcp::StoreServer>(server);
-    }
-    store_ = store::openStore(options_.storeUrl, clientOptions);
-  }
-  keys_ = std::make_unique<protocol::JobKeys>(options_.jobId);
-  faults_ = std::make_unique<protocol::FaultLog>(*store_, *keys_);
-  registry_ = std::make_unique<RankRegistry>(*store_, *keys_, state_.initialWorldSize);
-  barrier_ =
-      std::make_unique<JobBarrier>(*store_, *keys_, state_.initialRank, state_.initialWorldSize,
-                                   std::min(options_.monitorThreadInterval, milliseconds(100)));
-  blackbox_ = std::make_unique<BlackboxWatch>(options_.blackboxDir);
-  std::vector<HealthCheckFn> checks{options_.healthCheck};  // the last runs first
-  if (options_.automaticHealthChecks) {
-    checks.push_back(nicHealthCheck());  // its counters' baseline is taken now
-    if (nvmlAvailable()) {
-      checks.push_back(gpuRecoveryCheck());
-    }
-    if (cudaAvailable()) {
-      checks.push_back(cudaHealthCheck());
-    }
-  }
-  restartChecks_ = composeHealthChecks(std::move(checks));
-
-  // Claimed before the monitor process starts: a job id in use stops this
-  // rank before anything of it is in the store or running.
-  RankIdentity identity = RankIdentity::ofThisProcess();
-  registry_->claim(state_.initialRank, identity);
-  if (options_.useMonitorProcess) {
-    startMonitorProcess();
-    identity.monitorPid = statusPage_->page().monitorPid.load();
-    registry_->publish(state_.initialRank, identity);
-  }
-  timeline_.record(0, "started", store_->describe());
-
-  setPhase(RankPhase::kInitialBarrier);
-  barrier_->wait(keys_->initialBarrier(), 0, options_.barrierTimeout, {});
-  timeline_.record(0, "initial barrier");
-
-  // Every rank must compute the same first World, so it depends on nothing
-  // that may change while the ranks leave the barrier: a rank that died
-  // already is found by iteration 0's fault path (its monitor's record).
-  World initial(state_.initialWorldSize);
-  AssignmentContext context;
-  context.firstIteration = true;
-  context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
-  world_ = assignRanks(initial, *options_.rankAssignment, context);
-  setUp_ = true;
-}
-
-void Loop::startMonitorProcess() {
-  if (options_.storeUrl.empty() || options_.storeUrl == "memory") {
-    throw ConfigError("a monitor process needs a store it can reach (tcp:// or etcd://), not \"" +
-                      options_.storeUrl + "\"; set useMonitorProcess=false to run without one");
-  }
-  statusPage_.emplace(protocol::StatusPageMapping::create(state_.initialRank));
-  monitor::MonitorConfig config;
-  config.statusFd = statusPage_->fd();
-  config.storeUrl = options_.storeUrl;
-  config.jobId = options_.jobId;
-  config.rank = state_.initialRank;
-  config.worldSize = state_.initialWorldSize;
-  config.interval = options_.monitorProcessInterval;
-  config.heartbeatInterval = options_.heartbeatInterval;
-  config.heartbeatTimeout = options_.heartbeatTimeout;
-  config.softTimeout = options_.softTimeout;
-  config.hardTimeout = options_.hardTimeout;
-  config.barrierTimeout = options_.barrierTimeout;
-  config.grace = options_.terminationGraceTime;
-  config.logFile = options_.monitorLogFile;
-  config.pidFile = options_.monitorPidFile;
-  config.blackboxDir = options_.blackboxDir;
-  const pid_t pid = monitor::spawnMonitor(config, options_.monitorExecutable);
-  statusPage_->page().monitorPid.store(pid, std::memory_order_release);
-  timeline_.record(0, "monitor process", "pid " + std::to_string(pid));
-}
-
-void Loop::applyWorld() {
-  const RankSlot& slot = world_->at(state_.initialRank);
-  state_.rank = slot.rank;
-  state_.mode = slot.mode;
-  state_.activeRank = slot.activeRank;
-  state_.worldSize = world_->worldSize();
-  state_.activeWorldSize = world_->activeWorldSize();
-  if (environment_.setProcessEnvironment) {
-    setDistributedEnvironment(state_);
-  }
-  timeline_.record(state_.iteration, "assigned", state_.describe());
-}
 
 // ---- one iteration ------------------------------------------------------------
 
@@ -409,187 +243,7 @@ void Loop::createCommunicators() {
                    std::to_string(options_.communicators.size()) + " made");
 }
 
-void Loop::abortIteration() noexcept {
-  const int k = state_.iteration;
-  timeline_.recordAt(interruption_->raisedNs(), k, "fault detected", interruption_->reason());
-  timeline_.record(k, "abort begun");
-  blackbox_->setFailFast(true);
-  std::vector<CommunicatorPtr> targets;
-  {
-    std::lock_guard<std::mutex> lock(commsMutex_);
-    for (const auto& [name, comm] : comms_) {
-      targets.push_back(comm);
-    }
-    targets.insert(targets.end(), userComms_.begin(), userComms_.end());
-  }
-  for (const CommunicatorPtr& comm : targets) {
-    comm->abort();
-  }
-  if (options_.abort) {
-    try {
-      options_.abort(state_);
-    } catch (const std::exception& e) {
-      RES_WARN(log::kRestart, "restart: the user's abort failed: %s", e.what());
-    } catch (...) {
-      RES_WARN(log::kRestart, "restart: the user's abort threw a non-standard exception");
-    }
-  }
-  timeline_.record(k, "abort done", std::to_string(targets.size()) + " communicators aborted");
-}
-
-void Loop::publish(FaultReason reason, const std::string& detail, int culprit) {
-  FaultRecord r;
-  r.iteration = state_.iteration;
-  r.reason = reason;
-  r.reporter = state_.initialRank;
-  r.subject = state_.initialRank;
-  r.culprit = culprit;
-  r.detail = detail;
-  publishAndRaise(*faults_, r, *interruption_);
-}
-
 // ---- after a fault ------------------------------------------------------------
-
-void Loop::runBounded(const char* what, const std::function<void(const State&)>& hook,
-                      milliseconds timeout) {
-  if (!hook) {
-    return;
-  }
-  const State snapshot = state_;
-  detail::runBounded(timeout, what, "resilient-hook", [hook, snapshot] { hook(snapshot); });
-}
-
-void Loop::recover() {
-  const int k = state_.iteration;
-  interruption_->raise("the iteration failed");
-  while (!interruption_->waitAborted(milliseconds(1000))) {
-  }
-  monitor_.reset();
-  setPhase(RankPhase::kRestarting);
-  bool healthy = true;
-  std::string unhealthy;
-  try {
-    runBounded("finalize", options_.finalize, options_.finalizeTimeout);
-    timeline_.record(k, "finalized");
-  } catch (...) {
-    healthy = false;
-    unhealthy = "finalize failed: " + describeException(std::current_exception());
-  }
-  {
-    std::lock_guard<std::mutex> lock(commsMutex_);
-    previousComms_ = std::move(comms_);
-    comms_.clear();
-    userComms_.clear();
-  }
-  rendezvous_.reset();
-  if (healthy) {
-    try {
-      runBounded("health check", restartChecks_, options_.healthCheckTimeout);
-      timeline_.record(k, "health checked");
-    } catch (...) {
-      healthy = false;
-      unhealthy = "health check failed: " + describeException(std::current_exception());
-    }
-  }
-  if (!healthy) {
-    publish(FaultReason::kHealthCheck, unhealthy, state_.initialRank);
-    leave(std::make_exception_ptr(HealthCheckError(unhealthy)));
-  }
-
-  // What this rank's communicators had enqueued, for "who is behind".
-  const CommProgress progress = commProgressOf(*blackbox_);
-  if (!progress.empty()) {
-    publishCommProgress(*store_, *keys_, k, state_.initialRank, progress);
-  }
-
-  setPhase(RankPhase::kIterationBarrier);
-  for (;;) {
-    // Between slices: a culprit the records already name (once the window
-    // for concurrent faults has passed) is terminated now, and so counted,
-    // rather than when its monitor's hard timeout kills it.
-    const std::function<bool()> terminateNamedCulprits = [this, k] {
-      if (options_.terminateCulprits) {
-        for (const int c : settledCulprits(k)) {
-          barrier_->markTerminated(c, "culprit");
-        }
-      }
-      return false;
-    };
-    const std::vector<int> missing =
-        barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k), options_.barrierTimeout,
-                       terminateNamedCulprits, true);
-    if (missing.empty()) {
-      break;
-    }
-    for (const int m : missing) {
-      FaultRecord r;
-      r.iteration = k;
-      r.reason = FaultReason::kBarrierTimeout;
-      r.reporter = state_.initialRank;
-      r.subject = m;
-      r.culprit = m;
-      r.detail = "never arrived at the iteration barrier within " +
-                 std::to_string(options_.barrierTimeout.count()) + " ms";
-      faults_->publish(r);
-      barrier_->markTerminated(m, "barrier-timeout");
-    }
-  }
-  timeline_.record(k, "iteration barrier");
-
-  const std::vector<FaultRecord> records = faults_->recordsOf(k);
-  std::set<int> terminated = barrier_->terminated();
-  std::set<int> culprits = culpritsOf(records, options_.lastCallWait);
-  const bool hang = std::any_of(records.begin(), records.end(), [](const FaultRecord& r) {
-    return r.reason == FaultReason::kCollectiveHung || r.reason == FaultReason::kSoftTimeout;
-  });
-  if (hang) {
-    std::vector<int> live;
-    for (int r = 0; r < state_.initialWorldSize; ++r) {
-      if (terminated.count(r) == 0) {
-        live.push_back(r);
-      }
-    }
-    for (const int r : behindRanks(readCommProgress(*store_, *keys_, k, live))) {
-      culprits.insert(r);
-    }
-  }
-  std::string culpritText;
-  for (const int c : culprits) {
-    culpritText += (culpritText.empty() ? "" : ", ") + std::to_string(c);
-  }
-  timeline_.record(k, "culprits", culprits.empty() ? "none named" : "ranks " + culpritText);
-  if (options_.terminateCulprits) {
-    for (const int c : culprits) {
-      if (terminated.insert(c).second) {
-        barrier_->markTerminated(c, "culprit");
-      }
-    }
-  }
-  if (terminated.count(state_.initialRank) != 0) {
-    leave(std::make_exception_ptr(RankDiscarded(
-        "rank " + std::to_string(state_.initialRank) + " was terminated in iteration " +
-        std::to_string(k) +
-        (culprits.count(state_.initialRank) != 0 ? " as the culprit of a fault" : ""))));
-  }
-  state_.culprit = culprits.count(state_.initialRank) != 0;
-
-  AssignmentContext context;
-  context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
-  for (const int r : terminated) {
-    if (!world_->terminated(r)) {
-      context.terminated.push_back(r);
-    }
-  }
-  previousWorld_ = world_;
-  world_ = assignRanks(*world_, *options_.rankAssignment, context);
-  state_.iteration = k + 1;
-  timeline_.record(state_.iteration, "reassigned",
-                   std::to_string(context.terminated.size()) + " ranks terminated");
-  if (world_->terminated(state_.initialRank)) {
-    leave(std::make_exception_ptr(RankDiscarded("the rank assignment terminated rank " +
-                                                std::to_string(state_.initialRank))));
-  }
-}
 
 void Loop::finish() {
   const int k = state_.iteration;
@@ -632,23 +286,6 @@ void Loop::touchProgress() noexcept {
   if (statusPage_) {
     statusPage_->page().autoProgressNs.store(monotonicNs(), std::memory_order_release);
   }
-}
-
-std::set<int> Loop::settledCulprits(int iteration) {
-  const std::vector<FaultRecord> records = faults_->recordsOf(iteration);
-  if (records.empty()) {
-    return {};
-  }
-  uint64_t first = records.front().wallNs;
-  for (const FaultRecord& r : records) {
-    first = std::min(first, r.wallNs);
-  }
-  const auto windowNs = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.lastCallWait).count());
-  if (wallClockNs() <= first + windowNs) {
-    return {};  // concurrent faults may still arrive
-  }
-  return culpritsOf(records, options_.lastCallWait);
 }
 
 bool Loop::interrupted() const {

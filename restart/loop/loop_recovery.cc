@@ -1,0 +1,234 @@
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "resilient/restart/health.hpp"
+#include "restart/comm/store_rendezvous.h"
+#include "restart/hooks/bounded_call.h"
+#include "restart/loop/behind_ranks.h"
+#include "restart/loop/culprits.h"
+#include "restart/loop/exception_text.h"
+#include "restart/loop/loop.h"
+#include "restart/loop/sliced_wait.h"
+#include "restart/monitor/spawn.h"
+#include "restart/protocol/terminated_ranks.h"
+#include "store/client_options.h"
+#include "store/errors.h"
+#include "store/open_store.h"
+#include "store/prefix_view.h"
+#include "store/tcp/server.h"
+
+// The loop's recovery after a fault: abort the iteration, publish, run the
+// hooks within their bounds, settle the culprits and decide what comes next.
+namespace resilient::restart {
+
+using protocol::FaultReason;
+using protocol::FaultRecord;
+using protocol::RankPhase;
+using std::chrono::milliseconds;
+
+void Loop::abortIteration() noexcept {
+  const int k = state_.iteration;
+  timeline_.recordAt(interruption_->raisedNs(), k, "fault detected", interruption_->reason());
+  timeline_.record(k, "abort begun");
+  blackbox_->setFailFast(true);
+  std::vector<CommunicatorPtr> targets;
+  {
+    std::lock_guard<std::mutex> lock(commsMutex_);
+    for (const auto& [name, comm] : comms_) {
+      targets.push_back(comm);
+    }
+    targets.insert(targets.end(), userComms_.begin(), userComms_.end());
+  }
+  for (const CommunicatorPtr& comm : targets) {
+    comm->abort();
+  }
+  if (options_.abort) {
+    try {
+      options_.abort(state_);
+    } catch (const std::exception& e) {
+      RES_WARN(log::kRestart, "restart: the user's abort failed: %s", e.what());
+    } catch (...) {
+      RES_WARN(log::kRestart, "restart: the user's abort threw a non-standard exception");
+    }
+  }
+  timeline_.record(k, "abort done", std::to_string(targets.size()) + " communicators aborted");
+}
+
+void Loop::publish(FaultReason reason, const std::string& detail, int culprit) {
+  FaultRecord r;
+  r.iteration = state_.iteration;
+  r.reason = reason;
+  r.reporter = state_.initialRank;
+  r.subject = state_.initialRank;
+  r.culprit = culprit;
+  r.detail = detail;
+  publishAndRaise(*faults_, r, *interruption_);
+}
+
+void Loop::runBounded(const char* what, const std::function<void(const State&)>& hook,
+                      milliseconds timeout) {
+  if (!hook) {
+    return;
+  }
+  const State snapshot = state_;
+  detail::runBounded(timeout, what, "resilient-hook", [hook, snapshot] { hook(snapshot); });
+}
+
+void Loop::recover() {
+  const int k = state_.iteration;
+  interruption_->raise("the iteration failed");
+  while (!interruption_->waitAborted(milliseconds(1000))) {
+  }
+  monitor_.reset();
+  setPhase(RankPhase::kRestarting);
+  bool healthy = true;
+  std::string unhealthy;
+  try {
+    runBounded("finalize", options_.finalize, options_.finalizeTimeout);
+    timeline_.record(k, "finalized");
+  } catch (...) {
+    healthy = false;
+    unhealthy = "finalize failed: " + describeException(std::current_exception());
+  }
+  {
+    std::lock_guard<std::mutex> lock(commsMutex_);
+    previousComms_ = std::move(comms_);
+    comms_.clear();
+    userComms_.clear();
+  }
+  rendezvous_.reset();
+  if (healthy) {
+    try {
+      runBounded("health check", restartChecks_, options_.healthCheckTimeout);
+      timeline_.record(k, "health checked");
+    } catch (...) {
+      healthy = false;
+      unhealthy = "health check failed: " + describeException(std::current_exception());
+    }
+  }
+  if (!healthy) {
+    publish(FaultReason::kHealthCheck, unhealthy, state_.initialRank);
+    leave(std::make_exception_ptr(HealthCheckError(unhealthy)));
+  }
+
+  // What this rank's communicators had enqueued, for "who is behind".
+  const CommProgress progress = commProgressOf(*blackbox_);
+  if (!progress.empty()) {
+    publishCommProgress(*store_, *keys_, k, state_.initialRank, progress);
+  }
+
+  setPhase(RankPhase::kIterationBarrier);
+  for (;;) {
+    // Between slices: a culprit the records already name (once the window
+    // for concurrent faults has passed) is terminated now, and so counted,
+    // rather than when its monitor's hard timeout kills it.
+    const std::function<bool()> terminateNamedCulprits = [this, k] {
+      if (options_.terminateCulprits) {
+        for (const int c : settledCulprits(k)) {
+          barrier_->markTerminated(c, "culprit");
+        }
+      }
+      return false;
+    };
+    const std::vector<int> missing =
+        barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k), options_.barrierTimeout,
+                       terminateNamedCulprits, true);
+    if (missing.empty()) {
+      break;
+    }
+    for (const int m : missing) {
+      FaultRecord r;
+      r.iteration = k;
+      r.reason = FaultReason::kBarrierTimeout;
+      r.reporter = state_.initialRank;
+      r.subject = m;
+      r.culprit = m;
+      r.detail = "never arrived at the iteration barrier within " +
+                 std::to_string(options_.barrierTimeout.count()) + " ms";
+      faults_->publish(r);
+      barrier_->markTerminated(m, "barrier-timeout");
+    }
+  }
+  timeline_.record(k, "iteration barrier");
+
+  const std::vector<FaultRecord> records = faults_->recordsOf(k);
+  std::set<int> terminated = barrier_->terminated();
+  std::set<int> culprits = culpritsOf(records, options_.lastCallWait);
+  const bool hang = std::any_of(records.begin(), records.end(), [](const FaultRecord& r) {
+    return r.reason == FaultReason::kCollectiveHung || r.reason == FaultReason::kSoftTimeout;
+  });
+  if (hang) {
+    std::vector<int> live;
+    for (int r = 0; r < state_.initialWorldSize; ++r) {
+      if (terminated.count(r) == 0) {
+        live.push_back(r);
+      }
+    }
+    for (const int r : behindRanks(readCommProgress(*store_, *keys_, k, live))) {
+      culprits.insert(r);
+    }
+  }
+  std::string culpritText;
+  for (const int c : culprits) {
+    culpritText += (culpritText.empty() ? "" : ", ") + std::to_string(c);
+  }
+  timeline_.record(k, "culprits", culprits.empty() ? "none named" : "ranks " + culpritText);
+  if (options_.terminateCulprits) {
+    for (const int c : culprits) {
+      if (terminated.insert(c).second) {
+        barrier_->markTerminated(c, "culprit");
+      }
+    }
+  }
+  if (terminated.count(state_.initialRank) != 0) {
+    leave(std::make_exception_ptr(RankDiscarded(
+        "rank " + std::to_string(state_.initialRank) + " was terminated in iteration " +
+        std::to_string(k) +
+        (culprits.count(state_.initialRank) != 0 ? " as the culprit of a fault" : ""))));
+  }
+  state_.culprit = culprits.count(state_.initialRank) != 0;
+
+  AssignmentContext context;
+  context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
+  for (const int r : terminated) {
+    if (!world_->terminated(r)) {
+      context.terminated.push_back(r);
+    }
+  }
+  previousWorld_ = world_;
+  world_ = assignRanks(*world_, *options_.rankAssignment, context);
+  state_.iteration = k + 1;
+  timeline_.record(state_.iteration, "reassigned",
+                   std::to_string(context.terminated.size()) + " ranks terminated");
+  if (world_->terminated(state_.initialRank)) {
+    leave(std::make_exception_ptr(RankDiscarded("the rank assignment terminated rank " +
+                                                std::to_string(state_.initialRank))));
+  }
+}
+
+std::set<int> Loop::settledCulprits(int iteration) {
+  const std::vector<FaultRecord> records = faults_->recordsOf(iteration);
+  if (records.empty()) {
+    return {};
+  }
+  uint64_t first = records.front().wallNs;
+  for (const FaultRecord& r : records) {
+    first = std::min(first, r.wallNs);
+  }
+  const auto windowNs = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.lastCallWait).count());
+  if (wallClockNs() <= first + windowNs) {
+    return {};  // concurrent faults may still arrive
+  }
+  return culpritsOf(records, options_.lastCallWait);
+}
+
+}  // namespace resilient::restart

@@ -1,0 +1,201 @@
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "resilient/restart/health.hpp"
+#include "restart/comm/store_rendezvous.h"
+#include "restart/hooks/bounded_call.h"
+#include "restart/loop/behind_ranks.h"
+#include "restart/loop/culprits.h"
+#include "restart/loop/loop.h"
+#include "restart/loop/sliced_wait.h"
+#include "restart/monitor/spawn.h"
+#include "restart/protocol/terminated_ranks.h"
+#include "store/client_options.h"
+#include "store/errors.h"
+#include "store/open_store.h"
+#include "store/prefix_view.h"
+#include "store/tcp/server.h"
+
+// The loop's setup: the rank's identity, the store, the job's keys and
+// barriers, the monitor process, the world of an iteration.
+namespace resilient::restart {
+
+using protocol::FaultReason;
+using protocol::FaultRecord;
+using protocol::RankPhase;
+using std::chrono::milliseconds;
+
+namespace {
+
+int intFromEnvironment(const char* name) {
+  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before any thread
+  if (text == nullptr || *text == '\0') {
+    throw ConfigError(std::string("the rank and world size come from Options or from ") + name +
+                      ", which is not set");
+  }
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > (1 << 24)) {
+    throw ConfigError(std::string(name) + "=\"" + text + "\" is not a rank or world size");
+  }
+  return static_cast<int>(value);
+}
+
+// "tcp://host:port[/prefix]" → port, or 0 when `url` is not a tcp:// URL.
+uint16_t tcpPortOf(const std::string& url) {
+  if (url.rfind("tcp://", 0) != 0) {
+    return 0;
+  }
+  const size_t colon = url.find(':', 6);
+  if (colon == std::string::npos) {
+    return 0;
+  }
+  return static_cast<uint16_t>(std::strtoul(url.c_str() + colon + 1, nullptr, 10));
+}
+
+}  // namespace
+
+Loop::Loop(Options options, LoopEnvironment environment)
+    : options_(std::move(options)), environment_(std::move(environment)) {
+  options_.validate();
+  state_.initialRank = options_.rank >= 0 ? options_.rank : intFromEnvironment("RANK");
+  state_.initialWorldSize =
+      options_.worldSize >= 0 ? options_.worldSize : intFromEnvironment("WORLD_SIZE");
+  if (state_.initialWorldSize < 1 || state_.initialRank >= state_.initialWorldSize) {
+    throw ConfigError("rank " + std::to_string(state_.initialRank) + " is not within a world of " +
+                      std::to_string(state_.initialWorldSize));
+  }
+  state_.rank = state_.initialRank;
+  state_.worldSize = state_.initialWorldSize;
+}
+
+Loop::~Loop() {
+  monitor_.reset();
+  {
+    std::lock_guard<std::mutex> lock(commsMutex_);
+    comms_.clear();
+    userComms_.clear();
+  }
+  previousComms_.clear();
+  if (statusPage_ && state_.mode != Mode::kTerminated &&
+      statusPage_->page().currentPhase() != RankPhase::kDone) {
+    setPhase(RankPhase::kFailed);
+  }
+}
+
+void Loop::setup() {
+  if (environment_.store) {
+    if (options_.useMonitorProcess) {
+      throw ConfigError(
+          "a monitor process needs the store's URL: an injected store runs without one");
+    }
+    store_ = environment_.store;
+  } else {
+    const store::ClientOptions clientOptions = store::ClientOptions::fromParams();
+    if (options_.hostStore && state_.initialRank == 0) {
+      const uint16_t port = tcpPortOf(options_.storeUrl);
+      if (port == 0) {
+        throw ConfigError("hostStore needs a tcp://host:port store URL with a port, not \"" +
+                          options_.storeUrl + "\"");
+      }
+      store::tcp::ServerOptions server;
+      server.port = port;
+      server.token = clientOptions.token;
+      storeServer_ = std::make_unique<store::tcp::StoreServer>(server);
+    }
+    store_ = store::openStore(options_.storeUrl, clientOptions);
+  }
+  keys_ = std::make_unique<protocol::JobKeys>(options_.jobId);
+  faults_ = std::make_unique<protocol::FaultLog>(*store_, *keys_);
+  registry_ = std::make_unique<RankRegistry>(*store_, *keys_, state_.initialWorldSize);
+  barrier_ =
+      std::make_unique<JobBarrier>(*store_, *keys_, state_.initialRank, state_.initialWorldSize,
+                                   std::min(options_.monitorThreadInterval, milliseconds(100)));
+  blackbox_ = std::make_unique<BlackboxWatch>(options_.blackboxDir);
+  std::vector<HealthCheckFn> checks{options_.healthCheck};  // the last runs first
+  if (options_.automaticHealthChecks) {
+    checks.push_back(nicHealthCheck());  // its counters' baseline is taken now
+    if (nvmlAvailable()) {
+      checks.push_back(gpuRecoveryCheck());
+    }
+    if (cudaAvailable()) {
+      checks.push_back(cudaHealthCheck());
+    }
+  }
+  restartChecks_ = composeHealthChecks(std::move(checks));
+
+  // Claimed before the monitor process starts: a job id in use stops this
+  // rank before anything of it is in the store or running.
+  RankIdentity identity = RankIdentity::ofThisProcess();
+  registry_->claim(state_.initialRank, identity);
+  if (options_.useMonitorProcess) {
+    startMonitorProcess();
+    identity.monitorPid = statusPage_->page().monitorPid.load();
+    registry_->publish(state_.initialRank, identity);
+  }
+  timeline_.record(0, "started", store_->describe());
+
+  setPhase(RankPhase::kInitialBarrier);
+  barrier_->wait(keys_->initialBarrier(), 0, options_.barrierTimeout, {});
+  timeline_.record(0, "initial barrier");
+
+  // Every rank must compute the same first World, so it depends on nothing
+  // that may change while the ranks leave the barrier: a rank that died
+  // already is found by iteration 0's fault path (its monitor's record).
+  World initial(state_.initialWorldSize);
+  AssignmentContext context;
+  context.firstIteration = true;
+  context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
+  world_ = assignRanks(initial, *options_.rankAssignment, context);
+  setUp_ = true;
+}
+
+void Loop::startMonitorProcess() {
+  if (options_.storeUrl.empty() || options_.storeUrl == "memory") {
+    throw ConfigError("a monitor process needs a store it can reach (tcp:// or etcd://), not \"" +
+                      options_.storeUrl + "\"; set useMonitorProcess=false to run without one");
+  }
+  statusPage_.emplace(protocol::StatusPageMapping::create(state_.initialRank));
+  monitor::MonitorConfig config;
+  config.statusFd = statusPage_->fd();
+  config.storeUrl = options_.storeUrl;
+  config.jobId = options_.jobId;
+  config.rank = state_.initialRank;
+  config.worldSize = state_.initialWorldSize;
+  config.interval = options_.monitorProcessInterval;
+  config.heartbeatInterval = options_.heartbeatInterval;
+  config.heartbeatTimeout = options_.heartbeatTimeout;
+  config.softTimeout = options_.softTimeout;
+  config.hardTimeout = options_.hardTimeout;
+  config.barrierTimeout = options_.barrierTimeout;
+  config.grace = options_.terminationGraceTime;
+  config.logFile = options_.monitorLogFile;
+  config.pidFile = options_.monitorPidFile;
+  config.blackboxDir = options_.blackboxDir;
+  const pid_t pid = monitor::spawnMonitor(config, options_.monitorExecutable);
+  statusPage_->page().monitorPid.store(pid, std::memory_order_release);
+  timeline_.record(0, "monitor process", "pid " + std::to_string(pid));
+}
+
+void Loop::applyWorld() {
+  const RankSlot& slot = world_->at(state_.initialRank);
+  state_.rank = slot.rank;
+  state_.mode = slot.mode;
+  state_.activeRank = slot.activeRank;
+  state_.worldSize = world_->worldSize();
+  state_.activeWorldSize = world_->activeWorldSize();
+  if (environment_.setProcessEnvironment) {
+    setDistributedEnvironment(state_);
+  }
+  timeline_.record(state_.iteration, "assigned", state_.describe());
+}
+
+}  // namespace resilient::restart
