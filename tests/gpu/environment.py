@@ -33,6 +33,18 @@ def rdma_devices():
     return info
 
 
+def installed_library(name):
+    """libNAME.so* that PyTorch would use when it has not mapped one yet: the
+    pip wheels' nvidia/*/lib folders first, then the loader's search path."""
+    import ctypes.util
+    import glob
+    for base in sys.path:
+        for path in sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib", f"lib{name}.so*"))):
+            return path
+    found = ctypes.util.find_library(name)
+    return found
+
+
 def gpu_environment():
     info = {"python": sys.version.split()[0], "kernel": platform.release(), "cpus": os.cpu_count(),
             "rdma": rdma_devices()}
@@ -60,8 +72,8 @@ def gpu_environment():
     info["torch_nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import nccl_ctypes
-    info["nccl_library"] = nccl_ctypes.loaded_library("libnccl.so")
-    info["cudart_library"] = nccl_ctypes.loaded_library("libcudart.so")
+    info["nccl_library"] = nccl_ctypes.loaded_library("libnccl.so") or installed_library("nccl")
+    info["cudart_library"] = nccl_ctypes.loaded_library("libcudart.so") or installed_library("cudart")
     if info["nccl_library"]:
         info["nccl_version"] = nccl_ctypes.Nccl(info["nccl_library"]).version()[1]
     else:
