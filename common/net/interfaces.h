@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
 #include "common/socket_address.h"
+#include "common/status.h"
 
 namespace resilient::net {
 

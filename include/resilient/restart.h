@@ -34,9 +34,9 @@ typedef enum {
   RESILIENT_RESTART_DISCARDED = 3,      /* this rank left the job (terminated) */
   RESILIENT_RESTART_HEALTH_CHECK = 4,   /* a health check failed on this rank */
   RESILIENT_RESTART_TIMEOUT = 5,
-  RESILIENT_RESTART_CONFIG = 6,         /* bad option name, value or ordering */
-  RESILIENT_RESTART_COMMUNICATOR = 7,   /* a communicator operation failed */
-  RESILIENT_RESTART_ERROR = 8,          /* any other failure (see last_error) */
+  RESILIENT_RESTART_CONFIG = 6,       /* bad option name, value or ordering */
+  RESILIENT_RESTART_COMMUNICATOR = 7, /* a communicator operation failed */
+  RESILIENT_RESTART_ERROR = 8,        /* any other failure (see last_error) */
 } resilient_restart_status;
 
 typedef enum {
@@ -54,9 +54,9 @@ typedef struct {
   int active_rank;
   int active_world_size;
   int iteration;
-  int mode;        /* resilient_restart_mode */
-  int fn_failed;   /* the previous call of the function failed on this rank */
-  int culprit;     /* the previous iteration's faults named this rank */
+  int mode;      /* resilient_restart_mode */
+  int fn_failed; /* the previous call of the function failed on this rank */
+  int culprit;   /* the previous iteration's faults named this rank */
 } resilient_restart_state;
 
 typedef struct resilient_restart_options resilient_restart_options;
@@ -158,7 +158,8 @@ int resilient_restart_options_add_host_communicator(resilient_restart_options* o
                                                     const char* name, const char* plugin);
 
 /* The wrapper (validates the options; NULL on failure, see last_error). */
-resilient_restart_wrapper* resilient_restart_wrapper_create(const resilient_restart_options* options);
+resilient_restart_wrapper* resilient_restart_wrapper_create(
+    const resilient_restart_options* options);
 void resilient_restart_wrapper_destroy(resilient_restart_wrapper* wrapper);
 
 /* The wrapped function: return 0 when done; RESILIENT_RESTART_SHOULD_RESTART

@@ -103,8 +103,7 @@ Millis Options::*durationMember(int id) noexcept {
     case RESILIENT_RESTART_OPT_HEARTBEAT_TIMEOUT_MS: return &Options::heartbeatTimeout;
     case RESILIENT_RESTART_OPT_LAST_CALL_WAIT_MS: return &Options::lastCallWait;
     case RESILIENT_RESTART_OPT_MONITOR_THREAD_INTERVAL_MS: return &Options::monitorThreadInterval;
-    case RESILIENT_RESTART_OPT_MONITOR_PROCESS_INTERVAL_MS:
-      return &Options::monitorProcessInterval;
+    case RESILIENT_RESTART_OPT_MONITOR_PROCESS_INTERVAL_MS: return &Options::monitorProcessInterval;
     case RESILIENT_RESTART_OPT_PROGRESS_WATCHDOG_INTERVAL_MS:
       return &Options::progressWatchdogInterval;
     case RESILIENT_RESTART_OPT_TERMINATION_GRACE_TIME_MS: return &Options::terminationGraceTime;
@@ -154,9 +153,9 @@ resilient::restart::Options resilient_restart_options::resolved() const {
     o.rankAssignment = r::compose(std::move(policies));
   }
   if (maxIterations || minWorldSize || minActiveWorldSize) {
-    o.initialize = r::composeInitialize(
-        {r::retryController(maxIterations, minWorldSize.value_or(1), minActiveWorldSize.value_or(1)),
-         o.initialize});
+    o.initialize = r::composeInitialize({r::retryController(maxIterations, minWorldSize.value_or(1),
+                                                            minActiveWorldSize.value_or(1)),
+                                         o.initialize});
   }
   return o;
 }
@@ -172,7 +171,9 @@ resilient_restart_options* resilient_restart_options_from_environment(void) {
   return out;
 }
 
-void resilient_restart_options_destroy(resilient_restart_options* options) { delete options; }
+void resilient_restart_options_destroy(resilient_restart_options* options) {
+  delete options;
+}
 
 const resilient_restart_option_info* resilient_restart_option_by_name(const char* name) {
   if (name == nullptr) {
@@ -294,8 +295,8 @@ int resilient_restart_options_set_hook(resilient_restart_options* o, int kind,
   });
 }
 
-int resilient_restart_options_add_host_communicator(resilient_restart_options* o,
-                                                    const char* name, const char* plugin) {
+int resilient_restart_options_add_host_communicator(resilient_restart_options* o, const char* name,
+                                                    const char* plugin) {
   return guarded([&] {
     if (o == nullptr || name == nullptr) {
       throw resilient::restart::ConfigError("add_host_communicator: null options or name");

@@ -64,16 +64,16 @@ class Rendezvous {
 
 // What a factory gets to build one communicator of an iteration.
 struct CommunicatorSetup {
-  const State& state;        // this iteration (active: activeRank / activeWorldSize)
-  Rendezvous& rendezvous;    // this iteration's exchange
-  std::string name;          // the factory's name in Options (unique per job)
+  const State& state;      // this iteration (active: activeRank / activeWorldSize)
+  Rendezvous& rendezvous;  // this iteration's exchange
+  std::string name;        // the factory's name in Options (unique per job)
   // The same factory's communicator of the previous iteration (aborted or
   // revoked, not yet destroyed), and the members of it that are gone: their
   // ranks in that communicator. A factory may shrink it instead of building
   // from scratch when only ranks left (NCCL ≥ 2.27: ncclCommShrink).
   CommunicatorPtr previous;
   std::vector<int> removedRanks;
-  bool onlyRemovals = false;  // no rank joined or moved: shrink is possible
+  bool onlyRemovals = false;             // no rank joined or moved: shrink is possible
   std::chrono::milliseconds timeout{0};  // for the whole creation
 };
 

@@ -16,8 +16,8 @@
 
 #include <stdexcept>
 #include <string>
-#include "resilient/restart/visibility.h"
 
+#include "resilient/restart/visibility.h"
 
 RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {

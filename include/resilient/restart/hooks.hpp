@@ -52,8 +52,8 @@ AbortFn composeAbort(std::vector<AbortFn> hooks);
 // The stock initialize hook: throws RestartAbort once the iteration reaches
 // `maxIterations` (nullopt: no limit), or when fewer than `minWorldSize` live
 // ranks or `minActiveWorldSize` active ranks are left.
-InitializeFn retryController(std::optional<int> maxIterations = std::nullopt,
-                             int minWorldSize = 1, int minActiveWorldSize = 1);
+InitializeFn retryController(std::optional<int> maxIterations = std::nullopt, int minWorldSize = 1,
+                             int minActiveWorldSize = 1);
 
 // Runs `fn` on its own thread and waits at most `timeout` for it; overrunning
 // throws TimeoutError (the thread is left to finish: it cannot be cancelled).

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "resilient/restart/world.hpp"
 #include "resilient/restart/visibility.h"
+#include "resilient/restart/world.hpp"
 
 RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {

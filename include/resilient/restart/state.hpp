@@ -7,8 +7,8 @@
 #include <exception>
 #include <string>
 
-#include "resilient/restart/world.hpp"
 #include "resilient/restart/visibility.h"
+#include "resilient/restart/world.hpp"
 
 RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
 #include "resilient/restart/visibility.h"
 
 RESILIENT_RESTART_API_BEGIN

@@ -9,15 +9,16 @@
 
 #include <string>
 #include <vector>
+
 #include "resilient/restart/visibility.h"
 
 RESILIENT_RESTART_API_BEGIN
 namespace resilient::restart {
 
 enum class Mode {
-  kActive,      // runs the wrapped function
-  kInactive,    // a spare: alive, waits, may be activated in a later iteration
-  kTerminated,  // gone for good (dead, unhealthy, or dropped by a policy)
+  kActive,       // runs the wrapped function
+  kInactive,     // a spare: alive, waits, may be activated in a later iteration
+  kTerminated,   // gone for good (dead, unhealthy, or dropped by a policy)
   kInitialized,  // a State before the first rank assignment (never in a World)
 };
 

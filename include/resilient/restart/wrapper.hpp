@@ -66,7 +66,8 @@ class CallContext {
   class HangProtectionOff {
    public:
     explicit HangProtectionOff(CallContext* ctx) noexcept : ctx_(ctx) {}
-    HangProtectionOff(HangProtectionOff&& other) noexcept : ctx_(std::exchange(other.ctx_, nullptr)) {}
+    HangProtectionOff(HangProtectionOff&& other) noexcept
+        : ctx_(std::exchange(other.ctx_, nullptr)) {}
     HangProtectionOff& operator=(HangProtectionOff&&) = delete;
     HangProtectionOff(const HangProtectionOff&) = delete;
     HangProtectionOff& operator=(const HangProtectionOff&) = delete;
@@ -126,8 +127,7 @@ class Wrapper {
             class = std::enable_if_t<!std::is_void_v<R>>>
   std::optional<R> run(F&& fn) {
     std::optional<R> result;
-    run(std::function<void(CallContext&)>(
-        [&](CallContext& ctx) { result.emplace(fn(ctx)); }));
+    run(std::function<void(CallContext&)>([&](CallContext& ctx) { result.emplace(fn(ctx)); }));
     return result;
   }
 
