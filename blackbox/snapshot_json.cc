@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "blackbox/fault_names.h"
+#include "blackbox/value_names.h"
 #include "common/clock.h"
 
 namespace resilient::blackbox {
@@ -56,23 +56,6 @@ const char* opStateName(uint32_t s) {
   }
 }
 
-namespace {
-
-const char* stepStateName(uint32_t s) {
-  switch (s) {
-    case 0: return "";
-    case 8: return "SendGPUWait";
-    case 9: return "SendWait";
-    case 10: return "RecvWait";
-    case 11: return "RecvFlushWait";
-    case 12: return "RecvGPUWait";
-    case 20: return "SendPeerWait";
-    default: return "other";
-  }
-}
-
-}  // namespace
-
 std::string hexId(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
@@ -97,7 +80,7 @@ nlohmann::json opJson(const resilient_blackbox_op& op) {
       {"channels_done", channels(op.channelsDone)},
       {"stuck_channels", channels(op.channelsStarted & ~op.channelsDone)},
       {"proxy_ops", op.proxyOps},
-      {"last_step_state", stepStateName(op.lastStepState)},
+      {"last_step_state", op.lastStepState == 0 ? "" : stepStateName(op.lastStepState)},
       {"enqueue_mono_ns", op.enqueueMonoNs},
       {"start_mono_ns", op.startMonoNs},
       {"end_mono_ns", op.endMonoNs},

@@ -1,6 +1,6 @@
 #include "plugin/net/fault.h"
 
-#include "blackbox/fault_names.h"
+#include "blackbox/value_names.h"
 #include "resilient/blackbox.h"
 
 namespace resilient::net {

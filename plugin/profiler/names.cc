@@ -74,19 +74,6 @@ size_t datatypeSize(uint32_t code) noexcept {
   return code < kDatatypes.size() ? kDatatypes[code].size : 0;
 }
 
-const char* stepStateName(uint32_t state) noexcept {
-  switch (state) {
-    case 0: return "none";
-    case 8: return "SendGPUWait";
-    case 9: return "SendWait";
-    case 10: return "RecvWait";
-    case 11: return "RecvFlushWait";
-    case 12: return "RecvGPUWait";
-    case 20: return "SendPeerWait";
-    default: return "other";
-  }
-}
-
 const char* stepStateMeaning(uint32_t state) noexcept {
   switch (state) {
     case 8: return "the local GPU has not produced the data";

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "blackbox/value_names.h"
+
 namespace resilient::profiler {
 
 // ncclFunc_t values; kFuncOther for anything else (RESILIENT_BLACKBOX_FUNCS - 1).
@@ -29,10 +31,10 @@ size_t datatypeSize(const char* name) noexcept;
 const char* datatypeName(uint32_t code) noexcept;
 size_t datatypeSize(uint32_t code) noexcept;
 
-// A proxy-step state (ncclProfilerEventState_t value) and what it means for
-// a step that stays in it: "RecvWait (irecv posted, nothing arrives from the
-// peer)". "none" for 0, "state N" for values without a meaning here.
-const char* stepStateName(uint32_t state) noexcept;
+// A proxy-step state's name (blackbox/value_names.h), and what a state means
+// for a step that stays in it: "RecvWait (irecv posted, nothing arrives from
+// the peer)". "none" for 0, "state N" for values without a meaning here.
+using blackbox::stepStateName;
 const char* stepStateMeaning(uint32_t state) noexcept;
 
 // v1 numeric algorithm and protocol codes -> NCCL's strings.

@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "blackbox/fault_names.h"
+#include "blackbox/value_names.h"
 #include "common/clock.h"
 #include "store/errors.h"
 

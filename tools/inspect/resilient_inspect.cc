@@ -15,7 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "blackbox/fault_names.h"
+#include "blackbox/value_names.h"
 #include "blackbox/rank_progress.h"
 #include "blackbox/reader.h"
 #include "blackbox/snapshot_json.h"

@@ -1,4 +1,4 @@
-#include "blackbox/fault_names.h"
+#include "blackbox/value_names.h"
 
 #include "resilient/blackbox.h"
 
@@ -16,6 +16,19 @@ const char* faultClassName(uint32_t faultClass) noexcept {
     case RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT: return "progress silent";
     case RESILIENT_BLACKBOX_FAULT_LINK_DOWN: return "link down";
     default: return "unknown fault";
+  }
+}
+
+const char* stepStateName(uint32_t state) noexcept {
+  switch (state) {
+    case 0: return "none";
+    case 8: return "SendGPUWait";
+    case 9: return "SendWait";
+    case 10: return "RecvWait";
+    case 11: return "RecvFlushWait";
+    case 12: return "RecvGPUWait";
+    case 20: return "SendPeerWait";
+    default: return "other";
   }
 }
 
