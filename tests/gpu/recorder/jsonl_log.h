@@ -45,6 +45,8 @@ class JsonFields {
   // An unsigned 64-bit value as a "0x..." string (comm hashes, GUIDs):
   // exact in every JSON reader.
   JsonFields& addHex(std::string_view name, uint64_t v);
+  // A plugin call's ncclResult_t, as "rc": code.
+  JsonFields& addResult(int rc) { return add("rc", rc); }
   // A small integer id, with 0 meaning "none" (written as null).
   JsonFields& addId(std::string_view name, uint64_t id) {
     return id == 0 ? addNull(name) : add(name, id);
@@ -122,6 +124,22 @@ class JsonlLog {
   }
   // Appends one line {"t_ns":...,"tid":...,<fields>}; a no-op when not recording.
   void write(const JsonFields& fields);
+  // Builds and writes one line {"call":call,...}; `fill(JsonFields&)` adds the
+  // members after "call". Recording never disturbs the call recorded: a line
+  // that cannot be built (memory) is dropped.
+  template <class Fill>
+  void record(const char* call, Fill&& fill) noexcept {
+    if (!recording()) {
+      return;
+    }
+    try {
+      JsonFields f;
+      f.add("call", call);
+      fill(f);
+      write(f);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the line is dropped, the call goes on
+    }
+  }
   // Writes the buffered lines to the file.
   void flush();
 

@@ -88,27 +88,6 @@ using State = ProcessState<NetState>;
 
 // ---- recording ---------------------------------------------------------------
 
-void addRc(JsonFields& f, ncclResult_t rc) {
-  f.add("rc", static_cast<int>(rc));
-}
-
-// Builds and writes one line; `fill` adds the members after "call" (and may
-// take s.mu). Recording never disturbs the forwarded call: a failure to
-// build a line (memory) drops the line.
-template <class Fill>
-void record(NetState& s, const char* call, Fill&& fill) noexcept {
-  if (!s.log.recording()) {
-    return;
-  }
-  try {
-    JsonFields f;
-    f.add("call", call);
-    fill(f);
-    s.log.write(f);
-  } catch (...) {  // NOLINT(bugprone-empty-catch): the line is dropped, the call goes on
-  }
-}
-
 uint64_t lookup(const std::unordered_map<void*, uint64_t>& m, void* p) {
   const auto it = m.find(p);
   return it == m.end() ? 0 : it->second;
@@ -190,9 +169,9 @@ ncclResult_t missing(NetState* s, const char* call) {
          "NET/Recorder: %s called without an inner net plugin (init failed or not called)", call);
   }
   if (s != nullptr) {
-    record(*s, call, [&](JsonFields& f) {
+    s->log.record(call, [&](JsonFields& f) {
       f.add("error", loaded ? "inner member is NULL" : "no inner plugin");
-      addRc(f, ncclInternalError);
+      f.addResult(static_cast<int>(ncclInternalError));
     });
   }
   return ncclInternalError;
@@ -267,9 +246,9 @@ ncclResult_t init(void** ctx, uint64_t commHash, ncclNetCommConfig_v11_t* config
   }
   if (!error.empty()) {
     warn(logFn, NCCL_NET | NCCL_INIT, "NET/Recorder: %s", error.c_str());
-    record(*s, "init", [&](JsonFields& f) {
+    s->log.record("init", [&](JsonFields& f) {
       f.addNull("ctx").addHex("commId", commHash).add("error", error.c_str());
-      addRc(f, ncclInvalidUsage);
+      f.addResult(static_cast<int>(ncclInvalidUsage));
     });
     return ncclInvalidUsage;
   }
@@ -293,7 +272,7 @@ ncclResult_t init(void** ctx, uint64_t commHash, ncclNetCommConfig_v11_t* config
     } catch (...) {  // NOLINT(bugprone-empty-catch): the context goes unnamed in the file
     }
   }
-  record(*s, "init", [&](JsonFields& f) {
+  s->log.record("init", [&](JsonFields& f) {
     f.addId("ctx", id).addHex("commId", commHash);
     if (config != nullptr) {
       f.add("trafficClass", config->trafficClass);
@@ -304,7 +283,7 @@ ncclResult_t init(void** ctx, uint64_t commHash, ncclNetCommConfig_v11_t* config
     f.add("profFn", profFn != nullptr)
         .add("inner", s->innerPath.c_str())
         .add("innerName", inner->name);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -316,11 +295,11 @@ ncclResult_t devices(int* ndev) noexcept {
     return missing(s, "devices");
   }
   const ncclResult_t rc = inner->devices(ndev);
-  record(*s, "devices", [&](JsonFields& f) {
+  s->log.record("devices", [&](JsonFields& f) {
     if (ndev != nullptr && rc == ncclSuccess) {
       f.add("ndev", *ndev);
     }
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -350,12 +329,12 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) noexcept {
     return missing(s, "getProperties");
   }
   const ncclResult_t rc = inner->getProperties(dev, props);
-  record(*s, "getProperties", [&](JsonFields& f) {
+  s->log.record("getProperties", [&](JsonFields& f) {
     f.add("dev", dev);
     if (props != nullptr && rc == ncclSuccess) {
       addProperties(f, *props);
     }
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -367,7 +346,7 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) noexcep
     return missing(s, "listen");
   }
   const ncclResult_t rc = inner->listen(ctx, dev, handle, listenComm);
-  record(*s, "listen", [&](JsonFields& f) {
+  s->log.record("listen", [&](JsonFields& f) {
     void* comm = listenComm != nullptr ? *listenComm : nullptr;
     uint64_t ctxId = 0, id = 0;
     {
@@ -378,7 +357,7 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) noexcep
       }
     }
     f.addId("ctx", ctxId).add("dev", dev).addId("listenComm", id);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -393,6 +372,32 @@ uint64_t countPoll(std::unordered_map<void*, uint64_t>& polls, void* key, bool f
   return take(polls, key) + 1;
 }
 
+// connect and accept are polled until they return a comm (or fail): each
+// poll is counted against `key`, and one line is written when the call ends.
+// `fields(f, id)` adds the call's own members (under s.mu; id: the new comm's).
+template <class Fields>
+void recordEstablish(NetState& s, const char* call, std::unordered_map<void*, uint64_t>& polls,
+                     void* key, void* comm, ncclResult_t rc, bool devAsked, bool devGot,
+                     Fields&& fields) noexcept {
+  if (rc == ncclSuccess && comm == nullptr) {
+    if (s.log.recording()) {
+      try {
+        std::lock_guard<std::mutex> lock(s.mu);
+        countPoll(polls, key, false);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): only a poll count is lost
+      }
+    }
+    return;
+  }
+  s.log.record(call, [&](JsonFields& f) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    const uint64_t n = countPoll(polls, key, true);
+    fields(f, comm != nullptr ? newComm(s, comm) : 0);
+    f.add("devHandleAsked", devAsked).add("devHandle", devGot).add("polls", n);
+    f.addResult(static_cast<int>(rc));
+  });
+}
+
 ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
                      ncclNetDeviceHandle_v11_t** sendDevComm) noexcept {
   NetState* s = liveState();
@@ -401,34 +406,11 @@ ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
     return missing(s, "connect");
   }
   const ncclResult_t rc = inner->connect(ctx, dev, handle, sendComm, sendDevComm);
-  void* comm = sendComm != nullptr ? *sendComm : nullptr;
-  const bool finished = rc != ncclSuccess || comm != nullptr;
-  if (!finished) {
-    if (s->log.recording()) {
-      try {
-        std::lock_guard<std::mutex> lock(s->mu);
-        countPoll(s->connectPolls, handle, false);
-      } catch (...) {  // NOLINT(bugprone-empty-catch): only a poll count is lost
-      }
-    }
-    return rc;
-  }
-  record(*s, "connect", [&](JsonFields& f) {
-    uint64_t ctxId = 0, id = 0, polls = 0;
-    {
-      std::lock_guard<std::mutex> lock(s->mu);
-      ctxId = lookup(s->contexts, ctx);
-      polls = countPoll(s->connectPolls, handle, true);
-      if (comm != nullptr) {
-        id = newComm(*s, comm);
-      }
-    }
-    f.addId("ctx", ctxId).add("dev", dev).addId("sendComm", id);
-    f.add("devHandleAsked", sendDevComm != nullptr);
-    f.add("devHandle", sendDevComm != nullptr && *sendDevComm != nullptr);
-    f.add("polls", polls);
-    addRc(f, rc);
-  });
+  recordEstablish(*s, "connect", s->connectPolls, handle, sendComm != nullptr ? *sendComm : nullptr,
+                  rc, sendDevComm != nullptr, sendDevComm != nullptr && *sendDevComm != nullptr,
+                  [&](JsonFields& f, uint64_t id) {
+                    f.addId("ctx", lookup(s->contexts, ctx)).add("dev", dev).addId("sendComm", id);
+                  });
   return rc;
 }
 
@@ -440,34 +422,12 @@ ncclResult_t accept(void* listenComm, void** recvComm,
     return missing(s, "accept");
   }
   const ncclResult_t rc = inner->accept(listenComm, recvComm, recvDevComm);
-  void* comm = recvComm != nullptr ? *recvComm : nullptr;
-  const bool finished = rc != ncclSuccess || comm != nullptr;
-  if (!finished) {
-    if (s->log.recording()) {
-      try {
-        std::lock_guard<std::mutex> lock(s->mu);
-        countPoll(s->acceptPolls, listenComm, false);
-      } catch (...) {  // NOLINT(bugprone-empty-catch): only a poll count is lost
-      }
-    }
-    return rc;
-  }
-  record(*s, "accept", [&](JsonFields& f) {
-    uint64_t listenId = 0, id = 0, polls = 0;
-    {
-      std::lock_guard<std::mutex> lock(s->mu);
-      listenId = commId(*s, listenComm);
-      polls = countPoll(s->acceptPolls, listenComm, true);
-      if (comm != nullptr) {
-        id = newComm(*s, comm);
-      }
-    }
-    f.addId("listenComm", listenId).addId("recvComm", id);
-    f.add("devHandleAsked", recvDevComm != nullptr);
-    f.add("devHandle", recvDevComm != nullptr && *recvDevComm != nullptr);
-    f.add("polls", polls);
-    addRc(f, rc);
-  });
+  recordEstablish(*s, "accept", s->acceptPolls, listenComm,
+                  recvComm != nullptr ? *recvComm : nullptr, rc, recvDevComm != nullptr,
+                  recvDevComm != nullptr && *recvDevComm != nullptr,
+                  [&](JsonFields& f, uint64_t id) {
+                    f.addId("listenComm", commId(*s, listenComm)).addId("recvComm", id);
+                  });
   return rc;
 }
 
@@ -475,7 +435,7 @@ ncclResult_t accept(void* listenComm, void** recvComm,
 template <class Extra>
 void recordRegistration(NetState& s, const char* call, void* comm, size_t size, int type,
                         void** mhandle, ncclResult_t rc, Extra&& extra) {
-  record(s, call, [&](JsonFields& f) {
+  s.log.record(call, [&](JsonFields& f) {
     void* mh = mhandle != nullptr ? *mhandle : nullptr;
     uint64_t cid = 0, id = 0;
     {
@@ -489,7 +449,7 @@ void recordRegistration(NetState& s, const char* call, void* comm, size_t size, 
     f.addId("comm", cid).add("size", size).add("type", type);
     extra(f);
     f.addId("mh", id);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
 }
 
@@ -531,9 +491,9 @@ ncclResult_t deregMr(void* comm, void* mhandle) noexcept {
     id = take(s->mrs, mhandle);
   }
   const ncclResult_t rc = inner->deregMr(comm, mhandle);
-  record(*s, "deregMr", [&](JsonFields& f) {
+  s->log.record("deregMr", [&](JsonFields& f) {
     f.addId("comm", cid).addId("mh", id);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -557,7 +517,7 @@ ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhand
     }
     return rc;
   }
-  record(*s, "isend", [&](JsonFields& f) {
+  s->log.record("isend", [&](JsonFields& f) {
     uint64_t cid = 0, mh = 0, id = 0, retries = 0;
     {
       std::lock_guard<std::mutex> lock(s->mu);
@@ -573,7 +533,7 @@ ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhand
     if (retries != 0) {
       f.add("retries", retries);
     }
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -600,7 +560,7 @@ ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
     }
     return rc;
   }
-  record(*s, "irecv", [&](JsonFields& f) {
+  s->log.record("irecv", [&](JsonFields& f) {
     const int count = validN(n) ? n : 0;
     uint64_t cid = 0, id = 0, retries = 0;
     uint64_t mh[NCCL_PROXY_MAX_SUBS] = {};
@@ -646,7 +606,7 @@ ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
     if (retries != 0) {
       f.add("retries", retries);
     }
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -659,7 +619,7 @@ ncclResult_t iflush(void* recvComm, int n, void** data, int* sizes, void** mhand
     return missing(s, "iflush");
   }
   const ncclResult_t rc = inner->iflush(recvComm, n, data, sizes, mhandles, request);
-  record(*s, "iflush", [&](JsonFields& f) {
+  s->log.record("iflush", [&](JsonFields& f) {
     void* req = request != nullptr ? *request : nullptr;
     const int count = validN(n) ? n : 0;
     uint64_t cid = 0, id = 0;
@@ -687,7 +647,7 @@ ncclResult_t iflush(void* recvComm, int n, void** data, int* sizes, void** mhand
       }
     }
     f.endArray().addId("req", id);  // null: nothing to wait for
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -732,7 +692,7 @@ ncclResult_t test(void* request, int* done, int* sizes) noexcept {
   if (!finished) {
     return rc;
   }
-  record(*s, "test", [&](JsonFields& f) {
+  s->log.record("test", [&](JsonFields& f) {
     f.addId("req", entry.id);
     if (known) {
       f.add("kind", kindName(entry.kind));
@@ -751,7 +711,7 @@ ncclResult_t test(void* request, int* done, int* sizes) noexcept {
       f.endArray();
     }
     f.add("polls", known ? entry.polls : 1);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -774,9 +734,9 @@ ncclResult_t closeComm(const char* call, const char* key, CloseFn ncclNet_v11_t:
     s->acceptPolls.erase(comm);
   }
   const ncclResult_t rc = (inner->*member)(comm);
-  record(*s, call, [&](JsonFields& f) {
+  s->log.record(call, [&](JsonFields& f) {
     f.addId(key, id);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   s->log.flush();
   return rc;
@@ -801,7 +761,7 @@ ncclResult_t getDeviceMr(void* comm, void* mhandle, void** dptrMhandle) noexcept
     return missing(s, "getDeviceMr");
   }
   const ncclResult_t rc = inner->getDeviceMr(comm, mhandle, dptrMhandle);
-  record(*s, "getDeviceMr", [&](JsonFields& f) {
+  s->log.record("getDeviceMr", [&](JsonFields& f) {
     uint64_t cid = 0, mh = 0;
     {
       std::lock_guard<std::mutex> lock(s->mu);
@@ -810,7 +770,7 @@ ncclResult_t getDeviceMr(void* comm, void* mhandle, void** dptrMhandle) noexcept
     }
     f.addId("comm", cid).addId("mh", mh);
     f.add("dptr", dptrMhandle != nullptr && *dptrMhandle != nullptr);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -832,9 +792,9 @@ ncclResult_t irecvConsumed(void* recvComm, int n, void* request) noexcept {
     }
   }
   const ncclResult_t rc = inner->irecvConsumed(recvComm, n, request);
-  record(*s, "irecvConsumed", [&](JsonFields& f) {
+  s->log.record("irecvConsumed", [&](JsonFields& f) {
     f.addId("recvComm", cid).add("n", n).addId("req", id);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -850,7 +810,7 @@ ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v11_t* props) noexcept {
     in = *props;
   }
   const ncclResult_t rc = inner->makeVDevice(d, props);
-  record(*s, "makeVDevice", [&](JsonFields& f) {
+  s->log.record("makeVDevice", [&](JsonFields& f) {
     if (props != nullptr) {
       f.add("ndevs", in.ndevs).key("devs").beginArray();
       for (int i = 0; i < in.ndevs && i < NCCL_NET_MAX_DEVS_PER_NIC; ++i) {
@@ -861,7 +821,7 @@ ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v11_t* props) noexcept {
     if (d != nullptr && rc == ncclSuccess) {
       f.add("d", *d);
     }
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -872,9 +832,9 @@ ncclResult_t finalize(void* ctx) noexcept {
   if (inner == nullptr || inner->finalize == nullptr) {
     // NCCL calls finalize even after a failed init: nothing to forward to.
     if (s != nullptr) {
-      record(*s, "finalize", [&](JsonFields& f) {
+      s->log.record("finalize", [&](JsonFields& f) {
         f.addNull("ctx").add("inner", false);
-        addRc(f, ncclSuccess);
+        f.addResult(static_cast<int>(ncclSuccess));
       });
       s->log.flush();
     }
@@ -886,9 +846,9 @@ ncclResult_t finalize(void* ctx) noexcept {
     id = take(s->contexts, ctx);  // also when not recording: the unload guard counts contexts
   }
   const ncclResult_t rc = inner->finalize(ctx);
-  record(*s, "finalize", [&](JsonFields& f) {
+  s->log.record("finalize", [&](JsonFields& f) {
     f.addId("ctx", id);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   s->log.flush();
   return rc;
@@ -908,7 +868,7 @@ ncclResult_t setNetAttr(void* ctx, ncclNetAttr_v11_t* attr) noexcept {
     return missing(s, "setNetAttr");
   }
   const ncclResult_t rc = inner->setNetAttr(ctx, attr);
-  record(*s, "setNetAttr", [&](JsonFields& f) {
+  s->log.record("setNetAttr", [&](JsonFields& f) {
     uint64_t id = 0;
     {
       std::lock_guard<std::mutex> lock(s->mu);
@@ -924,7 +884,7 @@ ncclResult_t setNetAttr(void* ctx, ncclNetAttr_v11_t* attr) noexcept {
       f.add("op", attr->op).add("algo", attr->algo).add("proto", attr->proto);
       f.endObject();
     }
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }

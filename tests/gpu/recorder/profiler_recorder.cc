@@ -101,24 +101,6 @@ class ProfilerState {
 
 using State = ProcessState<ProfilerState>;
 
-void addRc(JsonFields& f, ncclResult_t rc) {
-  f.add("rc", static_cast<int>(rc));
-}
-
-template <class Fill>
-void record(ProfilerState& s, const char* call, Fill&& fill) noexcept {
-  if (!s.log.recording()) {
-    return;
-  }
-  try {
-    JsonFields f;
-    f.add("call", call);
-    fill(f);
-    s.log.write(f);
-  } catch (...) {  // NOLINT(bugprone-empty-catch): the line is dropped, the call goes on
-  }
-}
-
 const char* typeName(uint64_t type) {
   switch (type) {
     case ncclProfileGroup: return "Group";
@@ -253,9 +235,9 @@ ncclResult_t init(void** context, uint64_t commHash, int* eActivationMask, const
   const int maskIn = eActivationMask != nullptr ? *eActivationMask : 0;
   if (!error.empty()) {
     warn(logfn, NCCL_PROFILE | NCCL_INIT, "PROFILER/Recorder: %s", error.c_str());
-    record(*s, "init", [&](JsonFields& f) {
+    s->log.record("init", [&](JsonFields& f) {
       f.addNull("ctx").addHex("commId", commHash).add("error", error.c_str());
-      addRc(f, ncclInvalidUsage);
+      f.addResult(static_cast<int>(ncclInvalidUsage));
     });
     return ncclInvalidUsage;
   }
@@ -286,7 +268,7 @@ ncclResult_t init(void** context, uint64_t commHash, int* eActivationMask, const
       }
     }
   }
-  record(*s, "init", [&](JsonFields& f) {
+  s->log.record("init", [&](JsonFields& f) {
     f.addId("ctx", id).addHex("commId", commHash).add("commName", commName);
     f.add("nNodes", nNodes).add("nranks", nranks).add("rank", rank);
     f.add("maskIn", maskIn);
@@ -300,7 +282,7 @@ ncclResult_t init(void** context, uint64_t commHash, int* eActivationMask, const
     } else {
       f.addNull("inner");
     }
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -436,7 +418,7 @@ ncclResult_t startEvent(void* context, void** eHandle,
     *out = innerHandle;
     return rc;
   }
-  record(*s, "start", [&](JsonFields& f) {
+  s->log.record("start", [&](JsonFields& f) {
     f.addId("ctx", ctxId);
     addType(f, eDescr->type);
     f.add("id", id);
@@ -447,7 +429,7 @@ ncclResult_t startEvent(void* context, void** eHandle,
     }
     addDescriptor(f, *eDescr);
     f.add("innerHandle", innerHandle != nullptr);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -496,9 +478,9 @@ ncclResult_t stopEvent(void* eHandle) noexcept {
   const ncclProfiler_v5_t* inner = s->inner.load(std::memory_order_acquire);
   const Resolved r = resolve(*s, eHandle);
   const ncclResult_t rc = inner != nullptr ? inner->stopEvent(r.inner) : ncclSuccess;
-  record(*s, "stop", [&](JsonFields& f) {
+  s->log.record("stop", [&](JsonFields& f) {
     addHandle(f, r);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -513,7 +495,7 @@ ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState,
   const Resolved r = resolve(*s, eHandle);
   const ncclResult_t rc =
       inner != nullptr ? inner->recordEventState(r.inner, eState, eStateArgs) : ncclSuccess;
-  record(*s, "state", [&](JsonFields& f) {
+  s->log.record("state", [&](JsonFields& f) {
     addHandle(f, r);
     const int state = static_cast<int>(eState);
     f.add("state", state);
@@ -547,7 +529,7 @@ ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState,
         default: break;  // no arguments apply
       }
     }
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   return rc;
 }
@@ -575,10 +557,10 @@ ncclResult_t finalize(void* context) noexcept {
       s->blockIndex.erase(reinterpret_cast<uintptr_t>(block->items.data()));
     }
   }
-  record(*s, "finalize", [&](JsonFields& f) {
+  s->log.record("finalize", [&](JsonFields& f) {
     f.addId("ctx", ctx != nullptr ? ctx->id : 0);
     f.add("events", ctx != nullptr ? ctx->events : 0);
-    addRc(f, rc);
+    f.addResult(static_cast<int>(rc));
   });
   ctx.reset();  // the handles of this communicator
   s->log.flush();
