@@ -21,7 +21,6 @@ using config::Params;
 std::mutex gMutex;
 Core* gCore = nullptr;
 std::atomic<Core*> gLive{nullptr};  // == gCore, readable without the mutex
-const SystemClock gClock;           // the watchdog's
 
 struct Context {
   uint64_t commId = 0;
@@ -105,7 +104,7 @@ Core::Core(std::unique_ptr<transport::Transport> inner, const WatchdogOptions& w
     : inner_(std::move(inner)),
       blackbox_(std::move(blackbox)),
       watchdog_(std::make_unique<Watchdog>(*inner_, static_cast<FaultSink&>(*this), watchdog,
-                                           blackbox_.get(), gClock)) {}
+                                           blackbox_.get(), clock_)) {}
 
 Core::~Core() {
   watchdog_.reset();  // stops its thread before the transport and the blackbox go away

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "nccl/log.h"
 #include "nccl/net_common.h"
@@ -84,6 +85,7 @@ class Core final : private FaultSink {
   void report(ConnectionRecord& conn, const Fault& fault) override;
 
   std::unique_ptr<transport::Transport> inner_;
+  const SystemClock clock_;  // the watchdog's; outlives it (declared before)
   std::unique_ptr<blackbox::Writer> blackbox_;  // may be null (NCCL_RESILIENT_BLACKBOX_DIR empty)
   std::unique_ptr<Watchdog> watchdog_;
   int refs_ = 0;  // guarded by the global core mutex
