@@ -2,18 +2,14 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 namespace resilient::restart::comm {
 
 inline constexpr const char* kNetPluginFile = "libnccl-net-resilient.so";
 
-// The plugin beside the file that holds the restart library's code, when it
-// exists (the installed layout; the build tree links it there too).
-std::vector<std::string> netPluginCandidates();
-
-// The first candidate, or kNetPluginFile (left to the dynamic loader's
-// search path) when none exists.
+// The plugin beside the file that holds the restart library's code when it
+// exists (the installed layout; the build tree links it there too), else
+// kNetPluginFile, left to the dynamic loader's search path.
 std::string defaultNetPlugin();
 
 }  // namespace resilient::restart::comm
