@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include "common/file_descriptor.h"
-#include "common/socket_address.h"
-#include "hostengine/socket_io.h"
+#include "common/net/socket.h"
+#include "common/net/socket_address.h"
 
 namespace resilient::hostengine {
 
@@ -30,7 +30,7 @@ Result<std::unique_ptr<RendezvousServer>> serveRendezvous(const RendezvousPlace&
   if (place.inheritedListenFd) {
     listenFd = FileDescriptor(*place.inheritedListenFd);
   } else if (place.listenWhenNotInherited) {
-    listenFd = listenOn(place.master, place.port, 1024);
+    listenFd = listenOn(place.master, place.port, {.backlog = 1024, .reuseAddress = true});
   }
   if (!listenFd.ok()) {
     return listenFd.status();

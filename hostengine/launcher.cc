@@ -18,8 +18,8 @@
 
 #include "common/clock.h"
 #include "common/file_descriptor.h"
-#include "common/socket_address.h"
-#include "hostengine/socket_io.h"
+#include "common/net/socket.h"
+#include "common/net/socket_address.h"
 
 namespace resilient::hostengine {
 namespace {
@@ -219,9 +219,15 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
         }
       }
     }
-    pollfd p{pipeOpen ? plan.startPipeRead : -1, POLLIN, 0};
-    ::poll(&p, 1, 1);
-    if (pipeOpen && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+    // A millisecond's wait for the start time (readable, or closed).
+    bool startReadable = false;
+    if (pipeOpen) {
+      const Result<bool> ready = waitReady(plan.startPipeRead, POLLIN, 1);
+      startReadable = !ready.ok() || *ready;
+    } else {
+      ::usleep(1000);
+    }
+    if (startReadable) {
       const ssize_t got = ::read(plan.startPipeRead, startBytes + startGot, 8 - startGot);
       if (got > 0) {
         startGot += static_cast<size_t>(got);
@@ -296,7 +302,7 @@ Result<LocalLaunch> planLocalLaunch(const LocalLaunchOptions& options) {
   const uint16_t port = options.port;
   const int nranks = options.nranks;
   const LaunchEnvNames& names = options.names;
-  Result<FileDescriptor> listenFd = listenOn(host, port, 1024);
+  Result<FileDescriptor> listenFd = listenOn(host, port, {.backlog = 1024, .reuseAddress = true});
   if (!listenFd.ok()) {
     return Status::error(
         listenFd.status().kind(),

@@ -16,8 +16,7 @@
 #include "common/clock.h"
 #include "common/file_descriptor.h"
 #include "common/little_endian.h"
-#include "common/socket_address.h"
-#include "hostengine/socket_io.h"
+#include "common/net/socket_address.h"
 
 namespace resilient::hostengine {
 namespace {
@@ -121,15 +120,9 @@ Slice sliceOf(size_t size, size_t index, size_t count) {
   return {begin, end - begin};
 }
 
-Status connectionError(Comm& c, int err, const char* what) {
-  if (err == 0) {
-    c.failed =
-        remoteError("raw-tcp: connection closed by the peer during " + std::string(what), c.peer);
-  } else if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH) {
-    c.failed = remoteError("raw-tcp: " + std::string(what) + " failed", c.peer, err);
-  } else {
-    c.failed = systemError("raw-tcp: " + std::string(what) + " failed", err, c.peer);
-  }
+// Fails the comm for good with the Status of socket error `err` (0: end of stream).
+Status failComm(Comm& c, int err, const char* what) {
+  c.failed = connectionError(err, std::string("raw-tcp ") + what, c.peer);
   return c.failed;
 }
 
@@ -162,7 +155,7 @@ Status progressSend(Comm& c) {
           if (errno == EINTR) {
             continue;
           }
-          return connectionError(c, errno, "send");
+          return failComm(c, errno, "send");
         }
         s.offset += static_cast<size_t>(w);
       }
@@ -193,7 +186,7 @@ Status recvSome(Comm& c, int fd, void* buf, size_t len, size_t* got) {
       *got = 0;
       return {};
     }
-    return connectionError(c, n == 0 ? 0 : errno, "receive");
+    return failComm(c, n == 0 ? 0 : errno, "receive");
   }
 }
 
@@ -316,7 +309,8 @@ Status RawTcpTransport::listen(void* /*ctx*/, int dev, void* handle, void** list
   if (dev != 0) {
     return invalidUsage("raw-tcp: device " + std::to_string(dev) + " does not exist");
   }
-  Result<FileDescriptor> fd = listenOn(options_.bindHost, 0, 1024);
+  Result<FileDescriptor> fd =
+      listenOn(options_.bindHost, 0, {.backlog = 1024, .reuseAddress = true});
   if (!fd.ok()) {
     return fd.status();
   }
@@ -363,25 +357,20 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void**
     state->deadlineNs =
         monotonicNs() + static_cast<uint64_t>(options_.connectTimeoutMs) * 1000000ull;
     for (uint32_t i = 0; i < h.sockets; ++i) {
-      FileDescriptor fd(::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      if (!fd.valid()) {
-        delete state;
-        return systemError("raw-tcp: socket");
-      }
-      (void)setNoDelay(fd.get());
-      if (Status s = setBufferBytes(fd.get(), options_.socketBufferBytes); !s.ok()) {
+      Result<FileDescriptor> fd = openStreamSocket(address.family());
+      Status s = fd.ok() ? applySocketOptions(fd->get(), socketOptions()) : fd.status();
+      if (!s.ok()) {
         delete state;
         return s;
       }
-      const int rc = ::connect(fd.get(), address.get(), address.length);
-      if (rc != 0 && errno != EINPROGRESS) {
-        const int err = errno;
+      const int err = startConnect(fd->get(), address);
+      if (err != 0 && err != EINPROGRESS) {
         delete state;
         return systemError("raw-tcp: connect to " + address.toString(), err);
       }
-      state->sockets.push_back(std::move(fd));
+      state->sockets.push_back(std::move(*fd));
       state->helloSent.push_back(0);
-      state->connected.push_back(rc == 0);
+      state->connected.push_back(err == 0);
     }
     std::memcpy(stateSlot, &state, kStatePointerBytes);
   }
@@ -394,12 +383,7 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void**
   for (size_t i = 0; i < state->sockets.size(); ++i) {
     const int fd = state->sockets[i].get();
     if (!state->connected[i]) {
-      int err = 0;
-      socklen_t len = sizeof(err);
-      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-        return giveUp(systemError("raw-tcp: getsockopt(SO_ERROR)"));
-      }
-      if (err != 0) {
+      if (const int err = pendingSocketError(fd); err != 0) {
         return giveUp(remoteError("raw-tcp: connect failed", address.toString(), err));
       }
       if (peerAddressOf(fd).length == 0) {
@@ -452,9 +436,9 @@ Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
   *recvComm = nullptr;
   auto& l = *static_cast<ListenComm*>(listenComm);
   for (;;) {
-    FileDescriptor fd(::accept4(l.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    FileDescriptor fd = acceptConnection(l.fd.get());
     if (!fd.valid()) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) {
         break;
       }
       return systemError("raw-tcp: accept");
@@ -462,8 +446,7 @@ Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
     if (l.pending.size() >= kMaxPendingSockets) {
       continue;  // refused: closed by FileDescriptor
     }
-    (void)setNoDelay(fd.get());
-    RESILIENT_TRY(setBufferBytes(fd.get(), options_.socketBufferBytes));
+    RESILIENT_TRY(applySocketOptions(fd.get(), socketOptions()));
     PendingSocket p;
     p.fd = std::move(fd);
     p.sinceNs = monotonicNs();

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/net/socket.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::hostengine {
@@ -57,6 +58,14 @@ class RawTcpTransport final : public transport::Transport {
   Status closeListen(void* listenComm) override;
 
  private:
+  // Every data socket's: no Nagle delay, the configured buffer size.
+  SocketOptions socketOptions() const noexcept {
+    return {.noDelay = true,
+            .keepAlive = {},
+            .userTimeoutMs = 0,
+            .bufferBytes = options_.socketBufferBytes};
+  }
+
   RawTcpOptions options_;
 };
 

@@ -1,7 +1,6 @@
 #include "hostengine/rendezvous.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,7 +10,7 @@
 #include "common/clock.h"
 #include "common/little_endian.h"
 #include "common/log.h"
-#include "hostengine/socket_io.h"
+#include "common/net/socket.h"
 
 namespace resilient::hostengine {
 namespace {
@@ -141,13 +140,8 @@ struct RendezvousServer::Client {
   bool dead = false;
 };
 
-RendezvousServer::RendezvousServer(FileDescriptor listenFd, uint32_t worldSize, uint64_t token,
-                                   FileDescriptor wakeRead, FileDescriptor wakeWrite)
-    : listen_(std::move(listenFd)),
-      worldSize_(worldSize),
-      token_(token),
-      wakeRead_(std::move(wakeRead)),
-      wakeWrite_(std::move(wakeWrite)) {}
+RendezvousServer::RendezvousServer(FileDescriptor listenFd, uint32_t worldSize, uint64_t token)
+    : listen_(std::move(listenFd)), worldSize_(worldSize), token_(token) {}
 
 Result<std::unique_ptr<RendezvousServer>> RendezvousServer::start(FileDescriptor listenFd,
                                                                   uint32_t worldSize,
@@ -161,13 +155,10 @@ Result<std::unique_ptr<RendezvousServer>> RendezvousServer::start(FileDescriptor
   if (bound.length == 0) {
     return systemError("getsockname");
   }
-  int pipeFds[2] = {-1, -1};
-  if (::pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return systemError("pipe2");
-  }
-  std::unique_ptr<RendezvousServer> server(new RendezvousServer(std::move(listenFd), worldSize,
-                                                                token, FileDescriptor(pipeFds[0]),
-                                                                FileDescriptor(pipeFds[1])));
+  std::unique_ptr<RendezvousServer> server(
+      new RendezvousServer(std::move(listenFd), worldSize, token));
+  RESILIENT_TRY(server->events_.status());
+  RESILIENT_TRY(server->events_.add(server->listen_.get(), EventLoop::kReadable, &server->listen_));
   server->port_ = bound.port();
   server->thread_ = std::thread([s = server.get()] { s->serve(); });
   return server;
@@ -179,8 +170,8 @@ RendezvousServer::~RendezvousServer() {
 
 void RendezvousServer::stop() noexcept {
   if (thread_.joinable()) {
-    const char byte = 1;
-    (void)!::write(wakeWrite_.get(), &byte, 1);
+    stopping_.store(true);
+    events_.wake();
     thread_.join();
   }
 }
@@ -294,25 +285,27 @@ void RendezvousServer::serve() noexcept {
     }
   };
 
-  std::vector<pollfd> fds;
+  std::vector<Client*> ready;
   for (;;) {
-    fds.clear();
-    fds.push_back({wakeRead_.get(), POLLIN, 0});
-    fds.push_back({listen_.get(), POLLIN, 0});
-    for (const auto& c : clients) {
-      fds.push_back({c->fd.get(), POLLIN, 0});
-    }
-    const int n = ::poll(fds.data(), fds.size(), 200);
-    if (n < 0 && errno != EINTR) {
-      RES_WARN(NCCL_INIT, "rendezvous: poll failed (errno %d); server stops", errno);
+    bool listenerReady = false;
+    ready.clear();
+    const Result<int> n = events_.wait(200, [&](void* tag, uint32_t /*events*/) {
+      if (tag == &listen_) {
+        listenerReady = true;
+      } else {
+        ready.push_back(static_cast<Client*>(tag));
+      }
+    });
+    if (!n.ok()) {
+      RES_WARN(NCCL_INIT, "rendezvous: %s; server stops", n.status().toString().c_str());
       return;
     }
-    if (fds[0].revents != 0) {
+    if (stopping_.load()) {
       return;
     }
-    if (fds[1].revents != 0) {
+    if (listenerReady) {
       for (;;) {
-        FileDescriptor fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+        FileDescriptor fd = acceptConnection(listen_.get());
         if (!fd.valid()) {
           break;
         }
@@ -324,16 +317,18 @@ void RendezvousServer::serve() noexcept {
           refused_.fetch_add(1, std::memory_order_relaxed);
           continue;  // closed by FileDescriptor
         }
-        (void)setNoDelay(fd.get());
+        (void)applySocketOptions(fd.get(), SocketOptions{});
         auto c = std::make_unique<Client>();
         c->fd = std::move(fd);
         c->sinceNs = monotonicNs();
-        clients.push_back(std::move(c));
+        if (events_.add(c->fd.get(), EventLoop::kReadable, c.get()).ok()) {
+          clients.push_back(std::move(c));
+        }
       }
     }
-    for (size_t i = 2; i < fds.size(); ++i) {
-      Client& c = *clients[i - 2];
-      if (fds[i].revents == 0 || c.dead) {
+    for (Client* ready_client : ready) {
+      Client& c = *ready_client;
+      if (c.dead) {
         continue;
       }
       char buffer[65536];
@@ -431,7 +426,7 @@ Result<std::unique_ptr<RendezvousClient>> RendezvousClient::connect(const Socket
                          "rendezvous server " + server.toString() + ": " + fd.status().message(),
                          fd.status().sysErrno());
   }
-  (void)setNoDelay(fd->get());
+  (void)applySocketOptions(fd->get(), SocketOptions{});
   std::unique_ptr<RendezvousClient> client(
       new RendezvousClient(std::move(fd).value(), rank, worldSize, token, timeoutMs));
   RESILIENT_TRY(client->sendFrame(RendezvousFrame::kHello, {}, deadline));

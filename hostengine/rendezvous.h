@@ -24,7 +24,8 @@
 #include <vector>
 
 #include "common/file_descriptor.h"
-#include "common/socket_address.h"
+#include "common/net/event_loop.h"
+#include "common/net/socket_address.h"
 #include "common/status.h"
 
 namespace resilient::hostengine {
@@ -95,16 +96,15 @@ class RendezvousServer {
 
  private:
   struct Client;
-  RendezvousServer(FileDescriptor listenFd, uint32_t worldSize, uint64_t token,
-                   FileDescriptor wakeRead, FileDescriptor wakeWrite);
+  RendezvousServer(FileDescriptor listenFd, uint32_t worldSize, uint64_t token);
   void serve() noexcept;
 
   FileDescriptor listen_;
   uint32_t worldSize_;
   uint64_t token_;
   uint16_t port_ = 0;
-  FileDescriptor wakeRead_;
-  FileDescriptor wakeWrite_;
+  EventLoop events_;  // the listener and the clients; stop() wakes it
+  std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> refused_{0};
   std::thread thread_;
 };

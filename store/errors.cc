@@ -108,6 +108,17 @@ std::string formatKeys(const std::vector<std::string>& keys, size_t maxItems) {
   return out.empty() ? "none" : out;
 }
 
+void throwStatus(const Status& status) {
+  const bool network = status.kind() == ErrorKind::kRemote || status.kind() == ErrorKind::kTimeout;
+  const std::string message = status.sysErrno() == 0
+                                  ? status.message()
+                                  : status.message() + ": " + errnoText(status.sysErrno());
+  if (network) {
+    throw ConnectionLost(message);
+  }
+  throw InvalidArgument(message);
+}
+
 void throwStoreError(StoreErrc code, const std::string& message) {
   switch (code) {
     case StoreErrc::kTimeout: throw TimeoutError(message);

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace resilient::store {
 
 enum class StoreErrc {
@@ -133,5 +135,17 @@ std::string formatKeys(const std::vector<std::string>& keys, size_t maxItems = 1
 // Throws the StoreError subclass that matches `code` (used by backends that
 // carry an error code over the wire).
 [[noreturn]] void throwStoreError(StoreErrc code, const std::string& message);
+
+// The StoreError of a common-layer failure (sockets, addresses): the peer or
+// the network (remote, timeout) is ConnectionLost, anything else InvalidArgument.
+[[noreturn]] void throwStatus(const Status& status);
+// The value of a common-layer Result, or throwStatus.
+template <class T>
+T valueOrThrow(Result<T> result) {
+  if (!result.ok()) {
+    throwStatus(result.status());
+  }
+  return std::move(result).value();
+}
 
 }  // namespace resilient::store

@@ -1,10 +1,10 @@
 #include "store/open_store.h"
 
+#include "common/net/socket.h"
 #include "store/errors.h"
 #include "store/memory_store.h"
 #include "store/prefix_view.h"
 #include "store/tcp/client.h"
-#include "store/tcp/socket_util.h"
 #if defined(RESILIENT_HAVE_ETCD_STORE)
 #include "store/etcd/etcd_store.h"
 #endif
@@ -34,7 +34,7 @@ std::shared_ptr<Store> openStore(std::string_view url, const ClientOptions& opti
   if (scheme == "memory") {
     store = std::make_shared<MemoryStore>(options.defaultTimeout);
   } else if (scheme == "tcp") {
-    const tcp::HostPort hp = tcp::parseHostPort(rest);
+    const HostPort hp = valueOrThrow(parseHostPort(rest));
     store = std::make_shared<tcp::TcpStoreClient>(hp.host, hp.port, options);
   } else if (scheme == "etcd") {
 #if defined(RESILIENT_HAVE_ETCD_STORE)

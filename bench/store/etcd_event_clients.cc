@@ -2,8 +2,6 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,7 +34,13 @@ constexpr std::chrono::milliseconds kWatchTimeout(3600000);
 // to 1 s, jittered), until the deadline EtcdStore would give it: the
 // benchmark's clients time out after 600 s.
 constexpr uint64_t kRetryForNs = 600'000'000'000ull;
-constexpr uint64_t kWakeTag = UINT64_MAX;
+// A curl socket as the event loop's tag, and back.
+void* tagOf(int fd) {
+  return reinterpret_cast<void*>(static_cast<intptr_t>(fd));  // NOLINT(performance-no-int-to-ptr)
+}
+int fdOf(void* tag) {
+  return static_cast<int>(reinterpret_cast<intptr_t>(tag));
+}
 
 }  // namespace
 
@@ -73,10 +77,10 @@ struct EtcdEventClients::Rank {
 
 EtcdEventClients::EtcdEventClients(const std::vector<std::string>& endpoints, int clients,
                                    int firstRank, const std::string& sourceIp)
-    : endpoints_(endpoints),
-      clientId_(etcd::newClientId()),
-      epoll_(::epoll_create1(EPOLL_CLOEXEC)),
-      wakeFd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    : endpoints_(endpoints), clientId_(etcd::newClientId()), events_(1024) {
+  if (Status s = events_.status(); !s.ok()) {
+    throw std::runtime_error(s.toString());
+  }
   if (!sourceIp.empty()) {
     interface_ = "host!" + sourceIp;
   }
@@ -114,10 +118,6 @@ EtcdEventClients::EtcdEventClients(const std::vector<std::string>& endpoints, in
     };
     ranks_.push_back(std::move(r));
   }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = kWakeTag;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wakeFd_.get(), &ev);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -138,8 +138,7 @@ EtcdEventClients::~EtcdEventClients() {
 }
 
 void EtcdEventClients::wake() {
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wakeFd_.get(), &one, sizeof one);
+  events_.wake();
 }
 
 void EtcdEventClients::runInLoop(std::function<void()> fn) {
@@ -164,14 +163,13 @@ int EtcdEventClients::socketCallback(void* /*easy*/, int fd, int what, void* sel
                                      void* /*socketp*/) {
   auto* me = static_cast<EtcdEventClients*>(self);
   if (what == CURL_POLL_REMOVE) {
-    ::epoll_ctl(me->epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    me->events_.remove(fd);
     return 0;
   }
-  epoll_event ev{};
-  ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
-  ev.data.u64 = static_cast<uint64_t>(fd);
-  if (::epoll_ctl(me->epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT) {
-    ::epoll_ctl(me->epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  const uint32_t events = ((what & CURL_POLL_IN) != 0 ? EventLoop::kReadable : 0u) |
+                          ((what & CURL_POLL_OUT) != 0 ? EventLoop::kWritable : 0u);
+  if (!me->events_.modify(fd, events, tagOf(fd)).ok()) {
+    (void)me->events_.add(fd, events, tagOf(fd));
   }
   return 0;
 }
@@ -185,7 +183,6 @@ int EtcdEventClients::timerCallback(void* /*multi*/, long timeoutMs, void* self)
 
 void EtcdEventClients::loop() {
   CURLM* m = static_cast<CURLM*>(multi_);
-  std::vector<epoll_event> events(1024);
   int running = 0;
   for (;;) {
     int64_t waitNs =
@@ -196,37 +193,29 @@ void EtcdEventClients::loop() {
     }
     const int timeoutMs =
         waitNs <= 0 ? 0 : static_cast<int>(std::min<int64_t>(100, (waitNs + 999999) / 1000000));
-    const int n =
-        ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeoutMs);
-    for (int i = 0; i < n; ++i) {
-      const epoll_event& ev = events[static_cast<size_t>(i)];
-      if (ev.data.u64 == kWakeTag) {
-        uint64_t v = 0;
-        [[maybe_unused]] ssize_t r = ::read(wakeFd_.get(), &v, sizeof v);
-        std::deque<std::function<void()>> tasks;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (stop_) {
-            return;
-          }
-          tasks.swap(tasks_);
-        }
-        for (auto& t : tasks) {
-          t();
-        }
-        continue;
-      }
+    (void)events_.wait(timeoutMs, [&](void* tag, uint32_t events) {
       int flags = 0;
-      if (ev.events & EPOLLIN) {
+      if ((events & EventLoop::kReadable) != 0) {
         flags |= CURL_CSELECT_IN;
       }
-      if (ev.events & EPOLLOUT) {
+      if ((events & EventLoop::kWritable) != 0) {
         flags |= CURL_CSELECT_OUT;
       }
-      if (ev.events & (EPOLLERR | EPOLLHUP)) {
+      if ((events & EventLoop::kErrorOrHangup) != 0) {
         flags |= CURL_CSELECT_ERR;
       }
-      curl_multi_socket_action(m, static_cast<curl_socket_t>(ev.data.u64), flags, &running);
+      curl_multi_socket_action(m, static_cast<curl_socket_t>(fdOf(tag)), flags, &running);
+    });
+    std::deque<std::function<void()>> tasks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) {
+        return;
+      }
+      tasks.swap(tasks_);
+    }
+    for (auto& t : tasks) {
+      t();
     }
     if (timerDueNs_ >= 0 && static_cast<int64_t>(monotonicNs()) >= timerDueNs_) {
       timerDueNs_ = -1;

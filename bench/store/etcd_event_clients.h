@@ -1,6 +1,6 @@
 // The benchmark's event-driven simulated etcd clients: all of a worker
 // process's ranks on one thread, over libcurl's multi interface (socket API
-// with epoll; one easy handle per rank, the multi handle's pool of HTTP/1.1
+// with the event loop; one easy handle per rank, the multi handle's pool of HTTP/1.1
 // keep-alive connections to the gateway). Each rank sends exactly the
 // requests EtcdStore sends, built and read by the same code
 // (etcd/store_protocol.h, etcd/watch.h, etcd/rpc.h answerOf, the request
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "bench/store/load_driver.h"
-#include "store/tcp/socket_util.h"
+#include "common/net/event_loop.h"
 
 namespace resilient::store::bench {
 
@@ -82,8 +82,7 @@ class EtcdEventClients {
   uint64_t markerSeq_ = 0;
   void* headers_ = nullptr;  // curl_slist*
   void* multi_ = nullptr;    // CURLM*
-  FileDescriptor epoll_;
-  FileDescriptor wakeFd_;
+  EventLoop events_;         // curl's sockets; wake() runs the queued tasks
   int64_t timerDueNs_ = -1;  // curl's timer, -1: none
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<Rank*> retries_;

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <stdexcept>
 
 #include "common/status.h"
+#include "store/errors.h"
 #include "store/tcp/protocol.h"
 
 namespace resilient::store::bench {
@@ -18,7 +18,7 @@ namespace {
 
 FileDescriptor openConnection(const std::string& host, uint16_t port, const std::string& token,
                               const std::string& sourceIp) {
-  const std::vector<SocketAddress> addrs = tcp::resolve(host, port, false);
+  const std::vector<SocketAddress> addrs = valueOrThrow(resolveAll(host, port));
   const SocketAddress& addr = addrs.front();
   FileDescriptor fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
@@ -44,7 +44,7 @@ FileDescriptor openConnection(const std::string& host, uint16_t port, const std:
     }
     ::usleep(10000);
   }
-  tcp::setNoDelay(fd.get());
+  (void)applySocketOptions(fd.get(), SocketOptions{});
   std::string hello;
   tcp::encodeHello(tcp::Hello{tcp::kVersion, token, "bench"}, &hello);
   if (::send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=
@@ -102,17 +102,20 @@ tcp::Response BlockingConn::call(tcp::StoreRequest req) {
 
 LoadDriver::LoadDriver(const std::string& host, uint16_t port, const std::string& token,
                        int connections, int firstRank, const std::string& sourceIp)
-    : epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+    : events_(1024) {
+  if (Status s = events_.status(); !s.ok()) {
+    throw std::runtime_error(s.toString());
+  }
   conns_.resize(static_cast<size_t>(connections));
   for (int i = 0; i < connections; ++i) {
     Conn& c = conns_[static_cast<size_t>(i)];
     c.fd = openConnection(host, port, token, sourceIp);
     c.rank = firstRank + i;
-    tcp::setNonBlocking(c.fd.get());
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLET;
-    ev.data.u64 = static_cast<uint64_t>(i);
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.fd.get(), &ev);
+    (void)setNonBlocking(c.fd.get());
+    if (Status s = events_.add(c.fd.get(), EventLoop::kReadable | EventLoop::kEdgeTriggered, &c);
+        !s.ok()) {
+      throw std::runtime_error(s.toString());
+    }
   }
 }
 
@@ -153,7 +156,7 @@ void LoadDriver::sendBarrier(const std::string& name, uint64_t generation, int w
     frame.clear();
     tcp::encodeRequest(req, &frame);
     // As TcpStoreClient does for a blocking call: the release is ACKed when read.
-    tcp::setQuickAck(c.fd.get(), true);
+    setQuickAck(c.fd.get(), true);
     if (i >= n) {
       heldFrame_ = frame;
       continue;
@@ -223,12 +226,10 @@ int LoadDriver::drain(Conn& c, uint32_t* errors) {
 
 void LoadDriver::awaitReleases(BarrierTimes* times, int timeoutMs) {
   const uint64_t deadline = monotonicNs() + static_cast<uint64_t>(timeoutMs) * 1000000ull;
-  std::vector<epoll_event> events(1024);
   uint32_t remaining = static_cast<uint32_t>(conns_.size());
   while (remaining > 0 && monotonicNs() < deadline) {
-    const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), 100);
-    for (int i = 0; i < n; ++i) {
-      Conn& c = conns_[events[static_cast<size_t>(i)].data.u64];
+    const Result<int> n = events_.wait(100, [&](void* tag, uint32_t /*events*/) {
+      Conn& c = *static_cast<Conn*>(tag);
       if (drain(c, &times->errors) > 0 && !c.done) {
         c.done = true;
         const uint64_t now = monotonicNs();
@@ -239,8 +240,8 @@ void LoadDriver::awaitReleases(BarrierTimes* times, int timeoutMs) {
         ++times->released;
         --remaining;
       }
-    }
-    if (n > 0 && batchUs_ > 0 && remaining > 0) {
+    });
+    if (n.ok() && *n > 0 && batchUs_ > 0 && remaining > 0) {
       ::usleep(static_cast<useconds_t>(batchUs_));
     }
   }
@@ -267,25 +268,23 @@ uint64_t LoadDriver::runOps(tcp::Op op, int durationMs) {
   uint32_t errors = 0;
   size_t outstanding = conns_.size();
   bool sending = true;
-  std::vector<epoll_event> events(1024);
   while (outstanding > 0) {
     if (sending && monotonicNs() >= end) {
       sending = false;
     }
-    const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), 100);
-    for (int i = 0; i < n; ++i) {
-      const size_t idx = events[static_cast<size_t>(i)].data.u64;
-      const int got = drain(conns_[idx], &errors);
+    (void)events_.wait(100, [&](void* tag, uint32_t /*events*/) {
+      Conn& c = *static_cast<Conn*>(tag);
+      const int got = drain(c, &errors);
       if (got == 0) {
-        continue;
+        return;
       }
       completed += static_cast<uint64_t>(got);
       if (sending) {
-        sendFrame(conns_[idx], frames[idx]);
+        sendFrame(c, frames[static_cast<size_t>(&c - conns_.data())]);
       } else {
         --outstanding;
       }
-    }
+    });
   }
   if (errors > 0) {
     throw std::runtime_error(std::to_string(errors) + " operations failed");

@@ -1,5 +1,5 @@
 // The benchmark's simulated clients: many TCP store connections driven by
-// one epoll loop in one process, speaking the store's wire protocol
+// one event loop in one process, speaking the store's wire protocol
 // directly (tcp/protocol.h). A real client (TcpStoreClient) spends a reader
 // thread per connection, which thousands of simulated ranks per process
 // cannot afford; the bytes on the wire are the same.
@@ -9,9 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "common/net/event_loop.h"
+#include "common/net/socket.h"
 #include "store/store.h"
 #include "store/tcp/frame_decoder.h"
-#include "store/tcp/socket_util.h"
 
 namespace resilient::store::bench {
 
@@ -66,7 +67,7 @@ class LoadDriver {
 
   int connections() const { return static_cast<int>(conns_.size()); }
   // After handling a batch of releases, sleep this long before the next
-  // epoll_wait (0: never), so a burst wakes the process once per batch
+  // wait of the event loop (0: never), so a burst wakes the process once per batch
   // rather than once per reply (--client-batch-us).
   void setBatchUs(int us) { batchUs_ = us; }
 
@@ -82,7 +83,7 @@ class LoadDriver {
   int drain(Conn& c, uint32_t* errors);
 
   std::vector<Conn> conns_;
-  FileDescriptor epoll_;
+  EventLoop events_;
   std::string heldFrame_;
   std::string name_;
   uint64_t generation_ = 0;

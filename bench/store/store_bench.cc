@@ -3,7 +3,7 @@
 //
 // TCP store (--backend tcp): a store server runs in its own process (or
 // --connect names one); each client count is simulated by --processes
-// worker processes holding many connections each, driven by one epoll loop
+// worker processes holding many connections each, driven by one event loop
 // per process (load_driver.h).
 // etcd (--backend etcd --etcd HOST:PORT,...): with --etcd-driver threads
 // the worker processes run one thread per simulated rank, all calling the
@@ -41,9 +41,9 @@
 #include "bench/store/etcd_event_clients.h"
 #endif
 #include "bench/store/load_driver.h"
+#include "common/net/socket.h"
 #include "store/tcp/protocol.h"
 #include "store/tcp/server.h"
-#include "store/tcp/socket_util.h"
 
 namespace {
 
@@ -515,7 +515,7 @@ int run(int argc, char** argv) {
   int batchUs = 1000;
   app.add_option("--client-batch-us", batchUs,
                  "TCP: a simulated client process sleeps this long after handling a batch of "
-                 "releases before its next epoll_wait (0: woken per reply)")
+                 "releases before its next wait (0: woken per reply)")
       ->capture_default_str();
   app.add_option("--backend", backend, "tcp or etcd")->capture_default_str();
   app.add_option("--etcd", etcdEndpoints, "etcd members HOST:PORT,... (--backend etcd)");
@@ -579,7 +579,7 @@ int run(int argc, char** argv) {
     });
     target.port = static_cast<uint16_t>(std::stoi(server.receive()));
   } else {
-    const tcp::HostPort hp = tcp::parseHostPort(connect);
+    const resilient::HostPort hp = valueOrThrow(resilient::parseHostPort(connect));
     target.host = hp.host;
     target.port = hp.port;
   }

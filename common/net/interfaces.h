@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/socket_address.h"
+#include "common/net/socket_address.h"
 #include "common/status.h"
 
 namespace resilient::net {

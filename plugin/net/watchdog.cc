@@ -1,21 +1,14 @@
 #include "plugin/net/watchdog.h"
 
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
+#include <utility>
+#include <vector>
 
 #include "plugin/net/blackbox_table.h"
 #include "plugin/net/liveness/peer_link.h"
 
 namespace resilient::net {
 namespace {
-
-// Stored in epoll_event.data.ptr for the wake-up eventfd; every other tag
-// is the liveness channel's.
-char gWakeTag;
 
 liveness::ChannelOptions channelOptions(const WatchdogOptions& o) {
   liveness::ChannelOptions c;
@@ -48,19 +41,12 @@ Watchdog::~Watchdog() {
     wake();
     thread_.join();
   }
-  for (int fd : {wakeFd_, epollFd_}) {
-    if (fd >= 0) {
-      ::close(fd);
-    }
-  }
-  // channel_ closes its sockets as it goes.
+  // channel_ closes its sockets as it goes (before events_, declared first).
 }
 
 void Watchdog::wake() noexcept {
-  if (wakeFd_ >= 0) {
-    const uint64_t one = 1;
-    ssize_t ignored = ::write(wakeFd_, &one, sizeof one);
-    (void)ignored;
+  if (events_) {
+    events_->wake();
   }
 }
 
@@ -68,13 +54,8 @@ void Watchdog::ensureThreadLocked() {
   if (thread_.joinable()) {
     return;
   }
-  epollFd_ = epoll_create1(EPOLL_CLOEXEC);
-  wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = &gWakeTag;
-  epoll_ctl(epollFd_, EPOLL_CTL_ADD, wakeFd_, &ev);
-  channel_.setPoller(epollFd_);
+  events_.emplace();
+  channel_.setEventLoop(&*events_);
   thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
 }
 
@@ -146,20 +127,17 @@ void Watchdog::tick(uint64_t now) {
 
 void Watchdog::run(const std::stop_token& stop) {
   const int tickMs = static_cast<int>(std::clamp<int64_t>(livenessTimeoutMs_ / 20, 5, 50));
-  std::array<epoll_event, 64> events{};
   while (!stop.stop_requested()) {
-    const int n = epoll_wait(epollFd_, events.data(), static_cast<int>(events.size()), tickMs);
+    // The channel's events are served under the mutex, after the wait, at
+    // one reading of the clock.
+    std::vector<std::pair<void*, uint32_t>>& ready = ready_;
+    ready.clear();
+    (void)events_->wait(tickMs,
+                        [&ready](void* tag, uint32_t what) { ready.emplace_back(tag, what); });
     const uint64_t now = clock_.monoNs();
     std::lock_guard<std::mutex> lock(mutex_);
-    for (int i = 0; i < n; ++i) {
-      const epoll_event& event = events[static_cast<size_t>(i)];
-      if (event.data.ptr == &gWakeTag) {
-        uint64_t drained = 0;
-        ssize_t ignored = ::read(wakeFd_, &drained, sizeof drained);
-        (void)ignored;
-      } else {
-        channel_.onEvent(event.data.ptr, event.events, now);
-      }
+    for (const auto& [tag, what] : ready) {
+      channel_.onEvent(tag, what, now);
     }
     tick(now);
     if (blackbox_ != nullptr) {

@@ -1,6 +1,6 @@
 // The net plugin's one background thread per process, and the registry of
-// the connections it watches. It sleeps in epoll_wait on the liveness
-// channel's sockets and a wake-up eventfd, and at every tick (a twentieth of
+// the connections it watches. It sleeps in its event loop
+// (common/net/event_loop.h) on the liveness channel's sockets, and at every tick (a twentieth of
 // the liveness timeout, 5 to 50 ms) reads its clock once and
 //  - serves the socket events of the liveness channel (liveness/channel.h);
 //  - looks at every connection with requests outstanding: the progress
@@ -20,14 +20,18 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "blackbox/writer.h"
 #include "common/clock.h"
-#include "common/socket_address.h"
+#include "common/net/event_loop.h"
+#include "common/net/socket_address.h"
 #include "plugin/net/connection.h"
 #include "plugin/net/fault_sink.h"
 #include "plugin/net/handle_trailer.h"
@@ -81,9 +85,10 @@ class Watchdog {
   blackbox::Writer* const blackbox_;
   const Clock& clock_;
 
-  std::mutex mutex_;  // guards everything below
-  int epollFd_ = -1;
-  int wakeFd_ = -1;
+  std::mutex mutex_;  // guards everything below but ready_
+  // Made with the thread (nothing at load time); wake() may run before.
+  std::optional<EventLoop> events_;
+  std::vector<std::pair<void*, uint32_t>> ready_;  // the watchdog thread's, reused
   std::set<ConnectionRecord*> connections_;
   ProgressMonitor progress_;
   liveness::Channel channel_;  // after connections_, which it reads

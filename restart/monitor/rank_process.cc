@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/net/socket.h"
 
 namespace resilient::restart::monitor {
 
@@ -86,12 +87,9 @@ bool RankProcess::waitForEnd(std::chrono::milliseconds timeout) {
     return true;
   }
   if (pidfd_.valid()) {
-    pollfd p{pidfd_.get(), POLLIN, 0};
-    int rc = 0;
-    do {
-      rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
-    } while (rc < 0 && errno == EINTR);
-    ended_ = rc > 0;
+    const Result<bool> readable =
+        waitReady(pidfd_.get(), POLLIN, static_cast<int>(timeout.count()));
+    ended_ = readable.ok() && *readable;
     return ended_;
   }
   const uint64_t deadline = monotonicNs() + static_cast<uint64_t>(timeout.count()) * 1000000;

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,12 +11,13 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/net/socket.h"
 #include "common/status.h"
 #include "store/backoff.h"
 #include "store/errors.h"
 #include "store/tcp/frame_decoder.h"
-#include "store/tcp/socket_util.h"
 
 namespace resilient::store::tcp {
 namespace {
@@ -25,69 +25,17 @@ namespace {
 // Longest single connect attempt (SYN retransmits, a slow handshake).
 constexpr Millis kMaxAttempt{10000};
 
-int msUntil(TimePoint deadline) {
-  const auto ms = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(ms, 0, 1 << 30));
+// A store deadline on the monotonic clock of the common socket helpers.
+uint64_t deadlineNs(TimePoint deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - SteadyClock::now());
+  return monotonicNs() + static_cast<uint64_t>(std::max<int64_t>(left.count(), 0));
 }
 
 // Extra time the client gives a server-timed call (wait, barrier) beyond the
 // caller's timeout before deciding the server is not answering at all.
 Millis graceFor(Millis timeout) {
   return Millis(500) + timeout / 20;
-}
-
-// Writes all of `data` before `deadline`. Returns 0, or the errno (ETIMEDOUT
-// at the deadline). *written tells how far it got.
-int sendAll(int fd, std::string_view data, TimePoint deadline, size_t* written) {
-  *written = 0;
-  while (*written < data.size()) {
-    const ssize_t n =
-        ::send(fd, data.data() + *written, data.size() - *written, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      *written += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
-      const int ms = msUntil(deadline);
-      if (ms == 0 || ::poll(&p, 1, ms) == 0) {
-        return ETIMEDOUT;
-      }
-      continue;
-    }
-    return n < 0 ? errno : EPIPE;
-  }
-  return 0;
-}
-
-// Reads exactly `n` bytes before `deadline`: 0, ETIMEDOUT, ECONNRESET on EOF, or errno.
-int recvExact(int fd, char* buf, size_t n, TimePoint deadline) {
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::recv(fd, buf + got, n - got, MSG_DONTWAIT);
-    if (r > 0) {
-      got += static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0) {
-      return ECONNRESET;
-    }
-    if (errno == EINTR) {
-      continue;
-    }
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      return errno;
-    }
-    pollfd p{fd, POLLIN, 0};
-    const int ms = msUntil(deadline);
-    if (ms == 0 || ::poll(&p, 1, ms) == 0) {
-      return ETIMEDOUT;
-    }
-  }
-  return 0;
 }
 
 // A request on a list of keys (multiGet, check, wait), each key checked.
@@ -137,7 +85,7 @@ class TcpStoreClient::ServerConnection {
   // barrier releases. Delayed, its ACK would wait for the 40 ms timer (the
   // next request rarely comes sooner) and a whole job's timers would fire
   // together at the server; acknowledged when read, it costs the same packet.
-  void ackRepliesWhenRead() const { tcp::setQuickAck(fd_.get(), true); }
+  void ackRepliesWhenRead() const { setQuickAck(fd_.get(), true); }
   size_t maxFrame() const noexcept { return maxFrame_; }
 
   // Registers a call for reply `id`; false when the connection is broken.
@@ -166,7 +114,8 @@ class TcpStoreClient::ServerConnection {
   int send(std::string_view frame, TimePoint deadline) {
     std::lock_guard<std::mutex> lock(writeMu_);
     size_t written = 0;
-    const int err = sendAll(fd_.get(), frame, deadline, &written);
+    const int err =
+        sendExact(fd_.get(), frame.data(), frame.size(), deadlineNs(deadline), &written);
     if (err != 0 && !(err == ETIMEDOUT && written == 0)) {
       fail(err == ETIMEDOUT ? "a request could not be written before its deadline"
                             : "write failed: " + errnoText(err));
@@ -304,47 +253,28 @@ uint64_t TcpStoreClient::serverInstance() const {
 TcpStoreClient::Attempt TcpStoreClient::connectOnce(TimePoint deadline) {
   Attempt a;
   std::vector<SocketAddress> addrs;
-  try {
-    addrs = resolve(host_, port_, false);
-  } catch (const StoreError& e) {
-    a.error = e.what();
+  if (Result<std::vector<SocketAddress>> resolved = resolveAll(host_, port_); resolved.ok()) {
+    addrs = std::move(*resolved);
+  } else {
+    a.error = resolved.status().message();
     return a;
   }
   const TimePoint attemptDeadline = std::min(deadline, SteadyClock::now() + kMaxAttempt);
   for (const SocketAddress& addr : addrs) {
-    FileDescriptor fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd.valid()) {
-      a.error = "socket(): " + errnoText(errno);
-      continue;
-    }
-    int err = 0;
-    if (::connect(fd.get(), addr.get(), addr.length) != 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        pollfd p{fd.get(), POLLOUT, 0};
-        const int ms = msUntil(attemptDeadline);
-        if (ms == 0 || ::poll(&p, 1, ms) <= 0) {
-          err = ETIMEDOUT;
-        } else {
-          socklen_t len = sizeof err;
-          ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-        }
-      }
-    }
+    FileDescriptor fd;
+    int err = connectBefore(addr, deadlineNs(attemptDeadline), &fd);
     if (err != 0) {
       a.outcome = err == ECONNREFUSED ? Attempt::Outcome::kRefused : Attempt::Outcome::kRetry;
       a.error = "connect to " + addr.toString() + ": " + errnoText(err);
       continue;
     }
-    setNoDelay(fd.get());
-    setKeepAlive(fd.get());
+    (void)applySocketOptions(fd.get(), kConnectionOptions);
     std::string hello;
     encodeHello(Hello{kVersion, options_.token, options_.name}, &hello);
-    size_t written = 0;
-    err = sendAll(fd.get(), hello, attemptDeadline, &written);
+    err = sendExact(fd.get(), hello.data(), hello.size(), deadlineNs(attemptDeadline));
     char buf[kHelloReplyBytes];
     if (err == 0) {
-      err = recvExact(fd.get(), buf, sizeof buf, attemptDeadline);
+      err = recvExact(fd.get(), buf, sizeof buf, deadlineNs(attemptDeadline));
     }
     if (err != 0) {
       a.outcome = Attempt::Outcome::kRetry;

@@ -24,10 +24,19 @@
 #include <string_view>
 #include <vector>
 
+#include "common/net/socket.h"
 #include "store/errors.h"
 #include "store/store.h"
 
 namespace resilient::store::tcp {
+
+// Every store connection, both ends: no Nagle delay, and keepalive that
+// notices a vanished peer host within about 15 s.
+inline constexpr SocketOptions kConnectionOptions{
+    .noDelay = true,
+    .keepAlive = {.idleS = 5, .intervalS = 2, .count = 5},
+    .userTimeoutMs = 0,
+    .bufferBytes = 0};
 
 inline constexpr uint32_t kMagic = 0x4f545352;  // "RSTO" in memory order
 inline constexpr uint16_t kVersion = 1;

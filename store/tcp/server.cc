@@ -3,8 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,20 +17,19 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/net/event_loop.h"
+#include "common/net/socket.h"
 #include "common/status.h"
 #include "store/engine.h"
 #include "store/tcp/frame_decoder.h"
 #include "store/tcp/request_handler.h"
 #include "store/tcp/send_pool.h"
-#include "store/tcp/socket_util.h"
 
 namespace resilient::store::tcp {
 namespace {
 
-// epoll data: these two, or a Conn* (never 0 or 1).
-constexpr uint64_t kListenId = 0;
-constexpr uint64_t kWakeId = 1;
-constexpr uint64_t kFirstConnId = 2;
+// Connection ids, for log lines and handshake timers.
+constexpr uint64_t kFirstConnId = 1;
 constexpr size_t kReadChunk = size_t{64} * 1024;
 constexpr int kMaxReadsPerEvent = 16;
 // A connection whose unsent replies exceed this stops being read until the
@@ -75,10 +72,10 @@ bool tokensEqual(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-class StoreServer::EventLoop {
+class StoreServer::Service {
  public:
-  explicit EventLoop(ServerOptions options);
-  ~EventLoop();
+  explicit Service(ServerOptions options);
+  ~Service();
   void run();
   void requestStop();
 
@@ -93,7 +90,7 @@ class StoreServer::EventLoop {
     kReady,    // serving requests
     kClosing,  // flushing a final reply (refusal), then closing
   };
-  // A connection. Its address is its handle: epoll's data, the engine's
+  // A connection. Its address is its handle: the event loop's tag, the engine's
   // owner id and the dirty list hold Conn*; a closed Conn is kept (in
   // graveyard_) until the end of the loop iteration, so none of those can
   // dangle while the iteration runs.
@@ -129,14 +126,14 @@ class StoreServer::EventLoop {
   // EAGAIN when the socket is full, else the errno. Touches only `c`, so the
   // send pool may run it on other threads for disjoint connections.
   static int trySend(Conn& c);
-  // The event-loop side of a write: epoll interest, closing, unpausing.
+  // The event-loop side of a write: read/write interest, closing, unpausing.
   void afterSend(Conn& c, int result);
   // Writes every reply produced this iteration: the dirty connections' and
   // the barrier releases' (encoded here, in parallel with their sends).
   void flushDirty();
   // A send-pool thread's share of the burst: chunks of it until none is left.
   // Connections whose write needs the loop thread (a full socket, an error,
-  // closing, epoll interest to restore) go to `followUp`.
+  // closing, interest to restore) go to `followUp`.
   void sendChunks(std::vector<Conn*>& followUp);
   // trySend plus the bookkeeping a send-pool thread may do itself; false
   // when the loop thread has to finish with afterSend.
@@ -153,9 +150,8 @@ class StoreServer::EventLoop {
 
   ServerOptions options_;
   uint64_t instanceId_;
-  FileDescriptor epoll_;
+  EventLoop events_{1024};
   FileDescriptor listen_;
-  FileDescriptor wake_;
   FileDescriptor spare_;  // closed to accept-and-drop when out of descriptors
   uint16_t port_ = 0;
   std::string address_;
@@ -195,7 +191,7 @@ class StoreServer::EventLoop {
   std::atomic<uint64_t> statRequests_{0};
 };
 
-StoreServer::EventLoop::EventLoop(ServerOptions options)
+StoreServer::Service::Service(ServerOptions options)
     : options_(std::move(options)),
       instanceId_(randomInstanceId()),
       engine_([this](const Completion& c) { onCompletion(c); },
@@ -218,34 +214,28 @@ StoreServer::EventLoop::EventLoop(ServerOptions options)
   }
   sendPool_ = std::make_unique<SendPool>(helpers);
   followUp_.resize(static_cast<size_t>(sendPool_->parts()));
-  epoll_ = FileDescriptor(::epoll_create1(EPOLL_CLOEXEC));
-  wake_ = FileDescriptor(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   spare_ = FileDescriptor(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!epoll_.valid() || !wake_.valid()) {
-    throw StoreError(StoreErrc::kInvalidArgument, "epoll/eventfd: " + errnoText(errno));
+  if (Status s = events_.status(); !s.ok()) {
+    throwStatus(s);
   }
   if (options_.adoptListenFd >= 0) {
     listen_ = FileDescriptor(options_.adoptListenFd);
-    setNonBlocking(listen_.get());
+    (void)setNonBlocking(listen_.get());
   } else {
-    const std::vector<SocketAddress> addrs = resolve(options_.host, options_.port, true);
+    const std::vector<SocketAddress> addrs =
+        valueOrThrow(resolveAll(options_.host, options_.port, /*passive=*/true));
     // The kernel caps the backlog at net.core.somaxconn.
-    listen_ = listenOn(addrs.front(), 65535);
+    listen_ = valueOrThrow(listenOn(addrs.front(), {.backlog = 65535, .reuseAddress = true}));
   }
   const SocketAddress bound = localAddressOf(listen_.get());
   port_ = bound.port();
   address_ = bound.toString();
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = kListenId;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev);
-  ev.data.u64 = kWakeId;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+  (void)events_.add(listen_.get(), EventLoop::kReadable, &listen_);
 }
 
-StoreServer::EventLoop::~EventLoop() = default;
+StoreServer::Service::~Service() = default;
 
-ServerStats StoreServer::EventLoop::stats() const {
+ServerStats StoreServer::Service::stats() const {
   ServerStats s;
   s.connectionsOpen = statOpen_.load(std::memory_order_relaxed);
   s.connectionsAccepted = statAccepted_.load(std::memory_order_relaxed);
@@ -256,13 +246,12 @@ ServerStats StoreServer::EventLoop::stats() const {
   return s;
 }
 
-void StoreServer::EventLoop::requestStop() {
+void StoreServer::Service::requestStop() {
   stop_.store(true);
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof one);
+  events_.wake();
 }
 
-int StoreServer::EventLoop::pollTimeoutMs(TimePoint now) const {
+int StoreServer::Service::pollTimeoutMs(TimePoint now) const {
   std::optional<TimePoint> next;
   if (!timers_.empty()) {
     next = timers_.top().when;
@@ -283,45 +272,38 @@ int StoreServer::EventLoop::pollTimeoutMs(TimePoint now) const {
   return static_cast<int>(std::min<int64_t>((us + 999) / 1000, 60000));
 }
 
-void StoreServer::EventLoop::run() {
+void StoreServer::Service::run() {
   RES_INFO(log::kStore, "store server %s listening on %s (token %s)",
            std::to_string(instanceId_).c_str(), address_.c_str(),
            options_.token.empty() ? "not checked" : "required");
-  std::array<epoll_event, 1024> events{};
   while (!stop_.load(std::memory_order_relaxed)) {
-    const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()),
-                               pollTimeoutMs(SteadyClock::now()));
-    if (n < 0 && errno != EINTR) {
-      RES_WARN(log::kStore, "store server %s: epoll_wait: %s", address_.c_str(),
-               errnoText(errno).c_str());
-      break;
-    }
-    const TimePoint now = SteadyClock::now();
-    for (int i = 0; i < n; ++i) {
-      const uint64_t id = events[static_cast<size_t>(i)].data.u64;
-      const uint32_t what = events[static_cast<size_t>(i)].events;
-      if (id == kListenId) {
-        acceptAll(now);
-        continue;
+    const TimePoint before = SteadyClock::now();
+    std::optional<TimePoint> now;  // read once, after the wait
+    const Result<int> n = events_.wait(pollTimeoutMs(before), [&](void* tag, uint32_t what) {
+      if (!now) {
+        now = SteadyClock::now();
       }
-      if (id == kWakeId) {
-        uint64_t v = 0;
-        [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof v);
-        continue;
+      if (tag == &listen_) {
+        acceptAll(*now);
+        return;
       }
-      Conn& c = *static_cast<Conn*>(events[static_cast<size_t>(i)].data.ptr);
+      Conn& c = *static_cast<Conn*>(tag);
       if (c.closed) {
-        continue;
+        return;
       }
-      if ((what & EPOLLOUT) != 0) {
+      if ((what & EventLoop::kWritable) != 0) {
         flush(c);
         if (c.closed) {
-          continue;
+          return;
         }
       }
-      if ((what & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) {
-        onReadable(c, now);
+      if ((what & (EventLoop::kReadable | EventLoop::kErrorOrHangup)) != 0) {
+        onReadable(c, *now);
       }
+    });
+    if (!n.ok()) {
+      RES_WARN(log::kStore, "store server %s: %s", address_.c_str(), n.status().toString().c_str());
+      break;
     }
     runTimers(SteadyClock::now());
     flushDirty();
@@ -338,11 +320,12 @@ void StoreServer::EventLoop::run() {
   statOpen_.store(0);
 }
 
-void StoreServer::EventLoop::acceptAll(TimePoint now) {
+void StoreServer::Service::acceptAll(TimePoint now) {
   for (;;) {
-    const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    FileDescriptor owned = acceptConnection(listen_.get());
+    const int fd = owned.get();
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) {
+      if (errno == ECONNABORTED) {
         continue;
       }
       if (errno == EMFILE || errno == ENFILE) {
@@ -354,14 +337,12 @@ void StoreServer::EventLoop::acceptAll(TimePoint now) {
                          "refusing new ones (raise the fd limit: ulimit -n)",
                          address_.c_str(), conns_.size());
         spare_.reset();
-        FileDescriptor dropped(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        dropped.reset();
+        acceptConnection(listen_.get()).reset();
         spare_ = FileDescriptor(::open("/dev/null", O_RDONLY | O_CLOEXEC));
         return;
       }
       return;  // EAGAIN: no more pending connections
     }
-    FileDescriptor owned(fd);
     statAccepted_.fetch_add(1, std::memory_order_relaxed);
     if (conns_.size() >= options_.maxConnections) {
       statBusy_.fetch_add(1, std::memory_order_relaxed);
@@ -375,8 +356,7 @@ void StoreServer::EventLoop::acceptAll(TimePoint now) {
                        address_.c_str(), options_.maxConnections);
       continue;
     }
-    setNoDelay(fd);
-    setKeepAlive(fd);
+    (void)applySocketOptions(fd, kConnectionOptions);
     const uint64_t id = nextConnId_++;
     auto owned_conn = std::make_unique<Conn>();
     Conn& c = *owned_conn;
@@ -384,10 +364,7 @@ void StoreServer::EventLoop::acceptAll(TimePoint now) {
     c.fd = std::move(owned);
     c.decoder.setMaxFrameBytes(options_.maxFrameBytes);
     c.peer = peerAddressOf(fd).toString();
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = &c;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (!events_.add(fd, EventLoop::kReadable, &c).ok()) {
       continue;
     }
     conns_.emplace(id, std::move(owned_conn));
@@ -396,7 +373,7 @@ void StoreServer::EventLoop::acceptAll(TimePoint now) {
   }
 }
 
-void StoreServer::EventLoop::onReadable(Conn& c, TimePoint now) {
+void StoreServer::Service::onReadable(Conn& c, TimePoint now) {
   const size_t pendingBefore = c.out.size() - c.outOffset;
   for (int i = 0; i < kMaxReadsPerEvent; ++i) {
     const ssize_t n = ::recv(c.fd.get(), scratch_.data(), scratch_.size(), 0);
@@ -407,7 +384,7 @@ void StoreServer::EventLoop::onReadable(Conn& c, TimePoint now) {
         return;
       }
       if (static_cast<size_t>(n) < scratch_.size()) {
-        break;  // drained; level-triggered epoll reports any later bytes
+        break;  // drained; the level-triggered event loop reports any later bytes
       }
       continue;
     }
@@ -431,7 +408,7 @@ void StoreServer::EventLoop::onReadable(Conn& c, TimePoint now) {
   c.decoder.shrinkIfEmpty();
 }
 
-void StoreServer::EventLoop::process(Conn& c, TimePoint now) {
+void StoreServer::Service::process(Conn& c, TimePoint now) {
   try {
     if (c.state == State::kHello) {
       std::optional<Hello> hello = c.decoder.nextHello();
@@ -478,7 +455,7 @@ void StoreServer::EventLoop::process(Conn& c, TimePoint now) {
   }
 }
 
-void StoreServer::EventLoop::onHello(Conn& c, const Hello& hello) {
+void StoreServer::Service::onHello(Conn& c, const Hello& hello) {
   if (!hello.name.empty()) {
     c.peer += " (" + hello.name + ")";
   }
@@ -506,7 +483,7 @@ void StoreServer::EventLoop::onHello(Conn& c, const Hello& hello) {
   markDirty(c);
 }
 
-void StoreServer::EventLoop::refuse(Conn& c, HelloStatus status) {
+void StoreServer::Service::refuse(Conn& c, HelloStatus status) {
   encodeHelloReply(
       HelloReply{kVersion, status, instanceId_, static_cast<uint32_t>(options_.maxFrameBytes)},
       &c.out);
@@ -515,14 +492,14 @@ void StoreServer::EventLoop::refuse(Conn& c, HelloStatus status) {
   markDirty(c);
 }
 
-void StoreServer::EventLoop::markDirty(Conn& c) {
+void StoreServer::Service::markDirty(Conn& c) {
   if (!c.dirty) {
     c.dirty = true;
     dirty_.push_back(&c);
   }
 }
 
-void StoreServer::EventLoop::flushDirty() {
+void StoreServer::Service::flushDirty() {
   // Swap first: flushing may close connections but never adds to dirty_.
   burst_.clear();
   burst_.swap(dirty_);
@@ -539,7 +516,7 @@ void StoreServer::EventLoop::flushDirty() {
   } else {
     sendChunks(followUp_[0]);
   }
-  // Back on the loop thread alone: closing and epoll changes for what the
+  // Back on the loop thread alone: closing and event-loop changes for what the
   // send-pool threads could not settle.
   for (std::vector<Conn*>& list : followUp_) {
     for (Conn* c : list) {
@@ -556,7 +533,7 @@ void StoreServer::EventLoop::flushDirty() {
   releasing_.clear();
 }
 
-bool StoreServer::EventLoop::sendAndSettle(Conn& c) {
+bool StoreServer::Service::sendAndSettle(Conn& c) {
   if (trySend(c) != 0 || c.state != State::kReady || c.writeArmed || c.readPaused) {
     return false;
   }
@@ -564,7 +541,7 @@ bool StoreServer::EventLoop::sendAndSettle(Conn& c) {
   return true;
 }
 
-void StoreServer::EventLoop::clearOut(Conn& c) {
+void StoreServer::Service::clearOut(Conn& c) {
   c.out.clear();
   c.outOffset = 0;
   if (c.out.capacity() > size_t{64} * 1024) {
@@ -572,7 +549,7 @@ void StoreServer::EventLoop::clearOut(Conn& c) {
   }
 }
 
-void StoreServer::EventLoop::sendChunks(std::vector<Conn*>& followUp) {
+void StoreServer::Service::sendChunks(std::vector<Conn*>& followUp) {
   for (;;) {
     const size_t begin = burstCursor_.fetch_add(kSendChunk, std::memory_order_relaxed);
     if (begin >= burstReplies_) {
@@ -596,7 +573,7 @@ void StoreServer::EventLoop::sendChunks(std::vector<Conn*>& followUp) {
   }
 }
 
-int StoreServer::EventLoop::trySend(Conn& c) {
+int StoreServer::Service::trySend(Conn& c) {
   while (c.outOffset < c.out.size()) {
     const ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset, c.out.size() - c.outOffset,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -615,11 +592,11 @@ int StoreServer::EventLoop::trySend(Conn& c) {
   return 0;
 }
 
-void StoreServer::EventLoop::flush(Conn& c) {
+void StoreServer::Service::flush(Conn& c) {
   afterSend(c, trySend(c));
 }
 
-void StoreServer::EventLoop::afterSend(Conn& c, int result) {
+void StoreServer::Service::afterSend(Conn& c, int result) {
   if (result == EAGAIN) {
     if (!c.writeArmed) {
       c.writeArmed = true;
@@ -649,21 +626,20 @@ void StoreServer::EventLoop::afterSend(Conn& c, int result) {
   }
 }
 
-void StoreServer::EventLoop::updateEvents(Conn& c) {
-  epoll_event ev{};
-  ev.events = (c.readPaused || c.state == State::kClosing ? 0u : static_cast<uint32_t>(EPOLLIN)) |
-              (c.writeArmed ? static_cast<uint32_t>(EPOLLOUT) : 0u);
-  ev.data.ptr = &c;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+void StoreServer::Service::updateEvents(Conn& c) {
+  const bool reading = !c.readPaused && c.state != State::kClosing;
+  (void)events_.modify(
+      c.fd.get(),
+      (reading ? EventLoop::kReadable : 0u) | (c.writeArmed ? EventLoop::kWritable : 0u), &c);
 }
 
-void StoreServer::EventLoop::closeConn(Conn& c) {
+void StoreServer::Service::closeConn(Conn& c) {
   if (c.closed) {
     return;
   }
   c.closed = true;
   engine_.dropOwner(reinterpret_cast<uint64_t>(&c));
-  c.fd.reset();  // leaves the epoll set
+  c.fd.reset();  // leaves the event loop
   auto it = conns_.find(c.id);
   if (it != conns_.end()) {
     graveyard_.push_back(std::move(it->second));
@@ -672,7 +648,7 @@ void StoreServer::EventLoop::closeConn(Conn& c) {
   statOpen_.store(conns_.size(), std::memory_order_relaxed);
 }
 
-void StoreServer::EventLoop::runTimers(TimePoint now) {
+void StoreServer::Service::runTimers(TimePoint now) {
   engine_.expireKeys(now);
   while (!timers_.empty() && timers_.top().when <= now) {
     const Timer t = timers_.top();
@@ -693,7 +669,7 @@ void StoreServer::EventLoop::runTimers(TimePoint now) {
   }
 }
 
-void StoreServer::EventLoop::onCompletion(const Completion& c) {
+void StoreServer::Service::onCompletion(const Completion& c) {
   // The owner is a live Conn: closing one drops its pending calls first.
   Conn& conn = *reinterpret_cast<Conn*>(
       c.owner);  // NOLINT(performance-no-int-to-ptr): owner ids are Conn addresses
@@ -702,10 +678,10 @@ void StoreServer::EventLoop::onCompletion(const Completion& c) {
 }
 
 StoreServer::StoreServer(ServerOptions options)
-    : loop_(std::make_unique<EventLoop>(std::move(options))) {
+    : service_(std::make_unique<Service>(std::move(options))) {
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "store-loop");
-    loop_->run();
+    service_->run();
   });
 }
 
@@ -715,25 +691,25 @@ StoreServer::~StoreServer() {
 
 void StoreServer::stop() {
   if (thread_.joinable()) {
-    loop_->requestStop();
+    service_->requestStop();
     thread_.join();
   }
 }
 
 uint16_t StoreServer::port() const noexcept {
-  return loop_->port();
+  return service_->port();
 }
 
 std::string StoreServer::address() const {
-  return loop_->address();
+  return service_->address();
 }
 
 ServerStats StoreServer::stats() const {
-  return loop_->stats();
+  return service_->stats();
 }
 
 uint64_t StoreServer::instanceId() const noexcept {
-  return loop_->instanceId();
+  return service_->instanceId();
 }
 
 }  // namespace resilient::store::tcp

@@ -1,11 +1,10 @@
-// The embedded TCP store server: one thread running an epoll loop over
-// non-blocking sockets, built for tens of thousands of concurrent clients.
-// Each connection starts with the Hello handshake (magic, version, job token);
-// then its bytes are decoded incrementally, each request applied to the
-// StoreEngine, and replies written back without blocking. Waits and barriers
-// are answered by the server when they complete or time out, so clients
-// never poll. A malformed or refused peer is logged and disconnected; the
-// server carries on.
+// The embedded TCP store server: one thread running the event loop
+// (common/net/event_loop.h) over non-blocking sockets, built for tens of thousands of concurrent
+// clients. Each connection starts with the Hello handshake (magic, version, job token); then its
+// bytes are decoded incrementally, each request applied to the StoreEngine, and replies written
+// back without blocking. Waits and barriers are answered by the server when they complete or time
+// out, so clients never poll. A malformed or refused peer is logged and disconnected; the server
+// carries on.
 //
 // Runs in any process (rank 0, a launcher, a monitor) or standalone as
 // `resilient-store` (tools/store/resilient_store.cc).
@@ -65,8 +64,8 @@ class StoreServer {
   uint64_t instanceId() const noexcept;
 
  private:
-  class EventLoop;
-  std::unique_ptr<EventLoop> loop_;
+  class Service;
+  std::unique_ptr<Service> service_;
   std::thread thread_;
 };
 

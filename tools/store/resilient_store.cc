@@ -22,11 +22,11 @@
 #include <CLI/CLI.hpp>
 
 #include "common/log.h"
+#include "common/net/socket.h"
 #include "common/params.h"
 #include "store/errors.h"
 #include "store/open_store.h"
 #include "store/tcp/server.h"
-#include "store/tcp/socket_util.h"
 
 namespace {
 
@@ -77,7 +77,7 @@ int serve(const std::string& listen, const std::string& token, size_t maxConnect
   sigaddset(&stopSignals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
 
-  const tcp::HostPort hp = tcp::parseHostPort(listen, "0.0.0.0");
+  const HostPort hp = store::valueOrThrow(parseHostPort(listen, "0.0.0.0"));
   tcp::ServerOptions options;
   options.host = hp.host;
   options.port = hp.port;
@@ -87,8 +87,8 @@ int serve(const std::string& listen, const std::string& token, size_t maxConnect
   options.sendThreads = sendThreads;
   tcp::StoreServer server(options);
   std::printf("resilient-store serving tcp://%s (bound %s, token %s)\n",
-              tcp::formatHostPort(servedHost(hp.host), server.port()).c_str(),
-              server.address().c_str(), token.empty() ? "not checked" : "required");
+              formatHostPort(servedHost(hp.host), server.port()).c_str(), server.address().c_str(),
+              token.empty() ? "not checked" : "required");
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stopSignals, &sig);

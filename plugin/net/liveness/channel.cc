@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/net/interfaces.h"
+#include "common/net/socket.h"
 
 namespace resilient::net::liveness {
 namespace {
@@ -23,12 +22,10 @@ bool sameAddress(const SocketAddress& a, const SocketAddress& b) {
   return a.length == b.length && std::memcmp(&a.storage, &b.storage, a.length) == 0;
 }
 
-void setNoDelay(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
+// Liveness links carry small frames that must not wait for Nagle.
+constexpr SocketOptions kLinkOptions{};  // TCP_NODELAY
 
-// Stored in epoll_event.data.ptr for the listener (links store themselves).
+// The event loop's tag for the listener (links are their own tags).
 char gListenTag;
 
 }  // namespace
@@ -56,28 +53,20 @@ bool Channel::ensureListener() {
   if (bindAddress.length == 0) {
     return false;
   }
-  const int fd = ::socket(bindAddress.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    RES_WARN(NCCL_NET, "liveness channel: socket: %s; running without it",
-             errnoText(errno).c_str());
-    return false;
-  }
-  const SocketAddress bound =
-      ::bind(fd, bindAddress.get(), bindAddress.length) == 0 && ::listen(fd, 512) == 0
-          ? localAddressOf(fd)
-          : SocketAddress{};
+  Result<FileDescriptor> fd = listenOn(bindAddress, {.backlog = 512, .reuseAddress = false});
+  const SocketAddress bound = fd.ok() ? localAddressOf(fd->get()) : SocketAddress{};
   if (bound.length == 0) {
+    const int err = fd.ok() ? errno : fd.status().sysErrno();
     RES_WARN(NCCL_NET, "liveness channel: cannot listen on %s: %s; running without it",
-             bindAddress.toString().c_str(), errnoText(errno).c_str());
-    ::close(fd);
+             bindAddress.toString().c_str(), errnoText(err).c_str());
     return false;
   }
-  listenFd_ = fd;
+  if (Status s = events_->add(fd->get(), EventLoop::kReadable, &gListenTag); !s.ok()) {
+    RES_WARN(NCCL_NET, "liveness channel: %s; running without it", s.toString().c_str());
+    return false;
+  }
+  listenFd_ = fd->release();
   listenAddress_ = bound;
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = &gListenTag;
-  epoll_ctl(epollFd_, EPOLL_CTL_ADD, listenFd_, &ev);
   RES_INFO(NCCL_NET | NCCL_INIT, "liveness channel listening on %s", bound.toString().c_str());
   return true;
 }
@@ -168,7 +157,7 @@ void Channel::sayGoodbyeToAll() {
 
 void Channel::closeLink(PeerLink* link) {
   if (link->fd >= 0) {
-    epoll_ctl(epollFd_, EPOLL_CTL_DEL, link->fd, nullptr);
+    events_->remove(link->fd);
     ::close(link->fd);
     link->fd = -1;
   }
@@ -188,33 +177,32 @@ void Channel::reap() {
 }
 
 void Channel::startConnect(PeerLink* link) {
-  link->fd = ::socket(link->address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (link->fd < 0) {
-    markDead(link, "liveness channel: socket: " + errnoText(errno));
+  Result<FileDescriptor> fd = openStreamSocket(link->address.family());
+  if (!fd.ok()) {
+    markDead(link, "liveness channel: socket: " + errnoText(fd.status().sysErrno()));
     return;
   }
-  setNoDelay(link->fd);
-  const int rc = ::connect(link->fd, link->address.get(), link->address.length);
-  if (rc != 0 && errno != EINPROGRESS) {
+  link->fd = fd->release();
+  (void)applySocketOptions(link->fd, kLinkOptions);
+  const int err = resilient::startConnect(link->fd, link->address);
+  if (err != 0 && err != EINPROGRESS) {
     markDead(link,
-             "liveness channel to " + link->state.addressText() + ": connect: " + errnoText(errno));
+             "liveness channel to " + link->state.addressText() + ": connect: " + errnoText(err));
     return;
   }
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLOUT;
-  ev.data.ptr = link;
-  epoll_ctl(epollFd_, EPOLL_CTL_ADD, link->fd, &ev);
+  if (Status s = events_->add(link->fd, EventLoop::kReadable | EventLoop::kWritable, link);
+      !s.ok()) {
+    markDead(link, "liveness channel to " + link->state.addressText() + ": " + s.toString());
+  }
 }
 
-void Channel::updateEpoll(PeerLink* link) {
+void Channel::updateInterest(PeerLink* link) {
   if (link->fd < 0) {
     return;
   }
-  epoll_event ev{};
   const bool wantWrite = !link->out.empty() || link->state.phase() == PeerState::Phase::kConnecting;
-  ev.events = EPOLLIN | (wantWrite ? static_cast<uint32_t>(EPOLLOUT) : 0u);
-  ev.data.ptr = link;
-  epoll_ctl(epollFd_, EPOLL_CTL_MOD, link->fd, &ev);
+  (void)events_->modify(link->fd, EventLoop::kReadable | (wantWrite ? EventLoop::kWritable : 0u),
+                        link);
 }
 
 void Channel::send(PeerLink* link, const Frame& frame) {
@@ -247,7 +235,7 @@ void Channel::flush(PeerLink* link) {
              "liveness channel to " + link->state.addressText() + ": send: " + errnoText(errno));
     return;
   }
-  updateEpoll(link);
+  updateInterest(link);
 }
 
 void Channel::markDead(PeerLink* link, const std::string& reason) {
@@ -255,7 +243,7 @@ void Channel::markDead(PeerLink* link, const std::string& reason) {
     return;  // dead already
   }
   if (link->fd >= 0) {
-    epoll_ctl(epollFd_, EPOLL_CTL_DEL, link->fd, nullptr);
+    events_->remove(link->fd);
     ::close(link->fd);
     link->fd = -1;
   }
@@ -269,19 +257,17 @@ void Channel::markDead(PeerLink* link, const std::string& reason) {
 void Channel::handleListener(uint64_t now) {
   while (true) {
     SocketAddress peer;
-    peer.length = sizeof peer.storage;
-    const int fd = ::accept4(listenFd_, peer.get(), &peer.length, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
+    FileDescriptor fd = acceptConnection(listenFd_, &peer);
+    if (!fd.valid()) {
       return;  // EAGAIN, or a transient error: the listener stays armed
     }
-    setNoDelay(fd);
+    (void)applySocketOptions(fd.get(), kLinkOptions);
     auto link = std::make_unique<PeerLink>(options_.policy, false, peer);
-    link->fd = fd;
+    if (!events_->add(fd.get(), EventLoop::kReadable, link.get()).ok()) {
+      continue;  // closed by FileDescriptor
+    }
+    link->fd = fd.release();
     link->state.opened(now);
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = link.get();
-    epoll_ctl(epollFd_, EPOLL_CTL_ADD, fd, &ev);
     PeerLink* raw = link.get();
     links_.push_back(std::move(link));
     send(raw, makeHello(options_.policy.tokenDigest, static_cast<uint32_t>(getpid()),
@@ -304,19 +290,16 @@ void Channel::onEvent(void* tag, uint32_t events, uint64_t now) {
 
 void Channel::handleLink(PeerLink* link, uint32_t events, uint64_t now) {
   if (link->state.phase() == PeerState::Phase::kConnecting &&
-      (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    getsockopt(link->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (const auto death = link->state.connectFinished(err, now)) {
+      (events & (EventLoop::kWritable | EventLoop::kErrorOrHangup)) != 0) {
+    if (const auto death = link->state.connectFinished(pendingSocketError(link->fd), now)) {
       markDead(link, *death);
       return;
     }
   }
-  if ((events & EPOLLOUT) != 0) {
+  if ((events & EventLoop::kWritable) != 0) {
     flush(link);
   }
-  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0 || link->fd < 0) {
+  if ((events & (EventLoop::kReadable | EventLoop::kErrorOrHangup)) == 0 || link->fd < 0) {
     return;
   }
   std::array<char, 4096> buf{};

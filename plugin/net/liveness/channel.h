@@ -6,7 +6,7 @@
 // ping/pong while requests to the peer are outstanding, goodbye.
 //
 // The channel does the sockets (non-blocking, watched by the watchdog
-// thread's epoll instance) and the bookkeeping of links, listen nonces and
+// thread's event loop) and the bookkeeping of links, listen nonces and
 // binds. What an event means -- when to ping, when silence is a fault and
 // which, goodbye versus end of stream -- each peer's state machine decides
 // (liveness/peer_state.h); the channel fails the busy connections of the link
@@ -24,7 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "common/socket_address.h"
+#include "common/net/event_loop.h"
+#include "common/net/socket_address.h"
 #include "plugin/net/connection.h"
 #include "plugin/net/fault_sink.h"
 #include "plugin/net/handle_trailer.h"
@@ -49,9 +50,9 @@ class Channel {
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
-  // The epoll instance that watches the channel's sockets (the watchdog
+  // The event loop that watches the channel's sockets (the watchdog
   // thread's). Set once, before any call that opens a socket.
-  void setPoller(int epollFd) noexcept { epollFd_ = epollFd; }
+  void setEventLoop(EventLoop* events) noexcept { events_ = events; }
 
   // --- Control path. ---
 
@@ -75,8 +76,8 @@ class Channel {
 
   // --- Watchdog thread. ---
 
-  // An epoll event whose data.ptr is not the watchdog's own: the listener or
-  // a link. `now` is the watchdog's clock.
+  // An event of the watchdog's event loop: the listener or a link is ready.
+  // `now` is the watchdog's clock.
   void onEvent(void* tag, uint32_t events, uint64_t now);
   // After the watchdog has marked the busy links (markBusy): pings, silence
   // faults; then frees the retired links.
@@ -94,12 +95,12 @@ class Channel {
   void markDead(PeerLink* link, const std::string& reason);
   void closeLink(PeerLink* link);
   void reap();
-  void updateEpoll(PeerLink* link);
+  void updateInterest(PeerLink* link);
 
   const ChannelOptions options_;
   const std::set<ConnectionRecord*>& connections_;
   FaultSink& sink_;
-  int epollFd_ = -1;
+  EventLoop* events_ = nullptr;
   int listenFd_ = -1;
   SocketAddress listenAddress_;
   uint64_t nextNonce_ = 1;

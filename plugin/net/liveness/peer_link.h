@@ -17,7 +17,7 @@
 #include <set>
 #include <string>
 
-#include "common/socket_address.h"
+#include "common/net/socket_address.h"
 #include "plugin/net/connection.h"
 #include "plugin/net/fault_sink.h"
 #include "plugin/net/liveness/peer_state.h"

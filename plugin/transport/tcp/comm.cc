@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "plugin/transport/tcp/handle_address.h"
 #include "plugin/transport/tcp/wire.h"
 
 namespace resilient::transport::tcp {

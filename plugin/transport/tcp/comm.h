@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "common/net/socket.h"
 #include "common/status.h"
-#include "plugin/transport/tcp/socket.h"
 #include "plugin/transport/tcp/stripe_engine.h"
 #include "plugin/transport/transport.h"
 

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/token_digest.h"
+#include "plugin/transport/tcp/handle_address.h"
 
 namespace resilient::transport::tcp {
 namespace {
@@ -78,13 +79,17 @@ void Connector::retryLater(Link* link, uint64_t now) {
 }
 
 Status Connector::startConnect(Link* link, uint64_t now) {
-  RESILIENT_TRY(openStreamSocket(address_.family(), &link->fd));
-  RESILIENT_TRY(setConnectionOptions(link->fd.get(), options_));
-  if (::connect(link->fd.get(), address_.get(), address_.length) == 0) {
+  Result<FileDescriptor> fd = openStreamSocket(address_.family());
+  if (!fd.ok()) {
+    return fd.status();
+  }
+  link->fd = std::move(*fd);
+  RESILIENT_TRY(applySocketOptions(link->fd.get(), socketOptions(options_)));
+  const int err = resilient::startConnect(link->fd.get(), address_);
+  if (err == 0) {
     link->state = Link::State::kHello;
     return {};
   }
-  const int err = errno;
   if (err == EINPROGRESS || err == EINTR) {
     link->state = Link::State::kConnecting;
     return {};
@@ -123,15 +128,12 @@ Status Connector::advance(Link* link, uint64_t now) {
       }
       break;
     case Link::State::kConnecting: {
-      pollfd p{link->fd.get(), POLLOUT, 0};
-      if (::poll(&p, 1, 0) <= 0) {
+      const Result<bool> writable = waitReady(link->fd.get(), POLLOUT, 0);
+      if (writable.ok() && !*writable) {
         return {};
       }
-      int err = 0;
-      socklen_t len = sizeof err;
-      if (::getsockopt(link->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-        err = errno;
-      }
+      const int err =
+          writable.ok() ? pendingSocketError(link->fd.get()) : writable.status().sysErrno();
       if (err == 0) {
         link->state = Link::State::kHello;
         break;

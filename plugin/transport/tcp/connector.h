@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "common/net/socket.h"
 #include "common/status.h"
 #include "plugin/transport/tcp/comm.h"
 #include "plugin/transport/tcp/options.h"
-#include "plugin/transport/tcp/socket.h"
 #include "plugin/transport/tcp/wire.h"
 
 namespace resilient::transport::tcp {

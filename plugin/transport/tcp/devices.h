@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/net/interfaces.h"
-#include "common/socket_address.h"
+#include "common/net/socket_address.h"
 #include "common/status.h"
 #include "plugin/transport/tcp/options.h"
 

@@ -50,16 +50,13 @@ ListenComm::~ListenComm() = default;
 
 Status ListenComm::create(const SocketAddress& address, const TcpOptions& options,
                           log::RateLimiter* warnLimiter, std::unique_ptr<ListenComm>* out) {
-  FileDescriptor fd;
-  RESILIENT_TRY(openStreamSocket(address.family(), &fd));
   SocketAddress bindAddress = address;
   bindAddress.setPort(0);
-  if (::bind(fd.get(), bindAddress.get(), bindAddress.length) != 0) {
-    return systemError("tcp: bind to " + bindAddress.toString());
+  Result<FileDescriptor> listening = listenOn(bindAddress, ListenOptions{});
+  if (!listening.ok()) {
+    return systemError("tcp: " + listening.status().message(), listening.status().sysErrno());
   }
-  if (::listen(fd.get(), SOMAXCONN) != 0) {
-    return systemError("tcp: listen on " + bindAddress.toString());
-  }
+  FileDescriptor fd = std::move(*listening);
   const SocketAddress bound = localAddressOf(fd.get());
   if (bound.length == 0) {
     return systemError("tcp: getsockname of a listen socket");
@@ -77,11 +74,10 @@ void ListenComm::warnDrop(const Incoming& in, const char* reason, uint64_t now) 
 void ListenComm::acceptQueued(uint64_t now) {
   for (int i = 0; i < kAcceptsPerCall; ++i) {
     SocketAddress peer;
-    peer.length = sizeof peer.storage;
-    const int fd = ::accept4(fd_.get(), peer.get(), &peer.length, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
+    FileDescriptor sock = acceptConnection(fd_.get(), &peer);
+    if (!sock.valid()) {
       const int err = errno;
-      if (err == EINTR || err == ECONNABORTED) {
+      if (err == ECONNABORTED) {
         continue;
       }
       if (err != EAGAIN && err != EWOULDBLOCK) {
@@ -92,14 +88,13 @@ void ListenComm::acceptQueued(uint64_t now) {
       }
       return;
     }
-    FileDescriptor sock(fd);
     if (incoming_.size() >= kMaxIncoming) {
       RES_WARN_LIMITED(*warnLimiter_, now, NCCL_NET | NCCL_INIT,
                        "tcp: listener %s dropped a connection from %s: %zu handshakes pending",
                        address_.toString().c_str(), peer.toString().c_str(), incoming_.size());
       continue;
     }
-    if (!setConnectionOptions(fd, options_).ok()) {
+    if (!applySocketOptions(sock.get(), socketOptions(options_)).ok()) {
       continue;  // a socket we cannot configure is not worth a comm
     }
     auto in = std::make_unique<Incoming>();

@@ -41,4 +41,11 @@ TcpOptions clampOptions(const TcpOptions& options) {
   return o;
 }
 
+SocketOptions socketOptions(const TcpOptions& options) noexcept {
+  return {.noDelay = true,
+          .keepAlive = {.idleS = 5, .intervalS = 1, .count = 5},
+          .userTimeoutMs = options.tcpUserTimeoutMs,
+          .bufferBytes = options.socketBufferBytes};
+}
+
 }  // namespace resilient::transport::tcp

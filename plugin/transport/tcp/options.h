@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/net/socket.h"
+
 namespace resilient::transport::tcp {
 
 // Sockets of one connection, control socket included (the handshake's limit).
@@ -62,5 +64,11 @@ struct TcpOptions {
 // Returns `options` with every field brought into its range; one WARN names
 // each field that was changed.
 TcpOptions clampOptions(const TcpOptions& options);
+
+// What every socket of our TCP transport is set to: TCP_NODELAY,
+// TCP_USER_TIMEOUT, keepalive (first probe after 5 s of silence, then every
+// second, 5 probes; the user timeout, when set, bounds the total) and the
+// buffer size when one is configured.
+SocketOptions socketOptions(const TcpOptions& options) noexcept;
 
 }  // namespace resilient::transport::tcp

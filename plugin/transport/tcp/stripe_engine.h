@@ -30,8 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/net/socket.h"
 #include "common/status.h"
-#include "plugin/transport/tcp/socket.h"
 
 namespace resilient::transport::tcp {
 

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "plugin/transport/tcp/comm.h"
 #include "plugin/transport/tcp/connector.h"
+#include "plugin/transport/tcp/handle_address.h"
 #include "plugin/transport/tcp/listener.h"
 #include "plugin/transport/tcp/wire.h"
 

@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/file_descriptor.h"
-#include "common/socket_address.h"
+#include "common/net/socket_address.h"
 
 using namespace resilient;
 

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "common/socket_address.h"
+#include "common/net/socket.h"
+#include "common/net/socket_address.h"
 #include "hostengine/engine.h"
 #include "hostengine/pipeline.h"
 #include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
-#include "hostengine/socket_io.h"
 #include "tests/support/memory_transport.h"
 
 namespace he = resilient::hostengine;
@@ -36,7 +36,7 @@ struct RankRun {
 std::vector<RankRun> runRanks(int n, he::Pattern pattern, const std::vector<size_t>& sizes,
                               const std::function<Transport&(int)>& transportFor,
                               he::EngineOptions base = {}) {
-  auto fd = he::listenOn("127.0.0.1", 0, 64);
+  auto fd = resilient::listenOn("127.0.0.1", 0, {.backlog = 64, .reuseAddress = true});
   REQUIRE(fd.ok());
   auto server =
       he::RendezvousServer::start(std::move(fd).value(), static_cast<uint32_t>(n), kToken);
@@ -255,7 +255,7 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
   he::EngineOptions o;
   o.timeoutMs = 300;
   // Set up first (no stall), then stall the data path.
-  auto fd = he::listenOn("127.0.0.1", 0, 64);
+  auto fd = resilient::listenOn("127.0.0.1", 0, {.backlog = 64, .reuseAddress = true});
   REQUIRE(fd.ok());
   auto server = he::RendezvousServer::start(std::move(fd).value(), 2, kToken);
   REQUIRE(server.ok());

@@ -8,9 +8,9 @@
 
 #include "common/clock.h"
 #include "common/file_descriptor.h"
-#include "common/socket_address.h"
+#include "common/net/socket.h"
+#include "common/net/socket_address.h"
 #include "hostengine/rendezvous.h"
-#include "hostengine/socket_io.h"
 
 namespace he = resilient::hostengine;
 using resilient::FileDescriptor;
@@ -34,7 +34,7 @@ struct Server {
 };
 
 Server startServer(uint32_t world) {
-  auto fd = he::listenOn("127.0.0.1", 0, 64);
+  auto fd = resilient::listenOn("127.0.0.1", 0, {.backlog = 64, .reuseAddress = true});
   REQUIRE(fd.ok());
   auto s = he::RendezvousServer::start(std::move(fd).value(), world, kToken);
   REQUIRE(s.ok());
@@ -47,7 +47,7 @@ Server startServer(uint32_t world) {
 }
 
 FileDescriptor rawConnection(const SocketAddress& address) {
-  auto fd = he::connectWithRetry(address, monotonicNs() + 5000000000ull);
+  auto fd = resilient::connectWithRetry(address, monotonicNs() + 5000000000ull);
   REQUIRE(fd.ok());
   return std::move(fd).value();
 }
@@ -55,7 +55,7 @@ FileDescriptor rawConnection(const SocketAddress& address) {
 // True when the server closes `fd` within 5 s.
 bool closedByServer(const FileDescriptor& fd) {
   char byte = 0;
-  const auto s = he::recvAll(fd.get(), &byte, 1, monotonicNs() + 5000000000ull, "a byte");
+  const auto s = resilient::recvAll(fd.get(), &byte, 1, monotonicNs() + 5000000000ull, "a byte");
   return !s.ok() && s.kind() == resilient::ErrorKind::kRemote;
 }
 
@@ -194,7 +194,8 @@ TEST_CASE("garbage and wrong jobs are refused while the ranks carry on",
   // Not a rendezvous peer at all.
   FileDescriptor junk = rawConnection(s.address);
   const char text[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-  REQUIRE(he::sendAll(junk.get(), text, sizeof(text), monotonicNs() + 1000000000ull, "junk").ok());
+  REQUIRE(resilient::sendAll(junk.get(), text, sizeof(text), monotonicNs() + 1000000000ull, "junk")
+              .ok());
   CHECK(closedByServer(junk));
 
   // A valid header from another job (wrong token).
@@ -204,9 +205,9 @@ TEST_CASE("garbage and wrong jobs are refused while the ranks carry on",
   hello.token = kToken + 1;
   hello.worldSize = world;
   auto bytes = encode(hello);
-  REQUIRE(
-      he::sendAll(other.get(), bytes.data(), bytes.size(), monotonicNs() + 1000000000ull, "hello")
-          .ok());
+  REQUIRE(resilient::sendAll(other.get(), bytes.data(), bytes.size(), monotonicNs() + 1000000000ull,
+                             "hello")
+              .ok());
   CHECK(closedByServer(other));
 
   // The wrong world size.
@@ -214,8 +215,8 @@ TEST_CASE("garbage and wrong jobs are refused while the ranks carry on",
   hello.token = kToken;
   hello.worldSize = world + 1;
   bytes = encode(hello);
-  REQUIRE(he::sendAll(wrongWorld.get(), bytes.data(), bytes.size(), monotonicNs() + 1000000000ull,
-                      "hello")
+  REQUIRE(resilient::sendAll(wrongWorld.get(), bytes.data(), bytes.size(),
+                             monotonicNs() + 1000000000ull, "hello")
               .ok());
   CHECK(closedByServer(wrongWorld));
 
@@ -226,8 +227,8 @@ TEST_CASE("garbage and wrong jobs are refused while the ranks carry on",
   gather.token = kToken;
   gather.worldSize = world;
   bytes = encode(gather);
-  REQUIRE(he::sendAll(noHello.get(), bytes.data(), bytes.size(), monotonicNs() + 1000000000ull,
-                      "gather")
+  REQUIRE(resilient::sendAll(noHello.get(), bytes.data(), bytes.size(),
+                             monotonicNs() + 1000000000ull, "gather")
               .ok());
   CHECK(closedByServer(noHello));
   CHECK(s.server->refused() == 4);

@@ -15,11 +15,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/net/socket.h"
 #include "store/errors.h"
 #include "store/tcp/client.h"
 #include "store/tcp/protocol.h"
 #include "store/tcp/server.h"
-#include "store/tcp/socket_util.h"
 #include "tests/unit/store/store_test_util.h"
 
 using namespace resilient::store;

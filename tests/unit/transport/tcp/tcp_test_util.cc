@@ -3,7 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "plugin/transport/tcp/socket.h"
+#include "plugin/transport/tcp/handle_address.h"
 #include "plugin/transport/tcp/wire.h"
 
 namespace resilient::test {

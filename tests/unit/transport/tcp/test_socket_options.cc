@@ -1,4 +1,5 @@
-// setConnectionOptions: what every socket of our TCP transport is set to.
+// socketOptions(TcpOptions), applied by the common socket helper: what every
+// socket of our TCP transport is set to.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -9,8 +10,8 @@
 #include <catch2/catch.hpp>
 
 #include "common/file_descriptor.h"
+#include "common/net/socket.h"
 #include "plugin/transport/tcp/options.h"
-#include "plugin/transport/tcp/socket.h"
 
 using namespace resilient;
 using namespace resilient::transport::tcp;
@@ -43,9 +44,13 @@ void checkBuffer(const FileDescriptor& fd, int name, int bytes, int cap, int unt
 }
 
 FileDescriptor freshSocket() {
-  FileDescriptor fd;
-  REQUIRE(openStreamSocket(AF_INET, &fd).ok());
-  return fd;
+  Result<FileDescriptor> fd = openStreamSocket(AF_INET);
+  REQUIRE(fd.ok());
+  return std::move(*fd);
+}
+
+Status setConnectionOptions(int fd, const TcpOptions& options) {
+  return applySocketOptions(fd, socketOptions(options));
 }
 
 }  // namespace

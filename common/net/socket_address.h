@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -30,9 +32,24 @@ struct SocketAddress {
   static SocketAddress fromSockaddr(const sockaddr* addr) noexcept;
 };
 
-// The first address of a numeric or named host ("127.0.0.1", "::1",
-// "localhost") with `port`; invalidUsage when it does not resolve.
+// Every address of a numeric or named host ("127.0.0.1", "::1", "localhost")
+// with `port`, in the resolver's order; `passive` with an empty host: the
+// wildcard addresses to listen on. A remote error when it does not resolve.
+Result<std::vector<SocketAddress>> resolveAll(const std::string& host, uint16_t port,
+                                              bool passive = false);
+// The first of them; invalidUsage when it does not resolve.
 Result<SocketAddress> resolveAddress(const std::string& host, uint16_t port);
+
+// A host and port as people write them.
+struct HostPort {
+  std::string host;  // name or numeric address, without brackets
+  uint16_t port = 0;
+};
+// "host:port" or "[v6addr]:port"; a bare "port" or ":port" takes
+// `defaultHost` (invalidUsage when there is none, or on a bad port).
+Result<HostPort> parseHostPort(std::string_view text, std::string_view defaultHost = {});
+// "host:port", "[v6addr]:port".
+std::string formatHostPort(const std::string& host, uint16_t port);
 
 // Local and peer address of a socket (an empty address on failure, errno set).
 SocketAddress localAddressOf(int fd) noexcept;
