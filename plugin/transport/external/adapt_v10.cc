@@ -34,7 +34,7 @@ class TransportV10 final : public Shim<ncclNet_v10_t> {
 
 Result<std::unique_ptr<ExternalTransport>> makeV10(PluginBinding binding) {
   const auto* net = static_cast<const ncclNet_v10_t*>(binding.symbol);
-  RESILIENT_TRY(validateMembers(net, 10));
+  RESILIENT_TRY(validateLoadable(net, 10));
   return std::unique_ptr<ExternalTransport>(new TransportV10(std::move(binding), net));
 }
 

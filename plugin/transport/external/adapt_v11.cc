@@ -22,6 +22,9 @@ class TransportV11 final : public Shim<ncclNet_v11_t> {
     Status s =
         check(net_->init(&context->inner, commId, &context->config, logger(), profilerCallback()),
               "init");
+    if (s.ok()) {
+      s = validateMembers(net_, 11);  // init may fill the table
+    }
     if (!s.ok()) {
       if (net_->finalize != nullptr) {
         (void)net_->finalize(context->inner);
@@ -57,8 +60,9 @@ class TransportV11 final : public Shim<ncclNet_v11_t> {
 
 Result<std::unique_ptr<ExternalTransport>> makeV11(PluginBinding binding) {
   const auto* net = static_cast<const ncclNet_v11_t*>(binding.symbol);
-  // finalize is called unconditionally by NCCL, but a NULL one is tolerated here.
-  RESILIENT_TRY(validateMembers(net, 11));
+  // The rest of the table is checked after init, which may fill it. finalize
+  // is called unconditionally by NCCL, but a NULL one is tolerated here.
+  RESILIENT_TRY(validateLoadable(net, 11));
   return std::unique_ptr<ExternalTransport>(new TransportV11(std::move(binding), net));
 }
 

@@ -29,7 +29,7 @@ class TransportV6 final : public Shim<ncclNet_v6_t> {
 
 Result<std::unique_ptr<ExternalTransport>> makeV6(PluginBinding binding) {
   const auto* net = static_cast<const ncclNet_v6_t*>(binding.symbol);
-  RESILIENT_TRY(validateMembers(net, 6));
+  RESILIENT_TRY(validateLoadable(net, 6));
   return std::unique_ptr<ExternalTransport>(new TransportV6(std::move(binding), net));
 }
 

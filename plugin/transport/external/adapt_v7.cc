@@ -30,7 +30,7 @@ class TransportV7 final : public Shim<ncclNet_v7_t> {
 
 Result<std::unique_ptr<ExternalTransport>> makeV7(PluginBinding binding) {
   const auto* net = static_cast<const ncclNet_v7_t*>(binding.symbol);
-  RESILIENT_TRY(validateMembers(net, 7));
+  RESILIENT_TRY(validateLoadable(net, 7));
   return std::unique_ptr<ExternalTransport>(new TransportV7(std::move(binding), net));
 }
 

@@ -29,7 +29,7 @@ class TransportV8 final : public Shim<ncclNet_v8_t> {
 
 Result<std::unique_ptr<ExternalTransport>> makeV8(PluginBinding binding) {
   const auto* net = static_cast<const ncclNet_v8_t*>(binding.symbol);
-  RESILIENT_TRY(validateMembers(net, 8));
+  RESILIENT_TRY(validateLoadable(net, 8));
   return std::unique_ptr<ExternalTransport>(new TransportV8(std::move(binding), net));
 }
 

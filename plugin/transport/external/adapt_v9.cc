@@ -29,7 +29,7 @@ class TransportV9 final : public Shim<ncclNet_v9_t> {
 
 Result<std::unique_ptr<ExternalTransport>> makeV9(PluginBinding binding) {
   const auto* net = static_cast<const ncclNet_v9_t*>(binding.symbol);
-  RESILIENT_TRY(validateMembers(net, 9));
+  RESILIENT_TRY(validateLoadable(net, 9));
   return std::unique_ptr<ExternalTransport>(new TransportV9(std::move(binding), net));
 }
 

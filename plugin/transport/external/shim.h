@@ -75,8 +75,17 @@ Status requireMembers(const std::string& plugin, int version, const std::vector<
 // The plugin's name field for messages ("(unnamed)" when NULL or empty).
 const char* displayName(const char* name) noexcept;
 
-// Checks the members every version has and NCCL calls unconditionally, plus
-// `extra` (version-specific ones).
+// What NCCL needs of a plugin struct when it loads it: init. NCCL calls init
+// before it touches any other member, and some plugins (nccl-rdma-sharp-
+// plugins) export a struct holding only the name and init, which fills in
+// the rest.
+template <class Net>
+Status validateLoadable(const Net* net, int version) {
+  return requireMembers(displayName(net->name), version, {{"init", net->init != nullptr}});
+}
+
+// After a successful init: the members every version has and NCCL calls
+// unconditionally, plus `extra` (version-specific ones).
 template <class Net>
 Status validateMembers(const Net* net, int version, std::initializer_list<Member> extra = {}) {
   std::vector<Member> members{
@@ -347,6 +356,9 @@ class Shim : public ExternalTransport {
           return legacyInitError_;
         }
         Status s = initFn();
+        if (s.ok()) {
+          s = validateMembers(net_, abiVersion());
+        }
         if (!s.ok()) {
           legacyInitError_ = s;
           return s;

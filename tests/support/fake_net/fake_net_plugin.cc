@@ -800,8 +800,10 @@ ncclResult_t connectV11(void* ctx, int dev, void* handle, void** sendComm,
                         ncclNetDeviceHandle_v11_t** devComm) {
   return coreConnect(ctx, dev, nullptr, handle, sendComm, devComm);
 }
-}  // namespace
-FAKE_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+// The whole table. The lazy variant (FAKE_NET_LAZY_TABLE, as
+// nccl-rdma-sharp-plugins does) exports only the name and init, and its init
+// fills in the rest before doing what initV11 does.
+constexpr ncclNet_v11_t kTableV11 = {
     .name = "FakeV11",
     .init = &initV11,
     .devices = &coreDevices,
@@ -825,6 +827,34 @@ FAKE_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     .finalize = &coreFinalize,
     .setNetAttr = nullptr,
 };
+
+#if FAKE_NET_LAZY_TABLE
+ncclResult_t initV11Lazy(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
+                         ncclDebugLogger_t logger, ncclProfilerCallback_t profiler);
+constexpr ncclNet_v11_t lazyTable() {
+  ncclNet_v11_t t{};
+  t.name = "FakeV11Lazy";
+  t.init = &initV11Lazy;
+  return t;
+}
+}  // namespace
+extern "C" {
+__attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = lazyTable();
+}
+namespace {
+ncclResult_t initV11Lazy(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
+                         ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  const char* name = ncclNetPlugin_v11.name;
+  ncclNetPlugin_v11 = kTableV11;
+  ncclNetPlugin_v11.name = name;
+  ncclNetPlugin_v11.init = &initV11Lazy;
+  return initV11(ctx, commId, config, logger, profiler);
+}
+}  // namespace
+#else
+}  // namespace
+FAKE_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = kTableV11;
+#endif
 #endif
 
 // ---- control ---------------------------------------------------------------

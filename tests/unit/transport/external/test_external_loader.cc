@@ -108,19 +108,56 @@ ncclResult_t dummyInit(ncclDebugLogger_t /*logger*/) {
 
 }  // namespace
 
-TEST_CASE("a plugin struct with a required member NULL is refused", "[external][load]") {
+TEST_CASE("a plugin struct is loaded with init alone, and refused after init if incomplete",
+          "[external][load]") {
   ncclNet_v6_t broken{};
   broken.name = "Broken";
-  broken.init = &dummyInit;
   transport::external::PluginBinding binding;
   binding.version = 6;
   binding.symbol = &broken;
-  auto r = transport::external::makeV6(std::move(binding));
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.status().kind() == ErrorKind::kInvalidUsage);
-  CHECK_THAT(r.status().message(), Catch::Contains("Broken (ncclNetPlugin_v6)"));
-  CHECK_THAT(r.status().message(), Catch::Contains("devices, getProperties, listen"));
-  CHECK_THAT(r.status().message(), !Catch::Contains("init"));
+  SECTION("no init: NCCL could not start it, refused at load") {
+    auto r = transport::external::makeV6(std::move(binding));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().kind() == ErrorKind::kInvalidUsage);
+    CHECK_THAT(r.status().message(), Catch::Contains("Broken (ncclNetPlugin_v6)"));
+    CHECK_THAT(r.status().message(), Catch::EndsWith("leaves required members NULL: init"));
+  }
+  SECTION("init that leaves members NULL: loaded, refused by initContext, which stays refused") {
+    broken.init = &dummyInit;
+    auto r = transport::external::makeV6(std::move(binding));
+    REQUIRE(r.ok());
+    void* ctx = nullptr;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const Status s = r.value()->initContext(1, transport::CommConfig{}, &ctx);
+      REQUIRE_FALSE(s.ok());
+      CHECK(ctx == nullptr);
+      CHECK(s.kind() == ErrorKind::kInvalidUsage);
+      CHECK_THAT(s.message(), Catch::Contains("Broken (ncclNetPlugin_v6)"));
+      CHECK_THAT(s.message(), Catch::Contains("devices, getProperties, listen"));
+      CHECK_THAT(s.message(), !Catch::Contains("init"));
+    }
+  }
+}
+
+TEST_CASE("a plugin whose init fills its table (nccl-rdma-sharp-plugins) loads and works",
+          "[external][load]") {
+  const std::string path = std::string(FAKE_NET_DIR) + "/libnccl-net-fake-v11-lazy.so";
+  auto r = load(path);
+  INFO(r.status().toString());
+  REQUIRE(r.ok());
+  ExternalTransport& t = *r.value();
+  CHECK(t.abiVersion() == 11);
+  CHECK(std::string(t.name()) == "FakeV11Lazy");
+  void* ctx = nullptr;
+  REQUIRE(t.initContext(7, transport::CommConfig{}, &ctx).ok());
+  int ndev = 0;
+  REQUIRE(t.devices(&ndev).ok());
+  CHECK(ndev >= 1);
+  FakePair pair = connectFake(t, ctx);
+  CHECK(pair.sendComm != nullptr);
+  CHECK(pair.recvComm != nullptr);
+  closeFake(t, pair);
+  CHECK(t.finalizeContext(ctx).ok());
 }
 
 TEST_CASE("a bare name resolves like NCCL_NET_PLUGIN through LD_LIBRARY_PATH",
