@@ -71,11 +71,11 @@ SocketAddress SocketAddress::fromSockaddr(const sockaddr* addr) noexcept {
 }
 
 Result<std::vector<SocketAddress>> resolveAll(const std::string& host, uint16_t port,
-                                              bool passive) {
+                                              AddressUse use) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  hints.ai_flags = AI_NUMERICSERV | (use == AddressUse::kListen ? AI_PASSIVE : 0);
   addrinfo* list = nullptr;
   const std::string service = std::to_string(port);
   const int rc =

@@ -32,11 +32,13 @@ struct SocketAddress {
   static SocketAddress fromSockaddr(const sockaddr* addr) noexcept;
 };
 
+// What an address is resolved for: with an empty host, kListen gives the
+// wildcard addresses.
+enum class AddressUse { kConnect, kListen };
 // Every address of a numeric or named host ("127.0.0.1", "::1", "localhost")
-// with `port`, in the resolver's order; `passive` with an empty host: the
-// wildcard addresses to listen on. A remote error when it does not resolve.
+// with `port`, in the resolver's order. A remote error when it does not resolve.
 Result<std::vector<SocketAddress>> resolveAll(const std::string& host, uint16_t port,
-                                              bool passive = false);
+                                              AddressUse use = AddressUse::kConnect);
 // The first of them; invalidUsage when it does not resolve.
 Result<SocketAddress> resolveAddress(const std::string& host, uint16_t port);
 

@@ -223,7 +223,7 @@ StoreServer::Service::Service(ServerOptions options)
     (void)setNonBlocking(listen_.get());
   } else {
     const std::vector<SocketAddress> addrs =
-        valueOrThrow(resolveAll(options_.host, options_.port, /*passive=*/true));
+        valueOrThrow(resolveAll(options_.host, options_.port, AddressUse::kListen));
     // The kernel caps the backlog at net.core.somaxconn.
     listen_ = valueOrThrow(listenOn(addrs.front(), {.backlog = 65535, .reuseAddress = true}));
   }
