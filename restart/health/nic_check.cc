@@ -52,7 +52,7 @@ void chooseEthernet(const NicCheckOptions& options, NicWatch* watch) {
   }
   const std::string spec = options.interfaceSpec
                                ? *options.interfaceSpec
-                               : config::Params::global().string(config::Param::kSocketIfname);
+                               : config::Params::global().get<config::kSocketIfname>();
   const std::string what = spec.empty() ? std::string("NCCL's default interface choice")
                                         : "interface selection '" + spec + "'";
   for (const std::string& name : detail::selectEthernet(watch->root, spec)) {
@@ -153,11 +153,10 @@ int64_t nonNegative(int64_t value, const char* name) {
 HealthCheckFn nicHealthCheck(NicCheckOptions options) {
   auto watch = std::make_shared<NicWatch>();
   watch->root = options.sysfsRoot.empty() ? std::string("/sys") : options.sysfsRoot;
-  const int64_t errors =
-      nonNegative(options.errorThreshold
-                      ? *options.errorThreshold
-                      : config::Params::global().integer(config::Param::kHealthNicErrorThreshold),
-                  "errorThreshold");
+  const int64_t errors = nonNegative(
+      options.errorThreshold ? *options.errorThreshold
+                             : config::Params::global().get<config::kHealthNicErrorThreshold>(),
+      "errorThreshold");
   watch->ethernetLimits = {errors,
                            nonNegative(options.carrierChangeThreshold, "carrierChangeThreshold")};
   watch->ibLimits = {errors, nonNegative(options.linkDownedThreshold, "linkDownedThreshold")};

@@ -203,7 +203,7 @@ int run(int argc, char** argv) {
   if (!tokenFile.empty()) {
     token = readTokenFile(tokenFile);
   } else if (token.empty()) {
-    token = config::Params::global().string(config::Param::kJobToken);
+    token = config::Params::global().get<config::kJobToken>();
   }
   if (client->parsed()) {
     ClientOptions options = ClientOptions::fromParams();
