@@ -18,7 +18,7 @@ namespace {
 
 FileDescriptor openConnection(const std::string& host, uint16_t port, const std::string& token,
                               const std::string& sourceIp) {
-  const std::vector<SocketAddress> addrs = tcp::resolve(host, port, false);
+  const std::vector<SocketAddress> addrs = tcp::resolve(host, port, tcp::AddressUse::kConnect);
   const SocketAddress& addr = addrs.front();
   FileDescriptor fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {

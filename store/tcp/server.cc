@@ -228,7 +228,8 @@ StoreServer::EventLoop::EventLoop(ServerOptions options)
     listen_ = FileDescriptor(options_.adoptListenFd);
     setNonBlocking(listen_.get());
   } else {
-    const std::vector<SocketAddress> addrs = resolve(options_.host, options_.port, true);
+    const std::vector<SocketAddress> addrs =
+        resolve(options_.host, options_.port, AddressUse::kListen);
     // The kernel caps the backlog at net.core.somaxconn.
     listen_ = listenOn(addrs.front(), 65535);
   }

@@ -61,11 +61,11 @@ std::string formatHostPort(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
 }
 
-std::vector<SocketAddress> resolve(const std::string& host, uint16_t port, bool passive) {
+std::vector<SocketAddress> resolve(const std::string& host, uint16_t port, AddressUse use) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  hints.ai_flags = AI_NUMERICSERV | (use == AddressUse::kListen ? AI_PASSIVE : 0);
   addrinfo* res = nullptr;
   const std::string service = std::to_string(port);
   const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);

@@ -25,9 +25,13 @@ struct HostPort {
 HostPort parseHostPort(std::string_view text, std::string_view defaultHost = {});
 std::string formatHostPort(const std::string& host, uint16_t port);
 
+// What a resolved address is for: connecting to it, or listening on it (an
+// empty host then means every local address).
+enum class AddressUse { kConnect, kListen };
+
 // Every address `host` resolves to (numeric hosts without DNS). Throws
 // ConnectionLost when the name does not resolve.
-std::vector<SocketAddress> resolve(const std::string& host, uint16_t port, bool passive);
+std::vector<SocketAddress> resolve(const std::string& host, uint16_t port, AddressUse use);
 
 // A non-blocking, close-on-exec listening socket bound to `addr`
 // (SO_REUSEADDR). Throws StoreError.
