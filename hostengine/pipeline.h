@@ -62,7 +62,7 @@ int splitPieces(const Piece& whole, const SplitOptions& options, Piece* out) noe
 struct FaultSighting {
   const char* call = "";         // as Fault::call
   int peer = -1;                 // as Fault::peer
-  Status status;                 // as Fault::status
+  Status status{};               // as Fault::status
   uint64_t startNs = 0;          // monotonicNs() at the start of the iteration (or of the setup)
   uint64_t warningBaseline = 0;  // a plugin log sequence: only a later WARN is quoted
 };

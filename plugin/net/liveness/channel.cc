@@ -119,7 +119,7 @@ void Channel::attachConnector(ConnectionRecord& conn, const HandleTrailer& trail
     }
   }
   if (link == nullptr) {
-    auto fresh = std::make_unique<PeerLink>(options_.policy, true, peer);
+    auto fresh = std::make_unique<PeerLink>(options_.policy, PeerLink::Origin::kOutgoing, peer);
     fresh->state.setPid(trailer.pid);
     link = fresh.get();
     links_.push_back(std::move(fresh));
@@ -275,7 +275,7 @@ void Channel::handleListener(uint64_t now) {
       return;  // EAGAIN, or a transient error: the listener stays armed
     }
     setNoDelay(fd);
-    auto link = std::make_unique<PeerLink>(options_.policy, false, peer);
+    auto link = std::make_unique<PeerLink>(options_.policy, PeerLink::Origin::kAccepted, peer);
     link->fd = fd;
     link->state.opened(now);
     epoll_event ev{};
