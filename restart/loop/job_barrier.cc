@@ -8,13 +8,13 @@ namespace resilient::restart {
 
 using std::chrono::milliseconds;
 
-JobBarrier::JobBarrier(store::Store& store, const protocol::JobKeys& keys, int initialRank,
-                       int worldSize, milliseconds chunk)
+JobBarrier::JobBarrier(store::Store& store, const protocol::JobKeys& keys,
+                       const JobBarrierOptions& options)
     : store_(store),
       keys_(keys),
-      rank_(initialRank),
-      worldSize_(worldSize),
-      chunk_(chunk),
+      rank_(options.initialRank),
+      worldSize_(options.worldSize),
+      chunk_(options.chunk),
       terminated_(store, keys) {}
 
 void JobBarrier::markTerminated(int rank, const std::string& reason) {

@@ -19,10 +19,15 @@
 
 namespace resilient::restart {
 
+struct JobBarrierOptions {
+  int initialRank = 0;
+  int worldSize = 0;                   // the job's initial world size
+  std::chrono::milliseconds chunk{0};  // the longest store wait between two checks
+};
+
 class JobBarrier {
  public:
-  JobBarrier(store::Store& store, const protocol::JobKeys& keys, int initialRank, int worldSize,
-             std::chrono::milliseconds chunk);
+  JobBarrier(store::Store& store, const protocol::JobKeys& keys, const JobBarrierOptions& options);
 
   // Waits at `name`/`generation` for at most `timeout`. `stop` (may be empty)
   // is asked between chunks; when it returns true the wait ends with
