@@ -182,7 +182,8 @@ int LoadDriver::drain(Conn& c, uint32_t* errors) {
         data = {};
       }
       while (!data.empty() && data.size() >= tcp::kFrameHeaderBytes) {
-        const tcp::FrameHeader h = tcp::decodeFrameHeader(data, size_t{64} * 1024, true);
+        const tcp::FrameHeader h =
+            tcp::decodeFrameHeader(data, size_t{64} * 1024, tcp::FrameKind::kReply);
         if (data.size() - tcp::kFrameHeaderBytes < h.length) {
           break;
         }

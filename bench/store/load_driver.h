@@ -27,7 +27,7 @@ class BlockingConn {
 
  private:
   FileDescriptor fd_;
-  tcp::FrameDecoder decoder_{tcp::kDefaultMaxFrameBytes, true};
+  tcp::FrameDecoder decoder_{tcp::kDefaultMaxFrameBytes, tcp::FrameKind::kReply};
   uint64_t nextId_ = 1;
 };
 
@@ -74,7 +74,7 @@ class LoadDriver {
   struct Conn {
     FileDescriptor fd;
     int rank = 0;
-    tcp::FrameDecoder decoder{64 * 1024, true};
+    tcp::FrameDecoder decoder{64 * 1024, tcp::FrameKind::kReply};
     bool done = false;
   };
   void sendFrame(Conn& c, const std::string& frame);

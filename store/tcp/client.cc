@@ -197,7 +197,7 @@ class TcpStoreClient::ServerConnection {
 
  private:
   void readLoop() {
-    FrameDecoder decoder(maxFrame_, true);
+    FrameDecoder decoder(maxFrame_, FrameKind::kReply);
     for (;;) {
       char* buf = decoder.writable(size_t{64} * 1024);
       const ssize_t n = ::recv(fd_.get(), buf, size_t{64} * 1024, 0);

@@ -68,8 +68,8 @@ std::string servedHost(const std::string& listenHost) {
   return listenHost;
 }
 
-int serve(const std::string& listen, const std::string& token, size_t maxConnections,
-          size_t maxFrameBytes, int sendThreads) {
+// Serves on `listen` (HOST:PORT) with `options` (their host and port are taken from `listen`).
+int serve(const std::string& listen, tcp::ServerOptions options) {
   // Block the stop signals before the server thread exists, then wait for one.
   sigset_t stopSignals;
   sigemptyset(&stopSignals);
@@ -78,17 +78,12 @@ int serve(const std::string& listen, const std::string& token, size_t maxConnect
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
 
   const tcp::HostPort hp = tcp::parseHostPort(listen, "0.0.0.0");
-  tcp::ServerOptions options;
   options.host = hp.host;
   options.port = hp.port;
-  options.token = token;
-  options.maxConnections = maxConnections;
-  options.maxFrameBytes = maxFrameBytes;
-  options.sendThreads = sendThreads;
   tcp::StoreServer server(options);
   std::printf("resilient-store serving tcp://%s (bound %s, token %s)\n",
               tcp::formatHostPort(servedHost(hp.host), server.port()).c_str(),
-              server.address().c_str(), token.empty() ? "not checked" : "required");
+              server.address().c_str(), options.token.empty() ? "not checked" : "required");
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stopSignals, &sig);
@@ -210,7 +205,10 @@ int run(int argc, char** argv) {
     options.token = token;
     return runClient(url, options, args, timeoutMs, noWait);
   }
-  return serve(listen, token, maxConnections, maxFrameBytes, sendThreads);
+  return serve(listen, {.token = token,
+                        .maxFrameBytes = maxFrameBytes,
+                        .maxConnections = maxConnections,
+                        .sendThreads = sendThreads});
 }
 
 }  // namespace
