@@ -117,7 +117,7 @@ int Monitor::run() {
         return cleanExit("its rank is done");
       }
       if (rank_.ended()) {
-        return onRankEnded(false);
+        return onRankEnded(RankEnd::kByItself);
       }
       const uint64_t now = monotonicNs();
       int exitCode = 0;
@@ -215,7 +215,7 @@ int Monitor::enforceHardTimeout(const ProgressView& view, uint64_t idleNs) {
                  static_cast<int>(rank_.pid()));
     }
   }
-  return onRankEnded(true);
+  return onRankEnded(RankEnd::kKilledByMonitor);
 }
 
 void Monitor::checkSibling(uint64_t nowNs) {
@@ -249,7 +249,8 @@ void Monitor::checkSibling(uint64_t nowNs) {
 // The order of the writes is the protocol: terminated/<r> (the claim), the
 // fault record, the barrier count, and iteration/<k>/interrupted last, so a
 // rank woken by interrupted finds everything else in place.
-int Monitor::onRankEnded(bool killedByMonitor) {
+int Monitor::onRankEnded(RankEnd end) {
+  const bool killedByMonitor = end == RankEnd::kKilledByMonitor;
   const RankPhase phase = page_.currentPhase();
   const int iteration = page_.iteration.load(std::memory_order_acquire);
   if (!killedByMonitor && (phase == RankPhase::kDone || phase == RankPhase::kFailed)) {
