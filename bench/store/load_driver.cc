@@ -100,14 +100,12 @@ tcp::Response BlockingConn::call(tcp::StoreRequest req) {
   }
 }
 
-LoadDriver::LoadDriver(const std::string& host, uint16_t port, const std::string& token,
-                       int connections, int firstRank, const std::string& sourceIp)
-    : epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
-  conns_.resize(static_cast<size_t>(connections));
-  for (int i = 0; i < connections; ++i) {
+LoadDriver::LoadDriver(const LoadDriverOptions& options) : epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+  conns_.resize(static_cast<size_t>(options.connections));
+  for (int i = 0; i < options.connections; ++i) {
     Conn& c = conns_[static_cast<size_t>(i)];
-    c.fd = openConnection(host, port, token, sourceIp);
-    c.rank = firstRank + i;
+    c.fd = openConnection(options.host, options.port, options.token, options.sourceIp);
+    c.rank = options.firstRank + i;
     tcp::setNonBlocking(c.fd.get());
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLET;

@@ -40,13 +40,22 @@ struct BarrierTimes {
   uint32_t errors = 0;
 };
 
+// The server a LoadDriver connects to, and how.
+struct LoadDriverOptions {
+  std::string host;
+  uint16_t port = 0;
+  std::string token;
+  int connections = 1;
+  int firstRank = 0;     // the connections' ranks are firstRank, firstRank+1, ...
+  std::string sourceIp;  // bind to this address first when not empty
+};
+
 class LoadDriver {
  public:
-  // Opens `connections` connections (sequentially, each with its handshake),
-  // bound to `sourceIp` when given (so many processes do not exhaust one
-  // address's ephemeral ports). Ranks are firstRank, firstRank+1, ...
-  LoadDriver(const std::string& host, uint16_t port, const std::string& token, int connections,
-             int firstRank, const std::string& sourceIp);
+  // Opens the connections (sequentially, each with its handshake), bound to
+  // sourceIp when given (so many processes do not exhaust one address's
+  // ephemeral ports).
+  explicit LoadDriver(const LoadDriverOptions& options);
   ~LoadDriver();
   LoadDriver(const LoadDriver&) = delete;
   LoadDriver& operator=(const LoadDriver&) = delete;

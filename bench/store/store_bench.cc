@@ -150,9 +150,7 @@ class Clients {
 
 class TcpClients final : public Clients {
  public:
-  TcpClients(const std::string& host, uint16_t port, const std::string& token, int n, int first,
-             const std::string& source, int batchUs)
-      : driver_(host, port, token, n, first, source) {
+  TcpClients(const bench::LoadDriverOptions& options, int batchUs) : driver_(options) {
     driver_.setBatchUs(batchUs);
   }
   void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
@@ -245,7 +243,13 @@ struct Target {
     // Each worker its own loopback source address: 127.0.0.2, .3, ...
     const std::string source =
         host.rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + processIndex) : "";
-    return std::make_unique<TcpClients>(host, port, token, n, first, source, batchUs);
+    return std::make_unique<TcpClients>(bench::LoadDriverOptions{.host = host,
+                                                                 .port = port,
+                                                                 .token = token,
+                                                                 .connections = n,
+                                                                 .firstRank = first,
+                                                                 .sourceIp = source},
+                                        batchUs);
   }
 };
 
