@@ -103,8 +103,7 @@ uint64_t processStartTicks(uint32_t pid) {
 
 Layout Layout::fromParams() {
   Layout l;
-  l.flightOps =
-      static_cast<uint32_t>(config::Params::global().integer(config::Param::kFlightRecorderOps));
+  l.flightOps = static_cast<uint32_t>(config::Params::global().get<config::kFlightRecorderOps>());
   return l;
 }
 

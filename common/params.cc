@@ -10,6 +10,7 @@
 #include <cstring>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 #include "common/conf_file.h"
 #include "common/log.h"
@@ -273,13 +274,20 @@ Params::Params(std::span<const ParamSpec> specs, const ConfigSources& sources)
   }
 }
 
+const ParamValue& Params::registryValue(size_t index, const ParamSpec& spec) const {
+  if (index >= specs_.size() || specs_[index].name != spec.name) {
+    throw std::logic_error(std::string("Params::get: ") + spec.name +
+                           " is not where the registry puts it (Params not from registry())");
+  }
+  return values_[index];
+}
+
 const Params& Params::global() {
   static const Params instance = [] {
     Params p(registry(), ConfigSources::fromProcess());
-    const auto level = static_cast<log::Level>(p.choice(Param::kLogLevel));
-    const unsigned long mask = log::parseSubsystems(p.string(Param::kLogSubsys)).value_or(~0ul);
-    log::configure(level, mask);
-    log::setWarnIntervalMs(p.integer(Param::kWarnIntervalMs));
+    const unsigned long mask = log::parseSubsystems(p.get<kLogSubsys>()).value_or(~0ul);
+    log::configure(p.get<kLogLevel>(), mask);
+    log::setWarnIntervalMs(p.get<kWarnIntervalMs>());
     for (const std::string& w : p.warnings()) {
       RES_WARN(NCCL_ENV, "%s", w.c_str());
     }

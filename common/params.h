@@ -14,9 +14,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "common/knobs.h"
 #include "common/param_registry.h"
 
 namespace resilient::config {
@@ -60,14 +62,31 @@ class Params {
   const std::vector<std::string>& warnings() const noexcept { return warnings_; }
   std::span<const ParamSpec> specs() const noexcept { return specs_; }
 
+  // The value of the index-th spec.
   const ParamValue& value(size_t index) const { return values_.at(index); }
-  const ParamValue& value(Param p) const { return value(static_cast<size_t>(p)); }
-  int64_t integer(Param p) const { return value(p).number; }
-  bool boolean(Param p) const { return value(p).number != 0; }
-  int64_t choice(Param p) const { return value(p).number; }
-  const std::string& string(Param p) const { return value(p).text; }
+
+  // The value of `K`, a knob of kAllKnobs (knobs.h), as its type: int64_t,
+  // bool, const std::string& or its enum. These Params must have been resolved
+  // from registry(), as global() is.
+  template <const auto& K>
+  typename std::remove_cvref_t<decltype(K)>::Read get() const {
+    using T = typename std::remove_cvref_t<decltype(K)>::Value;
+    constexpr size_t kIndex = knobIndex(K.spec());
+    static_assert(kIndex < kAllKnobs.size(), "the knob is missing from kAllKnobs (common/knobs.h)");
+    const ParamValue& v = registryValue(kIndex, K.spec());
+    if constexpr (std::is_same_v<T, std::string>) {
+      return v.text;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return v.number != 0;
+    } else {
+      return static_cast<T>(v.number);
+    }
+  }
 
  private:
+  // value(index), after checking that these Params hold `spec` there.
+  const ParamValue& registryValue(size_t index, const ParamSpec& spec) const;
+
   std::span<const ParamSpec> specs_;
   std::vector<ParamValue> values_;
   std::vector<std::string> warnings_;

@@ -61,7 +61,11 @@ char* Engine::buffer(BufferId id) const noexcept {
 
 std::optional<Fault> Engine::setupFault(const char* call, int peer, Status status,
                                         uint64_t startNs) {
-  return Fault::seen(call, peer, std::move(status), startNs, limits_.warningBaseline);
+  return Fault::seen({.call = call,
+                      .peer = peer,
+                      .status = std::move(status),
+                      .startNs = startNs,
+                      .warningBaseline = limits_.warningBaseline});
 }
 
 std::optional<Fault> Engine::setup(size_t maxBytes) {
@@ -316,8 +320,11 @@ void Engine::close() noexcept {
 }
 
 int Engine::pieces(const Region& region, Piece* out) const noexcept {
-  return splitPieces(region.data, region.bytes, region.unit, options_.minPieceBytes,
-                     limits_.maxPieces, region.mhandle, out);
+  return splitPieces({.data = region.data, .bytes = region.bytes, .mhandle = region.mhandle},
+                     {.unit = region.unit,
+                      .minPieceBytes = options_.minPieceBytes,
+                      .maxPieces = limits_.maxPieces},
+                     out);
 }
 
 std::optional<Fault> Engine::drive(Stream* const* streams, size_t count, uint64_t startNs,

@@ -15,7 +15,10 @@ namespace resilient::hostengine {
 std::optional<Fault> Engine::ringAllReduce(size_t count, uint64_t startNs, uint64_t* sizeErrors) {
   auto* acc = reinterpret_cast<float*>(buffer(kOutput));
   char* staging = buffer(kStaging);
-  const RingSchedule ring(options_.nranks, options_.rank, count, chunk_ / sizeof(float));
+  const RingSchedule ring({.nranks = options_.nranks,
+                           .rank = options_.rank,
+                           .count = count,
+                           .chunkElements = chunk_ / sizeof(float)});
   const size_t depth = static_cast<size_t>(limits_.depth);
   Link& to = link(next());
   Link& from = link(prev());
@@ -94,10 +97,12 @@ std::optional<Fault> Engine::userOperationFault(const char* call, uint64_t start
   }
   if (options_.pattern != Pattern::kAllReduce || buffers_.size() != kBufferCount ||
       maxBytes_ < sizeof(float)) {
-    return Fault::seen(call, -1,
-                       invalidUsage("the engine is not set up for user data (needs the "
-                                    "all-reduce pattern and buffers of at least 4 bytes)"),
-                       startNs, limits_.warningBaseline);
+    return Fault::seen(
+        {.call = call,
+         .status = invalidUsage("the engine is not set up for user data (needs the "
+                                "all-reduce pattern and buffers of at least 4 bytes)"),
+         .startNs = startNs,
+         .warningBaseline = limits_.warningBaseline});
   }
   return std::nullopt;
 }
@@ -143,10 +148,11 @@ std::optional<Fault> Engine::broadcast(void* data, size_t bytes, int root) {
     return fault;
   }
   if (root < 0 || root >= options_.nranks) {
-    return Fault::seen("broadcast", -1,
-                       invalidUsage("root " + std::to_string(root) + " outside 0.." +
-                                    std::to_string(options_.nranks - 1)),
-                       start, limits_.warningBaseline);
+    return Fault::seen({.call = "broadcast",
+                        .status = invalidUsage("root " + std::to_string(root) + " outside 0.." +
+                                               std::to_string(options_.nranks - 1)),
+                        .startNs = start,
+                        .warningBaseline = limits_.warningBaseline});
   }
   auto* user = static_cast<char*>(data);
   char* staged = buffer(kOutput);

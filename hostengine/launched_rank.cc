@@ -44,9 +44,10 @@ Result<std::unique_ptr<RendezvousClient>> joinRendezvous(const RendezvousPlace& 
   if (!server.ok()) {
     return server.status();
   }
-  return RendezvousClient::connect(*server, static_cast<uint32_t>(place.rank),
-                                   static_cast<uint32_t>(place.world), place.token,
-                                   place.timeoutMs);
+  return RendezvousClient::connect(*server, {.rank = static_cast<uint32_t>(place.rank),
+                                             .worldSize = static_cast<uint32_t>(place.world),
+                                             .token = place.token,
+                                             .timeoutMs = place.timeoutMs});
 }
 
 void signalStart(int startFd, uint64_t startNs) {

@@ -21,13 +21,13 @@ int messageTag(int senderRank, int nranks, int piece) noexcept {
   return senderRank + piece * nranks;
 }
 
-int splitPieces(char* data, size_t bytes, size_t unit, size_t minPieceBytes, int maxPieces,
-                void* mhandle, Piece* out) noexcept {
-  unit = std::max<size_t>(unit, 1);
+int splitPieces(const Piece& whole, const SplitOptions& options, Piece* out) noexcept {
+  const size_t bytes = whole.bytes;
+  const size_t unit = std::max<size_t>(options.unit, 1);
   const size_t units = bytes / unit;
-  const size_t byMin = minPieceBytes > 0 ? bytes / minPieceBytes : units;
-  size_t n =
-      std::clamp<size_t>(byMin, 1, static_cast<size_t>(std::clamp(maxPieces, 1, kMaxPieces)));
+  const size_t byMin = options.minPieceBytes > 0 ? bytes / options.minPieceBytes : units;
+  size_t n = std::clamp<size_t>(byMin, 1,
+                                static_cast<size_t>(std::clamp(options.maxPieces, 1, kMaxPieces)));
   n = std::min(n, std::max<size_t>(units, 1));
   size_t at = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -37,22 +37,21 @@ int splitPieces(char* data, size_t bytes, size_t unit, size_t minPieceBytes, int
     if (i + 1 == n) {
       length = bytes - at;
     }
-    out[i] = Piece{data + at, length, mhandle};
+    out[i] = Piece{whole.data + at, length, whole.mhandle};
     at += length;
   }
   return static_cast<int>(n);
 }
 
-Fault Fault::seen(const char* call, int peer, Status status, uint64_t startNs,
-                  uint64_t warningBaseline) {
+Fault Fault::seen(FaultSighting sighting) {
   Fault f;
-  f.call = call;
-  f.peer = peer;
-  f.status = std::move(status);
+  f.call = sighting.call;
+  f.peer = sighting.peer;
+  f.status = std::move(sighting.status);
   f.detectedNs = monotonicNs();
-  f.sinceStartMs = static_cast<double>(f.detectedNs - startNs) / 1e6;
+  f.sinceStartMs = static_cast<double>(f.detectedNs - sighting.startNs) / 1e6;
   const PluginWarning w = lastPluginWarning();
-  if (w.sequence > warningBaseline) {
+  if (w.sequence > sighting.warningBaseline) {
     f.pluginWarning = w.text;
   }
   return f;
@@ -247,7 +246,11 @@ std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint6
         st = testOldest(s, sizeErrors);
       }
       if (!st.ok()) {
-        return Fault::seen(failedCall_, s.peer(), std::move(st), startNs, limits_.warningBaseline);
+        return Fault::seen({.call = failedCall_,
+                            .peer = s.peer(),
+                            .status = std::move(st),
+                            .startNs = startNs,
+                            .warningBaseline = limits_.warningBaseline});
       }
       moved = moved || s.tail_ + s.head_ != before;
     }
@@ -282,11 +285,13 @@ std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint6
       char limit[32];
       std::snprintf(limit, sizeof(limit), "%.0f", ms);
       const bool recv = blamed->direction() == Stream::Direction::kRecv;
-      Fault f =
-          Fault::seen(recv ? "test(irecv)" : "test(isend)", blamed->peer(),
-                      timeoutError(std::string("no completion within ") + limit +
-                                   " ms (not detected by the transport); waiting on: " + waiting),
-                      startNs, limits_.warningBaseline);
+      Fault f = Fault::seen(
+          {.call = recv ? "test(irecv)" : "test(isend)",
+           .peer = blamed->peer(),
+           .status = timeoutError(std::string("no completion within ") + limit +
+                                  " ms (not detected by the transport); waiting on: " + waiting),
+           .startNs = startNs,
+           .warningBaseline = limits_.warningBaseline});
       f.timedOut = true;
       return f;
     }

@@ -46,10 +46,26 @@ struct Piece {
   void* mhandle = nullptr;
 };
 
-// Splits [data, data + bytes) into n near-equal pieces of whole `unit`s, n =
-// clamp(bytes / minPieceBytes, 1, maxPieces); returns n.
-int splitPieces(char* data, size_t bytes, size_t unit, size_t minPieceBytes, int maxPieces,
-                void* mhandle, Piece* out) noexcept;
+// How splitPieces cuts a message.
+struct SplitOptions {
+  size_t unit = 1;           // pieces are whole units (0 counts as 1)
+  size_t minPieceBytes = 0;  // 0: as many pieces as units, up to maxPieces
+  int maxPieces = kMaxPieces;
+};
+
+// Splits `whole` into n near-equal pieces of whole units, n =
+// clamp(bytes / minPieceBytes, 1, maxPieces), each with whole's mhandle;
+// returns n.
+int splitPieces(const Piece& whole, const SplitOptions& options, Piece* out) noexcept;
+
+// What Fault::seen records of a failure, and what it measures it against.
+struct FaultSighting {
+  const char* call = "";         // as Fault::call
+  int peer = -1;                 // as Fault::peer
+  Status status{};               // as Fault::status
+  uint64_t startNs = 0;          // monotonicNs() at the start of the iteration (or of the setup)
+  uint64_t warningBaseline = 0;  // a plugin log sequence: only a later WARN is quoted
+};
 
 // A failed call, or a wait that outlived its deadline.
 struct Fault {
@@ -65,9 +81,8 @@ struct Fault {
   uint64_t iteration = 0;
 
   // A fault seen now, sinceStartMs after startNs, with the plugin's latest
-  // WARN when it came after `warningBaseline` (a plugin log sequence).
-  static Fault seen(const char* call, int peer, Status status, uint64_t startNs,
-                    uint64_t warningBaseline);
+  // WARN when it came after `warningBaseline`.
+  static Fault seen(FaultSighting sighting);
 
   // "test(irecv) from rank 2 after 12.345 ms: remote error: ... [plugin: ...]"
   std::string describe() const;

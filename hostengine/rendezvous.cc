@@ -402,24 +402,21 @@ void RendezvousServer::serve() noexcept {
 // ---------------------------------------------------------------------------
 // Client
 
-RendezvousClient::RendezvousClient(FileDescriptor fd, uint32_t rank, uint32_t worldSize,
-                                   uint64_t token, int64_t timeoutMs)
+RendezvousClient::RendezvousClient(FileDescriptor fd, const RendezvousClientOptions& options)
     : fd_(std::move(fd)),
-      rank_(rank),
-      worldSize_(worldSize),
-      token_(token),
-      timeoutMs_(timeoutMs) {}
+      rank_(options.rank),
+      worldSize_(options.worldSize),
+      token_(options.token),
+      timeoutMs_(options.timeoutMs) {}
 
-Result<std::unique_ptr<RendezvousClient>> RendezvousClient::connect(const SocketAddress& server,
-                                                                    uint32_t rank,
-                                                                    uint32_t worldSize,
-                                                                    uint64_t token,
-                                                                    int64_t timeoutMs) {
-  if (worldSize == 0 || worldSize > kRendezvousMaxWorld || rank >= worldSize) {
-    return invalidUsage("rendezvous: rank " + std::to_string(rank) + " of world size " +
-                        std::to_string(worldSize) + " is out of range");
+Result<std::unique_ptr<RendezvousClient>> RendezvousClient::connect(
+    const SocketAddress& server, const RendezvousClientOptions& options) {
+  if (options.worldSize == 0 || options.worldSize > kRendezvousMaxWorld ||
+      options.rank >= options.worldSize) {
+    return invalidUsage("rendezvous: rank " + std::to_string(options.rank) + " of world size " +
+                        std::to_string(options.worldSize) + " is out of range");
   }
-  const uint64_t deadline = monotonicNs() + static_cast<uint64_t>(timeoutMs) * 1000000ull;
+  const uint64_t deadline = monotonicNs() + static_cast<uint64_t>(options.timeoutMs) * 1000000ull;
   Result<FileDescriptor> fd = connectWithRetry(server, deadline);
   if (!fd.ok()) {
     return Status::error(fd.status().kind(),
@@ -427,8 +424,7 @@ Result<std::unique_ptr<RendezvousClient>> RendezvousClient::connect(const Socket
                          fd.status().sysErrno());
   }
   (void)applySocketOptions(fd->get(), SocketOptions{});
-  std::unique_ptr<RendezvousClient> client(
-      new RendezvousClient(std::move(fd).value(), rank, worldSize, token, timeoutMs));
+  std::unique_ptr<RendezvousClient> client(new RendezvousClient(std::move(fd).value(), options));
   RESILIENT_TRY(client->sendFrame(RendezvousFrame::kHello, {}, deadline));
   return client;
 }

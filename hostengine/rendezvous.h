@@ -109,12 +109,19 @@ class RendezvousServer {
   std::thread thread_;
 };
 
+// Who joins the rendezvous, and how long its calls may wait.
+struct RendezvousClientOptions {
+  uint32_t rank = 0;
+  uint32_t worldSize = 0;
+  uint64_t token = 0;         // the job's, as the server knows it
+  int64_t timeoutMs = 30000;  // connecting, and then each call
+};
+
 class RendezvousClient : public OutOfBand {
  public:
   // Connects (retrying until timeoutMs while the server is not up yet) and says HELLO.
   static Result<std::unique_ptr<RendezvousClient>> connect(const SocketAddress& server,
-                                                           uint32_t rank, uint32_t worldSize,
-                                                           uint64_t token, int64_t timeoutMs);
+                                                           const RendezvousClientOptions& options);
 
   // Each call waits at most timeoutMs. After an ABORT every call fails at once.
   Result<std::vector<std::string>> allGather(std::string_view mine) override;
@@ -126,8 +133,7 @@ class RendezvousClient : public OutOfBand {
   void setTimeoutMs(int64_t timeoutMs) noexcept { timeoutMs_ = timeoutMs; }
 
  private:
-  RendezvousClient(FileDescriptor fd, uint32_t rank, uint32_t worldSize, uint64_t token,
-                   int64_t timeoutMs);
+  RendezvousClient(FileDescriptor fd, const RendezvousClientOptions& options);
   Status sendFrame(RendezvousFrame type, std::string_view payload, uint64_t deadlineNs);
 
   FileDescriptor fd_;

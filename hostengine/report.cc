@@ -89,15 +89,14 @@ Result<std::vector<size_t>> sizeSweep(size_t minBytes, size_t maxBytes, uint64_t
   return sizes;
 }
 
-SizeResult makeSizeResult(Pattern pattern, int nranks, size_t bytes, double seconds,
-                          uint64_t errors) {
+SizeResult makeSizeResult(const SizeMeasurement& m) {
   SizeResult r;
-  r.bytes = effectiveBytes(pattern, nranks, bytes);
-  r.count = elementCount(pattern, nranks, bytes);
-  r.timeUs = seconds * 1e6;
-  r.algBw = seconds > 0 ? static_cast<double>(r.bytes) / 1e9 / seconds : 0;
-  r.busBw = r.algBw * busFactor(pattern, nranks);
-  r.errors = errors;
+  r.bytes = effectiveBytes(m.pattern, m.nranks, m.bytes);
+  r.count = elementCount(m.pattern, m.nranks, m.bytes);
+  r.timeUs = m.seconds * 1e6;
+  r.algBw = m.seconds > 0 ? static_cast<double>(r.bytes) / 1e9 / m.seconds : 0;
+  r.busBw = r.algBw * busFactor(m.pattern, m.nranks);
+  r.errors = m.errors;
   return r;
 }
 

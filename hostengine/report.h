@@ -36,8 +36,16 @@ struct SizeResult {
   uint64_t errors = 0;
 };
 
-SizeResult makeSizeResult(Pattern pattern, int nranks, size_t bytes, double seconds,
-                          uint64_t errors);
+// What one size measured, from which makeSizeResult computes a row.
+struct SizeMeasurement {
+  Pattern pattern = Pattern::kAllReduce;
+  int nranks = 0;
+  size_t bytes = 0;     // the size asked for
+  double seconds = 0;   // per operation, slowest rank
+  uint64_t errors = 0;  // wrong elements
+};
+
+SizeResult makeSizeResult(const SizeMeasurement& m);
 
 // The two header lines and one line per row (no trailing newline).
 std::string tableHeader(Pattern pattern);

@@ -14,10 +14,13 @@ ElementRange splitRange(ElementRange whole, size_t parts, size_t index) noexcept
   return {whole.offset + begin, base + (index < extra ? 1 : 0)};
 }
 
-RingSchedule::RingSchedule(int nranks, int rank, size_t count, size_t chunkElements) noexcept
-    : nranks_(std::max(nranks, 2)), rank_(rank), count_(count), chunksPerStep_(1) {
-  const size_t largestSegment = (count + nranksU() - 1) / nranksU();
-  const size_t chunk = std::max<size_t>(chunkElements, 1);
+RingSchedule::RingSchedule(const RingScheduleOptions& options) noexcept
+    : nranks_(std::max(options.nranks, 2)),
+      rank_(options.rank),
+      count_(options.count),
+      chunksPerStep_(1) {
+  const size_t largestSegment = (count_ + nranksU() - 1) / nranksU();
+  const size_t chunk = std::max<size_t>(options.chunkElements, 1);
   chunksPerStep_ = std::max<size_t>(1, (largestSegment + chunk - 1) / chunk);
 }
 

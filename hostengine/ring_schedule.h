@@ -29,10 +29,17 @@ struct ElementRange {
 // parts` parts are one element longer).
 ElementRange splitRange(ElementRange whole, size_t parts, size_t index) noexcept;
 
+// The ring a RingSchedule plans: its size, this rank's place and the buffer.
+struct RingScheduleOptions {
+  int nranks = 2;            // >= 2
+  int rank = 0;              // 0 <= rank < nranks
+  size_t count = 0;          // elements of the buffer
+  size_t chunkElements = 1;  // >= 1: the largest chunk
+};
+
 class RingSchedule {
  public:
-  // count elements; chunkElements >= 1 is the largest chunk. nranks >= 2.
-  RingSchedule(int nranks, int rank, size_t count, size_t chunkElements) noexcept;
+  explicit RingSchedule(const RingScheduleOptions& options) noexcept;
 
   int nranks() const noexcept { return nranks_; }
   int rank() const noexcept { return rank_; }

@@ -7,14 +7,13 @@
 namespace resilient::store {
 
 ClientOptions ClientOptions::fromParams() {
-  using config::Param;
   const config::Params& p = config::Params::global();
   ClientOptions o;
-  o.token = p.string(Param::kJobToken);
-  o.defaultTimeout = Millis(p.integer(Param::kStoreTimeoutMs));
-  o.connectTimeout = Millis(p.integer(Param::kStoreConnectTimeoutMs));
-  o.reconnectTimeout = Millis(p.integer(Param::kStoreReconnectTimeoutMs));
-  o.memberTimeout = Millis(p.integer(Param::kStoreMemberTimeoutMs));
+  o.token = p.get<config::kJobToken>();
+  o.defaultTimeout = Millis(p.get<config::kStoreTimeoutMs>());
+  o.connectTimeout = Millis(p.get<config::kStoreConnectTimeoutMs>());
+  o.reconnectTimeout = Millis(p.get<config::kStoreReconnectTimeoutMs>());
+  o.memberTimeout = Millis(p.get<config::kStoreMemberTimeoutMs>());
   o.name = defaultClientName();
   return o;
 }

@@ -44,7 +44,7 @@ struct Row {
   double afterMinMs = 0;
   double afterMaxMs = 0;
   double afterCpuMs = 0;  // median
-  int worldSize = 0;  // after the failures, first repetition
+  int worldSize = 0;      // after the failures, first repetition
   int activeWorldSize = 0;
 };
 
@@ -92,7 +92,9 @@ std::vector<Case> cases(int perHost, int racks, int ranks) {
               activateAllRanks(), shiftRanks()});
        }},
       {"divisible-by-64+shift",
-       [] { return compose({activeWorldSizeDivisibleBy(64), activateAllRanks(), shiftRanks()}); }},
+       [] {
+         return compose({activeWorldSizeDivisibleBy(64), activateAllRanks(), shiftRanks()});
+       }},
       // One spare per host; without one, the rack backfills.
       {"tree3 host-reserve",
        [=] {
@@ -102,9 +104,10 @@ std::vector<Case> cases(int perHost, int racks, int ranks) {
       // Spare hosts in every rack (1/8 of its ranks); without one, the rack backfills.
       {"tree3 rack-reserve",
        [=] {
-         return tree({Layer{1, -1, {}, Layer::kNone},
-                      Layer{1, perRack - spareRanksPerRack, rack, Layer::kReserve | Layer::kBackfill},
-                      Layer{1, -1, host, Layer::kNone}});
+         return tree(
+             {Layer{1, -1, {}, Layer::kNone},
+              Layer{1, perRack - spareRanksPerRack, rack, Layer::kReserve | Layer::kBackfill},
+              Layer{1, -1, host, Layer::kNone}});
        }},
       // Spares searched host, then rack, then job; a world size that is a multiple of 64.
       {"tree3 all-reserve+filter",
@@ -117,29 +120,38 @@ std::vector<Case> cases(int perHost, int racks, int ranks) {
   };
 }
 
-Row runCase(const Case& c, int ranks, int failures, int reps, unsigned seed, int perHost) {
-  auto host = [perHost](int i) { return "host" + std::to_string(i / perHost); };
+// How a policy is timed.
+struct RunOptions {
+  int ranks = 0;      // initial world size
+  int failures = 0;   // ranks terminated before the timed assignment
+  int reps = 1;       // repetitions (the median is reported)
+  unsigned seed = 1;  // seed of the first repetition's failures
+  int perHost = 1;    // ranks per host
+};
+
+Row runCase(const Case& c, const RunOptions& run) {
+  auto host = [perHost = run.perHost](int i) { return "host" + std::to_string(i / perHost); };
   Row row;
   row.name = c.name;
   std::vector<double> first;
   std::vector<double> after;
   std::vector<double> afterCpu;
   RankAssignmentPtr policy;
-  World w0(ranks);
-  for (int rep = 0; rep < reps; ++rep) {
+  World w0(run.ranks);
+  for (int rep = 0; rep < run.reps; ++rep) {
     policy = c.make();
     AssignmentContext c0;
     c0.firstIteration = true;
     c0.key = host;
-    first.push_back(timeMs([&] { w0 = assignRanks(World(ranks), *policy, c0); }).wallMs);
+    first.push_back(timeMs([&] { w0 = assignRanks(World(run.ranks), *policy, c0); }).wallMs);
   }
   row.policy = policy->describe();
-  for (int rep = 0; rep < reps; ++rep) {
+  for (int rep = 0; rep < run.reps; ++rep) {
     std::vector<int> live = w0.liveByRank();
-    std::mt19937 rng(seed + static_cast<unsigned>(rep));
+    std::mt19937 rng(run.seed + static_cast<unsigned>(rep));
     std::shuffle(live.begin(), live.end(), rng);
     AssignmentContext c1;
-    c1.terminated.assign(live.begin(), live.begin() + std::min<size_t>(live.size(), failures));
+    c1.terminated.assign(live.begin(), live.begin() + std::min<size_t>(live.size(), run.failures));
     c1.key = host;
     World w1(1);
     const Timing t = timeMs([&] { w1 = assignRanks(w0, *policy, c1); });
@@ -197,11 +209,12 @@ int main(int argc, char** argv) {
 
   std::printf("rank assignment: %d ranks (hosts of %d, %d racks), %d failures, median of %d; %s\n",
               ranks, perHost, racks, failures, reps, machine().c_str());
-  std::printf("%-26s | %9s | %9s %9s %9s %9s | %6s %6s\n", "policy", "first ms", "after ms",
-              "min", "max", "cpu ms", "world", "active");
+  std::printf("%-26s | %9s | %9s %9s %9s %9s | %6s %6s\n", "policy", "first ms", "after ms", "min",
+              "max", "cpu ms", "world", "active");
   std::vector<Row> rows;
   for (const Case& c : cases(perHost, racks, ranks)) {
-    const Row r = runCase(c, ranks, failures, reps, seed, perHost);
+    const Row r = runCase(
+        c, {.ranks = ranks, .failures = failures, .reps = reps, .seed = seed, .perHost = perHost});
     std::printf("%-26s | %9.3f | %9.3f %9.3f %9.3f %9.3f | %6d %6d\n", r.name.c_str(), r.firstMs,
                 r.afterMs, r.afterMinMs, r.afterMaxMs, r.afterCpuMs, r.worldSize,
                 r.activeWorldSize);
@@ -209,17 +222,17 @@ int main(int argc, char** argv) {
   }
 
   std::ostringstream json;
-  json << "{\"benchmark\":\"rank-assignment\",\"machine\":\"" << machine() << "\",\"ranks\":"
-       << ranks << ",\"failures\":" << failures << ",\"reps\":" << reps << ",\"perHost\":"
-       << perHost << ",\"racks\":" << racks << ",\"seed\":" << seed << ",\"results\":[";
+  json << "{\"benchmark\":\"rank-assignment\",\"machine\":\"" << machine()
+       << "\",\"ranks\":" << ranks << ",\"failures\":" << failures << ",\"reps\":" << reps
+       << ",\"perHost\":" << perHost << ",\"racks\":" << racks << ",\"seed\":" << seed
+       << ",\"results\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     json << (i ? "," : "") << "{\"name\":\"" << r.name << "\",\"policy\":\"" << r.policy
          << "\",\"firstMs\":" << r.firstMs << ",\"afterMs\":" << r.afterMs
          << ",\"afterMinMs\":" << r.afterMinMs << ",\"afterMaxMs\":" << r.afterMaxMs
-         << ",\"afterCpuMs\":" << r.afterCpuMs
-         << ",\"worldSize\":" << r.worldSize << ",\"activeWorldSize\":" << r.activeWorldSize
-         << "}";
+         << ",\"afterCpuMs\":" << r.afterCpuMs << ",\"worldSize\":" << r.worldSize
+         << ",\"activeWorldSize\":" << r.activeWorldSize << "}";
   }
   json << "]}";
   std::printf("%s\n", json.str().c_str());

@@ -100,17 +100,15 @@ tcp::Response BlockingConn::call(tcp::StoreRequest req) {
   }
 }
 
-LoadDriver::LoadDriver(const std::string& host, uint16_t port, const std::string& token,
-                       int connections, int firstRank, const std::string& sourceIp)
-    : events_(1024) {
+LoadDriver::LoadDriver(const LoadDriverOptions& options) : events_(1024) {
   if (Status s = events_.status(); !s.ok()) {
     throw std::runtime_error(s.toString());
   }
-  conns_.resize(static_cast<size_t>(connections));
-  for (int i = 0; i < connections; ++i) {
+  conns_.resize(static_cast<size_t>(options.connections));
+  for (int i = 0; i < options.connections; ++i) {
     Conn& c = conns_[static_cast<size_t>(i)];
-    c.fd = openConnection(host, port, token, sourceIp);
-    c.rank = firstRank + i;
+    c.fd = openConnection(options.host, options.port, options.token, options.sourceIp);
+    c.rank = options.firstRank + i;
     (void)setNonBlocking(c.fd.get());
     if (Status s = events_.add(c.fd.get(), EventLoop::kReadable | EventLoop::kEdgeTriggered, &c);
         !s.ok()) {
@@ -185,7 +183,8 @@ int LoadDriver::drain(Conn& c, uint32_t* errors) {
         data = {};
       }
       while (!data.empty() && data.size() >= tcp::kFrameHeaderBytes) {
-        const tcp::FrameHeader h = tcp::decodeFrameHeader(data, size_t{64} * 1024, true);
+        const tcp::FrameHeader h =
+            tcp::decodeFrameHeader(data, size_t{64} * 1024, tcp::FrameKind::kReply);
         if (data.size() - tcp::kFrameHeaderBytes < h.length) {
           break;
         }

@@ -28,7 +28,7 @@ class BlockingConn {
 
  private:
   FileDescriptor fd_;
-  tcp::FrameDecoder decoder_{tcp::kDefaultMaxFrameBytes, true};
+  tcp::FrameDecoder decoder_{tcp::kDefaultMaxFrameBytes, tcp::FrameKind::kReply};
   uint64_t nextId_ = 1;
 };
 
@@ -41,13 +41,22 @@ struct BarrierTimes {
   uint32_t errors = 0;
 };
 
+// The server a LoadDriver connects to, and how.
+struct LoadDriverOptions {
+  std::string host;
+  uint16_t port = 0;
+  std::string token;
+  int connections = 1;
+  int firstRank = 0;     // the connections' ranks are firstRank, firstRank+1, ...
+  std::string sourceIp;  // bind to this address first when not empty
+};
+
 class LoadDriver {
  public:
-  // Opens `connections` connections (sequentially, each with its handshake),
-  // bound to `sourceIp` when given (so many processes do not exhaust one
-  // address's ephemeral ports). Ranks are firstRank, firstRank+1, ...
-  LoadDriver(const std::string& host, uint16_t port, const std::string& token, int connections,
-             int firstRank, const std::string& sourceIp);
+  // Opens the connections (sequentially, each with its handshake), bound to
+  // sourceIp when given (so many processes do not exhaust one address's
+  // ephemeral ports).
+  explicit LoadDriver(const LoadDriverOptions& options);
   ~LoadDriver();
   LoadDriver(const LoadDriver&) = delete;
   LoadDriver& operator=(const LoadDriver&) = delete;
@@ -75,7 +84,7 @@ class LoadDriver {
   struct Conn {
     FileDescriptor fd;
     int rank = 0;
-    tcp::FrameDecoder decoder{64 * 1024, true};
+    tcp::FrameDecoder decoder{64 * 1024, tcp::FrameKind::kReply};
     bool done = false;
   };
   void sendFrame(Conn& c, const std::string& frame);

@@ -150,9 +150,7 @@ class Clients {
 
 class TcpClients final : public Clients {
  public:
-  TcpClients(const std::string& host, uint16_t port, const std::string& token, int n, int first,
-             const std::string& source, int batchUs)
-      : driver_(host, port, token, n, first, source) {
+  TcpClients(const bench::LoadDriverOptions& options, int batchUs) : driver_(options) {
     driver_.setBatchUs(batchUs);
   }
   void startBarrier(const std::string& name, uint64_t gen, int world, bool hold,
@@ -245,7 +243,13 @@ struct Target {
     // Each worker its own loopback source address: 127.0.0.2, .3, ...
     const std::string source =
         host.rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + processIndex) : "";
-    return std::make_unique<TcpClients>(host, port, token, n, first, source, batchUs);
+    return std::make_unique<TcpClients>(bench::LoadDriverOptions{.host = host,
+                                                                 .port = port,
+                                                                 .token = token,
+                                                                 .connections = n,
+                                                                 .firstRank = first,
+                                                                 .sourceIp = source},
+                                        batchUs);
   }
 };
 
@@ -321,11 +325,22 @@ struct Row {
   double addOps = 0;
 };
 
-Row runOne(const Target& target, int clients, int processes, int rounds, int warmup, int opsMs,
-           bool straggler, bool burst) {
+// One row of the table: `clients` clients in `processes` processes.
+struct RunOptions {
+  int clients = 1;
+  int processes = 1;
+  int rounds = 0;         // measured barrier rounds of each kind
+  int warmup = 0;         // unmeasured rounds before them
+  int opsMs = 0;          // how long each set/get/add throughput test runs; 0: none
+  bool straggler = true;  // rounds where every client but one arrives first
+  bool burst = true;      // rounds where all clients arrive at once
+};
+
+Row runOne(const Target& target, const RunOptions& run) {
+  const int clients = run.clients;
+  const int processes = std::max(1, std::min(run.processes, clients));
   Row row;
   row.clients = clients;
-  processes = std::max(1, std::min(processes, clients));
   row.processes = processes;
   const uint64_t t0 = monotonicNs();
   std::vector<Channel> workers;
@@ -376,8 +391,8 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int war
   };
   // Warm-up round (not counted): first-touch allocations on both sides.
   std::vector<double> arrivalsS;
-  for (int round = -warmup; round < rounds; ++round) {
-    if (straggler) {
+  for (int round = -run.warmup; round < run.rounds; ++round) {
+    if (run.straggler) {
       const uint64_t g = gen++;
       const uint64_t roundStart = monotonicNs();
       for (size_t i = 0; i < workers.size(); ++i) {
@@ -438,7 +453,7 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int war
         spreadMs.push_back(static_cast<double>(lastRelease - firstRelease) / 1e6);
       }
     }
-    if (burst) {
+    if (run.burst) {
       const uint64_t g = gen++;
       for (auto& w : workers) {
         w.send("B " + name + " " + std::to_string(g) + " " + std::to_string(clients) + " 0");
@@ -455,7 +470,7 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int war
   row.burst = summarize(burstMs);
   row.firstToLastReleaseMs = summarize(spreadMs).median;
   row.arrivalsSeconds = summarize(arrivalsS).median;
-  if (opsMs > 0) {
+  if (run.opsMs > 0) {
     for (const char* op : {"set", "get", "add"}) {
       // Every operation completed counts, those still in flight at the end
       // of the window included, over the time until the last one finished:
@@ -464,7 +479,7 @@ Row runOne(const Target& target, int clients, int processes, int rounds, int war
       uint64_t total = 0;
       const uint64_t start = monotonicNs();
       for (auto& w : workers) {
-        w.send(std::string("O ") + op + " " + std::to_string(opsMs));
+        w.send(std::string("O ") + op + " " + std::to_string(run.opsMs));
       }
       for (auto& w : workers) {
         total += std::stoull(split(w.receive())[1]);
@@ -596,8 +611,13 @@ int run(int argc, char** argv) {
               "connect s", "straggler ms med/p90/max", "burst ms med/p90/max", "spread ms",
               "set op/s", "get op/s", "add op/s");
   for (int n : clientCounts) {
-    Row r =
-        runOne(target, n, processes, rounds, warmup, opsMs, mode != "burst", mode != "straggler");
+    Row r = runOne(target, {.clients = n,
+                            .processes = processes,
+                            .rounds = rounds,
+                            .warmup = warmup,
+                            .opsMs = opsMs,
+                            .straggler = mode != "burst",
+                            .burst = mode != "straggler"});
     std::printf(
         "%8d %5d %9.2f | %8.2f %8.2f %9.2f | %8.2f %8.2f %9.2f | %9.2f | %10.0f %10.0f %10.0f\n",
         r.clients, r.processes, r.connectSeconds, r.straggler.median, r.straggler.p90,

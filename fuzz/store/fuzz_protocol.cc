@@ -33,7 +33,7 @@ void serverSession(std::string_view in, uint8_t mode) {
   std::vector<Completion> completions;
   StoreEngine engine([&](const Completion& c) { completions.push_back(c); });
   tcp::RequestHandler handler(engine, kFuzzMaxFrame);
-  tcp::FrameDecoder decoder(kFuzzMaxFrame, false);
+  tcp::FrameDecoder decoder(kFuzzMaxFrame, tcp::FrameKind::kRequest);
   std::vector<uint64_t> pending;
   std::string out;
   bool ready = mode >= 2;  // modes 2-3 skip the handshake
@@ -94,7 +94,7 @@ void serverSession(std::string_view in, uint8_t mode) {
 }
 
 void clientSession(std::string_view in) {
-  tcp::FrameDecoder decoder(kFuzzMaxFrame, true);
+  tcp::FrameDecoder decoder(kFuzzMaxFrame, tcp::FrameKind::kReply);
   try {
     decoder.feed(in);
     while (std::optional<tcp::Frame> f = decoder.next()) {

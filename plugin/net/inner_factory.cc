@@ -19,14 +19,13 @@
 namespace resilient::net {
 namespace {
 
-using config::Param;
-
-int familyOf(int64_t choice) {
+int familyOf(config::SocketFamily choice) {
   switch (choice) {
-    case 1: return AF_INET;
-    case 2: return AF_INET6;
-    default: return 0;
+    case config::SocketFamily::kInet: return AF_INET;
+    case config::SocketFamily::kInet6: return AF_INET6;
+    case config::SocketFamily::kAny: return 0;
   }
+  return 0;
 }
 
 // Helper threads only pay when there are spare cores for them: with few, the
@@ -43,19 +42,19 @@ int automaticHelperThreads() {
 
 transport::tcp::TcpOptions tcpOptionsFrom(const config::Params& params) {
   transport::tcp::TcpOptions o;
-  o.ifname = params.string(Param::kSocketIfname);
-  o.family = familyOf(params.choice(Param::kSocketFamily));
-  o.nSocks = static_cast<int>(params.integer(Param::kSocketNsocks));
-  o.nThreads = static_cast<int>(params.integer(Param::kSocketNthreads));
+  o.ifname = params.get<config::kSocketIfname>();
+  o.family = familyOf(params.get<config::kSocketFamily>());
+  o.nSocks = static_cast<int>(params.get<config::kSocketNsocks>());
+  o.nThreads = static_cast<int>(params.get<config::kSocketNthreads>());
   if (o.nThreads < 0) {
     o.nThreads = automaticHelperThreads();
   }
-  o.inlineBytes = static_cast<size_t>(params.integer(Param::kSocketInlineBytes));
-  o.chunkBytes = static_cast<uint32_t>(params.integer(Param::kSocketChunkBytes));
-  o.socketBufferBytes = static_cast<int>(params.integer(Param::kSocketBufferBytes));
-  o.connectTimeoutMs = static_cast<int>(params.integer(Param::kConnectTimeoutMs));
-  o.tcpUserTimeoutMs = static_cast<int>(params.integer(Param::kTcpUserTimeoutMs));
-  o.jobToken = params.string(Param::kJobToken);
+  o.inlineBytes = static_cast<size_t>(params.get<config::kSocketInlineBytes>());
+  o.chunkBytes = static_cast<uint32_t>(params.get<config::kSocketChunkBytes>());
+  o.socketBufferBytes = static_cast<int>(params.get<config::kSocketBufferBytes>());
+  o.connectTimeoutMs = static_cast<int>(params.get<config::kConnectTimeoutMs>());
+  o.tcpUserTimeoutMs = static_cast<int>(params.get<config::kTcpUserTimeoutMs>());
+  o.jobToken = params.get<config::kJobToken>();
   return transport::tcp::clampOptions(o);
 }
 
@@ -93,7 +92,7 @@ Result<InnerSetup> makeInnerSetup(const config::Params& params, const SelfIdenti
                                   ncclDebugLogger_t logger) {
   InnerSetup setup;
   const transport::tcp::TcpOptions tcp = tcpOptionsFrom(params);
-  const std::string& inner = params.string(Param::kInner);
+  const std::string& inner = params.get<config::kInner>();
   if (inner == "tcp") {
     setup.transport = std::make_unique<transport::tcp::TcpTransport>(tcp);
   } else {
@@ -109,7 +108,7 @@ Result<InnerSetup> makeInnerSetup(const config::Params& params, const SelfIdenti
     setup.transport = std::move(loaded).value();
   }
 
-  const std::string& faultSpec = params.string(Param::kFault);
+  const std::string& faultSpec = params.get<config::kFault>();
   if (!faultSpec.empty()) {
     auto rules = transport::fault::parseFaultSpec(faultSpec);
     if (!rules.ok()) {
@@ -120,12 +119,12 @@ Result<InnerSetup> makeInnerSetup(const config::Params& params, const SelfIdenti
                                                                          std::move(rules).value());
   }
 
-  setup.watchdog.livenessTimeoutMs = params.integer(Param::kLivenessTimeoutMs);
-  setup.watchdog.progressTimeoutMs = params.integer(Param::kProgressTimeoutMs);
-  setup.watchdog.tokenDigest = tokenDigest(params.string(Param::kJobToken));
+  setup.watchdog.livenessTimeoutMs = params.get<config::kLivenessTimeoutMs>();
+  setup.watchdog.progressTimeoutMs = params.get<config::kProgressTimeoutMs>();
+  setup.watchdog.tokenDigest = tokenDigest(params.get<config::kJobToken>());
   setup.watchdog.bindAddress = livenessAddress(tcp);
   setup.watchdog.hostName = hostName();
-  setup.blackboxDir = params.string(Param::kBlackboxDir);
+  setup.blackboxDir = params.get<config::kBlackboxDir>();
   return setup;
 }
 

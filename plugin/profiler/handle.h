@@ -41,12 +41,11 @@ struct Handle {
   uint32_t generation = 0;
 };
 
-inline void* encodeHandle(HandleKind kind, uint32_t context, uint32_t slot, uint32_t generation,
-                          uint32_t channel) noexcept {
-  const uint64_t v = uint64_t{channel & 63u} | (uint64_t{static_cast<uint32_t>(kind)} << 6) |
-                     (uint64_t{context & (kMaxContexts - 1)} << 10) |
-                     (uint64_t{slot & (kMaxOpsPerContext - 1)} << 20) |
-                     (uint64_t{generation & kGenerationMask} << 34);
+inline void* encodeHandle(const Handle& h) noexcept {
+  const uint64_t v = uint64_t{h.channel & 63u} | (uint64_t{static_cast<uint32_t>(h.kind)} << 6) |
+                     (uint64_t{h.context & (kMaxContexts - 1)} << 10) |
+                     (uint64_t{h.slot & (kMaxOpsPerContext - 1)} << 20) |
+                     (uint64_t{h.generation & kGenerationMask} << 34);
   // NCCL stores and passes back an opaque void*: the value is the handle.
   return reinterpret_cast<void*>(static_cast<uintptr_t>(v));  // NOLINT(performance-no-int-to-ptr)
 }

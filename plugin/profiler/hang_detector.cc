@@ -162,14 +162,18 @@ void HangDetector::scanContext(Context& ctx, uint64_t now) noexcept {
 
   const uint64_t commSilentNs = now - w.changedNs;
   if (hung != nullptr) {
-    report(ctx, RESILIENT_BLACKBOX_FAULT_COLL_HUNG, *hung, hungInfo, stuckChannelsOf(ctx, *hung),
-           now - hung->watch.changedNs, commSilentNs, now);
+    report(ctx, RESILIENT_BLACKBOX_FAULT_COLL_HUNG, *hung, hungInfo,
+           {.stuckChannels = stuckChannelsOf(ctx, *hung),
+            .stalledNs = now - hung->watch.changedNs,
+            .commSilentNs = commSilentNs,
+            .nowNs = now});
   } else if (timeoutNs_ != 0 && ctx.kernelEvents && !covered && waiting != nullptr &&
              !w.silenceReported && commSilentNs >= timeoutNs_ &&
              now - waiting->watch.changedNs >= timeoutNs_) {
     w.silenceReported = true;
-    report(ctx, RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT, *waiting, waitingInfo, 0,
-           now - waiting->watch.changedNs, commSilentNs, now);
+    report(
+        ctx, RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT, *waiting, waitingInfo,
+        {.stalledNs = now - waiting->watch.changedNs, .commSilentNs = commSilentNs, .nowNs = now});
   }
 
   blackbox::Writer* box = tracker_.blackbox();
@@ -191,8 +195,10 @@ void HangDetector::scanContext(Context& ctx, uint64_t now) noexcept {
 }
 
 void HangDetector::report(Context& ctx, uint32_t faultClass, const OpSlot& op, const OpInfo& info,
-                          uint64_t stuckChannels, uint64_t stalledNs, uint64_t commSilentNs,
-                          uint64_t nowNs) noexcept {
+                          const Stall& stall) noexcept {
+  const uint64_t stuckChannels = stall.stuckChannels;
+  const uint64_t stalledNs = stall.stalledNs;
+  const uint64_t commSilentNs = stall.commSilentNs;
   try {
     HangFault f;
     f.faultClass = faultClass;
@@ -203,7 +209,7 @@ void HangDetector::report(Context& ctx, uint32_t faultClass, const OpSlot& op, c
     f.op = info;
     f.stuckChannels = stuckChannels;
     f.stalledNs = stalledNs;
-    f.detectedMonoNs = nowNs;
+    f.detectedMonoNs = stall.nowNs;
 
     char ofRanks[24] = "";  // v1-v3 init gives no rank count
     if (f.nranks > 0) {

@@ -71,10 +71,17 @@ class HangDetector {
   uint64_t intervalNs() const noexcept;
 
  private:
+  // What report() says of a stalled operation.
+  struct Stall {
+    uint64_t stuckChannels = 0;  // bit c: channel c started and not finished
+    uint64_t stalledNs = 0;      // since the operation last moved
+    uint64_t commSilentNs = 0;   // since the communicator last moved
+    uint64_t nowNs = 0;
+  };
+
   void scanContext(Context& ctx, uint64_t nowNs) noexcept;
   void report(Context& ctx, uint32_t faultClass, const OpSlot& op, const OpInfo& info,
-              uint64_t stuckChannels, uint64_t stalledNs, uint64_t commSilentNs,
-              uint64_t nowNs) noexcept;
+              const Stall& stall) noexcept;
 
   Tracker& tracker_;
   const uint64_t timeoutNs_;

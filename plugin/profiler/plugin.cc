@@ -35,15 +35,14 @@ __attribute__((destructor)) void onUnload() {
 }  // namespace
 
 PluginOptions PluginOptions::fromParams() {
-  using config::Param;
   const config::Params& p = config::Params::global();
   PluginOptions o;
-  o.enabled = p.boolean(Param::kProfiler);
-  o.collTimeoutMs = p.integer(Param::kCollTimeoutMs);
-  o.tracker.opsPerContext = static_cast<uint32_t>(p.integer(Param::kProfilerOps));
-  o.tracker.proxySteps = p.boolean(Param::kProfilerProxySteps);
-  o.blackboxDir = p.string(Param::kBlackboxDir);
-  o.flightOps = static_cast<uint32_t>(p.integer(Param::kFlightRecorderOps));
+  o.enabled = p.get<config::kProfiler>();
+  o.collTimeoutMs = p.get<config::kCollTimeoutMs>();
+  o.tracker.opsPerContext = static_cast<uint32_t>(p.get<config::kProfilerOps>());
+  o.tracker.proxySteps = p.get<config::kProfilerProxySteps>();
+  o.blackboxDir = p.get<config::kBlackboxDir>();
+  o.flightOps = static_cast<uint32_t>(p.get<config::kFlightRecorderOps>());
   o.host = hostName();
   return o;
 }

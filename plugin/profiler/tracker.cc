@@ -182,7 +182,8 @@ void* Tracker::startOp(Context* ctx, const OpStart& op) noexcept {
   if (op.rank >= 0 && ctx->rank.load(std::memory_order_relaxed) < 0) {
     ctx->rank.store(op.rank, std::memory_order_relaxed);
   }
-  return encodeHandle(HandleKind::kOp, ctx->index, index, generation, 0);
+  return encodeHandle(
+      {.kind = HandleKind::kOp, .context = ctx->index, .slot = index, .generation = generation});
 }
 
 void Tracker::markStarted(Context& ctx, OpSlot& op, const OpInfo& info) noexcept {
@@ -230,7 +231,11 @@ void* Tracker::startProxyOp(Context* ctx, void* parent, pid_t pid, uint32_t chan
   firstChild(*t.ctx, op, t.slot());
   bump(op.progress);
   bump(t.ctx->progress);
-  return encodeHandle(HandleKind::kProxyOp, t.context(), t.slot(), t.generation(), channel);
+  return encodeHandle({.kind = HandleKind::kProxyOp,
+                       .channel = channel,
+                       .context = t.context(),
+                       .slot = t.slot(),
+                       .generation = t.generation()});
 }
 
 void* Tracker::startProxyStep(Context* ctx, void* parent) noexcept {
@@ -243,7 +248,11 @@ void* Tracker::startProxyStep(Context* ctx, void* parent) noexcept {
   }
   bump(t.op->progress);
   bump(t.ctx->progress);
-  return encodeHandle(HandleKind::kProxyStep, t.context(), t.slot(), t.generation(), t.channel());
+  return encodeHandle({.kind = HandleKind::kProxyStep,
+                       .channel = t.channel(),
+                       .context = t.context(),
+                       .slot = t.slot(),
+                       .generation = t.generation()});
 }
 
 void* Tracker::startKernelCh(Context* ctx, void* parent, uint32_t channel,
@@ -269,7 +278,11 @@ void* Tracker::startKernelCh(Context* ctx, void* parent, uint32_t channel,
   firstChild(*t.ctx, op, t.slot());
   bump(op.progress);
   bump(t.ctx->progress);
-  return encodeHandle(HandleKind::kKernelCh, t.context(), t.slot(), t.generation(), channel);
+  return encodeHandle({.kind = HandleKind::kKernelCh,
+                       .channel = channel,
+                       .context = t.context(),
+                       .slot = t.slot(),
+                       .generation = t.generation()});
 }
 
 void* Tracker::startNetPlugin(Context* ctx, void* parent) noexcept {
@@ -282,11 +295,16 @@ void* Tracker::startNetPlugin(Context* ctx, void* parent) noexcept {
   }
   bump(t.op->progress);
   bump(t.ctx->progress);
-  return encodeHandle(HandleKind::kNetPlugin, t.context(), t.slot(), t.generation(), t.channel());
+  return encodeHandle({.kind = HandleKind::kNetPlugin,
+                       .channel = t.channel(),
+                       .context = t.context(),
+                       .slot = t.slot(),
+                       .generation = t.generation()});
 }
 
 void* Tracker::startPassive(Context* ctx) noexcept {
-  return ctx == nullptr ? nullptr : encodeHandle(HandleKind::kPassive, ctx->index, 0, 0, 0);
+  return ctx == nullptr ? nullptr
+                        : encodeHandle({.kind = HandleKind::kPassive, .context = ctx->index});
 }
 
 void Tracker::stop(void* handle) noexcept {

@@ -103,13 +103,13 @@ struct NcclCommunicator::Impl {
   std::atomic<CommState> state{CommState::kLive};
 
   std::string describe() const {
-    std::string text = "nccl comm '" + name + "' iteration " + std::to_string(iteration) +
-                       " rank " + std::to_string(rank) + "/" + std::to_string(size) + " (" +
-                       pointerText(comm.load()) + ", NCCL " + lib->version().text() + ", " +
-                       (comm.load() == nullptr && state.load() == CommState::kLive
-                            ? "not created"
-                            : stateName(state.load())) +
-                       (shrunk ? ", shrunk" : "") + ")";
+    std::string text =
+        "nccl comm '" + name + "' iteration " + std::to_string(iteration) + " rank " +
+        std::to_string(rank) + "/" + std::to_string(size) + " (" + pointerText(comm.load()) +
+        ", NCCL " + lib->version().text() + ", " +
+        (comm.load() == nullptr && state.load() == CommState::kLive ? "not created"
+                                                                    : stateName(state.load())) +
+        (shrunk ? ", shrunk" : "") + ")";
     return text;
   }
 
@@ -125,29 +125,36 @@ struct NcclCommunicator::Impl {
 
 namespace {
 
+// This rank's place in the previous NCCL communicator.
+struct OldComm {
+  int rank = 0;
+  int size = 0;
+  ncclComm_t comm = nullptr;
+  bool aborted = false;  // freed by ncclCommAbort
+};
+
 // May this rank shrink `previous` into the new communicator? Checks what a
 // shrink needs: NCCL's ncclCommShrink, a previous NCCL communicator of the
 // same library that still exists (revoked or live, not freed by
 // ncclCommAbort), and ranks that only closed up.
 bool canShrink(const CommunicatorSetup& setup, const NcclCommunicator* previous,
-               const comm::NcclLibrary& lib, int oldRank, int oldSize, ncclComm_t oldComm,
-               bool oldAborted) {
-  if (previous == nullptr || oldComm == nullptr || oldAborted || !lib.hasShrink() ||
+               const comm::NcclLibrary& lib, const OldComm& old) {
+  if (previous == nullptr || old.comm == nullptr || old.aborted || !lib.hasShrink() ||
       setup.removedRanks.empty()) {
     return false;
   }
   std::vector<int> removed = setup.removedRanks;
   std::sort(removed.begin(), removed.end());
-  if (std::adjacent_find(removed.begin(), removed.end()) != removed.end() ||
-      removed.front() < 0 || removed.back() >= oldSize) {
+  if (std::adjacent_find(removed.begin(), removed.end()) != removed.end() || removed.front() < 0 ||
+      removed.back() >= old.size) {
     return false;
   }
-  if (std::binary_search(removed.begin(), removed.end(), oldRank)) {
+  if (std::binary_search(removed.begin(), removed.end(), old.rank)) {
     return false;
   }
-  const auto below = std::lower_bound(removed.begin(), removed.end(), oldRank) - removed.begin();
-  return oldRank - below == setup.state.activeRank &&
-         oldSize - static_cast<int>(removed.size()) == setup.state.activeWorldSize;
+  const auto below = std::lower_bound(removed.begin(), removed.end(), old.rank) - removed.begin();
+  return old.rank - below == setup.state.activeRank &&
+         old.size - static_cast<int>(removed.size()) == setup.state.activeWorldSize;
 }
 
 }  // namespace
@@ -162,9 +169,8 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
   impl->lib = comm::NcclLibrary::load(options.library);
   impl->options = options;
   impl->name = setup.name;
-  impl->commName =
-      options.commName.empty() ? setup.name + "/" + std::to_string(state.iteration)
-                               : options.commName;
+  impl->commName = options.commName.empty() ? setup.name + "/" + std::to_string(state.iteration)
+                                            : options.commName;
   impl->iteration = state.iteration;
   impl->rank = state.activeRank;
   impl->size = state.activeWorldSize;
@@ -187,14 +193,16 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     if (previous != nullptr && previous->impl_->lib == impl->lib) {
       previousLock = std::unique_lock<std::mutex>(previous->impl_->mutex);
       const Impl& p = *previous->impl_;
-      mine = canShrink(setup, previous, lib, p.rank, p.size, p.comm.load(),
-                       p.state.load() == CommState::kAborted);
+      mine = canShrink(setup, previous, lib,
+                       {.rank = p.rank,
+                        .size = p.size,
+                        .comm = p.comm.load(),
+                        .aborted = p.state.load() == CommState::kAborted});
     }
-    const std::vector<std::string> votes =
-        setup.rendezvous.allGather(setup.name + "/nccl-create", mine ? "shrink" : "init",
-                                   remaining());
-    shrink = std::all_of(votes.begin(), votes.end(),
-                         [](const std::string& v) { return v == "shrink"; });
+    const std::vector<std::string> votes = setup.rendezvous.allGather(
+        setup.name + "/nccl-create", mine ? "shrink" : "init", remaining());
+    shrink =
+        std::all_of(votes.begin(), votes.end(), [](const std::string& v) { return v == "shrink"; });
   }
 
   ncclComm_t newComm = nullptr;
@@ -204,8 +212,8 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     ncclComm_t parent = previous->impl_->comm.load();
     // A revoke must have settled before the parent is used again.
     if (waitReady(lib, parent, deadline, options.pollInterval) == ncclInProgress) {
-      throw TimeoutError(previous->impl_->describe() + ": still settling after " +
-                         millis(timeout) + "; cannot shrink it");
+      throw TimeoutError(previous->impl_->describe() + ": still settling after " + millis(timeout) +
+                         "; cannot shrink it");
     }
     std::vector<int> excluded = setup.removedRanks;
     r = lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &newComm,

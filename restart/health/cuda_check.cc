@@ -45,9 +45,9 @@ std::string cudaDevicePciBusId(int device) {
 
 HealthCheckFn cudaHealthCheck(std::optional<std::chrono::milliseconds> timeout, int device) {
   const std::chrono::milliseconds bound =
-      timeout ? *timeout
-              : std::chrono::milliseconds(
-                    config::Params::global().integer(config::Param::kHealthCudaTimeoutMs));
+      timeout
+          ? *timeout
+          : std::chrono::milliseconds(config::Params::global().get<config::kHealthCudaTimeoutMs>());
   if (bound.count() <= 0) {
     throw ConfigError("cudaHealthCheck: the timeout must be positive, not " +
                       std::to_string(bound.count()) + " ms");

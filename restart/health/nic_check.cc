@@ -52,7 +52,7 @@ void chooseEthernet(const NicCheckOptions& options, NicWatch* watch) {
   }
   const std::string spec = options.interfaceSpec
                                ? *options.interfaceSpec
-                               : config::Params::global().string(config::Param::kSocketIfname);
+                               : config::Params::global().get<config::kSocketIfname>();
   const std::string what = spec.empty() ? std::string("NCCL's default interface choice")
                                         : "interface selection '" + spec + "'";
   for (const std::string& name : detail::selectEthernet(watch->root, spec)) {
@@ -70,10 +70,14 @@ void chooseEthernet(const NicCheckOptions& options, NicWatch* watch) {
   }
 }
 
+// Where an IB device to watch comes from: the options named it, or it was found.
+enum class DeviceChoice { kNamed, kFound };
+
 // Watches the ports of `device`: `port` alone when > 0; else the ports that
-// are ACTIVE now, or every port when `named` and none is (so that each check
-// reports them).
-void watchIbDevice(NicWatch* watch, const std::string& device, int port, bool named) {
+// are ACTIVE now, or every port of a named device when none is (so that each
+// check reports them). A named device that is missing is a setup problem.
+void watchIbDevice(NicWatch* watch, const std::string& device, int port, DeviceChoice choice) {
+  const bool named = choice == DeviceChoice::kNamed;
   const std::vector<int> ports = detail::listIbPorts(watch->root, device);
   if (ports.empty()) {
     if (named) {
@@ -120,7 +124,7 @@ void chooseInfiniband(const NicCheckOptions& options, NicWatch* watch) {
                             "' is not an IB device or device:port (e.g. mlx5_0 or mlx5_0:1)");
         }
       }
-      watchIbDevice(watch, device, port, true);
+      watchIbDevice(watch, device, port, DeviceChoice::kNamed);
     }
     return;
   }
@@ -136,7 +140,7 @@ void chooseInfiniband(const NicCheckOptions& options, NicWatch* watch) {
     }
   }
   for (const std::string& device : devices) {
-    watchIbDevice(watch, device, 0, false);
+    watchIbDevice(watch, device, 0, DeviceChoice::kFound);
   }
 }
 
@@ -153,11 +157,10 @@ int64_t nonNegative(int64_t value, const char* name) {
 HealthCheckFn nicHealthCheck(NicCheckOptions options) {
   auto watch = std::make_shared<NicWatch>();
   watch->root = options.sysfsRoot.empty() ? std::string("/sys") : options.sysfsRoot;
-  const int64_t errors =
-      nonNegative(options.errorThreshold
-                      ? *options.errorThreshold
-                      : config::Params::global().integer(config::Param::kHealthNicErrorThreshold),
-                  "errorThreshold");
+  const int64_t errors = nonNegative(
+      options.errorThreshold ? *options.errorThreshold
+                             : config::Params::global().get<config::kHealthNicErrorThreshold>(),
+      "errorThreshold");
   watch->ethernetLimits = {errors,
                            nonNegative(options.carrierChangeThreshold, "carrierChangeThreshold")};
   watch->ibLimits = {errors, nonNegative(options.linkDownedThreshold, "linkDownedThreshold")};

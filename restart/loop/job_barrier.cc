@@ -8,13 +8,13 @@ namespace resilient::restart {
 
 using std::chrono::milliseconds;
 
-JobBarrier::JobBarrier(store::Store& store, const protocol::JobKeys& keys, int initialRank,
-                       int worldSize, milliseconds chunk)
+JobBarrier::JobBarrier(store::Store& store, const protocol::JobKeys& keys,
+                       const JobBarrierOptions& options)
     : store_(store),
       keys_(keys),
-      rank_(initialRank),
-      worldSize_(worldSize),
-      chunk_(chunk),
+      rank_(options.initialRank),
+      worldSize_(options.worldSize),
+      chunk_(options.chunk),
       terminated_(store, keys) {}
 
 void JobBarrier::markTerminated(int rank, const std::string& reason) {
@@ -27,14 +27,14 @@ void JobBarrier::countOnBehalf(const std::string& name, uint64_t generation, int
 
 std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
                                   milliseconds timeout, const std::function<bool()>& stop,
-                                  bool markMissing, std::optional<milliseconds> chunk) {
+                                  const WaitOptions& options) {
   const std::string what = "barrier " + name + " #" + std::to_string(generation);
   std::set<int> counted;
   // A slice ends in a BarrierTimeout, or in another store::TimeoutError when
   // the store's reply to it came late (a loaded store or host): the barrier
   // is re-entrant, so either way the wait goes on to its own deadline.
   return waitInSlices<store::TimeoutError>(
-      timeout, chunk.value_or(chunk_),
+      timeout, options.chunk.value_or(chunk_),
       [&](const auto& sliceTime) {
         for (const int r : terminated()) {
           if (r != rank_ && counted.insert(r).second) {
@@ -51,7 +51,7 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
       },
       [&](const store::TimeoutError& e) {
         const auto* missing = dynamic_cast<const store::BarrierTimeout*>(&e);
-        if (markMissing && missing != nullptr) {
+        if (options.markMissing && missing != nullptr) {
           return missing->missingRanks();
         }
         throw TimeoutError(what + " timed out after " + std::to_string(timeout.count()) +

@@ -19,21 +19,33 @@
 
 namespace resilient::restart {
 
+struct JobBarrierOptions {
+  int initialRank = 0;
+  int worldSize = 0;                   // the job's initial world size
+  std::chrono::milliseconds chunk{0};  // the longest store wait between two checks
+};
+
 class JobBarrier {
  public:
-  JobBarrier(store::Store& store, const protocol::JobKeys& keys, int initialRank, int worldSize,
-             std::chrono::milliseconds chunk);
+  JobBarrier(store::Store& store, const protocol::JobKeys& keys, const JobBarrierOptions& options);
 
   // Waits at `name`/`generation` for at most `timeout`. `stop` (may be empty)
   // is asked between chunks; when it returns true the wait ends with
-  // RankShouldRestart. At the deadline: with `markMissing`, the ranks still
-  // missing are returned (the caller declares them dead and calls again);
-  // otherwise TimeoutError names them.
-  // `chunk` (when set) replaces the barrier's own chunk for this wait.
+  // RankShouldRestart. At the deadline: see WaitOptions::markMissing.
+  struct WaitOptions {
+    // The ranks still missing at the deadline are returned (the caller
+    // declares them dead and calls again); otherwise TimeoutError names them.
+    bool markMissing = false;
+    // Replaces the barrier's own chunk for this wait.
+    std::optional<std::chrono::milliseconds> chunk = std::nullopt;
+  };
   std::vector<int> wait(const std::string& name, uint64_t generation,
                         std::chrono::milliseconds timeout, const std::function<bool()>& stop,
-                        bool markMissing = false,
-                        std::optional<std::chrono::milliseconds> chunk = std::nullopt);
+                        const WaitOptions& options);
+  std::vector<int> wait(const std::string& name, uint64_t generation,
+                        std::chrono::milliseconds timeout, const std::function<bool()>& stop) {
+    return wait(name, generation, timeout, stop, WaitOptions{});
+  }
 
   // Counts `rank` at the barrier without waiting (for a rank that is gone).
   void countOnBehalf(const std::string& name, uint64_t generation, int rank);

@@ -164,13 +164,12 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
       // timeout applies to it), shows progress to its monitor meanwhile (a
       // healthy spare is not hung), and notices an interruption within a
       // short slice so that it does not hold up everyone's recovery.
-      barrier_->wait(
-          keys_->completionBarrier(), static_cast<uint64_t>(k), kSpareWait,
-          [this] {
-            touchProgress();
-            return interrupted();
-          },
-          false, kSpareSlice);
+      barrier_->wait(keys_->completionBarrier(), static_cast<uint64_t>(k), kSpareWait,
+                     [this] {
+                       touchProgress();
+                       return interrupted();
+                     },
+                     {.chunk = kSpareSlice});
     }
     monitor_.reset();
     return Outcome::kCompleted;

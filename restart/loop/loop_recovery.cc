@@ -140,7 +140,7 @@ void Loop::recover() {
     };
     const std::vector<int> missing =
         barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k), options_.barrierTimeout,
-                       terminateNamedCulprits, true);
+                       terminateNamedCulprits, {.markMissing = true});
     if (missing.empty()) {
       break;
     }

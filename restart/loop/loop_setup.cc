@@ -116,9 +116,11 @@ void Loop::setup() {
   keys_ = std::make_unique<protocol::JobKeys>(options_.jobId);
   faults_ = std::make_unique<protocol::FaultLog>(*store_, *keys_);
   registry_ = std::make_unique<RankRegistry>(*store_, *keys_, state_.initialWorldSize);
-  barrier_ =
-      std::make_unique<JobBarrier>(*store_, *keys_, state_.initialRank, state_.initialWorldSize,
-                                   std::min(options_.monitorThreadInterval, milliseconds(100)));
+  barrier_ = std::make_unique<JobBarrier>(
+      *store_, *keys_,
+      JobBarrierOptions{.initialRank = state_.initialRank,
+                        .worldSize = state_.initialWorldSize,
+                        .chunk = std::min(options_.monitorThreadInterval, milliseconds(100))});
   blackbox_ = std::make_unique<BlackboxWatch>(options_.blackboxDir);
   std::vector<HealthCheckFn> checks{options_.healthCheck};  // the last runs first
   if (options_.automaticHealthChecks) {

@@ -9,31 +9,29 @@
 namespace resilient::restart {
 
 Options Options::fromEnvironment() {
-  using config::Param;
   const config::Params& p = config::Params::global();
-  const auto ms = [&p](Param param) { return Millis(p.integer(param)); };
   Options o;
-  o.storeUrl = p.string(Param::kStoreUrl);
-  o.jobId = p.string(Param::kRestartJob);
-  o.enabled = p.integer(Param::kRestartEnabled) != 0;
-  o.useMonitorProcess = p.integer(Param::kRestartMonitorProcess) != 0;
-  o.terminateCulprits = p.integer(Param::kRestartTerminateCulprits) != 0;
-  o.automaticHealthChecks = p.integer(Param::kRestartAutoHealthChecks) != 0;
-  o.blackboxDir = p.string(Param::kBlackboxDir);
-  o.monitorThreadInterval = ms(Param::kRestartMonitorThreadIntervalMs);
-  o.monitorProcessInterval = ms(Param::kRestartMonitorProcessIntervalMs);
-  o.heartbeatInterval = ms(Param::kRestartHeartbeatIntervalMs);
-  o.progressWatchdogInterval = ms(Param::kRestartProgressWatchdogIntervalMs);
-  o.softTimeout = ms(Param::kRestartSoftTimeoutMs);
-  o.hardTimeout = ms(Param::kRestartHardTimeoutMs);
-  o.heartbeatTimeout = ms(Param::kRestartHeartbeatTimeoutMs);
-  o.barrierTimeout = ms(Param::kRestartBarrierTimeoutMs);
-  o.completionTimeout = ms(Param::kRestartCompletionTimeoutMs);
-  o.lastCallWait = ms(Param::kRestartLastCallWaitMs);
-  o.terminationGraceTime = ms(Param::kRestartTerminationGraceMs);
-  o.finalizeTimeout = ms(Param::kRestartFinalizeTimeoutMs);
-  o.healthCheckTimeout = ms(Param::kRestartHealthCheckTimeoutMs);
-  o.communicatorTimeout = ms(Param::kRestartCommunicatorTimeoutMs);
+  o.storeUrl = p.get<config::kStoreUrl>();
+  o.jobId = p.get<config::kRestartJob>();
+  o.enabled = p.get<config::kRestartEnabled>();
+  o.useMonitorProcess = p.get<config::kRestartMonitorProcess>();
+  o.terminateCulprits = p.get<config::kRestartTerminateCulprits>();
+  o.automaticHealthChecks = p.get<config::kRestartAutoHealthChecks>();
+  o.blackboxDir = p.get<config::kBlackboxDir>();
+  o.monitorThreadInterval = Millis(p.get<config::kRestartMonitorThreadIntervalMs>());
+  o.monitorProcessInterval = Millis(p.get<config::kRestartMonitorProcessIntervalMs>());
+  o.heartbeatInterval = Millis(p.get<config::kRestartHeartbeatIntervalMs>());
+  o.progressWatchdogInterval = Millis(p.get<config::kRestartProgressWatchdogIntervalMs>());
+  o.softTimeout = Millis(p.get<config::kRestartSoftTimeoutMs>());
+  o.hardTimeout = Millis(p.get<config::kRestartHardTimeoutMs>());
+  o.heartbeatTimeout = Millis(p.get<config::kRestartHeartbeatTimeoutMs>());
+  o.barrierTimeout = Millis(p.get<config::kRestartBarrierTimeoutMs>());
+  o.completionTimeout = Millis(p.get<config::kRestartCompletionTimeoutMs>());
+  o.lastCallWait = Millis(p.get<config::kRestartLastCallWaitMs>());
+  o.terminationGraceTime = Millis(p.get<config::kRestartTerminationGraceMs>());
+  o.finalizeTimeout = Millis(p.get<config::kRestartFinalizeTimeoutMs>());
+  o.healthCheckTimeout = Millis(p.get<config::kRestartHealthCheckTimeoutMs>());
+  o.communicatorTimeout = Millis(p.get<config::kRestartCommunicatorTimeoutMs>());
   return o;
 }
 

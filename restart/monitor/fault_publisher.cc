@@ -5,14 +5,14 @@
 
 namespace resilient::restart::monitor {
 
-FaultPublisher::FaultPublisher(store::Store& store, const protocol::JobKeys& keys, int reporter,
-                               int worldSize, store::Timeout callTimeout)
+FaultPublisher::FaultPublisher(store::Store& store, const protocol::JobKeys& keys,
+                               const FaultPublisherOptions& options)
     : store_(store),
       keys_(keys),
-      reporter_(reporter),
-      worldSize_(worldSize),
-      timeout_(callTimeout),
-      log_(store, keys, callTimeout) {}
+      reporter_(options.reporter),
+      worldSize_(options.worldSize),
+      timeout_(options.callTimeout),
+      log_(store, keys, options.callTimeout) {}
 
 int64_t FaultPublisher::publish(protocol::FaultRecord record) {
   record.reporter = reporter_;

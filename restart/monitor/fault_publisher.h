@@ -16,12 +16,16 @@
 
 namespace resilient::restart::monitor {
 
+struct FaultPublisherOptions {
+  int reporter = 0;   // the initial rank whose monitor publishes
+  int worldSize = 0;  // the job's initial world size (the iteration barrier's)
+  store::Timeout callTimeout{};
+};
+
 class FaultPublisher {
  public:
-  // `reporter`: the initial rank whose monitor publishes; `worldSize`: the
-  // job's initial world size (the iteration barrier's).
-  FaultPublisher(store::Store& store, const protocol::JobKeys& keys, int reporter, int worldSize,
-                 store::Timeout callTimeout);
+  FaultPublisher(store::Store& store, const protocol::JobKeys& keys,
+                 const FaultPublisherOptions& options);
 
   // Fills reporter, wall time, host and pid, then appends the record; returns
   // its index (faults/<index>).

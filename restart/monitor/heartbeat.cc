@@ -6,13 +6,12 @@
 
 namespace resilient::restart::monitor {
 
-Heartbeat::Heartbeat(store::Store& store, std::string key, store::Millis interval,
-                     store::Millis ttl, store::Timeout callTimeout)
+Heartbeat::Heartbeat(store::Store& store, std::string key, const HeartbeatOptions& options)
     : store_(store),
       key_(std::move(key)),
-      intervalNs_(static_cast<uint64_t>(interval.count()) * 1000000),
-      ttl_(ttl),
-      timeout_(callTimeout) {}
+      intervalNs_(static_cast<uint64_t>(options.interval.count()) * 1000000),
+      ttl_(options.ttl),
+      timeout_(options.callTimeout) {}
 
 void Heartbeat::beatIfDue(uint64_t nowMonoNs) {
   if (lastNs_ != 0 && nowMonoNs < lastNs_ + intervalNs_) {

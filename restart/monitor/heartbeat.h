@@ -11,10 +11,15 @@
 
 namespace resilient::restart::monitor {
 
+struct HeartbeatOptions {
+  store::Millis interval{0};  // between two refreshes
+  store::Millis ttl{0};       // the key's expiry
+  store::Timeout callTimeout{};
+};
+
 class Heartbeat {
  public:
-  Heartbeat(store::Store& store, std::string key, store::Millis interval, store::Millis ttl,
-            store::Timeout callTimeout);
+  Heartbeat(store::Store& store, std::string key, const HeartbeatOptions& options);
 
   // Refreshes the key when an interval has passed since the last refresh
   // (at once the first time). Throws store::StoreError.

@@ -50,11 +50,19 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
       keys_(config.jobId),
       startNs_(monotonicNs()),
       callTimeout_(callTimeoutFor(config)),
-      publisher_(store, keys_, config.rank, config.worldSize, callTimeout_),
-      heartbeat_(store, keys_.heartbeat(config.rank), config.heartbeatInterval,
-                 config.heartbeatTimeout, callTimeout_),
-      sibling_(store, keys_, config.rank, config.worldSize, config.heartbeatTimeout, startNs_,
-               callTimeout_),
+      publisher_(
+          store, keys_,
+          {.reporter = config.rank, .worldSize = config.worldSize, .callTimeout = callTimeout_}),
+      heartbeat_(store, keys_.heartbeat(config.rank),
+                 {.interval = config.heartbeatInterval,
+                  .ttl = config.heartbeatTimeout,
+                  .callTimeout = callTimeout_}),
+      sibling_(store, keys_,
+               {.self = config.rank,
+                .worldSize = config.worldSize,
+                .heartbeatTimeout = config.heartbeatTimeout,
+                .startMonoNs = startNs_,
+                .callTimeout = callTimeout_}),
       timeouts_(config.softTimeout, config.hardTimeout, config.barrierTimeout, startNs_),
       rank_(static_cast<pid_t>(page.rankPid.load(std::memory_order_acquire))) {}
 
@@ -109,7 +117,7 @@ int Monitor::run() {
         return cleanExit("its rank is done");
       }
       if (rank_.ended()) {
-        return onRankEnded(false);
+        return onRankEnded(RankEnd::kByItself);
       }
       const uint64_t now = monotonicNs();
       int exitCode = 0;
@@ -207,7 +215,7 @@ int Monitor::enforceHardTimeout(const ProgressView& view, uint64_t idleNs) {
                  static_cast<int>(rank_.pid()));
     }
   }
-  return onRankEnded(true);
+  return onRankEnded(RankEnd::kKilledByMonitor);
 }
 
 void Monitor::checkSibling(uint64_t nowNs) {
@@ -241,7 +249,8 @@ void Monitor::checkSibling(uint64_t nowNs) {
 // The order of the writes is the protocol: terminated/<r> (the claim), the
 // fault record, the barrier count, and iteration/<k>/interrupted last, so a
 // rank woken by interrupted finds everything else in place.
-int Monitor::onRankEnded(bool killedByMonitor) {
+int Monitor::onRankEnded(RankEnd end) {
+  const bool killedByMonitor = end == RankEnd::kKilledByMonitor;
   const RankPhase phase = page_.currentPhase();
   const int iteration = page_.iteration.load(std::memory_order_acquire);
   if (!killedByMonitor && (phase == RankPhase::kDone || phase == RankPhase::kFailed)) {

@@ -45,8 +45,10 @@ class Monitor {
   void enforceSoftTimeout(const ProgressView& view, uint64_t idleNs);
   int enforceHardTimeout(const ProgressView& view, uint64_t idleNs);
   void checkSibling(uint64_t nowNs);
+  // How the rank's process ended: by itself, or killed by this monitor.
+  enum class RankEnd { kByItself, kKilledByMonitor };
   // The rank's process ended: records it unless it had finished.
-  int onRankEnded(bool killedByMonitor);
+  int onRankEnded(RankEnd end);
   int cleanExit(const char* why);
   int fail(const std::string& why);
   // Runs `step` until it succeeds or the store timeout passes (rethrows then).

@@ -69,7 +69,7 @@ int runMonitor(rm::MonitorConfig config) {
     options.name = "monitor of rank " + std::to_string(config.rank) + " (" + options.name + ")";
     if (config.blackboxDir.empty()) {
       config.blackboxDir =
-          resilient::config::Params::global().string(resilient::config::Param::kBlackboxDir);
+          resilient::config::Params::global().get<resilient::config::kBlackboxDir>();
     }
     resilient::restart::protocol::StatusPageMapping page =
         resilient::restart::protocol::StatusPageMapping::attach(config.statusFd);

@@ -4,19 +4,18 @@
 
 namespace resilient::restart::monitor {
 
-SiblingMonitor::SiblingMonitor(store::Store& store, const protocol::JobKeys& keys, int self,
-                               int worldSize, store::Millis heartbeatTimeout, uint64_t startMonoNs,
-                               store::Timeout callTimeout)
+SiblingMonitor::SiblingMonitor(store::Store& store, const protocol::JobKeys& keys,
+                               const SiblingMonitorOptions& options)
     : store_(store),
       keys_(keys),
-      self_(self),
-      worldSize_(worldSize),
-      heartbeatTimeoutNs_(static_cast<uint64_t>(heartbeatTimeout.count()) * 1000000),
-      startNs_(startMonoNs),
-      timeout_(callTimeout),
-      seen_(static_cast<size_t>(worldSize), false),
-      terminated_(static_cast<size_t>(worldSize), false),
-      watched_(worldSize > 1 ? (self + 1) % worldSize : -1) {}
+      self_(options.self),
+      worldSize_(options.worldSize),
+      heartbeatTimeoutNs_(static_cast<uint64_t>(options.heartbeatTimeout.count()) * 1000000),
+      startNs_(options.startMonoNs),
+      timeout_(options.callTimeout),
+      seen_(static_cast<size_t>(worldSize_), false),
+      terminated_(static_cast<size_t>(worldSize_), false),
+      watched_(worldSize_ > 1 ? (self_ + 1) % worldSize_ : -1) {}
 
 bool SiblingMonitor::countsAsMissing(int rank, uint64_t nowMonoNs) const {
   return seen_[static_cast<size_t>(rank)] || nowMonoNs >= startNs_ + heartbeatTimeoutNs_;

@@ -16,10 +16,18 @@
 
 namespace resilient::restart::monitor {
 
+struct SiblingMonitorOptions {
+  int self = 0;       // this monitor's rank
+  int worldSize = 0;  // the job's initial world size
+  store::Millis heartbeatTimeout{0};
+  uint64_t startMonoNs = 0;  // when the monitor started (monotonicNs)
+  store::Timeout callTimeout{};
+};
+
 class SiblingMonitor {
  public:
-  SiblingMonitor(store::Store& store, const protocol::JobKeys& keys, int self, int worldSize,
-                 store::Millis heartbeatTimeout, uint64_t startMonoNs, store::Timeout callTimeout);
+  SiblingMonitor(store::Store& store, const protocol::JobKeys& keys,
+                 const SiblingMonitorOptions& options);
 
   // One check (one get; a multiGet when the watched heartbeat is missing).
   // Returns the unresponsive ranks, ascending (usually none). Throws

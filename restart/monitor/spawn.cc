@@ -84,8 +84,17 @@ void closeAllBut(int keepA, int keepB) {
   closeRange(next, ~0u);
 }
 
-[[noreturn]] void execMonitor(int pipeFd, int statusFd, int logFd, const char* path,
-                              char* const* argv) {
+// The descriptors the monitor's exec deals with.
+struct ExecFds {
+  int pipe = -1;    // where failures are reported to the spawner
+  int status = -1;  // the status page, left open for the monitor
+  int log = -1;     // becomes stderr when >= 0
+};
+
+[[noreturn]] void execMonitor(ExecFds fds, const char* path, char* const* argv) {
+  const int pipeFd = fds.pipe;
+  const int statusFd = fds.status;
+  const int logFd = fds.log;
   sigset_t all;
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -180,7 +189,8 @@ pid_t spawnMonitor(const MonitorConfig& given, const std::string& executable) {
       ::_exit(127);
     }
     if (second == 0) {
-      execMonitor(fds[1], config.statusFd, logFd.get(), path.c_str(), argv.data());
+      execMonitor({.pipe = fds[1], .status = config.statusFd, .log = logFd.get()}, path.c_str(),
+                  argv.data());
     }
     report(fds[1], kPid, second);
     ::_exit(0);

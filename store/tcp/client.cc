@@ -146,7 +146,7 @@ class TcpStoreClient::ServerConnection {
 
  private:
   void readLoop() {
-    FrameDecoder decoder(maxFrame_, true);
+    FrameDecoder decoder(maxFrame_, FrameKind::kReply);
     for (;;) {
       char* buf = decoder.writable(size_t{64} * 1024);
       const ssize_t n = ::recv(fd_.get(), buf, size_t{64} * 1024, 0);
@@ -221,7 +221,7 @@ TcpStoreClient::TcpStoreClient(std::string host, uint16_t port, ClientOptions op
       options_(std::move(options)),
       target_(formatHostPort(host_, port_)) {
   std::lock_guard<std::mutex> lock(connectMu_);
-  conn_ = connectWithRetries(SteadyClock::now() + options_.connectTimeout, true);
+  conn_ = connectWithRetries(SteadyClock::now() + options_.connectTimeout, Connecting::kInitial);
   instance_ = conn_->instance();
 }
 
@@ -324,7 +324,7 @@ TcpStoreClient::Attempt TcpStoreClient::connectOnce(TimePoint deadline) {
 }
 
 std::shared_ptr<TcpStoreClient::ServerConnection> TcpStoreClient::connectWithRetries(
-    TimePoint deadline, bool initial) {
+    TimePoint deadline, Connecting connecting) {
   Backoff backoff(options_.backoffInitial, options_.backoffMax);
   const auto start = SteadyClock::now();
   for (;;) {
@@ -339,7 +339,7 @@ std::shared_ptr<TcpStoreClient::ServerConnection> TcpStoreClient::connectWithRet
       case Attempt::Outcome::kAuth: throw AuthRefused(a.error);
       case Attempt::Outcome::kIncompatible: throw ProtocolError(a.error);
       case Attempt::Outcome::kRefused:
-        if (!initial) {
+        if (connecting == Connecting::kReconnect) {
           // The same server instance cannot come back on a refused port.
           throw ConnectionLost("store server " + target_ + " is gone: " + a.error);
         }
@@ -379,7 +379,7 @@ std::shared_ptr<TcpStoreClient::ServerConnection> TcpStoreClient::connection(Tim
            reason.c_str());
   std::shared_ptr<ServerConnection> fresh;
   try {
-    fresh = connectWithRetries(until, false);
+    fresh = connectWithRetries(until, Connecting::kReconnect);
   } catch (const ConnectionLost& e) {
     throw ConnectionLost("connection to store server " + target_ + " lost (" + reason +
                          ") and not re-established: " + e.what());
@@ -394,8 +394,8 @@ std::shared_ptr<TcpStoreClient::ServerConnection> TcpStoreClient::connection(Tim
   return conn_;
 }
 
-Response TcpStoreClient::call(StoreRequest& req, Timeout timeout, bool idempotent,
-                              bool serverTimed) {
+Response TcpStoreClient::call(StoreRequest& req, Timeout timeout, CallMode mode) {
+  const bool serverTimed = mode.serverTimed;
   const Millis ms = timeout.orDefault(options_.defaultTimeout);
   const TimePoint start = SteadyClock::now();
   const TimePoint serverDeadline = start + ms;
@@ -450,7 +450,7 @@ Response TcpStoreClient::call(StoreRequest& req, Timeout timeout, bool idempoten
     }
     const std::string reason = call->lostReason;
     lock.unlock();
-    if (!idempotent) {
+    if (!mode.idempotent) {
       throw ConnectionLost("connection to store server " + target_ + " lost during " +
                            opName(req.op) + " (" + reason +
                            "); the request may or may not have been applied");
@@ -496,7 +496,7 @@ Response checked(Response r, Millis timeout) {
 void TcpStoreClient::ping(Timeout timeout) {
   StoreRequest req;
   req.op = Op::kPing;
-  checked(call(req, timeout, true, false), Millis(0));
+  checked(call(req, timeout, {.idempotent = true}), Millis(0));
 }
 
 void TcpStoreClient::set(std::string_view key, std::string_view value, Timeout timeout) {
@@ -506,7 +506,7 @@ void TcpStoreClient::set(std::string_view key, std::string_view value, Timeout t
   req.op = Op::kSet;
   req.key = key;
   req.value = value;
-  checked(call(req, timeout, true, false), Millis(0));
+  checked(call(req, timeout, {.idempotent = true}), Millis(0));
 }
 
 void TcpStoreClient::setExpiring(std::string_view key, std::string_view value, Millis ttl,
@@ -518,7 +518,7 @@ void TcpStoreClient::setExpiring(std::string_view key, std::string_view value, M
   req.key = key;
   req.value = value;
   req.number = std::max<int64_t>(ttl.count(), 1);
-  checked(call(req, timeout, true, false), Millis(0));
+  checked(call(req, timeout, {.idempotent = true}), Millis(0));
 }
 
 std::optional<std::string> TcpStoreClient::get(std::string_view key, Timeout timeout) {
@@ -526,7 +526,7 @@ std::optional<std::string> TcpStoreClient::get(std::string_view key, Timeout tim
   StoreRequest req;
   req.op = Op::kGet;
   req.key = key;
-  return checked(call(req, timeout, true, false), Millis(0)).value;
+  return checked(call(req, timeout, {.idempotent = true}), Millis(0)).value;
 }
 
 int64_t TcpStoreClient::add(std::string_view key, int64_t delta, Timeout timeout) {
@@ -535,7 +535,7 @@ int64_t TcpStoreClient::add(std::string_view key, int64_t delta, Timeout timeout
   req.op = Op::kAdd;
   req.key = key;
   req.number = delta;
-  return checked(call(req, timeout, false, false), Millis(0)).number;
+  return checked(call(req, timeout, {.idempotent = false}), Millis(0)).number;
 }
 
 CasResult TcpStoreClient::compareSet(std::string_view key, std::optional<std::string_view> expected,
@@ -550,14 +550,14 @@ CasResult TcpStoreClient::compareSet(std::string_view key, std::optional<std::st
     req.expected = std::string(*expected);
   }
   req.value = desired;
-  Response r = checked(call(req, timeout, false, false), Millis(0));
+  Response r = checked(call(req, timeout, {.idempotent = false}), Millis(0));
   return {r.flag, std::move(r.value)};
 }
 
 std::vector<std::optional<std::string>> TcpStoreClient::multiGet(
     const std::vector<std::string>& keys, Timeout timeout) {
   StoreRequest req = keysRequest(Op::kMultiGet, keys);
-  Response r = checked(call(req, timeout, true, false), Millis(0));
+  Response r = checked(call(req, timeout, {.idempotent = true}), Millis(0));
   if (r.values.size() != keys.size()) {
     throw ProtocolError("multiGet of " + std::to_string(keys.size()) + " keys answered with " +
                         std::to_string(r.values.size()) + " values");
@@ -573,7 +573,7 @@ void TcpStoreClient::multiSet(const std::vector<KeyValue>& pairs, Timeout timeou
   StoreRequest req;
   req.op = Op::kMultiSet;
   req.pairs = pairs;
-  checked(call(req, timeout, true, false), Millis(0));
+  checked(call(req, timeout, {.idempotent = true}), Millis(0));
 }
 
 bool TcpStoreClient::remove(std::string_view key, Timeout timeout) {
@@ -581,7 +581,7 @@ bool TcpStoreClient::remove(std::string_view key, Timeout timeout) {
   StoreRequest req;
   req.op = Op::kRemove;
   req.key = key;
-  return checked(call(req, timeout, false, false), Millis(0)).flag;
+  return checked(call(req, timeout, {.idempotent = false}), Millis(0)).flag;
 }
 
 uint64_t TcpStoreClient::removePrefix(std::string_view prefix, Timeout timeout) {
@@ -591,17 +591,19 @@ uint64_t TcpStoreClient::removePrefix(std::string_view prefix, Timeout timeout) 
   StoreRequest req;
   req.op = Op::kRemovePrefix;
   req.key = prefix;
-  return static_cast<uint64_t>(checked(call(req, timeout, false, false), Millis(0)).number);
+  return static_cast<uint64_t>(
+      checked(call(req, timeout, {.idempotent = false}), Millis(0)).number);
 }
 
 bool TcpStoreClient::check(const std::vector<std::string>& keys, Timeout timeout) {
   StoreRequest req = keysRequest(Op::kCheck, keys);
-  return checked(call(req, timeout, true, false), Millis(0)).flag;
+  return checked(call(req, timeout, {.idempotent = true}), Millis(0)).flag;
 }
 
 void TcpStoreClient::wait(const std::vector<std::string>& keys, Timeout timeout) {
   StoreRequest req = keysRequest(Op::kWait, keys);
-  checked(call(req, timeout, true, true), timeout.orDefault(options_.defaultTimeout));
+  checked(call(req, timeout, {.idempotent = true, .serverTimed = true}),
+          timeout.orDefault(options_.defaultTimeout));
 }
 
 BarrierResult TcpStoreClient::barrier(const BarrierArrival& arrival, Timeout timeout) {
@@ -609,7 +611,7 @@ BarrierResult TcpStoreClient::barrier(const BarrierArrival& arrival, Timeout tim
   StoreRequest req;
   req.op = Op::kBarrier;
   req.arrival = arrival;
-  Response r = call(req, timeout, true, arrival.waitForRelease);
+  Response r = call(req, timeout, {.idempotent = true, .serverTimed = arrival.waitForRelease});
   if (r.status == ReplyStatus::kBarrierStale) {
     throw BarrierStale(arrival.name, arrival.generation);
   }

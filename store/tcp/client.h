@@ -63,10 +63,18 @@ class TcpStoreClient final : public Store {
   class ServerConnection;
   struct Attempt;
 
-  Response call(StoreRequest& req, Timeout timeout, bool idempotent, bool serverTimed);
+  // How call() may treat a request.
+  struct CallMode {
+    bool idempotent = false;   // may be sent again after the connection broke
+    bool serverTimed = false;  // the server waits (up to the request's timeout) before replying
+  };
+  // The first connection, or a reconnection to the same server instance.
+  enum class Connecting { kInitial, kReconnect };
+
+  Response call(StoreRequest& req, Timeout timeout, CallMode mode);
   std::shared_ptr<ServerConnection> connection(TimePoint deadline);
   Attempt connectOnce(TimePoint deadline);
-  std::shared_ptr<ServerConnection> connectWithRetries(TimePoint deadline, bool initial);
+  std::shared_ptr<ServerConnection> connectWithRetries(TimePoint deadline, Connecting connecting);
 
   const std::string host_;
   const uint16_t port_;

@@ -4,8 +4,8 @@
 
 namespace resilient::store::tcp {
 
-FrameDecoder::FrameDecoder(size_t maxFrameBytes, bool replies)
-    : maxFrameBytes_(maxFrameBytes), replies_(replies) {}
+FrameDecoder::FrameDecoder(size_t maxFrameBytes, FrameKind kind)
+    : maxFrameBytes_(maxFrameBytes), kind_(kind) {}
 
 char* FrameDecoder::writable(size_t min) {
   if (begin_ == end_) {
@@ -54,7 +54,7 @@ std::optional<Frame> FrameDecoder::next() {
   if (in.size() < kFrameHeaderBytes) {
     return std::nullopt;
   }
-  const FrameHeader h = decodeFrameHeader(in, maxFrameBytes_, replies_);
+  const FrameHeader h = decodeFrameHeader(in, maxFrameBytes_, kind_);
   if (in.size() - kFrameHeaderBytes < h.length) {
     return std::nullopt;
   }

@@ -20,8 +20,7 @@ struct Frame {
 
 class FrameDecoder {
  public:
-  // `replies`: decode server replies (client side) rather than requests.
-  FrameDecoder(size_t maxFrameBytes, bool replies);
+  FrameDecoder(size_t maxFrameBytes, FrameKind kind);
 
   // Space to receive into (at least `min` bytes); then commit() what arrived.
   char* writable(size_t min);
@@ -46,7 +45,7 @@ class FrameDecoder {
   size_t begin_ = 0;
   size_t end_ = 0;
   size_t maxFrameBytes_;
-  bool replies_;
+  FrameKind kind_;
 };
 
 }  // namespace resilient::store::tcp

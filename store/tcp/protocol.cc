@@ -211,7 +211,7 @@ void encodeFrameHeader(const FrameHeader& h, std::string* out) {
   w.u64(h.id);
 }
 
-FrameHeader decodeFrameHeader(std::string_view in, size_t maxFrameBytes, bool reply) {
+FrameHeader decodeFrameHeader(std::string_view in, size_t maxFrameBytes, FrameKind kind) {
   WireReader r(in.substr(0, kFrameHeaderBytes));
   FrameHeader h;
   h.length = r.u32();
@@ -220,7 +220,7 @@ FrameHeader decodeFrameHeader(std::string_view in, size_t maxFrameBytes, bool re
   const uint16_t reserved = r.u16();
   h.id = r.u64();
   const bool isReply = (h.op & kReplyBit) != 0;
-  if (isReply != reply || !validOp(static_cast<uint8_t>(h.op & ~kReplyBit))) {
+  if (isReply != (kind == FrameKind::kReply) || !validOp(static_cast<uint8_t>(h.op & ~kReplyBit))) {
     throw ProtocolError("bad opcode " + std::to_string(h.op));
   }
   if (flags != 0 || reserved != 0) {

@@ -139,9 +139,12 @@ std::optional<Hello> decodeHello(std::string_view in, size_t* consumed);
 std::optional<HelloReply> decodeHelloReply(std::string_view in);
 
 void encodeFrameHeader(const FrameHeader& h, std::string* out);
-// ProtocolError on a bad opcode, non-zero flags/reserved or a length over
-// maxFrameBytes. `in` must hold kFrameHeaderBytes.
-FrameHeader decodeFrameHeader(std::string_view in, size_t maxFrameBytes, bool reply);
+// What a side of the connection reads: the server requests, a client replies.
+enum class FrameKind { kRequest, kReply };
+
+// ProtocolError on an opcode that is not of `kind`, non-zero flags/reserved or
+// a length over maxFrameBytes. `in` must hold kFrameHeaderBytes.
+FrameHeader decodeFrameHeader(std::string_view in, size_t maxFrameBytes, FrameKind kind);
 
 // A whole frame (header + payload) appended to `out`.
 void encodeRequest(const StoreRequest& req, std::string* out);

@@ -99,7 +99,7 @@ class StoreServer::Service {
     FileDescriptor fd;
     bool closed = false;
     State state = State::kHello;
-    FrameDecoder decoder{kDefaultMaxFrameBytes, false};
+    FrameDecoder decoder{kDefaultMaxFrameBytes, FrameKind::kRequest};
     std::string out;
     size_t outOffset = 0;
     bool writeArmed = false;

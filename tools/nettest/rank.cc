@@ -244,7 +244,11 @@ int runRank(const Config& c, const he::Environment& env) {
             errors += e;
           }
         }
-        rows.push_back(he::makeSizeResult(c.pattern, world, size, slowest, errors));
+        rows.push_back(he::makeSizeResult({.pattern = c.pattern,
+                                           .nranks = world,
+                                           .bytes = size,
+                                           .seconds = slowest,
+                                           .errors = errors}));
         if (rank == 0) {
           std::printf("%s\n", he::tableRow(c.pattern, rows.back()).c_str());
           std::fflush(stdout);

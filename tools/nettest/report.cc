@@ -238,7 +238,11 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
     std::vector<he::SizeResult> table;
     for (const auto& [bytes, v] : bySize) {
       if (seen[bytes] == survivors) {
-        table.push_back(he::makeSizeResult(c.pattern, n, bytes, v.first, v.second));
+        table.push_back(he::makeSizeResult({.pattern = c.pattern,
+                                            .nranks = n,
+                                            .bytes = bytes,
+                                            .seconds = v.first,
+                                            .errors = v.second}));
         rows.push_back(rowJson(c.pattern, table.back()));
       }
     }

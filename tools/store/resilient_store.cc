@@ -68,8 +68,8 @@ std::string servedHost(const std::string& listenHost) {
   return listenHost;
 }
 
-int serve(const std::string& listen, const std::string& token, size_t maxConnections,
-          size_t maxFrameBytes, int sendThreads) {
+// Serves on `listen` (HOST:PORT) with `options` (their host and port are taken from `listen`).
+int serve(const std::string& listen, tcp::ServerOptions options) {
   // Block the stop signals before the server thread exists, then wait for one.
   sigset_t stopSignals;
   sigemptyset(&stopSignals);
@@ -78,17 +78,12 @@ int serve(const std::string& listen, const std::string& token, size_t maxConnect
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
 
   const HostPort hp = store::valueOrThrow(parseHostPort(listen, "0.0.0.0"));
-  tcp::ServerOptions options;
   options.host = hp.host;
   options.port = hp.port;
-  options.token = token;
-  options.maxConnections = maxConnections;
-  options.maxFrameBytes = maxFrameBytes;
-  options.sendThreads = sendThreads;
   tcp::StoreServer server(options);
   std::printf("resilient-store serving tcp://%s (bound %s, token %s)\n",
               formatHostPort(servedHost(hp.host), server.port()).c_str(), server.address().c_str(),
-              token.empty() ? "not checked" : "required");
+              options.token.empty() ? "not checked" : "required");
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stopSignals, &sig);
@@ -203,14 +198,17 @@ int run(int argc, char** argv) {
   if (!tokenFile.empty()) {
     token = readTokenFile(tokenFile);
   } else if (token.empty()) {
-    token = config::Params::global().string(config::Param::kJobToken);
+    token = config::Params::global().get<config::kJobToken>();
   }
   if (client->parsed()) {
     ClientOptions options = ClientOptions::fromParams();
     options.token = token;
     return runClient(url, options, args, timeoutMs, noWait);
   }
-  return serve(listen, token, maxConnections, maxFrameBytes, sendThreads);
+  return serve(listen, {.token = token,
+                        .maxFrameBytes = maxFrameBytes,
+                        .maxConnections = maxConnections,
+                        .sendThreads = sendThreads});
 }
 
 }  // namespace

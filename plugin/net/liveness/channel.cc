@@ -108,7 +108,7 @@ void Channel::attachConnector(ConnectionRecord& conn, const HandleTrailer& trail
     }
   }
   if (link == nullptr) {
-    auto fresh = std::make_unique<PeerLink>(options_.policy, true, peer);
+    auto fresh = std::make_unique<PeerLink>(options_.policy, PeerLink::Origin::kOutgoing, peer);
     fresh->state.setPid(trailer.pid);
     link = fresh.get();
     links_.push_back(std::move(fresh));
@@ -262,7 +262,7 @@ void Channel::handleListener(uint64_t now) {
       return;  // EAGAIN, or a transient error: the listener stays armed
     }
     (void)applySocketOptions(fd.get(), kLinkOptions);
-    auto link = std::make_unique<PeerLink>(options_.policy, false, peer);
+    auto link = std::make_unique<PeerLink>(options_.policy, PeerLink::Origin::kAccepted, peer);
     if (!events_->add(fd.get(), EventLoop::kReadable, link.get()).ok()) {
       continue;  // closed by FileDescriptor
     }

@@ -2,10 +2,10 @@
 
 namespace resilient::net::liveness {
 
-PeerLink::PeerLink(const Policy& policy, bool isOutgoing, const SocketAddress& peerAddress)
-    : outgoing(isOutgoing),
+PeerLink::PeerLink(const Policy& policy, Origin origin, const SocketAddress& peerAddress)
+    : outgoing(origin == Origin::kOutgoing),
       address(peerAddress),
-      state(policy, isOutgoing ? PeerState::Phase::kConnecting : PeerState::Phase::kUp,
+      state(policy, outgoing ? PeerState::Phase::kConnecting : PeerState::Phase::kUp,
             peerAddress.toString()) {}
 
 std::string describePeer(const ConnectionRecord& conn) {

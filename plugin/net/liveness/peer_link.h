@@ -26,8 +26,10 @@
 namespace resilient::net::liveness {
 
 struct PeerLink {
+  enum class Origin { kOutgoing, kAccepted };
+
   // An outgoing link starts connecting; an accepted one is up.
-  PeerLink(const Policy& policy, bool isOutgoing, const SocketAddress& peerAddress);
+  PeerLink(const Policy& policy, Origin origin, const SocketAddress& peerAddress);
 
   const bool outgoing;  // we connected (and say goodbye when done); else accepted
   const SocketAddress address;

@@ -21,7 +21,8 @@ class TransportV6 final : public Shim<ncclNet_v6_t> {
 
   Status connect(void* /*ctx*/, int dev, void* handle, void** sendComm) override {
     *sendComm = nullptr;
-    return closeOnError(check(net_->connect(dev, handle, sendComm), "connect"), sendComm, true);
+    return closeOnError(check(net_->connect(dev, handle, sendComm), "connect"), sendComm,
+                        Side::kSend);
   }
 };
 

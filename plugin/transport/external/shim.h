@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
 #include "nccl/net_common.h"
 #include "nccl/result.h"
-#include "common/status.h"
 #include "plugin/transport/external/external_transport.h"
 
 namespace resilient::transport::external {
@@ -194,7 +194,7 @@ class Shim : public ExternalTransport {
     } else {
       s = check(net_->accept(listenComm, recvComm), "accept");
     }
-    return closeOnError(std::move(s), recvComm, false);
+    return closeOnError(std::move(s), recvComm, Side::kRecv);
   }
 
   Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
@@ -325,13 +325,16 @@ class Shim : public ExternalTransport {
     if (s.ok() && devHandle != nullptr) {
       s = refuse("connect", kOffloadRefused);
     }
-    return closeOnError(std::move(s), sendComm, true);
+    return closeOnError(std::move(s), sendComm, Side::kSend);
   }
 
+  // Which comm closeOnError closes: connect's send comm or accept's receive comm.
+  enum class Side { kSend, kRecv };
+
   // Closes the comm a failed connect (send) or accept produced.
-  Status closeOnError(Status s, void** comm, bool send) {
+  Status closeOnError(Status s, void** comm, Side side) {
     if (!s.ok() && *comm != nullptr) {
-      (void)(send ? net_->closeSend(*comm) : net_->closeRecv(*comm));
+      (void)(side == Side::kSend ? net_->closeSend(*comm) : net_->closeRecv(*comm));
       *comm = nullptr;
     }
     return s;

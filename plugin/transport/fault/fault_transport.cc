@@ -259,9 +259,10 @@ uint64_t FaultTransport::paceCompletion(RuleState& state, uint64_t rateBytesPerS
 
 // ---- comms -----------------------------------------------------------------
 
-std::unique_ptr<FaultTransport::Comm> FaultTransport::makeComm(void* innerComm, bool isSend,
-                                                               int dev, const Endpoint& local,
+std::unique_ptr<FaultTransport::Comm> FaultTransport::makeComm(void* innerComm, Side side, int dev,
+                                                               const Endpoint& local,
                                                                const Endpoint& peer) {
+  const bool isSend = side == Side::kSend;
   auto comm = std::make_unique<Comm>();
   comm->inner = innerComm;
   comm->isSend = isSend;
@@ -344,18 +345,19 @@ Status FaultTransport::inject(Comm& comm, size_t ruleSlot) {
   return comm.failed;
 }
 
-std::unique_ptr<FaultTransport::Comm> FaultTransport::wrapAdmitted(void* innerComm, bool isSend,
+std::unique_ptr<FaultTransport::Comm> FaultTransport::wrapAdmitted(void* innerComm, Side side,
                                                                    int dev) {
   Endpoint local;
   Endpoint peer;
   const bool haveEndpoints = inner_->endpoints(innerComm, &local, &peer);
-  std::unique_ptr<Comm> comm = makeComm(innerComm, isSend, dev, local, peer);
+  std::unique_ptr<Comm> comm = makeComm(innerComm, side, dev, local, peer);
   comm->haveEndpoints = haveEndpoints;
   return comm;
 }
 
-Status FaultTransport::admit(void* innerComm, bool isSend, int dev, const void* handle,
+Status FaultTransport::admit(void* innerComm, Side side, int dev, const void* handle,
                              Listen* listen, void** out) {
+  const bool isSend = side == Side::kSend;
   Endpoint local;
   Endpoint peer;
   const bool haveEndpoints = inner_->endpoints(innerComm, &local, &peer);
@@ -408,7 +410,7 @@ Status FaultTransport::admit(void* innerComm, bool isSend, int dev, const void* 
                : remoteError(message, peer.text);
   }
 
-  std::unique_ptr<Comm> comm = makeComm(innerComm, isSend, dev, local, peer);
+  std::unique_ptr<Comm> comm = makeComm(innerComm, side, dev, local, peer);
   comm->haveEndpoints = haveEndpoints;
   if (acting != connectRules_.size()) {
     // kClose: the connection is handed out already closed; every call on it fails.
@@ -455,7 +457,7 @@ Status FaultTransport::connect(void* ctx, int dev, void* handle, void** sendComm
     }
   }
   if (resumed != nullptr) {
-    *sendComm = wrapAdmitted(resumed, true, dev).release();
+    *sendComm = wrapAdmitted(resumed, Side::kSend, dev).release();
     return {};
   }
   void* innerComm = nullptr;
@@ -463,7 +465,7 @@ Status FaultTransport::connect(void* ctx, int dev, void* handle, void** sendComm
   if (innerComm == nullptr) {
     return {};
   }
-  return admit(innerComm, true, dev, handle, nullptr, sendComm);
+  return admit(innerComm, Side::kSend, dev, handle, nullptr, sendComm);
 }
 
 Status FaultTransport::accept(void* listenComm, void** recvComm) {
@@ -481,7 +483,7 @@ Status FaultTransport::accept(void* listenComm, void** recvComm) {
     }
     void* resumed = l->parked;
     l->parked = nullptr;
-    *recvComm = wrapAdmitted(resumed, false, l->dev).release();
+    *recvComm = wrapAdmitted(resumed, Side::kRecv, l->dev).release();
     return {};
   }
   void* innerComm = nullptr;
@@ -489,7 +491,7 @@ Status FaultTransport::accept(void* listenComm, void** recvComm) {
   if (innerComm == nullptr) {
     return {};
   }
-  return admit(innerComm, false, l->dev, nullptr, l, recvComm);
+  return admit(innerComm, Side::kRecv, l->dev, nullptr, l, recvComm);
 }
 
 Status FaultTransport::regMr(void* comm, void* data, size_t size, int type, void** mhandle) {

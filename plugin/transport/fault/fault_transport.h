@@ -92,13 +92,15 @@ class FaultTransport final : public Transport {
   static uint64_t paceCompletion(RuleState& state, uint64_t rateBytesPerS, uint64_t nowNs,
                                  uint64_t bytes);
 
-  std::unique_ptr<Comm> makeComm(void* innerComm, bool isSend, int dev, const Endpoint& local,
+  // Which end of a connection a comm is: connect's send comm, accept's receive comm.
+  enum class Side { kSend, kRecv };
+
+  std::unique_ptr<Comm> makeComm(void* innerComm, Side side, int dev, const Endpoint& local,
                                  const Endpoint& peer);
   // makeComm with the inner comm's endpoints.
-  std::unique_ptr<Comm> wrapAdmitted(void* innerComm, bool isSend, int dev);
+  std::unique_ptr<Comm> wrapAdmitted(void* innerComm, Side side, int dev);
   // Applies the connect/accept rules to a comm the inner transport produced.
-  Status admit(void* innerComm, bool isSend, int dev, const void* handle, Listen* listen,
-               void** out);
+  Status admit(void* innerComm, Side side, int dev, const void* handle, Listen* listen, void** out);
   // Evaluates the comm's rules that watch `op` for this call: the slot of the
   // first call fault (error, close) that acts, or comm.rules.size() when none;
   // *dataFaults gets one bit per other rule that acts (stall, delay, slow).

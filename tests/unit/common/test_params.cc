@@ -1,5 +1,7 @@
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -18,34 +20,29 @@ bool isEven(std::string_view s) {
 
 // A registry of every type, independent of the real knobs.
 const ParamSpec kSpecs[] = {
-    {.id = 0,
-     .name = "NCCL_RESILIENT_TIMEOUT_MS",
+    {.name = "NCCL_RESILIENT_TIMEOUT_MS",
      .type = ParamType::kInt,
      .defaultValue = "2000",
      .min = 1,
      .max = 60000,
      .unit = "ms",
      .doc = "a timeout"},
-    {.id = 1,
-     .name = "NCCL_RESILIENT_ENABLE",
+    {.name = "NCCL_RESILIENT_ENABLE",
      .type = ParamType::kBool,
      .defaultValue = "1",
      .doc = "a switch"},
-    {.id = 2,
-     .name = "NCCL_RESILIENT_MODE",
+    {.name = "NCCL_RESILIENT_MODE",
      .type = ParamType::kEnum,
      .defaultValue = "fast",
      .choices = "fast|safe|off",
      .doc = "a mode"},
-    {.id = 3,
-     .name = "NCCL_RESILIENT_LEVEL",
+    {.name = "NCCL_RESILIENT_LEVEL",
      .type = ParamType::kEnum,
      .defaultValue = "WARN",
      .choices = "NONE|WARN|INFO",
      .inherits = "NCCL_DEBUG",
      .doc = "inherits NCCL_DEBUG"},
-    {.id = 4,
-     .name = "NCCL_RESILIENT_EVEN",
+    {.name = "NCCL_RESILIENT_EVEN",
      .type = ParamType::kString,
      .defaultValue = "2",
      .validate = isEven,
@@ -259,10 +256,12 @@ TEST_CASE("params: malformed conf-file lines are warnings", "[common][params]") 
 
 TEST_CASE("the real registry is well formed", "[common][params]") {
   const auto specs = registry();
-  REQUIRE(specs.size() == static_cast<size_t>(Param::kCount));
+  REQUIRE(specs.size() == kAllKnobs.size());
   std::set<std::string> names;
-  for (const ParamSpec& s : specs) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& s = specs[i];
     CAPTURE(s.name);
+    CHECK(s.name == kAllKnobs[i]->name);
     CHECK(std::string(s.name).rfind("NCCL_RESILIENT_", 0) == 0);
     CHECK(names.insert(s.name).second);
     CHECK(std::string(s.doc).size() > 10);
@@ -273,4 +272,31 @@ TEST_CASE("the real registry is well formed", "[common][params]") {
   // Every default is accepted by its own type: resolving nothing warns about nothing.
   const Params p(specs, ConfigSources{});
   CHECK(p.warnings().empty());
+}
+
+// Each knob reads as its own type; there is no way to read it as another.
+static_assert(std::is_same_v<decltype(Params::global().get<kLivenessTimeoutMs>()), int64_t>);
+static_assert(std::is_same_v<decltype(Params::global().get<kProfiler>()), bool>);
+static_assert(std::is_same_v<decltype(Params::global().get<kInner>()), const std::string&>);
+static_assert(std::is_same_v<decltype(Params::global().get<kLogLevel>()), resilient::log::Level>);
+static_assert(std::is_same_v<decltype(Params::global().get<kSocketFamily>()), SocketFamily>);
+
+TEST_CASE("params: a knob reads as its type", "[common][params]") {
+  const char* envp[] = {"NCCL_RESILIENT_LIVENESS_TIMEOUT_MS=2500",   "NCCL_RESILIENT_PROFILER=off",
+                        "NCCL_RESILIENT_INNER=libnccl-net-other.so", "NCCL_DEBUG=INFO",
+                        "NCCL_RESILIENT_SOCKET_FAMILY=af_inet6",     nullptr};
+  const Params p(registry(), ConfigSources::fromEnvironment(envp, "", "/nonexistent/nccl.conf"));
+  CHECK(p.warnings().empty());
+  CHECK(p.get<kLivenessTimeoutMs>() == 2500);
+  CHECK_FALSE(p.get<kProfiler>());
+  CHECK(p.get<kProfilerProxySteps>());  // default
+  CHECK(p.get<kInner>() == "libnccl-net-other.so");
+  CHECK(p.get<kLogLevel>() == resilient::log::Level::kInfo);
+  CHECK(p.get<kSocketFamily>() == SocketFamily::kInet6);
+  CHECK(p.get<kRestartJob>() == "default");
+}
+
+TEST_CASE("params: get refuses Params resolved from other specs", "[common][params]") {
+  Fixture fx;
+  CHECK_THROWS_AS(fx.resolve().get<kProfiler>(), std::logic_error);
 }

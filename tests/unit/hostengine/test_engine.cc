@@ -53,8 +53,10 @@ std::vector<RankRun> runRanks(int n, he::Pattern pattern, const std::vector<size
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       RankRun& run = runs[static_cast<size_t>(r)];
-      auto client = he::RendezvousClient::connect(*address, static_cast<uint32_t>(r),
-                                                  static_cast<uint32_t>(n), kToken, 10000);
+      auto client = he::RendezvousClient::connect(*address, {.rank = static_cast<uint32_t>(r),
+                                                             .worldSize = static_cast<uint32_t>(n),
+                                                             .token = kToken,
+                                                             .timeoutMs = 10000});
       if (!client.ok()) {
         he::Fault f;
         f.call = "rendezvous";
@@ -117,11 +119,14 @@ TEST_CASE("pieces split whole units, at most maxPieces, none below the minimum",
           "[hostengine][pipeline]") {
   char buffer[1000];
   he::Piece p[he::kMaxPieces];
-  CHECK(he::splitPieces(buffer, 0, 4, 64, 8, nullptr, p) == 1);
+  CHECK(he::splitPieces({.data = buffer, .bytes = 0},
+                        {.unit = 4, .minPieceBytes = 64, .maxPieces = 8}, p) == 1);
   CHECK(p[0].bytes == 0);
-  CHECK(he::splitPieces(buffer, 100, 4, 64, 8, nullptr, p) == 1);
+  CHECK(he::splitPieces({.data = buffer, .bytes = 100},
+                        {.unit = 4, .minPieceBytes = 64, .maxPieces = 8}, p) == 1);
   CHECK(p[0].bytes == 100);
-  const int n = he::splitPieces(buffer, 1000, 4, 100, 8, nullptr, p);
+  const int n = he::splitPieces({.data = buffer, .bytes = 1000},
+                                {.unit = 4, .minPieceBytes = 100, .maxPieces = 8}, p);
   CHECK(n == 8);
   size_t at = 0;
   for (int i = 0; i < n; ++i) {
@@ -131,9 +136,12 @@ TEST_CASE("pieces split whole units, at most maxPieces, none below the minimum",
     at += p[i].bytes;
   }
   CHECK(at == 1000);
-  CHECK(he::splitPieces(buffer, 1000, 1, 300, 8, nullptr, p) == 3);
-  CHECK(he::splitPieces(buffer, 1000, 1, 1, 1, nullptr, p) == 1);
-  CHECK(he::splitPieces(buffer, 1001, 4, 1, 8, nullptr, p) == 8);
+  CHECK(he::splitPieces({.data = buffer, .bytes = 1000},
+                        {.unit = 1, .minPieceBytes = 300, .maxPieces = 8}, p) == 3);
+  CHECK(he::splitPieces({.data = buffer, .bytes = 1000},
+                        {.unit = 1, .minPieceBytes = 1, .maxPieces = 1}, p) == 1);
+  CHECK(he::splitPieces({.data = buffer, .bytes = 1001},
+                        {.unit = 4, .minPieceBytes = 1, .maxPieces = 8}, p) == 8);
   CHECK(p[7].bytes % 4 == 1);  // the tail that is not a whole unit goes last
 }
 
@@ -268,8 +276,9 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       // No assertions off the test thread: a failed step is noted instead.
-      auto client =
-          he::RendezvousClient::connect(*address, static_cast<uint32_t>(r), 2, kToken, 10000);
+      auto client = he::RendezvousClient::connect(
+          *address,
+          {.rank = static_cast<uint32_t>(r), .worldSize = 2, .token = kToken, .timeoutMs = 10000});
       if (!client.ok()) {
         setupErrors[static_cast<size_t>(r)] = "connect: " + client.status().toString();
         return;

@@ -153,7 +153,8 @@ TEST_CASE("ranks all-gather through the server", "[hostengine][rendezvous]") {
   threads.reserve(8);
   for (uint32_t r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto c = he::RendezvousClient::connect(s.address, r, world, kToken, 10000);
+      auto c = he::RendezvousClient::connect(
+          s.address, {.rank = r, .worldSize = world, .token = kToken, .timeoutMs = 10000});
       if (!c.ok()) {
         errors[r] = c.status();
         return;
@@ -239,7 +240,8 @@ TEST_CASE("garbage and wrong jobs are refused while the ranks carry on",
   std::vector<resilient::Status> errors(world);
   for (uint32_t r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto c = he::RendezvousClient::connect(s.address, r, world, kToken, 10000);
+      auto c = he::RendezvousClient::connect(
+          s.address, {.rank = r, .worldSize = world, .token = kToken, .timeoutMs = 10000});
       errors[r] = c.ok() ? (*c)->barrier() : c.status();
       if (errors[r].ok()) {
         errors[r] = (*c)->finish();
@@ -262,14 +264,16 @@ TEST_CASE("an abort reaches every rank waiting in a round", "[hostengine][rendez
   threads.reserve(8);
   for (uint32_t r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      auto c = he::RendezvousClient::connect(s.address, r, world, kToken, 10000);
+      auto c = he::RendezvousClient::connect(
+          s.address, {.rank = r, .worldSize = world, .token = kToken, .timeoutMs = 10000});
       errors[r] = c.ok() ? (*c)->barrier() : c.status();
       if (c.ok()) {
         later[r] = (*c)->barrier();
       }
     });
   }
-  auto c = he::RendezvousClient::connect(s.address, 2, world, kToken, 10000);
+  auto c = he::RendezvousClient::connect(
+      s.address, {.rank = 2, .worldSize = world, .token = kToken, .timeoutMs = 10000});
   REQUIRE(c.ok());
   (*c)->abort("boom");
   for (auto& t : threads) {
@@ -291,11 +295,13 @@ TEST_CASE("a rank that vanishes without BYE aborts the others", "[hostengine][re
   Server s = startServer(world);
   resilient::Status error;
   std::thread waiter([&] {
-    auto c = he::RendezvousClient::connect(s.address, 0, world, kToken, 10000);
+    auto c = he::RendezvousClient::connect(
+        s.address, {.rank = 0, .worldSize = world, .token = kToken, .timeoutMs = 10000});
     error = c.ok() ? (*c)->barrier() : c.status();
   });
   {
-    auto c = he::RendezvousClient::connect(s.address, 1, world, kToken, 10000);
+    auto c = he::RendezvousClient::connect(
+        s.address, {.rank = 1, .worldSize = world, .token = kToken, .timeoutMs = 10000});
     REQUIRE(c.ok());
   }  // closed without BYE
   waiter.join();
@@ -305,7 +311,8 @@ TEST_CASE("a rank that vanishes without BYE aborts the others", "[hostengine][re
 
 TEST_CASE("a client times out when the others never come", "[hostengine][rendezvous]") {
   Server s = startServer(2);
-  auto c = he::RendezvousClient::connect(s.address, 0, 2, kToken, 300);
+  auto c = he::RendezvousClient::connect(
+      s.address, {.rank = 0, .worldSize = 2, .token = kToken, .timeoutMs = 300});
   REQUIRE(c.ok());
   const uint64_t before = monotonicNs();
   const resilient::Status st = (*c)->barrier();

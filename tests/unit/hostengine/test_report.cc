@@ -82,7 +82,11 @@ TEST_CASE("sizes round to whole elements and blocks", "[hostengine][busfactor]")
 }
 
 TEST_CASE("a row has algbw = bytes / time and busbw = algbw * factor", "[hostengine][busfactor]") {
-  const he::SizeResult r = he::makeSizeResult(he::Pattern::kAllReduce, 4, 1u << 30, 0.5, 3);
+  const he::SizeResult r = he::makeSizeResult({.pattern = he::Pattern::kAllReduce,
+                                               .nranks = 4,
+                                               .bytes = 1u << 30,
+                                               .seconds = 0.5,
+                                               .errors = 3});
   CHECK(r.bytes == (1u << 30));
   CHECK(r.count == (1u << 28));
   CHECK(r.timeUs == Approx(500000));
@@ -93,7 +97,9 @@ TEST_CASE("a row has algbw = bytes / time and busbw = algbw * factor", "[hosteng
   CHECK(row.find("1073741824") != std::string::npos);
   CHECK(row.find("float") != std::string::npos);
   CHECK(he::tableHeader(he::Pattern::kAllReduce).find("busbw") != std::string::npos);
-  CHECK(he::makeSizeResult(he::Pattern::kSendRecv, 2, 8, 0, 0).algBw == 0);
+  const he::SizeResult untimed =
+      he::makeSizeResult({.pattern = he::Pattern::kSendRecv, .nranks = 2, .bytes = 8});
+  CHECK(untimed.algBw == 0);
 }
 
 TEST_CASE("patterns parse by name", "[hostengine][busfactor]") {

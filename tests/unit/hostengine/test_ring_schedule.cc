@@ -28,7 +28,7 @@ TEST_CASE("segments partition the buffer and chunks partition the segments", "[h
     for (size_t count : {0, 1, 2, 5, 17, 1000, 1001, 65537}) {
       for (size_t chunk : {1, 3, 64, 100000}) {
         CAPTURE(n, count, chunk);
-        const he::RingSchedule s(n, 0, count, chunk);
+        const he::RingSchedule s({.nranks = n, .rank = 0, .count = count, .chunkElements = chunk});
         REQUIRE(s.chunksPerStep() >= 1);
         REQUIRE(s.items() == s.steps() * s.chunksPerStep());
         size_t at = 0;
@@ -57,8 +57,10 @@ TEST_CASE("what rank r sends as item j is what rank r+1 receives as item j", "[h
     for (size_t count : {0, 7, 4099}) {
       CAPTURE(n, count);
       for (int r = 0; r < n; ++r) {
-        const he::RingSchedule sender(n, r, count, 100);
-        const he::RingSchedule receiver(n, (r + 1) % n, count, 100);
+        const he::RingSchedule sender(
+            {.nranks = n, .rank = r, .count = count, .chunkElements = 100});
+        const he::RingSchedule receiver(
+            {.nranks = n, .rank = (r + 1) % n, .count = count, .chunkElements = 100});
         REQUIRE(sender.items() == receiver.items());
         for (size_t j = 0; j < sender.items(); ++j) {
           REQUIRE(sender.sendChunk(j) == receiver.recvChunk(j));
@@ -71,7 +73,7 @@ TEST_CASE("what rank r sends as item j is what rank r+1 receives as item j", "[h
 
 TEST_CASE("the schedule's steps follow the ring algorithm", "[hostengine][ring]") {
   const int n = 4;
-  const he::RingSchedule s(n, 1, 1000, 1000);
+  const he::RingSchedule s({.nranks = n, .rank = 1, .count = 1000, .chunkElements = 1000});
   // Reduce-scatter: send r-k, receive r-k-1.
   CHECK(s.sendSegment(0) == 1);
   CHECK(s.recvSegment(0) == 0);
@@ -119,7 +121,8 @@ TEST_CASE("a simulated pipelined ring all-reduce yields the sum everywhere", "[h
         std::vector<he::RingSchedule> s;
         s.reserve(static_cast<size_t>(n));
         for (int r = 0; r < n; ++r) {
-          s.emplace_back(n, r, count, chunk);
+          s.emplace_back(he::RingScheduleOptions{
+              .nranks = n, .rank = r, .count = count, .chunkElements = chunk});
         }
         const size_t items = s[0].items();
         // Item j moves from every rank to its next one; item j is sent only

@@ -48,7 +48,8 @@ SocketAddress ipv4(const char* host, uint16_t port) {
 struct Peer {
   explicit Peer(const FakeClock& clock, const char* address = "10.1.2.3", uint32_t pid = 4242,
                 const char* host = "nodeB")
-      : sink(&clock), link(Policy{kTimeoutMs, kToken}, true, ipv4(address, 40000)) {
+      : sink(&clock),
+        link(Policy{kTimeoutMs, kToken}, PeerLink::Origin::kOutgoing, ipv4(address, 40000)) {
     link.state.setPid(pid);
     link.state.opened(clock.monoNs());
     link.state.received(makeHello(kToken, pid, host), clock.monoNs());
@@ -202,7 +203,7 @@ TEST_CASE("liveness: silence past the timeout with requests outstanding is 'peer
 
 TEST_CASE("liveness: a peer named before its hello is described by what is known",
           "[net][liveness]") {
-  PeerLink link(Policy{kTimeoutMs, 0}, true, ipv4("10.1.2.3", 40000));
+  PeerLink link(Policy{kTimeoutMs, 0}, PeerLink::Origin::kOutgoing, ipv4("10.1.2.3", 40000));
   link.state.setPid(77);
   TestConnection conn;
   conn->link.store(&link);

@@ -18,7 +18,11 @@ using namespace resilient::profiler;
 
 TEST_CASE("handles encode kind, context, slot, generation and channel; junk decodes to none",
           "[profiler][handle]") {
-  void* h = encodeHandle(HandleKind::kKernelCh, 1023, 16383, kGenerationMask, 63);
+  void* h = encodeHandle({.kind = HandleKind::kKernelCh,
+                          .channel = 63,
+                          .context = 1023,
+                          .slot = 16383,
+                          .generation = kGenerationMask});
   CHECK(h != nullptr);
   const Handle d = decodeHandle(h);
   CHECK(d.kind == HandleKind::kKernelCh);
@@ -30,7 +34,7 @@ TEST_CASE("handles encode kind, context, slot, generation and channel; junk deco
   // Kind bits 0 or above kPassive: not ours.
   CHECK(decodeHandle(opaque(0x3f)).kind == HandleKind::kNone);
   CHECK(decodeHandle(opaque(uintptr_t{15} << 6)).kind == HandleKind::kNone);
-  CHECK(encodeHandle(HandleKind::kPassive, 0, 0, 0, 0) != nullptr);
+  CHECK(encodeHandle({.kind = HandleKind::kPassive}) != nullptr);
 }
 
 TEST_CASE("the index pool hands out each index once and takes them back", "[profiler][pool]") {

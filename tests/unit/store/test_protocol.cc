@@ -19,7 +19,7 @@ namespace {
 StoreRequest roundTrip(const StoreRequest& req) {
   std::string bytes;
   encodeRequest(req, &bytes);
-  FrameDecoder d(kDefaultMaxFrameBytes, false);
+  FrameDecoder d(kDefaultMaxFrameBytes, FrameKind::kRequest);
   d.feed(bytes);
   std::optional<Frame> f = d.next();
   REQUIRE(f.has_value());
@@ -79,7 +79,7 @@ TEST_CASE("protocol: replies survive encoding and decoding", "[store][protocol]"
   r.report = {"b", 2, 8, 6, {1, 5}, {9}};
   std::string bytes;
   encodeResponse(r, &bytes);
-  FrameDecoder d(kDefaultMaxFrameBytes, true);
+  FrameDecoder d(kDefaultMaxFrameBytes, FrameKind::kReply);
   d.feed(bytes);
   std::optional<Frame> f = d.next();
   REQUIRE(f);
@@ -112,7 +112,7 @@ TEST_CASE("protocol: frames decode whatever the split of the byte stream", "[sto
   }
   for (size_t chunk : {size_t{1}, size_t{3}, size_t{16}, size_t{17}, stream.size()}) {
     CAPTURE(chunk);
-    FrameDecoder d(kDefaultMaxFrameBytes, false);
+    FrameDecoder d(kDefaultMaxFrameBytes, FrameKind::kRequest);
     std::vector<uint64_t> ids;
     for (size_t pos = 0; pos < stream.size(); pos += chunk) {
       d.feed(std::string_view(stream).substr(pos, chunk));
@@ -130,7 +130,7 @@ TEST_CASE("protocol: frames decode whatever the split of the byte stream", "[sto
 
 TEST_CASE("protocol: malformed and oversized input is refused", "[store][protocol]") {
   SECTION("a header announcing more than the limit, before any payload arrives") {
-    FrameDecoder d(1024, false);
+    FrameDecoder d(1024, FrameKind::kRequest);
     std::string h;
     encodeFrameHeader(FrameHeader{1025, static_cast<uint8_t>(Op::kGet), 1}, &h);
     d.feed(h);
@@ -139,14 +139,14 @@ TEST_CASE("protocol: malformed and oversized input is refused", "[store][protoco
   SECTION("an unknown opcode, a reply where a request belongs, reserved bits") {
     std::string h;
     encodeFrameHeader(FrameHeader{0, 99, 1}, &h);
-    CHECK_THROWS_AS(decodeFrameHeader(h, 1024, false), ProtocolError);
+    CHECK_THROWS_AS(decodeFrameHeader(h, 1024, FrameKind::kRequest), ProtocolError);
     h.clear();
     encodeFrameHeader(FrameHeader{0, static_cast<uint8_t>(Op::kGet) | kReplyBit, 1}, &h);
-    CHECK_THROWS_AS(decodeFrameHeader(h, 1024, false), ProtocolError);
+    CHECK_THROWS_AS(decodeFrameHeader(h, 1024, FrameKind::kRequest), ProtocolError);
     h.clear();
     encodeFrameHeader(FrameHeader{0, static_cast<uint8_t>(Op::kGet), 1}, &h);
     h[5] = 1;
-    CHECK_THROWS_AS(decodeFrameHeader(h, 1024, false), ProtocolError);
+    CHECK_THROWS_AS(decodeFrameHeader(h, 1024, FrameKind::kRequest), ProtocolError);
   }
   SECTION("a payload that lies about its lengths") {
     std::string payload;
@@ -249,7 +249,7 @@ TEST_CASE("protocol: frames written by an independent encoder decode", "[store][
     stream.append(seed, pos + 1, n);
     pos += 1 + n;
   }
-  FrameDecoder d(kDefaultMaxFrameBytes, false);
+  FrameDecoder d(kDefaultMaxFrameBytes, FrameKind::kRequest);
   d.feed(stream);
   std::vector<Op> ops;
   while (std::optional<Frame> f = d.next()) {

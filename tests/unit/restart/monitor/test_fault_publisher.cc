@@ -15,7 +15,8 @@ using std::chrono::milliseconds;
 TEST_CASE("fault records are appended with the reporter's identity", "[monitor][publisher]") {
   st::MemoryStore store;
   const rp::JobKeys keys("job");
-  rm::FaultPublisher p(store, keys, 2, 4, milliseconds(1000));
+  rm::FaultPublisher p(store, keys,
+                       {.reporter = 2, .worldSize = 4, .callTimeout = milliseconds(1000)});
   rp::FaultRecord r;
   r.iteration = 5;
   r.reason = rp::FaultReason::kUnresponsive;
@@ -39,7 +40,8 @@ TEST_CASE("fault records are appended with the reporter's identity", "[monitor][
 TEST_CASE("terminated and interrupted keep the first writer's reason", "[monitor][publisher]") {
   st::MemoryStore store;
   const rp::JobKeys keys("job");
-  rm::FaultPublisher p(store, keys, 0, 4, milliseconds(1000));
+  rm::FaultPublisher p(store, keys,
+                       {.reporter = 0, .worldSize = 4, .callTimeout = milliseconds(1000)});
   CHECK_FALSE(p.isTerminated(3));
   CHECK(p.markTerminated(3, rp::FaultReason::kTerminated));
   CHECK_FALSE(p.markTerminated(3, rp::FaultReason::kUnresponsive));
@@ -53,7 +55,8 @@ TEST_CASE("terminated and interrupted keep the first writer's reason", "[monitor
 TEST_CASE("a rank is counted at the iteration barrier on its behalf", "[monitor][publisher]") {
   st::MemoryStore store;
   const rp::JobKeys keys("job");
-  rm::FaultPublisher p(store, keys, 0, 2, milliseconds(1000));
+  rm::FaultPublisher p(store, keys,
+                       {.reporter = 0, .worldSize = 2, .callTimeout = milliseconds(1000)});
   p.countAtIterationBarrier(1, 4);
   p.countAtIterationBarrier(1, 4);  // idempotent
   st::BarrierArrival a{keys.iterationBarrier(), 4, 0, 2, true};
@@ -65,8 +68,9 @@ TEST_CASE("a rank is counted at the iteration barrier on its behalf", "[monitor]
 TEST_CASE("the heartbeat is refreshed every interval and expires", "[monitor][publisher]") {
   st::MemoryStore store;
   const rp::JobKeys keys("job");
-  rm::Heartbeat hb(store, keys.heartbeat(1), milliseconds(50), milliseconds(200),
-                   milliseconds(1000));
+  rm::Heartbeat hb(
+      store, keys.heartbeat(1),
+      {.interval = milliseconds(50), .ttl = milliseconds(200), .callTimeout = milliseconds(1000)});
   constexpr uint64_t kMs = 1000000;
   hb.beatIfDue(1000 * kMs);
   const std::string first = *store.get(keys.heartbeat(1));

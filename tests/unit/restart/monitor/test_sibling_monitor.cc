@@ -22,8 +22,12 @@ struct Fixture {
   void stop(int r) { store.remove(keys.heartbeat(r)); }
   void terminate(int r) { store.set(keys.terminated(r), "terminated"); }
   rm::SiblingMonitor monitor(int self, int world) {
-    return rm::SiblingMonitor(store, keys, self, world, milliseconds(300), kStart,
-                              milliseconds(1000));
+    return rm::SiblingMonitor(store, keys,
+                              {.self = self,
+                               .worldSize = world,
+                               .heartbeatTimeout = milliseconds(300),
+                               .startMonoNs = kStart,
+                               .callTimeout = milliseconds(1000)});
   }
 };
 
