@@ -30,7 +30,7 @@ std::string renderConfigurationMarkdown(std::span<const ParamSpec> specs) {
   std::string md;
   md += "# Configuration reference\n\n";
   md +=
-      "<!-- Generated from common/param_registry.cc by `resilient-config --markdown`;\n"
+      "<!-- Generated from common/knobs.h by `resilient-config --markdown`;\n"
       "     do not edit by hand (a unit test fails when this file and the registry differ).\n"
       "     Regenerate with `ninja -C build docs-configuration`. -->\n\n";
   md +=
