@@ -28,24 +28,22 @@ Status EventLoop::status() const {
   return {};
 }
 
-Status EventLoop::add(int fd, uint32_t events, void* tag) {
+Status EventLoop::control(int op, int fd, uint32_t events, void* tag) {
   epoll_event ev{};
   ev.events = events;
   ev.data.ptr = tag;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
-    return systemError("epoll_ctl(ADD)");
+  if (::epoll_ctl(epoll_.get(), op, fd, &ev) != 0) {
+    return systemError(op == EPOLL_CTL_ADD ? "epoll_ctl(ADD)" : "epoll_ctl(MOD)");
   }
   return {};
 }
 
+Status EventLoop::add(int fd, uint32_t events, void* tag) {
+  return control(EPOLL_CTL_ADD, fd, events, tag);
+}
+
 Status EventLoop::modify(int fd, uint32_t events, void* tag) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.ptr = tag;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) {
-    return systemError("epoll_ctl(MOD)");
-  }
-  return {};
+  return control(EPOLL_CTL_MOD, fd, events, tag);
 }
 
 void EventLoop::remove(int fd) noexcept {

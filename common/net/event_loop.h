@@ -70,6 +70,7 @@ class EventLoop {
   }
 
  private:
+  Status control(int op, int fd, uint32_t events, void* tag);
   Result<int> waitReady(int timeoutMs);
   void drainWake() noexcept;
 
