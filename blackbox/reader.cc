@@ -17,6 +17,19 @@
 namespace resilient::blackbox {
 namespace {
 
+// The control word's abort: a new epoch first, so that a plugin that sees
+// the fail-fast bit sees the epoch of this abort too.
+void beginAbortOn(uint32_t& word) noexcept {
+  std::atomic_ref<uint32_t> control(word);
+  control.fetch_add(RESILIENT_BLACKBOX_CONTROL_ABORT_EPOCH_ONE, std::memory_order_relaxed);
+  control.fetch_or(RESILIENT_BLACKBOX_CONTROL_FAIL_FAST, std::memory_order_release);
+}
+
+void endAbortOn(uint32_t& word) noexcept {
+  std::atomic_ref<uint32_t>(word).fetch_and(~RESILIENT_BLACKBOX_CONTROL_FAIL_FAST,
+                                            std::memory_order_release);
+}
+
 // A mapping of a region file, unmapped on destruction.
 class Mapping {
  public:
@@ -197,24 +210,33 @@ Snapshot RegionWatch::read(const ReadOptions& options) const {
   return snapshotOf(impl_->mapping, impl_->path, options);
 }
 
-void RegionWatch::setControlBits(uint32_t bits) const noexcept {
-  std::atomic_ref<uint32_t>(impl_->mapping.header()->control)
-      .fetch_or(bits, std::memory_order_relaxed);
+void RegionWatch::beginAbort() const noexcept {
+  beginAbortOn(impl_->mapping.header()->control);
 }
 
-void RegionWatch::clearControlBits(uint32_t bits) const noexcept {
-  std::atomic_ref<uint32_t>(impl_->mapping.header()->control)
-      .fetch_and(~bits, std::memory_order_relaxed);
+void RegionWatch::endAbort() const noexcept {
+  endAbortOn(impl_->mapping.header()->control);
 }
 
-const std::string& RegionWatch::path() const noexcept { return impl_->path; }
+const std::string& RegionWatch::path() const noexcept {
+  return impl_->path;
+}
 
-Status setControlBits(const std::string& path, uint32_t bits) {
+Status beginAbort(const std::string& path) {
   auto mapping = Mapping::open(path, true);
   if (!mapping.ok()) {
     return mapping.status();
   }
-  std::atomic_ref<uint32_t>(mapping->header()->control).fetch_or(bits, std::memory_order_relaxed);
+  beginAbortOn(mapping->header()->control);
+  return {};
+}
+
+Status endAbort(const std::string& path) {
+  auto mapping = Mapping::open(path, true);
+  if (!mapping.ok()) {
+    return mapping.status();
+  }
+  endAbortOn(mapping->header()->control);
   return {};
 }
 

@@ -50,8 +50,10 @@ class RegionWatch {
   // Faults recorded so far (header.faultCount).
   uint64_t faultCount() const noexcept;
   Snapshot read(const ReadOptions& options = {}) const;
-  void setControlBits(uint32_t bits) const noexcept;
-  void clearControlBits(uint32_t bits) const noexcept;
+  // The consumers' abort: a new abort epoch, then the fail-fast bit; its end
+  // clears the fail-fast bit (RESILIENT_BLACKBOX_CONTROL_*).
+  void beginAbort() const noexcept;
+  void endAbort() const noexcept;
   const std::string& path() const noexcept;
 
  private:
@@ -60,7 +62,8 @@ class RegionWatch {
   std::unique_ptr<Impl> impl_;
 };
 
-// ORs `bits` into the region's control word.
-Status setControlBits(const std::string& path, uint32_t bits);
+// The same on the region at `path` (resilient-inspect --fail-fast, tests).
+Status beginAbort(const std::string& path);
+Status endAbort(const std::string& path);
 
 }  // namespace resilient::blackbox

@@ -15,6 +15,7 @@ const char* faultClassName(uint32_t faultClass) noexcept {
     case RESILIENT_BLACKBOX_FAULT_COLL_HUNG: return "collective hung";
     case RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT: return "progress silent";
     case RESILIENT_BLACKBOX_FAULT_LINK_DOWN: return "link down";
+    case RESILIENT_BLACKBOX_FAULT_PEER_CLOSED: return "peer closed";
     default: return "unknown fault";
   }
 }

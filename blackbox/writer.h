@@ -70,6 +70,11 @@ class Writer {
     return (std::atomic_ref<uint32_t>(header_->control).load(std::memory_order_relaxed) &
             RESILIENT_BLACKBOX_CONTROL_FAIL_FAST) != 0;
   }
+  // How many aborts the consumers have begun (RESILIENT_BLACKBOX_CONTROL_ABORT_EPOCH_*).
+  uint32_t abortEpoch() const noexcept {
+    return std::atomic_ref<uint32_t>(header_->control).load(std::memory_order_relaxed) >>
+           RESILIENT_BLACKBOX_CONTROL_ABORT_EPOCH_SHIFT;
+  }
   void heartbeat(uint64_t monoNs, uint64_t wallNs) noexcept;
 
  private:

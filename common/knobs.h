@@ -493,9 +493,11 @@ inline constexpr auto kAllKnobs = listKnobs(
     kRestartHealthCheckTimeoutMs, kRestartCommunicatorTimeoutMs, kRestartAutoHealthChecks);
 
 // The position of `spec` in kAllKnobs, or kAllKnobs.size() when it is not there.
+// By name, which listKnobs keeps unique: comparing the addresses of two
+// different knobs is not a constant expression under the sanitizers.
 consteval size_t knobIndex(const ParamSpec& spec) {
   for (size_t i = 0; i < kAllKnobs.size(); ++i) {
-    if (kAllKnobs[i] == &spec) {
+    if (std::string_view(kAllKnobs[i]->name) == std::string_view(spec.name)) {
       return i;
     }
   }

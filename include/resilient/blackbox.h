@@ -44,14 +44,23 @@
 #define RESILIENT_BLACKBOX_ADDRESS_CHARS 48
 #define RESILIENT_BLACKBOX_HOST_CHARS 64
 #define RESILIENT_BLACKBOX_FAULT_TEXT_CHARS 640
-#define RESILIENT_BLACKBOX_COMMS 256           /* communicator slots */
-#define RESILIENT_BLACKBOX_FLIGHT_OPS_MAX 65536 /* longest flight-recorder ring per communicator */
+#define RESILIENT_BLACKBOX_COMMS 256            /* communicator slots */
+#define RESILIENT_BLACKBOX_FLIGHT_OPS_MAX 65536 /* longest flight-recorder ring per communicator \
+                                                 */
 #define RESILIENT_BLACKBOX_COMM_NAME_CHARS 64
 #define RESILIENT_BLACKBOX_LABEL_CHARS 16 /* op, datatype, algorithm, protocol names */
 #define RESILIENT_BLACKBOX_FUNCS 12       /* NCCL's ncclFunc_t values 0..10, and 11 = other */
 
 /* Bits of the control word. */
 #define RESILIENT_BLACKBOX_CONTROL_FAIL_FAST 0x1u /* every request fails at its next call */
+/* The upper 16 bits count this process's aborts: a consumer that sets
+ * FAIL_FAST adds ABORT_EPOCH_ONE first. A connection made before the current
+ * epoch belongs to a communicator that was aborted: a fault found on it later
+ * (a peer closing its side of the same aborted communicator) is class ABORTED,
+ * not a new fault. */
+#define RESILIENT_BLACKBOX_CONTROL_ABORT_EPOCH_SHIFT 16u
+#define RESILIENT_BLACKBOX_CONTROL_ABORT_EPOCH_ONE \
+  (1u << RESILIENT_BLACKBOX_CONTROL_ABORT_EPOCH_SHIFT)
 
 /* Connection states. */
 #define RESILIENT_BLACKBOX_CONN_FREE 0u
@@ -76,6 +85,10 @@
 /* From the net plugin: no heartbeat answer within the liveness timeout while
  * the local interface that carries the link is down or has no carrier. */
 #define RESILIENT_BLACKBOX_FAULT_LINK_DOWN 8u
+/* From the net plugin: the peer process closed its side (goodbye on the
+ * liveness link) while requests to it were outstanding; when it closed because
+ * of a fault of its own, the fault text names that fault and its culprit. */
+#define RESILIENT_BLACKBOX_FAULT_PEER_CLOSED 9u
 
 /* Communicator slot states. A finalized slot keeps its last contents for
  * post-mortem reading until a new communicator needs the slot. */
@@ -125,12 +138,12 @@ typedef struct {
   char peerHost[RESILIENT_BLACKBOX_HOST_CHARS];
   char text[RESILIENT_BLACKBOX_FAULT_TEXT_CHARS]; /* the WARN that explained it */
   /* Version 2, filled by the profiler's faults (zero in the net plugin's). */
-  int32_t rank;            /* this process's rank in commId; -1 unknown */
-  uint32_t opKind;         /* RESILIENT_BLACKBOX_OP_*; 0 none */
-  uint64_t collIndex;      /* 1-based ordinal of the collective on the communicator */
-  uint64_t seqNumber;      /* NCCL's per-function sequence number of the operation */
-  uint64_t stuckChannels;  /* bit c: channel c started and did not finish */
-  uint64_t stalledMs;      /* how long nothing moved */
+  int32_t rank;           /* this process's rank in commId; -1 unknown */
+  uint32_t opKind;        /* RESILIENT_BLACKBOX_OP_*; 0 none */
+  uint64_t collIndex;     /* 1-based ordinal of the collective on the communicator */
+  uint64_t seqNumber;     /* NCCL's per-function sequence number of the operation */
+  uint64_t stuckChannels; /* bit c: channel c started and did not finish */
+  uint64_t stalledMs;     /* how long nothing moved */
   char op[RESILIENT_BLACKBOX_LABEL_CHARS]; /* "AllReduce", ... */
 } resilient_blackbox_fault;
 
@@ -139,31 +152,32 @@ typedef struct {
  * flight. Times: "MonoNs" host CLOCK_MONOTONIC; "gpu" the GPU's
  * %globaltimer (profiler ABI v4 and later; 0 when unknown). */
 typedef struct {
-  uint32_t seq;          /* seqlock word (ring entries) */
-  uint32_t state;        /* RESILIENT_BLACKBOX_OP_* */
-  uint64_t commId;       /* the communicator it belongs to */
-  uint64_t opIndex;      /* 1-based ordinal among all operations of the communicator */
-  uint64_t collIndex;    /* 1-based ordinal among its collectives (same on every rank); 0: p2p */
-  uint64_t seqNumber;    /* NCCL's per-function counter (collectives) */
-  uint32_t kind;         /* RESILIENT_BLACKBOX_OP_COLL or _P2P */
-  uint32_t funcIndex;    /* ncclFunc_t value, RESILIENT_BLACKBOX_FUNCS - 1 if unknown */
-  int32_t rootOrPeer;    /* collective root, or the p2p peer */
-  uint32_t nChannels;    /* channels the operation runs on (v4+; 0 unknown) */
-  uint64_t count;        /* elements */
-  uint64_t bytes;        /* count x element size; 0 unknown */
+  uint32_t seq;       /* seqlock word (ring entries) */
+  uint32_t state;     /* RESILIENT_BLACKBOX_OP_* */
+  uint64_t commId;    /* the communicator it belongs to */
+  uint64_t opIndex;   /* 1-based ordinal among all operations of the communicator */
+  uint64_t collIndex; /* 1-based ordinal among its collectives (same on every rank); 0: p2p */
+  uint64_t seqNumber; /* NCCL's per-function counter (collectives) */
+  uint32_t kind;      /* RESILIENT_BLACKBOX_OP_COLL or _P2P */
+  uint32_t funcIndex; /* ncclFunc_t value, RESILIENT_BLACKBOX_FUNCS - 1 if unknown */
+  int32_t rootOrPeer; /* collective root, or the p2p peer */
+  uint32_t nChannels; /* channels the operation runs on (v4+; 0 unknown) */
+  uint64_t count;     /* elements */
+  uint64_t bytes;     /* count x element size; 0 unknown */
   char func[RESILIENT_BLACKBOX_LABEL_CHARS];
   char datatype[RESILIENT_BLACKBOX_LABEL_CHARS];
   char algo[RESILIENT_BLACKBOX_LABEL_CHARS];
   char proto[RESILIENT_BLACKBOX_LABEL_CHARS];
-  uint64_t channelsStarted; /* bit c: the kernel (v3+) or a proxy op (v1, v2) started on channel c */
-  uint64_t channelsDone;    /* bit c: ... and finished */
-  uint64_t enqueueMonoNs;   /* NCCL posted it (Coll/P2p event) */
-  uint64_t startMonoNs;     /* first kernel channel (or proxy op) seen; 0 not yet */
-  uint64_t endMonoNs;       /* completion seen; 0 not yet */
-  uint64_t gpuStartNs;      /* earliest kernel channel start */
-  uint64_t gpuStopNs;       /* latest kernel channel stop */
-  uint32_t proxyOps;        /* proxy operations started */
-  uint32_t lastStepState;   /* last proxy-step state (ncclProfilerEventState_t), 0 none */
+  uint64_t
+      channelsStarted;    /* bit c: the kernel (v3+) or a proxy op (v1, v2) started on channel c */
+  uint64_t channelsDone;  /* bit c: ... and finished */
+  uint64_t enqueueMonoNs; /* NCCL posted it (Coll/P2p event) */
+  uint64_t startMonoNs;   /* first kernel channel (or proxy op) seen; 0 not yet */
+  uint64_t endMonoNs;     /* completion seen; 0 not yet */
+  uint64_t gpuStartNs;    /* earliest kernel channel start */
+  uint64_t gpuStopNs;     /* latest kernel channel stop */
+  uint32_t proxyOps;      /* proxy operations started */
+  uint32_t lastStepState; /* last proxy-step state (ncclProfilerEventState_t), 0 none */
 } resilient_blackbox_op;
 
 /* One communicator the profiler tracks. Counters are monotonic over the
@@ -180,19 +194,21 @@ typedef struct {
   char name[RESILIENT_BLACKBOX_COMM_NAME_CHARS]; /* ncclConfig_t.commName, may be empty */
   uint64_t initWallNs;
   uint64_t initMonoNs;
-  uint64_t updatedMonoNs;    /* when this snapshot was written */
-  uint64_t collEnqueued;     /* highest collIndex enqueued */
-  uint64_t collStarted;      /* highest collIndex whose kernels started */
-  uint64_t collCompleted;    /* highest collIndex completed */
-  uint64_t p2pEnqueued;      /* p2p operations enqueued */
-  uint64_t p2pCompleted;     /* p2p operations completed */
-  uint64_t inFlight;         /* operations enqueued and not completed */
+  uint64_t updatedMonoNs; /* when this snapshot was written */
+  uint64_t collEnqueued;  /* highest collIndex enqueued */
+  uint64_t collStarted;   /* highest collIndex whose kernels started */
+  uint64_t collCompleted; /* highest collIndex completed */
+  uint64_t p2pEnqueued;   /* p2p operations enqueued */
+  uint64_t p2pCompleted;  /* p2p operations completed */
+  uint64_t inFlight;      /* operations enqueued and not completed */
   uint64_t lastEnqueueMonoNs;
   uint64_t lastProgressMonoNs; /* last proxy-thread event seen (detector resolution) */
-  uint64_t completedByFunc[RESILIENT_BLACKBOX_FUNCS]; /* per ncclFunc_t: last completed seqNumber + 1 */
-  uint64_t flightWritten;    /* flight-recorder entries written; the newest is (flightWritten - 1) % flightOps */
-  uint64_t faults;           /* faults the profiler reported for this communicator */
-  uint64_t droppedEvents;    /* events not tracked (pool exhausted, unknown handle) */
+  uint64_t
+      completedByFunc[RESILIENT_BLACKBOX_FUNCS]; /* per ncclFunc_t: last completed seqNumber + 1 */
+  uint64_t flightWritten; /* flight-recorder entries written; the newest is (flightWritten - 1) %
+                             flightOps */
+  uint64_t faults;        /* faults the profiler reported for this communicator */
+  uint64_t droppedEvents; /* events not tracked (pool exhausted, unknown handle) */
   resilient_blackbox_op oldest; /* the oldest operation in flight; oldest.opIndex == 0: none */
 } resilient_blackbox_comm;
 
@@ -223,11 +239,11 @@ typedef struct {
 } resilient_blackbox_header;
 
 /* Bytes of a region whose flight-recorder rings hold `flightOps` entries. */
-#define RESILIENT_BLACKBOX_SIZE_FOR(flightOps)                                    \
-  (sizeof(resilient_blackbox_header) +                                            \
-   RESILIENT_BLACKBOX_CONNECTIONS * sizeof(resilient_blackbox_connection) +       \
-   RESILIENT_BLACKBOX_FAULTS * sizeof(resilient_blackbox_fault) +                 \
-   RESILIENT_BLACKBOX_COMMS * sizeof(resilient_blackbox_comm) +                   \
+#define RESILIENT_BLACKBOX_SIZE_FOR(flightOps)                              \
+  (sizeof(resilient_blackbox_header) +                                      \
+   RESILIENT_BLACKBOX_CONNECTIONS * sizeof(resilient_blackbox_connection) + \
+   RESILIENT_BLACKBOX_FAULTS * sizeof(resilient_blackbox_fault) +           \
+   RESILIENT_BLACKBOX_COMMS * sizeof(resilient_blackbox_comm) +             \
    (size_t)RESILIENT_BLACKBOX_COMMS * (size_t)(flightOps) * sizeof(resilient_blackbox_op))
 
 #ifdef __cplusplus

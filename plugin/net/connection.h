@@ -90,6 +90,9 @@ class ConnectionRecord {
   uint64_t progressBytesSeen = 0;
   uint64_t progressCompletedSeen = 0;
   int blackboxSlot = -1;  // its slot in the blackbox (watchdog only)
+  // The blackbox's abort epoch when the connection was made (written once,
+  // before the connection is published; see Core::fail).
+  uint32_t abortEpoch = 0;
 
  private:
   const Direction dir_;

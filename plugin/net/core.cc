@@ -170,6 +170,7 @@ Status Core::connect(void* ctx, int dev, void* handle, void** sendComm) {
   auto conn = std::make_unique<ConnectionRecord>(
       ConnectionRecord::Direction::kSend, c != nullptr ? c->commId : 0, innerComm, kSendPool);
   inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
+  conn->abortEpoch = blackbox_ != nullptr ? blackbox_->abortEpoch() : 0;
   if (hasTrailer) {
     watchdog_->attachConnector(*conn, trailer);
   }
@@ -189,6 +190,7 @@ Status Core::accept(void* listenComm, void** recvComm) {
   auto conn = std::make_unique<ConnectionRecord>(ConnectionRecord::Direction::kRecv, l->commId,
                                                  innerComm, kRecvPool);
   inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
+  conn->abortEpoch = blackbox_ != nullptr ? blackbox_->abortEpoch() : 0;
   watchdog_->attachAcceptor(*conn, l->nonce);
   watchdog_->add(conn.get());
   *recvComm = conn.release();
@@ -227,7 +229,7 @@ Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhand
   Status s = inner_->isend(c.inner(), data, size, tag, mhandle, phandle, &innerReq);
   if (!s.ok() || innerReq == nullptr) {
     c.release(r);
-    return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "isend failed");
+    return s.ok() ? s : failTransport(c, s, "isend");
   }
   r->inner = innerReq;
   r->bytes = size;
@@ -249,7 +251,7 @@ Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, cons
   Status s = inner_->irecv(c.inner(), n, data, sizes, tags, mhandles, phandles, &innerReq);
   if (!s.ok() || innerReq == nullptr) {
     c.release(r);
-    return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "irecv failed");
+    return s.ok() ? s : failTransport(c, s, "irecv");
   }
   uint64_t bytes = 0;
   for (int i = 0; i < n; ++i) {
@@ -275,7 +277,7 @@ Status Core::iflush(void* recvComm, int n, void** data, const int* sizes, void**
   Status s = inner_->iflush(c.inner(), n, data, sizes, mhandles, &innerReq);
   if (!s.ok() || innerReq == nullptr) {
     c.release(r);
-    return s.ok() ? s : fail(c, FaultClass::kTransportError, s, "iflush failed");
+    return s.ok() ? s : failTransport(c, s, "iflush");
   }
   r->inner = innerReq;
   r->bytes = 0;
@@ -291,7 +293,7 @@ Status Core::test(void* request, int* done, int* sizes) {
   RESILIENT_TRY(checkUsable(c));
   Status s = inner_->test(r->inner, done, sizes);
   if (!s.ok()) {
-    return fail(c, FaultClass::kTransportError, s, "test failed");
+    return failTransport(c, s, "test");
   }
   if (*done != 0) {
     c.onCompleted(r->bytes);
@@ -319,15 +321,60 @@ Status Core::closeListen(void* listenComm) {
 }
 
 void Core::report(ConnectionRecord& conn, const Fault& fault) {
-  fail(conn, fault.cls, Status(), fault.detail);
+  fail(conn, fault.cls, Status(), fault.detail, fault.root);
+  if (const FaultRecord* f = conn.fault(); f != nullptr && f->cls != FaultClass::kAborted) {
+    watchdog_->announceLocked(f->root);  // the watchdog's mutex is held (FaultSink)
+  }
+}
+
+Status Core::failTransport(ConnectionRecord& conn, const Status& cause, const char* call) {
+  std::string detail = std::string(call) + " failed";
+  std::optional<RootCause> root = watchdog_->peerReason(conn);
+  if (root) {
+    detail += " after the peer had detected ";
+    detail += faultClassName(root->cls);
+    detail += " of process " + std::to_string(root->pid) + " on " +
+              (root->host.empty() ? std::string("?") : root->host);
+    if (!root->detail.empty()) {
+      detail += " (" + root->detail + ")";
+    }
+  }
+  Status s = fail(conn, FaultClass::kTransportError, cause, detail, root);
+  if (const FaultRecord* f = conn.fault(); f != nullptr && f->cls != FaultClass::kAborted) {
+    watchdog_->announce(f->root);
+  }
+  return s;
 }
 
 Status Core::fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
-                  const std::string& detail) {
+                  const std::string& givenDetail, const std::optional<RootCause>& root) {
+  std::string detail = givenDetail;
+  if (cls != FaultClass::kAborted && blackbox_ != nullptr &&
+      blackbox_->abortEpoch() != conn.abortEpoch) {
+    // The connection's communicator was aborted here (a restart) since it was
+    // made: what its peer does now, closing its side of the same communicator
+    // included, is no new fault.
+    detail = std::string("its communicator was aborted by this process; then: ") +
+             faultClassName(cls) + ": " + detail;
+    cls = FaultClass::kAborted;
+  }
   const uint64_t now = monotonicNs();
   auto record = std::make_unique<FaultRecord>();
   record->cls = cls;
   record->detectedNs = now;
+  if (root) {
+    record->root = *root;
+  } else {
+    // The connection's own peer is the culprit.
+    record->root.cls = cls;
+    record->root.detail = cause.ok() ? detail : detail + ": " + cause.message();
+    if (const liveness::PeerLink* link = conn.link.load(std::memory_order_acquire)) {
+      record->root.pid = link->state.pid();
+      if (link->state.helloSeen()) {
+        record->root.host = link->state.host();
+      }
+    }
+  }
   const double sinceProgressMs =
       conn.lastProgressNs() != 0 ? static_cast<double>(now - conn.lastProgressNs()) / 1e6 : 0.0;
   char head[160];

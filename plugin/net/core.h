@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -70,8 +71,14 @@ class Core final : private FaultSink {
 
   // Publishes a fault on `conn` (first one wins), logs the one WARN that
   // explains it and returns the status every later call on it returns.
+  // `root`: the cascade's first fault when the peer named one in its goodbye
+  // (unset: this fault, with the connection's peer as its culprit).
   Status fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
-              const std::string& detail);
+              const std::string& detail, const std::optional<RootCause>& root = std::nullopt);
+  // A failed call of the inner transport on the data path: fail() with what
+  // the peer said it detected first, if it did (root cause), then the fault
+  // is announced to every peer.
+  Status failTransport(ConnectionRecord& conn, const Status& cause, const char* call);
 
   ~Core() override;
   Core(const Core&) = delete;
@@ -85,7 +92,7 @@ class Core final : private FaultSink {
   void report(ConnectionRecord& conn, const Fault& fault) override;
 
   std::unique_ptr<transport::Transport> inner_;
-  const SystemClock clock_;  // the watchdog's; outlives it (declared before)
+  const SystemClock clock_;                     // the watchdog's; outlives it (declared before)
   std::unique_ptr<blackbox::Writer> blackbox_;  // may be null (NCCL_RESILIENT_BLACKBOX_DIR empty)
   std::unique_ptr<Watchdog> watchdog_;
   int refs_ = 0;  // guarded by the global core mutex

@@ -17,6 +17,8 @@ static_assert(static_cast<uint32_t>(FaultClass::kAborted) == RESILIENT_BLACKBOX_
 static_assert(static_cast<uint32_t>(FaultClass::kLocalError) ==
               RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR);
 static_assert(static_cast<uint32_t>(FaultClass::kLinkDown) == RESILIENT_BLACKBOX_FAULT_LINK_DOWN);
+static_assert(static_cast<uint32_t>(FaultClass::kPeerClosed) ==
+              RESILIENT_BLACKBOX_FAULT_PEER_CLOSED);
 
 const char* faultClassName(FaultClass c) noexcept {
   return blackbox::faultClassName(static_cast<uint32_t>(c));

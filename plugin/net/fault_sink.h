@@ -10,6 +10,7 @@
 // connection whose frame cannot be sent breaks a link).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "plugin/net/fault.h"
@@ -24,6 +25,9 @@ class ConnectionRecord;
 struct Fault {
   FaultClass cls = FaultClass::kTransportError;
   std::string detail;
+  // Set when the peer closed because of a fault of its own; unset, the root
+  // cause is this fault of the connection's own peer.
+  std::optional<RootCause> root = std::nullopt;
 };
 
 class FaultSink {

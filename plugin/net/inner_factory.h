@@ -6,9 +6,9 @@
 
 #include <memory>
 
-#include "nccl/log.h"
 #include "common/params.h"
 #include "common/status.h"
+#include "nccl/log.h"
 #include "plugin/net/watchdog.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/transport.h"

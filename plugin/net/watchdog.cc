@@ -105,6 +105,25 @@ void Watchdog::remove(ConnectionRecord* conn) {
   channel_.detach(*conn);
 }
 
+void Watchdog::announce(const RootCause& root) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  announceLocked(root);
+}
+
+void Watchdog::announceLocked(const RootCause& root) {
+  if (events_) {  // no loop yet: no link to announce on
+    channel_.announce(root);
+  }
+}
+
+std::optional<RootCause> Watchdog::peerReason(const ConnectionRecord& conn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!events_) {
+    return std::nullopt;
+  }
+  return channel_.peerReasonOf(conn, clock_.monoNs());
+}
+
 void Watchdog::tick(uint64_t now) {
   for (ConnectionRecord* conn : connections_) {
     if (conn->fault() != nullptr || conn->outstanding() == 0) {

@@ -73,6 +73,12 @@ class Watchdog {
   void add(ConnectionRecord* conn);
   void remove(ConnectionRecord* conn);
 
+  // Root causes (liveness::Channel::announce, peerReasonOf). announceLocked
+  // is for the FaultSink's callers, which hold the mutex already.
+  void announce(const RootCause& root);
+  void announceLocked(const RootCause& root);
+  std::optional<RootCause> peerReason(const ConnectionRecord& conn);
+
  private:
   void ensureThreadLocked();
   void run(const std::stop_token& stop);

@@ -92,9 +92,9 @@ void BlackboxWatch::setFailFast(bool on) {
     return;
   }
   if (on) {
-    watch_->setControlBits(RESILIENT_BLACKBOX_CONTROL_FAIL_FAST);
+    watch_->beginAbort();
   } else {
-    watch_->clearControlBits(RESILIENT_BLACKBOX_CONTROL_FAIL_FAST);
+    watch_->endAbort();
   }
 }
 

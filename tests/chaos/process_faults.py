@@ -2,12 +2,16 @@
 """Process faults through the resilient plugin, on loopback: N ranks of
 resilient-nettest run a ring all-reduce; one rank is killed (SIGKILL) or
 frozen (SIGSTOP) mid-run. Every survivor must get an error (not hang), within
-a generous bound, and the victim's ring neighbours must blame the victim.
+a generous bound, the victim's ring neighbours must blame the victim, and
+every survivor's explanation must name the victim's process: the neighbours
+as their peer, the others as the root cause their peer detected (issue 18,
+finding 2: survivors of a cascade blamed their neighbour).
 
 usage: process_faults.py NETTEST PLUGIN kill|stop
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -44,12 +48,23 @@ def main():
     neighbours = [f for f in survivors if f["rank"] in ((victim - 1) % ranks, (victim + 1) % ranks)]
     if not any(f.get("peer") == victim for f in neighbours):
         failures.append(f"no neighbour of rank {victim} blamed it: {[(f['rank'], f.get('peer')) for f in neighbours]}")
+    blamers = [f for f in neighbours if f.get("peer") == victim]
+    victim_pids = {m for f in blamers
+                   for m in re.findall(r"\(host [^,]*, pid (\d+)\)", f.get("plugin_warning", ""))}
+    if not victim_pids:
+        failures.append(f"no neighbour's explanation names the victim's pid: {blamers}")
+    for f in survivors:
+        text = f.get("plugin_warning", "")
+        if victim_pids and not any(f"pid {p})" in text or f"process {p} " in text
+                                   for p in victim_pids):
+            failures.append(f"rank {f['rank']} does not name the victim's process "
+                            f"{sorted(victim_pids)} (the root cause): {text[:300]!r}")
     for f in survivors:
         print(f"rank {f['rank']}: {f.get('since_injection_ms', -1):.1f} ms, peer {f.get('peer')}: "
               f"{f.get('plugin_warning', f.get('status'))}")
     if failures:
         sys.exit("FAIL: " + "; ".join(failures))
-    print(f"{fault}: every survivor detected the fault within {bound_ms} ms; the victim was blamed")
+    print(f"{fault}: every survivor detected the fault within {bound_ms} ms and named the victim")
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ int run(int argc, char** argv) {
   for (const auto& target : targets) {
     const std::string path = bb::resolveRegion(target, dir);
     if (failFast) {
-      const auto s = bb::setControlBits(path, RESILIENT_BLACKBOX_CONTROL_FAIL_FAST);
+      const auto s = bb::beginAbort(path);
       if (!s.ok()) {
         std::fprintf(stderr, "resilient-inspect: %s\n", s.toString().c_str());
         return 1;

@@ -137,22 +137,66 @@ void Channel::detach(ConnectionRecord& conn) {
     waiting.erase(std::remove(waiting.begin(), waiting.end(), &conn), waiting.end());
     it = waiting.empty() ? awaitingBind_.erase(it) : std::next(it);
   }
+  if (const FaultRecord* fault = conn.fault(); fault != nullptr && !closingFor_) {
+    // Our first faulted connection that NCCL closes: from now on our
+    // goodbyes name its root cause, so that peers downstream report it.
+    closingFor_ = fault->root;
+  }
   PeerLink* link = conn.link.exchange(nullptr);
-  if (link == nullptr || --link->connections > 0 || !link->outgoing) {
+  if (link == nullptr || --link->connections > 0) {
+    return;
+  }
+  if (!link->outgoing && !closingFor_) {
     return;  // incoming links stay open until their initiator closes them
   }
+  // An outgoing link whose last connection went; or, while closing because of
+  // a fault, an incoming one: its initiator learns at once why we went.
   if (link->state.phase() == PeerState::Phase::kUp) {
-    send(link, makeFrame(Type::kGoodbye));
+    send(link, goodbye());
   }
   closeLink(link);
 }
 
 void Channel::sayGoodbyeToAll() {
   for (auto& link : links_) {
-    if (link->outgoing && link->state.phase() == PeerState::Phase::kUp) {
-      send(link.get(), makeFrame(Type::kGoodbye));
+    if (link->state.phase() == PeerState::Phase::kUp) {
+      send(link.get(), goodbye());
     }
   }
+}
+
+void Channel::announce(const RootCause& root) {
+  if (closingFor_) {
+    return;
+  }
+  closingFor_ = root;
+  const Frame notice = makeFaultNotice(static_cast<uint64_t>(root.cls) + 1, root.pid, root.host,
+                                       root.detail);
+  for (size_t i = 0; i < links_.size(); ++i) {  // by index: a failed send changes no vector
+    PeerLink* link = links_[i].get();
+    if (link->state.phase() == PeerState::Phase::kUp) {
+      send(link, notice);
+    }
+  }
+}
+
+std::optional<RootCause> Channel::peerReasonOf(const ConnectionRecord& conn, uint64_t now) {
+  PeerLink* link = conn.link.load(std::memory_order_acquire);
+  if (link == nullptr) {
+    return std::nullopt;
+  }
+  if (link->fd >= 0) {
+    handleLink(link, EventLoop::kReadable, now);
+  }
+  return link->state.peerReason();
+}
+
+Frame Channel::goodbye() const {
+  if (!closingFor_) {
+    return makeGoodbye();
+  }
+  return makeGoodbye(static_cast<uint64_t>(closingFor_->cls) + 1, closingFor_->pid,
+                     closingFor_->host, closingFor_->detail);
 }
 
 void Channel::closeLink(PeerLink* link) {
@@ -358,6 +402,11 @@ void Channel::onFrame(PeerLink* link, const Frame& frame, uint64_t now) {
   }
   if (r.death) {
     markDead(link, *r.death);
+    return;
+  }
+  if (frame.type == Type::kGoodbye) {
+    // Requests outstanding to a peer that closed its side never complete.
+    failBusy(connections_, *link, link->state.closedFault(), sink_);
   }
 }
 

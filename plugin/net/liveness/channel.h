@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -69,10 +70,20 @@ class Channel {
   void attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer);
   void attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce);
   // A connection closes: its link loses it; an outgoing link that loses its
-  // last connection says goodbye and closes.
+  // last connection says goodbye and closes. The first faulted connection
+  // that closes makes every later goodbye name its root cause, and then
+  // incoming links that lose their last connection say goodbye and close too.
   void detach(ConnectionRecord& conn);
-  // The process's plugin is going away: goodbye on every outgoing link that is up.
+  // The process's plugin is going away: goodbye on every link that is up.
   void sayGoodbyeToAll();
+  // This process found a fault whose root cause is `root`: the first one is
+  // announced on every link that is up (a fault notice), and later goodbyes
+  // name it, so that peers downstream report the root cause, not us.
+  void announce(const RootCause& root);
+  // What the peer of `conn` said it detected, after reading what its link
+  // holds now (a data connection may report the peer's close before the
+  // watchdog thread has read the peer's notice).
+  std::optional<RootCause> peerReasonOf(const ConnectionRecord& conn, uint64_t now);
 
   // --- Watchdog thread. ---
 
@@ -96,6 +107,8 @@ class Channel {
   void closeLink(PeerLink* link);
   void reap();
   void updateInterest(PeerLink* link);
+  // Our goodbye: plain, or naming the fault we close for.
+  Frame goodbye() const;
 
   const ChannelOptions options_;
   const std::set<ConnectionRecord*>& connections_;
@@ -108,6 +121,7 @@ class Channel {
   std::map<uint64_t, PeerLink*> boundNonces_;  // listen nonce -> link that bound it
   std::map<uint64_t, std::vector<ConnectionRecord*>> awaitingBind_;
   std::vector<std::unique_ptr<PeerLink>> links_;
+  std::optional<RootCause> closingFor_;  // set by the first faulted connection closed
 };
 
 }  // namespace resilient::net::liveness

@@ -34,6 +34,9 @@ std::optional<Fault> deathOf(const ConnectionRecord& conn) {
   if (link != nullptr && link->state.phase() == PeerState::Phase::kDead) {
     return link->state.deathFault();
   }
+  if (link != nullptr && link->state.closedByPeer()) {
+    return link->state.closedFault();
+  }
   return std::nullopt;
 }
 

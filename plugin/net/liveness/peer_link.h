@@ -53,7 +53,8 @@ void failBusy(const std::set<ConnectionRecord*>& connections, const PeerLink& li
               const Fault& fault, FaultSink& sink);
 
 // The fault of a busy connection whose link is dead ("peer process exited",
-// the link's death reason); nullopt while its link lives or it has none.
+// the link's death reason) or closed by its peer ("peer closed"); nullopt
+// while its link lives or it has none.
 std::optional<Fault> deathOf(const ConnectionRecord& conn);
 
 // Marks the link of a busy connection busy for this tick's pings.

@@ -52,7 +52,16 @@ PeerState::Reaction PeerState::received(const Frame& frame, uint64_t now) {
     case Type::kBind: return r;
     case Type::kPing: r.reply = makeFrame(Type::kPong, frame.value); return r;
     case Type::kPong: return r;
-    case Type::kGoodbye: phase_ = Phase::kClosed; return r;
+    case Type::kGoodbye:
+      phase_ = Phase::kClosed;
+      closedByPeer_ = true;
+      [[fallthrough]];
+    case Type::kFault:
+      if (frame.value != 0 && !peerReason_) {
+        peerReason_ = RootCause{static_cast<FaultClass>(frame.value - 1), frame.pid, frame.host,
+                                frame.detail};
+      }
+      return r;
     case Type::kRefused: r.death = "peer " + addressText_ + " refused our job token"; return r;
   }
   return r;
@@ -65,6 +74,22 @@ std::optional<std::string> PeerState::endOfStream(int error) const {
   return error == 0
              ? "the peer process closed its liveness channel without goodbye (process exited)"
              : "liveness channel: " + errnoText(error);
+}
+
+Fault PeerState::closedFault() const {
+  if (!peerReason_) {
+    return {FaultClass::kPeerClosed,
+            "the peer process closed its side (goodbye) with requests to it outstanding",
+            std::nullopt};
+  }
+  std::string detail = "the peer process closed its side after detecting ";
+  detail += faultClassName(peerReason_->cls);
+  detail += " of process " + std::to_string(peerReason_->pid);
+  detail += " on " + (peerReason_->host.empty() ? std::string("?") : peerReason_->host);
+  if (!peerReason_->detail.empty()) {
+    detail += ": " + peerReason_->detail;
+  }
+  return {FaultClass::kPeerClosed, detail, peerReason_};
 }
 
 bool PeerState::die(std::string reason) {

@@ -15,6 +15,10 @@
 //    when the local interface of the link is down or without carrier;
 //  - an end of stream after the peer's goodbye is an orderly close, without
 //    it the peer process has exited: the link dies at once;
+//  - the peer's goodbye closes the link for good: a connection with requests
+//    outstanding to it (then or later) fails at once, "peer closed", naming
+//    the fault the peer closed for, if it gave one (root cause) in its goodbye
+//    or in the fault notice it sends when it detects a fault;
 //  - a hello with another job token is refused; a refusal kills the link.
 //
 // Threads: driven by the liveness channel with the watchdog's mutex held (the
@@ -48,7 +52,7 @@ class PeerState {
   enum class Phase {
     kConnecting,  // outgoing, TCP connect in progress
     kUp,          // open (hello sent; the peer's hello may still be on its way)
-    kClosed,      // the peer said goodbye, or we closed it: not a fault
+    kClosed,      // the peer said goodbye, or we closed it: no fault while idle
     kDead,        // broke without goodbye: the peer process is gone
   };
 
@@ -98,7 +102,14 @@ class PeerState {
   // end of stream after the peer's goodbye. Closed, unless dead already.
   void closed() noexcept;
   // The fault a busy connection of a dead link gets, at once.
-  Fault deathFault() const { return {FaultClass::kPeerExited, deathReason_}; }
+  Fault deathFault() const { return {FaultClass::kPeerExited, deathReason_, std::nullopt}; }
+  // Whether the peer closed the link (its goodbye), and the fault a busy
+  // connection of such a link gets, at once.
+  bool closedByPeer() const noexcept { return closedByPeer_; }
+  Fault closedFault() const;
+  // The fault the peer said it detected (its fault notice or goodbye), if any:
+  // the root cause of what this link's connections see next.
+  const std::optional<RootCause>& peerReason() const noexcept { return peerReason_; }
 
   // --- The tick. ---
 
@@ -121,6 +132,8 @@ class PeerState {
   const std::string addressText_;
   Phase phase_;
   std::string deathReason_;
+  bool closedByPeer_ = false;
+  std::optional<RootCause> peerReason_;  // the fault the peer's goodbye named
   std::atomic<uint32_t> pid_{0};
   std::string host_;  // written once, before `helloSeen_` is released
   std::atomic<bool> helloSeen_{false};

@@ -17,23 +17,49 @@ T get(const char* p) {
   return v;
 }
 
+// A u16 length and at most `max` bytes of `text`.
+void putText(std::string* out, const std::string& text, size_t max) {
+  const size_t n = std::min(text.size(), max);
+  put<uint16_t>(out, static_cast<uint16_t>(n));
+  out->append(text.data(), n);
+}
+
+// Reads what putText wrote at body[*at] (within `length`); false when malformed.
+bool getText(const char* body, uint32_t length, size_t* at, size_t max, std::string* text) {
+  if (*at + 2 > length) {
+    return false;
+  }
+  const auto n = get<uint16_t>(body + *at);
+  if (n > max || *at + 2 + n > length) {
+    return false;
+  }
+  text->assign(body + *at + 2, n);
+  *at += 2u + n;
+  return true;
+}
+
 }  // namespace
 
 void encode(const Frame& frame, std::string* out) {
   std::string payload;
   switch (frame.type) {
-    case Type::kHello: {
+    case Type::kHello:
       put<uint64_t>(&payload, frame.value);
       put<uint32_t>(&payload, frame.pid);
-      const size_t n = std::min(frame.host.size(), kMaxHostName);
-      put<uint16_t>(&payload, static_cast<uint16_t>(n));
-      payload.append(frame.host.data(), n);
+      putText(&payload, frame.host, kMaxHostName);
       break;
-    }
     case Type::kBind:
     case Type::kPing:
     case Type::kPong: put<uint64_t>(&payload, frame.value); break;
     case Type::kGoodbye:
+    case Type::kFault:
+      if (frame.value != 0) {
+        put<uint64_t>(&payload, frame.value);
+        put<uint32_t>(&payload, frame.pid);
+        putText(&payload, frame.host, kMaxHostName);
+        putText(&payload, frame.detail, kMaxGoodbyeDetail);
+      }
+      break;
     case Type::kRefused: break;
   }
   put<uint32_t>(out, kMagic);
@@ -71,18 +97,36 @@ Decoder::Result Decoder::next(Frame* frame, std::string* error) {
   f.type = static_cast<Type>(type);
   switch (f.type) {
     case Type::kHello: {
+      size_t at = 12;
       if (length < 14) {
         *error = "short hello";
         return Result::kError;
       }
       f.value = get<uint64_t>(body);
       f.pid = get<uint32_t>(body + 8);
-      const auto n = get<uint16_t>(body + 12);
-      if (n > kMaxHostName || 14u + n != length) {
+      if (!getText(body, length, &at, kMaxHostName, &f.host) || at != length) {
         *error = "malformed hello";
         return Result::kError;
       }
-      f.host.assign(body + 14, n);
+      break;
+    }
+    case Type::kGoodbye:
+    case Type::kFault: {
+      if (length == 0 && f.type == Type::kGoodbye) {
+        break;  // a plain close
+      }
+      size_t at = 12;
+      bool ok = length >= 16;
+      if (ok) {
+        f.value = get<uint64_t>(body);
+        f.pid = get<uint32_t>(body + 8);
+      }
+      ok = ok && f.value != 0 && getText(body, length, &at, kMaxHostName, &f.host) &&
+           getText(body, length, &at, kMaxGoodbyeDetail, &f.detail) && at == length;
+      if (!ok) {
+        *error = f.type == Type::kGoodbye ? "malformed goodbye" : "malformed fault notice";
+        return Result::kError;
+      }
       break;
     }
     case Type::kBind:
@@ -94,7 +138,6 @@ Decoder::Result Decoder::next(Frame* frame, std::string* error) {
       }
       f.value = get<uint64_t>(body);
       break;
-    case Type::kGoodbye:
     case Type::kRefused:
       if (length != 0) {
         *error = "malformed frame of type " + std::to_string(type);

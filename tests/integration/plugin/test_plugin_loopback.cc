@@ -405,7 +405,7 @@ TEST_CASE("the blackbox shows the connections, records the fault and carries fai
     CHECK(faulted == 1);
 
     // A consumer sets fail-fast: the healthy send side fails at its next call.
-    REQUIRE(blackbox::setControlBits(region, RESILIENT_BLACKBOX_CONTROL_FAIL_FAST).ok());
+    REQUIRE(blackbox::beginAbort(region).ok());
     uint8_t byte = 0;
     void* sendReq = nullptr;
     CHECK_FALSE(p.t().isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &sendReq).ok());
@@ -413,6 +413,37 @@ TEST_CASE("the blackbox shows the connections, records the fault and carries fai
   }
   // A clean finish removes the region.
   CHECK_FALSE(std::filesystem::exists(region));
+}
+
+TEST_CASE("a connection made before an abort gets no new fault after it",
+          "[plugin][loopback][blackbox]") {
+  // The demo's restart: a rank closed its side of a communicator that every
+  // rank had aborted, and its peer, whose requests on that communicator were
+  // still outstanding, reported a new fault that blamed it.
+  test::TempDir dir;
+  const std::string region =
+      blackbox::regionPath(dir.path().string(), static_cast<uint32_t>(getpid()));
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback,
+                     {"NCCL_RESILIENT_BLACKBOX_DIR", dir.path().string()},
+                     {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "200"}});
+  TransportPair& old = p.connect();
+  // An abort begins and ends (the restart library's iteration boundary).
+  REQUIRE(blackbox::beginAbort(region).ok());
+  REQUIRE(blackbox::endAbort(region).ok());
+  std::vector<uint8_t> in(32);
+  void* req = nullptr;
+  REQUIRE(test::postRecv(old, in.data(), in.size(), 0, &req).ok());
+  REQUIRE_FALSE(test::waitRequest(&p.t(), req, nullptr, 5000).ok());  // stuck, on the old comm
+  const std::string warn = warning(logger, "aborted on recv connection");
+  INFO(warn);
+  CHECK(warn.find("its communicator was aborted by this process; then: peer stuck") !=
+        std::string::npos);
+  CHECK(logger.count(NCCL_LOG_WARN, "peer stuck on") == 0);
+  auto snap = blackbox::readRegion(region);
+  REQUIRE(snap.ok());
+  REQUIRE(snap->faults.size() == 1);
+  CHECK(snap->faults[0].faultClass == RESILIENT_BLACKBOX_FAULT_ABORTED);
 }
 
 TEST_CASE("the layer wraps another net plugin library", "[plugin][loopback][external]") {

@@ -231,7 +231,69 @@ TEST_CASE("liveness: silence without outstanding requests is no fault", "[net][l
   CHECK(peer.sink.reports[0].fault.detail.find("no answer to heartbeats for 1010 ms") == 0);
 }
 
-TEST_CASE("liveness: a link closed with goodbye is no fault", "[net][liveness]") {
+TEST_CASE("liveness: a goodbye is no fault while no request is outstanding", "[net][liveness]") {
+  FakeClock clock;
+  Peer peer(clock);
+  TestConnection conn("10.1.2.3:5000");
+  peer.attach(conn);
+
+  const auto r = peer.link.state.received(makeGoodbye(), clock.monoNs());
+  CHECK_FALSE(r.reply);
+  CHECK_FALSE(r.death);
+  CHECK(peer.link.state.phase() == PeerState::Phase::kClosed);
+  CHECK(peer.link.state.closedByPeer());
+  // The end of stream that follows is orderly.
+  CHECK_FALSE(peer.link.state.endOfStream(0));
+  peer.link.state.closed();
+  CHECK(peer.link.state.phase() == PeerState::Phase::kClosed);
+  // Idle: no pings to a closed link, and no fault however long.
+  CHECK(run(clock, peer, 10 * kTimeoutMs, false).empty());
+  CHECK(peer.sink.reports.empty());
+  CHECK(conn->fault() == nullptr);
+
+  // A link we closed ourselves fails nothing either.
+  PeerState ours(Policy{kTimeoutMs, 0}, PeerState::Phase::kUp, "10.1.2.3:40000");
+  ours.closed();
+  CHECK_FALSE(ours.closedByPeer());
+}
+
+TEST_CASE("liveness: a goodbye with requests outstanding is 'peer closed', at once",
+          "[net][liveness]") {
+  // Issue 18 finding 2: a survivor whose inner transport never reports the
+  // closed peer (aws-ofi-nccl over libfabric's RDM endpoint) waited for the
+  // progress timeout (300 s) after its peer said goodbye.
+  FakeClock clock;
+  Peer peer(clock);
+  TestConnection busy("10.1.2.3:5000");
+  TestConnection idle("10.1.2.3:5001");
+  peer.attach(busy);
+  peer.attach(idle);
+  busy.post();
+  peer.tick(clock.monoNs());
+  clock.advanceMs(3);  // between two ticks
+
+  peer.link.state.received(makeGoodbye(), clock.monoNs());
+  // What the channel does on the goodbye: the busy connections fail now.
+  failBusy(peer.connections, peer.link, peer.link.state.closedFault(), peer.sink);
+  REQUIRE(peer.sink.reports.size() == 1);
+  CHECK(peer.sink.reports[0].conn == busy.get());
+  CHECK(peer.sink.reports[0].fault.cls == FaultClass::kPeerClosed);
+  CHECK(peer.sink.reports[0].fault.detail ==
+        "the peer process closed its side (goodbye) with requests to it outstanding");
+  CHECK_FALSE(peer.sink.reports[0].fault.root);  // the peer itself is the culprit
+  CHECK(peer.sink.reports[0].atNs == clock.monoNs());
+  CHECK(isRemote(FaultClass::kPeerClosed));
+
+  // The idle connection fails at the first tick it is busy, not at a timeout.
+  idle.post();
+  CHECK_FALSE(peer.tick(clock.monoNs()));
+  REQUIRE(peer.sink.reports.size() == 2);
+  CHECK(peer.sink.reports[1].conn == idle.get());
+  CHECK(peer.sink.reports[1].fault.cls == FaultClass::kPeerClosed);
+}
+
+TEST_CASE("liveness: a goodbye that names a fault makes it the root cause", "[net][liveness]") {
+  // Issue 18 finding 2: the survivors of a cascade blamed their neighbour.
   FakeClock clock;
   Peer peer(clock);
   TestConnection conn("10.1.2.3:5000");
@@ -239,20 +301,22 @@ TEST_CASE("liveness: a link closed with goodbye is no fault", "[net][liveness]")
   conn.post();
   peer.tick(clock.monoNs());
 
-  const auto r = peer.link.state.received(makeFrame(Type::kGoodbye), clock.monoNs());
-  CHECK_FALSE(r.reply);
-  CHECK_FALSE(r.death);
-  CHECK(peer.link.state.phase() == PeerState::Phase::kClosed);
-  // The end of stream that follows is orderly.
-  CHECK_FALSE(peer.link.state.endOfStream(0));
-  peer.link.state.closed();
-  CHECK(peer.link.state.phase() == PeerState::Phase::kClosed);
-  CHECK_FALSE(deathOf(*conn));
-  // No pings to a closed link, and its silence is no fault (the progress
-  // timeout still covers the connection).
-  CHECK(run(clock, peer, 10 * kTimeoutMs, false).empty());
-  CHECK(peer.sink.reports.empty());
-  CHECK(conn->fault() == nullptr);
+  const uint64_t exited = static_cast<uint64_t>(FaultClass::kPeerExited) + 1;
+  peer.link.state.received(makeGoodbye(exited, 777, "nodeC", "no goodbye (process exited)"),
+                           clock.monoNs());
+  clock.advanceMs(kTickMs);
+  peer.tick(clock.monoNs());
+  REQUIRE(peer.sink.reports.size() == 1);
+  const Fault& f = peer.sink.reports[0].fault;
+  CHECK(f.cls == FaultClass::kPeerClosed);
+  CHECK(f.detail ==
+        "the peer process closed its side after detecting peer process exited of process 777 on "
+        "nodeC: no goodbye (process exited)");
+  REQUIRE(f.root);
+  CHECK(f.root->cls == FaultClass::kPeerExited);
+  CHECK(f.root->pid == 777);
+  CHECK(f.root->host == "nodeC");
+  CHECK(peer.sink.reports[0].peer == "10.1.2.3:5000 (host nodeB, pid 4242)");
 }
 
 TEST_CASE("liveness: an end of stream without goodbye is 'peer process exited', at once",

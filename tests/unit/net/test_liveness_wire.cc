@@ -1,3 +1,4 @@
+#include <cstring>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -31,6 +32,43 @@ TEST_CASE("liveness frames round-trip", "[net][liveness-wire]") {
   CHECK(roundTrip(makeFrame(Type::kPing, 9)).type == Type::kPing);
   CHECK(roundTrip(makeFrame(Type::kPong, 9)).value == 9);
   CHECK(roundTrip(makeFrame(Type::kGoodbye)).type == Type::kGoodbye);
+}
+
+TEST_CASE("a goodbye is empty, or names the fault its sender closes for", "[net][liveness-wire]") {
+  std::string plain;
+  encode(makeGoodbye(), &plain);
+  CHECK(plain.size() == kHeaderSize);  // what version-1 peers before reasons send and expect
+  const Frame bare = roundTrip(makeGoodbye());
+  CHECK(bare.value == 0);
+  CHECK(bare.host.empty());
+
+  const Frame why = roundTrip(makeGoodbye(2, 4242, "node-3", "no answer for 1500 ms"));
+  CHECK(why.type == Type::kGoodbye);
+  CHECK(why.value == 2);
+  CHECK(why.pid == 4242);
+  CHECK(why.host == "node-3");
+  CHECK(why.detail == "no answer for 1500 ms");
+
+  // Long texts are cut to what the frame allows, and still decode.
+  const Frame longer = roundTrip(makeGoodbye(1, 1, std::string(400, 'h'), std::string(400, 'd')));
+  CHECK(longer.host.size() == kMaxHostName);
+  CHECK(longer.detail.size() == kMaxGoodbyeDetail);
+
+  // A reason payload that does not add up is refused.
+  std::string bytes;
+  encode(makeGoodbye(2, 4242, "node-3", "detail"), &bytes);
+  for (const size_t cut : {size_t{1}, size_t{3}}) {
+    std::string bad = bytes;
+    bad.resize(bad.size() - cut);
+    const uint32_t length = static_cast<uint32_t>(bad.size() - kHeaderSize);
+    std::memcpy(bad.data() + 8, &length, sizeof length);
+    Decoder d;
+    d.feed(bad.data(), bad.size());
+    Frame f;
+    std::string error;
+    CHECK(d.next(&f, &error) == Decoder::Result::kError);
+    CHECK(error == "malformed goodbye");
+  }
 }
 
 TEST_CASE("the decoder reassembles frames fed byte by byte", "[net][liveness-wire]") {
