@@ -3,9 +3,10 @@
 # the tests need (apt-get, only what is missing), configures build/ with every
 # feature its suites need (reconfiguring a build/ that another command, such
 # as scripts/demo.sh, configured without them), builds, runs the default test
-# suites (unit + integration) and the chaos suite, builds the GPU validation
-# kit and runs its dry run, then does the same suites with
-# AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/.
+# suites (unit + integration) and the chaos suite, the thirdparty suite (real
+# partner plugins built from ../shared/thirdparty; plain build only), builds
+# the GPU validation kit and runs its dry run, then runs the default and chaos
+# suites again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/.
 #
 # A suite that runs no test fails (a build without its tests must not pass as
 # green). The last line says "N passed, M failed, K skipped" over every run.
@@ -28,6 +29,9 @@ packages=(
   etcd-server etcd-client libcurl4-openssl-dev # coordination store: etcd backend and its tests
   libbenchmark-dev                             # bench-profiler (Google Benchmark)
   binutils                                     # strip, nm, ldd checks (GPU kit, exports)
+  autoconf automake libtool make               # the thirdparty suite's partner builds,
+  libfabric-dev libhwloc-dev                   # aws-ofi-nccl's dependencies,
+  libucx-dev libibverbs-dev                    # nccl-rdma-sharp-plugins' dependencies
 )
 # shellcheck source=scripts/ensure_packages.sh
 source scripts/ensure_packages.sh
@@ -102,6 +106,10 @@ run_suites() {
 
 extra=("$@")
 run_suites build default
+
+# Real partner plugins (aws-ofi-nccl, nccl-rdma-sharp-plugins), built once into
+# build/ from ../shared/thirdparty by the suite itself; skipped without them.
+run_suite build thirdparty "build thirdparty suite" --suite thirdparty
 
 # The GPU validation kit (docs/gpu-validation.md): its carried set, checked
 # with ldd, and the dry run of everything that needs no GPU.

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""One test of the thirdparty suite: a partner (a third-party NCCL net plugin,
+built from its archive by build_partner.sh) under resilient-nettest, loaded
+directly or wrapped by the resilient plugin (--wrap: NCCL_RESILIENT_INNER is
+the partner). The partner is built first unless it is already (cached); one
+that cannot be built here (no archive, no build dependency) skips (77).
+
+  allreduce RANKS        ring all-reduce on RANKS ranks, every power of two from
+                         8 B to 64 MiB, every byte checked
+  fault SCRIPT kill|stop 4 ranks, one killed or frozen: SCRIPT (tests/chaos/
+                         process_faults.py) checks that every survivor reports
+                         it within its bound and that the victim is blamed
+  no-devices             the partner loads, inits and reports 0 devices:
+                         resilient-nettest says so and every rank exits (no
+                         signal, no hang)
+
+In allreduce and no-devices every rank must log that it loaded the partner's
+library (directly, or as the resilient plugin's inner transport).
+
+usage: partner_test.py --build SCRIPT NAME ARCHIVE WORKDIR NETTEST [--wrap PLUGIN] CHECK [ARGS...]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+NO_DEVICES = re.compile(r"^# rank (\d+): exit \d+: .*device 0 requested, the plugin has 0\b", re.M)
+RANK_END = re.compile(r"^# rank (\d+): (\S+ ?\S*)", re.M)
+LOADED = re.compile(r"\[(\d+)\] .*inner transport: net plugin .* from (\S+)$", re.M)
+
+
+def build_partner(script, name, archive, workdir):
+    """The partner's library; exits 77 or 1 when it cannot be built."""
+    proc = subprocess.run([script, name, archive, workdir], capture_output=True, text=True)
+    print(proc.stdout + proc.stderr, end="")
+    if proc.returncode == SKIP:
+        sys.exit(SKIP)
+    if proc.returncode != 0:
+        sys.exit(f"FAIL: build_partner.sh {name} exited {proc.returncode}")
+    with open(os.path.join(workdir, "library")) as f:
+        return f.read().strip()
+
+
+def run_nettest(cmd, env, limit_s):
+    """resilient-nettest's result; a run past limit_s is a hang, a failure."""
+    print("$ " + " ".join(cmd), flush=True)
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"FAIL: resilient-nettest still running after {limit_s} s (a hang)")
+    print(proc.stdout[-6000:])
+    return proc
+
+
+def check_loaded(proc, library, ranks):
+    """Each of `ranks` logged (NCCL_DEBUG=INFO, INIT) that it loaded `library`."""
+    want = os.path.realpath(library)
+    loaded = {int(r) for r, path in LOADED.findall(proc.stderr) if os.path.realpath(path) == want}
+    if not set(ranks) <= loaded:
+        print(proc.stderr[-6000:])
+        sys.exit(f"FAIL: ranks {sorted(ranks)} should have loaded {want}; {sorted(loaded)} did")
+
+
+def allreduce(nettest, plugin, library, env, ranks):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.json")
+        proc = run_nettest([nettest, "--plugin", plugin, "--ranks", str(ranks),
+                            "--pattern", "allreduce", "-b", "8", "-e", "64M", "-f", "2",
+                            "-n", "2", "-w", "1", "--timeout", "60", "--json", out], env, 300)
+        if proc.returncode != 0:
+            print(proc.stderr[-6000:])
+            sys.exit(f"FAIL: resilient-nettest exited {proc.returncode}")
+        result = json.load(open(out))
+    sizes = [r["bytes"] for r in result["results"]]
+    if not result["ok"] or result["errors"] != 0 or sizes[-1] != 64 << 20 or len(sizes) != 24:
+        sys.exit(f"FAIL: ok {result['ok']}, {result['errors']} wrong values, sizes {sizes}")
+    check_loaded(proc, library, range(ranks))
+    print(f"allreduce on {ranks} ranks through {library}: 8 B .. 64 MiB, every byte right")
+
+
+def no_devices(nettest, plugin, library, env):
+    ranks = 2
+    proc = run_nettest([nettest, "--plugin", plugin, "--ranks", str(ranks), "-b", "8", "-e", "8",
+                        "-n", "1", "-w", "0", "--timeout", "5"], env, 60)
+    ends = {int(r): how for r, how in RANK_END.findall(proc.stdout)}
+    exits = {r for r, how in ends.items() if how.startswith("exit")}
+    if proc.returncode <= 0 or exits != set(range(ranks)):
+        print(proc.stderr[-6000:])
+        sys.exit(f"FAIL: resilient-nettest exited {proc.returncode}; ranks: {ends}")
+    told = {int(r) for r in NO_DEVICES.findall(proc.stdout)}
+    if not told:
+        print(proc.stderr[-6000:])
+        sys.exit("FAIL: no rank said that the plugin has 0 devices")
+    # A rank that reached the plugin after rank 0 had given up and left finds
+    # the rendezvous closed and gives up too, at --timeout: it never loads it.
+    check_loaded(proc, library, told)
+    print(f"{library} loaded, initialised and reported 0 devices on ranks {sorted(told)}; "
+          f"resilient-nettest exited {proc.returncode} with that message")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", nargs=4, required=True, metavar=("SCRIPT", "NAME", "ARCHIVE", "DIR"))
+    ap.add_argument("nettest")
+    ap.add_argument("--wrap", metavar="PLUGIN", help="the resilient plugin, wrapping the partner")
+    ap.add_argument("check", choices=["allreduce", "fault", "no-devices"])
+    ap.add_argument("args", nargs="*")
+    a = ap.parse_args()
+
+    library = build_partner(*a.build)
+    env = dict(os.environ)
+    plugin = library
+    if a.wrap:
+        env["NCCL_RESILIENT_INNER"] = library
+        plugin = a.wrap
+    if a.check == "fault":
+        if not a.wrap:
+            sys.exit("fault: only wrapped (--wrap): the resilient plugin is what detects")
+        script, fault = a.args
+        sys.exit(subprocess.run([sys.executable, script, a.nettest, plugin, fault], env=env).returncode)
+    # The INIT log names the library each rank loaded.
+    env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT")
+    if a.check == "allreduce":
+        allreduce(a.nettest, plugin, library, env, int(a.args[0]))
+    else:
+        no_devices(a.nettest, plugin, library, env)
+
+
+if __name__ == "__main__":
+    main()
