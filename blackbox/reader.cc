@@ -222,22 +222,26 @@ const std::string& RegionWatch::path() const noexcept {
   return impl_->path;
 }
 
-Status beginAbort(const std::string& path) {
+namespace {
+
+// Runs `change` on the control word of the region at `path`.
+Status changeControl(const std::string& path, void (*change)(uint32_t&) noexcept) {
   auto mapping = Mapping::open(path, true);
   if (!mapping.ok()) {
     return mapping.status();
   }
-  beginAbortOn(mapping->header()->control);
+  change(mapping->header()->control);
   return {};
 }
 
+}  // namespace
+
+Status beginAbort(const std::string& path) {
+  return changeControl(path, &beginAbortOn);
+}
+
 Status endAbort(const std::string& path) {
-  auto mapping = Mapping::open(path, true);
-  if (!mapping.ok()) {
-    return mapping.status();
-  }
-  endAbortOn(mapping->header()->control);
-  return {};
+  return changeControl(path, &endAbortOn);
 }
 
 }  // namespace resilient::blackbox

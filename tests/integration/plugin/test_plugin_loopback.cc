@@ -87,6 +87,19 @@ std::string warning(const test::CapturingLogger& logger, const std::string& need
   return {};
 }
 
+// A blackbox directory for this process's region, and the environment of a
+// plugin that writes it with a 200 ms progress timeout.
+struct BlackboxDir {
+  test::TempDir dir;
+  std::string region = blackbox::regionPath(dir.path().string(), static_cast<uint32_t>(getpid()));
+
+  std::vector<std::pair<std::string, std::string>> environment() const {
+    return {kLoopback,
+            {"NCCL_RESILIENT_BLACKBOX_DIR", dir.path().string()},
+            {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "200"}};
+  }
+};
+
 }  // namespace
 
 TEST_CASE("data of every size crosses the resilient layer intact, through every ABI version",
@@ -363,14 +376,11 @@ TEST_CASE("an injected transport error fails the comm at once, explained and sti
 
 TEST_CASE("the blackbox shows the connections, records the fault and carries fail-fast",
           "[plugin][loopback][blackbox]") {
-  test::TempDir dir;
-  const std::string region =
-      blackbox::regionPath(dir.path().string(), static_cast<uint32_t>(getpid()));
+  BlackboxDir box;
+  const std::string& region = box.region;
   test::CapturingLogger logger(log::Level::kWarn);
   {
-    PluginUnderTest p({kLoopback,
-                       {"NCCL_RESILIENT_BLACKBOX_DIR", dir.path().string()},
-                       {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "200"}});
+    PluginUnderTest p(box.environment());
     TransportPair& pair = p.connect();
     std::vector<uint8_t> in(32);
     void* req = nullptr;
@@ -420,13 +430,10 @@ TEST_CASE("a connection made before an abort gets no new fault after it",
   // The demo's restart: a rank closed its side of a communicator that every
   // rank had aborted, and its peer, whose requests on that communicator were
   // still outstanding, reported a new fault that blamed it.
-  test::TempDir dir;
-  const std::string region =
-      blackbox::regionPath(dir.path().string(), static_cast<uint32_t>(getpid()));
+  BlackboxDir box;
+  const std::string& region = box.region;
   test::CapturingLogger logger(log::Level::kWarn);
-  PluginUnderTest p({kLoopback,
-                     {"NCCL_RESILIENT_BLACKBOX_DIR", dir.path().string()},
-                     {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "200"}});
+  PluginUnderTest p(box.environment());
   TransportPair& old = p.connect();
   // An abort begins and ends (the restart library's iteration boundary).
   REQUIRE(blackbox::beginAbort(region).ok());

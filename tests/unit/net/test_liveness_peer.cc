@@ -110,6 +110,22 @@ std::vector<uint64_t> run(FakeClock& clock, Peer& peer, uint64_t ms, bool answer
   return pings;
 }
 
+// A peer with two connections, one with a request outstanding, one idle; the
+// clock between two ticks after a busy one.
+struct BusyAndIdle {
+  BusyAndIdle() {
+    peer.attach(busy);
+    peer.attach(idle);
+    busy.post();
+    peer.tick(clock.monoNs());
+    clock.advanceMs(3);
+  }
+  FakeClock clock;
+  Peer peer{clock};
+  TestConnection busy{"10.1.2.3:5000"};
+  TestConnection idle{"10.1.2.3:5001"};
+};
+
 }  // namespace
 
 TEST_CASE("liveness: pings go out only while requests are outstanding, every quarter timeout",
@@ -262,15 +278,11 @@ TEST_CASE("liveness: a goodbye with requests outstanding is 'peer closed', at on
   // Issue 18 finding 2: a survivor whose inner transport never reports the
   // closed peer (aws-ofi-nccl over libfabric's RDM endpoint) waited for the
   // progress timeout (300 s) after its peer said goodbye.
-  FakeClock clock;
-  Peer peer(clock);
-  TestConnection busy("10.1.2.3:5000");
-  TestConnection idle("10.1.2.3:5001");
-  peer.attach(busy);
-  peer.attach(idle);
-  busy.post();
-  peer.tick(clock.monoNs());
-  clock.advanceMs(3);  // between two ticks
+  BusyAndIdle f;
+  FakeClock& clock = f.clock;
+  Peer& peer = f.peer;
+  TestConnection& busy = f.busy;
+  TestConnection& idle = f.idle;
 
   peer.link.state.received(makeGoodbye(), clock.monoNs());
   // What the channel does on the goodbye: the busy connections fail now.
@@ -321,15 +333,11 @@ TEST_CASE("liveness: a goodbye that names a fault makes it the root cause", "[ne
 
 TEST_CASE("liveness: an end of stream without goodbye is 'peer process exited', at once",
           "[net][liveness]") {
-  FakeClock clock;
-  Peer peer(clock);
-  TestConnection busy("10.1.2.3:5000");
-  TestConnection idle("10.1.2.3:5001");
-  peer.attach(busy);
-  peer.attach(idle);
-  busy.post();
-  peer.tick(clock.monoNs());
-  clock.advanceMs(3);  // between two ticks
+  BusyAndIdle f;
+  FakeClock& clock = f.clock;
+  Peer& peer = f.peer;
+  TestConnection& busy = f.busy;
+  TestConnection& idle = f.idle;
 
   // What the channel does when recv returns 0: no tick, no timeout.
   const auto reason = peer.link.state.endOfStream(0);
