@@ -1,6 +1,9 @@
 #include "plugin/net/core.h"
 
+#include <unistd.h>
+
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -31,6 +34,7 @@ struct ListenComm {
   uint64_t commId = 0;
   void* inner = nullptr;
   uint64_t nonce = 0;
+  int dev = 0;
 };
 
 // Pool sizes: NCCL keeps at most kMaxRequests outstanding per comm; the sender
@@ -104,7 +108,16 @@ Core::Core(std::unique_ptr<transport::Transport> inner, const WatchdogOptions& w
     : inner_(std::move(inner)),
       blackbox_(std::move(blackbox)),
       watchdog_(std::make_unique<Watchdog>(*inner_, static_cast<FaultSink&>(*this), watchdog,
-                                           blackbox_.get(), clock_)) {}
+                                           blackbox_.get(), clock_)),
+      hostName_(watchdog.hostName) {}
+
+void Core::describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept {
+  transport::Endpoint& local = conn.identity.local;
+  if (local.text[0] == '\0') {
+    snprintf(local.text, sizeof local.text, "%s pid %d device %d",
+             hostName_.empty() ? "?" : hostName_.c_str(), static_cast<int>(getpid()), dev);
+  }
+}
 
 Core::~Core() {
   watchdog_.reset();  // stops its thread before the transport and the blackbox go away
@@ -143,6 +156,7 @@ Status Core::listen(void* ctx, int dev, void* handle, void** listenComm) {
   auto* c = static_cast<Context*>(ctx);
   auto l = std::make_unique<ListenComm>();
   l->commId = c != nullptr ? c->commId : 0;
+  l->dev = dev;
   std::memset(handle, 0, transport::kHandleSize);
   RESILIENT_TRY(inner_->listen(c != nullptr ? c->inner : nullptr, dev, handle, &l->inner));
   l->nonce = watchdog_->newListenNonce();
@@ -170,6 +184,7 @@ Status Core::connect(void* ctx, int dev, void* handle, void** sendComm) {
   auto conn = std::make_unique<ConnectionRecord>(
       ConnectionRecord::Direction::kSend, c != nullptr ? c->commId : 0, innerComm, kSendPool);
   inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
+  describeLocalEnd(*conn, dev);
   conn->abortEpoch = blackbox_ != nullptr ? blackbox_->abortEpoch() : 0;
   if (hasTrailer) {
     watchdog_->attachConnector(*conn, trailer);
@@ -190,6 +205,7 @@ Status Core::accept(void* listenComm, void** recvComm) {
   auto conn = std::make_unique<ConnectionRecord>(ConnectionRecord::Direction::kRecv, l->commId,
                                                  innerComm, kRecvPool);
   inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
+  describeLocalEnd(*conn, l->dev);
   conn->abortEpoch = blackbox_ != nullptr ? blackbox_->abortEpoch() : 0;
   watchdog_->attachAcceptor(*conn, l->nonce);
   watchdog_->add(conn.get());

@@ -89,13 +89,17 @@ class Core final : private FaultSink {
        std::unique_ptr<blackbox::Writer> blackbox);
 
   Status checkUsable(ConnectionRecord& conn) noexcept;
+  // What the layer knows of a connection's local end when the inner
+  // transport gives none (external plugins: NCCL's API has no endpoints).
+  void describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept;
   void report(ConnectionRecord& conn, const Fault& fault) override;
 
   std::unique_ptr<transport::Transport> inner_;
   const SystemClock clock_;                     // the watchdog's; outlives it (declared before)
   std::unique_ptr<blackbox::Writer> blackbox_;  // may be null (NCCL_RESILIENT_BLACKBOX_DIR empty)
   std::unique_ptr<Watchdog> watchdog_;
-  int refs_ = 0;  // guarded by the global core mutex
+  const std::string hostName_;  // ours, as the liveness channel's hello says it
+  int refs_ = 0;                // guarded by the global core mutex
 };
 
 }  // namespace resilient::net

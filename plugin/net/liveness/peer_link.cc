@@ -11,6 +11,11 @@ PeerLink::PeerLink(const Policy& policy, Origin origin, const SocketAddress& pee
 std::string describePeer(const ConnectionRecord& conn) {
   const PeerLink* link = conn.link.load(std::memory_order_acquire);
   std::string s = conn.identity.peer.text[0] != '\0' ? conn.identity.peer.text : "?";
+  if (s == "?" && link != nullptr) {
+    // The inner transport names no endpoint: the peer's liveness address
+    // says which host (and interface) it is on.
+    s = "liveness " + link->state.addressText();
+  }
   if (link != nullptr) {
     const bool hello = link->state.helloSeen();
     s += " (host " + (hello ? link->state.host() : std::string("?")) + ", pid " +

@@ -43,7 +43,8 @@ struct PeerLink {
 };
 
 // "<peer endpoint> (host <h>, pid <p>)": who is at the other end of a
-// connection, for fault messages (host "?" before the peer's hello).
+// connection, for fault messages (host "?" before the peer's hello; the
+// peer's liveness address where the inner transport names no endpoint).
 std::string describePeer(const ConnectionRecord& conn);
 
 // Fails, through `sink`, every connection among `connections` that uses

@@ -468,6 +468,12 @@ TEST_CASE("the layer wraps another net plugin library", "[plugin][loopback][exte
   const std::string warn = warning(logger, "peer stuck");
   INFO(warn);
   CHECK(warn.find("pid " + std::to_string(getpid())) != std::string::npos);
+  // Issue 18 finding 6: through an external plugin every WARN said "local ?,
+  // peer ?". NCCL's API gives no endpoints; the layer says what it knows.
+  CHECK(warn.find("local ?") == std::string::npos);
+  CHECK(warn.find("peer ?") == std::string::npos);
+  CHECK(warn.find(" pid " + std::to_string(getpid()) + " device 0") != std::string::npos);
+  CHECK(warn.find("peer liveness 127.0.0.1:") != std::string::npos);
 }
 
 TEST_CASE("the layer refuses to wrap itself", "[plugin][loopback][external]") {
