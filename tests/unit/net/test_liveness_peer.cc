@@ -223,7 +223,7 @@ TEST_CASE("liveness: a peer named before its hello is described by what is known
   link.state.setPid(77);
   TestConnection conn;
   conn->link.store(&link);
-  CHECK(describePeer(*conn) == "? (host ?, pid 77)");
+  CHECK(describePeer(*conn) == "liveness 10.1.2.3:40000 (host ?, pid 77)");
   TestConnection unlinked("10.1.2.3:5000");
   CHECK(describePeer(*unlinked) == "10.1.2.3:5000");
 }
