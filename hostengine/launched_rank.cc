@@ -15,6 +15,7 @@ LaunchedRank readLaunchedRank(const Environment& env, const LaunchEnvNames& name
   launched.master = env.get("MASTER_ADDR", "127.0.0.1");
   if (std::optional<std::string> token = env.get(names.token)) {
     launched.token = std::strtoull(token->c_str(), nullptr, 16);
+    launched.serverSocket = ServerSocket::kOpenedByLauncher;
   }
   if (std::optional<std::string> fd = env.get(names.listenFd)) {
     launched.listenFd = std::atoi(fd->c_str());
@@ -47,7 +48,8 @@ Result<std::unique_ptr<RendezvousClient>> joinRendezvous(const RendezvousPlace& 
   return RendezvousClient::connect(*server, {.rank = static_cast<uint32_t>(place.rank),
                                              .worldSize = static_cast<uint32_t>(place.world),
                                              .token = place.token,
-                                             .timeoutMs = place.timeoutMs});
+                                             .timeoutMs = place.timeoutMs,
+                                             .serverSocket = place.serverSocket});
 }
 
 void signalStart(int startFd, uint64_t startNs) {

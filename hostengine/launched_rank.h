@@ -19,8 +19,11 @@ namespace resilient::hostengine {
 // What planLocalLaunch set for a rank, read back. Set by hand (a rank
 // started by a job launcher), only MASTER_ADDR may be there.
 struct LaunchedRank {
-  std::string master;           // MASTER_ADDR, 127.0.0.1 when unset
-  uint64_t token = 0;           // names.token (hexadecimal), 0 when unset
+  std::string master;  // MASTER_ADDR, 127.0.0.1 when unset
+  uint64_t token = 0;  // names.token (hexadecimal), 0 when unset
+  // Started by the launcher (names.token set): the rendezvous socket was
+  // open before any rank started.
+  ServerSocket serverSocket = ServerSocket::kMayNotListenYet;
   std::optional<int> listenFd;  // rank 0: names.listenFd, the rendezvous socket it inherited
   std::optional<int> startFd;   // rank 0: names.startFd, the start pipe's write end
 };
@@ -34,6 +37,7 @@ struct RendezvousPlace {
   int world = 0;
   uint64_t token = 0;
   int64_t timeoutMs = 30000;  // joining: how long to retry while the server is not up
+  ServerSocket serverSocket = ServerSocket::kMayNotListenYet;  // LaunchedRank's
   // Rank 0's serving socket: the one it inherited, if any; without one,
   // listen on master:port itself when `listenWhenNotInherited` (a rank 0
   // started by hand), else fail.

@@ -417,7 +417,22 @@ Result<std::unique_ptr<RendezvousClient>> RendezvousClient::connect(
                         std::to_string(options.worldSize) + " is out of range");
   }
   const uint64_t deadline = monotonicNs() + static_cast<uint64_t>(options.timeoutMs) * 1000000ull;
-  Result<FileDescriptor> fd = connectWithRetry(server, deadline);
+  Result<FileDescriptor> fd = invalidUsage("not connected");
+  if (options.serverSocket == ServerSocket::kOpenedByLauncher) {
+    FileDescriptor connected;
+    const int err = connectBefore(server, deadline, &connected);
+    if (err == 0) {
+      fd = std::move(connected);
+    } else if (err == ECONNREFUSED) {
+      fd = remoteError(
+          "refused: its socket was open since the launch, so rank 0, which serves it, has exited",
+          server.toString());
+    } else {
+      fd = connectionError(err, "connect", server.toString());
+    }
+  } else {
+    fd = connectWithRetry(server, deadline);
+  }
   if (!fd.ok()) {
     return Status::error(fd.status().kind(),
                          "rendezvous server " + server.toString() + ": " + fd.status().message(),

@@ -110,16 +110,24 @@ class RendezvousServer {
 };
 
 // Who joins the rendezvous, and how long its calls may wait.
+// Whether the server's socket may not listen yet when a rank connects (a
+// rank 0 started by hand: the others retry while refused), or was opened by
+// the launcher before any rank started (a refused connection then means that
+// rank 0, which serves it, has exited: the rank fails at once).
+enum class ServerSocket { kMayNotListenYet, kOpenedByLauncher };
+
 struct RendezvousClientOptions {
   uint32_t rank = 0;
   uint32_t worldSize = 0;
   uint64_t token = 0;         // the job's, as the server knows it
   int64_t timeoutMs = 30000;  // connecting, and then each call
+  ServerSocket serverSocket = ServerSocket::kMayNotListenYet;
 };
 
 class RendezvousClient : public OutOfBand {
  public:
-  // Connects (retrying until timeoutMs while the server is not up yet) and says HELLO.
+  // Connects (retrying until timeoutMs while the server is not up yet, unless
+  // its socket was opened by the launcher) and says HELLO.
   static Result<std::unique_ptr<RendezvousClient>> connect(const SocketAddress& server,
                                                            const RendezvousClientOptions& options);
 

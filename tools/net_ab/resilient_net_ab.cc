@@ -231,6 +231,7 @@ int runRank(const Config& c, const he::Environment& env) {
   if (launch.listenFd.value_or(-1) >= 0) {
     place.inheritedListenFd = launch.listenFd;
   }
+  place.serverSocket = launch.serverSocket;
   std::unique_ptr<he::RendezvousServer> server;
   if (rank == 0) {
     auto s = he::serveRendezvous(place);

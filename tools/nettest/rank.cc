@@ -127,6 +127,7 @@ int runRank(const Config& c, const he::Environment& env) {
   place.timeoutMs = c.timeoutMs;
   place.inheritedListenFd = launch.listenFd;
   place.listenWhenNotInherited = true;  // a rank 0 started by hand
+  place.serverSocket = launch.serverSocket;
   std::unique_ptr<he::RendezvousServer> server;
   if (rank == 0) {
     Result<std::unique_ptr<he::RendezvousServer>> s = he::serveRendezvous(place);

@@ -319,3 +319,35 @@ TEST_CASE("a client times out when the others never come", "[hostengine][rendezv
   CHECK(st.kind() == resilient::ErrorKind::kTimeout);
   CHECK(monotonicNs() - before < 3000000000ull);
 }
+
+TEST_CASE("a launched rank fails at once when rank 0's socket refuses it",
+          "[hostengine][rendezvous]") {
+  // Issue 18 finding 6: when the rank that hosts the rendezvous failed early,
+  // the others waited their whole timeout (30 s), though the launcher had
+  // opened that socket before any rank started: refused means rank 0 is gone.
+  SocketAddress gone;
+  {
+    auto fd = resilient::listenOn("127.0.0.1", 0, {.backlog = 4, .reuseAddress = true});
+    REQUIRE(fd.ok());
+    gone = resilient::localAddressOf(fd->get());
+  }  // closed: nobody listens there now
+  const uint64_t before = monotonicNs();
+  auto c =
+      he::RendezvousClient::connect(gone, {.rank = 1,
+                                           .worldSize = 2,
+                                           .token = kToken,
+                                           .timeoutMs = 20000,
+                                           .serverSocket = he::ServerSocket::kOpenedByLauncher});
+  REQUIRE_FALSE(c.ok());
+  CHECK(monotonicNs() - before < 2000000000ull);  // not the 20 s timeout
+  CHECK(c.status().kind() == resilient::ErrorKind::kRemote);
+  CHECK_THAT(c.status().message(), Catch::Contains("rank 0, which serves it, has exited"));
+
+  // A rank 0 started by hand may not listen yet: the others keep trying.
+  const uint64_t start = monotonicNs();
+  auto retried = he::RendezvousClient::connect(
+      gone, {.rank = 1, .worldSize = 2, .token = kToken, .timeoutMs = 300});
+  REQUIRE_FALSE(retried.ok());
+  CHECK(retried.status().kind() == resilient::ErrorKind::kTimeout);
+  CHECK(monotonicNs() - start >= 300000000ull);
+}
