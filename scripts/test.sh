@@ -40,6 +40,10 @@ ensure_packages "${packages[@]}"
 # The options every suite below needs; an existing build directory is
 # reconfigured with them (meson keeps its other options).
 features=(-Dtests=enabled -Dwerror=true -Detcd=enabled)
+# The thirdparty suite's partner archives: ../shared/thirdparty beside the
+# checkout, or wherever RESILIENT_THIRDPARTY_DIR says.
+thirdparty_dir=$(realpath -m "${RESILIENT_THIRDPARTY_DIR:-../shared/thirdparty}")
+features+=("-Dthirdparty_dir=$thirdparty_dir")
 
 passed=0 failed=0 skipped=0 failures=()
 
@@ -109,6 +113,10 @@ run_suites build default
 
 # Real partner plugins (aws-ofi-nccl, nccl-rdma-sharp-plugins), built once into
 # build/ from ../shared/thirdparty by the suite itself; skipped without them.
+if [[ ! -d $thirdparty_dir ]]; then
+  echo "== WARNING: no partner archives in $thirdparty_dir (set RESILIENT_THIRDPARTY_DIR):" \
+    "the thirdparty suite's tests skip"
+fi
 run_suite build thirdparty "build thirdparty suite" --suite thirdparty
 
 # The GPU validation kit (docs/gpu-validation.md): its carried set, checked
