@@ -17,16 +17,18 @@ void ProgressMonitor::observe(ConnectionRecord& conn, std::optional<uint64_t> by
   }
 }
 
-bool ProgressMonitor::failIfStuck(ConnectionRecord& conn, uint64_t now) {
+bool ProgressMonitor::failIfStuck(ConnectionRecord& conn, uint64_t now, PeerLiveness liveness) {
   const uint64_t timeoutNs = static_cast<uint64_t>(timeoutMs_) * 1000000ull;
   const uint64_t last = conn.lastProgressNs();
   if (timeoutNs == 0 || last == 0 || now <= last + timeoutNs) {
     return false;
   }
   char detail[200];
-  snprintf(detail, sizeof detail,
-           "no bytes moved for %.0f ms (threshold %lld ms) while the peer answers heartbeats",
-           static_cast<double>(now - last) / 1e6, static_cast<long long>(timeoutMs_));
+  snprintf(detail, sizeof detail, "no bytes moved for %.0f ms (threshold %lld ms) %s",
+           static_cast<double>(now - last) / 1e6, static_cast<long long>(timeoutMs_),
+           liveness == PeerLiveness::kAnswering
+               ? "while the peer answers heartbeats"
+               : "and no liveness link to the peer: whether its process lives is unknown");
   sink_.report(conn, {FaultClass::kPeerStuck, detail});
   return true;
 }

@@ -39,9 +39,13 @@ class ProgressMonitor {
   // `bytesMoved`: the inner transport's count for it (nullopt: the transport
   // cannot tell; completed requests count alone).
   void observe(ConnectionRecord& conn, std::optional<uint64_t> bytesMoved, uint64_t now) noexcept;
+  // What the liveness channel knows of the peer: its link is up and it
+  // answers heartbeats, or there is no such evidence (no link: the inner
+  // transport's handle left no room, or the peer runs without the channel).
+  enum class PeerLiveness { kAnswering, kUnknown };
   // After observe(): fails the connection as "peer stuck" if its last
   // progress is older than the timeout. True when it did.
-  bool failIfStuck(ConnectionRecord& conn, uint64_t now);
+  bool failIfStuck(ConnectionRecord& conn, uint64_t now, PeerLiveness liveness);
 
  private:
   const int64_t timeoutMs_;

@@ -136,7 +136,9 @@ void Watchdog::tick(uint64_t now) {
       sink_.report(*conn, *death);
       continue;
     }
-    if (progress_.failIfStuck(*conn, now)) {
+    const auto liveness = liveness::answering(*conn) ? ProgressMonitor::PeerLiveness::kAnswering
+                                                     : ProgressMonitor::PeerLiveness::kUnknown;
+    if (progress_.failIfStuck(*conn, now, liveness)) {
       continue;
     }
     liveness::markBusy(*conn);

@@ -45,6 +45,11 @@ std::optional<Fault> deathOf(const ConnectionRecord& conn) {
   return std::nullopt;
 }
 
+bool answering(const ConnectionRecord& conn) noexcept {
+  const PeerLink* link = conn.link.load(std::memory_order_relaxed);
+  return link != nullptr && link->state.phase() == PeerState::Phase::kUp;
+}
+
 void markBusy(const ConnectionRecord& conn) noexcept {
   if (PeerLink* link = conn.link.load(std::memory_order_relaxed)) {
     link->busy = true;

@@ -58,6 +58,9 @@ void failBusy(const std::set<ConnectionRecord*>& connections, const PeerLink& li
 // while its link lives or it has none.
 std::optional<Fault> deathOf(const ConnectionRecord& conn);
 
+// Whether the connection's peer is known to answer heartbeats: its link is up.
+bool answering(const ConnectionRecord& conn) noexcept;
+
 // Marks the link of a busy connection busy for this tick's pings.
 void markBusy(const ConnectionRecord& conn) noexcept;
 

@@ -29,7 +29,7 @@ void tick(ProgressMonitor& monitor, ConnectionRecord& conn, uint64_t now,
     return;
   }
   monitor.observe(conn, bytes, now);
-  monitor.failIfStuck(conn, now);
+  monitor.failIfStuck(conn, now, ProgressMonitor::PeerLiveness::kAnswering);
 }
 
 // Ticks for `ms` with nothing moving.
@@ -70,6 +70,18 @@ TEST_CASE("progress: no progress past the timeout with requests outstanding is '
   // Reported once: the connection carries its fault.
   idleFor(clock, monitor, *conn, 1000);
   CHECK(sink.reports.size() == 1);
+
+  // Without a liveness link nothing says the peer answers heartbeats, and the
+  // explanation must not claim it.
+  TestConnection unlinked("10.1.2.3:5001");
+  unlinked.post();
+  monitor.observe(*unlinked, std::nullopt, clock.monoNs());
+  clock.advanceMs(400);
+  CHECK(monitor.failIfStuck(*unlinked, clock.monoNs(), ProgressMonitor::PeerLiveness::kUnknown));
+  REQUIRE(sink.reports.size() == 2);
+  CHECK(sink.reports[1].fault.detail ==
+        "no bytes moved for 400 ms (threshold 300 ms) and no liveness link to the peer: whether "
+        "its process lives is unknown");
 }
 
 TEST_CASE("progress: moving bytes or completing requests resets the timeout", "[net][progress]") {
