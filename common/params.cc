@@ -275,7 +275,7 @@ Params::Params(std::span<const ParamSpec> specs, const ConfigSources& sources)
 }
 
 const ParamValue& Params::registryValue(size_t index, const ParamSpec& spec) const {
-  if (index >= specs_.size() || specs_[index].name != spec.name) {
+  if (index >= specs_.size() || std::string_view(specs_[index].name) != spec.name) {
     throw std::logic_error(std::string("Params::get: ") + spec.name +
                            " is not where the registry puts it (Params not from registry())");
   }

@@ -261,7 +261,7 @@ TEST_CASE("the real registry is well formed", "[common][params]") {
   for (size_t i = 0; i < specs.size(); ++i) {
     const ParamSpec& s = specs[i];
     CAPTURE(s.name);
-    CHECK(s.name == kAllKnobs[i]->name);
+    CHECK(std::string_view(s.name) == kAllKnobs[i]->name);
     CHECK(std::string(s.name).rfind("NCCL_RESILIENT_", 0) == 0);
     CHECK(names.insert(s.name).second);
     CHECK(std::string(s.doc).size() > 10);
