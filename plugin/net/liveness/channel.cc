@@ -137,11 +137,6 @@ void Channel::detach(ConnectionRecord& conn) {
     waiting.erase(std::remove(waiting.begin(), waiting.end(), &conn), waiting.end());
     it = waiting.empty() ? awaitingBind_.erase(it) : std::next(it);
   }
-  if (const FaultRecord* fault = conn.fault(); fault != nullptr && !closingFor_) {
-    // Our first faulted connection that NCCL closes: from now on our
-    // goodbyes name its root cause, so that peers downstream report it.
-    closingFor_ = fault->root;
-  }
   PeerLink* link = conn.link.exchange(nullptr);
   if (link == nullptr || --link->connections > 0) {
     return;

@@ -70,9 +70,9 @@ class Channel {
   void attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer);
   void attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce);
   // A connection closes: its link loses it; an outgoing link that loses its
-  // last connection says goodbye and closes. The first faulted connection
-  // that closes makes every later goodbye name its root cause, and then
-  // incoming links that lose their last connection say goodbye and close too.
+  // last connection says goodbye and closes. Once a fault was announced
+  // (announce), incoming links that lose their last connection say goodbye
+  // (naming it) and close too.
   void detach(ConnectionRecord& conn);
   // The process's plugin is going away: goodbye on every link that is up.
   void sayGoodbyeToAll();
@@ -121,7 +121,7 @@ class Channel {
   std::map<uint64_t, PeerLink*> boundNonces_;  // listen nonce -> link that bound it
   std::map<uint64_t, std::vector<ConnectionRecord*>> awaitingBind_;
   std::vector<std::unique_ptr<PeerLink>> links_;
-  std::optional<RootCause> closingFor_;  // set by the first faulted connection closed
+  std::optional<RootCause> closingFor_;  // the first fault announced
 };
 
 }  // namespace resilient::net::liveness
