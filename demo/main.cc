@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "crash_report.h"
 #include "cuda_device.h"
 #include "demo_config.h"
 #include "report.h"
@@ -21,6 +22,7 @@
 
 int main(int argc, char** argv) {
   using namespace resilient;
+  demo::installCrashReport();
   demo::DemoConfig config;
   try {
     config = demo::parseCommandLine(argc, argv);

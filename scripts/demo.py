@@ -220,9 +220,20 @@ def run_job(args, name, procs, store_url, base_env, faults):
         f.poll()
     if pending:
         raise DemoFailure(f"job {name} ended before the fault on rank {pending[0]['rank']} "
-                          f"(logs in {job_dir})")
+                          f"({ending_summary(ranks)}; logs in {job_dir})")
     return {"name": name, "dir": job_dir, "ranks": ranks, "faults": injected,
             "seconds": time.monotonic() - started, "reports": load_reports(job_dir)}
+
+
+def ending_summary(ranks):
+    """How each rank ended: 'rank 0 exit 4, rank 2 SIGKILL, ...'."""
+    parts = []
+    for r, p in enumerate(ranks):
+        code = p.returncode
+        how = (signal.Signals(-code).name if code is not None and code < 0 else
+               f"exit {code}" if code is not None else "running")
+        parts.append(f"rank {r} {how}")
+    return ", ".join(parts)
 
 
 def load_reports(job_dir):

@@ -339,7 +339,7 @@ Status Core::closeListen(void* listenComm) {
 void Core::report(ConnectionRecord& conn, const Fault& fault) {
   fail(conn, fault.cls, Status(), fault.detail, fault.root);
   if (const FaultRecord* f = conn.fault(); f != nullptr && f->cls != FaultClass::kAborted) {
-    watchdog_->announceLocked(f->root);  // the watchdog's mutex is held (FaultSink)
+    watchdog_->announceLocked(f->root, conn.commId());  // the watchdog's mutex is held (FaultSink)
   }
 }
 
@@ -347,17 +347,18 @@ Status Core::failTransport(ConnectionRecord& conn, const Status& cause, const ch
   std::string detail = std::string(call) + " failed";
   std::optional<RootCause> root = watchdog_->peerReason(conn);
   if (root) {
-    detail += " after the peer had detected ";
-    detail += faultClassName(root->cls);
-    detail += " of process " + std::to_string(root->pid) + " on " +
-              (root->host.empty() ? std::string("?") : root->host);
-    if (!root->detail.empty()) {
-      detail += " (" + root->detail + ")";
-    }
+    detail += " after the peer had detected " + describe(*root);
+  } else if (!cause.ok() && cause.kind() != ErrorKind::kRemote && watchdog_->peerAnswering(conn)) {
+    // A local error (our resources, an error injected here) while the peer
+    // answers heartbeats: this process is the culprit, not its peer. (With the
+    // peer's link down or gone, the peer stays the culprit: its death is the
+    // likelier cause of a local-looking error such as EPIPE.)
+    root = RootCause{FaultClass::kLocalError, static_cast<uint32_t>(getpid()), hostName_,
+                     detail + ": " + cause.message()};
   }
   Status s = fail(conn, FaultClass::kTransportError, cause, detail, root);
   if (const FaultRecord* f = conn.fault(); f != nullptr && f->cls != FaultClass::kAborted) {
-    watchdog_->announce(f->root);
+    watchdog_->announce(f->root, conn.commId());
   }
   return s;
 }

@@ -24,6 +24,15 @@ const char* faultClassName(FaultClass c) noexcept {
   return blackbox::faultClassName(static_cast<uint32_t>(c));
 }
 
+std::string describe(const RootCause& root) {
+  std::string text = faultClassName(root.cls);
+  text += " of pid " + std::to_string(root.pid) + " on " + (root.host.empty() ? "?" : root.host);
+  if (!root.detail.empty()) {
+    text += " (" + root.detail + ")";
+  }
+  return text;
+}
+
 bool isRemote(FaultClass c) noexcept {
   return c != FaultClass::kAborted && c != FaultClass::kLocalError;
 }

@@ -36,6 +36,10 @@ struct RootCause {
   std::string detail;  // what was seen (the monitor's explanation), short
 };
 
+// "<class> of pid <p> on <host>[ (<detail>)]": a root cause, in the words
+// every explanation that names one uses.
+std::string describe(const RootCause& root);
+
 struct FaultRecord {
   FaultClass cls = FaultClass::kTransportError;
   Status status;  // what every later call on the connection returns

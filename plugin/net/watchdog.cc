@@ -105,15 +105,20 @@ void Watchdog::remove(ConnectionRecord* conn) {
   channel_.detach(*conn);
 }
 
-void Watchdog::announce(const RootCause& root) {
+void Watchdog::announce(const RootCause& root, uint64_t commId) {
   std::lock_guard<std::mutex> lock(mutex_);
-  announceLocked(root);
+  announceLocked(root, commId);
 }
 
-void Watchdog::announceLocked(const RootCause& root) {
+void Watchdog::announceLocked(const RootCause& root, uint64_t commId) {
   if (events_) {  // no loop yet: no link to announce on
-    channel_.announce(root);
+    channel_.announce(root, commId);
   }
+}
+
+bool Watchdog::peerAnswering(const ConnectionRecord& conn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return liveness::answering(conn);
 }
 
 std::optional<RootCause> Watchdog::peerReason(const ConnectionRecord& conn) {

@@ -75,9 +75,12 @@ class Watchdog {
 
   // Root causes (liveness::Channel::announce, peerReasonOf). announceLocked
   // is for the FaultSink's callers, which hold the mutex already.
-  void announce(const RootCause& root);
-  void announceLocked(const RootCause& root);
+  void announce(const RootCause& root, uint64_t commId);
+  void announceLocked(const RootCause& root, uint64_t commId);
   std::optional<RootCause> peerReason(const ConnectionRecord& conn);
+  // Whether the connection's peer process answers heartbeats (its liveness
+  // link is up): a local error of the inner transport is then our own.
+  bool peerAnswering(const ConnectionRecord& conn);
 
  private:
   void ensureThreadLocked();

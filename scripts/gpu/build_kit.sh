@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Builds the GPU validation kit's carried set on this Debian machine
 # (docs/gpu-validation.md): configures build-gpukit/ (release, libstdc++ and
-# libgcc linked statically, no etcd backend, so that nothing needs a library
-# the GPU machine lacks), builds the kit's targets, copies them stripped into
+# libgcc linked statically into the plugins, no etcd backend), builds the kit's targets, copies them stripped into
 # gpu-kit/ with a manifest, checks them with ldd, and prints the command to
 # run on the GPU machine, the paths to copy there and its time limit.
 #
@@ -19,8 +18,22 @@ packages=(meson ninja-build pkg-config g++ binutils python3 libcli11-dev nlohman
 source scripts/ensure_packages.sh
 ensure_packages "${packages[@]}"
 
+# The plugins carry their own C++ runtime (NCCL's host process may have an
+# older one); the programs and libresilient-restart.so share the machine's, one
+# unwinder per process (two static copies broke exceptions thrown by the
+# library through the demo's frames: std::terminate on the GPU machine).
 options=(-Dbuildtype=release -Db_ndebug=false -Dtests=disabled -Detcd=disabled
-  "-Dcpp_link_args=-static-libstdc++ -static-libgcc")
+  -Dplugin_static_runtime=true)
+# A folder configured by an older kit links the C++ runtime statically into
+# everything (cpp_link_args), which --reconfigure does not clear: start anew.
+if [[ -f $build/meson-info/intro-buildoptions.json ]] && python3 - "$build" <<'PY'
+import json, sys
+opts = json.load(open(sys.argv[1] + "/meson-info/intro-buildoptions.json"))
+sys.exit(0 if any(o["name"] == "cpp_link_args" and o["value"] for o in opts) else 1)
+PY
+then
+  rm -rf "$build"
+fi
 if [[ -d $build ]]; then
   # Fresh introspection data, and the options above even on an older folder.
   meson setup --reconfigure "$build" "${options[@]}" >/dev/null || exit 2

@@ -55,8 +55,7 @@ def main():
         failures.append(f"no neighbour's explanation names the victim's pid: {blamers}")
     for f in survivors:
         text = f.get("plugin_warning", "")
-        if victim_pids and not any(f"pid {p})" in text or f"process {p} " in text
-                                   for p in victim_pids):
+        if victim_pids and not any(re.search(rf"\bpid {p}\b", text) for p in victim_pids):
             failures.append(f"rank {f['rank']} does not name the victim's process "
                             f"{sorted(victim_pids)} (the root cause): {text[:300]!r}")
     for f in survivors:

@@ -97,18 +97,42 @@ def worker(a):
     seconds = time.monotonic() - t0
     inspect = None
     if a.inspect:
-        bb = os.environ.get("NCCL_RESILIENT_BLACKBOX_DIR", "/dev/shm")
-        p = subprocess.run([a.inspect, "--json", "--dir", bb, str(os.getpid())],
+        inspect = settled_inspect(a.inspect, time.monotonic() + SETTLE_S)
+    dist.barrier()
+    dist.destroy_process_group()
+    kitlib.worker_result(a.result, {"rank": a.rank, "pid": os.getpid(), "ops": ops, "seconds": seconds,
+                                    "inspect": inspect, "nccl_version": ".".join(map(str, torch.cuda.nccl.version()))})
+
+
+# The GPU's part of a send can end before the proxy has put the last bytes on
+# the wire: right after torch.cuda.synchronize() a p2p operation may still be
+# in flight. The profiler's table must settle (nothing in flight) within this.
+SETTLE_S = 5.0
+
+
+def settled(table):
+    return all(c["coll_completed"] == c["coll_enqueued"] and c["in_flight"] == 0
+               for c in table.get("communicators", []))
+
+
+def settled_inspect(inspect_binary, deadline):
+    """resilient-inspect --json of this process, read until its profiler
+    table has nothing in flight or the deadline passes; settle_ms says when."""
+    bb = os.environ.get("NCCL_RESILIENT_BLACKBOX_DIR", "/dev/shm")
+    t0 = time.monotonic()
+    while True:
+        p = subprocess.run([inspect_binary, "--json", "--dir", bb, str(os.getpid())],
                            capture_output=True, text=True, timeout=30)
         inspect = {"exit": p.returncode, "stderr": p.stderr[-2000:]}
         try:
             inspect["json"] = json.loads(p.stdout)
         except ValueError:
             inspect["stdout"] = p.stdout[-2000:]
-    dist.barrier()
-    dist.destroy_process_group()
-    kitlib.worker_result(a.result, {"rank": a.rank, "pid": os.getpid(), "ops": ops, "seconds": seconds,
-                                    "inspect": inspect, "nccl_version": ".".join(map(str, torch.cuda.nccl.version()))})
+            return inspect
+        if settled(inspect["json"]) or time.monotonic() > deadline:
+            inspect["settle_ms"] = round((time.monotonic() - t0) * 1000, 1)
+            return inspect
+        time.sleep(0.02)
 
 
 def profiler_problems(result, comms_in_log):
@@ -128,7 +152,9 @@ def profiler_problems(result, comms_in_log):
             continue
         if c["coll_completed"] != c["coll_enqueued"] or c["in_flight"] != 0:
             problems.append(f"rank {result['rank']}: communicator {cid:#x}: {c['coll_completed']} of "
-                            f"{c['coll_enqueued']} collectives completed, {c['in_flight']} in flight")
+                            f"{c['coll_enqueued']} collectives completed, {c['in_flight']} in flight "
+                            f"{SETTLE_S:g} s after the last operation's stream synchronised "
+                            f"(p2p {c['p2p_completed']} of {c['p2p_enqueued']} completed)")
     if not comms_in_log:
         problems.append(f"rank {result['rank']}: no communicator in NCCL's log")
     return problems

@@ -116,6 +116,9 @@ def run_step(step, ctx, log_dir):
     argv = step.argv(ctx)
     log_path = os.path.join(log_dir, f"{step.name}.log")
     env = dict(os.environ, PYTHONUNBUFFERED="1", LD_LIBRARY_PATH=ctx["ld_library_path"])
+    # A step's temporary folders (the demo's run folder, kept on failure) land
+    # under the log folder, so that logs.tar.gz brings them back.
+    env["TMPDIR"] = tempfile.mkdtemp(prefix=f"{step.name}-", dir=log_dir)
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         log.write("$ " + " ".join(argv) + "\n")

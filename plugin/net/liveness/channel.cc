@@ -160,13 +160,15 @@ void Channel::sayGoodbyeToAll() {
   }
 }
 
-void Channel::announce(const RootCause& root) {
-  if (closingFor_) {
+void Channel::announce(const RootCause& root, uint64_t commId) {
+  if (!announcedComms_.insert(commId).second) {
     return;
   }
-  closingFor_ = root;
+  if (!closingFor_) {
+    closingFor_ = root;
+  }
   const Frame notice = makeFaultNotice(static_cast<uint64_t>(root.cls) + 1, root.pid, root.host,
-                                       root.detail);
+                                       root.detail, commId);
   for (size_t i = 0; i < links_.size(); ++i) {  // by index: a failed send changes no vector
     PeerLink* link = links_[i].get();
     if (link->state.phase() == PeerState::Phase::kUp) {
@@ -402,6 +404,10 @@ void Channel::onFrame(PeerLink* link, const Frame& frame, uint64_t now) {
   if (frame.type == Type::kGoodbye) {
     // Requests outstanding to a peer that closed its side never complete.
     failBusy(connections_, *link, link->state.closedFault(), sink_);
+  } else if (frame.type == Type::kFault && frame.value != 0) {
+    // The peer's side of that communicator goes down (NCCL errors it, the
+    // program aborts it): what we wait for from it there never comes.
+    failBusy(connections_, *link, noticeFault(frame), sink_, frame.commId);
   }
 }
 

@@ -76,10 +76,12 @@ class Channel {
   void detach(ConnectionRecord& conn);
   // The process's plugin is going away: goodbye on every link that is up.
   void sayGoodbyeToAll();
-  // This process found a fault whose root cause is `root`: the first one is
-  // announced on every link that is up (a fault notice), and later goodbyes
-  // name it, so that peers downstream report the root cause, not us.
-  void announce(const RootCause& root);
+  // This process found a fault whose root cause is `root` in communicator
+  // `commId`: the first of each communicator is announced on every link that
+  // is up (a fault notice), whose receivers fail at once their busy
+  // connections of that communicator to us; later goodbyes name the first
+  // fault of all, so that peers downstream report the root cause, not us.
+  void announce(const RootCause& root, uint64_t commId);
   // What the peer of `conn` said it detected, after reading what its link
   // holds now (a data connection may report the peer's close before the
   // watchdog thread has read the peer's notice).
@@ -122,6 +124,7 @@ class Channel {
   std::map<uint64_t, std::vector<ConnectionRecord*>> awaitingBind_;
   std::vector<std::unique_ptr<PeerLink>> links_;
   std::optional<RootCause> closingFor_;  // the first fault announced
+  std::set<uint64_t> announcedComms_;    // the communicators a notice went out for
 };
 
 }  // namespace resilient::net::liveness

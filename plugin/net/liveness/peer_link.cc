@@ -25,10 +25,10 @@ std::string describePeer(const ConnectionRecord& conn) {
 }
 
 void failBusy(const std::set<ConnectionRecord*>& connections, const PeerLink& link,
-              const Fault& fault, FaultSink& sink) {
+              const Fault& fault, FaultSink& sink, std::optional<uint64_t> commId) {
   for (ConnectionRecord* conn : connections) {
     if (conn->link.load(std::memory_order_relaxed) == &link && conn->outstanding() > 0 &&
-        conn->fault() == nullptr) {
+        conn->fault() == nullptr && (!commId || conn->commId() == *commId)) {
       sink.report(*conn, fault);
     }
   }

@@ -48,10 +48,11 @@ struct PeerLink {
 std::string describePeer(const ConnectionRecord& conn);
 
 // Fails, through `sink`, every connection among `connections` that uses
-// `link`, has requests outstanding and no fault yet. Idle connections are
-// left alone: they fail when they next turn busy (deathOf) or time out.
+// `link`, has requests outstanding and no fault yet (and, given `commId`,
+// belongs to that communicator). Idle connections are left alone: they fail
+// when they next turn busy (deathOf) or time out.
 void failBusy(const std::set<ConnectionRecord*>& connections, const PeerLink& link,
-              const Fault& fault, FaultSink& sink);
+              const Fault& fault, FaultSink& sink, std::optional<uint64_t> commId = std::nullopt);
 
 // The fault of a busy connection whose link is dead ("peer process exited",
 // the link's death reason) or closed by its peer ("peer closed"); nullopt

@@ -82,14 +82,20 @@ Fault PeerState::closedFault() const {
             "the peer process closed its side (goodbye) with requests to it outstanding",
             std::nullopt};
   }
-  std::string detail = "the peer process closed its side after detecting ";
-  detail += faultClassName(peerReason_->cls);
-  detail += " of process " + std::to_string(peerReason_->pid);
-  detail += " on " + (peerReason_->host.empty() ? std::string("?") : peerReason_->host);
-  if (!peerReason_->detail.empty()) {
-    detail += ": " + peerReason_->detail;
-  }
-  return {FaultClass::kPeerClosed, detail, peerReason_};
+  return {FaultClass::kPeerClosed,
+          "the peer process closed its side after detecting " + describe(*peerReason_),
+          peerReason_};
+}
+
+Fault noticeFault(const Frame& notice) {
+  const RootCause root{static_cast<FaultClass>(notice.value - 1), notice.pid, notice.host,
+                       notice.detail};
+  char comm[32];
+  std::snprintf(comm, sizeof comm, "%#llx", static_cast<unsigned long long>(notice.commId));
+  return {FaultClass::kPeerClosed,
+          "the peer process detected " + describe(root) + " in communicator " + comm +
+              ", whose side there goes down",
+          root};
 }
 
 bool PeerState::die(std::string reason) {

@@ -143,4 +143,8 @@ class PeerState {
   uint64_t pingSeq_ = 0;
 };
 
+// The fault a busy connection of the communicator that a fault notice names
+// gets, at once: the peer's side of that communicator goes down.
+Fault noticeFault(const Frame& notice);
+
 }  // namespace resilient::net::liveness

@@ -56,6 +56,9 @@ void encode(const Frame& frame, std::string* out) {
       if (frame.value != 0) {
         put<uint64_t>(&payload, frame.value);
         put<uint32_t>(&payload, frame.pid);
+        if (frame.type == Type::kFault) {
+          put<uint64_t>(&payload, frame.commId);
+        }
         putText(&payload, frame.host, kMaxHostName);
         putText(&payload, frame.detail, kMaxGoodbyeDetail);
       }
@@ -115,11 +118,15 @@ Decoder::Result Decoder::next(Frame* frame, std::string* error) {
       if (length == 0 && f.type == Type::kGoodbye) {
         break;  // a plain close
       }
-      size_t at = 12;
-      bool ok = length >= 16;
+      const bool notice = f.type == Type::kFault;
+      size_t at = notice ? 20 : 12;
+      bool ok = length >= at + 4;
       if (ok) {
         f.value = get<uint64_t>(body);
         f.pid = get<uint32_t>(body + 8);
+        if (notice) {
+          f.commId = get<uint64_t>(body + 12);
+        }
       }
       ok = ok && f.value != 0 && getText(body, length, &at, kMaxHostName, &f.host) &&
            getText(body, length, &at, kMaxGoodbyeDetail, &f.detail) && at == length;

@@ -15,7 +15,7 @@
 namespace resilient::net::liveness {
 
 inline constexpr uint32_t kMagic = 0x52534c56;  // "RSLV"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;  // 2: fault notices name their communicator
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 512;
 inline constexpr size_t kMaxHostName = 255;
@@ -28,7 +28,8 @@ enum class Type : uint16_t {
   kPong = 4,     // answer to a ping, from the peer's watchdog thread
   kGoodbye = 5,  // we close: the EOF that follows is not a fault; may say why (a fault)
   kRefused = 6,  // the hello failed a check (token); the link closes
-  kFault = 7,    // the sender detected a fault (its reason, as in a goodbye); the link stays
+  kFault = 7,    // the sender detected a fault in communicator commId (its reason, as in a
+                 // goodbye); the link stays, the sender's side of that communicator goes
 };
 
 // A reason, in a goodbye when the sender closes because of a fault and in a
@@ -41,6 +42,7 @@ struct Frame {
   uint32_t pid = 0;    // kHello, kGoodbye, kFault
   std::string host;    // kHello, kGoodbye, kFault
   std::string detail;  // kGoodbye, kFault
+  uint64_t commId = 0;  // kFault: the communicator the fault was detected in (NCCL's comm hash)
 };
 
 inline Frame makeFrame(Type type, uint64_t value = 0) {
@@ -66,9 +68,10 @@ inline Frame makeGoodbye(uint64_t reasonValue = 0, uint32_t pid = 0, std::string
 }
 
 inline Frame makeFaultNotice(uint64_t reasonValue, uint32_t pid, std::string host,
-                             std::string detail) {
+                             std::string detail, uint64_t commId) {
   Frame f = makeGoodbye(reasonValue, pid, std::move(host), std::move(detail));
   f.type = Type::kFault;
+  f.commId = commId;
   return f;
 }
 

@@ -51,21 +51,24 @@ class PluginUnderTest {
     REQUIRE(plugin_->initContext(0xc0ffee, transport::CommConfig{}, &ctx_).ok());
   }
   ~PluginUnderTest() {
-    pair_.reset();
+    pairs_.clear();
     (void)plugin_->finalizeContext(ctx_);
     plugin_.reset();
     for (const auto& [k, v] : env_) {
       unsetenv(k.c_str());  // NOLINT(concurrency-mt-unsafe)
     }
   }
+  // Another connection pair of the communicator (each stays open until the
+  // plugin goes).
   TransportPair& connect() {
-    pair_ = std::make_unique<TransportPair>();
-    pair_->senderCtx = ctx_;
-    pair_->receiverCtx = ctx_;
-    const Status s = test::connectPair(plugin_.get(), plugin_.get(), pair_.get());
+    auto pair = std::make_unique<TransportPair>();
+    pair->senderCtx = ctx_;
+    pair->receiverCtx = ctx_;
+    const Status s = test::connectPair(plugin_.get(), plugin_.get(), pair.get());
     INFO(s.toString());
     REQUIRE(s.ok());
-    return *pair_;
+    pairs_.push_back(std::move(pair));
+    return *pairs_.back();
   }
   transport::Transport& t() { return *plugin_; }
 
@@ -73,7 +76,7 @@ class PluginUnderTest {
   std::vector<std::pair<std::string, std::string>> env_;
   std::unique_ptr<transport::Transport> plugin_;
   void* ctx_ = nullptr;
-  std::unique_ptr<TransportPair> pair_;
+  std::vector<std::unique_ptr<TransportPair>> pairs_;
 };
 
 const std::pair<std::string, std::string> kLoopback{"NCCL_RESILIENT_SOCKET_IFNAME", "lo"};
@@ -372,6 +375,81 @@ TEST_CASE("an injected transport error fails the comm at once, explained and sti
   CHECK(warn.find("injected fault") != std::string::npos);
   CHECK_FALSE(p.t().isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &req).ok());
   CHECK(logger.count(NCCL_LOG_WARN, "transport error") == 1);
+}
+
+TEST_CASE("a fault notice fails at once the busy connections of its communicator",
+          "[plugin][loopback][fault]") {
+  // The GPU kit's first run (NCCL 2.28.9, 4 ranks in a ring, one SIGKILLed):
+  // the rank two hops from the victim, waiting on a receive from a survivor
+  // that had already detected the fault, learned of it only when that
+  // survivor's ncclCommAbort closed its sockets, 554 ms later (bound 1 s;
+  // 2.6 s for a SIGSTOP, bound 2.5 s). Here the process is its own peer:
+  // pair 1's injected error is announced on the liveness link, whose other
+  // end holds pair 2's receive, waiting for data that never comes.
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback,
+                     {"NCCL_RESILIENT_FAULT", "kind=error,op=isend"},
+                     {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"}});
+  TransportPair& first = p.connect();
+  TransportPair& second = p.connect();
+  std::vector<uint8_t> in(32);
+  void* recvReq = nullptr;
+  REQUIRE(test::postRecv(second, in.data(), in.size(), 0, &recvReq).ok());
+  uint8_t byte = 1;
+  void* sendReq = nullptr;
+  REQUIRE_FALSE(p.t().isend(first.sendComm, &byte, 1, 0, nullptr, nullptr, &sendReq).ok());
+  const uint64_t start = test::monotonicMs();
+  const Status s = test::waitRequest(&p.t(), recvReq, nullptr, 5000);
+  INFO(s.toString());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.kind() == ErrorKind::kRemote);
+  CHECK(test::monotonicMs() - start < 5000);  // not the progress timeout (60 s) nor the wait's end
+  const std::string warn = warning(logger, "peer closed on recv connection");
+  INFO(warn);
+  CHECK(warn.find("the peer process detected transport error of pid " +
+                  std::to_string(getpid())) != std::string::npos);
+  CHECK(warn.find("in communicator 0xc0ffee, whose side there goes down") != std::string::npos);
+}
+
+TEST_CASE("a local error while the peer answers makes this process the root cause",
+          "[plugin][loopback][fault]") {
+  // The GPU kit's first run: an error injected into rank 1's isend (the
+  // inner transport failing there) was announced as a transport error of its
+  // peer, rank 2, and every survivor blamed rank 2.
+  BlackboxDir box;
+  test::CapturingLogger logger(log::Level::kWarn);
+  auto env = box.environment();
+  env.back() = {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"};
+  env.emplace_back("NCCL_RESILIENT_FAULT", "kind=error,op=isend,error=system");
+  PluginUnderTest p(env);
+  TransportPair& first = p.connect();
+  TransportPair& second = p.connect();
+  // The peer answers once its hello arrived: the blackbox then shows its host
+  // on every connection.
+  const uint64_t deadline = test::monotonicMs() + 5000;
+  bool hello = false;
+  while (!hello && test::monotonicMs() < deadline) {
+    auto snap = blackbox::readRegion(box.region);
+    REQUIRE(snap.ok());
+    hello = snap->connections.size() == 4;
+    for (const auto& c : snap->connections) {
+      hello = hello && c.peerHost[0] != '\0';
+    }
+  }
+  REQUIRE(hello);
+  std::vector<uint8_t> in(32);
+  void* recvReq = nullptr;
+  REQUIRE(test::postRecv(second, in.data(), in.size(), 0, &recvReq).ok());
+  uint8_t byte = 1;
+  void* sendReq = nullptr;
+  const Status s = p.t().isend(first.sendComm, &byte, 1, 0, nullptr, nullptr, &sendReq);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.kind() == ErrorKind::kSystem);
+  REQUIRE_FALSE(test::waitRequest(&p.t(), recvReq, nullptr, 5000).ok());
+  const std::string warn = warning(logger, "peer closed on recv connection");
+  INFO(warn);
+  CHECK(warn.find("the peer process detected local error of pid " + std::to_string(getpid())) !=
+        std::string::npos);
 }
 
 TEST_CASE("the blackbox shows the connections, records the fault and carries fail-fast",

@@ -322,8 +322,8 @@ TEST_CASE("liveness: a goodbye that names a fault makes it the root cause", "[ne
   const Fault& f = peer.sink.reports[0].fault;
   CHECK(f.cls == FaultClass::kPeerClosed);
   CHECK(f.detail ==
-        "the peer process closed its side after detecting peer process exited of process 777 on "
-        "nodeC: no goodbye (process exited)");
+        "the peer process closed its side after detecting peer process exited of pid 777 on "
+        "nodeC (no goodbye (process exited))");
   REQUIRE(f.root);
   CHECK(f.root->cls == FaultClass::kPeerExited);
   CHECK(f.root->pid == 777);

@@ -71,6 +71,35 @@ TEST_CASE("a goodbye is empty, or names the fault its sender closes for", "[net]
   }
 }
 
+TEST_CASE("a fault notice names its communicator", "[net][liveness-wire]") {
+  // Its receivers fail their busy connections of that communicator (the
+  // GPU kit's second-hand detection, test_plugin_loopback.cc).
+  const Frame notice =
+      roundTrip(makeFaultNotice(1, 884, "vm", "irecv failed", 0xa91ef34bf5749bc0ULL));
+  CHECK(notice.type == Type::kFault);
+  CHECK(notice.value == 1);
+  CHECK(notice.pid == 884);
+  CHECK(notice.commId == 0xa91ef34bf5749bc0ULL);
+  CHECK(notice.host == "vm");
+  CHECK(notice.detail == "irecv failed");
+  // The longest notice fits a frame.
+  const Frame longest =
+      roundTrip(makeFaultNotice(1, 1, std::string(400, 'h'), std::string(400, 'd'), ~0ULL));
+  CHECK(longest.commId == ~0ULL);
+  CHECK(longest.detail.size() == kMaxGoodbyeDetail);
+  // One without its communicator (a version-1 layout) is refused.
+  std::string bytes;
+  encode(makeGoodbye(1, 884, "vm", "x"), &bytes);
+  const uint16_t type = static_cast<uint16_t>(Type::kFault);
+  std::memcpy(bytes.data() + 6, &type, sizeof type);
+  Decoder d;
+  d.feed(bytes.data(), bytes.size());
+  Frame f;
+  std::string error;
+  CHECK(d.next(&f, &error) == Decoder::Result::kError);
+  CHECK(error == "malformed fault notice");
+}
+
 TEST_CASE("the decoder reassembles frames fed byte by byte", "[net][liveness-wire]") {
   std::string bytes;
   encode(makeHello(1, 2, "host"), &bytes);
