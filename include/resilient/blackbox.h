@@ -132,10 +132,11 @@ typedef struct {
   uint64_t commId;
   uint64_t wallNs;
   uint64_t monoNs;
-  uint32_t peerPid;
-  uint32_t remote; /* 1: blamed on the peer (ncclRemoteError); 0: local */
-  char peer[RESILIENT_BLACKBOX_ADDRESS_CHARS];
-  char peerHost[RESILIENT_BLACKBOX_HOST_CHARS];
+  uint32_t peerPid; /* the process blamed (root cause): the connection's peer, the first
+                       fault that peer named, or this process for a local error; 0 unknown */
+  uint32_t remote;  /* 1: ncclRemoteError; 0: local */
+  char peer[RESILIENT_BLACKBOX_ADDRESS_CHARS];         /* the connection's peer endpoint */
+  char peerHost[RESILIENT_BLACKBOX_HOST_CHARS];        /* the blamed process's host */
   char text[RESILIENT_BLACKBOX_FAULT_TEXT_CHARS]; /* the WARN that explained it */
   /* Version 2, filled by the profiler's faults (zero in the net plugin's). */
   int32_t rank;           /* this process's rank in commId; -1 unknown */

@@ -426,12 +426,10 @@ Status Core::fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
       f.commId = conn.commId();
       f.remote = toNcclResult(result) == ncclRemoteError ? 1 : 0;
       blackbox::copyText(f.peer, conn.identity.peer.text);
-      if (const liveness::PeerLink* link = conn.link.load(std::memory_order_acquire)) {
-        f.peerPid = link->state.pid();
-        if (link->state.helloSeen()) {
-          blackbox::copyText(f.peerHost, link->state.host());
-        }
-      }
+      // The process blamed: the root cause (the connection's own peer, or the
+      // first fault that peer named, or this process for a local error).
+      f.peerPid = record->root.pid;
+      blackbox::copyText(f.peerHost, record->root.host);
       blackbox::copyText(f.text, text);
       blackbox_->recordFault(f);
     }

@@ -64,7 +64,9 @@ void MonitorThread::publishPluginFault(const resilient_blackbox_fault& f) {
   const bool hung = f.faultClass == RESILIENT_BLACKBOX_FAULT_COLL_HUNG ||
                     f.faultClass == RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT;
   r.reason = hung ? FaultReason::kCollectiveHung : FaultReason::kNetFault;
-  if (f.remote != 0 && f.peerPid != 0) {
+  if (f.peerPid != 0 && f.faultClass != RESILIENT_BLACKBOX_FAULT_ABORTED) {
+    // The plugin names the root cause (a survivor two hops away names the
+    // process that failed, not the neighbour that told it).
     r.culprit = registry_.find(f.peerHost, f.peerPid);
   } else if (f.faultClass == RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR) {
     r.culprit = config_.initialRank;

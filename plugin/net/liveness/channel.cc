@@ -406,7 +406,9 @@ void Channel::onFrame(PeerLink* link, const Frame& frame, uint64_t now) {
     failBusy(connections_, *link, link->state.closedFault(), sink_);
   } else if (frame.type == Type::kFault && frame.value != 0) {
     // The peer's side of that communicator goes down (NCCL errors it, the
-    // program aborts it): what we wait for from it there never comes.
+    // program aborts it): what we wait for from it there never comes, now
+    // (failBusy) or when a connection of it turns busy later (deathOf).
+    link->notices.emplace(frame.commId, frame);
     failBusy(connections_, *link, noticeFault(frame), sink_, frame.commId);
   }
 }

@@ -42,6 +42,11 @@ std::optional<Fault> deathOf(const ConnectionRecord& conn) {
   if (link != nullptr && link->state.closedByPeer()) {
     return link->state.closedFault();
   }
+  if (link != nullptr) {
+    if (const auto notice = link->notices.find(conn.commId()); notice != link->notices.end()) {
+      return noticeFault(notice->second);
+    }
+  }
   return std::nullopt;
 }
 

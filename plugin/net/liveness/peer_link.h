@@ -17,6 +17,8 @@
 #include <set>
 #include <string>
 
+#include <map>
+
 #include "common/net/socket_address.h"
 #include "plugin/net/connection.h"
 #include "plugin/net/fault_sink.h"
@@ -40,6 +42,10 @@ struct PeerLink {
   bool retired = false;  // closed and unused: freed by the channel at the end of its tick
   bool busy = false;     // a connection of it had requests outstanding at this tick
   PeerState state;
+  // The fault notices the peer sent, by communicator: the peer's side of each
+  // goes down, so a connection of it fails as soon as it is busy (deathOf),
+  // not only if it was busy when the notice came.
+  std::map<uint64_t, Frame> notices;
 };
 
 // "<peer endpoint> (host <h>, pid <p>)": who is at the other end of a
@@ -55,7 +61,8 @@ void failBusy(const std::set<ConnectionRecord*>& connections, const PeerLink& li
               const Fault& fault, FaultSink& sink, std::optional<uint64_t> commId = std::nullopt);
 
 // The fault of a busy connection whose link is dead ("peer process exited",
-// the link's death reason) or closed by its peer ("peer closed"); nullopt
+// the link's death reason), closed by its peer ("peer closed"), or whose
+// communicator the peer sent a fault notice for ("peer closed"); nullopt
 // while its link lives or it has none.
 std::optional<Fault> deathOf(const ConnectionRecord& conn);
 

@@ -392,6 +392,7 @@ TEST_CASE("a fault notice fails at once the busy connections of its communicator
                      {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"}});
   TransportPair& first = p.connect();
   TransportPair& second = p.connect();
+  TransportPair& third = p.connect();
   std::vector<uint8_t> in(32);
   void* recvReq = nullptr;
   REQUIRE(test::postRecv(second, in.data(), in.size(), 0, &recvReq).ok());
@@ -409,6 +410,20 @@ TEST_CASE("a fault notice fails at once the busy connections of its communicator
   CHECK(warn.find("the peer process detected transport error of pid " +
                   std::to_string(getpid())) != std::string::npos);
   CHECK(warn.find("in communicator 0xc0ffee, whose side there goes down") != std::string::npos);
+
+  // A connection of that communicator idle when the notice came fails as
+  // soon as it is busy (the GPU kit's second run: a rank between two
+  // all-reduces when its neighbour's notice came learned of the fault only
+  // from that neighbour's abort, 557 ms later).
+  void* lateReq = nullptr;
+  REQUIRE(test::postRecv(third, in.data(), in.size(), 0, &lateReq).ok());
+  const uint64_t lateStart = test::monotonicMs();
+  const Status late = test::waitRequest(&p.t(), lateReq, nullptr, 5000);
+  INFO(late.toString());
+  REQUIRE_FALSE(late.ok());
+  CHECK(late.kind() == ErrorKind::kRemote);
+  CHECK(test::monotonicMs() - lateStart < 5000);
+  CHECK(logger.count(NCCL_LOG_WARN, "peer closed on recv connection") == 2);
 }
 
 TEST_CASE("a local error while the peer answers makes this process the root cause",
