@@ -2,7 +2,8 @@
 
 #include <dlfcn.h>
 
-#include <cstring>
+#include <cmath>
+#include <cstdint>
 #include <optional>
 #include <thread>
 
@@ -13,7 +14,12 @@ namespace {
 // NCCL's values (nccl.h): ncclResult_t, ncclDataType_t, ncclRedOp_t.
 constexpr int kNcclSuccess = 0;
 constexpr int kNcclInProgress = 7;
-constexpr int kNcclFloat32 = 7;
+constexpr int kNcclInt64 = 4;
+
+// The fixed point of the sums: 32 fraction bits; values below 2^28 in
+// magnitude, so that a sum over 64 ranks stays within int64.
+constexpr int kFractionBits = 32;
+constexpr double kMaxMagnitude = 268435456.0;  // 2^28
 constexpr int kNcclSum = 0;
 
 // Between two polls of the stream: short against a step (the demo's steps
@@ -68,11 +74,11 @@ GpuAllReduce::GpuAllReduce(const CudaRuntime* cuda, size_t count, std::chrono::m
     checkCuda(rt, rt.streamCreateWithFlags(&stream_, kCudaStreamNonBlocking),
               "cudaStreamCreateWithFlags");
     void* p = nullptr;
-    checkCuda(rt, rt.mallocDevice(&p, count_ * sizeof(float)), "cudaMalloc");
-    device_ = static_cast<float*>(p);
+    checkCuda(rt, rt.mallocDevice(&p, count_ * sizeof(int64_t)), "cudaMalloc");
+    device_ = static_cast<int64_t*>(p);
     p = nullptr;
-    checkCuda(rt, rt.mallocHost(&p, count_ * sizeof(float)), "cudaMallocHost");
-    host_ = static_cast<float*>(p);
+    checkCuda(rt, rt.mallocHost(&p, count_ * sizeof(int64_t)), "cudaMallocHost");
+    host_ = static_cast<int64_t*>(p);
   } catch (...) {
     release();
     throw;
@@ -120,12 +126,19 @@ void GpuAllReduce::operator()(restart::CallContext& ctx, restart::NcclCommunicat
     nccl_ = NcclCalls::of(comm.libraryPath());
   }
   const CudaRuntime& rt = *cuda_;
-  const size_t bytes = count_ * sizeof(float);
-  std::memcpy(host_, values.data(), bytes);
+  const size_t bytes = count_ * sizeof(int64_t);
+  for (size_t i = 0; i < count_; ++i) {
+    const double v = values[i];
+    if (!(std::fabs(v) < kMaxMagnitude)) {
+      throw GpuAllReduceError("GpuAllReduce: value " + std::to_string(v) + " at " +
+                              std::to_string(i) + " is outside the fixed point's range");
+    }
+    host_[i] = std::llround(std::ldexp(v, kFractionBits));
+  }
   busy_ = true;
   checkCuda(rt, rt.memcpyAsync(device_, host_, bytes, kCudaMemcpyHostToDevice, stream_),
             "cudaMemcpyAsync (host to device)");
-  const int r = nccl_.allReduce(device_, device_, count_, kNcclFloat32, kNcclSum, handle, stream_);
+  const int r = nccl_.allReduce(device_, device_, count_, kNcclInt64, kNcclSum, handle, stream_);
   if (r == kNcclInProgress) {
     waitEnqueued(ctx, comm, handle);
   } else if (r != kNcclSuccess) {
@@ -138,7 +151,9 @@ void GpuAllReduce::operator()(restart::CallContext& ctx, restart::NcclCommunicat
   // the communicator in mid-collective (its kernels then end early): such
   // sums are not to be used. The loop cancels before it aborts.
   ctx.checkCancelled();
-  std::memcpy(values.data(), host_, bytes);
+  for (size_t i = 0; i < count_; ++i) {
+    values[i] = static_cast<float>(std::ldexp(static_cast<double>(host_[i]), -kFractionBits));
+  }
 }
 
 void GpuAllReduce::waitForStream(restart::CallContext& ctx, restart::NcclCommunicator* comm,

@@ -58,7 +58,12 @@ class GpuAllReduce {
   GpuAllReduce(const GpuAllReduce&) = delete;
   GpuAllReduce& operator=(const GpuAllReduce&) = delete;
 
-  // Sums `values` (`count` floats) over the ranks of `comm`, in place.
+  // Sums `values` (`count` floats) over the ranks of `comm`, in place, in
+  // fixed point (int64, 32 fraction bits): exact, so the sums do not depend
+  // on the order NCCL adds them in, which changes with the ranks' places in
+  // its rings and trees after a restart. Throws if a value is out of range.
+  // (The first GPU run, in float32: every loss after the restart differed in
+  // its last bits from the fault-free run's.)
   void operator()(restart::CallContext& ctx, restart::NcclCommunicator& comm,
                   std::vector<float>& values);
 
@@ -78,8 +83,8 @@ class GpuAllReduce {
   size_t count_;
   std::chrono::milliseconds timeout_;
   CudaStream stream_ = nullptr;
-  float* device_ = nullptr;
-  float* host_ = nullptr;  // pinned: the copies are asynchronous
+  int64_t* device_ = nullptr;
+  int64_t* host_ = nullptr;  // pinned: the copies are asynchronous
   bool busy_ = false;      // work enqueued and not yet seen complete
   NcclCalls nccl_;
 };

@@ -154,7 +154,7 @@ def profiler_problems(result, comms_in_log):
             problems.append(f"rank {result['rank']}: communicator {cid:#x}: {c['coll_completed']} of "
                             f"{c['coll_enqueued']} collectives completed, {c['in_flight']} in flight "
                             f"{SETTLE_S:g} s after the last operation's stream synchronised "
-                            f"(p2p {c['p2p_completed']} of {c['p2p_enqueued']} completed)")
+                            f"(p2p {c.get('p2p_completed', '?')} of {c.get('p2p_enqueued', '?')} completed)")
     if not comms_in_log:
         problems.append(f"rank {result['rank']}: no communicator in NCCL's log")
     return problems
