@@ -4,17 +4,20 @@
 
 namespace resilient::net {
 
-void ProgressMonitor::observe(ConnectionRecord& conn, std::optional<uint64_t> bytesMoved,
+bool ProgressMonitor::observe(ConnectionRecord& conn, std::optional<uint64_t> bytesMoved,
                               uint64_t now) noexcept {
   const uint64_t completed = conn.completedRequests();
   const bool moved = bytesMoved.has_value() && *bytesMoved != conn.progressBytesSeen;
-  if (conn.lastProgressNs() == 0 || completed != conn.progressCompletedSeen || moved) {
+  const bool progressed = completed != conn.progressCompletedSeen || moved;
+  const bool first = conn.lastProgressNs() == 0;
+  if (first || progressed) {
     conn.progressCompletedSeen = completed;
     if (moved) {
       conn.progressBytesSeen = *bytesMoved;
     }
     conn.noteProgress(now);
   }
+  return progressed && !first;
 }
 
 bool ProgressMonitor::failIfStuck(ConnectionRecord& conn, uint64_t now, PeerLiveness liveness) {

@@ -37,8 +37,9 @@ class ProgressMonitor {
 
   // A connection with requests outstanding and no fault, at a tick at `now`.
   // `bytesMoved`: the inner transport's count for it (nullopt: the transport
-  // cannot tell; completed requests count alone).
-  void observe(ConnectionRecord& conn, std::optional<uint64_t> bytesMoved, uint64_t now) noexcept;
+  // cannot tell; completed requests count alone). True when requests
+  // completed or bytes moved since the last look (not at the first look).
+  bool observe(ConnectionRecord& conn, std::optional<uint64_t> bytesMoved, uint64_t now) noexcept;
   // What the liveness channel knows of the peer: its link is up and it
   // answers heartbeats, or there is no such evidence (no link: the inner
   // transport's handle left no room, or the peer runs without the channel).

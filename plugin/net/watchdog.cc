@@ -136,7 +136,14 @@ void Watchdog::tick(uint64_t now) {
     }
     uint64_t bytes = 0;
     const bool counted = inner_.bytesMoved(conn->inner(), &bytes);
-    progress_.observe(*conn, counted ? std::optional<uint64_t>(bytes) : std::nullopt, now);
+    const bool progressed =
+        progress_.observe(*conn, counted ? std::optional<uint64_t>(bytes) : std::nullopt, now);
+    if (progressed && conn->direction() == ConnectionRecord::Direction::kRecv) {
+      // Data from the peer proves its process alive, whatever its heartbeat
+      // answers (a starved watchdog thread over there answers late). Sends
+      // prove nothing: a frozen peer's kernel still takes bytes.
+      liveness::heardFrom(*conn, now);
+    }
     if (const std::optional<Fault> death = liveness::deathOf(*conn)) {
       sink_.report(*conn, *death);
       continue;

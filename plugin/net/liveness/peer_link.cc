@@ -55,6 +55,12 @@ bool answering(const ConnectionRecord& conn) noexcept {
   return link != nullptr && link->state.phase() == PeerState::Phase::kUp;
 }
 
+void heardFrom(const ConnectionRecord& conn, uint64_t now) noexcept {
+  if (PeerLink* link = conn.link.load(std::memory_order_relaxed)) {
+    link->state.heard(now);
+  }
+}
+
 void markBusy(const ConnectionRecord& conn) noexcept {
   if (PeerLink* link = conn.link.load(std::memory_order_relaxed)) {
     link->busy = true;

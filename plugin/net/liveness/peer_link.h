@@ -72,4 +72,8 @@ bool answering(const ConnectionRecord& conn) noexcept;
 // Marks the link of a busy connection busy for this tick's pings.
 void markBusy(const ConnectionRecord& conn) noexcept;
 
+// Data from the peer arrived on `conn` (its receive progressed) at `now`:
+// evidence of life for the peer's link, as good as a heartbeat answer.
+void heardFrom(const ConnectionRecord& conn, uint64_t now) noexcept;
+
 }  // namespace resilient::net::liveness

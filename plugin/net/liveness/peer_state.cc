@@ -139,14 +139,14 @@ Fault PeerState::silenceFault(uint64_t silentNs, const std::optional<net::LinkSt
   char detail[256];
   if (local && (!local->up || !local->carrier)) {
     snprintf(detail, sizeof detail,
-             "no answer to heartbeats for %.0f ms (threshold %lld ms) and the local "
+             "no answer to heartbeats and no data for %.0f ms (threshold %lld ms) and the local "
              "interface %s is %s: the link to the peer is cut",
              silentMs, threshold, local->name.c_str(), !local->up ? "down" : "without carrier");
     return {FaultClass::kLinkDown, detail};
   }
   snprintf(detail, sizeof detail,
-           "no answer to heartbeats for %.0f ms (threshold %lld ms): the peer process or "
-           "its host is gone, frozen or unreachable",
+           "no answer to heartbeats and no data from it for %.0f ms (threshold %lld ms): the "
+           "peer process or its host is gone, frozen or unreachable",
            silentMs, threshold);
   return {FaultClass::kPeerUnresponsive, detail};
 }

@@ -26,6 +26,7 @@
 // peer's identity (pid(), helloSeen(), host()) is read by any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -78,6 +79,9 @@ class PeerState {
   // The link opened: accepted, or its connect completed. Counts as hearing
   // from the peer.
   void opened(uint64_t now) noexcept;
+  // Evidence of life other than a frame (data from the peer arrived at `now`):
+  // the silence timer starts again.
+  void heard(uint64_t now) noexcept { lastHeardNs_ = std::max(lastHeardNs_, now); }
   // The outgoing connect finished with `error` (SO_ERROR): 0 opens the link;
   // otherwise the reason it dies (nothing listens there: the process is gone).
   std::optional<std::string> connectFinished(int error, uint64_t now);

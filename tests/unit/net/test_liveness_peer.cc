@@ -192,8 +192,8 @@ TEST_CASE("liveness: silence past the timeout with requests outstanding is 'peer
   CHECK(r.conn == busy.get());  // not the idle connection to the same peer
   CHECK(r.fault.cls == FaultClass::kPeerUnresponsive);
   CHECK(r.fault.detail ==
-        "no answer to heartbeats for 1010 ms (threshold 1000 ms): the peer process or its host "
-        "is gone, frozen or unreachable");
+        "no answer to heartbeats and no data from it for 1010 ms (threshold 1000 ms): the peer "
+        "process or its host is gone, frozen or unreachable");
   CHECK(r.peer == "10.1.2.3:5000 (host nodeB, pid 4242)");  // what Core's WARN names
   CHECK(r.atNs == busySince + 1010 * kMs);
   CHECK(other.sink.reports.empty());
@@ -213,7 +213,8 @@ TEST_CASE("liveness: silence past the timeout with requests outstanding is 'peer
   peer.tick(clock.monoNs());
   REQUIRE(peer.sink.reports.size() == 2);
   CHECK(peer.sink.reports[1].conn == idle.get());
-  CHECK(peer.sink.reports[1].fault.detail.find("no answer to heartbeats for 1010 ms") == 0);
+  CHECK(peer.sink.reports[1].fault.detail.find(
+            "no answer to heartbeats and no data from it for 1010 ms") == 0);
   CHECK(peer.sink.reports[1].peer == "10.1.2.3:5001 (host nodeB, pid 4242)");
 }
 
@@ -226,6 +227,36 @@ TEST_CASE("liveness: a peer named before its hello is described by what is known
   CHECK(describePeer(*conn) == "liveness 10.1.2.3:40000 (host ?, pid 77)");
   TestConnection unlinked("10.1.2.3:5000");
   CHECK(describePeer(*unlinked) == "10.1.2.3:5000");
+}
+
+TEST_CASE("liveness: data from the peer is evidence of life, as good as a pong",
+          "[net][liveness]") {
+  // Issue 18 finding 3: under CPU oversubscription, 5 of 7 'peer unresponsive'
+  // warnings named a peer whose data had arrived "0 ms since last progress":
+  // its watchdog thread, starved, answered late, and the verdict ignored the
+  // data. The watchdog calls heardFrom() when a receive connection of the
+  // link progressed.
+  FakeClock clock;
+  Peer peer(clock);
+  TestConnection conn("10.1.2.3:5000");
+  peer.attach(conn);
+  conn.post();
+  for (uint64_t t = 0; t < 3 * static_cast<uint64_t>(kTimeoutMs); t += kTickMs) {
+    heardFrom(*conn, clock.monoNs());  // no pong, but data keeps arriving
+    peer.tick(clock.monoNs());
+    clock.advanceMs(kTickMs);
+  }
+  CHECK(peer.sink.reports.empty());
+  // The data stops: silence counts from the last of it (one tick ago).
+  const uint64_t lastData = clock.monoNs() - kTickMs * kMs;
+  while (peer.sink.reports.empty() && clock.monoNs() < lastData + 3 * kTimeoutMs * kMs) {
+    peer.tick(clock.monoNs());
+    clock.advanceMs(kTickMs);
+  }
+  REQUIRE(peer.sink.reports.size() == 1);
+  CHECK(peer.sink.reports[0].fault.cls == FaultClass::kPeerUnresponsive);
+  CHECK(peer.sink.reports[0].atNs - lastData <= (kTimeoutMs + 2 * kTickMs) * kMs);
+  CHECK(peer.sink.reports[0].atNs - lastData > kTimeoutMs * kMs);
 }
 
 TEST_CASE("liveness: silence without outstanding requests is no fault", "[net][liveness]") {
@@ -244,7 +275,8 @@ TEST_CASE("liveness: silence without outstanding requests is no fault", "[net][l
   peer.tick(clock.monoNs());
   REQUIRE(peer.sink.reports.size() == 1);
   CHECK(peer.sink.reports[0].fault.cls == FaultClass::kPeerUnresponsive);
-  CHECK(peer.sink.reports[0].fault.detail.find("no answer to heartbeats for 1010 ms") == 0);
+  CHECK(peer.sink.reports[0].fault.detail.find(
+            "no answer to heartbeats and no data from it for 1010 ms") == 0);
 }
 
 TEST_CASE("liveness: a goodbye is no fault while no request is outstanding", "[net][liveness]") {
@@ -392,7 +424,7 @@ TEST_CASE("liveness: silence while the local interface is down or without carrie
   REQUIRE(peer.sink.reports.size() == 1);
   CHECK(peer.sink.reports[0].fault.cls == FaultClass::kLinkDown);
   CHECK(peer.sink.reports[0].fault.detail ==
-        "no answer to heartbeats for 1010 ms (threshold 1000 ms) and the local interface eth1 "
+        "no answer to heartbeats and no data for 1010 ms (threshold 1000 ms) and the local interface eth1 "
         "is down: the link to the peer is cut");
 
   const PeerState& state = peer.link.state;
