@@ -345,18 +345,27 @@ void Core::report(ConnectionRecord& conn, const Fault& fault) {
 
 Status Core::failTransport(ConnectionRecord& conn, const Status& cause, const char* call) {
   std::string detail = std::string(call) + " failed";
-  std::optional<RootCause> root = watchdog_->peerReason(conn);
-  if (root) {
+  FaultClass cls = FaultClass::kTransportError;
+  Status reported = cause;
+  std::optional<RootCause> root;
+  const bool local = !cause.ok() && cause.kind() != ErrorKind::kRemote;
+  if (std::optional<Fault> death = local ? watchdog_->peerDeath(conn) : std::nullopt) {
+    // A local-looking error (EPIPE, a reset the inner transport calls local)
+    // from a peer the liveness channel knows to be gone or going: the peer's
+    // fault, remote, whichever of the two was seen first.
+    cls = death->cls;
+    detail += " (" + cause.message() + "); " + death->detail;
+    reported = Status();
+    root = std::move(death->root);
+  } else if ((root = watchdog_->peerReason(conn))) {
     detail += " after the peer had detected " + describe(*root);
-  } else if (!cause.ok() && cause.kind() != ErrorKind::kRemote && watchdog_->peerAnswering(conn)) {
+  } else if (local && watchdog_->peerAnswering(conn)) {
     // A local error (our resources, an error injected here) while the peer
-    // answers heartbeats: this process is the culprit, not its peer. (With the
-    // peer's link down or gone, the peer stays the culprit: its death is the
-    // likelier cause of a local-looking error such as EPIPE.)
+    // answers heartbeats: this process is the culprit, not its peer.
     root = RootCause{FaultClass::kLocalError, static_cast<uint32_t>(getpid()), hostName_,
                      detail + ": " + cause.message()};
   }
-  Status s = fail(conn, FaultClass::kTransportError, cause, detail, root);
+  Status s = fail(conn, cls, reported, detail, root);
   if (const FaultRecord* f = conn.fault(); f != nullptr && f->cls != FaultClass::kAborted) {
     watchdog_->announce(f->root, conn.commId());
   }

@@ -116,6 +116,15 @@ void Watchdog::announceLocked(const RootCause& root, uint64_t commId) {
   }
 }
 
+std::optional<Fault> Watchdog::peerDeath(const ConnectionRecord& conn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!events_) {
+    return std::nullopt;
+  }
+  (void)channel_.peerReasonOf(conn, clock_.monoNs());  // reads what the link holds
+  return liveness::deathOf(conn);
+}
+
 bool Watchdog::peerAnswering(const ConnectionRecord& conn) {
   std::lock_guard<std::mutex> lock(mutex_);
   return liveness::answering(conn);

@@ -81,6 +81,10 @@ class Watchdog {
   // Whether the connection's peer process answers heartbeats (its liveness
   // link is up): a local error of the inner transport is then our own.
   bool peerAnswering(const ConnectionRecord& conn);
+  // What the liveness channel knows against the peer of `conn` (its link is
+  // dead, closed by it, or it sent a fault notice for the connection's
+  // communicator), after reading what the link holds now.
+  std::optional<Fault> peerDeath(const ConnectionRecord& conn);
 
  private:
   void ensureThreadLocked();

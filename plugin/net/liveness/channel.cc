@@ -179,6 +179,16 @@ void Channel::announce(const RootCause& root, uint64_t commId) {
 
 std::optional<RootCause> Channel::peerReasonOf(const ConnectionRecord& conn, uint64_t now) {
   PeerLink* link = conn.link.load(std::memory_order_acquire);
+  if (link == nullptr && !awaitingBind_.empty()) {
+    // An accepted connection whose peer's bind may wait unread in a link's
+    // socket: read every link (by index: reading may close one, adds none).
+    for (size_t i = 0; i < links_.size(); ++i) {
+      if (links_[i]->fd >= 0) {
+        handleLink(links_[i].get(), EventLoop::kReadable, now);
+      }
+    }
+    link = conn.link.load(std::memory_order_acquire);
+  }
   if (link == nullptr) {
     return std::nullopt;
   }

@@ -84,7 +84,8 @@ class Channel {
   void announce(const RootCause& root, uint64_t commId);
   // What the peer of `conn` said it detected, after reading what its link
   // holds now (a data connection may report the peer's close before the
-  // watchdog thread has read the peer's notice).
+  // watchdog thread has read the peer's notice; an accepted connection may
+  // not know its link yet, whose bind then waits unread: every link is read).
   std::optional<RootCause> peerReasonOf(const ConnectionRecord& conn, uint64_t now);
 
   // --- Watchdog thread. ---

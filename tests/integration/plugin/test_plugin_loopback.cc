@@ -103,6 +103,26 @@ struct BlackboxDir {
   }
 };
 
+// Waits until the blackbox shows `count` connections, each with its peer's
+// host: every liveness link is up (hello both ways, every bind read).
+bool waitForHellos(const BlackboxDir& box, size_t count) {
+  const uint64_t deadline = test::monotonicMs() + 5000;
+  while (test::monotonicMs() < deadline) {
+    auto snap = blackbox::readRegion(box.region);
+    if (!snap.ok()) {
+      return false;
+    }
+    bool up = snap->connections.size() == count;
+    for (const auto& c : snap->connections) {
+      up = up && c.peerHost[0] != '\0';
+    }
+    if (up) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("data of every size crosses the resilient layer intact, through every ABI version",
@@ -426,6 +446,35 @@ TEST_CASE("a fault notice fails at once the busy connections of its communicator
   CHECK(logger.count(NCCL_LOG_WARN, "peer closed on recv connection") == 2);
 }
 
+TEST_CASE("a local error from a peer known to be gone is the peer's fault, remote",
+          "[plugin][loopback][fault]") {
+  // Issue 18 finding 6: the same peer death was ncclSystemError in some runs
+  // and ncclRemoteError in others, by the race between the inner transport's
+  // error (EPIPE, called local) and the liveness channel's news.
+  BlackboxDir box;
+  test::CapturingLogger logger(log::Level::kWarn);
+  auto env = box.environment();
+  env.back() = {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"};
+  env.emplace_back("NCCL_RESILIENT_FAULT", "kind=error,op=irecv,error=system");
+  PluginUnderTest p(env);
+  TransportPair& pair = p.connect();
+  REQUIRE(waitForHellos(box, 2));
+  // The sender closes its side: its link says goodbye (written before
+  // closeSend returns, so it is in our end's socket now).
+  REQUIRE(p.t().closeSend(pair.sendComm).ok());
+  pair.sendComm = nullptr;
+  std::vector<uint8_t> in(32);
+  void* req = nullptr;
+  const Status s = test::postRecv(pair, in.data(), in.size(), 0, &req);
+  INFO(s.toString());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.kind() == ErrorKind::kRemote);
+  const std::string warn = warning(logger, "peer closed on recv connection");
+  INFO(warn);
+  CHECK(warn.find("irecv failed (injected fault") != std::string::npos);
+  CHECK(warn.find("the peer process closed its side") != std::string::npos);
+}
+
 TEST_CASE("a local error while the peer answers makes this process the root cause",
           "[plugin][loopback][fault]") {
   // The GPU kit's first run: an error injected into rank 1's isend (the
@@ -439,19 +488,7 @@ TEST_CASE("a local error while the peer answers makes this process the root caus
   PluginUnderTest p(env);
   TransportPair& first = p.connect();
   TransportPair& second = p.connect();
-  // The peer answers once its hello arrived: the blackbox then shows its host
-  // on every connection.
-  const uint64_t deadline = test::monotonicMs() + 5000;
-  bool hello = false;
-  while (!hello && test::monotonicMs() < deadline) {
-    auto snap = blackbox::readRegion(box.region);
-    REQUIRE(snap.ok());
-    hello = snap->connections.size() == 4;
-    for (const auto& c : snap->connections) {
-      hello = hello && c.peerHost[0] != '\0';
-    }
-  }
-  REQUIRE(hello);
+  REQUIRE(waitForHellos(box, 4));  // the peer answers heartbeats
   std::vector<uint8_t> in(32);
   void* recvReq = nullptr;
   REQUIRE(test::postRecv(second, in.data(), in.size(), 0, &recvReq).ok());
