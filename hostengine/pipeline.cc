@@ -227,6 +227,9 @@ Status Pipeline::flush(Stream& s, const Stream::Outstanding& o, const int* sizes
 std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint64_t startNs,
                                      uint64_t deadlineNs, uint64_t* sizeErrors) {
   deadlineNs_ = deadlineNs;
+  // A timeout quotes only a WARN logged during this operation: an older one
+  // (another connection, an earlier phase) would explain nothing of it.
+  const uint64_t operationBaseline = lastPluginWarning().sequence;
   uint64_t idlePasses = 0;
   for (uint64_t pass = 0;; ++pass) {
     if (limits_.abortFlag != nullptr && limits_.abortFlag->load(std::memory_order_relaxed)) {
@@ -291,7 +294,7 @@ std::optional<Fault> Pipeline::drive(Stream* const* streams, size_t count, uint6
            .status = timeoutError(std::string("no completion within ") + limit +
                                   " ms (not detected by the transport); waiting on: " + waiting),
            .startNs = startNs,
-           .warningBaseline = limits_.warningBaseline});
+           .warningBaseline = std::max(limits_.warningBaseline, operationBaseline)});
       f.timedOut = true;
       return f;
     }

@@ -12,6 +12,7 @@
 #include "common/net/socket_address.h"
 #include "hostengine/engine.h"
 #include "hostengine/pipeline.h"
+#include "hostengine/plugin_log.h"
 #include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
 #include "tests/support/memory_transport.h"
@@ -296,6 +297,9 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
         setupErrors[static_cast<size_t>(r)] = "barrier failed";
         return;
       }
+      // A plugin WARN from before the operation (issue 18 finding 6: the
+      // "plugin:" line of a timeout showed such an unrelated old WARN).
+      he::pluginLogger()(NCCL_LOG_WARN, 0, "test", 1, "an unrelated WARN of rank %d", r);
       transport.stall(true);
       faults[static_cast<size_t>(r)] = engine.run(4096, 0, {.barrier = false}).fault;
     });
@@ -312,6 +316,7 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
     CHECK(f->status.kind() == resilient::ErrorKind::kTimeout);
     CHECK(f->sinceStartMs >= 300);
     CHECK(f->sinceStartMs < 5000);
+    CHECK(f->pluginWarning.empty());
   }
 }
 
