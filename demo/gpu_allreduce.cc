@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <thread>
 
@@ -138,15 +139,28 @@ void GpuAllReduce::operator()(restart::CallContext& ctx, restart::NcclCommunicat
   busy_ = true;
   checkCuda(rt, rt.memcpyAsync(device_, host_, bytes, kCudaMemcpyHostToDevice, stream_),
             "cudaMemcpyAsync (host to device)");
+  const auto started = std::chrono::steady_clock::now();
   const int r = nccl_.allReduce(device_, device_, count_, kNcclInt64, kNcclSum, handle, stream_);
+  int polls = 0;
   if (r == kNcclInProgress) {
-    waitEnqueued(ctx, comm, handle);
+    polls = waitEnqueued(ctx, comm, handle);
   } else if (r != kNcclSuccess) {
     throw GpuAllReduceError("ncclAllReduce: " + nccl_.describe(r, handle));
   }
   checkCuda(rt, rt.memcpyAsync(host_, device_, bytes, kCudaMemcpyDeviceToHost, stream_),
             "cudaMemcpyAsync (device to host)");
   waitForStream(ctx, &comm, "ncclAllReduce");
+  if (handle != traced_) {
+    // The first all-reduce of each communicator, for the GPU kit's logs.
+    traced_ = handle;
+    const double ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - started)
+                          .count();
+    std::printf("nccl first all-reduce on %p: ncclAllReduce returned %d, %d polls in progress, "
+                "stream done after %.1f ms\n",
+                static_cast<void*>(handle), r, polls, ms);
+    std::fflush(stdout);
+  }
   // The stream is done, but a restart that began meanwhile may have revoked
   // the communicator in mid-collective (its kernels then end early): such
   // sums are not to be used. The loop cancels before it aborts.
@@ -178,17 +192,17 @@ void GpuAllReduce::waitForStream(restart::CallContext& ctx, restart::NcclCommuni
   }
 }
 
-void GpuAllReduce::waitEnqueued(restart::CallContext& ctx, restart::NcclCommunicator& comm,
-                                ncclComm* handle) {
+int GpuAllReduce::waitEnqueued(restart::CallContext& ctx, restart::NcclCommunicator& comm,
+                               ncclComm* handle) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  for (;;) {
+  for (int polls = 0;; ++polls) {
     int state = kNcclSuccess;
     const int r = nccl_.commGetAsyncError(handle, &state);
     if (r != kNcclSuccess) {
       throw GpuAllReduceError("ncclCommGetAsyncError: " + nccl_.describe(r, handle));
     }
     if (state == kNcclSuccess) {
-      return;
+      return polls;
     }
     if (state != kNcclInProgress) {
       throw GpuAllReduceError("ncclAllReduce: " + nccl_.describe(state, handle));

@@ -73,7 +73,8 @@ class GpuAllReduce {
   void waitForStream(restart::CallContext& ctx, restart::NcclCommunicator* comm,
                      const std::string& what);
   // Until NCCL has enqueued the call that returned ncclInProgress.
-  void waitEnqueued(restart::CallContext& ctx, restart::NcclCommunicator& comm, ncclComm* handle);
+  // Returns how many polls found the call still in progress.
+  int waitEnqueued(restart::CallContext& ctx, restart::NcclCommunicator& comm, ncclComm* handle);
   // Between two polls: cancelled, aborted or out of time throw; else a short sleep.
   void pause(restart::CallContext& ctx, const restart::NcclCommunicator* comm,
              std::chrono::steady_clock::time_point deadline, const std::string& what) const;
@@ -87,6 +88,9 @@ class GpuAllReduce {
   int64_t* host_ = nullptr;  // pinned: the copies are asynchronous
   bool busy_ = false;      // work enqueued and not yet seen complete
   NcclCalls nccl_;
+  // The communicator whose first all-reduce was traced (one line on stdout
+  // per communicator: what NCCL returned, how long it took).
+  ncclComm* traced_ = nullptr;
 };
 
 }  // namespace resilient::demo
