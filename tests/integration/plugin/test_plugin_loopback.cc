@@ -96,10 +96,17 @@ struct BlackboxDir {
   test::TempDir dir;
   std::string region = blackbox::regionPath(dir.path().string(), static_cast<uint32_t>(getpid()));
 
-  std::vector<std::pair<std::string, std::string>> environment() const {
+  std::vector<std::pair<std::string, std::string>> environment(int progressTimeoutMs = 200) const {
     return {kLoopback,
             {"NCCL_RESILIENT_BLACKBOX_DIR", dir.path().string()},
-            {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "200"}};
+            {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", std::to_string(progressTimeoutMs)}};
+  }
+  // With a fault injected (NCCL_RESILIENT_FAULT) and no progress timeout to
+  // speak of: what fails, fails by the fault or by what it causes.
+  std::vector<std::pair<std::string, std::string>> faultEnvironment(const char* spec) const {
+    auto env = environment(60000);
+    env.emplace_back("NCCL_RESILIENT_FAULT", spec);
+    return env;
   }
 };
 
@@ -453,10 +460,7 @@ TEST_CASE("a local error from a peer known to be gone is the peer's fault, remot
   // error (EPIPE, called local) and the liveness channel's news.
   BlackboxDir box;
   test::CapturingLogger logger(log::Level::kWarn);
-  auto env = box.environment();
-  env.back() = {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"};
-  env.emplace_back("NCCL_RESILIENT_FAULT", "kind=error,op=irecv,error=system");
-  PluginUnderTest p(env);
+  PluginUnderTest p(box.faultEnvironment("kind=error,op=irecv,error=system"));
   TransportPair& pair = p.connect();
   REQUIRE(waitForHellos(box, 2));
   // The sender closes its side: its link says goodbye (written before
@@ -482,10 +486,7 @@ TEST_CASE("a local error while the peer answers makes this process the root caus
   // peer, rank 2, and every survivor blamed rank 2.
   BlackboxDir box;
   test::CapturingLogger logger(log::Level::kWarn);
-  auto env = box.environment();
-  env.back() = {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"};
-  env.emplace_back("NCCL_RESILIENT_FAULT", "kind=error,op=isend,error=system");
-  PluginUnderTest p(env);
+  PluginUnderTest p(box.faultEnvironment("kind=error,op=isend,error=system"));
   TransportPair& first = p.connect();
   TransportPair& second = p.connect();
   REQUIRE(waitForHellos(box, 4));  // the peer answers heartbeats

@@ -110,6 +110,17 @@ std::vector<uint64_t> run(FakeClock& clock, Peer& peer, uint64_t ms, bool answer
   return pings;
 }
 
+// A peer with one connection, a request outstanding on it.
+struct OneBusy {
+  OneBusy() {
+    peer.attach(conn);
+    conn.post();
+  }
+  FakeClock clock;
+  Peer peer{clock};
+  TestConnection conn{"10.1.2.3:5000"};
+};
+
 // A peer with two connections, one with a request outstanding, one idle; the
 // clock between two ticks after a busy one.
 struct BusyAndIdle {
@@ -236,11 +247,10 @@ TEST_CASE("liveness: data from the peer is evidence of life, as good as a pong",
   // its watchdog thread, starved, answered late, and the verdict ignored the
   // data. The watchdog calls heardFrom() when a receive connection of the
   // link progressed.
-  FakeClock clock;
-  Peer peer(clock);
-  TestConnection conn("10.1.2.3:5000");
-  peer.attach(conn);
-  conn.post();
+  OneBusy busy;
+  FakeClock& clock = busy.clock;
+  Peer& peer = busy.peer;
+  TestConnection& conn = busy.conn;
   for (uint64_t t = 0; t < 3 * static_cast<uint64_t>(kTimeoutMs); t += kTickMs) {
     heardFrom(*conn, clock.monoNs());  // no pong, but data keeps arriving
     peer.tick(clock.monoNs());
@@ -338,11 +348,9 @@ TEST_CASE("liveness: a goodbye with requests outstanding is 'peer closed', at on
 
 TEST_CASE("liveness: a goodbye that names a fault makes it the root cause", "[net][liveness]") {
   // Issue 18 finding 2: the survivors of a cascade blamed their neighbour.
-  FakeClock clock;
-  Peer peer(clock);
-  TestConnection conn("10.1.2.3:5000");
-  peer.attach(conn);
-  conn.post();
+  OneBusy busy;
+  FakeClock& clock = busy.clock;
+  Peer& peer = busy.peer;
   peer.tick(clock.monoNs());
 
   const uint64_t exited = static_cast<uint64_t>(FaultClass::kPeerExited) + 1;
@@ -412,11 +420,9 @@ TEST_CASE("liveness: an end of stream without goodbye is 'peer process exited', 
 
 TEST_CASE("liveness: silence while the local interface is down or without carrier is 'link down'",
           "[net][liveness]") {
-  FakeClock clock;
-  Peer peer(clock);
-  TestConnection conn("10.1.2.3:5000");
-  peer.attach(conn);
-  conn.post();
+  OneBusy busy;
+  FakeClock& clock = busy.clock;
+  Peer& peer = busy.peer;
   const net::LinkState down{"eth1", false, false};
   run(clock, peer, kTimeoutMs + kTickMs, false, down);
   CHECK(peer.sink.reports.empty());
