@@ -168,12 +168,12 @@ inline constexpr StringKnob kJobToken{{
 
 inline constexpr IntKnob kLivenessTimeoutMs{{
     .name = "NCCL_RESILIENT_LIVENESS_TIMEOUT_MS",
-    .defaultValue = "1500",
+    .defaultValue = "1000",
     .min = 100,
     .max = 600000,
     .unit = "ms",
-    .doc = "A peer that answers no heartbeat for this long while requests to it are "
-           "outstanding is a fault (process or host gone, frozen or unreachable).",
+    .doc = "A peer that answers no heartbeat and sends no data for this long while requests "
+           "to it are outstanding is a fault (process or host gone, frozen or unreachable).",
 }};
 
 inline constexpr IntKnob kProgressTimeoutMs{{

@@ -42,7 +42,7 @@
 namespace resilient::net {
 
 struct WatchdogOptions {
-  int64_t livenessTimeoutMs = 1500;
+  int64_t livenessTimeoutMs = 1000;
   int64_t progressTimeoutMs = 300000;  // 0: off
   uint64_t tokenDigest = 0;
   SocketAddress bindAddress;  // empty (length 0): no liveness channel

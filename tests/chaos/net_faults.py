@@ -32,7 +32,7 @@ import threading
 import time
 
 SKIP = 77
-LIVENESS_MS = 1500  # the default NCCL_RESILIENT_LIVENESS_TIMEOUT_MS
+LIVENESS_MS = 1000  # the default NCCL_RESILIENT_LIVENESS_TIMEOUT_MS
 ADDR = ("10.231.77.1", "10.231.77.2")
 SIZE = 1 << 20
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-LIVENESS_MS = 1500  # the default NCCL_RESILIENT_LIVENESS_TIMEOUT_MS
+LIVENESS_MS = 1000  # the default NCCL_RESILIENT_LIVENESS_TIMEOUT_MS
 
 
 def main():

@@ -40,7 +40,7 @@ namespace resilient::net::liveness {
 
 // The liveness settings every peer shares.
 struct Policy {
-  int64_t timeoutMs = 1500;  // NCCL_RESILIENT_LIVENESS_TIMEOUT_MS
+  int64_t timeoutMs = 1000;  // NCCL_RESILIENT_LIVENESS_TIMEOUT_MS
   uint64_t tokenDigest = 0;  // our job token's digest; 0: none, every hello is accepted
 
   uint64_t timeoutNs() const noexcept { return static_cast<uint64_t>(timeoutMs) * 1000000ull; }

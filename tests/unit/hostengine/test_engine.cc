@@ -293,13 +293,14 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
         setupErrors[static_cast<size_t>(r)] = "setup: " + f->describe();
         return;
       }
+      // A plugin WARN from before the operation, after the engine's setup
+      // (issue 18 finding 6: the "plugin:" line of a timeout showed such an
+      // unrelated old WARN). Both ranks log theirs before the barrier.
+      he::pluginLogger()(NCCL_LOG_WARN, 0, "test", 1, "an unrelated WARN of rank %d", r);
       if (!(*client)->barrier().ok()) {
         setupErrors[static_cast<size_t>(r)] = "barrier failed";
         return;
       }
-      // A plugin WARN from before the operation (issue 18 finding 6: the
-      // "plugin:" line of a timeout showed such an unrelated old WARN).
-      he::pluginLogger()(NCCL_LOG_WARN, 0, "test", 1, "an unrelated WARN of rank %d", r);
       transport.stall(true);
       faults[static_cast<size_t>(r)] = engine.run(4096, 0, {.barrier = false}).fault;
     });
