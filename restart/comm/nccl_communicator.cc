@@ -281,8 +281,13 @@ NcclCommunicator::~NcclCommunicator() {
               waitReady(lib, c, deadline, m.options.pollInterval) == ncclSuccess;
   } else {
     // Revoked: wait for the revoke to settle (it reads success once quiescent).
-    settled = waitReady(lib, c, deadline, m.options.pollInterval) != ncclInProgress;
+    settled = waitReady(lib, c, deadline, m.options.pollInterval) == ncclSuccess;
   }
+  // ncclCommDestroy only on a communicator whose state reads success: NCCL
+  // 2.28.9's returns an error state (a revoked communicator keeps its proxy's
+  // error of the failed transfer) from inside the group it began, and every
+  // later NCCL call of this thread then joins that group, never launched.
+  // ncclCommAbort ends its group whatever the state.
   if (settled) {
     (void)lib.commDestroy(c);
   } else {

@@ -20,6 +20,7 @@ FakeNcclControl control;
 struct FakeComm {
   int pollsLeft = 0;  // -1: in progress forever
   ncclResult_t result = ncclSuccess;
+  ncclResult_t proxyResult = ncclSuccess;  // read when result is success
   bool revoked = false;
 };
 
@@ -43,6 +44,7 @@ struct ncclComm : FakeComm {};
 extern "C" {
 FakeNcclControl* fakeNcclControl();
 void fakeNcclSetAsyncError(void* comm, int result);
+void fakeNcclSetProxyError(void* comm, int result);
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
@@ -65,6 +67,11 @@ FAKE_EXPORT FakeNcclControl* fakeNcclControl() {
 FAKE_EXPORT void fakeNcclSetAsyncError(void* comm, int result) {
   const std::lock_guard<std::mutex> lock(mutex);
   static_cast<ncclComm*>(comm)->result = static_cast<ncclResult_t>(result);
+}
+
+FAKE_EXPORT void fakeNcclSetProxyError(void* comm, int result) {
+  const std::lock_guard<std::mutex> lock(mutex);
+  static_cast<ncclComm*>(comm)->proxyResult = static_cast<ncclResult_t>(result);
 }
 
 FAKE_EXPORT ncclResult_t ncclGetVersion(int* version) {
@@ -118,7 +125,7 @@ FAKE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* re
     *result = ncclInProgress;
     return ncclSuccess;
   }
-  *result = comm->result;
+  *result = comm->result != ncclSuccess ? comm->result : comm->proxyResult;
   return ncclSuccess;
 }
 
@@ -139,6 +146,11 @@ FAKE_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   }
   ++control.destroys;
   const std::lock_guard<std::mutex> lock(mutex);
+  const ncclResult_t state = comm->result != ncclSuccess ? comm->result : comm->proxyResult;
+  if (comm->pollsLeft == 0 && state != ncclSuccess) {
+    ++control.leakedGroups;
+    return state;
+  }
   delete comm;
   --control.liveComms;
   return ncclSuccess;

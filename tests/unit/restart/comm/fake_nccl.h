@@ -23,6 +23,12 @@ struct FakeNcclControl {
   std::atomic<int> aborts{0};
   std::atomic<int> finalizes{0};
   std::atomic<int> destroys{0};
+  // ncclCommDestroy calls on a communicator whose async state was an error:
+  // NCCL 2.28.9 returns that error there without ending the group it began
+  // (init.cc: NCCLCHECK(ncclCommEnsureReady(comm))), so every later NCCL
+  // call of that thread is deferred into a group that never ends. The fake
+  // returns the error and keeps the communicator, as NCCL does.
+  std::atomic<int> leakedGroups{0};
   std::atomic<int> liveComms{0};
   std::atomic<int> badConfigs{0};  // config without the magic, size or blocking = 0
   std::atomic<int> lastShrinkFlags{-1};
@@ -34,7 +40,7 @@ struct FakeNcclControl {
     initResult = 7;
     initPolls = 2;
     readyResult = 0;
-    uniqueIds = inits = shrinks = revokes = aborts = finalizes = destroys = 0;
+    uniqueIds = inits = shrinks = revokes = aborts = finalizes = destroys = leakedGroups = 0;
     badConfigs = 0;
     lastShrinkFlags = lastShrinkCount = lastShrinkFirst = -1;
   }
@@ -45,4 +51,8 @@ extern "C" {
 typedef FakeNcclControl* (*fakeNcclControl_fn)();
 // Makes a ready communicator report `result` as its async error.
 typedef void (*fakeNcclSetAsyncError_fn)(void* comm, int result);
+// Makes its proxy report `result`: what ncclCommGetAsyncError says while the
+// communicator's own state is success (NCCL keeps the proxy's error of a
+// failed transfer after a revoke has settled).
+typedef void (*fakeNcclSetProxyError_fn)(void* comm, int result);
 }

@@ -35,6 +35,13 @@ void setAsyncError(const char* path, void* comm, int result) {
   dlclose(h);
 }
 
+void setProxyError(const char* path, void* comm, int result) {
+  void* h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  auto fn = reinterpret_cast<fakeNcclSetProxyError_fn>(dlsym(h, "fakeNcclSetProxyError"));
+  fn(comm, result);
+  dlclose(h);
+}
+
 NcclOptions fakeOptions(const char* path = FAKE_NCCL_PATH) {
   NcclOptions o;
   o.library = path;
@@ -224,6 +231,30 @@ TEST_CASE("abort revokes once, from any thread; the handle stays valid", "[nccl]
   // Revoked: destroyed once the revoke settled, never finalized.
   REQUIRE(fake.destroys == 2);
   REQUIRE(fake.finalizes == 0);
+}
+
+TEST_CASE("a revoked communicator whose NCCL state is an error is aborted, never destroyed",
+          "[nccl]") {
+  // The GPU kit's demo (NCCL 2.28.9): after a restart, ncclCommDestroy of the
+  // revoked communicator returned the proxy's ncclRemoteError from inside
+  // the group it had begun (NCCL's log: "init.cc:2381 -> 6"); every later
+  // ncclAllReduce of that thread then joined a group that never ended and
+  // returned at once, unlaunched, and the survivors trained on their own
+  // sums. ncclCommAbort ends its group whatever the state.
+  FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+  fake.reset();
+  const int liveBefore = fake.liveComms;
+  auto comms = makeAll(std::make_shared<store::MemoryStore>(), 0, 2, fakeOptions());
+  for (auto& c : comms) {
+    setProxyError(FAKE_NCCL_PATH, c->handle(), ncclRemoteError);  // a transfer failed
+    c->abort();                                                   // revoked
+  }
+  REQUIRE(fake.revokes == 2);
+  comms.clear();
+  CHECK(fake.leakedGroups == 0);
+  CHECK(fake.destroys == 0);
+  CHECK(fake.aborts == 2);
+  CHECK(fake.liveComms == liveBefore);
 }
 
 TEST_CASE("without revoke (NCCL 2.27), or when told, abort is ncclCommAbort", "[nccl]") {
