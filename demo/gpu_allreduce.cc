@@ -16,12 +16,12 @@ namespace {
 constexpr int kNcclSuccess = 0;
 constexpr int kNcclInProgress = 7;
 constexpr int kNcclInt64 = 4;
+constexpr int kNcclSum = 0;
 
 // The fixed point of the sums: 32 fraction bits; values below 2^28 in
 // magnitude, so that a sum over 64 ranks stays within int64.
 constexpr int kFractionBits = 32;
 constexpr double kMaxMagnitude = 268435456.0;  // 2^28
-constexpr int kNcclSum = 0;
 
 // Between two polls of the stream: short against a step (the demo's steps
 // take 20 ms), long enough not to spin a core per rank.

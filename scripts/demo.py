@@ -225,15 +225,16 @@ def run_job(args, name, procs, store_url, base_env, faults):
             "seconds": time.monotonic() - started, "reports": load_reports(job_dir)}
 
 
+def ending(returncode):
+    """'exit N', 'killed by SIGX' or 'running' (None)."""
+    if returncode is None:
+        return "running"
+    return f"killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exit {returncode}"
+
+
 def ending_summary(ranks):
-    """How each rank ended: 'rank 0 exit 4, rank 2 SIGKILL, ...'."""
-    parts = []
-    for r, p in enumerate(ranks):
-        code = p.returncode
-        how = (signal.Signals(-code).name if code is not None and code < 0 else
-               f"exit {code}" if code is not None else "running")
-        parts.append(f"rank {r} {how}")
-    return ", ".join(parts)
+    """How each rank ended: 'rank 0 exit 4, rank 2 killed by SIGKILL, ...'."""
+    return ", ".join(f"rank {r} {ending(p.returncode)}" for r, p in enumerate(ranks))
 
 
 def load_reports(job_dir):
@@ -489,8 +490,7 @@ def main():
         print("\nranks at the end of the faulty run:")
         for r in range(WORLD_SIZE):
             rep = faulty["reports"].get(r)
-            status = faulty["ranks"][r].returncode
-            how = (f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit {status}")
+            how = ending(faulty["ranks"][r].returncode)
             print(f"  rank {r}: {how:18} "
                   + (f"{rep['outcome']}, {rep['final_state']}" if rep else "(no report)"))
 

@@ -349,17 +349,18 @@ Status Core::failTransport(ConnectionRecord& conn, const Status& cause, const ch
   Status reported = cause;
   std::optional<RootCause> root;
   const bool local = !cause.ok() && cause.kind() != ErrorKind::kRemote;
-  if (std::optional<Fault> death = local ? watchdog_->peerDeath(conn) : std::nullopt) {
+  Watchdog::PeerNews news = watchdog_->peerNews(conn);
+  if (local && news.death) {
     // A local-looking error (EPIPE, a reset the inner transport calls local)
     // from a peer the liveness channel knows to be gone or going: the peer's
     // fault, remote, whichever of the two was seen first.
-    cls = death->cls;
-    detail += " (" + cause.message() + "); " + death->detail;
+    cls = news.death->cls;
+    detail += " (" + cause.message() + "); " + news.death->detail;
     reported = Status();
-    root = std::move(death->root);
-  } else if ((root = watchdog_->peerReason(conn))) {
+    root = std::move(news.death->root);
+  } else if ((root = std::move(news.reason))) {
     detail += " after the peer had detected " + describe(*root);
-  } else if (local && watchdog_->peerAnswering(conn)) {
+  } else if (local && news.answering) {
     // A local error (our resources, an error injected here) while the peer
     // answers heartbeats: this process is the culprit, not its peer.
     root = RootCause{FaultClass::kLocalError, static_cast<uint32_t>(getpid()), hostName_,

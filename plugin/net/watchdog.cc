@@ -116,26 +116,16 @@ void Watchdog::announceLocked(const RootCause& root, uint64_t commId) {
   }
 }
 
-std::optional<Fault> Watchdog::peerDeath(const ConnectionRecord& conn) {
+Watchdog::PeerNews Watchdog::peerNews(const ConnectionRecord& conn) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!events_) {
-    return std::nullopt;
+    return {};  // no loop yet: no link
   }
-  (void)channel_.peerReasonOf(conn, clock_.monoNs());  // reads what the link holds
-  return liveness::deathOf(conn);
-}
-
-bool Watchdog::peerAnswering(const ConnectionRecord& conn) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return liveness::answering(conn);
-}
-
-std::optional<RootCause> Watchdog::peerReason(const ConnectionRecord& conn) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!events_) {
-    return std::nullopt;
-  }
-  return channel_.peerReasonOf(conn, clock_.monoNs());
+  PeerNews news;
+  news.reason = channel_.peerReasonOf(conn, clock_.monoNs());  // reads what the link holds
+  news.death = liveness::deathOf(conn);
+  news.answering = liveness::answering(conn);
+  return news;
 }
 
 void Watchdog::tick(uint64_t now) {

@@ -77,14 +77,21 @@ class Watchdog {
   // is for the FaultSink's callers, which hold the mutex already.
   void announce(const RootCause& root, uint64_t commId);
   void announceLocked(const RootCause& root, uint64_t commId);
-  std::optional<RootCause> peerReason(const ConnectionRecord& conn);
-  // Whether the connection's peer process answers heartbeats (its liveness
-  // link is up): a local error of the inner transport is then our own.
-  bool peerAnswering(const ConnectionRecord& conn);
-  // What the liveness channel knows against the peer of `conn` (its link is
-  // dead, closed by it, or it sent a fault notice for the connection's
-  // communicator), after reading what the link holds now.
-  std::optional<Fault> peerDeath(const ConnectionRecord& conn);
+
+  // What the liveness channel knows of the peer of `conn`, after reading
+  // what its link holds now (a data connection may fail before the watchdog
+  // thread has read the peer's last frames).
+  struct PeerNews {
+    // Its link is dead, closed by it, or it sent a fault notice for the
+    // connection's communicator: the fault that is (liveness::deathOf).
+    std::optional<Fault> death;
+    // The fault it said it detected (its notice or goodbye), if any.
+    std::optional<RootCause> reason;
+    // It answers heartbeats (its link is up): a local error of the inner
+    // transport is then our own.
+    bool answering = false;
+  };
+  PeerNews peerNews(const ConnectionRecord& conn);
 
  private:
   void ensureThreadLocked();

@@ -121,7 +121,14 @@ def check_dependencies(kit):
         if p.returncode != 0:
             problems.append(f"{role}: ldd {path} failed: {(p.stderr or p.stdout).strip()}")
             continue
-        for name, resolved in parse_ldd(p.stdout):
+        needed = parse_ldd(p.stdout)
+        # Exceptions cross from libresilient-restart.so into the programs that
+        # call it: they must share one C++ runtime (one unwinder). A static copy
+        # in each ended the first GPU run's demo in std::terminate.
+        if role in SHARED_RUNTIME_ROLES and "libstdc++.so.6" not in {n for n, _ in needed}:
+            problems.append(f"{role}: carries its own C++ runtime (linked statically); exceptions thrown "
+                            "by libresilient-restart.so through it would end in std::terminate")
+        for name, resolved in needed:
             seen.setdefault(name, resolved)
             if resolved is None and not ALLOWED_LIBRARIES.match(name):
                 problems.append(f"{role}: needs {name}, which is not found")
@@ -129,14 +136,6 @@ def check_dependencies(kit):
                 problems.append(f"{role}: needs {name} ({resolved}), which the GPU machine lacks")
             elif resolved is None:
                 problems.append(f"{role}: needs {name}, which is not found")
-    # Exceptions cross from libresilient-restart.so into the programs that
-    # call it: they must share one C++ runtime (one unwinder). A static copy
-    # in each ended the first GPU run's demo in std::terminate.
-    for role in SHARED_RUNTIME_ROLES:
-        p = subprocess.run(["ldd", kit.files[role]], capture_output=True, text=True, env=env)
-        if p.returncode == 0 and "libstdc++.so.6" not in {n for n, _ in parse_ldd(p.stdout)}:
-            problems.append(f"{role}: carries its own C++ runtime (linked statically); exceptions thrown "
-                            "by libresilient-restart.so through it would end in std::terminate")
     size = kit.size_bytes()
     if size > MAX_KIT_BYTES:
         problems.append(f"the kit holds {size} bytes, over the {MAX_KIT_BYTES} that can be carried")

@@ -14,10 +14,9 @@
 // read by any thread while the connection is open.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
-
-#include <map>
 
 #include "common/net/socket_address.h"
 #include "plugin/net/connection.h"
