@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 
-packages=(meson ninja-build pkg-config g++ python3 libcli11-dev nlohmann-json3-dev)
+packages=(meson ninja-build pkg-config g++ python3 libcli11-dev nlohmann-json3-dev nettle-dev)
 # shellcheck source=scripts/ensure_packages.sh
 source scripts/ensure_packages.sh
 ensure_packages "${packages[@]}"

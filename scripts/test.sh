@@ -25,6 +25,7 @@ fi
 packages=(
   meson ninja-build pkg-config g++ gcc clang   # build; clang also checks the ABI headers
   catch2 libcli11-dev nlohmann-json3-dev       # tests, command-line tools
+  nettle-dev                                   # HMAC of the handshakes (linked statically)
   iproute2 procps nftables python3             # ip/tc/ss/pkill/nft, the Python test drivers
   etcd-server etcd-client libcurl4-openssl-dev # coordination store: etcd backend and its tests
   libbenchmark-dev                             # bench-profiler (Google Benchmark)

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 build=${BUILD_DIR:-build-gpukit}
 kit=${KIT_DIR:-gpu-kit}
 
-packages=(meson ninja-build pkg-config g++ binutils python3 libcli11-dev nlohmann-json3-dev)
+packages=(meson ninja-build pkg-config g++ binutils python3 libcli11-dev nlohmann-json3-dev nettle-dev)
 # shellcheck source=scripts/ensure_packages.sh
 source scripts/ensure_packages.sh
 ensure_packages "${packages[@]}"
