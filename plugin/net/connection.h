@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "plugin/net/fault.h"
+#include "plugin/net/introduction.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::net {
@@ -93,6 +94,9 @@ class ConnectionRecord {
   // The blackbox's abort epoch when the connection was made (written once,
   // before the connection is published; see Core::fail).
   uint32_t abortEpoch = 0;
+  // Set when the connection introduces itself in band (no trailer in the
+  // listen handle); advanced by the data path.
+  std::unique_ptr<Introduction> introduction;
 
  private:
   const Direction dir_;

@@ -12,6 +12,7 @@
 #include "common/params.h"
 #include "plugin/net/handle_trailer.h"
 #include "plugin/net/inner_factory.h"
+#include "plugin/net/introduction.h"
 #include "plugin/net/liveness/peer_link.h"
 #include "plugin/net/watchdog.h"
 
@@ -35,6 +36,7 @@ struct ListenComm {
   void* inner = nullptr;
   uint64_t nonce = 0;
   int dev = 0;
+  bool introduced = false;  // no trailer in its handle: connections introduce themselves
 };
 
 // Pool sizes: NCCL keeps at most kMaxRequests outstanding per comm; the sender
@@ -152,6 +154,30 @@ Status Core::properties(int dev, transport::Properties* props) {
   return {};
 }
 
+HandleTrailer Core::trailerFor(uint64_t key) {
+  HandleTrailer trailer;
+  if (!watchdog_->trailerFor(key, &trailer)) {
+    trailer = HandleTrailer{};  // AF_UNSPEC: "no liveness channel here"
+    trailer.listenNonce = key;
+    trailer.pid = static_cast<uint32_t>(getpid());
+  }
+  return trailer;
+}
+
+bool Core::canIntroduceOn(int dev) {
+  if (canIntroduce(*inner_, dev)) {
+    return true;
+  }
+  if (!warnedNoIntroduction_.exchange(true)) {
+    RES_WARN(NCCL_NET | NCCL_INIT,
+             "inner transport %s fills the listen handle and takes no host memory: its "
+             "connections run without a liveness channel (a dead or frozen peer is found by "
+             "the progress timeout only)",
+             inner_->name());
+  }
+  return false;
+}
+
 Status Core::listen(void* ctx, int dev, void* handle, void** listenComm) {
   auto* c = static_cast<Context*>(ctx);
   auto l = std::make_unique<ListenComm>();
@@ -160,11 +186,15 @@ Status Core::listen(void* ctx, int dev, void* handle, void** listenComm) {
   std::memset(handle, 0, transport::kHandleSize);
   RESILIENT_TRY(inner_->listen(c != nullptr ? c->inner : nullptr, dev, handle, &l->inner));
   l->nonce = watchdog_->newListenNonce();
-  HandleTrailer trailer;
-  if (watchdog_->trailerFor(l->nonce, &trailer) &&
-      !writeTrailer(handle, inner_->handleBytes(), trailer)) {
-    RES_INFO(NCCL_NET, "inner transport %s uses the whole handle: no liveness channel for it",
-             inner_->name());
+  if (!writeTrailer(handle, inner_->handleBytes(), trailerFor(l->nonce))) {
+    // No room: each connection introduces itself in band instead.
+    l->introduced = canIntroduceOn(dev);
+    if (l->introduced && !infoIntroduction_.exchange(true)) {
+      RES_INFO(NCCL_NET | NCCL_INIT,
+               "inner transport %s fills the listen handle: connections introduce themselves "
+               "to the liveness channel in band",
+               inner_->name());
+    }
   }
   *listenComm = l.release();
   return {};
@@ -187,7 +217,25 @@ Status Core::connect(void* ctx, int dev, void* handle, void** sendComm) {
   describeLocalEnd(*conn, dev);
   conn->abortEpoch = blackbox_ != nullptr ? blackbox_->abortEpoch() : 0;
   if (hasTrailer) {
-    watchdog_->attachConnector(*conn, trailer);
+    if (trailer.liveness.ss_family != AF_UNSPEC) {
+      watchdog_->linkTo(*conn, trailer);
+    }
+  } else if (canIntroduceOn(dev)) {
+    // The listener's handle had no room for its trailer: ours goes first on
+    // the connection; the acceptor links back and binds this key (awaited
+    // before the introduction can arrive).
+    const HandleTrailer ours = trailerFor(watchdog_->newConnectionKey());
+    if (ours.liveness.ss_family != AF_UNSPEC) {
+      watchdog_->awaitLink(*conn, ours.listenNonce);
+    }
+    if (Status s = Introduction::start(*inner_, innerComm, Introduction::Side::kConnector, ours,
+                                       &conn->introduction);
+        !s.ok()) {
+      watchdog_->remove(conn.get());
+      (void)inner_->closeSend(innerComm);
+      return Status::error(s.kind(), "introducing the connection in band: " + s.message(),
+                           s.sysErrno());
+    }
   }
   watchdog_->add(conn.get());
   *sendComm = conn.release();
@@ -207,9 +255,40 @@ Status Core::accept(void* listenComm, void** recvComm) {
   inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
   describeLocalEnd(*conn, l->dev);
   conn->abortEpoch = blackbox_ != nullptr ? blackbox_->abortEpoch() : 0;
-  watchdog_->attachAcceptor(*conn, l->nonce);
+  if (l->introduced) {
+    // The connector's trailer is the first message: its receive is posted
+    // before any of NCCL's (Introduction).
+    if (Status s = Introduction::start(*inner_, innerComm, Introduction::Side::kAcceptor,
+                                       HandleTrailer{}, &conn->introduction);
+        !s.ok()) {
+      (void)inner_->closeRecv(innerComm);
+      return Status::error(s.kind(), "introducing the connection in band: " + s.message(),
+                           s.sysErrno());
+    }
+  } else {
+    watchdog_->awaitLink(*conn, l->nonce);
+  }
   watchdog_->add(conn.get());
   *recvComm = conn.release();
+  return {};
+}
+
+Status Core::introduce(ConnectionRecord& c) {
+  bool arrived = false;
+  HandleTrailer theirs;
+  if (Status s = c.introduction->progress(&arrived, &theirs); !s.ok()) {
+    return failTransport(c, s, "test (the in-band introduction)");
+  }
+  if (arrived && theirs.liveness.ss_family != AF_UNSPEC) {
+    watchdog_->linkTo(c, theirs);  // once per connection: the watchdog's mutex is fine here
+  }
+  return {};
+}
+
+Status Core::postIntroduction(ConnectionRecord& c, bool* posted) {
+  if (Status s = c.introduction->post(posted); !s.ok()) {
+    return failTransport(c, s, "the in-band introduction");
+  }
   return {};
 }
 
@@ -237,6 +316,13 @@ Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhand
   ConnectionRecord& c = connOf(sendComm);
   *request = nullptr;
   RESILIENT_TRY(checkUsable(c));
+  if (c.introduction != nullptr && !c.introduction->posted()) {
+    bool posted = false;
+    RESILIENT_TRY(postIntroduction(c, &posted));
+    if (!posted) {
+      return {};  // ours goes first: NCCL retries later
+    }
+  }
   RequestRecord* r = c.acquire();
   if (r == nullptr) {
     return {};  // NCCL retries later
@@ -259,6 +345,13 @@ Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, cons
   ConnectionRecord& c = connOf(recvComm);
   *request = nullptr;  // always overwrite: NCCL may have stored 0x1 there
   RESILIENT_TRY(checkUsable(c));
+  if (c.introduction != nullptr && !c.introduction->posted()) {
+    bool posted = false;
+    RESILIENT_TRY(postIntroduction(c, &posted));
+    if (!posted) {
+      return {};  // ours is received first: NCCL retries later
+    }
+  }
   RequestRecord* r = c.acquire();
   if (r == nullptr) {
     return {};
@@ -307,6 +400,9 @@ Status Core::test(void* request, int* done, int* sizes) {
   ConnectionRecord& c = *r->conn;
   *done = 0;
   RESILIENT_TRY(checkUsable(c));
+  if (c.introduction != nullptr && !c.introduction->done()) {
+    RESILIENT_TRY(introduce(c));
+  }
   Status s = inner_->test(r->inner, done, sizes);
   if (!s.ok()) {
     return failTransport(c, s, "test");
@@ -321,12 +417,18 @@ Status Core::test(void* request, int* done, int* sizes) {
 Status Core::closeSend(void* sendComm) {
   std::unique_ptr<ConnectionRecord> c(static_cast<ConnectionRecord*>(sendComm));
   watchdog_->remove(c.get());
+  if (c->introduction != nullptr) {
+    c->introduction->release();
+  }
   return inner_->closeSend(c->inner());
 }
 
 Status Core::closeRecv(void* recvComm) {
   std::unique_ptr<ConnectionRecord> c(static_cast<ConnectionRecord*>(recvComm));
   watchdog_->remove(c.get());
+  if (c->introduction != nullptr) {
+    c->introduction->release();
+  }
   return inner_->closeRecv(c->inner());
 }
 

@@ -89,6 +89,16 @@ class Core final : private FaultSink {
        std::unique_ptr<blackbox::Writer> blackbox);
 
   Status checkUsable(ConnectionRecord& conn) noexcept;
+  // The trailer that advertises `key` (one saying "no liveness channel" when
+  // there is none).
+  HandleTrailer trailerFor(uint64_t key);
+  // Whether connections on `dev` can be introduced in band (a WARN, once,
+  // when not: they run without a liveness channel).
+  bool canIntroduceOn(int dev);
+  // The data path's part of an in-band introduction (Introduction): post it
+  // first, test it, and link the connection once the peer's trailer came.
+  Status postIntroduction(ConnectionRecord& c, bool* posted);
+  Status introduce(ConnectionRecord& c);
   // What the layer knows of a connection's local end when the inner
   // transport gives none (external plugins: NCCL's API has no endpoints).
   void describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept;
@@ -100,6 +110,8 @@ class Core final : private FaultSink {
   std::unique_ptr<Watchdog> watchdog_;
   const std::string hostName_;  // ours, as the liveness channel's hello says it
   int refs_ = 0;                // guarded by the global core mutex
+  std::atomic<bool> warnedNoIntroduction_{false};
+  std::atomic<bool> infoIntroduction_{false};
 };
 
 }  // namespace resilient::net

@@ -37,16 +37,9 @@ T get(const unsigned char* base, size_t off) {
 
 }  // namespace
 
-bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer) noexcept {
-  if (innerBytes > kOffset && innerBytes < transport::kHandleSize) {
-    return false;  // known to overlap
-  }
-  auto* base = static_cast<unsigned char*>(handle) + kOffset;
-  for (size_t i = 0; i < kTrailerSize; ++i) {
-    if (base[i] != 0) {
-      return false;  // the inner transport wrote here after all
-    }
-  }
+void encodeTrailer(const HandleTrailer& trailer, void* out) noexcept {
+  auto* base = static_cast<unsigned char*>(out);
+  std::memset(base, 0, kTrailerSize);
   put<uint32_t>(base, 0, kTrailerMagic);
   put<uint16_t>(base, 4, kTrailerVersion);
   put<uint16_t>(base, 6, trailer.liveness.ss_family);
@@ -62,14 +55,10 @@ bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer)
     std::memcpy(base + 24, &a->sin6_addr, 16);
   }
   put<uint64_t>(base, kChecksumOffset, checksum(base, kChecksumOffset));
-  return true;
 }
 
-bool readTrailer(const void* handle, size_t innerBytes, HandleTrailer* out) noexcept {
-  if (innerBytes > kOffset && innerBytes < transport::kHandleSize) {
-    return false;
-  }
-  const auto* base = static_cast<const unsigned char*>(handle) + kOffset;
+bool decodeTrailer(const void* in, HandleTrailer* out) noexcept {
+  const auto* base = static_cast<const unsigned char*>(in);
   if (get<uint32_t>(base, 0) != kTrailerMagic || get<uint16_t>(base, 4) != kTrailerVersion ||
       get<uint64_t>(base, kChecksumOffset) != checksum(base, kChecksumOffset)) {
     return false;
@@ -88,11 +77,32 @@ bool readTrailer(const void* handle, size_t innerBytes, HandleTrailer* out) noex
     a->sin6_family = AF_INET6;
     a->sin6_port = get<uint16_t>(base, 20);
     std::memcpy(&a->sin6_addr, base + 24, 16);
-  } else {
+  } else if (family != AF_UNSPEC) {
     return false;
   }
   *out = t;
   return true;
+}
+
+bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer) noexcept {
+  if (innerBytes > kOffset && innerBytes < transport::kHandleSize) {
+    return false;  // known to overlap
+  }
+  auto* base = static_cast<unsigned char*>(handle) + kOffset;
+  for (size_t i = 0; i < kTrailerSize; ++i) {
+    if (base[i] != 0) {
+      return false;  // the inner transport wrote here after all
+    }
+  }
+  encodeTrailer(trailer, base);
+  return true;
+}
+
+bool readTrailer(const void* handle, size_t innerBytes, HandleTrailer* out) noexcept {
+  if (innerBytes > kOffset && innerBytes < transport::kHandleSize) {
+    return false;
+  }
+  return decodeTrailer(static_cast<const unsigned char*>(handle) + kOffset, out);
 }
 
 }  // namespace resilient::net

@@ -2,7 +2,9 @@
 // kTrailerSize bytes, after whatever the inner transport writes. It tells the
 // connecting side where the listening process's liveness channel is and which
 // listen comm it connects to, so that both ends of every connection know their
-// peer process whatever the inner transport.
+// peer process whatever the inner transport. When the inner transport leaves
+// no room for it, the same bytes travel the other way, in band, as the first
+// message of the connection (plugin/net/introduction.h).
 #pragma once
 
 #include <sys/socket.h>
@@ -17,10 +19,17 @@ inline constexpr uint32_t kTrailerMagic = 0x52534c54;  // "RSLT"
 inline constexpr uint16_t kTrailerVersion = 1;
 
 struct HandleTrailer {
-  uint64_t listenNonce = 0;     // identifies the listen comm within its process
-  uint32_t pid = 0;             // the listening process
-  sockaddr_storage liveness{};  // its liveness channel (AF_INET or AF_INET6)
+  uint64_t listenNonce = 0;     // the key the peer binds to: a listen comm, or (in band) a
+                                // connection, within its process
+  uint32_t pid = 0;             // the process that wrote it
+  sockaddr_storage liveness{};  // its liveness channel (AF_INET or AF_INET6); AF_UNSPEC: it
+                                // has none
 };
+
+// The kTrailerSize bytes of a trailer, and back (false: not a trailer, or a
+// corrupted one).
+void encodeTrailer(const HandleTrailer& trailer, void* out) noexcept;
+bool decodeTrailer(const void* in, HandleTrailer* out) noexcept;
 
 // Writes the trailer after the inner transport's `innerBytes`; false (nothing
 // written) when the inner transport leaves no room for it. A transport that

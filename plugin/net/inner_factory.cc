@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "common/log.h"
-#include "common/token_digest.h"
 #include "plugin/net/core.h"
 #include "plugin/transport/external/loader.h"
 #include "plugin/transport/fault/fault_transport.h"
@@ -121,7 +120,7 @@ Result<InnerSetup> makeInnerSetup(const config::Params& params, const SelfIdenti
 
   setup.watchdog.livenessTimeoutMs = params.get<config::kLivenessTimeoutMs>();
   setup.watchdog.progressTimeoutMs = params.get<config::kProgressTimeoutMs>();
-  setup.watchdog.tokenDigest = tokenDigest(params.get<config::kJobToken>());
+  setup.watchdog.jobToken = params.get<config::kJobToken>();
   setup.watchdog.bindAddress = livenessAddress(tcp);
   setup.watchdog.hostName = hostName();
   setup.blackboxDir = params.get<config::kBlackboxDir>();

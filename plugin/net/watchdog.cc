@@ -1,5 +1,7 @@
 #include "plugin/net/watchdog.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -13,9 +15,10 @@ namespace {
 liveness::ChannelOptions channelOptions(const WatchdogOptions& o) {
   liveness::ChannelOptions c;
   c.policy.timeoutMs = o.livenessTimeoutMs;
-  c.policy.tokenDigest = o.tokenDigest;
+  c.policy.jobToken = o.jobToken;
+  c.policy.selfPid = static_cast<uint32_t>(getpid());
+  c.policy.selfHost = o.hostName;
   c.bindAddress = o.bindAddress;
-  c.hostName = o.hostName;
   return c;
 }
 
@@ -64,6 +67,11 @@ uint64_t Watchdog::newListenNonce() {
   return channel_.newListenNonce();
 }
 
+uint64_t Watchdog::newConnectionKey() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return channel_.newConnectionKey();
+}
+
 bool Watchdog::trailerFor(uint64_t nonce, HandleTrailer* out) {
   std::lock_guard<std::mutex> lock(mutex_);
   ensureThreadLocked();
@@ -75,16 +83,16 @@ void Watchdog::forgetListenNonce(uint64_t nonce) {
   channel_.forgetListenNonce(nonce);
 }
 
-void Watchdog::attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer) {
+void Watchdog::linkTo(ConnectionRecord& conn, const HandleTrailer& trailer) {
   std::lock_guard<std::mutex> lock(mutex_);
   ensureThreadLocked();
-  channel_.attachConnector(conn, trailer);
+  channel_.linkTo(conn, trailer);
   wake();
 }
 
-void Watchdog::attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce) {
+void Watchdog::awaitLink(ConnectionRecord& conn, uint64_t key) {
   std::lock_guard<std::mutex> lock(mutex_);
-  channel_.attachAcceptor(conn, listenNonce);
+  channel_.awaitLink(conn, key);
 }
 
 void Watchdog::add(ConnectionRecord* conn) {

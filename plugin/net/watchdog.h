@@ -44,7 +44,7 @@ namespace resilient::net {
 struct WatchdogOptions {
   int64_t livenessTimeoutMs = 1000;
   int64_t progressTimeoutMs = 300000;  // 0: off
-  uint64_t tokenDigest = 0;
+  std::string jobToken;  // the key of the liveness handshake's proofs
   SocketAddress bindAddress;  // empty (length 0): no liveness channel
   std::string hostName;
 };
@@ -60,15 +60,17 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Listen side: a nonce per listen comm and the trailer that advertises it.
+  // Keys: one per listen comm and per connection introduced in band.
   uint64_t newListenNonce();
+  uint64_t newConnectionKey();
   // False when there is no liveness channel (no usable address).
-  bool trailerFor(uint64_t nonce, HandleTrailer* out);
+  bool trailerFor(uint64_t key, HandleTrailer* out);
   void forgetListenNonce(uint64_t nonce);
 
-  // Connection setup: tie a connection to the link of its peer process.
-  void attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer);
-  void attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce);
+  // Connection setup: tie a connection to the link of its peer process
+  // (liveness::Channel::linkTo, awaitLink).
+  void linkTo(ConnectionRecord& conn, const HandleTrailer& trailer);
+  void awaitLink(ConnectionRecord& conn, uint64_t key);
   // Watch a connection / stop watching it (before it is deleted).
   void add(ConnectionRecord* conn);
   void remove(ConnectionRecord* conn);

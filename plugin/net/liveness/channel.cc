@@ -17,6 +17,10 @@ namespace resilient::net::liveness {
 namespace {
 
 constexpr size_t kMaxPendingOut = 4096;  // a peer that reads nothing gets no more pings
+// Accepted links still in their handshake: at most this many at once, each
+// for at most this long (a legitimate peer's takes one round trip).
+constexpr size_t kMaxInHandshake = 64;
+constexpr uint64_t kHandshakeTimeoutNs = 10'000'000'000ull;
 
 bool sameAddress(const SocketAddress& a, const SocketAddress& b) {
   return a.length == b.length && std::memcmp(&a.storage, &b.storage, a.length) == 0;
@@ -77,11 +81,11 @@ uint64_t Channel::newListenNonce() {
   return nonce;
 }
 
-bool Channel::trailerFor(uint64_t nonce, HandleTrailer* out) {
+bool Channel::trailerFor(uint64_t key, HandleTrailer* out) {
   if (!ensureListener()) {
     return false;
   }
-  out->listenNonce = nonce;
+  out->listenNonce = key;
   out->pid = static_cast<uint32_t>(getpid());
   out->liveness = listenAddress_.storage;
   return true;
@@ -94,7 +98,7 @@ void Channel::forgetListenNonce(uint64_t nonce) {
   boundNonces_.erase(nonce);
 }
 
-void Channel::attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer) {
+void Channel::linkTo(ConnectionRecord& conn, const HandleTrailer& trailer) {
   const SocketAddress peer =
       SocketAddress::fromSockaddr(reinterpret_cast<const sockaddr*>(&trailer.liveness));
   PeerLink* link = nullptr;
@@ -113,21 +117,20 @@ void Channel::attachConnector(ConnectionRecord& conn, const HandleTrailer& trail
     link = fresh.get();
     links_.push_back(std::move(fresh));
     startConnect(link);
-    send(link, makeHello(options_.policy.tokenDigest, static_cast<uint32_t>(getpid()),
-                         options_.hostName));
+    send(link, link->state.openingHello());
   }
   send(link, makeFrame(Type::kBind, trailer.listenNonce));
   ++link->connections;
   conn.link.store(link, std::memory_order_release);
 }
 
-void Channel::attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce) {
-  auto it = boundNonces_.find(listenNonce);
+void Channel::awaitLink(ConnectionRecord& conn, uint64_t key) {
+  auto it = boundNonces_.find(key);
   if (it != boundNonces_.end()) {
     ++it->second->connections;
     conn.link.store(it->second, std::memory_order_release);
   } else {
-    awaitingBind_[listenNonce].push_back(&conn);
+    awaitingBind_[key].push_back(&conn);
   }
 }
 
@@ -263,6 +266,16 @@ void Channel::send(PeerLink* link, const Frame& frame) {
   if (frame.type == Type::kPing && link->out.size() > kMaxPendingOut) {
     return;
   }
+  const bool handshake = frame.type == Type::kHello || frame.type == Type::kChallenge ||
+                         frame.type == Type::kProof || frame.type == Type::kRefused;
+  if (!handshake && !link->state.authenticated()) {
+    // Nothing but the handshake before both sides proved the job token: the
+    // rest waits (binds, goodbyes, notices); pings would say nothing.
+    if (frame.type != Type::kPing) {
+      encode(frame, &link->held);
+    }
+    return;
+  }
   encode(frame, &link->out);
   flush(link);
 }
@@ -317,13 +330,48 @@ void Channel::handleListener(uint64_t now) {
     if (!events_->add(fd.get(), EventLoop::kReadable, link.get()).ok()) {
       continue;  // closed by FileDescriptor
     }
+    makeRoomForHandshake(now);
     link->fd = fd.release();
     link->state.opened(now);
-    PeerLink* raw = link.get();
+    link->openedNs = now;
     links_.push_back(std::move(link));
-    send(raw, makeHello(options_.policy.tokenDigest, static_cast<uint32_t>(getpid()),
-                        options_.hostName));
+    // The opener speaks first (its hello); we answer with our challenge.
   }
+}
+
+std::vector<PeerLink*> Channel::inHandshake() const {
+  std::vector<PeerLink*> out;
+  for (const auto& l : links_) {
+    if (!l->outgoing && !l->retired && l->fd >= 0 && !l->state.authenticated()) {
+      out.push_back(l.get());
+    }
+  }
+  return out;
+}
+
+void Channel::dropUnauthenticated(PeerLink* link, const char* why, uint64_t now) {
+  RES_WARN_LIMITED(warnLimiter_, now, NCCL_NET,
+                   "liveness channel from %s: %s; dropped (a process that cannot prove the job "
+                   "token holds nothing here)",
+                   link->state.addressText().c_str(), why);
+  closeLink(link);
+}
+
+void Channel::makeRoomForHandshake(uint64_t now) {
+  // Connections that have not proved the job token never keep a peer out:
+  // the oldest of them goes, one that has sent nothing first.
+  const std::vector<PeerLink*> pending = inHandshake();
+  if (pending.size() < kMaxInHandshake) {
+    return;
+  }
+  PeerLink* victim = pending.front();
+  for (PeerLink* l : pending) {
+    const bool silent = !l->state.helloReceived();
+    if (silent != !victim->state.helloReceived() ? silent : l->openedNs < victim->openedNs) {
+      victim = l;
+    }
+  }
+  dropUnauthenticated(victim, "too many connections in their handshake", now);
 }
 
 void Channel::onEvent(void* tag, uint32_t events, uint64_t now) {
@@ -396,20 +444,29 @@ void Channel::handleLink(PeerLink* link, uint32_t events, uint64_t now) {
 }
 
 void Channel::onFrame(PeerLink* link, const Frame& frame, uint64_t now) {
+  const bool wasAuthenticated = link->state.authenticated();
   const PeerState::Reaction r = link->state.received(frame, now);
   if (frame.type == Type::kBind) {
     bind(link, frame.value);
   }
   if (r.reply) {
-    if (r.reply->type == Type::kRefused) {
-      RES_WARN(NCCL_NET, "liveness channel from %s (pid %u): job token mismatch; refused",
-               link->state.addressText().c_str(), frame.pid);
-    }
     send(link, *r.reply);
   }
   if (r.death) {
-    markDead(link, *r.death);
+    if (frame.type == Type::kRefused || (r.reply && r.reply->type == Type::kRefused)) {
+      RES_WARN_LIMITED(warnLimiter_, now, NCCL_NET, "liveness channel: %s", r.death->c_str());
+    }
+    if (!link->outgoing && !wasAuthenticated) {
+      closeLink(link);  // a stranger: nothing of ours used the link
+    } else {
+      markDead(link, *r.death);
+    }
     return;
+  }
+  if (!wasAuthenticated && link->state.authenticated() && !link->held.empty()) {
+    link->out += link->held;  // what waited for the handshake
+    link->held.clear();
+    flush(link);
   }
   if (frame.type == Type::kGoodbye) {
     // Requests outstanding to a peer that closed its side never complete.
@@ -442,6 +499,11 @@ void Channel::bind(PeerLink* link, uint64_t nonce) {
 }
 
 void Channel::tick(uint64_t now) {
+  for (PeerLink* link : inHandshake()) {
+    if (now > link->openedNs + kHandshakeTimeoutNs) {
+      dropUnauthenticated(link, "no complete handshake within 10 s", now);
+    }
+  }
   // By index: a send that breaks a link changes it, but adds no link.
   for (size_t i = 0; i < links_.size(); ++i) {
     PeerLink* link = links_[i].get();

@@ -1,9 +1,12 @@
 // The liveness channel of this process: one TCP listener, advertised in the
 // trailer of every listen handle (plugin/net/handle_trailer.h), and one link
 // per peer process (liveness/peer_link.h), over which the net plugins of the
-// two processes exchange the frames of liveness/wire.h: hello (pid, host, job
-// token), bind ("my connection to your listen comm N uses this link"),
-// ping/pong while requests to the peer are outstanding, goodbye.
+// two processes exchange the frames of liveness/wire.h: the handshake (hello,
+// challenge, proof: each side proves the job token, common/job_auth.h), bind
+// ("my connection to your listen comm N uses this link"), ping/pong while
+// requests to the peer are outstanding, fault notices, goodbye. An accepted
+// link that does not complete its handshake in time, or is the oldest of too
+// many in theirs, is dropped: strangers hold nothing.
 //
 // The channel does the sockets (non-blocking, watched by the watchdog
 // thread's event loop) and the bookkeeping of links, listen nonces and
@@ -25,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "common/net/event_loop.h"
 #include "common/net/socket_address.h"
 #include "plugin/net/connection.h"
@@ -37,9 +41,8 @@
 namespace resilient::net::liveness {
 
 struct ChannelOptions {
-  Policy policy;
+  Policy policy;              // its selfPid and selfHost: who we say we are
   SocketAddress bindAddress;  // empty (length 0): no liveness channel
-  std::string hostName;       // for our hello
 };
 
 class Channel {
@@ -57,18 +60,23 @@ class Channel {
 
   // --- Control path. ---
 
-  // Listen side: a nonce per listen comm and the trailer that advertises it.
+  // Keys that a peer binds to: one per listen comm, and one per connection
+  // introduced in band (plugin/net/introduction.h); the trailer that
+  // advertises one.
   uint64_t newListenNonce();
+  uint64_t newConnectionKey() { return nextNonce_++; }
   // Opens the listener on first use. False when there is no liveness channel
   // (no usable address).
-  bool trailerFor(uint64_t nonce, HandleTrailer* out);
+  bool trailerFor(uint64_t key, HandleTrailer* out);
   void forgetListenNonce(uint64_t nonce);
 
   // Connection setup: ties a connection to the link of its peer process. The
-  // connector opens (or reuses) the link and binds its connection to the
-  // listen nonce; the acceptor waits for that bind.
-  void attachConnector(ConnectionRecord& conn, const HandleTrailer& trailer);
-  void attachAcceptor(ConnectionRecord& conn, uint64_t listenNonce);
+  // side that holds the peer's trailer (the connector, from the handle; the
+  // acceptor of an introduced connection, from its first message) opens (or
+  // reuses) the link and binds the trailer's key; the other side waits for
+  // that bind.
+  void linkTo(ConnectionRecord& conn, const HandleTrailer& trailer);
+  void awaitLink(ConnectionRecord& conn, uint64_t key);
   // A connection closes: its link loses it; an outgoing link that loses its
   // last connection says goodbye and closes. Once a fault was announced
   // (announce), incoming links that lose their last connection say goodbye
@@ -109,6 +117,10 @@ class Channel {
   void markDead(PeerLink* link, const std::string& reason);
   void closeLink(PeerLink* link);
   void reap();
+  // Accepted links whose peer has not proved the job token yet.
+  std::vector<PeerLink*> inHandshake() const;
+  void makeRoomForHandshake(uint64_t now);
+  void dropUnauthenticated(PeerLink* link, const char* why, uint64_t now);
   void updateInterest(PeerLink* link);
   // Our goodbye: plain, or naming the fault we close for.
   Frame goodbye() const;
@@ -117,6 +129,7 @@ class Channel {
   const std::set<ConnectionRecord*>& connections_;
   FaultSink& sink_;
   EventLoop* events_ = nullptr;
+  log::RateLimiter warnLimiter_;  // WARNs about strangers
   int listenFd_ = -1;
   SocketAddress listenAddress_;
   uint64_t nextNonce_ = 1;

@@ -5,8 +5,7 @@ namespace resilient::net::liveness {
 PeerLink::PeerLink(const Policy& policy, Origin origin, const SocketAddress& peerAddress)
     : outgoing(origin == Origin::kOutgoing),
       address(peerAddress),
-      state(policy, outgoing ? PeerState::Phase::kConnecting : PeerState::Phase::kUp,
-            peerAddress.toString()) {}
+      state(policy, outgoing, peerAddress.toString()) {}
 
 std::string describePeer(const ConnectionRecord& conn) {
   const PeerLink* link = conn.link.load(std::memory_order_acquire);

@@ -16,8 +16,93 @@ uint64_t Policy::pingIntervalNs() const noexcept {
   return std::max<uint64_t>(timeoutNs() / 4, kMs);
 }
 
-PeerState::PeerState(const Policy& policy, Phase initial, std::string addressText)
-    : policy_(policy), addressText_(std::move(addressText)), phase_(initial) {}
+PeerState::PeerState(const Policy& policy, bool opener, std::string addressText)
+    : policy_(policy),
+      opener_(opener),
+      addressText_(std::move(addressText)),
+      phase_(opener ? Phase::kConnecting : Phase::kUp) {}
+
+Frame PeerState::openingHello() {
+  openerNonce_ = auth::freshNonce();
+  return makeHello(openerNonce_, policy_.selfPid, policy_.selfHost);
+}
+
+std::string PeerState::whoText(const Frame& frame) const {
+  return "peer " + addressText_ + " (pid " + std::to_string(frame.pid) + ", host " +
+         (frame.host.empty() ? std::string("?") : frame.host) + ")";
+}
+
+PeerState::Reaction PeerState::onHello(const Frame& frame) {
+  Reaction r;
+  if (opener_ || helloReceived_) {
+    r.death = "peer " + addressText_ + " broke the handshake (an unexpected hello)";
+    return r;
+  }
+  helloReceived_ = true;
+  openerNonce_ = frame.nonce;
+  acceptorNonce_ = auth::freshNonce();
+  pendingPid_ = frame.pid;
+  pendingHost_ = frame.host;
+  const auth::Proof proof = auth::JobSecret(policy_.jobToken)
+                                .prove(kAuthProtocol, auth::Role::kListener, openerNonce_,
+                                       acceptorNonce_,
+                                       authTranscript(frame.pid, frame.host, policy_.selfPid,
+                                                      policy_.selfHost));
+  r.reply = makeChallenge(acceptorNonce_, policy_.selfPid, policy_.selfHost, proof);
+  return r;
+}
+
+PeerState::Reaction PeerState::onChallenge(const Frame& frame) {
+  Reaction r;
+  if (!opener_ || authenticated()) {
+    r.death = "peer " + addressText_ + " broke the handshake (an unexpected challenge)";
+    return r;
+  }
+  acceptorNonce_ = frame.nonce;
+  const std::string transcript =
+      authTranscript(policy_.selfPid, policy_.selfHost, frame.pid, frame.host);
+  const auth::JobSecret secret(policy_.jobToken);
+  if (!secret.verify(kAuthProtocol, auth::Role::kListener, openerNonce_, acceptorNonce_,
+                     transcript, frame.proof.data())) {
+    r.reply = makeFrame(Type::kRefused);
+    r.death = whoText(frame) +
+              " could not prove our job token (another job's process, or another "
+              "NCCL_RESILIENT_JOB_TOKEN): refused";
+    return r;
+  }
+  host_ = frame.host;
+  pid_.store(frame.pid, std::memory_order_relaxed);
+  helloSeen_.store(true, std::memory_order_release);
+  r.reply = makeProof(secret.prove(kAuthProtocol, auth::Role::kConnector, openerNonce_,
+                                   acceptorNonce_, transcript));
+  return r;
+}
+
+PeerState::Reaction PeerState::onProof(const Frame& frame) {
+  Reaction r;
+  if (opener_ || !helloReceived_ || authenticated()) {
+    r.death = "peer " + addressText_ + " broke the handshake (an unexpected proof)";
+    return r;
+  }
+  const std::string transcript =
+      authTranscript(pendingPid_, pendingHost_, policy_.selfPid, policy_.selfHost);
+  if (!auth::JobSecret(policy_.jobToken)
+           .verify(kAuthProtocol, auth::Role::kConnector, openerNonce_, acceptorNonce_, transcript,
+                   frame.proof.data())) {
+    Frame who;
+    who.pid = pendingPid_;
+    who.host = pendingHost_;
+    r.reply = makeFrame(Type::kRefused);
+    r.death = whoText(who) +
+              " could not prove our job token (another job's process, or another "
+              "NCCL_RESILIENT_JOB_TOKEN): refused";
+    return r;
+  }
+  host_ = pendingHost_;
+  pid_.store(pendingPid_, std::memory_order_relaxed);
+  helloSeen_.store(true, std::memory_order_release);
+  return r;
+}
 
 void PeerState::opened(uint64_t now) noexcept {
   phase_ = Phase::kUp;
@@ -34,21 +119,25 @@ std::optional<std::string> PeerState::connectFinished(int error, uint64_t now) {
 }
 
 PeerState::Reaction PeerState::received(const Frame& frame, uint64_t now) {
-  lastHeardNs_ = now;
   Reaction r;
   switch (frame.type) {
-    case Type::kHello:
-      if (policy_.tokenDigest != 0 && frame.value != policy_.tokenDigest) {
-        r.reply = makeFrame(Type::kRefused);
-        r.death = "peer " + addressText_ + " presented another job token";
-        return r;
-      }
-      if (!helloSeen_.load(std::memory_order_relaxed)) {
-        host_ = frame.host;
-        pid_.store(frame.pid, std::memory_order_relaxed);
-        helloSeen_.store(true, std::memory_order_release);
-      }
+    case Type::kHello: return onHello(frame);
+    case Type::kChallenge: lastHeardNs_ = now; return onChallenge(frame);
+    case Type::kProof: return onProof(frame);
+    case Type::kRefused:
+      r.death = "peer " + addressText_ +
+                " refused our proof of the job token (another job's process, or another "
+                "NCCL_RESILIENT_JOB_TOKEN)";
       return r;
+    default: break;
+  }
+  if (!authenticated()) {
+    r.death = "peer " + addressText_ + " sent frame type " +
+              std::to_string(static_cast<int>(frame.type)) + " before authenticating";
+    return r;
+  }
+  lastHeardNs_ = now;
+  switch (frame.type) {
     case Type::kBind: return r;
     case Type::kPing: r.reply = makeFrame(Type::kPong, frame.value); return r;
     case Type::kPong: return r;
@@ -62,9 +151,8 @@ PeerState::Reaction PeerState::received(const Frame& frame, uint64_t now) {
                                 frame.detail};
       }
       return r;
-    case Type::kRefused: r.death = "peer " + addressText_ + " refused our job token"; return r;
+    default: return r;
   }
-  return r;
 }
 
 std::optional<std::string> PeerState::endOfStream(int error) const {

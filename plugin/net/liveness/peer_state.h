@@ -19,7 +19,11 @@
 //    outstanding to it (then or later) fails at once, "peer closed", naming
 //    the fault the peer closed for, if it gave one (root cause) in its goodbye
 //    or in the fault notice it sends when it detects a fault;
-//  - a hello with another job token is refused; a refusal kills the link.
+//  - nothing but the handshake counts before the link is authenticated: the
+//    opener's hello (its nonce), the acceptor's challenge (its nonce and its
+//    proof of the job token), the opener's proof (common/job_auth.h); a proof
+//    that fails is refused, and a refusal, or any other frame before the
+//    handshake is done, kills the link.
 //
 // Threads: driven by the liveness channel with the watchdog's mutex held (the
 // watchdog thread, and the control path when it opens or closes a link). The
@@ -41,7 +45,9 @@ namespace resilient::net::liveness {
 // The liveness settings every peer shares.
 struct Policy {
   int64_t timeoutMs = 1000;  // NCCL_RESILIENT_LIVENESS_TIMEOUT_MS
-  uint64_t tokenDigest = 0;  // our job token's digest; 0: none, every hello is accepted
+  std::string jobToken;      // the key of the handshake's proofs (empty: the empty key)
+  uint32_t selfPid = 0;      // who we say we are in the handshake
+  std::string selfHost;
 
   uint64_t timeoutNs() const noexcept { return static_cast<uint64_t>(timeoutMs) * 1000000ull; }
   // A quarter of the timeout, at least 1 ms.
@@ -52,13 +58,14 @@ class PeerState {
  public:
   enum class Phase {
     kConnecting,  // outgoing, TCP connect in progress
-    kUp,          // open (hello sent; the peer's hello may still be on its way)
+    kUp,          // open (the handshake may still be under way: authenticated())
     kClosed,      // the peer said goodbye, or we closed it: no fault while idle
     kDead,        // broke without goodbye: the peer process is gone
   };
 
-  // `addressText`: the peer's liveness address, for messages.
-  PeerState(const Policy& policy, Phase initial, std::string addressText);
+  // `opener`: we opened the link (and say hello first); `addressText`: the
+  // peer's liveness address, for messages.
+  PeerState(const Policy& policy, bool opener, std::string addressText);
   PeerState(const PeerState&) = delete;
   PeerState& operator=(const PeerState&) = delete;
 
@@ -67,8 +74,18 @@ class PeerState {
   // Why the link died (kDead only).
   const std::string& deathReason() const noexcept { return deathReason_; }
 
+  // Whether both sides proved the job token: until then only the handshake
+  // travels.
+  bool authenticated() const noexcept { return helloSeen(); }
+  // The opener's first frame (its nonce, which this state keeps).
+  Frame openingHello();
+  // Acceptor: whether the opener's hello came (a stranger that sent nothing
+  // is the first to go when too many are in their handshake).
+  bool helloReceived() const noexcept { return helloReceived_; }
+
   // The peer process: its pid from the listen handle's trailer (outgoing) or
-  // its hello; its host from its hello (valid once helloSeen()).
+  // its hello; its host from its handshake (valid once helloSeen(), which
+  // is once the link is authenticated).
   uint32_t pid() const noexcept { return pid_.load(std::memory_order_relaxed); }
   void setPid(uint32_t pid) noexcept { pid_.store(pid, std::memory_order_relaxed); }
   bool helloSeen() const noexcept { return helloSeen_.load(std::memory_order_acquire); }
@@ -89,7 +106,7 @@ class PeerState {
   // What a received frame asks for: first send `reply`, then the link dies
   // for `death`. Binds are the channel's business (nothing to do here).
   struct Reaction {
-    std::optional<Frame> reply;        // a pong; or "refused" (another job token)
+    std::optional<Frame> reply;        // a challenge, a proof, a pong; or "refused"
     std::optional<std::string> death;  // the link dies for this reason
   };
   Reaction received(const Frame& frame, uint64_t now);
@@ -132,8 +149,20 @@ class PeerState {
   Fault silenceFault(uint64_t silentNs, const std::optional<net::LinkState>& local) const;
 
  private:
+  // The handshake, by the frame that arrived.
+  Reaction onHello(const Frame& frame);
+  Reaction onChallenge(const Frame& frame);
+  Reaction onProof(const Frame& frame);
+  std::string whoText(const Frame& frame) const;
+
   const Policy policy_;
+  const bool opener_;
   const std::string addressText_;
+  auth::Nonce openerNonce_{};
+  auth::Nonce acceptorNonce_{};
+  bool helloReceived_ = false;  // acceptor: the opener's hello came (its pid, host pending)
+  uint32_t pendingPid_ = 0;
+  std::string pendingHost_;
   Phase phase_;
   std::string deathReason_;
   bool closedByPeer_ = false;

@@ -40,13 +40,30 @@ bool getText(const char* body, uint32_t length, size_t* at, size_t max, std::str
 
 }  // namespace
 
+std::string authTranscript(uint32_t openerPid, const std::string& openerHost,
+                           uint32_t acceptorPid, const std::string& acceptorHost) {
+  std::string t;
+  put<uint32_t>(&t, openerPid);
+  putText(&t, openerHost, kMaxHostName);
+  put<uint32_t>(&t, acceptorPid);
+  putText(&t, acceptorHost, kMaxHostName);
+  return t;
+}
+
 void encode(const Frame& frame, std::string* out) {
   std::string payload;
   switch (frame.type) {
     case Type::kHello:
-      put<uint64_t>(&payload, frame.value);
+    case Type::kChallenge:
+      payload.append(reinterpret_cast<const char*>(frame.nonce.data()), frame.nonce.size());
       put<uint32_t>(&payload, frame.pid);
       putText(&payload, frame.host, kMaxHostName);
+      if (frame.type == Type::kChallenge) {
+        payload.append(reinterpret_cast<const char*>(frame.proof.data()), frame.proof.size());
+      }
+      break;
+    case Type::kProof:
+      payload.append(reinterpret_cast<const char*>(frame.proof.data()), frame.proof.size());
       break;
     case Type::kBind:
     case Type::kPing:
@@ -99,20 +116,32 @@ Decoder::Result Decoder::next(Frame* frame, std::string* error) {
   Frame f;
   f.type = static_cast<Type>(type);
   switch (f.type) {
-    case Type::kHello: {
-      size_t at = 12;
-      if (length < 14) {
-        *error = "short hello";
+    case Type::kHello:
+    case Type::kChallenge: {
+      constexpr size_t kFixed = auth::kNonceBytes + 4;
+      const size_t tail = f.type == Type::kChallenge ? auth::kProofBytes : 0;
+      size_t at = kFixed;
+      bool ok = length >= kFixed + 2 + tail;
+      if (ok) {
+        std::memcpy(f.nonce.data(), body, auth::kNonceBytes);
+        f.pid = get<uint32_t>(body + auth::kNonceBytes);
+        ok = getText(body, length - static_cast<uint32_t>(tail), &at, kMaxHostName, &f.host) &&
+             at + tail == length;
+      }
+      if (!ok) {
+        *error = f.type == Type::kHello ? "malformed hello" : "malformed challenge";
         return Result::kError;
       }
-      f.value = get<uint64_t>(body);
-      f.pid = get<uint32_t>(body + 8);
-      if (!getText(body, length, &at, kMaxHostName, &f.host) || at != length) {
-        *error = "malformed hello";
-        return Result::kError;
-      }
+      std::memcpy(f.proof.data(), body + at, tail);
       break;
     }
+    case Type::kProof:
+      if (length != auth::kProofBytes) {
+        *error = "malformed proof";
+        return Result::kError;
+      }
+      std::memcpy(f.proof.data(), body, auth::kProofBytes);
+      break;
     case Type::kGoodbye:
     case Type::kFault: {
       if (length == 0 && f.type == Type::kGoodbye) {

@@ -12,25 +12,37 @@
 #include <string>
 #include <utility>
 
+#include "common/job_auth.h"
+
 namespace resilient::net::liveness {
 
 inline constexpr uint32_t kMagic = 0x52534c56;  // "RSLV"
-inline constexpr uint16_t kVersion = 2;  // 2: fault notices name their communicator
+// 2: fault notices name their communicator; 3: mutual challenge-response.
+inline constexpr uint16_t kVersion = 3;
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 512;
 inline constexpr size_t kMaxHostName = 255;
 inline constexpr size_t kMaxGoodbyeDetail = 200;
 
 enum class Type : uint16_t {
-  kHello = 1,    // first frame each way: token digest, pid, host name
-  kBind = 2,     // connector -> listener: "my connection to your listen comm N uses this link"
+  kHello = 1,    // opener -> acceptor, first: its nonce, pid, host name
+  kBind = 2,     // opener -> acceptor: "my connection to your (listen or connection) key N uses
+                 // this link"
   kPing = 3,     // sent while requests to the peer are outstanding
   kPong = 4,     // answer to a ping, from the peer's watchdog thread
   kGoodbye = 5,  // we close: the EOF that follows is not a fault; may say why (a fault)
-  kRefused = 6,  // the hello failed a check (token); the link closes
+  kRefused = 6,  // the peer's proof of the job token failed; the link closes
   kFault = 7,    // the sender detected a fault in communicator commId (its reason, as in a
                  // goodbye); the link stays, the sender's side of that communicator goes
+  kChallenge = 8,  // acceptor -> opener, answering the hello: its nonce, pid, host, its proof
+  kProof = 9,      // opener -> acceptor: its proof; the link is authenticated both ways
 };
+
+// The label and transcript the proofs of a link vouch for (common/job_auth.h):
+// both nonces, and who each side said it is.
+inline constexpr std::string_view kAuthProtocol = "resilient-liveness-v3";
+std::string authTranscript(uint32_t openerPid, const std::string& openerHost,
+                           uint32_t acceptorPid, const std::string& acceptorHost);
 
 // A reason, in a goodbye when the sender closes because of a fault and in a
 // fault notice: value is the FaultClass + 1 (0, goodbye only: a plain close,
@@ -38,11 +50,13 @@ enum class Type : uint16_t {
 // explanation.
 struct Frame {
   Type type = Type::kPing;
-  uint64_t value = 0;  // kBind: nonce; kPing/kPong: sequence; kHello: token digest
-  uint32_t pid = 0;    // kHello, kGoodbye, kFault
-  std::string host;    // kHello, kGoodbye, kFault
+  uint64_t value = 0;  // kBind: key; kPing/kPong: sequence
+  uint32_t pid = 0;    // kHello, kChallenge, kGoodbye, kFault
+  std::string host;    // kHello, kChallenge, kGoodbye, kFault
   std::string detail;  // kGoodbye, kFault
   uint64_t commId = 0;  // kFault: the communicator the fault was detected in (NCCL's comm hash)
+  auth::Nonce nonce{};  // kHello, kChallenge: the sender's
+  auth::Proof proof{};  // kChallenge, kProof: the sender's proof of the job token
 };
 
 inline Frame makeFrame(Type type, uint64_t value = 0) {
@@ -51,10 +65,23 @@ inline Frame makeFrame(Type type, uint64_t value = 0) {
   f.value = value;
   return f;
 }
-inline Frame makeHello(uint64_t tokenDigest, uint32_t pid, std::string host) {
-  Frame f = makeFrame(Type::kHello, tokenDigest);
+inline Frame makeHello(const auth::Nonce& nonce, uint32_t pid, std::string host) {
+  Frame f = makeFrame(Type::kHello);
+  f.nonce = nonce;
   f.pid = pid;
   f.host = std::move(host);
+  return f;
+}
+inline Frame makeChallenge(const auth::Nonce& nonce, uint32_t pid, std::string host,
+                           const auth::Proof& proof) {
+  Frame f = makeHello(nonce, pid, std::move(host));
+  f.type = Type::kChallenge;
+  f.proof = proof;
+  return f;
+}
+inline Frame makeProof(const auth::Proof& proof) {
+  Frame f = makeFrame(Type::kProof);
+  f.proof = proof;
   return f;
 }
 

@@ -2,6 +2,7 @@
 // loads it (through our own external-plugin loader, newest ABI): data of every
 // size and multi-receive through the resilient layer, and the faults it turns
 // into prompt, sticky, explained errors.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "blackbox/reader.h"
 #include "blackbox/writer.h"
 #include "plugin/transport/external/loader.h"
+#include "tests/support/fake_net/fake_net.h"
 #include "tests/support/mock_logger.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/transport_pair.h"
@@ -111,10 +113,10 @@ struct BlackboxDir {
 };
 
 // Waits until the blackbox shows `count` connections, each with its peer's
-// host: every liveness link is up (hello both ways, every bind read).
-bool waitForHellos(const BlackboxDir& box, size_t count) {
-  const uint64_t deadline = test::monotonicMs() + 5000;
-  while (test::monotonicMs() < deadline) {
+// host: every liveness link is up (handshake both ways, every bind read).
+bool waitForHellos(const BlackboxDir& box, size_t count, uint64_t timeoutMs = 5000) {
+  const uint64_t deadline = test::monotonicMs() + timeoutMs;
+  do {
     auto snap = blackbox::readRegion(box.region);
     if (!snap.ok()) {
       return false;
@@ -126,7 +128,7 @@ bool waitForHellos(const BlackboxDir& box, size_t count) {
     if (up) {
       return true;
     }
-  }
+  } while (test::monotonicMs() < deadline);
   return false;
 }
 
@@ -622,4 +624,111 @@ TEST_CASE("the layer refuses to wrap itself", "[plugin][loopback][external]") {
   CHECK_FALSE(s.ok());
   CHECK(logger.count(NCCL_LOG_WARN, "resolves to the resilient plugin itself") == 1);
   (void)(*loaded)->finalizeContext(ctx);
+}
+
+namespace {
+
+// The fake net plugin (tests/support/fake_net) as the inner transport, set
+// up through its control functions before the layer loads it.
+class FakeInner {
+ public:
+  FakeInner() : lib_(dlopen(RESILIENT_FAKE_NET_DIR "/libnccl-net-fake-v11.so", RTLD_NOW)) {
+    REQUIRE(lib_ != nullptr);
+    set_ = reinterpret_cast<FakeNetSetFn>(dlsym(lib_, "fakeNetSet"));
+    reset_ = reinterpret_cast<FakeNetResetFn>(dlsym(lib_, "fakeNetReset"));
+    REQUIRE(set_ != nullptr);
+    REQUIRE(reset_ != nullptr);
+    reset_();
+  }
+  ~FakeInner() {
+    reset_();
+    dlclose(lib_);
+  }
+  void set(const char* knob, long value) { REQUIRE(set_(knob, value) == 0); }
+  static std::pair<std::string, std::string> environment() {
+    return {"NCCL_RESILIENT_INNER", RESILIENT_FAKE_NET_DIR "/libnccl-net-fake-v11.so"};
+  }
+
+ private:
+  void* lib_;
+  FakeNetSetFn set_ = nullptr;
+  FakeNetResetFn reset_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("liveness works when the inner plugin fills the whole handle",
+          "[plugin][loopback][external][introduction]") {
+  // Issue 18 finding 4: the liveness endpoint lived only in the handle's last
+  // 48 bytes; an inner plugin that used them (the IB layout of NCCL 2.30 takes
+  // 96 bytes) turned detection off with an INFO line. The fake fills all 128
+  // bytes and keeps connect state in them across polls (it refuses a handle
+  // anyone wrote into): the connections now introduce themselves in band.
+  FakeInner fake;
+  fake.set("fillHandle", 1);
+  fake.set("connectPolls", 3);
+  BlackboxDir box;
+  test::CapturingLogger logger(log::Level::kWarn);
+  auto env = box.environment(60000);
+  env.push_back(FakeInner::environment());
+  PluginUnderTest p(env);
+  TransportPair& first = p.connect();
+  TransportPair& second = p.connect();
+  // NCCL's messages arrive intact, after the introduction, whatever their tag.
+  REQUIRE(test::roundTrip(first, 1u << 20, 1, 0).toString() == "ok");
+  REQUIRE(test::roundTrip(second, 4096, 2, 3).toString() == "ok");
+  CHECK(logger.count(NCCL_LOG_WARN, "liveness") == 0);
+  // Both ends of both connections know their peer process: the links are bound.
+  CHECK(waitForHellos(box, 4));
+}
+
+TEST_CASE("an introduced connection carries fault notices like any other",
+          "[plugin][loopback][external][introduction]") {
+  // The liveness channel of introduced connections at work: an error on the
+  // first connection reaches the second one's busy receive at once, not
+  // after the progress timeout (60 s). The first send of each comm is the
+  // introduction: the error is injected into the second.
+  FakeInner fake;
+  fake.set("fillHandle", 1);
+  BlackboxDir box;
+  test::CapturingLogger logger(log::Level::kWarn);
+  auto env = box.faultEnvironment("kind=error,op=isend,after=1");
+  env.push_back(FakeInner::environment());
+  PluginUnderTest p(env);
+  TransportPair& first = p.connect();
+  TransportPair& second = p.connect();
+  std::vector<uint8_t> in(32);
+  void* recvReq = nullptr;
+  REQUIRE(test::postRecv(second, in.data(), in.size(), 0, &recvReq).ok());
+  // Testing the receive advances its introduction (as NCCL's proxy tests its
+  // receives): the link gets bound.
+  int done = 0;
+  const uint64_t bindDeadline = test::monotonicMs() + 5000;
+  while (!waitForHellos(box, 4, 0) && test::monotonicMs() < bindDeadline) {
+    REQUIRE(p.t().test(recvReq, &done, nullptr).ok());
+  }
+  uint8_t byte = 1;
+  void* sendReq = nullptr;
+  REQUIRE_FALSE(p.t().isend(first.sendComm, &byte, 1, 0, nullptr, nullptr, &sendReq).ok());
+  const uint64_t start = test::monotonicMs();
+  const Status s = test::waitRequest(&p.t(), recvReq, nullptr, 5000);
+  INFO(s.toString());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.kind() == ErrorKind::kRemote);
+  CHECK(test::monotonicMs() - start < 5000);
+  const std::string warn = warning(logger, "peer closed on recv connection");
+  INFO(warn);
+  CHECK(warn.find("in communicator 0xc0ffee, whose side there goes down") != std::string::npos);
+}
+
+TEST_CASE("an inner plugin that fills the handle and takes no host memory is a WARN",
+          "[plugin][loopback][external][introduction]") {
+  FakeInner fake;
+  fake.set("fillHandle", 1);
+  fake.set("hostMemory", 0);
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback, FakeInner::environment()});
+  p.connect();
+  p.connect();
+  CHECK(logger.count(NCCL_LOG_WARN, "fills the listen handle and takes no host memory") == 1);
 }

@@ -5,7 +5,8 @@
 // "FakeV<N>") plus the control functions of fake_net.h. With N = 0 it
 // exports no plugin symbol at all (a library that is not a net plugin).
 //
-// listen() writes a token into the handle; connect() finds the listener by
+// listen() writes a token into the handle (with the knob fillHandle, all 128
+// bytes, the rest a pattern connect() checks); connect() finds the listener by
 // that token in a registry of this library (after returning "poll again"
 // connectPolls times, counted in the handle as real plugins keep their
 // connect state there); accept() takes the next connection. A send and a
@@ -116,6 +117,8 @@ struct State {
   long deviceHandle = 0;
   long deviceType = 0;
   long maxRequests = kVersion == 6 ? NCCL_NET_MAX_REQUESTS_V6 : NCCL_NET_MAX_REQUESTS;
+  bool fillHandle = false;  // listen fills the whole handle (no room for anyone's trailer)
+  bool hostMemory = true;   // ptrSupport has NCCL_PTR_HOST (else CUDA only)
   ncclDebugLogger_t logger = nullptr;
   ncclProfilerCallback_t profiler = nullptr;
   bool initialised = false;
@@ -130,6 +133,11 @@ State& state() {
   return s;
 }
 
+// The pattern of a filled handle's byte `i` (never 0).
+[[maybe_unused]] unsigned char fillByte(size_t i) {
+  return static_cast<unsigned char>(0x80 | (i * 37));
+}
+
 [[maybe_unused]] void resetLocked(State& s) {
   s.stats = FakeNetStats{};
   s.stats.version = kVersion;
@@ -140,6 +148,8 @@ State& state() {
   s.deviceHandle = 0;
   s.deviceType = 0;
   s.maxRequests = kVersion == 6 ? NCCL_NET_MAX_REQUESTS_V6 : NCCL_NET_MAX_REQUESTS;
+  s.fillHandle = false;
+  s.hostMemory = true;
   s.initialised = false;
 }
 
@@ -285,7 +295,7 @@ State& state() {
   p->name = const_cast<char*>(kNames[dev].c_str());
   p->pciPath = nullptr;
   p->guid = 0xfa4e0000ull + static_cast<uint64_t>(dev);
-  p->ptrSupport = NCCL_PTR_HOST;
+  p->ptrSupport = s.hostMemory ? NCCL_PTR_HOST : NCCL_PTR_CUDA;
   p->regIsGlobal = 1;
   p->forceFlush = 0;
   p->speed = 100000;
@@ -319,6 +329,12 @@ State& state() {
   s.listeners[comm->token] = comm;
   Handle h{kHandleMagic, comm->token, 0};
   std::memcpy(handle, &h, sizeof h);
+  if (s.fillHandle) {
+    auto* bytes = static_cast<unsigned char*>(handle);
+    for (size_t i = sizeof h; i < NCCL_NET_HANDLE_MAXSIZE; ++i) {
+      bytes[i] = fillByte(i);
+    }
+  }
   *listenComm = comm;
   ++s.stats.liveComms;
   return ncclSuccess;
@@ -341,6 +357,14 @@ State& state() {
   std::memcpy(&h, handle, sizeof h);
   if (h.magic != kHandleMagic) {
     return ncclInternalError;
+  }
+  if (s.fillHandle) {
+    const auto* bytes = static_cast<const unsigned char*>(handle);
+    for (size_t i = sizeof h; i < NCCL_NET_HANDLE_MAXSIZE; ++i) {
+      if (bytes[i] != fillByte(i)) {
+        return ncclInternalError;  // someone wrote into our handle
+      }
+    }
   }
   if (h.connectPolls < s.connectPolls) {
     ++h.connectPolls;  // state kept in the handle, as NCCL's plugins do
@@ -890,6 +914,10 @@ FAKE_EXPORT int fakeNetSet(const char* knob, long value) {
     s.deviceType = value;
   } else if (name == "maxRequests") {
     s.maxRequests = value;
+  } else if (name == "fillHandle") {
+    s.fillHandle = value != 0;
+  } else if (name == "hostMemory") {
+    s.hostMemory = value != 0;
   } else {
     return -1;
   }

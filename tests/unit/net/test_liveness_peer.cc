@@ -30,7 +30,7 @@ namespace {
 constexpr uint64_t kMs = 1000000;
 constexpr int64_t kTimeoutMs = 1000;
 constexpr uint64_t kTickMs = 10;  // the watchdog ticks every timeout / 20, 5 to 50 ms
-constexpr uint64_t kToken = 0x7011;
+const char* const kToken = "job-7011";
 
 SocketAddress ipv4(const char* host, uint16_t port) {
   SocketAddress a;
@@ -42,17 +42,35 @@ SocketAddress ipv4(const char* host, uint16_t port) {
   return a;
 }
 
-// One peer process behind one outgoing link, its hello received, and the
+// The handshake of an opener and an acceptor: both authenticated.
+void handshake(PeerState& opener, PeerState& acceptor, uint64_t now) {
+  const auto challenge = acceptor.received(opener.openingHello(), now);
+  REQUIRE(challenge.reply);
+  REQUIRE(challenge.reply->type == Type::kChallenge);
+  const auto proof = opener.received(*challenge.reply, now);
+  REQUIRE_FALSE(proof.death);
+  REQUIRE(proof.reply);
+  REQUIRE(proof.reply->type == Type::kProof);
+  const auto done = acceptor.received(*proof.reply, now);
+  REQUIRE_FALSE(done.death);
+  REQUIRE_FALSE(done.reply);
+  REQUIRE(opener.authenticated());
+  REQUIRE(acceptor.authenticated());
+}
+
+// One peer process behind one outgoing link, its handshake done, and the
 // watchdog's view of the connections: what Watchdog::tick and Channel::tick
 // do for a link, minus the sockets.
 struct Peer {
   explicit Peer(const FakeClock& clock, const char* address = "10.1.2.3", uint32_t pid = 4242,
                 const char* host = "nodeB")
       : sink(&clock),
-        link(Policy{kTimeoutMs, kToken}, PeerLink::Origin::kOutgoing, ipv4(address, 40000)) {
+        link(Policy{kTimeoutMs, kToken, 1000, "nodeA"}, PeerLink::Origin::kOutgoing,
+             ipv4(address, 40000)) {
     link.state.setPid(pid);
     link.state.opened(clock.monoNs());
-    link.state.received(makeHello(kToken, pid, host), clock.monoNs());
+    PeerState remote(Policy{kTimeoutMs, kToken, pid, host}, false, "10.0.0.1:1");
+    handshake(link.state, remote, clock.monoNs());
   }
 
   // One watchdog tick at `now`. Returns the ping sent, if any. `local`: the
@@ -141,8 +159,8 @@ struct BusyAndIdle {
 
 TEST_CASE("liveness: pings go out only while requests are outstanding, every quarter timeout",
           "[net][liveness]") {
-  CHECK(Policy{1500, 0}.pingIntervalNs() == 375 * kMs);
-  CHECK(Policy{2, 0}.pingIntervalNs() == 1 * kMs);  // at least 1 ms
+  CHECK(Policy{1500, "", 0, ""}.pingIntervalNs() == 375 * kMs);
+  CHECK(Policy{2, "", 0, ""}.pingIntervalNs() == 1 * kMs);  // at least 1 ms
 
   FakeClock clock;
   Peer peer(clock);
@@ -231,7 +249,7 @@ TEST_CASE("liveness: silence past the timeout with requests outstanding is 'peer
 
 TEST_CASE("liveness: a peer named before its hello is described by what is known",
           "[net][liveness]") {
-  PeerLink link(Policy{kTimeoutMs, 0}, PeerLink::Origin::kOutgoing, ipv4("10.1.2.3", 40000));
+  PeerLink link(Policy{kTimeoutMs, "", 0, ""}, PeerLink::Origin::kOutgoing, ipv4("10.1.2.3", 40000));
   link.state.setPid(77);
   TestConnection conn;
   conn->link.store(&link);
@@ -310,7 +328,7 @@ TEST_CASE("liveness: a goodbye is no fault while no request is outstanding", "[n
   CHECK(conn->fault() == nullptr);
 
   // A link we closed ourselves fails nothing either.
-  PeerState ours(Policy{kTimeoutMs, 0}, PeerState::Phase::kUp, "10.1.2.3:40000");
+  PeerState ours(Policy{kTimeoutMs, "", 0, ""}, false, "10.1.2.3:40000");
   ours.closed();
   CHECK_FALSE(ours.closedByPeer());
 }
@@ -404,16 +422,16 @@ TEST_CASE("liveness: an end of stream without goodbye is 'peer process exited', 
   CHECK(peer.sink.reports[1].fault.cls == FaultClass::kPeerExited);
 
   // A failed read or connect is a death too.
-  PeerState reset(Policy{kTimeoutMs, 0}, PeerState::Phase::kUp, "10.1.2.3:40000");
+  PeerState reset(Policy{kTimeoutMs, "", 0, ""}, false, "10.1.2.3:40000");
   const auto resetReason = reset.endOfStream(ECONNRESET);
   REQUIRE(resetReason);
   CHECK(resetReason->find("liveness channel: ") == 0);
-  PeerState refused(Policy{kTimeoutMs, 0}, PeerState::Phase::kConnecting, "10.1.2.3:40000");
+  PeerState refused(Policy{kTimeoutMs, "", 0, ""}, true, "10.1.2.3:40000");
   const auto refusedReason = refused.connectFinished(ECONNREFUSED, clock.monoNs());
   REQUIRE(refusedReason);
   CHECK(refusedReason->find("liveness channel to 10.1.2.3:40000: connect: ") == 0);
   CHECK(refusedReason->find("(the peer process is gone)") != std::string::npos);
-  PeerState connected(Policy{kTimeoutMs, 0}, PeerState::Phase::kConnecting, "10.1.2.3:40000");
+  PeerState connected(Policy{kTimeoutMs, "", 0, ""}, true, "10.1.2.3:40000");
   CHECK_FALSE(connected.connectFinished(0, clock.monoNs()));
   CHECK(connected.phase() == PeerState::Phase::kUp);
 }
@@ -443,36 +461,98 @@ TEST_CASE("liveness: silence while the local interface is down or without carrie
   CHECK(state.silenceFault(1500 * kMs, std::nullopt).cls == FaultClass::kPeerUnresponsive);
 }
 
-TEST_CASE("liveness: hello, ping and job tokens", "[net][liveness]") {
+TEST_CASE("liveness: the handshake proves the job token both ways, and nothing else counts before it",
+          "[net][liveness]") {
   FakeClock clock;
-  PeerState state(Policy{kTimeoutMs, kToken}, PeerState::Phase::kUp, "10.1.2.3:40000");
-  CHECK_FALSE(state.helloSeen());
-  // Another job's token: refused, then the link dies.
-  const auto stranger = state.received(makeHello(kToken + 1, 5, "nodeX"), clock.monoNs());
-  REQUIRE(stranger.reply);
-  CHECK(stranger.reply->type == Type::kRefused);
-  REQUIRE(stranger.death);
-  CHECK(*stranger.death == "peer 10.1.2.3:40000 presented another job token");
-  CHECK_FALSE(state.helloSeen());
-
-  PeerState peer(Policy{kTimeoutMs, kToken}, PeerState::Phase::kUp, "10.1.2.3:40000");
-  const auto hello = peer.received(makeHello(kToken, 5, "nodeB"), clock.monoNs());
-  CHECK_FALSE(hello.reply);
-  CHECK_FALSE(hello.death);
-  CHECK(peer.helloSeen());
-  CHECK(peer.host() == "nodeB");
-  CHECK(peer.pid() == 5);
+  const uint64_t now = clock.monoNs();
+  // Same token: both authenticated, each knows the other's pid and host.
+  PeerState opener(Policy{kTimeoutMs, kToken, 5, "nodeA"}, true, "10.1.2.3:40000");
+  PeerState acceptor(Policy{kTimeoutMs, kToken, 6, "nodeB"}, false, "10.1.2.4:50000");
+  CHECK_FALSE(acceptor.helloSeen());
+  handshake(opener, acceptor, now);
+  CHECK(opener.host() == "nodeB");
+  CHECK(opener.pid() == 6);
+  CHECK(acceptor.host() == "nodeA");
+  CHECK(acceptor.pid() == 5);
   // A ping is answered with a pong of the same sequence number.
-  const auto ping = peer.received(makeFrame(Type::kPing, 31), clock.monoNs());
+  const auto ping = acceptor.received(makeFrame(Type::kPing, 31), now);
   REQUIRE(ping.reply);
   CHECK(ping.reply->type == Type::kPong);
   CHECK(ping.reply->value == 31);
-  // The peer refused our token: the link dies.
-  const auto refused = peer.received(makeFrame(Type::kRefused), clock.monoNs());
+  // The peer refused our proof: the link dies.
+  const auto refused = opener.received(makeFrame(Type::kRefused), now);
   REQUIRE(refused.death);
-  CHECK(*refused.death == "peer 10.1.2.3:40000 refused our job token");
+  CHECK(refused.death->find("peer 10.1.2.3:40000 refused our proof of the job token") == 0);
+}
 
-  // Without a token of our own, any hello is accepted.
-  PeerState open(Policy{kTimeoutMs, 0}, PeerState::Phase::kUp, "10.1.2.3:40000");
-  CHECK_FALSE(open.received(makeHello(123, 5, "nodeB"), clock.monoNs()).death);
+TEST_CASE("liveness: another token fails the handshake on both sides, with the reason",
+          "[net][liveness]") {
+  // Issue 18 finding 5: the hello carried the token's digest, which any
+  // client of the port received and replayed. Now each side proves the
+  // token over fresh nonces; the wrong one is refused, by either side.
+  FakeClock clock;
+  const uint64_t now = clock.monoNs();
+  PeerState opener(Policy{kTimeoutMs, "job-A", 5, "nodeA"}, true, "10.1.2.3:40000");
+  PeerState acceptor(Policy{kTimeoutMs, "job-B", 6, "nodeB"}, false, "10.1.2.4:50000");
+  const auto challenge = acceptor.received(opener.openingHello(), now);
+  REQUIRE(challenge.reply);
+  // The opener checks the acceptor's proof first: it fails, refused.
+  const auto verdict = opener.received(*challenge.reply, now);
+  REQUIRE(verdict.reply);
+  CHECK(verdict.reply->type == Type::kRefused);
+  REQUIRE(verdict.death);
+  CHECK(*verdict.death ==
+        "peer 10.1.2.3:40000 (pid 6, host nodeB) could not prove our job token (another job's "
+        "process, or another NCCL_RESILIENT_JOB_TOKEN): refused");
+  CHECK_FALSE(opener.authenticated());
+  const auto told = acceptor.received(*verdict.reply, now);
+  REQUIRE(told.death);
+  CHECK(told.death->find("refused our proof of the job token") != std::string::npos);
+
+  // An opener that answers a good challenge with a proof made without the
+  // token (or replayed from another handshake) is refused by the acceptor.
+  PeerState honest(Policy{kTimeoutMs, "job-A", 5, "nodeA"}, true, "10.1.2.3:40000");
+  PeerState other(Policy{kTimeoutMs, "job-A", 6, "nodeB"}, false, "10.1.2.4:50000");
+  const auto c1 = other.received(honest.openingHello(), now);
+  const auto p1 = honest.received(*c1.reply, now);
+  REQUIRE(p1.reply);
+  PeerState fresh(Policy{kTimeoutMs, "job-A", 6, "nodeB"}, false, "10.1.2.4:50000");
+  Frame replayedHello = makeHello(auth::Nonce{}, 5, "nodeA");
+  (void)fresh.received(replayedHello, now);
+  const auto replay = fresh.received(*p1.reply, now);
+  REQUIRE(replay.death);
+  CHECK(replay.reply->type == Type::kRefused);
+  CHECK(replay.death->find("(pid 5, host nodeA) could not prove our job token") !=
+        std::string::npos);
+  CHECK_FALSE(fresh.authenticated());
+
+  // The empty token is a token: an acceptor without one refuses an opener with one.
+  PeerState withToken(Policy{kTimeoutMs, "job-A", 5, "nodeA"}, true, "10.1.2.3:40000");
+  PeerState without(Policy{kTimeoutMs, "", 6, "nodeB"}, false, "10.1.2.4:50000");
+  const auto c2 = without.received(withToken.openingHello(), now);
+  CHECK(withToken.received(*c2.reply, now).death);
+}
+
+TEST_CASE("liveness: frames before the handshake kill the link", "[net][liveness]") {
+  FakeClock clock;
+  const uint64_t now = clock.monoNs();
+  for (const Type type : {Type::kBind, Type::kPing, Type::kPong, Type::kGoodbye}) {
+    PeerState acceptor(Policy{kTimeoutMs, kToken, 6, "nodeB"}, false, "10.1.2.4:50000");
+    (void)acceptor.received(makeHello(auth::freshNonce(), 5, "nodeA"), now);
+    const auto r = acceptor.received(makeFrame(type, 7), now);
+    REQUIRE(r.death);
+    CHECK(r.death->find("before authenticating") != std::string::npos);
+    CHECK_FALSE(r.reply);  // no pong to a stranger
+  }
+  // A fault notice from a stranger is not believed either.
+  PeerState acceptor(Policy{kTimeoutMs, kToken, 6, "nodeB"}, false, "10.1.2.4:50000");
+  const auto notice = acceptor.received(makeFaultNotice(1, 9, "x", "y", 3), now);
+  CHECK(notice.death);
+  CHECK_FALSE(acceptor.peerReason());
+  // A second hello, or a challenge to an acceptor, breaks the handshake.
+  PeerState twice(Policy{kTimeoutMs, kToken, 6, "nodeB"}, false, "10.1.2.4:50000");
+  (void)twice.received(makeHello(auth::freshNonce(), 5, "nodeA"), now);
+  CHECK(twice.received(makeHello(auth::freshNonce(), 5, "nodeA"), now).death);
+  PeerState wrongWay(Policy{kTimeoutMs, kToken, 6, "nodeB"}, false, "10.1.2.4:50000");
+  CHECK(wrongWay.received(makeChallenge(auth::freshNonce(), 5, "a", auth::Proof{}), now).death);
 }

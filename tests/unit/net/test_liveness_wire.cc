@@ -23,11 +23,22 @@ Frame roundTrip(const Frame& in) {
 }  // namespace
 
 TEST_CASE("liveness frames round-trip", "[net][liveness-wire]") {
-  const Frame hello = roundTrip(makeHello(0xfeedull, 77, "node-17"));
+  const resilient::auth::Nonce nonce = resilient::auth::freshNonce();
+  const Frame hello = roundTrip(makeHello(nonce, 77, "node-17"));
   CHECK(hello.type == Type::kHello);
-  CHECK(hello.value == 0xfeedull);
+  CHECK(hello.nonce == nonce);
   CHECK(hello.pid == 77);
   CHECK(hello.host == "node-17");
+  resilient::auth::Proof proof{};
+  proof[0] = 1;
+  proof[31] = 2;
+  const Frame challenge = roundTrip(makeChallenge(nonce, 78, "node-18", proof));
+  CHECK(challenge.type == Type::kChallenge);
+  CHECK(challenge.nonce == nonce);
+  CHECK(challenge.pid == 78);
+  CHECK(challenge.host == "node-18");
+  CHECK(challenge.proof == proof);
+  CHECK(roundTrip(makeProof(proof)).proof == proof);
   CHECK(roundTrip(makeFrame(Type::kBind, 12345)).value == 12345);
   CHECK(roundTrip(makeFrame(Type::kPing, 9)).type == Type::kPing);
   CHECK(roundTrip(makeFrame(Type::kPong, 9)).value == 9);
@@ -102,7 +113,7 @@ TEST_CASE("a fault notice names its communicator", "[net][liveness-wire]") {
 
 TEST_CASE("the decoder reassembles frames fed byte by byte", "[net][liveness-wire]") {
   std::string bytes;
-  encode(makeHello(1, 2, "host"), &bytes);
+  encode(makeHello(resilient::auth::freshNonce(), 2, "host"), &bytes);
   encode(makeFrame(Type::kPing, 3), &bytes);
   Decoder d;
   Frame f;
@@ -116,6 +127,33 @@ TEST_CASE("the decoder reassembles frames fed byte by byte", "[net][liveness-wir
   }
   CHECK(frames == 2);
   CHECK(f.type == Type::kPing);
+}
+
+TEST_CASE("the handshake frames are checked to the byte", "[net][liveness-wire]") {
+  // Nothing derived from the job token alone: a hello carries a nonce, pid
+  // and host; a challenge adds a proof, which the decoder keeps whole.
+  for (const Frame& frame : {makeHello(resilient::auth::freshNonce(), 1, "h"),
+                             makeChallenge(resilient::auth::freshNonce(), 1, "h", {}),
+                             makeProof({})}) {
+    std::string bytes;
+    encode(frame, &bytes);
+    for (const int delta : {-1, 1}) {
+      std::string bad = bytes;
+      if (delta < 0) {
+        bad.pop_back();
+      } else {
+        bad.push_back('x');
+      }
+      const uint32_t length = static_cast<uint32_t>(bad.size() - kHeaderSize);
+      std::memcpy(bad.data() + 8, &length, sizeof length);
+      Decoder d;
+      d.feed(bad.data(), bad.size());
+      Frame f;
+      std::string error;
+      CHECK(d.next(&f, &error) == Decoder::Result::kError);
+      CHECK(error.find("malformed") == 0);
+    }
+  }
 }
 
 TEST_CASE("malformed liveness input is refused", "[net][liveness-wire]") {
