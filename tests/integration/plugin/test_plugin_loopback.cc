@@ -3,12 +3,15 @@
 // size and multi-receive through the resilient layer, and the faults it turns
 // into prompt, sticky, explained errors.
 #include <dlfcn.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +20,10 @@
 
 #include "blackbox/reader.h"
 #include "blackbox/writer.h"
+#include "common/job_auth.h"
+#include "common/net/socket.h"
+#include "plugin/net/handle_trailer.h"
+#include "plugin/net/liveness/wire.h"
 #include "plugin/transport/external/loader.h"
 #include "tests/support/fake_net/fake_net.h"
 #include "tests/support/mock_logger.h"
@@ -731,4 +738,153 @@ TEST_CASE("an inner plugin that fills the handle and takes no host memory is a W
   p.connect();
   p.connect();
   CHECK(logger.count(NCCL_LOG_WARN, "fills the listen handle and takes no host memory") == 1);
+}
+
+namespace {
+
+// The liveness channel's address, from the trailer of a listen handle.
+SocketAddress livenessAddressOf(PluginUnderTest& p) {
+  std::vector<unsigned char> handle(transport::kHandleSize);
+  void* listenComm = nullptr;
+  void* ctx = nullptr;
+  REQUIRE(p.t().initContext(0xabc, transport::CommConfig{}, &ctx).ok());
+  REQUIRE(p.t().listen(ctx, 0, handle.data(), &listenComm).ok());
+  net::HandleTrailer trailer;
+  REQUIRE(net::readTrailer(handle.data(), transport::kHandleSize, &trailer));
+  REQUIRE(p.t().closeListen(listenComm).ok());
+  REQUIRE(p.t().finalizeContext(ctx).ok());
+  return SocketAddress::fromSockaddr(reinterpret_cast<const sockaddr*>(&trailer.liveness));
+}
+
+// A client of the liveness port, blocking, as an attacker writes one.
+struct Stranger {
+  explicit Stranger(const SocketAddress& address) {
+    auto s = openStreamSocket(address.family());
+    REQUIRE(s.ok());
+    fd = std::move(*s);
+    const int err = startConnect(fd.get(), address);
+    REQUIRE((err == 0 || err == EINPROGRESS));
+    REQUIRE(waitReady(fd.get(), POLLOUT, 2000).ok());
+  }
+  void send(const net::liveness::Frame& frame) {
+    std::string bytes;
+    net::liveness::encode(frame, &bytes);
+    REQUIRE(::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(bytes.size()));
+  }
+  // The next frame, or nullopt at the end of the stream (or after 5 s).
+  std::optional<net::liveness::Frame> next() {
+    net::liveness::Frame f;
+    std::string error;
+    const uint64_t deadline = test::monotonicMs() + 5000;
+    while (decoder.next(&f, &error) != net::liveness::Decoder::Result::kFrame) {
+      REQUIRE(error.empty());
+      auto ready = waitReady(fd.get(), POLLIN, 100);
+      if (test::monotonicMs() > deadline) {
+        return std::nullopt;
+      }
+      if (!ready.ok() || !*ready) {
+        continue;
+      }
+      char buf[512];
+      const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+      if (n <= 0) {
+        return std::nullopt;
+      }
+      decoder.feed(buf, static_cast<size_t>(n));
+    }
+    return f;
+  }
+  // Whether the plugin closed the connection (EOF or reset within `ms`).
+  bool closedWithin(int ms) {
+    const uint64_t deadline = test::monotonicMs() + static_cast<uint64_t>(ms);
+    while (test::monotonicMs() < deadline) {
+      auto ready = waitReady(fd.get(), POLLIN, 50);
+      if (ready.ok() && *ready) {
+        char buf[512];
+        if (::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT) <= 0) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+  FileDescriptor fd;
+  net::liveness::Decoder decoder;
+};
+
+}  // namespace
+
+TEST_CASE("the liveness port proves the job token and gives a stranger nothing",
+          "[plugin][loopback][auth]") {
+  // Issue 18 finding 5: the liveness port sent the token's digest to any
+  // client, and a fake peer replayed it. Now the port speaks only after the
+  // client's hello, proves the token over the client's fresh nonce, and
+  // refuses a client that cannot prove it -- with a WARN saying why.
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback, {"NCCL_RESILIENT_JOB_TOKEN", "job-secret"}});
+  const SocketAddress address = livenessAddressOf(p);
+
+  Stranger quiet(address);  // says nothing: is told nothing
+  Stranger wrong(address);
+  wrong.send(net::liveness::makeHello(auth::freshNonce(), 4242, "stranger"));
+  const auto challenge = wrong.next();
+  REQUIRE(challenge);
+  CHECK(challenge->type == net::liveness::Type::kChallenge);
+  CHECK(challenge->pid == static_cast<uint32_t>(getpid()));
+  // A proof made with another token is refused; the port closes.
+  wrong.send(net::liveness::makeProof(auth::JobSecret("guess").prove(
+      net::liveness::kAuthProtocol, auth::Role::kConnector, {}, challenge->nonce, "")));
+  const auto verdict = wrong.next();
+  REQUIRE(verdict);
+  CHECK(verdict->type == net::liveness::Type::kRefused);
+  CHECK(wrong.closedWithin(2000));
+  const std::string warn = warning(logger, "could not prove our job token");
+  INFO(warn);
+  CHECK(warn.find("(pid 4242, host stranger)") != std::string::npos);
+  // The quiet one was never told anything.
+  char byte = 0;
+  CHECK(::recv(quiet.fd.get(), &byte, 1, MSG_DONTWAIT) < 0);
+
+  // A bind before the handshake (a stranger trying to take a connection's
+  // place) closes the stranger's connection.
+  Stranger pushy(address);
+  pushy.send(net::liveness::makeHello(auth::freshNonce(), 4243, "pushy"));
+  REQUIRE(pushy.next());
+  pushy.send(net::liveness::makeFrame(net::liveness::Type::kBind, 1));
+  CHECK(pushy.closedWithin(2000));
+
+  // The job's own connections still link up.
+  BlackboxDir box;
+  (void)box;
+  TransportPair& pair = p.connect();
+  REQUIRE(test::roundTrip(pair, 4096, 1, 1).toString() == "ok");
+}
+
+TEST_CASE("300 idle clients of the liveness port keep no peer out",
+          "[plugin][loopback][auth]") {
+  // Issue 18 finding 5: idle unauthenticated connections broke the job's
+  // setup. At most 64 wait in their handshake; the oldest go first, with a
+  // WARN; the job's own links come up at once.
+  BlackboxDir box;
+  test::CapturingLogger logger(log::Level::kWarn);
+  auto env = box.environment(60000);
+  PluginUnderTest p(env);
+  const SocketAddress address = livenessAddressOf(p);
+  std::vector<std::unique_ptr<Stranger>> idle;
+  for (int i = 0; i < 300; ++i) {
+    idle.push_back(std::make_unique<Stranger>(address));
+  }
+  const uint64_t start = test::monotonicMs();
+  p.connect();
+  p.connect();
+  CHECK(waitForHellos(box, 4, 3000));
+  CHECK(test::monotonicMs() - start < 3000);
+  // Most idle clients were dropped (at most 64 may still wait).
+  int closed = 0;
+  for (auto& s : idle) {
+    closed += s->closedWithin(1) ? 1 : 0;
+  }
+  CHECK(closed >= 300 - 64);
+  CHECK(logger.count(NCCL_LOG_WARN, "too many connections in their handshake") >= 1);
 }
