@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "blackbox/region_file.h"
 #include "blackbox/seqlock.h"
 #include "blackbox/writer.h"
 
@@ -34,24 +35,21 @@ void endAbortOn(uint32_t& word) noexcept {
 class Mapping {
  public:
   static Result<Mapping> open(const std::string& path, bool writable) {
-    const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0) {
-      return systemError("cannot open blackbox " + path);
+    // No link followed, no blocking on a FIFO planted at the name.
+    Result<FileDescriptor> fd = openRegionFile(path, writable);
+    if (!fd.ok()) {
+      return fd.status();
     }
     struct stat st {};
-    if (fstat(fd, &st) != 0) {
-      Status s = systemError("cannot stat blackbox " + path);
-      ::close(fd);
-      return s;
+    if (fstat(fd->get(), &st) != 0) {
+      return systemError("cannot stat blackbox " + path);
     }
     const auto size = static_cast<size_t>(st.st_size);
     if (size < sizeof(resilient_blackbox_header)) {
-      ::close(fd);
       return invalidUsage(path + " is not a blackbox (" + std::to_string(size) + " bytes)");
     }
-    void* base =
-        mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);
+    void* base = mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+                      fd->get(), 0);
     if (base == MAP_FAILED) {
       return systemError("cannot map blackbox " + path);
     }

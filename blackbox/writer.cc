@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "blackbox/region_file.h"
 #include "blackbox/seqlock.h"
 #include "common/params.h"
 
@@ -120,64 +121,71 @@ Result<std::unique_ptr<Writer>> Writer::create(const std::string& dir, const std
                         "]");
   }
   const std::string path = regionPath(dir, static_cast<uint32_t>(getpid()));
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return systemError("blackbox: cannot create " + path);
-  }
   const uint64_t startTicks = processStartTicks(static_cast<uint32_t>(getpid()));
-  void* base = MAP_FAILED;
-  size_t size = 0;
-  bool attached = false;
-  {
-    // Released before the descriptor is closed: the mapping keeps the open
-    // file description (and so a flock) alive after close().
-    FileLock lock(fd);
+  // A few rounds: a stale file is removed and the name created afresh; a
+  // name replaced between our open and our lock is looked at again.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    bool created = false;
+    Result<FileDescriptor> opened = createOrOpenOwnRegion(path, &created);
+    if (!opened.ok()) {
+      return opened.status();
+    }
+    FileDescriptor fd = std::move(*opened);
+    void* base = MAP_FAILED;
+    size_t size = 0;
     struct stat st {};
-    if (fstat(fd, &st) != 0) {
-      Status s = systemError("blackbox: cannot stat " + path);
-      ::close(fd);
-      return s;
-    }
-    // Attach to this process's region when another library created it.
-    if (static_cast<size_t>(st.st_size) >= sizeof(resilient_blackbox_header)) {
-      size = static_cast<size_t>(st.st_size);
-      base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (base != MAP_FAILED) {
-        auto* h = static_cast<resilient_blackbox_header*>(base);
-        if (isOurLiveRegion(h, size, startTicks)) {
-          std::atomic_ref<uint32_t>(h->attachCount).fetch_add(1, std::memory_order_relaxed);
-          attached = true;
-        } else {
-          munmap(base, size);
-          base = MAP_FAILED;
-        }
+    {
+      // Released before the descriptor is closed: the mapping keeps the
+      // open file description (and so a flock) alive after close().
+      FileLock lock(fd.get());
+      if (!stillNamed(path, fd.get())) {
+        continue;  // another writer of this process replaced it meanwhile
       }
-    }
-    if (!attached) {
-      // A new region (or a stale one of an earlier process: start afresh).
+      if (fstat(fd.get(), &st) != 0) {
+        return systemError("blackbox: cannot stat " + path);
+      }
+      if (!created) {
+        // Attach to this process's region when another library created it;
+        // anything else at our name is stale (an earlier process with our
+        // pid, a crash): removed, and created afresh (never truncated in place).
+        if (static_cast<size_t>(st.st_size) >= sizeof(resilient_blackbox_header)) {
+          size = static_cast<size_t>(st.st_size);
+          base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+          if (base != MAP_FAILED) {
+            auto* h = static_cast<resilient_blackbox_header*>(base);
+            if (isOurLiveRegion(h, size, startTicks)) {
+              std::atomic_ref<uint32_t>(h->attachCount).fetch_add(1, std::memory_order_relaxed);
+              return std::unique_ptr<Writer>(new Writer(path, base, size, st));
+            }
+            munmap(base, size);
+          }
+        }
+        ::unlink(path.c_str());
+        continue;
+      }
       size = RESILIENT_BLACKBOX_SIZE_FOR(layout.flightOps);
-      if (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
         Status s = systemError("blackbox: cannot size " + path);
-        ::close(fd);
         ::unlink(path.c_str());
         return s;
       }
-      base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
       if (base == MAP_FAILED) {
         Status s = systemError("blackbox: cannot map " + path);
-        ::close(fd);
         ::unlink(path.c_str());
         return s;
       }
       initHeader(static_cast<resilient_blackbox_header*>(base), size, layout, host, startTicks);
     }
+    return std::unique_ptr<Writer>(new Writer(path, base, size, st));
   }
-  ::close(fd);
-  return std::unique_ptr<Writer>(new Writer(path, base, size));
+  return systemError("blackbox: " + path + " keeps being replaced while we open it");
 }
 
-Writer::Writer(std::string path, void* base, size_t size)
+Writer::Writer(std::string path, void* base, size_t size, const struct stat& file)
     : path_(std::move(path)),
+      device_(file.st_dev),
+      inode_(file.st_ino),
       base_(base),
       size_(size),
       header_(static_cast<resilient_blackbox_header*>(base)),
@@ -192,17 +200,20 @@ Writer::Writer(std::string path, void* base, size_t size)
       used_(new bool[RESILIENT_BLACKBOX_CONNECTIONS]()) {}
 
 Writer::~Writer() {
-  // Detach under the file lock; the last one out removes the file. If the
-  // file was replaced meanwhile (it cannot be while we are attached), leave it.
-  const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd >= 0) {
+  // Detach under the file lock; the last one out removes the file -- if the
+  // name still is our region (it could have been replaced by someone else).
+  const int fd = ::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat st {};
+  const bool ours = fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == device_ && st.st_ino == inode_;
+  if (ours) {
     FileLock lock(fd);
     const uint32_t left =
         std::atomic_ref<uint32_t>(header_->attachCount).fetch_sub(1, std::memory_order_relaxed) - 1;
-    struct stat st {};
-    if (left == 0 && fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == size_) {
+    if (left == 0 && stillNamed(path_, fd)) {
       ::unlink(path_.c_str());
     }
+  } else {
+    std::atomic_ref<uint32_t>(header_->attachCount).fetch_sub(1, std::memory_order_relaxed);
   }
   munmap(base_, size_);
   if (fd >= 0) {

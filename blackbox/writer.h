@@ -8,6 +8,8 @@
 // it, the others attach, the last to go away removes the file.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -35,7 +37,9 @@ struct Layout {
 class Writer {
  public:
   // Creates the region in `dir`, or attaches to the one this process already
-  // has there (a file of an earlier process with the same pid is replaced).
+  // has there (a file of an earlier process with the same pid is removed and
+  // created afresh). Never follows a link at the name nor opens a file of
+  // another user or with several links (blackbox/region_file.h): refused.
   static Result<std::unique_ptr<Writer>> create(const std::string& dir, const std::string& host);
   static Result<std::unique_ptr<Writer>> create(const std::string& dir, const std::string& host,
                                                 const Layout& layout);
@@ -78,9 +82,11 @@ class Writer {
   void heartbeat(uint64_t monoNs, uint64_t wallNs) noexcept;
 
  private:
-  Writer(std::string path, void* base, size_t size);
+  Writer(std::string path, void* base, size_t size, const struct stat& file);
 
   std::string path_;
+  dev_t device_;  // the region file's identity: the name is removed only if it still is ours
+  ino_t inode_;
   void* base_;
   size_t size_;
   resilient_blackbox_header* header_;
