@@ -7,29 +7,18 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "common/file_replace.h"
+
 namespace resilient::demo {
 
 namespace {
 
 constexpr uint32_t kMagic = 0x52444d31;  // "RDM1"
 
-std::string failure(const char* what, const std::string& path) {
-  return std::string(what) + " " + path + ": " + std::generic_category().message(errno);
-}
-
-// Writes `bytes` to path.tmp, flushes it and renames it to `path`.
-void replaceFile(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    throw std::runtime_error(failure("cannot create", tmp));
-  }
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  if (std::fclose(f) != 0 || !written) {
-    throw std::runtime_error(failure("cannot write", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error(failure("cannot rename into", path));
+// A whole file at once: a reader finds the old checkpoint or the new one.
+void writeFile(const std::string& path, const std::string& bytes) {
+  if (Status s = replaceFile(path, bytes); !s.ok()) {
+    throw std::runtime_error(s.toString());
   }
 }
 
@@ -47,7 +36,7 @@ void saveCheckpoint(const std::string& path, const Checkpoint& checkpoint) {
   append(bytes, static_cast<uint32_t>(checkpoint.weights.size()));
   bytes.append(reinterpret_cast<const char*>(checkpoint.weights.data()),
                checkpoint.weights.size() * sizeof(float));
-  replaceFile(path, bytes);
+  writeFile(path, bytes);
 }
 
 std::optional<Checkpoint> loadCheckpoint(const std::string& path, size_t weights) {
@@ -76,7 +65,7 @@ std::optional<Checkpoint> loadCheckpoint(const std::string& path, size_t weights
 }
 
 void saveFloats(const std::string& path, const std::vector<float>& values) {
-  replaceFile(path, std::string(reinterpret_cast<const char*>(values.data()),
+  writeFile(path, std::string(reinterpret_cast<const char*>(values.data()),
                                 values.size() * sizeof(float)));
 }
 

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_replace.h"
+
 namespace resilient::demo {
 
 void writeReport(const std::string& path, const RankReport& report) {
@@ -25,14 +27,8 @@ void writeReport(const std::string& path, const RankReport& report) {
       {"events", events}};
   // An exception's text may hold any bytes: replace invalid UTF-8, never throw.
   const std::string text = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) {
-    throw std::runtime_error("cannot create " + tmp);
-  }
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error("cannot write " + path);
+  if (Status s = replaceFile(path, text); !s.ok()) {
+    throw std::runtime_error(s.toString());
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "blackbox/reader.h"
 #include "blackbox/snapshot_json.h"
+#include "common/file_replace.h"
 
 namespace resilient::restart::monitor {
 
@@ -42,16 +43,11 @@ std::string writePostMortem(const PostMortem& what, const std::string& blackboxD
     summary = "no blackbox (" + snap.status().toString() + ")";
   }
   const std::string text = j.dump(2) + "\n";
-  FILE* f = std::fopen(path.c_str(), "we");
-  if (f == nullptr) {
-    throw std::system_error(errno, std::generic_category(),
-                            "cannot write the post-mortem dump " + path);
-  }
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int err = errno;
-  if (std::fclose(f) != 0 || !written) {
-    throw std::system_error(written ? errno : err, std::generic_category(),
-                            "cannot write the post-mortem dump " + path);
+  // In the blackbox directory (world-writable /dev/shm by default): a link
+  // planted at the name is replaced, never followed.
+  if (Status s = replaceFile(path, text); !s.ok()) {
+    throw std::system_error(s.sysErrno(), std::generic_category(),
+                            "cannot write the post-mortem dump " + path + ": " + s.message());
   }
   return summary;
 }

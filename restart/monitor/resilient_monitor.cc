@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "common/file_replace.h"
 #include "common/params.h"
 #include "restart/monitor/command_line.h"
 #include "restart/monitor/monitor.h"
@@ -32,10 +33,8 @@ class PidFile {
     if (path_.empty()) {
       return;
     }
-    FILE* f = std::fopen(path_.c_str(), "we");
-    if (f == nullptr || std::fprintf(f, "%d\n", static_cast<int>(::getpid())) < 0 ||
-        std::fclose(f) != 0) {
-      throw std::runtime_error("cannot write the pid file " + path_ + ": " + std::strerror(errno));
+    if (resilient::Status s = resilient::replaceFile(path_, std::to_string(::getpid()) + "\n"); !s.ok()) {
+      throw std::runtime_error("cannot write the pid file: " + s.toString());
     }
   }
   ~PidFile() {

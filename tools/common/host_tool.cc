@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <exception>
-#include <fstream>
+#include <stdexcept>
+
+#include "common/file_replace.h"
 
 namespace resilient::tools {
 
@@ -24,12 +26,9 @@ void ignoreSigpipe() {
 }
 
 void writeFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
+  if (Status s = replaceFile(path, text); !s.ok()) {
+    throw std::runtime_error(s.toString());
   }
-  std::rename(tmp.c_str(), path.c_str());
 }
 
 }  // namespace resilient::tools

@@ -113,3 +113,22 @@ TEST_CASE("an unwritable dump path is an error naming it", "[monitor][postmortem
   CHECK_THROWS_WITH(rm::writePostMortem(pm, "/nonexistent", "/nonexistent/dir/d.json"),
                     Catch::Contains("/nonexistent/dir/d.json"));
 }
+
+TEST_CASE("a link planted at the dump's name is replaced, its target untouched",
+          "[monitor][postmortem]") {
+  // Issue 19 finding 2: the dump goes to the blackbox directory (/dev/shm by
+  // default, world-writable) under a predictable name.
+  resilient::test::TempDir dir;
+  const std::string victim = (dir.path() / "victim.txt").string();
+  { std::ofstream(victim) << "precious"; }
+  const std::string path = rm::postMortemPath("", dir.path().string(), 1, 999);
+  REQUIRE(::symlink(victim.c_str(), path.c_str()) == 0);
+  rm::PostMortem pm;
+  pm.rank = 1;
+  pm.pid = 999;
+  (void)rm::writePostMortem(pm, dir.path().string(), path);
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == "precious");
+  CHECK(readJson(path)["rank"] == 1);  // the dump is a file of its own now
+}
