@@ -10,8 +10,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/token_digest.h"
 #include "plugin/transport/tcp/handle_address.h"
+#include "plugin/transport/tcp/handshake_io.h"
 
 namespace resilient::transport::tcp {
 namespace {
@@ -31,6 +31,8 @@ struct Connector::Link {
     kBackoff,     // waiting until retryAtNs to (re)try the TCP connect
     kConnecting,  // non-blocking connect in progress
     kHello,       // writing the hello
+    kChallenge,   // reading the listener's challenge
+    kResponse,    // writing the response (the proof of the job token)
     kAck,         // reading the ack
     kReady,       // acknowledged
   };
@@ -40,16 +42,22 @@ struct Connector::Link {
   uint64_t backoffNs = kFirstBackoffNs;
   uint8_t hello[kHelloBytes] = {};
   size_t helloDone = 0;
+  uint8_t challenge[kChallengeBytes] = {};
+  size_t challengeDone = 0;
+  uint8_t response[kResponseBytes] = {};
+  size_t responseDone = 0;
   uint8_t ack[kAckBytes] = {};
   size_t ackDone = 0;
 };
 
 Connector::Connector(const ListenHandle& handle, const void* handleBytes, const TcpOptions& options,
                      const std::string& hostname, uint64_t nonce)
-    : address_(toSocketAddress(handle)), peer_(address_.toString()), options_(options) {
+    : address_(toSocketAddress(handle)),
+      peer_(address_.toString()),
+      options_(options),
+      secret_(options.jobToken) {
   std::memcpy(handleBytes_, handleBytes, kHandleBytes);
   Hello hello;
-  hello.tokenDigest = tokenDigest(options.jobToken);
   hello.nonce = nonce;
   hello.nSockets = static_cast<uint16_t>(options.nSocks + 1);
   hello.chunkBytes = options.chunkBytes;
@@ -59,6 +67,9 @@ Connector::Connector(const ListenHandle& handle, const void* handleBytes, const 
   for (int i = 0; i < options.nSocks + 1; ++i) {
     auto link = std::make_unique<Link>();
     hello.socketIndex = static_cast<uint16_t>(i);
+    // A hello is sent once (a retry reconnects before sending it), so each
+    // socket's nonce is fresh.
+    hello.authNonce = auth::freshNonce();
     encodeHello(hello, link->hello);
     links_.push_back(std::move(link));
   }
@@ -101,19 +112,64 @@ Status Connector::startConnect(Link* link, uint64_t now) {
   return connectionError(err, "connect", peer_);
 }
 
-Status Connector::refusalError(const Ack& ack) const {
+Status Connector::refusalError(Refusal refusal, uint16_t listenerVersion) const {
   std::string text = "connection refused by the listener: ";
-  text += refusalName(ack.refusal);
-  switch (ack.refusal) {
-    case Refusal::kBadToken:
-      text += " (both sides must be given the same job token)";
-      return Status::error(ErrorKind::kInvalidUsage, text, 0, peer_);
-    case Refusal::kBadVersion:
-      text += " (listener speaks version " + std::to_string(ack.version) + ", this side " +
-              std::to_string(kProtocolVersion) + ")";
-      return Status::error(ErrorKind::kInvalidUsage, text, 0, peer_);
-    default: return remoteError(text, peer_);
+  if (listenerVersion != kProtocolVersion || refusal == Refusal::kBadVersion) {
+    text += std::string(refusalName(Refusal::kBadVersion)) + " (listener speaks version " +
+            std::to_string(listenerVersion) + ", this side " + std::to_string(kProtocolVersion) +
+            ")";
+    return Status::error(ErrorKind::kInvalidUsage, text, 0, peer_);
   }
+  text += refusalName(refusal);
+  return remoteError(text, peer_);
+}
+
+Status Connector::tokenMismatch(const std::string& what) const {
+  const std::string text = "job token mismatch: the listener at " + peer_ + " (pid " +
+                           std::to_string(listenerPid_) + ") " + what +
+                           " (both sides must be given the same NCCL_RESILIENT_JOB_TOKEN)";
+  RES_WARN(NCCL_NET | NCCL_INIT, "tcp: %s", text.c_str());
+  return Status::error(ErrorKind::kInvalidUsage, text, 0, peer_);
+}
+
+Status Connector::readChallenge(Link* link) {
+  int err = 0;
+  const IoStep step =
+      receiveStep(link->fd.get(), link->challenge, kChallengeBytes, &link->challengeDone, &err);
+  // The header (magic, version, code, pid) keeps its offsets in every
+  // version: a refusal, or a listener of another version, is told as soon as
+  // it arrives, even when the listener closes right after.
+  if (link->challengeDone >= kChallengeHeaderBytes) {
+    Challenge header;
+    if (!decodeChallengeHeader(link->challenge, &header)) {
+      return remoteError("the listener answered the hello with something that is not a challenge",
+                         peer_);
+    }
+    listenerPid_ = header.pid;
+    if (header.refusal != Refusal::kNone || header.version != kProtocolVersion) {
+      return refusalError(header.refusal, header.version);
+    }
+  }
+  if (step == IoStep::kPending) {
+    return {};
+  }
+  if (step == IoStep::kClosed) {
+    return remoteError("the listener closed the connection during the handshake", peer_);
+  }
+  if (step == IoStep::kFailed) {
+    return connectionError(err, "the handshake", peer_);
+  }
+  if (!secret_.listenerProofHolds(link->hello, link->challenge)) {
+    // Told so, best effort (a fresh socket's buffer has room for it), so that
+    // the listener logs the mismatch too.
+    encodeResponse(Response{Verdict::kNotProven, {}}, link->response);
+    (void)sendStep(link->fd.get(), link->response, kResponseBytes, &link->responseDone, &err);
+    return tokenMismatch("could not prove the job token");
+  }
+  encodeResponse(Response{Verdict::kProven, secret_.connectorProof(link->hello, link->challenge)},
+                 link->response);
+  link->state = Link::State::kResponse;
+  return {};
 }
 
 Status Connector::advance(Link* link, uint64_t now) {
@@ -146,46 +202,52 @@ Status Connector::advance(Link* link, uint64_t now) {
     }
     default: break;
   }
+  int err = 0;
   if (link->state == Link::State::kHello) {
-    const ssize_t n = ::send(link->fd.get(), link->hello + link->helloDone,
-                             kHelloBytes - link->helloDone, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
-        return {};
-      }
+    const IoStep step = sendStep(link->fd.get(), link->hello, kHelloBytes, &link->helloDone, &err);
+    if (step == IoStep::kPending) {
+      return {};
+    }
+    if (step != IoStep::kComplete) {
       return connectionError(err, "the handshake", peer_);
     }
-    link->helloDone += static_cast<size_t>(n);
-    if (link->helloDone < kHelloBytes) {
+    link->state = Link::State::kChallenge;
+  }
+  if (link->state == Link::State::kChallenge) {
+    RESILIENT_TRY(readChallenge(link));
+  }
+  if (link->state == Link::State::kResponse) {
+    const IoStep step =
+        sendStep(link->fd.get(), link->response, kResponseBytes, &link->responseDone, &err);
+    if (step == IoStep::kPending) {
       return {};
+    }
+    if (step != IoStep::kComplete) {
+      return connectionError(err, "the handshake", peer_);
     }
     link->state = Link::State::kAck;
   }
   if (link->state == Link::State::kAck) {
-    const ssize_t n =
-        ::recv(link->fd.get(), link->ack + link->ackDone, kAckBytes - link->ackDone, MSG_DONTWAIT);
-    if (n == 0) {
+    const IoStep step = receiveStep(link->fd.get(), link->ack, kAckBytes, &link->ackDone, &err);
+    if (step == IoStep::kPending) {
+      return {};
+    }
+    if (step == IoStep::kClosed) {
       return remoteError("the listener closed the connection during the handshake", peer_);
     }
-    if (n < 0) {
-      const int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
-        return {};
-      }
+    if (step == IoStep::kFailed) {
       return connectionError(err, "the handshake", peer_);
-    }
-    link->ackDone += static_cast<size_t>(n);
-    if (link->ackDone < kAckBytes) {
-      return {};
     }
     Ack ack;
     if (!decodeAck(link->ack, &ack)) {
       return remoteError("the listener answered the handshake with something that is not an ack",
                          peer_);
     }
+    if (ack.refusal == Refusal::kBadToken) {
+      return tokenMismatch("could not verify this process's proof of the job token");
+    }
     if (ack.refusal != Refusal::kNone) {
-      return refusalError(ack);
+      return refusalError(ack.refusal, kProtocolVersion);
     }
     link->state = Link::State::kReady;
   }
@@ -209,8 +271,7 @@ Status Connector::poll(std::unique_ptr<SendComm>* out) {
       return {};
     }
     const bool anyConnected = std::any_of(links_.begin(), links_.end(), [](const auto& l) {
-      return l->state == Link::State::kHello || l->state == Link::State::kAck ||
-             l->state == Link::State::kReady;
+      return l->state != Link::State::kBackoff && l->state != Link::State::kConnecting;
     });
     std::string text = "could not connect within " + std::to_string(options_.connectTimeoutMs) +
                        " ms (connect timeout): ";
@@ -223,7 +284,7 @@ Status Connector::poll(std::unique_ptr<SendComm>* out) {
     }
     return timeoutError(text, peer_);
   }
-  PeerInfo peer{peer_, {}, 0};
+  PeerInfo peer{peer_, {}, listenerPid_};
   auto comm = std::make_unique<SendComm>(std::move(links_[0]->fd), std::move(peer),
                                          options_.inlineBytes, options_.chunkBytes);
   std::vector<FileDescriptor> data;

@@ -1,12 +1,17 @@
 // The connecting side of the TCP transport: opens the control socket and the
 // data sockets of one connection to a listen handle, performs the handshake
-// on each, and yields a SendComm once every socket is acknowledged.
+// (wire.h) on each, and yields a SendComm once every socket is acknowledged.
+//
+// Each socket checks the listener's proof of the job token before it proves
+// its own: a listener without the token learns nothing it could replay, and
+// is told why it was turned down.
 //
 // Everything is non-blocking and driven by repeated poll() calls (NCCL's
 // connect polling). A refused connection (nobody listening yet) is retried
 // with exponential backoff; the whole connect fails with a timeout error
-// naming the address after connectTimeoutMs. A refusal from the listener
-// (job token or version mismatch, ...) fails it at once with the reason.
+// naming the address after connectTimeoutMs. A job token mismatch (either
+// proof fails) fails it at once with a WARN and invalidUsage; a refusal from
+// the listener (version mismatch, ...) with the reason.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +22,7 @@
 #include "common/net/socket.h"
 #include "common/status.h"
 #include "plugin/transport/tcp/comm.h"
+#include "plugin/transport/tcp/handshake_proof.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/tcp/wire.h"
 
@@ -46,11 +52,17 @@ class Connector {
   Status advance(Link* link, uint64_t now);
   Status startConnect(Link* link, uint64_t now);
   void retryLater(Link* link, uint64_t now);
-  Status refusalError(const Ack& ack) const;
+  // Reads the challenge; checks the listener's proof, then answers.
+  Status readChallenge(Link* link);
+  Status refusalError(Refusal refusal, uint16_t listenerVersion) const;
+  // A WARN and the invalidUsage error of a job token mismatch: `what` failed.
+  Status tokenMismatch(const std::string& what) const;
 
   SocketAddress address_;
   std::string peer_;
   TcpOptions options_;
+  HandshakeSecret secret_;
+  uint32_t listenerPid_ = 0;  // from the first challenge; 0 until then
   uint8_t handleBytes_[kHandleBytes] = {};
   uint64_t startNs_ = 0;
   uint64_t deadlineNs_ = 0;

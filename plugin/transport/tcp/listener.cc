@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <string>
+#include <unordered_map>
 
 #include "common/clock.h"
-#include "common/token_digest.h"
+#include "plugin/transport/tcp/handshake_io.h"
 
 namespace resilient::transport::tcp {
 namespace {
@@ -21,35 +22,57 @@ constexpr int kAcceptsPerCall = 64;
 
 struct ListenComm::Incoming {
   enum class State {
-    kHello,    // reading the hello
-    kAnswer,   // writing the ack (an acceptance or a refusal)
-    kWaiting,  // accepted; waiting for the other sockets of its connection
+    kHello,      // reading the hello
+    kChallenge,  // writing the challenge (or an early refusal)
+    kResponse,   // reading the connector's response
+    kAck,        // writing the ack (an acceptance or a refusal)
+    kWaiting,    // accepted; waiting for the other sockets of its connection
   };
-  FileDescriptor fd;
+  FileDescriptor fd;  // invalid once the socket is to be dropped
   SocketAddress peer;
+  uint64_t acceptedNs = 0;
   uint64_t deadlineNs = 0;
   State state = State::kHello;
+  // The connector proved the job token: only now do the hello's connection
+  // nonce and index mean anything.
+  bool authenticated = false;
   uint8_t hello[kHelloBytes] = {};
   size_t helloDone = 0;
+  bool helloDecoded = false;  // a complete hello of our version: `decoded` holds it
   Hello decoded;
   Refusal refusal = Refusal::kNone;
+  uint8_t challenge[kChallengeBytes] = {};
+  size_t challengeDone = 0;
+  uint8_t response[kResponseBytes] = {};
+  size_t responseDone = 0;
   uint8_t ack[kAckBytes] = {};
   size_t ackDone = 0;
+
+  bool accepted() const noexcept { return authenticated && refusal == Refusal::kNone; }
+  bool silent() const noexcept { return state == State::kHello && helloDone == 0; }
+  // " (host H pid P)" as the hello says, once it is decoded.
+  std::string claimedOrigin() const {
+    if (!helloDecoded) {
+      return {};
+    }
+    return " (host " + std::string(decoded.hostname) + " pid " + std::to_string(decoded.pid) +
+           (authenticated ? ")" : ", as its hello says)");
+  }
 };
 
 ListenComm::ListenComm(FileDescriptor fd, SocketAddress address, const TcpOptions& options,
-                       log::RateLimiter* warnLimiter)
+                       ListenWarnLimiters* warnLimiters)
     : CommBase(CommKind::kListen),
       fd_(std::move(fd)),
       address_(address),
       options_(options),
-      tokenDigest_(tokenDigest(options.jobToken)),
-      warnLimiter_(warnLimiter) {}
+      secret_(options.jobToken),
+      warnLimiters_(warnLimiters) {}
 
 ListenComm::~ListenComm() = default;
 
 Status ListenComm::create(const SocketAddress& address, const TcpOptions& options,
-                          log::RateLimiter* warnLimiter, std::unique_ptr<ListenComm>* out) {
+                          ListenWarnLimiters* warnLimiters, std::unique_ptr<ListenComm>* out) {
   SocketAddress bindAddress = address;
   bindAddress.setPort(0);
   Result<FileDescriptor> listening = listenOn(bindAddress, ListenOptions{});
@@ -61,14 +84,50 @@ Status ListenComm::create(const SocketAddress& address, const TcpOptions& option
   if (bound.length == 0) {
     return systemError("tcp: getsockname of a listen socket");
   }
-  out->reset(new ListenComm(std::move(fd), bound, options, warnLimiter));
+  out->reset(new ListenComm(std::move(fd), bound, options, warnLimiters));
   return {};
 }
 
 void ListenComm::warnDrop(const Incoming& in, const char* reason, uint64_t now) {
-  RES_WARN_LIMITED(*warnLimiter_, now, NCCL_NET | NCCL_INIT,
-                   "tcp: listener %s dropped a connection from %s: %s", address_.toString().c_str(),
-                   in.peer.toString().c_str(), reason);
+  RES_WARN_LIMITED(warnLimiters_->drops, now, NCCL_NET | NCCL_INIT,
+                   "tcp: listener %s dropped a connection from %s: %s%s",
+                   address_.toString().c_str(), in.peer.toString().c_str(), reason,
+                   in.claimedOrigin().c_str());
+}
+
+void ListenComm::warnLost(const Incoming& in, bool closed, int err, uint64_t now) {
+  const std::string text = closed ? std::string("closed before completing its handshake")
+                                  : "socket error during the handshake: " + errnoText(err);
+  warnDrop(in, text.c_str(), now);
+}
+
+void ListenComm::warnProof(const Incoming& in, const char* what, uint64_t now) {
+  RES_WARN_LIMITED(warnLimiters_->proofs, now, NCCL_NET | NCCL_INIT,
+                   "tcp: listener %s refused a connection from %s%s: job token mismatch: the "
+                   "connector %s (both sides must be given the same NCCL_RESILIENT_JOB_TOKEN)",
+                   address_.toString().c_str(), in.peer.toString().c_str(),
+                   in.claimedOrigin().c_str(), what);
+}
+
+bool ListenComm::evictUnauthenticated(uint64_t now) {
+  // incoming_ is in order of arrival: the first match is the oldest.
+  auto victim =
+      std::find_if(incoming_.begin(), incoming_.end(), [](const auto& in) { return in->silent(); });
+  if (victim == incoming_.end()) {
+    victim = std::find_if(incoming_.begin(), incoming_.end(),
+                          [](const auto& in) { return !in->authenticated; });
+  }
+  if (victim == incoming_.end()) {
+    return false;
+  }
+  const Incoming& in = **victim;
+  const std::string text =
+      std::string("evicted after ") + std::to_string((now - in.acceptedNs) / 1000000) + " ms " +
+      (in.silent() ? "without a byte" : "without authenticating") +
+      " to make room for a newcomer (" + std::to_string(incoming_.size()) + " handshakes pending)";
+  warnDrop(in, text.c_str(), now);
+  incoming_.erase(victim);
+  return true;
 }
 
 void ListenComm::acceptQueued(uint64_t now) {
@@ -82,15 +141,16 @@ void ListenComm::acceptQueued(uint64_t now) {
       }
       if (err != EAGAIN && err != EWOULDBLOCK) {
         const std::string text = errnoText(err);
-        RES_WARN_LIMITED(*warnLimiter_, now, NCCL_NET | NCCL_INIT,
+        RES_WARN_LIMITED(warnLimiters_->drops, now, NCCL_NET | NCCL_INIT,
                          "tcp: accept on listener %s failed: %s", address_.toString().c_str(),
                          text.c_str());
       }
       return;
     }
-    if (incoming_.size() >= kMaxIncoming) {
-      RES_WARN_LIMITED(*warnLimiter_, now, NCCL_NET | NCCL_INIT,
-                       "tcp: listener %s dropped a connection from %s: %zu handshakes pending",
+    if (incoming_.size() >= kMaxIncoming && !evictUnauthenticated(now)) {
+      RES_WARN_LIMITED(warnLimiters_->drops, now, NCCL_NET | NCCL_INIT,
+                       "tcp: listener %s dropped a connection from %s: %zu authenticated "
+                       "handshakes pending",
                        address_.toString().c_str(), peer.toString().c_str(), incoming_.size());
       continue;
     }
@@ -100,55 +160,86 @@ void ListenComm::acceptQueued(uint64_t now) {
     auto in = std::make_unique<Incoming>();
     in->fd = std::move(sock);
     in->peer = peer;
+    in->acceptedNs = now;
     in->deadlineNs = now + static_cast<uint64_t>(options_.handshakeTimeoutMs) * 1000000ull;
     incoming_.push_back(std::move(in));
   }
 }
 
-void ListenComm::judge(Incoming* in) {
-  Refusal refusal = decodeHello(in->hello, tokenDigest_, &in->decoded);
-  if (refusal == Refusal::kNone) {
-    for (const auto& other : incoming_) {
-      const bool accepted =
-          other->state == Incoming::State::kWaiting ||
-          (other->state == Incoming::State::kAnswer && other->refusal == Refusal::kNone);
-      if (other.get() == in || !accepted || other->decoded.nonce != in->decoded.nonce) {
-        continue;
-      }
-      if (other->decoded.socketIndex == in->decoded.socketIndex) {
-        refusal = Refusal::kDuplicate;
-        break;
-      }
-      if (other->decoded.nSockets != in->decoded.nSockets ||
-          other->decoded.chunkBytes != in->decoded.chunkBytes) {
-        refusal = Refusal::kBadHello;
-        break;
-      }
+void ListenComm::refuse(Incoming* in, Refusal reason, uint64_t now) {
+  in->refusal = reason;
+  in->state = Incoming::State::kChallenge;
+  Challenge c;
+  c.refusal = reason;
+  c.pid = static_cast<uint32_t>(::getpid());
+  encodeChallenge(c, in->challenge);
+  const std::string text = std::string("refused: ") + refusalName(reason);
+  warnDrop(*in, text.c_str(), now);
+}
+
+void ListenComm::challenge(Incoming* in, uint64_t now) {
+  const Refusal refusal = decodeHello(in->hello, &in->decoded);
+  in->helloDecoded = true;
+  if (refusal != Refusal::kNone) {
+    refuse(in, refusal, now);
+    return;
+  }
+  Challenge c;
+  c.pid = static_cast<uint32_t>(::getpid());
+  c.nonce = auth::freshNonce();
+  encodeChallenge(c, in->challenge);
+  // The proof covers the bytes before it: encode them, prove, encode again.
+  c.proof = secret_.listenerProof(in->hello, in->challenge);
+  encodeChallenge(c, in->challenge);
+  in->state = Incoming::State::kChallenge;
+}
+
+Refusal ListenComm::judgeConnection(const Incoming& in) const {
+  for (const auto& other : incoming_) {
+    if (other.get() == &in || !other->accepted() || other->decoded.nonce != in.decoded.nonce) {
+      continue;
+    }
+    if (other->decoded.socketIndex == in.decoded.socketIndex) {
+      return Refusal::kDuplicate;
+    }
+    if (other->decoded.nSockets != in.decoded.nSockets ||
+        other->decoded.chunkBytes != in.decoded.chunkBytes) {
+      return Refusal::kBadHello;
     }
   }
-  in->refusal = refusal;
-  in->state = Incoming::State::kAnswer;
-  encodeAck(Ack{kProtocolVersion, refusal, static_cast<uint32_t>(::getpid())}, in->ack);
+  return Refusal::kNone;
+}
+
+bool ListenComm::judgeResponse(Incoming* in, uint64_t now) {
+  Response response;
+  if (!decodeResponse(in->response, &response)) {
+    warnDrop(*in, "answered the challenge with something that is not a response", now);
+    return false;
+  }
+  if (response.verdict == Verdict::kNotProven) {
+    warnProof(*in, "could not verify this listener's proof of the job token", now);
+    return false;
+  }
+  if (!secret_.connectorProofHolds(in->hello, in->challenge, response.proof)) {
+    warnProof(*in, "could not prove the job token", now);
+    in->refusal = Refusal::kBadToken;
+  } else {
+    in->authenticated = true;
+    in->refusal = judgeConnection(*in);
+    if (in->refusal != Refusal::kNone) {
+      const std::string text = std::string("refused: ") + refusalName(in->refusal);
+      warnDrop(*in, text.c_str(), now);
+    }
+  }
+  encodeAck(Ack{in->refusal}, in->ack);
+  in->state = Incoming::State::kAck;
+  return true;
 }
 
 bool ListenComm::advance(Incoming* in, uint64_t now) {
+  int err = 0;
   if (in->state == Incoming::State::kHello) {
-    const ssize_t n =
-        ::recv(in->fd.get(), in->hello + in->helloDone, kHelloBytes - in->helloDone, MSG_DONTWAIT);
-    if (n == 0) {
-      warnDrop(*in, "closed before completing its handshake", now);
-      return false;
-    }
-    if (n < 0) {
-      const int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
-        return true;
-      }
-      const std::string text = "socket error during the handshake: " + errnoText(err);
-      warnDrop(*in, text.c_str(), now);
-      return false;
-    }
-    in->helloDone += static_cast<size_t>(n);
+    const IoStep step = receiveStep(in->fd.get(), in->hello, kHelloBytes, &in->helloDone, &err);
     Refusal reason = Refusal::kNone;
     bool isOurs = true;
     if (!checkHelloPrefix(in->hello, in->helloDone, &reason, &isOurs)) {
@@ -156,40 +247,57 @@ bool ListenComm::advance(Incoming* in, uint64_t now) {
         warnDrop(*in, "sent data that is not a resilient TCP handshake", now);
         return false;
       }
-      in->refusal = reason;
-      in->state = Incoming::State::kAnswer;
-      encodeAck(Ack{kProtocolVersion, reason, static_cast<uint32_t>(::getpid())}, in->ack);
-    } else if (in->helloDone == kHelloBytes) {
-      judge(in);
-    } else {
+      refuse(in, reason, now);
+    } else if (step == IoStep::kComplete) {
+      challenge(in, now);
+    } else if (step == IoStep::kPending) {
       return true;
-    }
-    if (in->refusal != Refusal::kNone) {
-      const std::string text =
-          std::string("refused: ") + refusalName(in->refusal) +
-          (in->helloDone == kHelloBytes ? " (host " + std::string(in->decoded.hostname) + " pid " +
-                                              std::to_string(in->decoded.pid) + ")"
-                                        : std::string());
-      warnDrop(*in, text.c_str(), now);
+    } else {
+      warnLost(*in, step == IoStep::kClosed, err, now);
+      return false;
     }
   }
-  if (in->state == Incoming::State::kAnswer) {
-    const ssize_t n = ::send(in->fd.get(), in->ack + in->ackDone, kAckBytes - in->ackDone,
-                             MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
-        return true;
-      }
+  if (in->state == Incoming::State::kChallenge) {
+    const IoStep step =
+        sendStep(in->fd.get(), in->challenge, kChallengeBytes, &in->challengeDone, &err);
+    if (step == IoStep::kPending) {
+      return true;
+    }
+    if (step != IoStep::kComplete) {
       if (in->refusal == Refusal::kNone) {
-        const std::string text = "socket error during the handshake: " + errnoText(err);
-        warnDrop(*in, text.c_str(), now);
+        warnLost(*in, false, err, now);
       }
       return false;
     }
-    in->ackDone += static_cast<size_t>(n);
-    if (in->ackDone < kAckBytes) {
+    if (in->refusal != Refusal::kNone) {
+      return false;  // refused and told so: close
+    }
+    in->state = Incoming::State::kResponse;
+  }
+  if (in->state == Incoming::State::kResponse) {
+    const IoStep step =
+        receiveStep(in->fd.get(), in->response, kResponseBytes, &in->responseDone, &err);
+    if (step == IoStep::kPending) {
       return true;
+    }
+    if (step != IoStep::kComplete) {
+      warnLost(*in, step == IoStep::kClosed, err, now);
+      return false;
+    }
+    if (!judgeResponse(in, now)) {
+      return false;
+    }
+  }
+  if (in->state == Incoming::State::kAck) {
+    const IoStep step = sendStep(in->fd.get(), in->ack, kAckBytes, &in->ackDone, &err);
+    if (step == IoStep::kPending) {
+      return true;
+    }
+    if (step != IoStep::kComplete) {
+      if (in->refusal == Refusal::kNone) {
+        warnLost(*in, false, err, now);
+      }
+      return false;
     }
     if (in->refusal != Refusal::kNone) {
       return false;  // refused and told so: close
@@ -199,10 +307,51 @@ bool ListenComm::advance(Incoming* in, uint64_t now) {
   return true;
 }
 
+void ListenComm::closeExpired(uint64_t now) {
+  // A socket alone: its own handshake. An accepted one: its whole connection,
+  // whose other sockets did not all arrive.
+  std::unordered_map<uint64_t, const Incoming*> expired;
+  for (auto& in : incoming_) {
+    if (!in->fd.valid() || now < in->deadlineNs) {
+      continue;
+    }
+    if (in->state == Incoming::State::kWaiting) {
+      expired.emplace(in->decoded.nonce, in.get());
+      continue;
+    }
+    const std::string text =
+        "no complete handshake within " + std::to_string(options_.handshakeTimeoutMs) + " ms";
+    warnDrop(*in, text.c_str(), now);
+    in->fd.reset();
+  }
+  if (expired.empty()) {
+    return;
+  }
+  std::unordered_map<uint64_t, size_t> arrived;
+  for (const auto& in : incoming_) {
+    if (in->fd.valid() && in->state == Incoming::State::kWaiting &&
+        expired.count(in->decoded.nonce) != 0) {
+      ++arrived[in->decoded.nonce];
+    }
+  }
+  for (const auto& [nonce, in] : expired) {
+    const std::string text = "only " + std::to_string(arrived[nonce]) + " of " +
+                             std::to_string(in->decoded.nSockets) + " sockets arrived within " +
+                             std::to_string(options_.handshakeTimeoutMs) + " ms";
+    warnDrop(*in, text.c_str(), now);
+  }
+  for (auto& in : incoming_) {
+    if (in->accepted() && expired.count(in->decoded.nonce) != 0) {
+      in->fd.reset();
+    }
+  }
+}
+
 Status ListenComm::buildComm(uint64_t nonce, std::unique_ptr<RecvComm>* out) {
   const Hello first = [&] {
     for (const auto& in : incoming_) {
-      if (in->decoded.nonce == nonce && in->decoded.socketIndex == 0) {
+      if (in->state == Incoming::State::kWaiting && in->decoded.nonce == nonce &&
+          in->decoded.socketIndex == 0) {
         return in->decoded;
       }
     }
@@ -211,7 +360,7 @@ Status ListenComm::buildComm(uint64_t nonce, std::unique_ptr<RecvComm>* out) {
   const int nSockets = first.nSockets;
   std::vector<FileDescriptor> sockets(static_cast<size_t>(nSockets));
   SocketAddress peerAddress;
-  auto it = std::remove_if(incoming_.begin(), incoming_.end(), [&](std::unique_ptr<Incoming>& in) {
+  std::erase_if(incoming_, [&](std::unique_ptr<Incoming>& in) {
     if (in->state != Incoming::State::kWaiting || in->decoded.nonce != nonce) {
       return false;
     }
@@ -221,7 +370,6 @@ Status ListenComm::buildComm(uint64_t nonce, std::unique_ptr<RecvComm>* out) {
     sockets[in->decoded.socketIndex] = std::move(in->fd);
     return true;
   });
-  incoming_.erase(it, incoming_.end());
   PeerInfo peer{peerAddress.toString(), first.hostname, first.pid};
   auto comm = std::make_unique<RecvComm>(std::move(sockets[0]), std::move(peer), first.chunkBytes);
   sockets.erase(sockets.begin());
@@ -239,56 +387,28 @@ Status ListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
   const uint64_t now = monotonicNs();
   acceptQueued(now);
-  for (size_t i = 0; i < incoming_.size();) {
-    if (advance(incoming_[i].get(), now)) {
-      ++i;
-    } else {
-      incoming_.erase(incoming_.begin() + static_cast<std::ptrdiff_t>(i));
+  // A pass to advance, one to check deadlines, one to drop: a socket costs
+  // O(1) per call until it authenticates (it is then compared with the
+  // accepted ones once), so sockets that withhold or garble their handshake
+  // cost O(pending sockets).
+  for (auto& in : incoming_) {
+    if (!advance(in.get(), now)) {
+      in->fd.reset();
     }
   }
-  // Handshakes out of time: a socket alone, or a whole connection whose other
-  // sockets did not all arrive.
-  for (size_t i = 0; i < incoming_.size();) {
-    Incoming& in = *incoming_[i];
-    if (now < in.deadlineNs) {
-      ++i;
-      continue;
-    }
-    if (in.state != Incoming::State::kWaiting) {
-      const std::string text =
-          "no complete handshake within " + std::to_string(options_.handshakeTimeoutMs) + " ms";
-      warnDrop(in, text.c_str(), now);
-      incoming_.erase(incoming_.begin() + static_cast<std::ptrdiff_t>(i));
-      continue;
-    }
-    const uint64_t nonce = in.decoded.nonce;
-    size_t arrived = 0;
-    for (const auto& other : incoming_) {
-      arrived += other->state == Incoming::State::kWaiting && other->decoded.nonce == nonce;
-    }
-    const std::string text = "only " + std::to_string(arrived) + " of " +
-                             std::to_string(in.decoded.nSockets) + " sockets arrived within " +
-                             std::to_string(options_.handshakeTimeoutMs) + " ms (host " +
-                             in.decoded.hostname + " pid " + std::to_string(in.decoded.pid) + ")";
-    warnDrop(in, text.c_str(), now);
-    auto it = std::remove_if(incoming_.begin(), incoming_.end(), [&](const auto& other) {
-      return other->state != Incoming::State::kHello && other->decoded.nonce == nonce;
-    });
-    incoming_.erase(it, incoming_.end());
-    i = 0;
-  }
+  closeExpired(now);
+  std::erase_if(incoming_, [](const auto& in) { return !in->fd.valid(); });
   // A connection whose sockets have all arrived becomes a comm.
+  std::unordered_map<uint64_t, size_t> arrived;
   for (const auto& in : incoming_) {
-    if (in->state != Incoming::State::kWaiting || in->decoded.socketIndex != 0) {
-      continue;
+    if (in->state == Incoming::State::kWaiting) {
+      ++arrived[in->decoded.nonce];
     }
-    const uint64_t nonce = in->decoded.nonce;
-    size_t arrived = 0;
-    for (const auto& other : incoming_) {
-      arrived += other->state == Incoming::State::kWaiting && other->decoded.nonce == nonce;
-    }
-    if (arrived == in->decoded.nSockets) {
-      return buildComm(nonce, out);
+  }
+  for (const auto& in : incoming_) {
+    if (in->state == Incoming::State::kWaiting && in->decoded.socketIndex == 0 &&
+        arrived[in->decoded.nonce] == in->decoded.nSockets) {
+      return buildComm(in->decoded.nonce, out);
     }
   }
   return {};

@@ -47,8 +47,8 @@ struct TcpOptions {
   // A listener drops a socket that has not completed its handshake (or whose
   // connection's other sockets have not arrived) within this long.
   int handshakeTimeoutMs = 5000;
-  // Both sides must hold the same token (or both none); compared as a 64-bit
-  // digest in the handshake. Not a secret: it keeps jobs from cross-talking.
+  // Both sides must hold the same token (or both none): each proves it holds
+  // it in the handshake (handshake_proof.h); it never travels.
   std::string jobToken;
   // Payloads of at most this many bytes travel inline on the control socket,
   // served by the calling thread [0, 1 MiB].

@@ -130,7 +130,7 @@ Status TcpTransport::listen(void* ctx, int dev, void* handle, void** listenComm)
   RESILIENT_TRY(checkDevice(dev));
   std::unique_ptr<ListenComm> comm;
   RESILIENT_TRY(ListenComm::create(devices_[static_cast<size_t>(dev)].address, options_,
-                                   &listenWarnLimiter_, &comm));
+                                   &listenWarnLimiters_, &comm));
   encodeHandle(toListenHandle(comm->address()), handle);
   RES_INFO(NCCL_NET | NCCL_INIT, "tcp: listening on %s (%s)", comm->address().toString().c_str(),
            devices_[static_cast<size_t>(dev)].name.c_str());

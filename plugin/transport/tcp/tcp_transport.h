@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/log.h"
 #include "plugin/transport/tcp/devices.h"
+#include "plugin/transport/tcp/listener.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/transport.h"
 
@@ -81,7 +81,7 @@ class TcpTransport final : public Transport {
   std::mutex connectingMutex_;
   std::unordered_map<const void*, std::unique_ptr<Connector>> connecting_;
 
-  log::RateLimiter listenWarnLimiter_;
+  ListenWarnLimiters listenWarnLimiters_;
 };
 
 }  // namespace resilient::transport::tcp

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <cstring>
 
 #include "common/little_endian.h"
@@ -25,21 +26,38 @@ static_assert(kHandleAddressAt + 16 <= kHandleBytes);
 // Hello layout.
 constexpr size_t kHelloMagicAt = 0;
 constexpr size_t kHelloVersionAt = 4;
-constexpr size_t kHelloTokenAt = 8;
-constexpr size_t kHelloNonceAt = 16;
-constexpr size_t kHelloIndexAt = 24;
-constexpr size_t kHelloCountAt = 26;
-constexpr size_t kHelloChunkAt = 28;
-constexpr size_t kHelloPidAt = 32;
-constexpr size_t kHelloHostAt = 40;
+constexpr size_t kHelloIndexAt = 6;
+constexpr size_t kHelloNonceAt = 8;
+constexpr size_t kHelloAuthNonceAt = 16;
+constexpr size_t kHelloCountAt = 32;
+constexpr size_t kHelloChunkAt = 36;
+constexpr size_t kHelloPidAt = 40;
+constexpr size_t kHelloHostAt = 44;
+static_assert(kHelloAuthNonceAt + auth::kNonceBytes == kHelloCountAt);
 static_assert(kHelloHostAt + kHostnameBytes == kHelloBytes);
+
+// Challenge layout: the header's offsets are version 1's ack's.
+constexpr size_t kChallengeMagicAt = 0;
+constexpr size_t kChallengeVersionAt = 4;
+constexpr size_t kChallengeCodeAt = 6;
+constexpr size_t kChallengePidAt = 8;
+constexpr size_t kChallengeNonceAt = 12;
+static_assert(kChallengePidAt + 4 == kChallengeHeaderBytes);
+static_assert(kChallengeHeaderBytes == kChallengeNonceAt);
+static_assert(kChallengeNonceAt + auth::kNonceBytes == kChallengeProofAt);
+
+// Response layout.
+constexpr size_t kResponseMagicAt = 0;
+constexpr size_t kResponseVersionAt = 4;
+constexpr size_t kResponseVerdictAt = 6;
+constexpr size_t kResponseProofAt = 8;
+static_assert(kResponseProofAt + auth::kProofBytes == kResponseBytes);
 
 // Ack layout.
 constexpr size_t kAckMagicAt = 0;
 constexpr size_t kAckVersionAt = 4;
 constexpr size_t kAckCodeAt = 6;
-constexpr size_t kAckPidAt = 8;
-static_assert(kAckPidAt + 4 <= kAckBytes);
+static_assert(kAckCodeAt + 2 == kAckBytes);
 
 // Frame layout.
 constexpr size_t kFrameMagicAt = 0;
@@ -50,6 +68,13 @@ constexpr size_t kFrameSizeAt = 8;
 static_assert(kFrameSizeAt + 8 == kFrameHeaderBytes);
 
 constexpr uint8_t kKnownFrameFlags = kFrameInline;
+
+template <size_t N>
+std::array<uint8_t, N> getBytes(const uint8_t* p) noexcept {
+  std::array<uint8_t, N> out{};
+  std::memcpy(out.data(), p, N);
+  return out;
+}
 
 }  // namespace
 
@@ -112,9 +137,9 @@ void encodeHello(const Hello& hello, uint8_t* out) noexcept {
   std::memset(out, 0, kHelloBytes);
   putU32(out + kHelloMagicAt, kHelloMagic);
   putU16(out + kHelloVersionAt, kProtocolVersion);
-  putU64(out + kHelloTokenAt, hello.tokenDigest);
-  putU64(out + kHelloNonceAt, hello.nonce);
   putU16(out + kHelloIndexAt, hello.socketIndex);
+  putU64(out + kHelloNonceAt, hello.nonce);
+  std::memcpy(out + kHelloAuthNonceAt, hello.authNonce.data(), auth::kNonceBytes);
   putU16(out + kHelloCountAt, hello.nSockets);
   putU32(out + kHelloChunkAt, hello.chunkBytes);
   putU32(out + kHelloPidAt, hello.pid);
@@ -140,14 +165,14 @@ bool checkHelloPrefix(const uint8_t* in, size_t size, Refusal* reason, bool* isO
   return true;
 }
 
-Refusal decodeHello(const uint8_t* in, uint64_t expectedTokenDigest, Hello* hello) noexcept {
+Refusal decodeHello(const uint8_t* in, Hello* hello) noexcept {
   Refusal reason = Refusal::kNone;
   bool isOurs = true;
   if (!checkHelloPrefix(in, kHelloBytes, &reason, &isOurs)) {
     return isOurs ? reason : Refusal::kBadHello;
   }
   Hello h;
-  h.tokenDigest = getU64(in + kHelloTokenAt);
+  h.authNonce = getBytes<auth::kNonceBytes>(in + kHelloAuthNonceAt);
   h.nonce = getU64(in + kHelloNonceAt);
   h.socketIndex = getU16(in + kHelloIndexAt);
   h.nSockets = getU16(in + kHelloCountAt);
@@ -162,9 +187,6 @@ Refusal decodeHello(const uint8_t* in, uint64_t expectedTokenDigest, Hello* hell
     h.hostname[i] = (c >= 0x20 && c < 0x7f) ? c : '?';
   }
   *hello = h;
-  if (h.tokenDigest != expectedTokenDigest) {
-    return Refusal::kBadToken;
-  }
   if (h.nSockets < 2 || h.nSockets > kMaxSockets || h.socketIndex >= h.nSockets) {
     return Refusal::kBadHello;
   }
@@ -174,22 +196,72 @@ Refusal decodeHello(const uint8_t* in, uint64_t expectedTokenDigest, Hello* hell
   return Refusal::kNone;
 }
 
+void encodeChallenge(const Challenge& challenge, uint8_t* out) noexcept {
+  putU32(out + kChallengeMagicAt, kChallengeMagic);
+  putU16(out + kChallengeVersionAt, challenge.version);
+  putU16(out + kChallengeCodeAt, static_cast<uint16_t>(challenge.refusal));
+  putU32(out + kChallengePidAt, challenge.pid);
+  std::memcpy(out + kChallengeNonceAt, challenge.nonce.data(), auth::kNonceBytes);
+  std::memcpy(out + kChallengeProofAt, challenge.proof.data(), auth::kProofBytes);
+}
+
+bool decodeChallengeHeader(const uint8_t* in, Challenge* challenge) noexcept {
+  if (getU32(in + kChallengeMagicAt) != kChallengeMagic) {
+    return false;
+  }
+  challenge->version = getU16(in + kChallengeVersionAt);
+  challenge->refusal = static_cast<Refusal>(getU16(in + kChallengeCodeAt));
+  challenge->pid = getU32(in + kChallengePidAt);
+  return true;
+}
+
+void encodeResponse(const Response& response, uint8_t* out) noexcept {
+  putU32(out + kResponseMagicAt, kResponseMagic);
+  putU16(out + kResponseVersionAt, kProtocolVersion);
+  putU16(out + kResponseVerdictAt, static_cast<uint16_t>(response.verdict));
+  std::memcpy(out + kResponseProofAt, response.proof.data(), auth::kProofBytes);
+}
+
+bool decodeResponse(const uint8_t* in, Response* response) noexcept {
+  if (getU32(in + kResponseMagicAt) != kResponseMagic ||
+      getU16(in + kResponseVersionAt) != kProtocolVersion) {
+    return false;
+  }
+  const auto verdict = static_cast<Verdict>(getU16(in + kResponseVerdictAt));
+  if (verdict != Verdict::kProven && verdict != Verdict::kNotProven) {
+    return false;
+  }
+  response->verdict = verdict;
+  response->proof = getBytes<auth::kProofBytes>(in + kResponseProofAt);
+  return true;
+}
+
 void encodeAck(const Ack& ack, uint8_t* out) noexcept {
-  std::memset(out, 0, kAckBytes);
   putU32(out + kAckMagicAt, kAckMagic);
-  putU16(out + kAckVersionAt, ack.version);
+  putU16(out + kAckVersionAt, kProtocolVersion);
   putU16(out + kAckCodeAt, static_cast<uint16_t>(ack.refusal));
-  putU32(out + kAckPidAt, ack.pid);
 }
 
 bool decodeAck(const uint8_t* in, Ack* ack) noexcept {
-  if (getU32(in + kAckMagicAt) != kAckMagic) {
+  if (getU32(in + kAckMagicAt) != kAckMagic || getU16(in + kAckVersionAt) != kProtocolVersion) {
     return false;
   }
-  ack->version = getU16(in + kAckVersionAt);
-  ack->refusal = static_cast<Refusal>(getU16(in + kAckCodeAt));
-  ack->pid = getU32(in + kAckPidAt);
-  return true;
+  const auto refusal = static_cast<Refusal>(getU16(in + kAckCodeAt));
+  switch (refusal) {
+    case Refusal::kNone:
+    case Refusal::kBadToken:
+    case Refusal::kBadHello:
+    case Refusal::kDuplicate: ack->refusal = refusal; return true;
+    default: return false;  // not a verdict on an authenticated hello
+  }
+}
+
+auth::Nonce helloAuthNonce(const uint8_t* hello) noexcept {
+  return getBytes<auth::kNonceBytes>(hello + kHelloAuthNonceAt);
+}
+
+auth::Nonce challengeNonce(const uint8_t* challenge) noexcept {
+  return getBytes<auth::kNonceBytes>(challenge + kChallengeNonceAt);
 }
 
 void encodeFrame(const FrameHeader& frame, uint8_t* out) noexcept {

@@ -1,14 +1,19 @@
 #include "tests/unit/transport/tcp/tcp_test_util.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstring>
+#include <thread>
+
 #include "plugin/transport/tcp/handle_address.h"
-#include "plugin/transport/tcp/wire.h"
+#include "plugin/transport/tcp/handshake_proof.h"
 
 namespace resilient::test {
 
-using transport::tcp::TcpOptions;
+using namespace transport::tcp;
 
 TcpOptions loopbackOptions(int family) {
   TcpOptions o;
@@ -23,11 +28,11 @@ TcpOptions loopbackOptions(int family) {
 }
 
 int rawConnect(const void* handle) {
-  transport::tcp::ListenHandle h;
-  if (!transport::tcp::decodeHandle(handle, &h).ok()) {
+  ListenHandle h;
+  if (!decodeHandle(handle, &h).ok()) {
     return -1;
   }
-  const auto address = transport::tcp::toSocketAddress(h);
+  const auto address = toSocketAddress(h);
   const int fd = ::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return -1;
@@ -41,6 +46,99 @@ int rawConnect(const void* handle) {
 
 std::string localAddressText(int fd) {
   return localAddressOf(fd).toString();
+}
+
+Hello rawHello(uint64_t nonce, uint16_t index, uint16_t nSockets) {
+  Hello h;
+  h.authNonce = auth::freshNonce();
+  h.nonce = nonce;
+  h.socketIndex = index;
+  h.nSockets = nSockets;
+  h.chunkBytes = 64u << 10;
+  h.pid = 1;
+  std::strcpy(h.hostname, "raw-test");
+  return h;
+}
+
+namespace {
+
+bool sendAllBlocking(int fd, const uint8_t* p, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
+    if (n <= 0) {
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool recvAllBlocking(int fd, uint8_t* p, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::recv(fd, p, size, 0);
+    if (n <= 0) {
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+RawHandshake rawHandshake(int fd, const uint8_t* hello, const std::string& token,
+                          const uint8_t* response) {
+  RawHandshake r;
+  timeval timeout{5, 0};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::memcpy(r.hello, hello, kHelloBytes);
+  if (!sendAllBlocking(fd, r.hello, kHelloBytes) ||
+      !recvAllBlocking(fd, r.challengeBytes, kChallengeBytes) ||
+      !decodeChallengeHeader(r.challengeBytes, &r.challenge)) {
+    return r;
+  }
+  r.challenged = true;
+  if (r.challenge.refusal != Refusal::kNone) {
+    return r;
+  }
+  if (response != nullptr) {
+    std::memcpy(r.response, response, kResponseBytes);
+  } else {
+    const HandshakeSecret secret(token);
+    encodeResponse(Response{Verdict::kProven, secret.connectorProof(r.hello, r.challengeBytes)},
+                   r.response);
+  }
+  uint8_t ack[kAckBytes];
+  if (sendAllBlocking(fd, r.response, kResponseBytes) && recvAllBlocking(fd, ack, kAckBytes)) {
+    r.acked = decodeAck(ack, &r.ack);
+  }
+  return r;
+}
+
+void acceptWhile(TcpTransport* receiver, void* listenComm, const std::function<void()>& client,
+                 void** recvComm, int* comms) {
+  std::atomic<bool> done{false};
+  std::thread thread([&] {
+    client();
+    done = true;
+  });
+  while (!done) {
+    void* comm = nullptr;
+    if (receiver->accept(listenComm, &comm).ok() && comm != nullptr) {
+      if (comms != nullptr) {
+        ++*comms;
+      }
+      if (recvComm != nullptr && *recvComm == nullptr) {
+        *recvComm = comm;
+      } else {
+        (void)receiver->closeRecv(comm);
+      }
+    }
+    std::this_thread::yield();
+  }
+  thread.join();
 }
 
 }  // namespace resilient::test

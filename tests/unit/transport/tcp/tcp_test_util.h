@@ -3,9 +3,13 @@
 // round trips are tests/support/transport_pair.h.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "plugin/transport/tcp/options.h"
+#include "plugin/transport/tcp/tcp_transport.h"
+#include "plugin/transport/tcp/wire.h"
 
 namespace resilient::test {
 
@@ -17,5 +21,33 @@ int rawConnect(const void* handle);
 
 // "ip:port" of the local end of a socket.
 std::string localAddressText(int fd);
+
+// A hello of a connection of `nSockets` sockets, with a fresh auth nonce.
+transport::tcp::Hello rawHello(uint64_t nonce, uint16_t index, uint16_t nSockets);
+
+// The handshake of a fake connector on a raw socket, as far as it got.
+struct RawHandshake {
+  uint8_t hello[transport::tcp::kHelloBytes] = {};
+  bool challenged = false;              // a whole challenge arrived
+  transport::tcp::Challenge challenge;  // its header (version, code, pid)
+  uint8_t challengeBytes[transport::tcp::kChallengeBytes] = {};
+  uint8_t response[transport::tcp::kResponseBytes] = {};
+  bool acked = false;  // an ack arrived
+  transport::tcp::Ack ack;
+};
+
+// Plays a connector on `fd` (blocking, 5 s at most per read): sends `hello`
+// (kHelloBytes), reads the challenge and, unless it refuses, answers with a
+// proof made with `token` (or the kResponseBytes of `response` when not null),
+// then reads the ack. Someone must poll the listener meanwhile (acceptWhile).
+RawHandshake rawHandshake(int fd, const uint8_t* hello, const std::string& token,
+                          const uint8_t* response = nullptr);
+
+// Runs `client` on another thread while polling accept() on `listenComm`
+// until it returns; the comms accept() yields are returned in *recvComm (the
+// first) and counted in *comms (both may be null: any comm is then closed).
+void acceptWhile(transport::tcp::TcpTransport* receiver, void* listenComm,
+                 const std::function<void()>& client, void** recvComm = nullptr,
+                 int* comms = nullptr);
 
 }  // namespace resilient::test

@@ -47,17 +47,26 @@ void* postRecv(TcpTransport* t, void* comm, void* buf, size_t size, int tag) {
 void rawConnection(TcpTransport* receiver, TransportPair* pair, int* control, int* data) {
   REQUIRE(test::listenOn(receiver, pair).ok());
   int fds[2];
+  test::RawHandshake handshakes[2];
   for (int i = 0; i < 2; ++i) {
     fds[i] = test::rawConnect(pair->handle);
     REQUIRE(fds[i] >= 0);
-    Hello h;
-    h.nonce = 99;
-    h.socketIndex = static_cast<uint16_t>(i);
-    h.nSockets = 2;
-    h.chunkBytes = kMinChunkBytes;
-    uint8_t bytes[kHelloBytes];
-    encodeHello(h, bytes);
-    REQUIRE(::send(fds[i], bytes, sizeof bytes, MSG_NOSIGNAL) == static_cast<ssize_t>(kHelloBytes));
+  }
+  test::acceptWhile(
+      receiver, pair->listenComm,
+      [&] {
+        for (int i = 0; i < 2; ++i) {
+          Hello h = test::rawHello(99, static_cast<uint16_t>(i), 2);
+          h.chunkBytes = kMinChunkBytes;
+          uint8_t bytes[kHelloBytes];
+          encodeHello(h, bytes);
+          handshakes[i] = test::rawHandshake(fds[i], bytes, receiver->options().jobToken);
+        }
+      },
+      &pair->recvComm);
+  for (const auto& handshake : handshakes) {
+    REQUIRE(handshake.acked);
+    REQUIRE(handshake.ack.refusal == Refusal::kNone);
   }
   const uint64_t deadline = test::monotonicMs() + 3000;
   while (pair->recvComm == nullptr && test::monotonicMs() < deadline) {
