@@ -162,8 +162,9 @@ inline constexpr IntKnob kTcpUserTimeoutMs{{
 inline constexpr StringKnob kJobToken{{
     .name = "NCCL_RESILIENT_JOB_TOKEN",
     .defaultValue = "",
-    .doc = "Shared secret of the job: peers whose handshake carries another token are "
-           "refused (empty: no check).",
+    .doc = "Shared secret of the job: the net plugin's handshakes refuse a peer that cannot "
+           "prove it holds the same token (empty is a token like any other); the TCP store "
+           "refuses clients with another token (empty: no check).",
 }};
 
 inline constexpr IntKnob kLivenessTimeoutMs{{
