@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <unordered_set>
 
+#include "common/file_descriptor.h"
+#include "common/log.h"
 #include "common/status.h"
 
 namespace resilient::config {
@@ -60,17 +63,17 @@ ConfFile parseConf(std::string_view text, std::string path) {
     };
     const size_t eq = body.find('=');
     if (eq == std::string_view::npos) {
-      diag("ignored line without '=': \"" + std::string(body) + "\"");
+      diag("ignored line without '=': \"" + log::printable(body) + "\"");
       continue;
     }
     const std::string_view name = trim(body.substr(0, eq));
     const std::string_view value = trim(body.substr(eq + 1));
     if (!validName(name)) {
-      diag("ignored line with an invalid variable name: \"" + std::string(body) + "\"");
+      diag("ignored line with an invalid variable name: \"" + log::printable(body) + "\"");
       continue;
     }
     if (name.size() > kMaxConfTokenLength || value.size() > kMaxConfTokenLength) {
-      diag("ignored " + std::string(name) + ": name or value longer than " +
+      diag("ignored " + log::printable(name) + ": name or value longer than " +
            std::to_string(kMaxConfTokenLength) + " characters");
       continue;
     }
@@ -83,43 +86,52 @@ ConfFile parseConf(std::string_view text, std::string path) {
 }
 
 std::optional<ConfFile> readConf(const std::string& path) {
-  auto unreadable = [&](int err) {
+  auto refused = [&](const std::string& why) {
     ConfFile file;
     file.path = path;
-    file.diagnostics.push_back(path + ": cannot read: " + errnoText(err));
+    file.diagnostics.push_back(path + ": " + why);
     return file;
   };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  // Never blocks: a FIFO at the name is refused, not waited on.
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
     if (errno == ENOENT || errno == ENOTDIR) {
       return std::nullopt;
     }
-    return unreadable(errno);
+    return refused("cannot read: " + errnoText(errno));
   }
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
-    ::close(fd);
-    return unreadable(err);
+  if (fstat(fd.get(), &st) != 0) {
+    return refused("cannot read: " + errnoText(errno));
+  }
+  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) {
+    return parseConf("", path);  // /dev/null: an empty configuration
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    return refused(std::string("not a regular file (") + kind + "): ignored");
+  }
+  if (st.st_size > static_cast<off_t>(kMaxConfFileBytes)) {
+    return refused("larger than " + std::to_string(kMaxConfFileBytes) + " bytes: ignored");
   }
   std::string content;
   std::array<char, 4096> chunk{};
-  while (true) {
-    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+  while (content.size() <= kMaxConfFileBytes) {
+    const ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
     if (n < 0 && errno == EINTR) {
       continue;
     }
     if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return unreadable(err);
+      return refused("cannot read: " + errnoText(errno));
     }
     if (n == 0) {
       break;
     }
     content.append(chunk.data(), static_cast<size_t>(n));
   }
-  ::close(fd);
   return parseConf(content, path);
 }
 

@@ -30,11 +30,16 @@ struct ConfFile {
 
 // NCCL's limit for names and values read from a conf file.
 inline constexpr size_t kMaxConfTokenLength = 1023;
+// A conf file larger than this is not one (ignored, with a diagnostic).
+inline constexpr size_t kMaxConfFileBytes = 1 << 20;
 
 ConfFile parseConf(std::string_view text, std::string path);
 
-// Reads and parses `path`. A file that does not exist gives nullopt; a file
-// that exists but cannot be read gives an empty ConfFile with a diagnostic.
+// Reads and parses `path`, never blocking. A file that does not exist gives
+// nullopt; /dev/null an empty ConfFile; anything that exists but is not a
+// regular file (a FIFO, a directory, a device), is over kMaxConfFileBytes or
+// cannot be read gives an empty ConfFile with a diagnostic. Diagnostics show
+// the file's bytes printable (log::printable).
 std::optional<ConfFile> readConf(const std::string& path);
 
 }  // namespace resilient::config

@@ -93,8 +93,9 @@ inline constexpr IntKnob kSocketNsocks{{
     .name = "NCCL_RESILIENT_SOCKET_NSOCKS",
     .defaultValue = "2",
     .min = 1,
-    .max = 64,
-    .doc = "Data sockets each TCP connection stripes large messages over.",
+    .max = 63,
+    .doc = "Data sockets each TCP connection stripes large messages over (besides its one "
+           "control socket: 64 sockets per connection at most).",
 }};
 
 inline constexpr IntKnob kSocketNthreads{{

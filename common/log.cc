@@ -190,6 +190,22 @@ void writeSuppressed(Level level, unsigned long subsys, const char* file, int li
   va_end(ap);
 }
 
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f) {
+      out += c;
+    } else {
+      char esc[5];
+      std::snprintf(esc, sizeof esc, "\\x%02x", b);
+      out += esc;
+    }
+  }
+  return out;
+}
+
 std::optional<Level> parseLevel(std::string_view text) noexcept {
   for (Level l :
        {Level::kNone, Level::kVersion, Level::kWarn, Level::kInfo, Level::kAbort, Level::kTrace}) {

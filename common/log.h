@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "nccl/log.h"
@@ -63,6 +64,11 @@ void write(Level level, unsigned long subsys, const char* file, int line, const 
 void writeSuppressed(Level level, unsigned long subsys, const char* file, int line,
                      uint64_t suppressed, const char* fmt, ...) noexcept
     __attribute__((format(printf, 6, 7)));
+
+// `text` as a log line may show it: printable ASCII as is, every other byte
+// as \xNN (a binary conf file or a hostile peer must not write control bytes
+// into a terminal or a log).
+std::string printable(std::string_view text);
 
 // NCCL_DEBUG / NCCL_DEBUG_SUBSYS syntax: a level name ("WARN", case-insensitive) and
 // a comma list of subsystem names where a leading '^' excludes them.

@@ -37,6 +37,15 @@ std::optional<int64_t> parseInt(const std::string& text) {
   return static_cast<int64_t>(v);
 }
 
+// "0700", "-012": strtoll(..., 0) reads them as octal, as NCCL does; a
+// reader of the value may well have meant decimal.
+bool readsAsOctal(std::string_view text) {
+  if (!text.empty() && (text.front() == '-' || text.front() == '+')) {
+    text.remove_prefix(1);
+  }
+  return text.size() >= 2 && text[0] == '0' && text[1] >= '0' && text[1] <= '9';
+}
+
 std::optional<int64_t> parseBool(std::string_view text) {
   for (const char* t : {"1", "true", "yes", "on"}) {
     if (equalsIgnoreCase(text, t)) {
@@ -121,7 +130,8 @@ size_t editDistance(std::string_view a, std::string_view b) {
 std::string unknownNameWarning(std::span<const ParamSpec> specs, const std::string& name,
                                const std::string& value, const std::string& origin) {
   std::string msg =
-      "unknown variable " + name + "=\"" + value + "\" (from " + origin + ") is ignored";
+      "unknown variable " + log::printable(name) + "=\"" + log::printable(value) + "\" (from " +
+      origin + ") is ignored";
   const ParamSpec* best = nullptr;
   size_t bestDistance = 4;  // suggest only close matches
   for (const ParamSpec& s : specs) {
@@ -234,11 +244,16 @@ Params::Params(std::span<const ParamSpec> specs, const ConfigSources& sources)
     auto tryValue = [&](const char* variable, const std::string& text, const std::string& origin) {
       if (const auto n = parseValue(spec, text)) {
         out = ParamValue{canonicalText(spec, text, *n), *n, origin};
+        if (spec.type == ParamType::kInt && readsAsOctal(text)) {
+          warnings_.push_back(std::string(variable) + "=" + log::printable(text) + " (from " +
+                              origin + ") is read as octal, " + std::to_string(*n) +
+                              ", as NCCL reads it; without the leading 0 it is decimal");
+        }
         return;
       }
       useDefault();
       std::string w = variable;
-      w += "=\"" + text + "\" (from " + origin + ") is not valid: expected ";
+      w += "=\"" + log::printable(text) + "\" (from " + origin + ") is not valid: expected ";
       w += describeAccepted(spec);
       w += "; using the default " + out.text;
       warnings_.push_back(std::move(w));

@@ -43,6 +43,8 @@ transport::tcp::TcpOptions tcpOptionsFrom(const config::Params& params) {
   transport::tcp::TcpOptions o;
   o.ifname = params.get<config::kSocketIfname>();
   o.family = familyOf(params.get<config::kSocketFamily>());
+  // The knob's range is the transport's: nothing is clamped without a word.
+  static_assert(config::kSocketNsocks.spec().max == transport::tcp::kMaxDataSockets);
   o.nSocks = static_cast<int>(params.get<config::kSocketNsocks>());
   o.nThreads = static_cast<int>(params.get<config::kSocketNthreads>());
   if (o.nThreads < 0) {

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include "common/conf_file.h"
 #include "tests/support/temp_dir.h"
 
@@ -103,6 +105,31 @@ TEST_CASE("reading conf files from disk", "[common][conf]") {
     REQUIRE(f.has_value());
     CHECK(f->entries.empty());
     REQUIRE(f->diagnostics.size() == 1);
-    CHECK(f->diagnostics[0].find("cannot read") != std::string::npos);
+    CHECK(f->diagnostics[0].find("not a regular file (a directory): ignored") != std::string::npos);
   }
+  SECTION("a FIFO is refused at once, not waited on") {
+    // Issue 19 finding 3: NCCL_CONF_FILE naming a FIFO blocked the plugin's
+    // init (and resilient-config) forever.
+    const std::string fifo = (dir.path() / "fifo.conf").string();
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    const auto f = readConf(fifo);
+    REQUIRE(f.has_value());
+    CHECK(f->entries.empty());
+    REQUIRE(f->diagnostics.size() == 1);
+    CHECK(f->diagnostics[0] == fifo + ": not a regular file (a FIFO): ignored");
+  }
+  SECTION("/dev/null is an empty configuration, not an error") {
+    // Issue 19 finding 3: "cannot read: Success", and resilient-config exited 1.
+    const auto f = readConf("/dev/null");
+    REQUIRE(f.has_value());
+    CHECK(f->entries.empty());
+    CHECK(f->diagnostics.empty());
+  }
+}
+
+TEST_CASE("conf files: control bytes never reach the log raw", "[common][conf]") {
+  // Issue 19 finding 3: a binary conf file's bytes were echoed into the log.
+  const ConfFile f = parseConf(std::string("\x1b[31mred\x07\n"), "bin.conf");
+  REQUIRE(f.diagnostics.size() == 1);
+  CHECK(f.diagnostics[0] == "bin.conf:1: ignored line without '=': \"\\x1b[31mred\\x07\"");
 }

@@ -111,6 +111,22 @@ TEST_CASE("params: environment values apply and are parsed by type", "[common][p
   CHECK(p.value(kEven).text == "14");
 }
 
+TEST_CASE("params: a number with a leading zero is read as NCCL reads it, octal, with a word",
+          "[common][params]") {
+  // Issue 19 finding 3: "0700" became 448 without a word.
+  Fixture fx;
+  fx.env = {"NCCL_RESILIENT_TIMEOUT_MS=0700"};
+  const Params p = fx.resolve();
+  CHECK(p.value(kTimeout).number == 448);
+  REQUIRE(p.warnings().size() == 1);
+  CHECK(p.warnings()[0] ==
+        "NCCL_RESILIENT_TIMEOUT_MS=0700 (from environment) is read as octal, 448, as NCCL reads "
+        "it; without the leading 0 it is decimal");
+  Fixture plain;
+  plain.env = {"NCCL_RESILIENT_TIMEOUT_MS=70", "NCCL_RESILIENT_EVEN=10"};
+  CHECK(plain.resolve().warnings().empty());
+}
+
 TEST_CASE("params: a conf-file value applies when the environment has none", "[common][params]") {
   Fixture fx;
   const std::string conf = fx.confFile("# tuning\nNCCL_RESILIENT_TIMEOUT_MS = 750\r\n");
