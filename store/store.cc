@@ -7,6 +7,31 @@
 
 namespace resilient::store {
 
+namespace {
+thread_local std::optional<TimePoint> tDeadline;
+}  // namespace
+
+DeadlineScope::DeadlineScope(TimePoint deadline) : previous_(tDeadline) {
+  tDeadline = previous_ ? std::min(*previous_, deadline) : deadline;
+}
+
+DeadlineScope::~DeadlineScope() {
+  tDeadline = previous_;
+}
+
+std::optional<TimePoint> DeadlineScope::current() noexcept {
+  return tDeadline;
+}
+
+Millis Timeout::orDefault(Millis fallback) const {
+  const Millis own = isDefault() ? fallback : ms_;
+  if (!tDeadline) {
+    return own;
+  }
+  const auto left = std::chrono::ceil<Millis>(*tDeadline - SteadyClock::now());
+  return std::min(own, std::max(Millis(1), left));
+}
+
 bool Store::exists(std::string_view key, Timeout timeout) {
   return check({std::string(key)}, timeout);
 }

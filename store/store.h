@@ -38,15 +38,35 @@ using Millis = std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 using TimePoint = SteadyClock::time_point;
 
+// The deadline of the operation a thread's store calls are made for (a
+// barrier, a rendezvous, one slice of either): while a DeadlineScope lives,
+// every store call of that thread ends by its deadline, whatever timeout it
+// names itself (its own or the store's default), with at least 1 ms to try.
+// Scopes nest; the earliest deadline wins.
+class DeadlineScope {
+ public:
+  explicit DeadlineScope(TimePoint deadline);
+  ~DeadlineScope();
+  DeadlineScope(const DeadlineScope&) = delete;
+  DeadlineScope& operator=(const DeadlineScope&) = delete;
+  // This thread's deadline, if a scope is open.
+  static std::optional<TimePoint> current() noexcept;
+
+ private:
+  std::optional<TimePoint> previous_;
+};
+
 // How long one call may take. A default-constructed Timeout means "the
 // store's default" (NCCL_RESILIENT_STORE_TIMEOUT_MS unless the store was
-// built with another).
+// built with another). Either is cut to the thread's DeadlineScope.
 class Timeout {
  public:
   constexpr Timeout() = default;
   constexpr Timeout(Millis ms) : ms_(ms < Millis(0) ? Millis(0) : ms) {}  // NOLINT: implicit
   constexpr bool isDefault() const { return ms_ < Millis(0); }
-  constexpr Millis orDefault(Millis fallback) const { return isDefault() ? fallback : ms_; }
+  // What the call may take: this timeout, or `fallback` (the store's
+  // default), at most until the DeadlineScope's deadline.
+  Millis orDefault(Millis fallback) const;
 
  private:
   Millis ms_{-1};

@@ -51,7 +51,13 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
       },
       [&](const store::TimeoutError& e) {
         const auto* missing = dynamic_cast<const store::BarrierTimeout*>(&e);
-        if (options.markMissing && missing != nullptr) {
+        if (missing == nullptr) {
+          // The last slice did not even get the store's answer.
+          throw StoreUnavailable(what + ": the store " + store_.describe() +
+                                 " did not answer within " + std::to_string(timeout.count()) +
+                                 " ms: " + e.what());
+        }
+        if (options.markMissing) {
           return missing->missingRanks();
         }
         throw TimeoutError(what + " timed out after " + std::to_string(timeout.count()) +

@@ -107,13 +107,18 @@ void Loop::run(const std::function<void(CallContext&)>& fn) {
     throw InternalError("Wrapper::run may be called once per Wrapper");
   }
   setup();
-  for (;;) {
-    applyWorld();
-    if (runIteration(fn) == Outcome::kCompleted) {
-      finish();
-      return;
+  try {
+    for (;;) {
+      applyWorld();
+      if (runIteration(fn) == Outcome::kCompleted) {
+        finish();
+        return;
+      }
+      recover();
     }
-    recover();
+  } catch (const StoreUnavailable&) {
+    // No record can reach a store that does not answer: leave without one.
+    leave(std::current_exception(), /*recordInStore=*/false);
   }
 }
 
@@ -175,6 +180,8 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
     return Outcome::kCompleted;
   } catch (const RankShouldRestart&) {
     // Someone else's fault: already published.
+  } catch (const StoreUnavailable&) {
+    throw;  // nothing to restart with (Loop::run)
   } catch (const RestartAbort&) {
     publish(FaultReason::kRestartAbort, describeException(std::current_exception()));
     leave(std::current_exception());
@@ -254,9 +261,11 @@ void Loop::finish() {
   setPhase(RankPhase::kDone);
 }
 
-void Loop::leave(std::exception_ptr why) {
+void Loop::leave(std::exception_ptr why, bool recordInStore) {
   monitor_.reset();
-  barrier_->markTerminated(state_.initialRank, "left: " + describeException(why));
+  if (recordInStore) {
+    barrier_->markTerminated(state_.initialRank, "left: " + describeException(why));
+  }
   state_.mode = Mode::kTerminated;
   setPhase(RankPhase::kFailed);
   timeline_.record(state_.iteration, "terminated", describeException(why));

@@ -87,7 +87,9 @@ class Loop {
   void publish(protocol::FaultReason reason, const std::string& detail, int culprit = -1);
   void recover();  // after a fault: through the iteration barrier to the next World
   void finish();   // after completion
-  [[noreturn]] void leave(std::exception_ptr why);  // terminal for this rank
+  // Terminal for this rank: records it as terminated (unless the store is
+  // what failed), runs the terminate hook, rethrows `why`.
+  [[noreturn]] void leave(std::exception_ptr why, bool recordInStore = true);
   void runBounded(const char* what, const std::function<void(const State&)>& hook,
                   std::chrono::milliseconds timeout);
   void setPhase(protocol::RankPhase phase) noexcept;

@@ -2,10 +2,16 @@
 // two of them: the loop's job barriers and the rendezvous of its
 // communicators end with RankShouldRestart once the iteration is
 // interrupted, instead of at their own, much longer, timeouts.
+//
+// Every store call a slice makes ends with the slice (store::DeadlineScope):
+// a store that stops answering costs a slice, not the store's default
+// timeout, and the wait ends at its own deadline with the store's error.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+
+#include "store/store.h"
 
 namespace resilient::restart {
 
@@ -28,6 +34,7 @@ auto waitInSlices(std::chrono::milliseconds timeout, std::chrono::milliseconds s
   };
   for (;;) {
     try {
+      const store::DeadlineScope bound(Clock::now() + sliceTime());
       return wait(sliceTime);
     } catch (const SliceTimeout& e) {
       between();

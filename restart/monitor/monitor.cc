@@ -78,8 +78,7 @@ protocol::FaultRecord Monitor::record(FaultReason reason, int subject,
 }
 
 template <typename Fn>
-void Monitor::retrying(const char* what, Fn&& step) {
-  const uint64_t deadline = monotonicNs() + toNs(config_.storeTimeout);
+void Monitor::retrying(const char* what, uint64_t deadline, Fn&& step) {
   for (;;) {
     try {
       step();
@@ -127,14 +126,21 @@ int Monitor::run() {
         }
         storeFailingSinceNs_ = 0;
       } catch (const store::StoreError& e) {
+        if (permanent(e)) {
+          return fail(std::string("the store refused a call: ") + e.what());
+        }
+        // An unreachable store stops the heartbeat and the records, not the
+        // watch: tick() has enforced the rank's timeouts all the same, and
+        // goes on doing so for as long as the rank lives.
         if (storeFailingSinceNs_ == 0) {
           storeFailingSinceNs_ = now;
-          log_.write("store call failed (retrying for up to %lld ms): %s",
-                     static_cast<long long>(config_.storeTimeout.count()), e.what());
-        }
-        if (permanent(e) || now - storeFailingSinceNs_ >= toNs(config_.storeTimeout)) {
-          return fail(std::string("the store failed for ") +
-                      std::to_string(toMs(now - storeFailingSinceNs_)) + " ms: " + e.what());
+          storeReportedNs_ = now;
+          log_.write("store call failed (retrying; the rank's timeouts are still enforced): %s",
+                     e.what());
+        } else if (now - storeReportedNs_ >= toNs(config_.storeTimeout)) {
+          storeReportedNs_ = now;
+          log_.write("the store has failed for %lld ms: %s",
+                     static_cast<long long>(toMs(now - storeFailingSinceNs_)), e.what());
         }
       }
       // Sleep on the rank's end until the next check or heartbeat is due.
@@ -155,20 +161,38 @@ int Monitor::run() {
 }
 
 bool Monitor::tick(uint64_t nowNs, int* exitCode) {
-  heartbeat_.beatIfDue(nowNs);
-  if (nowNs < nextCheckNs_) {
-    return false;
+  // The rank's timeouts are judged from its status page alone: a store that
+  // fails (the heartbeat, the soft timeout's records) does not keep the
+  // hard timeout from being enforced; its error is raised after the checks.
+  std::exception_ptr storeFailure;
+  try {
+    heartbeat_.beatIfDue(nowNs);
+  } catch (const store::StoreError&) {
+    storeFailure = std::current_exception();
   }
-  nextCheckNs_ = nowNs + toNs(config_.interval);
-  const ProgressView view = ProgressView::of(page_);
-  switch (timeouts_.check(view, nowNs)) {
-    case TimeoutAction::kHard:
-      *exitCode = enforceHardTimeout(view, timeouts_.idleNs(view, nowNs));
-      return true;
-    case TimeoutAction::kSoft: enforceSoftTimeout(view, timeouts_.idleNs(view, nowNs)); break;
-    case TimeoutAction::kNone: break;
+  if (nowNs >= nextCheckNs_) {
+    nextCheckNs_ = nowNs + toNs(config_.interval);
+    const ProgressView view = ProgressView::of(page_);
+    switch (timeouts_.check(view, monotonicNs())) {
+      case TimeoutAction::kHard:
+        *exitCode = enforceHardTimeout(view, timeouts_.idleNs(view, monotonicNs()));
+        return true;
+      case TimeoutAction::kSoft:
+        try {
+          enforceSoftTimeout(view, timeouts_.idleNs(view, monotonicNs()));
+        } catch (const store::StoreError&) {
+          storeFailure = std::current_exception();  // not marked done: tried again next check
+        }
+        break;
+      case TimeoutAction::kNone: break;
+    }
+    if (!storeFailure) {
+      checkSibling(nowNs);
+    }
   }
-  checkSibling(nowNs);
+  if (storeFailure) {
+    std::rethrow_exception(storeFailure);
+  }
   return false;
 }
 
@@ -263,20 +287,23 @@ int Monitor::onRankEnded(RankEnd end) {
       (killedByMonitor ? std::string(", killed by its monitor after the hard timeout") : "");
   log_.write("rank %d ended in iteration %d: %s", config_.rank, iteration, detail.c_str());
   const uint64_t seenNs = monotonicNs();
+  // All the records together within the store's timeout: a store that stays
+  // away does not keep the monitor once its rank is gone.
+  const uint64_t deadline = seenNs + toNs(config_.storeTimeout);
   try {
     bool first = false;
-    retrying("recording the termination",
+    retrying("recording the termination", deadline,
              [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
     if (first) {
       protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
       r.iteration = iteration;
       int64_t index = 0;
-      retrying("publishing the fault record", [&] { index = publisher_.publish(r); });
+      retrying("publishing the fault record", deadline, [&] { index = publisher_.publish(r); });
       log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
     }
-    retrying("counting the rank at the iteration barrier",
+    retrying("counting the rank at the iteration barrier", deadline,
              [&] { publisher_.countAtIterationBarrier(config_.rank, iteration); });
-    retrying("marking the iteration interrupted",
+    retrying("marking the iteration interrupted", deadline,
              [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
     log_.write("recorded in %lld us: terminated, counted at its barrier, iteration %d interrupted",
                static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);

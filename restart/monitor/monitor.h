@@ -51,9 +51,9 @@ class Monitor {
   int onRankEnded(RankEnd end);
   int cleanExit(const char* why);
   int fail(const std::string& why);
-  // Runs `step` until it succeeds or the store timeout passes (rethrows then).
+  // Runs `step` until it succeeds or `deadline` (monotonic ns) passes (rethrows then).
   template <typename Fn>
-  void retrying(const char* what, Fn&& step);
+  void retrying(const char* what, uint64_t deadline, Fn&& step);
   protocol::FaultRecord record(protocol::FaultReason reason, int subject,
                                const std::string& detail) const;
 
@@ -71,6 +71,7 @@ class Monitor {
   RankProcess rank_;
   uint64_t nextCheckNs_ = 0;
   uint64_t storeFailingSinceNs_ = 0;
+  uint64_t storeReportedNs_ = 0;  // when the failing store was last logged
 };
 
 }  // namespace resilient::restart::monitor

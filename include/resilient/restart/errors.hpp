@@ -65,6 +65,14 @@ class TimeoutError : public RestartError {
   using RestartError::RestartError;
 };
 
+// The coordination store did not answer within an operation's bound (a
+// barrier, a rendezvous): nothing can be coordinated, so the rank leaves the
+// loop with this error instead of restarting. The message names the store.
+class StoreUnavailable : public TimeoutError {
+ public:
+  using TimeoutError::TimeoutError;
+};
+
 // A bug or an impossible state inside the library (never the user's fault).
 class InternalError : public RestartError {
  public:

@@ -285,6 +285,27 @@ TEST_CASE("wait times out naming the missing keys", "[store][conformance]") {
   CHECK_THROWS_AS(s.wait({"gone1"}, milliseconds(0)), TimeoutError);
 }
 
+TEST_CASE("a deadline scope cuts every call of its thread, default timeouts included",
+          "[store][conformance]") {
+  // Issue 19 finding 1: a barrier's reads used the store's default timeout
+  // (300 s), not the barrier's deadline.
+  const std::string name = backendUnderTest();
+  CAPTURE(name);
+  StoreContext ctx(name);
+  Store& s = ctx.store();
+  const auto start = Clock::now();
+  {
+    const DeadlineScope outer(Clock::now() + milliseconds(5000));
+    const DeadlineScope inner(Clock::now() + milliseconds(300));  // the earliest wins
+    CHECK_THROWS_AS(s.wait({"never"}), TimeoutError);             // the store's default
+    CHECK_THROWS_AS(s.wait({"never"}, milliseconds(60000)), TimeoutError);
+  }
+  const auto took = Clock::now() - start;
+  CHECK(took >= milliseconds(300));
+  CHECK(took < milliseconds(5000));
+  CHECK_FALSE(DeadlineScope::current());  // closed with its scope
+}
+
 TEST_CASE("waitGet returns the value once it is set", "[store][conformance]") {
   const std::string name = backendUnderTest();
   CAPTURE(name);

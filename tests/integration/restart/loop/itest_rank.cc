@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -45,6 +46,8 @@ struct Flags {
   int maxIterations = 0;      // >0: retryController(maxIterations)
   int maxActive = 0;          // >0: that many active ranks, the others spares
   int count = 1 << 16;        // floats per all-reduce
+  std::string holdFile;       // after its steps, the function waits (pinging) until this exists
+  int holdSilent = 0;         // 1: the wait does not ping (a hung rank)
 };
 
 Flags parse(int argc, char** argv) {
@@ -68,6 +71,8 @@ Flags parse(int argc, char** argv) {
     else if (a == "--max-iterations") f.maxIterations = n();
     else if (a == "--max-active") f.maxActive = n();
     else if (a == "--count") f.count = n();
+    else if (a == "--hold-file") f.holdFile = v;
+    else if (a == "--hold-silent") f.holdSilent = n();
     else throw std::invalid_argument("unknown flag " + a);
   }
   if (f.dir.empty()) {
@@ -243,6 +248,12 @@ int main(int argc, char** argv) {
                                        std::to_string(k));
             }
           }
+        }
+        while (!flags.holdFile.empty() && !std::filesystem::exists(flags.holdFile)) {
+          if (flags.holdSilent == 0) {
+            ctx.ping();
+          }
+          std::this_thread::sleep_for(milliseconds(5));  // polling a file the driver creates
         }
         report["steps"] = flags.steps;
       });

@@ -185,6 +185,9 @@ class Job {
   }
 
   const std::filesystem::path& dir() const { return dir_.path(); }
+  const std::string& storeUrl() const { return url_; }
+  // Freezes (SIGSTOP) or thaws (SIGCONT) the store server.
+  void signalStore(int sig) { store_->kill(sig); }
   ChildProcess& rank(int r) { return *ranks_[static_cast<size_t>(r)]; }
 
   // Rank r's exit code, remembered once reaped (-1: running at the deadline).
@@ -706,4 +709,64 @@ TEST_CASE("100 consecutive restarts leak no descriptor, no thread and no memory"
     CHECK(rssLast - rss1 < 32 * 1024);  // (ASan's quarantine holds freed memory: its leak check decides)
 #endif
   }
+}
+
+TEST_CASE("a frozen store ends the completion barrier on every rank within its timeout, naming "
+          "the store",
+          "[loop][processes][store]") {
+  // Issue 19 finding 1: with the store SIGSTOPped, the ranks sat in the
+  // completion barrier for over 420 s (its timeout: 90 s): the barrier's
+  // reads of the terminated ranks used the store's default timeout (300 s).
+  const int world = 3;
+  TempDir hold;
+  const std::string holdFile = (hold.path() / "go").string();
+  std::vector<std::vector<std::string>> args(world, {"--hold-file", holdFile});
+  Job job(world, args, {{"NCCL_RESILIENT_RESTART_COMPLETION_TIMEOUT_MS", "3000"},
+                        {"NCCL_RESILIENT_STORE_TIMEOUT_MS", "300000"}});
+  for (int r = 0; r < world; ++r) {
+    REQUIRE(job.waitMark("running", r, 0, milliseconds(30000)));
+  }
+  job.signalStore(SIGSTOP);
+  std::ofstream(holdFile).put('\n');
+  const uint64_t start = monoNs();
+  const std::vector<int> codes = job.waitRanks(milliseconds(30000));
+  const double tookMs = msBetween(start, monoNs());
+  job.signalStore(SIGCONT);
+  INFO(job.summary());
+  CHECK(codes == std::vector<int>(world, 0));
+  CHECK(tookMs < 3000 + 7000);  // the barrier's timeout, and a margin for a loaded machine
+  const std::string address = job.storeUrl().substr(std::string("tcp://").size());
+  for (int r = 0; r < world; ++r) {
+    const json report = job.report(r);
+    CAPTURE(r, report.dump());
+    CHECK(report.value("outcome", "") != "completed");
+    CHECK(report.value("error", "").find(address) != std::string::npos);
+  }
+}
+
+TEST_CASE("a monitor that cannot reach the store still enforces its rank's hard timeout",
+          "[loop][processes][store]") {
+  // Issue 19 finding 1: with the store frozen, every monitor's heartbeat
+  // failed before its timeout checks ran, and after the store's timeout
+  // (300 s) the monitors gave up, leaving their ranks alone.
+  const int world = 2;
+  TempDir hold;
+  const std::string holdFile = (hold.path() / "never").string();
+  std::vector<std::vector<std::string>> args(world,
+                                             {"--hold-file", holdFile, "--hold-silent", "1"});
+  Job job(world, args, {{"NCCL_RESILIENT_STORE_TIMEOUT_MS", "300000"}});
+  for (int r = 0; r < world; ++r) {
+    REQUIRE(job.waitMark("running", r, 0, milliseconds(30000)));
+  }
+  job.signalStore(SIGSTOP);
+  const uint64_t start = monoNs();
+  const std::vector<int> codes = job.waitRanks(milliseconds(30000));
+  const double tookMs = msBetween(start, monoNs());
+  job.signalStore(SIGCONT);
+  INFO(job.summary());
+  for (int r = 0; r < world; ++r) {
+    CHECK(codes[static_cast<size_t>(r)] > 128);  // killed by its monitor
+    CHECK(job.monitorLog(r).find("hard timeout in iteration 0") != std::string::npos);
+  }
+  CHECK(tookMs < 4000 + 8000);  // the hard timeout, the grace, a margin for a loaded machine
 }
