@@ -194,6 +194,15 @@ void Loop::applyWorld() {
   state_.activeRank = slot.activeRank;
   state_.worldSize = world_->worldSize();
   state_.activeWorldSize = world_->activeWorldSize();
+  const bool spare = state_.mode == Mode::kInactive;
+  if (spare) {
+    // For a sibling's monitor that finds this rank's node gone (its own
+    // monitor reads the status page).
+    store_->set(keys_->spare(state_.iteration, state_.initialRank), "1");
+  }
+  if (statusPage_) {
+    statusPage_->page().spare.store(spare ? 1 : 0, std::memory_order_release);
+  }
   if (environment_.setProcessEnvironment) {
     setDistributedEnvironment(state_);
   }

@@ -224,7 +224,9 @@ int Monitor::enforceHardTimeout(const ProgressView& view, uint64_t idleNs) {
       r.iteration = view.iteration;
       publisher_.publish(r);
     }
-    publisher_.markInterrupted(view.iteration, FaultReason::kHardTimeout);
+    if (!spare()) {
+      publisher_.markInterrupted(view.iteration, FaultReason::kHardTimeout);
+    }
   } catch (const store::StoreError& e) {
     log_.write("could not record the hard timeout before the kill: %s", e.what());
   }
@@ -264,6 +266,11 @@ void Monitor::checkSibling(uint64_t nowNs) {
     r.iteration = iteration;
     const int64_t index = publisher_.publish(r);
     publisher_.countAtIterationBarrier(s, iteration);
+    if (store_.exists(keys_.spare(iteration, s), callTimeoutFor(config_))) {
+      log_.write("rank %d (a spare in iteration %d) unresponsive: left the pool (fault %lld)", s,
+                 iteration, static_cast<long long>(index));
+      continue;
+    }
     publisher_.markInterrupted(iteration, FaultReason::kUnresponsive);
     log_.write("rank %d unresponsive in iteration %d: %s (fault %lld)", s, iteration,
                detail.c_str(), static_cast<long long>(index));
@@ -303,10 +310,19 @@ int Monitor::onRankEnded(RankEnd end) {
     }
     retrying("counting the rank at the iteration barrier", deadline,
              [&] { publisher_.countAtIterationBarrier(config_.rank, iteration); });
-    retrying("marking the iteration interrupted", deadline,
-             [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
-    log_.write("recorded in %lld us: terminated, counted at its barrier, iteration %d interrupted",
-               static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
+    if (spare()) {
+      // A spare only leaves the pool: the barriers count it (terminated),
+      // the active ranks go on.
+      log_.write("recorded in %lld us: terminated, counted at its barrier; a spare in iteration "
+                 "%d: the active ranks are not interrupted",
+                 static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
+    } else {
+      retrying("marking the iteration interrupted", deadline,
+               [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
+      log_.write(
+          "recorded in %lld us: terminated, counted at its barrier, iteration %d interrupted",
+          static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
+    }
     try {
       heartbeat_.remove();
     } catch (const store::StoreError& e) {

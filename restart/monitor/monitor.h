@@ -50,6 +50,8 @@ class Monitor {
   // The rank's process ended: records it unless it had finished.
   int onRankEnded(RankEnd end);
   int cleanExit(const char* why);
+  // Whether the rank is a spare in its current iteration (its status page).
+  bool spare() const noexcept { return page_.spare.load(std::memory_order_acquire) != 0; }
   int fail(const std::string& why);
   // Runs `step` until it succeeds or `deadline` (monotonic ns) passes (rethrows then).
   template <typename Fn>

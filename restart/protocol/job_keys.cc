@@ -42,6 +42,11 @@ std::string JobKeys::interrupted(int iteration) const {
   return prefix_ + "iteration/" + std::to_string(iteration) + "/interrupted";
 }
 
+std::string JobKeys::spare(int iteration, int initialRank) const {
+  return prefix_ + "iteration/" + std::to_string(iteration) + "/spare/" +
+         std::to_string(initialRank);
+}
+
 std::string JobKeys::rendezvous(int iteration) const {
   return prefix_ + "iteration/" + std::to_string(iteration) + "/comm/";
 }

@@ -37,6 +37,9 @@ class JobKeys {
   std::string faultCount() const;
   std::string fault(int64_t index) const;
   std::string interrupted(int iteration) const;
+  // Present while `initialRank` is a spare in iteration k (its death then
+  // interrupts nobody).
+  std::string spare(int iteration, int initialRank) const;
   // The prefix under which iteration k's rendezvous keys live.
   std::string rendezvous(int iteration) const;
 

@@ -18,7 +18,7 @@
 namespace resilient::restart::protocol {
 
 inline constexpr uint32_t kStatusPageMagic = 0x52534d50;  // "PMSR"
-inline constexpr uint32_t kStatusPageVersion = 1;
+inline constexpr uint32_t kStatusPageVersion = 2;  // 2: spare
 
 enum class RankPhase : uint32_t {
   kStarting = 0,      // before the initial barrier
@@ -53,6 +53,9 @@ struct StatusPage {
   // the soft timeout (the rank reads it for the timeline).
   std::atomic<int64_t> monitorPid;
   std::atomic<uint32_t> softTimeouts;
+  // 1 while the rank is a spare in `iteration`: its death or hard timeout
+  // records it and leaves the active ranks alone.
+  std::atomic<uint32_t> spare;
 
   RankPhase currentPhase() const noexcept {
     return static_cast<RankPhase>(phase.load(std::memory_order_acquire));

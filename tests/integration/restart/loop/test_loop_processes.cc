@@ -770,3 +770,36 @@ TEST_CASE("a monitor that cannot reach the store still enforces its rank's hard 
   }
   CHECK(tookMs < 4000 + 8000);  // the hard timeout, the grace, a margin for a loaded machine
 }
+
+TEST_CASE("a spare's death leaves the pool without interrupting the active ranks",
+          "[loop-processes][spare-death][spares]") {
+  // Issue 19 finding 4: killing a spare restarted every active rank from its
+  // last checkpoint.
+  TempDir hold;
+  const std::string holdFile = (hold.path() / "go").string();
+  const std::vector<std::string> run = {"--max-active", "3", "--hold-file", holdFile};
+  Job job(4, {run, run, run, run});
+  for (int r = 0; r < 3; ++r) {
+    REQUIRE(job.waitMark("running", r, 0, milliseconds(30000)));
+  }
+  job.rank(3).kill(SIGKILL);  // the spare
+  CHECK(job.waitRank(3, milliseconds(5000)) == 128 + SIGKILL);
+  // Its death is recorded before the active ranks go on.
+  const auto recorded = Clock::now() + milliseconds(10000);
+  while (!job.terminated(3) && Clock::now() < recorded) {
+    std::this_thread::sleep_for(milliseconds(20));  // polling a store key the monitor writes
+  }
+  REQUIRE(job.terminated(3).has_value());
+  std::ofstream(holdFile).put('\n');
+  const std::vector<int> codes = job.waitRanks(kJobTimeout);
+  INFO(job.summary());
+  CHECK(codes == std::vector<int>{0, 0, 0, 128 + SIGKILL});
+  for (int r = 0; r < 3; ++r) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "completed");
+    CHECK(enteredIterations(rep) == std::vector<int>{0});  // never restarted
+  }
+  CHECK(job.monitorLog(3).find("a spare in iteration 0: the active ranks are not interrupted") !=
+        std::string::npos);
+  CHECK(job.waitMonitors(milliseconds(10000)) == std::vector<int>{0, 0, 0, 0});
+}
