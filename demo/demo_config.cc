@@ -1,8 +1,11 @@
 #include "demo_config.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <string_view>
+
+#include "chaos.h"
 
 namespace resilient::demo {
 
@@ -22,6 +25,16 @@ const char* const kUsage =
     "--cuda-library: the CUDA runtime to dlopen (default libcudart.so.13, .so.12, then .so).\n"
     "--check-cuda: exit 0 if --nccl can run here (a CUDA runtime and a device), else 77.";
 
+// The demo-sized value of a timeout, unless its knob is set in the
+// environment (the reliability matrix shortens them).
+void demoTimeout(std::chrono::milliseconds* field, std::chrono::milliseconds value,
+                 const char* knob) {
+  const char* set = std::getenv(knob);  // NOLINT(concurrency-mt-unsafe)
+  if (set == nullptr || *set == '\0') {
+    *field = value;
+  }
+}
+
 int positive(std::string_view name, const std::string& text, int min) {
   size_t used = 0;
   int value = 0;
@@ -38,6 +51,10 @@ int positive(std::string_view name, const std::string& text, int min) {
 }
 
 }  // namespace
+
+// Tells a health check in the recovery of iteration k from the one at the
+// start of an iteration.
+int gEnteredIteration = -1;
 
 DemoConfig parseCommandLine(int argc, char** argv) {
   DemoConfig c;
@@ -88,18 +105,50 @@ restart::Options demoOptions(const DemoConfig& config) {
   // and the lowest-ranked spare becomes active rank 5.
   o.rankAssignment = compose({maxActiveWorldSize(config.shards), activateAllRanks(), shiftRanks()});
   // The data is split into exactly `shards` parts: fewer active ranks end the job.
-  o.initialize = retryController(std::nullopt, config.shards, config.shards);
+  // The hooks are also where the reliability matrix injects its faults (chaos.h).
+  o.initialize = [controller = retryController(std::nullopt, config.shards, config.shards)](
+                     const State& s) {
+    chaosInHook(ChaosHook::kInitialize,
+                s.iteration == 0 ? ChaosPhase::kStartup : ChaosPhase::kRecoveryComms, s.iteration);
+    controller(s);
+  };
+  o.healthCheck = [](const State& s) {
+    const bool recovering = s.iteration == gEnteredIteration;
+    const ChaosPhase phase = recovering        ? ChaosPhase::kRecoveryBarrier
+                             : s.iteration == 0 ? ChaosPhase::kStartup
+                                                : ChaosPhase::kRecoveryComms;
+    chaosInHook(ChaosHook::kHealth, phase, s.iteration);
+    if (recovering) {
+      chaosAt(ChaosPhase::kRecoveryBarrier, s.iteration);  // the iteration barrier comes next
+    }
+  };
+  o.finalize = [](const State& s) {
+    chaosInHook(ChaosHook::kFinalize, ChaosPhase::kRecoveryBarrier, s.iteration);
+  };
+  o.abort = [](const State& s) {
+    chaosInHook(ChaosHook::kAbort, ChaosPhase::kRecoveryBarrier, s.iteration);
+  };
+  o.completion = [](const State& s) {
+    chaosInHook(ChaosHook::kCompletion, ChaosPhase::kCompletion, s.iteration);
+  };
+  CommunicatorFactory factory;
   if (config.nccl) {
     // NCCL's defaults: revoke on abort (NCCL >= 2.28.7), shrink when an
     // iteration only removed ranks; ncclCommInitRankConfig with the unique id
     // exchanged through the store otherwise.
-    o.communicators = {{"dp", ncclCommunicatorFactory()}};
+    factory = ncclCommunicatorFactory();
   } else {
     HostCommunicatorOptions host;
     host.plugin = config.plugin;
     host.operationTimeout = 30s;  // backstop only: the plugin's liveness timeout reports first
-    o.communicators = {{"dp", hostCommunicatorFactory(host)}};
+    factory = hostCommunicatorFactory(host);
   }
+  o.communicators = {{"dp", [factory](const CommunicatorSetup& setup) {
+                        if (setup.state.iteration == 1) {
+                          chaosAt(ChaosPhase::kRecoveryComms, 1);
+                        }
+                        return factory(setup);
+                      }}};
 
   o.useMonitorProcess = true;
   o.monitorExecutable = config.monitor;
@@ -119,8 +168,8 @@ restart::Options demoOptions(const DemoConfig& config) {
   o.heartbeatTimeout = 5s;
   // A spare waits for a whole iteration in the completion barrier and its
   // monitor applies this timeout to it there: longer than the demo's iterations.
-  o.barrierTimeout = 60s;
-  o.completionTimeout = 90s;
+  demoTimeout(&o.barrierTimeout, 60s, "NCCL_RESILIENT_RESTART_BARRIER_TIMEOUT_MS");
+  demoTimeout(&o.completionTimeout, 90s, "NCCL_RESILIENT_RESTART_COMPLETION_TIMEOUT_MS");
   o.lastCallWait = 50ms;
   o.terminationGraceTime = 1s;
   o.finalizeTimeout = 5s;

@@ -33,7 +33,12 @@ DemoConfig parseCommandLine(int argc, char** argv);
 
 // Options::fromEnvironment() (store URL, blackbox directory) with the demo's
 // rank assignment, communicator (hostCommunicatorFactory, or
-// ncclCommunicatorFactory with --nccl), monitor files and timeouts; validated.
+// ncclCommunicatorFactory with --nccl), monitor files and timeouts (the
+// barrier and completion timeouts unless set in the environment), and hooks
+// that do nothing but what demo/chaos.h injects; validated.
 restart::Options demoOptions(const DemoConfig& config);
+
+// The last iteration whose function this rank entered (set by the trainer).
+extern int gEnteredIteration;
 
 }  // namespace resilient::demo

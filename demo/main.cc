@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "chaos.h"
 #include "checkpoint.h"
 #include "crash_report.h"
 #include "cuda_device.h"
@@ -50,10 +51,14 @@ int main(int argc, char** argv) {
   const std::string reportPath =
       config.runDir + "/rank-" + (rankText != nullptr ? rankText : "unknown") + ".json";
   demo::RankReport report;
+  report.rank = rankText != nullptr ? std::atoi(rankText) : -1;
+  report.before = demo::ProcessResources::now();
   int exitCode = 1;
   try {
+    demo::chaosConfigure(rankText != nullptr ? std::atoi(rankText) : -1);
     restart::Wrapper wrapper(demo::demoOptions(config));
     demo::Trainer trainer(config, cuda);
+    demo::chaosAt(demo::ChaosPhase::kStartup, 0);  // before the initial barrier (run's setup)
     try {
       const std::optional<std::vector<float>> weights =
           wrapper.run([&](restart::CallContext& ctx) { return trainer(ctx); });
@@ -82,6 +87,8 @@ int main(int argc, char** argv) {
     report.outcome = "error";
     report.message = e.what();
   }
+  // Everything of the library is gone by now: what it opened, it closed.
+  report.after = demo::ProcessResources::now();
   std::printf("outcome rank=%d %s%s%s\n", report.rank, report.outcome.c_str(),
               report.message.empty() ? "" : ": ", report.message.c_str());
   std::fflush(stdout);

@@ -11,6 +11,13 @@
 
 namespace resilient::demo {
 
+// What the process holds: open descriptors and threads (/proc/self).
+struct ProcessResources {
+  int descriptors = 0;
+  int threads = 0;
+  static ProcessResources now();
+};
+
 struct RankReport {
   int rank = 0;            // initial rank
   std::string outcome;     // "completed", "discarded", "aborted", "error"
@@ -18,6 +25,10 @@ struct RankReport {
   std::string finalState;  // State::describe() of the last iteration
   std::vector<restart::TimelineEvent> timeline;
   std::vector<TrainerEvent> events;
+  // Before the Wrapper was made, and after it and everything it made went:
+  // the reliability matrix checks that nothing leaked.
+  ProcessResources before;
+  ProcessResources after;
 };
 
 // Writes `report` to `path` (temporary file and rename).

@@ -10,7 +10,9 @@
 #include <thread>
 #include <utility>
 
+#include "chaos.h"
 #include "checkpoint.h"
+#include "demo_config.h"
 #include "gpu_allreduce.h"
 #include "model.h"
 
@@ -72,6 +74,7 @@ std::vector<float> Trainer::operator()(restart::CallContext& ctx) {
     c.weights.assign(kWeights, 0.0F);
   }
   record(s.iteration, "entered", c.step);
+  gEnteredIteration = s.iteration;
   std::printf("enter iteration=%d rank=%d active=%d/%d checkpoint_step=%d mono_ns=%llu\n",
               s.iteration, s.initialRank, s.activeRank, s.activeWorldSize, c.step,
               static_cast<unsigned long long>(monotonicNs()));
@@ -102,8 +105,12 @@ std::vector<float> Trainer::operator()(restart::CallContext& ctx) {
       std::printf("checkpoint iteration=%d step=%d\n", s.iteration, done);
       std::fflush(stdout);
     }
+    if (done == kSteadyStep && s.iteration == 0) {
+      chaosAt(ChaosPhase::kSteady, s.iteration);
+    }
   }
   record(s.iteration, "returned", config_.steps);
+  chaosAt(ChaosPhase::kCompletion, s.iteration);  // the completion barrier comes next
   return w;
 }
 

@@ -119,6 +119,9 @@ if [[ ! -d $thirdparty_dir ]]; then
     "the thirdparty suite's tests skip"
 fi
 run_suite build thirdparty "build thirdparty suite" --suite thirdparty
+# A sample of the restart library's reliability matrix (docs/reliability.md):
+# other cells every run, the seed printed in its log.
+run_suite build reliability "build reliability matrix sample" --suite reliability
 
 # The GPU validation kit (docs/gpu-validation.md): its carried set, checked
 # with ldd, and the dry run of everything that needs no GPU.

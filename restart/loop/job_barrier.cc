@@ -15,6 +15,8 @@ JobBarrier::JobBarrier(store::Store& store, const protocol::JobKeys& keys,
       rank_(options.initialRank),
       worldSize_(options.worldSize),
       chunk_(options.chunk),
+      storeSilence_(options.storeSilence),
+      progress_(options.progress),
       terminated_(store, keys) {}
 
 void JobBarrier::markTerminated(int rank, const std::string& reason) {
@@ -25,26 +27,52 @@ void JobBarrier::countOnBehalf(const std::string& name, uint64_t generation, int
   store_.barrier({name, generation, rank, worldSize_, /*waitForRelease=*/false});
 }
 
+bool JobBarrier::completed(const std::string& name, uint64_t generation) {
+  return store_.barrier({name, generation, rank_, worldSize_, /*waitForRelease=*/false}).completed;
+}
+
 std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
                                   milliseconds timeout, const std::function<bool()>& stop,
                                   const WaitOptions& options) {
   const std::string what = "barrier " + name + " #" + std::to_string(generation);
   std::set<int> counted;
+  using Clock = std::chrono::steady_clock;
+  // The first unanswered slice of a silent store (epoch: the store answers).
+  Clock::time_point silentSince{};
   // A slice ends in a BarrierTimeout, or in another store::TimeoutError when
   // the store's reply to it came late (a loaded store or host): the barrier
   // is re-entrant, so either way the wait goes on to its own deadline.
   return waitInSlices<store::TimeoutError>(
       timeout, options.chunk.value_or(chunk_),
       [&](const auto& sliceTime) {
-        for (const int r : terminated()) {
-          if (r != rank_ && counted.insert(r).second) {
-            countOnBehalf(name, generation, r);
+        try {
+          for (const int r : terminated()) {
+            if (r != rank_ && counted.insert(r).second) {
+              countOnBehalf(name, generation, r);
+            }
           }
+          store_.barrier({name, generation, rank_, worldSize_, /*waitForRelease=*/true},
+                         sliceTime());
+          return std::vector<int>{};
+        } catch (const store::BarrierTimeout&) {
+          silentSince = {};  // the store answered: not yet complete
+          throw;
+        } catch (const store::TimeoutError& e) {
+          const auto now = Clock::now();
+          if (silentSince == Clock::time_point{}) {
+            silentSince = now;
+          } else if (storeSilence_.count() > 0 && now - silentSince >= storeSilence_) {
+            throw StoreUnavailable(what + ": the store " + store_.describe() +
+                                   " has not answered for " +
+                                   std::to_string(storeSilence_.count()) + " ms: " + e.what());
+          }
+          throw;
         }
-        store_.barrier({name, generation, rank_, worldSize_, /*waitForRelease=*/true}, sliceTime());
-        return std::vector<int>{};
       },
       [&] {
+        if (progress_) {
+          progress_();
+        }
         if (stop && stop()) {
           throw RankShouldRestart("interrupted while waiting at " + what);
         }

@@ -3,7 +3,10 @@
 // good is counted on its behalf by every rank that waits (and by the monitor
 // process of a rank that just died), so the survivors never wait for it.
 // The wait proceeds in chunks; between chunks the terminated set is read
-// again and an interruption check may end the wait.
+// again, the rank shows progress to its monitor (waiting for others is not
+// hanging: a frozen rank shows none) and an interruption check may end the
+// wait. A store that gives no answer for `storeSilence` ends it with
+// StoreUnavailable, whatever the wait's own timeout (a spare's is a year).
 #pragma once
 
 #include <chrono>
@@ -23,6 +26,8 @@ struct JobBarrierOptions {
   int initialRank = 0;
   int worldSize = 0;                   // the job's initial world size
   std::chrono::milliseconds chunk{0};  // the longest store wait between two checks
+  std::chrono::milliseconds storeSilence{0};  // 0: no limit but the wait's timeout
+  std::function<void()> progress;             // between chunks (may be empty)
 };
 
 class JobBarrier {
@@ -49,6 +54,9 @@ class JobBarrier {
 
   // Counts `rank` at the barrier without waiting (for a rank that is gone).
   void countOnBehalf(const std::string& name, uint64_t generation, int rank);
+  // Whether the barrier has completed (this rank's arrival, already counted
+  // by a wait, is counted again: idempotent).
+  bool completed(const std::string& name, uint64_t generation);
 
   // The initial ranks terminated so far.
   const std::set<int>& terminated() { return terminated_.refresh(); }
@@ -61,6 +69,8 @@ class JobBarrier {
   int rank_;
   int worldSize_;
   std::chrono::milliseconds chunk_;
+  std::chrono::milliseconds storeSilence_;
+  std::function<void()> progress_;
   protocol::TerminatedRanks terminated_;
 };
 

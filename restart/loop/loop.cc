@@ -1,5 +1,7 @@
 #include "restart/loop/loop.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -44,12 +46,18 @@ namespace {
 // whose initialize or health check failed before it made its communicators,
 // so that its handles never come -- ends them with RankShouldRestart instead
 // of at the communicator timeout. Repeating an all-gather slice sets this
-// rank's own key again with the same value, which is harmless.
+// rank's own key again with the same value, which is harmless. A rank that
+// waits here for its peers is not hung: each slice shows progress to its
+// monitor (`progress`), so that the soft and hard timeouts name the rank that
+// never comes, not every rank that waits for it.
 class InterruptibleRendezvous final : public Rendezvous {
  public:
   InterruptibleRendezvous(std::unique_ptr<Rendezvous> inner, const Interruption& interruption,
-                          milliseconds slice)
-      : inner_(std::move(inner)), interruption_(interruption), slice_(slice) {}
+                          milliseconds slice, std::function<void()> progress)
+      : inner_(std::move(inner)),
+        interruption_(interruption),
+        slice_(slice),
+        progress_(std::move(progress)) {}
 
   void publish(std::string_view key, std::string_view value) override {
     inner_->publish(key, value);
@@ -72,6 +80,7 @@ class InterruptibleRendezvous final : public Rendezvous {
     return waitInSlices<TimeoutError>(
         timeout, slice_, [&](const auto& sliceTime) { return wait(sliceTime()); },
         [&] {
+          progress_();
           if (interruption_.raised()) {
             throw RankShouldRestart("rendezvous: interrupted while " + what + " (" +
                                     interruption_.reason() + ")");
@@ -86,6 +95,7 @@ class InterruptibleRendezvous final : public Rendezvous {
   std::unique_ptr<Rendezvous> inner_;
   const Interruption& interruption_;
   milliseconds slice_;
+  std::function<void()> progress_;
 };
 
 }  // namespace
@@ -161,20 +171,9 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
       timeline_.record(k, "function returned");
     }
     setPhase(RankPhase::kCompleting);
-    if (state_.active()) {
-      barrier_->wait(keys_->completionBarrier(), static_cast<uint64_t>(k),
-                     options_.completionTimeout, [this] { return interrupted(); });
-    } else {
-      // A spare waits as long as the active ranks compute (no completion
-      // timeout applies to it), shows progress to its monitor meanwhile (a
-      // healthy spare is not hung), and notices an interruption within a
-      // short slice so that it does not hold up everyone's recovery.
-      barrier_->wait(keys_->completionBarrier(), static_cast<uint64_t>(k), kSpareWait,
-                     [this] {
-                       touchProgress();
-                       return interrupted();
-                     },
-                     {.chunk = kSpareSlice});
+    if (!completeTogether()) {
+      throw RankShouldRestart("iteration " + std::to_string(k) +
+                              " was interrupted before its completion barrier completed");
     }
     monitor_.reset();
     return Outcome::kCompleted;
@@ -204,7 +203,8 @@ void Loop::createCommunicators() {
   rendezvous_ = std::make_unique<InterruptibleRendezvous>(
       std::make_unique<comm::StoreRendezvous>(std::move(view), state_.activeRank,
                                               state_.activeWorldSize),
-      *interruption_, std::min(options_.monitorThreadInterval, milliseconds(100)));
+      *interruption_, std::min(options_.monitorThreadInterval, milliseconds(100)),
+      [this] { touchProgress(); });
   std::vector<int> removed;
   bool onlyRemovals = previousWorld_.has_value();
   if (previousWorld_) {
@@ -249,13 +249,57 @@ void Loop::createCommunicators() {
                    std::to_string(options_.communicators.size()) + " made");
 }
 
+bool Loop::completeTogether() {
+  const int k = state_.iteration;
+  const auto generation = static_cast<uint64_t>(k);
+  bool released = true;
+  try {
+    if (state_.active()) {
+      barrier_->wait(keys_->completionBarrier(), generation, options_.completionTimeout,
+                     [this] { return interrupted(); });
+    } else {
+      // A spare waits as long as the active ranks compute (no completion
+      // timeout applies to it; the barrier shows its progress) and notices an
+      // interruption within a short slice so that it does not hold up
+      // everyone's recovery.
+      barrier_->wait(keys_->completionBarrier(), generation, kSpareWait,
+                     [this] { return interrupted(); }, {.chunk = kSpareSlice});
+    }
+  } catch (const RankShouldRestart&) {
+    released = false;
+  }
+  // One decision for every rank. A rank that died after its function
+  // returned is counted at the barrier (terminated), so the barrier can
+  // complete for some ranks while the death's interruption reaches others
+  // first: the first proposal in the store decides for all. A released rank
+  // proposes completion; an interrupted one a restart, unless the barrier
+  // completed meanwhile.
+  const store::DeadlineScope bound(store::SteadyClock::now() + options_.completionTimeout);
+  if (!released) {
+    released = barrier_->completed(keys_->completionBarrier(), generation);
+  }
+  const store::CasResult decided = store_->compareSet(keys_->completionDecision(k), std::nullopt,
+                                                      released ? "complete" : "restart");
+  const bool complete = decided.current.value_or("") == "complete";
+  timeline_.record(k, "completion decided",
+                   std::string(complete ? "complete" : "restart") +
+                       (decided.swapped ? " (proposed here)" : " (as proposed first elsewhere)"));
+  return complete;
+}
+
 // ---- after a fault ------------------------------------------------------------
 
 void Loop::finish() {
   const int k = state_.iteration;
   timeline_.record(k, "completed");
   if (options_.completion) {
-    options_.completion(state_);
+    try {
+      options_.completion(state_);
+    } catch (...) {
+      // This rank's own end fails; the others' does not: terminated, it is
+      // counted at their termination barrier.
+      leave(std::current_exception());
+    }
   }
   barrier_->wait(keys_->terminationBarrier(), 0, options_.barrierTimeout, {});
   setPhase(RankPhase::kDone);

@@ -87,6 +87,9 @@ class Loop {
   void publish(protocol::FaultReason reason, const std::string& detail, int culprit = -1);
   void recover();  // after a fault: through the iteration barrier to the next World
   void finish();   // after completion
+  // The completion barrier of the iteration, and the one decision every rank
+  // follows: true to complete, false to restart.
+  bool completeTogether();
   // Terminal for this rank: records it as terminated (unless the store is
   // what failed), runs the terminate hook, rethrows `why`.
   [[noreturn]] void leave(std::exception_ptr why, bool recordInStore = true);

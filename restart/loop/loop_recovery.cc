@@ -64,7 +64,9 @@ void Loop::abortIteration() noexcept {
 
 void Loop::publish(FaultReason reason, const std::string& detail, int culprit) {
   // Part of the recovery: a store that does not answer costs at most the
-  // barrier's timeout here (publishAndRaise goes on without the record).
+  // barrier's timeout here (publishAndRaise goes on without the record), and
+  // the rank, busy with a fault, is not hung.
+  touchProgress();
   const store::DeadlineScope bound(store::SteadyClock::now() + options_.barrierTimeout);
   FaultRecord r;
   r.iteration = state_.iteration;

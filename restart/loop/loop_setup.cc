@@ -99,7 +99,13 @@ void Loop::setup() {
     }
     store_ = environment_.store;
   } else {
-    const store::ClientOptions clientOptions = store::ClientOptions::fromParams();
+    store::ClientOptions clientOptions = store::ClientOptions::fromParams();
+    // A call that names no timeout of its own (a set, a get, a record) ends
+    // within a third of the hard timeout: a rank blocked on a store that
+    // stopped answering gets its error (and goes on to the next step, which
+    // shows progress) before its monitor takes it for hung. Waits name their
+    // own bounds and run in slices that show progress.
+    clientOptions.defaultTimeout = std::min(clientOptions.defaultTimeout, options_.hardTimeout / 3);
     if (options_.hostStore && state_.initialRank == 0) {
       const uint16_t port = tcpPortOf(options_.storeUrl);
       if (port == 0) {
@@ -120,7 +126,9 @@ void Loop::setup() {
       *store_, *keys_,
       JobBarrierOptions{.initialRank = state_.initialRank,
                         .worldSize = state_.initialWorldSize,
-                        .chunk = std::min(options_.monitorThreadInterval, milliseconds(100))});
+                        .chunk = std::min(options_.monitorThreadInterval, milliseconds(100)),
+                        .storeSilence = options_.barrierTimeout,
+                        .progress = [this] { touchProgress(); }});
   blackbox_ = std::make_unique<BlackboxWatch>(options_.blackboxDir);
   std::vector<HealthCheckFn> checks{options_.healthCheck};  // the last runs first
   if (options_.automaticHealthChecks) {

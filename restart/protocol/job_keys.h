@@ -46,6 +46,11 @@ class JobKeys {
   std::string initialBarrier() const { return prefix_ + "initial"; }
   std::string iterationBarrier() const { return prefix_ + "iteration"; }
   std::string completionBarrier() const { return prefix_ + "completion"; }
+  // The one decision of iteration k's end: "complete" or "restart" (the first
+  // rank to propose one writes it; every rank follows it).
+  std::string completionDecision(int iteration) const {
+    return prefix_ + "iteration/" + std::to_string(iteration) + "/completion";
+  }
   std::string terminationBarrier() const { return prefix_ + "termination"; }
 
  private:

@@ -388,18 +388,24 @@ TEST_CASE("a rank that leaves the loop with an error and ends leaves no record",
   CHECK_FALSE(job.store().exists(job.keys().terminated(0)));
 }
 
-TEST_CASE("a monitor whose store is gone exits non-zero and leaves its rank alone",
+TEST_CASE("a monitor whose store is gone keeps watching its rank, and leaves when the rank ends",
           "[monitor][failure]") {
+  // Issue 19 finding 1: after the store timeout every monitor gave up and
+  // left its rank unwatched; a monitor must still enforce its rank's
+  // timeouts without a store.
   Job job("storeloss");
   ::setenv("NCCL_RESILIENT_STORE_RECONNECT_TIMEOUT_MS", "100", 1);
   FakeRank r = job.start(0, 1, {"--behaviour", "ping", "--store-timeout-ms", "400"});
   ::unsetenv("NCCL_RESILIENT_STORE_RECONNECT_TIMEOUT_MS");
   job.store().wait({job.keys().heartbeat(0)}, milliseconds(3000));
   job.stopServer();
-  CHECK(waitExit(r.monitorPid, milliseconds(5000)) == 1);
+  // Well past the store timeout (400 ms): still there, still watching.
+  CHECK(waitExit(r.monitorPid, milliseconds(2000)) == -1);
   CHECK(processRunning(r.pid));
-  CHECK(job.log(0).find("the monitor failed") != std::string::npos);
+  CHECK(job.log(0).find("the rank's timeouts are still enforced") != std::string::npos);
   r.process->kill(SIGKILL);
+  CHECK(waitExit(r.monitorPid, milliseconds(5000)) == 0);
+  CHECK(job.log(0).find("the death of rank 0 could not be recorded") != std::string::npos);
 }
 
 TEST_CASE("resilient-monitor refuses bad arguments", "[monitor][cli]") {
