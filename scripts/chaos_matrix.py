@@ -171,6 +171,8 @@ def run_cell(args, fault, phase, cell_dir, reference_weights, base_env):
         if fault == "etcd-member-kill":
             etcd = EtcdCluster(procs, cell_dir)
             store, url = None, etcd.url
+            # A call fails over to the next member within the hard timeout's half.
+            env["NCCL_RESILIENT_STORE_MEMBER_TIMEOUT_MS"] = "400"
         else:
             store, url = demo.start_store(procs, args.binaries["store"], cell_dir, env)
         job_dir = os.path.join(cell_dir, "job")

@@ -101,11 +101,12 @@ void Loop::setup() {
   } else {
     store::ClientOptions clientOptions = store::ClientOptions::fromParams();
     // A call that names no timeout of its own (a set, a get, a record) ends
-    // within a third of the hard timeout: a rank blocked on a store that
-    // stopped answering gets its error (and goes on to the next step, which
-    // shows progress) before its monitor takes it for hung. Waits name their
-    // own bounds and run in slices that show progress.
-    clientOptions.defaultTimeout = std::min(clientOptions.defaultTimeout, options_.hardTimeout / 3);
+    // within half the hard timeout: a rank blocked on a store that stopped
+    // answering gets its error (and goes on to the next step, which shows
+    // progress) before its monitor takes it for hung. Waits name their own
+    // bounds and run in slices that show progress. (An etcd client needs its
+    // member timeout, NCCL_RESILIENT_STORE_MEMBER_TIMEOUT_MS, to be shorter.)
+    clientOptions.defaultTimeout = std::min(clientOptions.defaultTimeout, options_.hardTimeout / 2);
     if (options_.hostStore && state_.initialRank == 0) {
       const uint16_t port = tcpPortOf(options_.storeUrl);
       if (port == 0) {

@@ -110,6 +110,7 @@ HttpResult finishRequest(void* handle, int code, ResponseSink* sink, const char*
     case CURLE_COULDNT_RESOLVE_PROXY:
     case CURLE_URL_MALFORMAT: r.transport = HttpResult::Transport::kNotSent; break;
     case CURLE_OPERATION_TIMEDOUT: {
+      r.timedOut = true;
       // A timeout before the connection was made is "not sent".
       double connectTime = 0;
       curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME, &connectTime);

@@ -20,6 +20,7 @@ struct HttpResult {
     kAborted,   // the stream callback asked to stop
   };
   Transport transport = Transport::kNoAnswer;
+  bool timedOut = false;  // the attempt ran out of time (the member may be there, but slow)
   long status = 0;    // HTTP status when kOk
   std::string body;   // the answer's body (unary calls)
   std::string error;  // libcurl's description when not kOk

@@ -98,7 +98,8 @@ nlohmann::json Rpc::call(std::string_view path, const nlohmann::json& body, Time
   Backoff backoff(options_.backoffInitial, options_.backoffMax);
   std::string lastError;
   size_t failures = 0;
-  bool answered = false;  // some member answered, if only with an error
+  bool answered = false;     // some member answered, if only with an error
+  bool unreachable = false;  // every attempt so far was refused a connection (and there was one)
   for (;;) {
     const auto left = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now());
     if (left <= Millis(0)) {
@@ -106,15 +107,20 @@ nlohmann::json Rpc::call(std::string_view path, const nlohmann::json& body, Time
                               std::string(path) + " in time (" + std::to_string(failures) +
                               " failed attempts); last error: " +
                               (lastError.empty() ? std::string("deadline reached") : lastError);
-      if (answered) {
-        throw TimeoutError(msg);
+      // Connection lost: no member could even be connected to. A member that
+      // answered, one that was slow to, or no time for a first attempt (a
+      // short deadline): a timeout.
+      if (unreachable && !answered) {
+        throw ConnectionLost(msg);
       }
-      throw ConnectionLost(msg);
+      throw TimeoutError(msg);
     }
     const size_t member = currentMember();
     const std::string& ep = endpoints_[member];
     HttpResult r = http_.post(ep, path, payload, std::min(left, options_.memberTimeout));
     answered = answered || r.transport == HttpResult::Transport::kOk;
+    unreachable = (failures == 0 || unreachable) &&
+                  r.transport == HttpResult::Transport::kNotSent && !r.timedOut;
     if (std::optional<nlohmann::json> answer = answerOf(ep, path, r, &lastError)) {
       return std::move(*answer);
     }
