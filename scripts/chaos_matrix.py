@@ -84,31 +84,18 @@ def every_cell():
     return [(f, p) for f in FAULTS for p in PHASES if applicable(f, p)]
 
 
-class Lines:
+class Lines(demo.LogFollower):
     """Follows one rank's log: its step lines and its chaos markers."""
 
     def __init__(self, path):
-        self.path, self.offset, self.partial = path, 0, b""
-        self.iteration, self.step, self.markers = -1, 0, []
+        super().__init__(path)
+        self.markers = []
 
-    def poll(self):
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        for raw in lines:
-            line = raw.decode(errors="replace")
-            m = demo.STEP_RE.match(line)
-            if m:
-                self.iteration, self.step = int(m.group(1)), int(m.group(4))
-            m = MARKER_RE.match(line)
-            if m:
-                self.markers.append((m.group(1), int(m.group(4))))
+    def on_line(self, line):
+        super().on_line(line)
+        m = MARKER_RE.match(line)
+        if m:
+            self.markers.append((m.group(1), int(m.group(4))))
 
 
 def free_ports(n):
@@ -158,6 +145,18 @@ class EtcdCluster:
         self.url = "etcd://" + ",".join(self.endpoints)
 
 
+def start_ranks(args, procs, job_dir, env, url, job):
+    """The job's 8 ranks, each logging to job_dir/rank-N.log."""
+    argv = [args.binaries["demo"], f"--run-dir={job_dir}", f"--steps={STEPS}",
+            f"--checkpoint-every={CHECKPOINT_EVERY}", f"--step-ms={STEP_MS}",
+            f"--shards={demo.ACTIVE}", "--plugin=" + args.binaries["plugin"],
+            "--monitor=" + args.binaries["monitor"]]
+    return [procs.start(argv, os.path.join(job_dir, f"rank-{r}.log"),
+                        dict(env, RANK=str(r), WORLD_SIZE=str(demo.WORLD_SIZE), LOCAL_RANK=str(r),
+                             NCCL_RESILIENT_STORE_URL=url, NCCL_RESILIENT_RESTART_JOB=job))
+            for r in range(demo.WORLD_SIZE)]
+
+
 def run_cell(args, fault, phase, cell_dir, reference_weights, base_env):
     """Runs one cell; returns its row: outcome, seconds, problems."""
     os.makedirs(cell_dir)
@@ -177,17 +176,8 @@ def run_cell(args, fault, phase, cell_dir, reference_weights, base_env):
             store, url = demo.start_store(procs, args.binaries["store"], cell_dir, env)
         job_dir = os.path.join(cell_dir, "job")
         os.makedirs(job_dir)
-        argv = [args.binaries["demo"], f"--run-dir={job_dir}", f"--steps={STEPS}",
-                f"--checkpoint-every={CHECKPOINT_EVERY}", f"--step-ms={STEP_MS}",
-                f"--shards={demo.ACTIVE}", "--plugin=" + args.binaries["plugin"],
-                "--monitor=" + args.binaries["monitor"]]
-        ranks, lines = [], []
-        for r in range(demo.WORLD_SIZE):
-            renv = dict(env, RANK=str(r), WORLD_SIZE=str(demo.WORLD_SIZE), LOCAL_RANK=str(r),
-                        NCCL_RESILIENT_STORE_URL=url, NCCL_RESILIENT_RESTART_JOB="matrix")
-            log = os.path.join(job_dir, f"rank-{r}.log")
-            ranks.append(procs.start(argv, log, renv))
-            lines.append(Lines(log))
+        ranks = start_ranks(args, procs, job_dir, env, url, "matrix")
+        lines = [Lines(os.path.join(job_dir, f"rank-{r}.log")) for r in range(demo.WORLD_SIZE)]
         needs_trigger = phase.startswith("recovery")
         driver_fault = fault in ("store-sigstop", "store-sigkill", "etcd-member-kill", "spare-death")
         fault_ns = None
@@ -433,15 +423,7 @@ def reference_run(args, run_dir, base_env):
         store, url = demo.start_store(procs, args.binaries["store"], cell_dir, env)
         job_dir = os.path.join(cell_dir, "job")
         os.makedirs(job_dir)
-        argv = [args.binaries["demo"], f"--run-dir={job_dir}", f"--steps={STEPS}",
-                f"--checkpoint-every={CHECKPOINT_EVERY}", f"--step-ms={STEP_MS}",
-                f"--shards={demo.ACTIVE}", "--plugin=" + args.binaries["plugin"],
-                "--monitor=" + args.binaries["monitor"]]
-        ranks = [procs.start(argv, os.path.join(job_dir, f"rank-{r}.log"),
-                             dict(env, RANK=str(r), WORLD_SIZE=str(demo.WORLD_SIZE),
-                                  LOCAL_RANK=str(r), NCCL_RESILIENT_STORE_URL=url,
-                                  NCCL_RESILIENT_RESTART_JOB="reference"))
-                 for r in range(demo.WORLD_SIZE)]
+        ranks = start_ranks(args, procs, job_dir, env, url, "reference")
         for p in ranks:
             p.wait(timeout=120)
         if any(p.returncode != 0 for p in ranks):

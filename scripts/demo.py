@@ -160,10 +160,13 @@ class LogFollower:
         lines = (self.partial + data).split(b"\n")
         self.partial = lines.pop()
         for line in lines:
-            m = STEP_RE.match(line.decode(errors="replace"))
-            if m:
-                self.iteration = int(m.group(1))
-                self.step = int(m.group(4))
+            self.on_line(line.decode(errors="replace"))
+
+    def on_line(self, line):
+        m = STEP_RE.match(line)
+        if m:
+            self.iteration = int(m.group(1))
+            self.step = int(m.group(4))
 
 
 def run_job(args, name, procs, store_url, base_env, faults):

@@ -172,9 +172,11 @@ void Channel::announce(const RootCause& root, uint64_t commId) {
   }
   const Frame notice = makeFaultNotice(static_cast<uint64_t>(root.cls) + 1, root.pid, root.host,
                                        root.detail, commId);
+  notices_.push_back(notice);
   for (size_t i = 0; i < links_.size(); ++i) {  // by index: a failed send changes no vector
     PeerLink* link = links_[i].get();
-    if (link->state.phase() == PeerState::Phase::kUp) {
+    // A link still in its handshake gets every notice when it is done.
+    if (link->state.phase() == PeerState::Phase::kUp && link->state.authenticated()) {
       send(link, notice);
     }
   }
@@ -463,9 +465,14 @@ void Channel::onFrame(PeerLink* link, const Frame& frame, uint64_t now) {
     }
     return;
   }
-  if (!wasAuthenticated && link->state.authenticated() && !link->held.empty()) {
-    link->out += link->held;  // what waited for the handshake
+  if (!wasAuthenticated && link->state.authenticated()) {
+    // What waited for the handshake: this side's frames, then the fault
+    // notices announced so far (a fault found while the link was being made).
+    link->out += link->held;
     link->held.clear();
+    for (const Frame& notice : notices_) {
+      encode(notice, &link->out);
+    }
     flush(link);
   }
   if (frame.type == Type::kGoodbye) {

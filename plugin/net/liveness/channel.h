@@ -86,7 +86,8 @@ class Channel {
   void sayGoodbyeToAll();
   // This process found a fault whose root cause is `root` in communicator
   // `commId`: the first of each communicator is announced on every link that
-  // is up (a fault notice), whose receivers fail at once their busy
+  // is up and authenticated, and on every other link once its handshake is
+  // done (a fault notice), whose receivers fail at once their busy
   // connections of that communicator to us; later goodbyes name the first
   // fault of all, so that peers downstream report the root cause, not us.
   void announce(const RootCause& root, uint64_t commId);
@@ -139,6 +140,7 @@ class Channel {
   std::vector<std::unique_ptr<PeerLink>> links_;
   std::optional<RootCause> closingFor_;  // the first fault announced
   std::set<uint64_t> announcedComms_;    // the communicators a notice went out for
+  std::vector<Frame> notices_;           // every notice announced (for links made later)
 };
 
 }  // namespace resilient::net::liveness

@@ -124,6 +124,13 @@ Status Connector::refusalError(Refusal refusal, uint16_t listenerVersion) const 
   return remoteError(text, peer_);
 }
 
+Status Connector::ioError(IoStep step, int err) const {
+  if (step == IoStep::kClosed) {
+    return remoteError("the listener closed the connection during the handshake", peer_);
+  }
+  return connectionError(err, "the handshake", peer_);
+}
+
 Status Connector::tokenMismatch(const std::string& what) const {
   const std::string text = "job token mismatch: the listener at " + peer_ + " (pid " +
                            std::to_string(listenerPid_) + ") " + what +
@@ -153,11 +160,8 @@ Status Connector::readChallenge(Link* link) {
   if (step == IoStep::kPending) {
     return {};
   }
-  if (step == IoStep::kClosed) {
-    return remoteError("the listener closed the connection during the handshake", peer_);
-  }
-  if (step == IoStep::kFailed) {
-    return connectionError(err, "the handshake", peer_);
+  if (step != IoStep::kComplete) {
+    return ioError(step, err);
   }
   if (!secret_.listenerProofHolds(link->hello, link->challenge)) {
     // Told so, best effort (a fresh socket's buffer has room for it), so that
@@ -232,11 +236,8 @@ Status Connector::advance(Link* link, uint64_t now) {
     if (step == IoStep::kPending) {
       return {};
     }
-    if (step == IoStep::kClosed) {
-      return remoteError("the listener closed the connection during the handshake", peer_);
-    }
-    if (step == IoStep::kFailed) {
-      return connectionError(err, "the handshake", peer_);
+    if (step != IoStep::kComplete) {
+      return ioError(step, err);
     }
     Ack ack;
     if (!decodeAck(link->ack, &ack)) {

@@ -22,6 +22,7 @@
 #include "common/net/socket.h"
 #include "common/status.h"
 #include "plugin/transport/tcp/comm.h"
+#include "plugin/transport/tcp/handshake_io.h"
 #include "plugin/transport/tcp/handshake_proof.h"
 #include "plugin/transport/tcp/options.h"
 #include "plugin/transport/tcp/wire.h"
@@ -55,6 +56,8 @@ class Connector {
   // Reads the challenge; checks the listener's proof, then answers.
   Status readChallenge(Link* link);
   Status refusalError(Refusal refusal, uint16_t listenerVersion) const;
+  // The error of a handshake step that ended without completing (closed or failed).
+  Status ioError(IoStep step, int err) const;
   // A WARN and the invalidUsage error of a job token mismatch: `what` failed.
   Status tokenMismatch(const std::string& what) const;
 

@@ -60,9 +60,8 @@ Hello rawHello(uint64_t nonce, uint16_t index, uint16_t nSockets) {
   return h;
 }
 
-namespace {
-
-bool sendAllBlocking(int fd, const uint8_t* p, size_t size) {
+bool writeAll(int fd, const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
   while (size > 0) {
     const ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
     if (n <= 0) {
@@ -74,7 +73,8 @@ bool sendAllBlocking(int fd, const uint8_t* p, size_t size) {
   return true;
 }
 
-bool recvAllBlocking(int fd, uint8_t* p, size_t size) {
+bool readAll(int fd, void* data, size_t size) {
+  auto* p = static_cast<uint8_t*>(data);
   while (size > 0) {
     const ssize_t n = ::recv(fd, p, size, 0);
     if (n <= 0) {
@@ -86,16 +86,14 @@ bool recvAllBlocking(int fd, uint8_t* p, size_t size) {
   return true;
 }
 
-}  // namespace
-
 RawHandshake rawHandshake(int fd, const uint8_t* hello, const std::string& token,
                           const uint8_t* response) {
   RawHandshake r;
   timeval timeout{5, 0};
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   std::memcpy(r.hello, hello, kHelloBytes);
-  if (!sendAllBlocking(fd, r.hello, kHelloBytes) ||
-      !recvAllBlocking(fd, r.challengeBytes, kChallengeBytes) ||
+  if (!writeAll(fd, r.hello, kHelloBytes) ||
+      !readAll(fd, r.challengeBytes, kChallengeBytes) ||
       !decodeChallengeHeader(r.challengeBytes, &r.challenge)) {
     return r;
   }
@@ -111,7 +109,7 @@ RawHandshake rawHandshake(int fd, const uint8_t* hello, const std::string& token
                    r.response);
   }
   uint8_t ack[kAckBytes];
-  if (sendAllBlocking(fd, r.response, kResponseBytes) && recvAllBlocking(fd, ack, kAckBytes)) {
+  if (writeAll(fd, r.response, kResponseBytes) && readAll(fd, ack, kAckBytes)) {
     r.acked = decodeAck(ack, &r.ack);
   }
   return r;

@@ -19,6 +19,10 @@ transport::tcp::TcpOptions loopbackOptions(int family = 0);
 // A blocking TCP connection to the address in a listen handle (-1 on failure).
 int rawConnect(const void* handle);
 
+// Blocking send and receive of exactly `size` bytes; false on an error or EOF.
+bool writeAll(int fd, const void* data, size_t size);
+bool readAll(int fd, void* data, size_t size);
+
 // "ip:port" of the local end of a socket.
 std::string localAddressText(int fd);
 

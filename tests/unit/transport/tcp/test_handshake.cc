@@ -24,7 +24,9 @@
 
 using namespace resilient;
 using namespace resilient::transport::tcp;
+using resilient::test::readAll;
 using resilient::test::TransportPair;
+using resilient::test::writeAll;
 
 namespace {
 
@@ -37,32 +39,6 @@ size_t openFdCount() {
     closedir(d);
   }
   return n;
-}
-
-bool writeAll(int fd, const void* data, size_t size) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (size > 0) {
-    const ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
-    if (n <= 0) {
-      return false;
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool readAll(int fd, void* data, size_t size) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (size > 0) {
-    const ssize_t n = ::recv(fd, p, size, 0);
-    if (n <= 0) {
-      return false;
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // True when `fd` reached EOF or an error (without blocking).
