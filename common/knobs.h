@@ -479,6 +479,45 @@ inline constexpr BoolKnob kRestartAutoHealthChecks{{
            "recovery action when a GPU is usable, the NICs' link state and error counters.",
 }};
 
+inline constexpr IntKnob kRestartStormLimit{{
+    .name = "NCCL_RESILIENT_RESTART_STORM_LIMIT",
+    .defaultValue = "10",
+    .min = 0,
+    .max = 1000000,
+    .unit = "restarts",
+    .doc = "Restart storms: the job may restart at most this often within the storm window; "
+           "the next restart ends it on every rank with one error naming the recurring fault "
+           "(0: no limit).",
+}};
+
+inline constexpr IntKnob kRestartStormWindowMs{{
+    .name = "NCCL_RESILIENT_RESTART_STORM_WINDOW_MS",
+    .defaultValue = "600000",
+    .min = 1,
+    .max = 604800000,
+    .unit = "ms",
+    .doc = "The window in which NCCL_RESILIENT_RESTART_STORM_LIMIT restarts are counted.",
+}};
+
+inline constexpr IntKnob kRestartBackoffMs{{
+    .name = "NCCL_RESILIENT_RESTART_BACKOFF_MS",
+    .defaultValue = "100",
+    .min = 0,
+    .max = 3600000,
+    .unit = "ms",
+    .doc = "Back-off before the second restart within the storm window (the first waits for "
+           "nothing); it doubles with every further one, up to NCCL_RESILIENT_RESTART_BACKOFF_MAX_MS.",
+}};
+
+inline constexpr IntKnob kRestartBackoffMaxMs{{
+    .name = "NCCL_RESILIENT_RESTART_BACKOFF_MAX_MS",
+    .defaultValue = "10000",
+    .min = 0,
+    .max = 3600000,
+    .unit = "ms",
+    .doc = "The longest back-off between two restarts.",
+}};
+
 // Every knob, in the order of docs/configuration.md.
 inline constexpr auto kAllKnobs = listKnobs(
     kLogLevel, kLogSubsys, kWarnIntervalMs, kInner, kSocketIfname, kSocketFamily, kSocketNsocks,
@@ -492,7 +531,8 @@ inline constexpr auto kAllKnobs = listKnobs(
     kRestartProgressWatchdogIntervalMs, kRestartSoftTimeoutMs, kRestartHardTimeoutMs,
     kRestartHeartbeatTimeoutMs, kRestartBarrierTimeoutMs, kRestartCompletionTimeoutMs,
     kRestartLastCallWaitMs, kRestartTerminationGraceMs, kRestartFinalizeTimeoutMs,
-    kRestartHealthCheckTimeoutMs, kRestartCommunicatorTimeoutMs, kRestartAutoHealthChecks);
+    kRestartHealthCheckTimeoutMs, kRestartCommunicatorTimeoutMs, kRestartAutoHealthChecks,
+    kRestartStormLimit, kRestartStormWindowMs, kRestartBackoffMs, kRestartBackoffMaxMs);
 
 // The position of `spec` in kAllKnobs, or kAllKnobs.size() when it is not there.
 // By name, which listKnobs keeps unique: comparing the addresses of two

@@ -230,6 +230,9 @@ std::optional<Fault> Engine::connectAll(uint64_t startNs) {
     if (!pending) {
       return std::nullopt;
     }
+    if ((pass & 15) == 0) {
+      oob_.waiting();
+    }
     if ((pass & 15) == 0 && monotonicNs() > deadline) {
       std::string waiting;
       int blamed = -1;

@@ -76,6 +76,10 @@ class OutOfBand {
     Result<std::vector<std::string>> r = allGather({});
     return r.status();
   }
+  // The engine waits for its peers' connections (called now and then while
+  // it does, from the setup's thread); an out-of-band channel may tell
+  // whoever watches the process that it is waiting, not hung.
+  virtual void waiting() noexcept {}
 };
 
 class RendezvousServer {

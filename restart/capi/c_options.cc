@@ -70,6 +70,7 @@ constexpr resilient_restart_option_info kOptionTable[] = {
     {"use_monitor_process", RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS, kInt},
     {"terminate_culprits", RESILIENT_RESTART_OPT_TERMINATE_CULPRITS, kInt},
     {"host_store", RESILIENT_RESTART_OPT_HOST_STORE, kInt},
+    {"storm_limit", RESILIENT_RESTART_OPT_STORM_LIMIT, kInt},
     {"soft_timeout_ms", RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS, kInt},
     {"hard_timeout_ms", RESILIENT_RESTART_OPT_HARD_TIMEOUT_MS, kInt},
     {"barrier_timeout_ms", RESILIENT_RESTART_OPT_BARRIER_TIMEOUT_MS, kInt},
@@ -84,6 +85,9 @@ constexpr resilient_restart_option_info kOptionTable[] = {
     {"finalize_timeout_ms", RESILIENT_RESTART_OPT_FINALIZE_TIMEOUT_MS, kInt},
     {"health_check_timeout_ms", RESILIENT_RESTART_OPT_HEALTH_CHECK_TIMEOUT_MS, kInt},
     {"communicator_timeout_ms", RESILIENT_RESTART_OPT_COMMUNICATOR_TIMEOUT_MS, kInt},
+    {"storm_window_ms", RESILIENT_RESTART_OPT_STORM_WINDOW_MS, kInt},
+    {"restart_backoff_ms", RESILIENT_RESTART_OPT_RESTART_BACKOFF_MS, kInt},
+    {"restart_backoff_max_ms", RESILIENT_RESTART_OPT_RESTART_BACKOFF_MAX_MS, kInt},
     {"store_url", RESILIENT_RESTART_OPT_STORE_URL, kString},
     {"job_id", RESILIENT_RESTART_OPT_JOB_ID, kString},
     {"monitor_executable", RESILIENT_RESTART_OPT_MONITOR_EXECUTABLE, kString},
@@ -110,6 +114,9 @@ Millis Options::*durationMember(int id) noexcept {
     case RESILIENT_RESTART_OPT_FINALIZE_TIMEOUT_MS: return &Options::finalizeTimeout;
     case RESILIENT_RESTART_OPT_HEALTH_CHECK_TIMEOUT_MS: return &Options::healthCheckTimeout;
     case RESILIENT_RESTART_OPT_COMMUNICATOR_TIMEOUT_MS: return &Options::communicatorTimeout;
+    case RESILIENT_RESTART_OPT_STORM_WINDOW_MS: return &Options::stormWindow;
+    case RESILIENT_RESTART_OPT_RESTART_BACKOFF_MS: return &Options::restartBackoff;
+    case RESILIENT_RESTART_OPT_RESTART_BACKOFF_MAX_MS: return &Options::restartBackoffMax;
     default: return nullptr;
   }
 }
@@ -241,6 +248,7 @@ int resilient_restart_options_set_int(resilient_restart_options* o, int option, 
       case RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS: opt.useMonitorProcess = value != 0; break;
       case RESILIENT_RESTART_OPT_TERMINATE_CULPRITS: opt.terminateCulprits = value != 0; break;
       case RESILIENT_RESTART_OPT_HOST_STORE: opt.hostStore = value != 0; break;
+      case RESILIENT_RESTART_OPT_STORM_LIMIT: opt.stormLimit = asInt(); break;
       default:
         throw resilient::restart::InternalError(std::string("set_int: option ") + info.name +
                                                 " has no setter");

@@ -36,10 +36,14 @@ std::string millis(std::chrono::milliseconds t) {
 }
 
 // Polls until NCCL is done with the communicator's pending work: its async
-// result, or ncclInProgress when `deadline` passed first.
+// result, or ncclInProgress when `deadline` passed first. `waiting` (may be
+// null) is told at every poll (the rendezvous: the rank is not hung).
 ncclResult_t waitReady(const comm::NcclLibrary& lib, ncclComm_t comm, Clock::time_point deadline,
-                       std::chrono::milliseconds interval) {
+                       std::chrono::milliseconds interval, Rendezvous* waiting = nullptr) {
   for (;;) {
+    if (waiting != nullptr) {
+      waiting->waiting();
+    }
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = lib.commGetAsyncError(comm, &state);
     if (r != ncclSuccess) {
@@ -211,7 +215,8 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
   if (shrink) {
     ncclComm_t parent = previous->impl_->comm.load();
     // A revoke must have settled before the parent is used again.
-    if (waitReady(lib, parent, deadline, options.pollInterval) == ncclInProgress) {
+    if (waitReady(lib, parent, deadline, options.pollInterval, &setup.rendezvous) ==
+        ncclInProgress) {
       throw TimeoutError(previous->impl_->describe() + ": still settling after " + millis(timeout) +
                          "; cannot shrink it");
     }
@@ -249,7 +254,7 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     }
     throw RestartError(text);
   }
-  r = waitReady(lib, newComm, deadline, options.pollInterval);
+  r = waitReady(lib, newComm, deadline, options.pollInterval, &setup.rendezvous);
   if (r != ncclSuccess) {
     const std::string text = r == ncclInProgress
                                  ? impl->describe() + ": " + call + " did not complete within " +

@@ -22,6 +22,11 @@ class RendezvousOutOfBand final : public hostengine::OutOfBand {
                       std::chrono::milliseconds timeout);
 
   Result<std::vector<std::string>> allGather(std::string_view mine) override;
+  void waiting() noexcept override {
+    if (rendezvous_ != nullptr) {
+      rendezvous_->waiting();
+    }
+  }
   // Later calls fail (invalidUsage) instead of touching the rendezvous.
   void detach() noexcept { rendezvous_ = nullptr; }
 

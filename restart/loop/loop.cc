@@ -71,6 +71,7 @@ class InterruptibleRendezvous final : public Rendezvous {
     return sliced(timeout, "all-gather '" + std::string(round) + "'",
                   [&](milliseconds t) { return inner_->allGather(round, mine, t); });
   }
+  void waiting() noexcept override { progress_(); }
 
  private:
   template <class F>

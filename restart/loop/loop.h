@@ -32,6 +32,7 @@
 #include "restart/loop/job_barrier.h"
 #include "restart/loop/monitor_thread.h"
 #include "restart/loop/rank_registry.h"
+#include "restart/loop/restart_storm.h"
 #include "restart/loop/timeline.h"
 #include "restart/protocol/fault_log.h"
 #include "restart/protocol/job_keys.h"
@@ -90,6 +91,9 @@ class Loop {
   // The completion barrier of the iteration, and the one decision every rank
   // follows: true to complete, false to restart.
   bool completeTogether();
+  // The restart-storm policy after iteration k's fault: one decision for
+  // every rank (terminal past the limit), and the back-off it asks for.
+  void applyStormPolicy(int k, const std::vector<protocol::FaultRecord>& records);
   // Terminal for this rank: records it as terminated (unless the store is
   // what failed), runs the terminate hook, rethrows `why`.
   [[noreturn]] void leave(std::exception_ptr why, bool recordInStore = true);
@@ -112,6 +116,7 @@ class Loop {
   std::unique_ptr<protocol::FaultLog> faults_;
   std::unique_ptr<RankRegistry> registry_;
   std::unique_ptr<JobBarrier> barrier_;
+  RestartStorm storm_;
   std::unique_ptr<BlackboxWatch> blackbox_;
   std::optional<protocol::StatusPageMapping> statusPage_;
   HealthCheckFn restartChecks_;  // automatic checks + the user's, run at every restart

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -85,6 +86,38 @@ void Loop::runBounded(const char* what, const std::function<void(const State&)>&
   }
   const State snapshot = state_;
   detail::runBounded(timeout, what, "resilient-hook", [hook, snapshot] { hook(snapshot); });
+}
+
+void Loop::applyStormPolicy(int k, const std::vector<FaultRecord>& records) {
+  const RestartStorm::Verdict mine =
+      storm_.restart(k, static_cast<int64_t>(monotonicNs() / 1000000), records);
+  // The first proposal written decides for every rank (their windows may
+  // differ by a restart at the edge).
+  const std::string proposal =
+      mine.stop ? "stop " + mine.message : "go " + std::to_string(mine.backoff.count());
+  const store::CasResult decided =
+      store_->compareSet(keys_->stormDecision(k), std::nullopt, proposal);
+  const std::string decision = decided.current.value_or(proposal);
+  if (decision.rfind("stop ", 0) == 0) {
+    const std::string why = decision.substr(5);
+    timeline_.record(k, "restart storm", why);
+    RES_WARN(log::kRestart, "restart: %s", why.c_str());
+    leave(std::make_exception_ptr(RestartAbort(why)));
+  }
+  const milliseconds backoff(std::strtoll(decision.c_str() + 3, nullptr, 10));
+  if (backoff <= milliseconds(0)) {
+    return;
+  }
+  timeline_.record(k, "back-off",
+                   std::to_string(backoff.count()) + " ms (restart " +
+                       std::to_string(mine.inWindow) + " within the storm window)");
+  // Waiting is not hanging: the monitor sees progress every slice.
+  const auto until = std::chrono::steady_clock::now() + backoff;
+  while (std::chrono::steady_clock::now() < until) {
+    touchProgress();
+    std::this_thread::sleep_until(
+        std::min(until, std::chrono::steady_clock::now() + milliseconds(100)));
+  }
 }
 
 void Loop::recover() {
@@ -200,6 +233,7 @@ void Loop::recover() {
         (culprits.count(state_.initialRank) != 0 ? " as the culprit of a fault" : ""))));
   }
   state_.culprit = culprits.count(state_.initialRank) != 0;
+  applyStormPolicy(k, records);
 
   AssignmentContext context;
   context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };

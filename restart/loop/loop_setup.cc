@@ -64,7 +64,10 @@ uint16_t tcpPortOf(const std::string& url) {
 }  // namespace
 
 Loop::Loop(Options options, LoopEnvironment environment)
-    : options_(std::move(options)), environment_(std::move(environment)) {
+    : options_(std::move(options)),
+      environment_(std::move(environment)),
+      storm_(StormPolicy{options_.stormLimit, options_.stormWindow, options_.restartBackoff,
+                         options_.restartBackoffMax}) {
   options_.validate();
   state_.initialRank = options_.rank >= 0 ? options_.rank : intFromEnvironment("RANK");
   state_.initialWorldSize =

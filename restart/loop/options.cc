@@ -32,6 +32,10 @@ Options Options::fromEnvironment() {
   o.finalizeTimeout = Millis(p.get<config::kRestartFinalizeTimeoutMs>());
   o.healthCheckTimeout = Millis(p.get<config::kRestartHealthCheckTimeoutMs>());
   o.communicatorTimeout = Millis(p.get<config::kRestartCommunicatorTimeoutMs>());
+  o.stormLimit = static_cast<int>(p.get<config::kRestartStormLimit>());
+  o.stormWindow = Millis(p.get<config::kRestartStormWindowMs>());
+  o.restartBackoff = Millis(p.get<config::kRestartBackoffMs>());
+  o.restartBackoffMax = Millis(p.get<config::kRestartBackoffMaxMs>());
   return o;
 }
 
@@ -66,6 +70,11 @@ void Options::validate() const {
     require(value > zero, show(name, value) + " > 0");
   }
   require(lastCallWait >= zero, show("lastCallWait", lastCallWait) + " >= 0");
+  require(stormLimit >= 0, "stormLimit (" + std::to_string(stormLimit) + ") >= 0");
+  require(stormWindow > zero, show("stormWindow", stormWindow) + " > 0");
+  require(restartBackoff >= zero && restartBackoff <= restartBackoffMax,
+          "0 <= " + show("restartBackoff", restartBackoff) + " <= " +
+              show("restartBackoffMax", restartBackoffMax));
   require(terminationGraceTime >= zero,
           show("terminationGraceTime", terminationGraceTime) + " >= 0");
   // The reference's ordering rules (docs/reference/restart-model.md §1.2).

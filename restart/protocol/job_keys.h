@@ -48,6 +48,11 @@ class JobKeys {
   std::string completionBarrier() const { return prefix_ + "completion"; }
   // The one decision of iteration k's end: "complete" or "restart" (the first
   // rank to propose one writes it; every rank follows it).
+  // The restart-storm decision after iteration k's fault: "go <back-off ms>"
+  // or "stop <why>" (the first rank to propose one writes it).
+  std::string stormDecision(int iteration) const {
+    return prefix_ + "iteration/" + std::to_string(iteration) + "/storm";
+  }
   std::string completionDecision(int iteration) const {
     return prefix_ + "iteration/" + std::to_string(iteration) + "/completion";
   }

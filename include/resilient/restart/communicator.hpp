@@ -60,6 +60,10 @@ class Rendezvous {
   // exchange (one name per exchange within an iteration).
   virtual std::vector<std::string> allGather(std::string_view round, std::string_view mine,
                                              std::chrono::milliseconds timeout) = 0;
+  // A factory that waits for its peers by other means (its connections)
+  // calls this now and then: the loop shows the rank's progress to its
+  // monitor (waiting for a peer is not hanging). Never throws.
+  virtual void waiting() noexcept {}
 };
 
 // What a factory gets to build one communicator of an iteration.

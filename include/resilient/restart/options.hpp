@@ -61,6 +61,15 @@ struct Options {
   Millis finalizeTimeout{30000};
   Millis healthCheckTimeout{60000};  // the whole chain (the CUDA check alone may take 30 s)
   Millis communicatorTimeout{60000};
+  // Restart storms: at most `stormLimit` restarts within `stormWindow` (0: no
+  // limit); the next one ends the job on every rank with one RestartAbort
+  // naming the recurring fault and how often it recurred. From the second
+  // restart within the window on, the loop waits before re-entering the
+  // function: `restartBackoff`, doubling each time, at most `restartBackoffMax`.
+  int stormLimit = 10;
+  Millis stormWindow{600000};
+  Millis restartBackoff{100};
+  Millis restartBackoffMax{10000};
 
   // The monitor process: its executable (empty: `resilient-monitor` next to
   // the library, then on PATH), its log and pid files ({rank} is replaced by

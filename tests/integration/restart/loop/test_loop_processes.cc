@@ -665,6 +665,8 @@ TEST_CASE("100 consecutive restarts leak no descriptor, no thread and no memory"
           // Leaks are the point here, not detection latency: timeouts that a
           // loaded machine (or a sanitizer build) does not trip.
           {{"NCCL_RESILIENT_LIVENESS_TIMEOUT_MS", "10000"},
+           {"NCCL_RESILIENT_RESTART_STORM_LIMIT", "0"},  // a storm on purpose
+           {"NCCL_RESILIENT_RESTART_BACKOFF_MS", "0"},
            {"NCCL_RESILIENT_RESTART_SOFT_TIMEOUT_MS", "20000"},
            {"NCCL_RESILIENT_RESTART_HARD_TIMEOUT_MS", "30000"},
            {"NCCL_RESILIENT_RESTART_HEARTBEAT_TIMEOUT_MS", "20000"},
@@ -802,4 +804,39 @@ TEST_CASE("a spare's death leaves the pool without interrupting the active ranks
   CHECK(job.monitorLog(3).find("a spare in iteration 0: the active ranks are not interrupted") !=
         std::string::npos);
   CHECK(job.waitMonitors(milliseconds(10000)) == std::vector<int>{0, 0, 0, 0});
+}
+
+TEST_CASE("a fault in every iteration ends the job after the storm limit, with back-off, on "
+          "every rank",
+          "[loop-processes][storm]") {
+  // Issue 23 finding 2: a job whose fault recurred in every iteration
+  // restarted about 1,000 times in 90 s and never finished a step.
+  Job job(3, {{}, {"--throw-until", "1000"}, {}},
+          {{"NCCL_RESILIENT_RESTART_STORM_LIMIT", "4"},
+           {"NCCL_RESILIENT_RESTART_STORM_WINDOW_MS", "600000"},
+           {"NCCL_RESILIENT_RESTART_BACKOFF_MS", "50"},
+           {"NCCL_RESILIENT_RESTART_BACKOFF_MAX_MS", "150"}});
+  const uint64_t start = monoNs();
+  requireAllExitClean(job, 3);
+  const double tookMs = msBetween(start, monoNs());
+  INFO(job.summary());
+  CHECK(tookMs < 60000);
+  for (int r = 0; r < 3; ++r) {
+    const json rep = job.report(r);
+    CHECK(rep["outcome"] == "RestartAbort");
+    const std::string error = rep.value("error", "");
+    CHECK(error.find("restart storm: 5 restarts within 600000 ms (limit 4") == 0);
+    CHECK(error.find("the recurring fault, 5 times: exception reported by rank 1") !=
+          std::string::npos);
+    CHECK(enteredIterations(rep) == std::vector<int>{0, 1, 2, 3, 4});
+    // The back-off doubles from the second restart on, up to its cap.
+    std::vector<std::string> backoffs;
+    for (const auto& e : timelineOf(rep)) {
+      if (e.phase == "back-off") {
+        backoffs.push_back(e.detail.substr(0, e.detail.find(' ')));
+      }
+    }
+    CHECK(backoffs == std::vector<std::string>{"50", "100", "150"});
+    CHECK(event(rep, "restart storm", 4).has_value());
+  }
 }

@@ -191,7 +191,7 @@ int main(void) {
       last_id = i->id;
       ++count;
     }
-    CHECK(count == 31);
+    CHECK(count == 35);
     resilient_restart_options* o = resilient_restart_options_from_environment();
     info = resilient_restart_option_by_name("store_url");
     CHECK(info != NULL && resilient_restart_options_set_string(o, info->id, "memory") == RESILIENT_RESTART_OK);
