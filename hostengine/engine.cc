@@ -86,6 +86,7 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
   limits_.depth = std::clamp(options_.depth, 1, transport::kMaxRequests);
   limits_.warningBaseline = lastPluginWarning().sequence;
   limits_.abortFlag = &abort_;
+  limits_.notes = &notes_;
   if (aborted()) {
     return abortedFault("setup", start);
   }
@@ -334,7 +335,15 @@ std::optional<Fault> Engine::drive(Stream* const* streams, size_t count, uint64_
                                    uint64_t* errors) {
   Pipeline pipeline(transport_, limits_);
   const uint64_t deadline = startNs + static_cast<uint64_t>(options_.timeoutMs) * 1000000ull;
-  return pipeline.drive(streams, count, startNs, deadline, errors);
+  std::optional<Fault> fault = pipeline.drive(streams, count, startNs, deadline, errors);
+  if (!warnedSizes_ && notes_.sizesNotReported.load(std::memory_order_relaxed) > 0) {
+    warnedSizes_ = true;
+    RES_WARN(NCCL_NET, "net plugin %s: test() did not report the sizes of completed receives; "
+             "NCCL tolerates this (it uses them only for GPU flushes and profiler byte counts), "
+             "and so does the host engine: the posted sizes stand",
+             transport_.name());
+  }
+  return fault;
 }
 
 std::optional<Fault> Engine::drive(std::initializer_list<Stream*> streams, uint64_t startNs,

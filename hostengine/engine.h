@@ -97,6 +97,8 @@ class Engine {
   int depth() const noexcept { return limits_.depth; }
   size_t chunkBytes() const noexcept { return chunk_; }
   const EngineOptions& options() const noexcept { return options_; }
+  // What the plugin did that NCCL tolerates (one WARN the first time).
+  const ConformanceNotes& conformance() const noexcept { return notes_; }
 
  private:
   enum BufferId { kInput = 0, kOutput = 1, kStaging = 2, kBufferCount = 3 };
@@ -141,6 +143,8 @@ class Engine {
 
   transport::Transport& transport_;
   OutOfBand& oob_;
+  ConformanceNotes notes_;
+  bool warnedSizes_ = false;
   EngineOptions options_;
   transport::Properties props_;
   PipelineLimits limits_;

@@ -135,6 +135,15 @@ class Stream {
   size_t tail_ = 0;
 };
 
+// What a plugin did that NCCL tolerates and a conformance tester reports
+// (the engine goes on as NCCL does). Counted by the pipelines of one engine.
+struct ConformanceNotes {
+  // Completed receives whose test() left `sizes` unwritten: NCCL uses the
+  // received size only for the GPU flush and the profiler's byte counts, so
+  // it goes on with the posted size; so does the engine.
+  std::atomic<uint64_t> sizesNotReported{0};
+};
+
 struct PipelineLimits {
   int rank = 0;
   int nranks = 1;
@@ -144,6 +153,7 @@ struct PipelineLimits {
   uint64_t warningBaseline = 0;  // plugin WARNs up to this sequence are not reported
   // Set from another thread: drive() returns an aborted Fault at its next pass.
   const std::atomic<bool>* abortFlag = nullptr;
+  ConformanceNotes* notes = nullptr;  // where tolerated deviations are counted (may be null)
 };
 
 // The Fault of an operation given up because its owner aborted it.
@@ -156,7 +166,9 @@ class Pipeline {
 
   // Drives `streams` until all are finished (nullopt), a call fails or the
   // deadline passes (the fault). *sizeErrors grows by the bytes of every
-  // received piece whose reported size differs from the expected one.
+  // received piece whose reported size differs from the expected one; a
+  // size test() did not report at all is NCCL's tolerated case
+  // (ConformanceNotes), not an error.
   std::optional<Fault> drive(Stream* const* streams, size_t count, uint64_t startNs,
                              uint64_t deadlineNs, uint64_t* sizeErrors);
 

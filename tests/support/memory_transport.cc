@@ -345,7 +345,7 @@ Status MemoryTransport::test(void* request, int* done, int* sizes) {
     return {};
   }
   *done = 1;
-  if (sizes != nullptr) {
+  if (sizes != nullptr && reportSizes_.load()) {
     if (c.isSend) {
       sizes[0] = static_cast<int>(r.size);
     } else {

@@ -50,6 +50,8 @@ class MemoryTransport : public transport::Transport {
   void failTestsAfter(int64_t calls) { failAfter_.store(calls); }
   // Nothing moves while set.
   void stall(bool on) { stalled_.store(on); }
+  // test() leaves `sizes` unwritten, as some real plugins do (NCCL tolerates it).
+  void reportSizes(bool on) { reportSizes_.store(on); }
 
   // Observations.
   std::atomic<int> isendCalls{0};
@@ -115,6 +117,7 @@ class MemoryTransport : public transport::Transport {
   bool forceFlush_;
   std::atomic<int64_t> failAfter_{-1};
   std::atomic<bool> stalled_{false};
+  std::atomic<bool> reportSizes_{true};
   mutable std::mutex mutex_;
   std::string nextListenAddress_ = "10.0.0.2:40000";
   int connectionCount_ = 0;

@@ -261,6 +261,7 @@ int runRank(const Config& c, const he::Environment& env) {
     }
   }
   result["errors"] = totalErrors;
+  result["conformance_notes"] = conformanceNotes(engine.conformance());
   result["window_expired"] = windowExpired;
   result["iterations_run"] = iteration;
   json rowsJson = json::array();
@@ -281,10 +282,14 @@ int runRank(const Config& c, const he::Environment& env) {
   } else {
     if (rank == 0 && !c.faultMode) {
       printSummary(rows);
+      if (!launched) {
+        printConformance(result["conformance_notes"]);
+      }
       if (!launched && !c.options.jsonPath.empty()) {
         const json report = reportJson(c, RunReport{.nranks = world,
                                                     .transport = result["transport"],
                                                     .rows = rowsJson,
+                                                    .conformance = result["conformance_notes"],
                                                     .ok = totalErrors == 0});
         tools::writeFileAtomically(c.options.jsonPath, report.dump(2) + "\n");
       }

@@ -100,7 +100,29 @@ json reportJson(const Config& c, const RunReport& report) {
               {"errors", errors},
               {"faults", report.faults},
               {"injections", report.injections},
+              {"conformance_notes", report.conformance},
               {"ok", report.ok}};
+}
+
+json conformanceNotes(const he::ConformanceNotes& notes) {
+  json out = json::array();
+  const uint64_t unreported = notes.sizesNotReported.load(std::memory_order_relaxed);
+  if (unreported > 0) {
+    out.push_back("test() did not report sizes (" + std::to_string(unreported) +
+                  " completed receives): NCCL tolerates this; profiler byte counts will be "
+                  "wrong");
+  }
+  return out;
+}
+
+void printConformance(const json& notes) {
+  if (notes.empty()) {
+    return;
+  }
+  std::printf("# Conformance notes (NCCL tolerates these; the data is not wrong for them):\n");
+  for (const json& n : notes) {
+    std::printf("#   %s\n", n.get<std::string>().c_str());
+  }
 }
 
 void printSummary(const std::vector<he::SizeResult>& rows) {
@@ -365,12 +387,25 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
     std::printf("# %d of %d surviving ranks detected the fault within %g s: %s\n", detected,
                 survivors, c.options.timeoutSec, ok ? "OK" : "FAILED");
   }
+  // Every rank's notes, each text once.
+  json conformance = json::array();
+  for (const auto& r : results) {
+    if (r && r->contains("conformance_notes")) {
+      for (const json& note : (*r)["conformance_notes"]) {
+        if (std::find(conformance.begin(), conformance.end(), note) == conformance.end()) {
+          conformance.push_back(note);
+        }
+      }
+    }
+  }
+  printConformance(conformance);
   if (!c.options.jsonPath.empty()) {
     const json report = reportJson(c, RunReport{.nranks = n,
                                                 .transport = transport,
                                                 .rows = rows,
                                                 .faults = faults,
                                                 .injections = injections,
+                                                .conformance = conformance,
                                                 .ok = ok});
     tools::writeFileAtomically(c.options.jsonPath, report.dump(2) + "\n");
   }

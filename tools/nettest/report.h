@@ -38,8 +38,14 @@ struct RunReport {
   json rows = json::array();  // rowJson per size
   json faults = json::array();
   json injections = json::array();
+  json conformance = json::array();  // conformanceNotes of every rank, merged
   bool ok = false;
 };
+
+// What the plugin did that NCCL tolerates (the run is not wrong for it), as
+// texts; and printed as a section of the report.
+json conformanceNotes(const he::ConformanceNotes& notes);
+void printConformance(const json& notes);
 json reportJson(const Config& c, const RunReport& report);
 
 // Rank 0, before the measured phase: what runs, on what, how.

@@ -717,7 +717,12 @@ Status FaultTransport::testWrapped(WrappedRequest& r, int* done, int* sizes) {
     return {};
   }
   *done = 1;
-  if (sizes != nullptr && r.n > 0) {
+  bool reportSizes = true;
+  for (uint64_t bits = r.ruleMask; bits != 0; bits &= bits - 1) {
+    const RuleState& state = c.rules[static_cast<size_t>(__builtin_ctzll(bits))];
+    reportSizes = reportSizes && rules_[state.rule].kind != FaultKind::kNoSizes;
+  }
+  if (sizes != nullptr && r.n > 0 && reportSizes) {
     std::copy_n(r.sizes, r.n, sizes);
   }
   c.give(&r);

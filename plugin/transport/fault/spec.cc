@@ -63,12 +63,13 @@ std::string names(const std::array<std::pair<std::string_view, E>, N>& table) {
   return out;
 }
 
-constexpr std::array<std::pair<std::string_view, FaultKind>, 5> kKinds{{
+constexpr std::array<std::pair<std::string_view, FaultKind>, 6> kKinds{{
     {"stall", FaultKind::kStall},
     {"error", FaultKind::kError},
     {"close", FaultKind::kClose},
     {"delay", FaultKind::kDelay},
     {"slow", FaultKind::kSlow},
+    {"nosizes", FaultKind::kNoSizes},
 }};
 constexpr std::array<std::pair<std::string_view, FaultOp>, 6> kOps{{
     {"isend", FaultOp::kIsend},
@@ -280,7 +281,8 @@ Result<FaultRule> parseRule(std::string_view text) {
   if (hasSeed && !hasProb) {
     return fail("seed applies only together with prob");
   }
-  if ((rule.kind == FaultKind::kDelay || rule.kind == FaultKind::kSlow) &&
+  if ((rule.kind == FaultKind::kDelay || rule.kind == FaultKind::kSlow ||
+       rule.kind == FaultKind::kNoSizes) &&
       rule.op != FaultOp::kAny && rule.op != FaultOp::kIsend && rule.op != FaultOp::kIrecv) {
     return fail("kind=" + kindName + " acts on requests; accepted ops: isend, irecv, any");
   }
@@ -319,6 +321,7 @@ const char* faultKindName(FaultKind kind) noexcept {
     case FaultKind::kClose: return "close";
     case FaultKind::kDelay: return "delay";
     case FaultKind::kSlow: return "slow";
+    case FaultKind::kNoSizes: return "nosizes";
   }
   return "?";
 }

@@ -27,6 +27,7 @@ enum class FaultKind {
   kClose,  // the inner comm is closed (the peer sees EOF); every later call fails
   kDelay,  // a request completes no earlier than its post time + delayMs
   kSlow,   // completions are paced to rateBytesPerS
+  kNoSizes,  // test() completes caught requests without writing `sizes` (as some plugins do)
 };
 
 // Which calls a rule watches.

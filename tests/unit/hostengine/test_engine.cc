@@ -16,6 +16,7 @@
 #include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
 #include "tests/support/memory_transport.h"
+#include "tests/support/mock_logger.h"
 
 namespace he = resilient::hostengine;
 using resilient::monotonicNs;
@@ -204,6 +205,24 @@ TEST_CASE("a plugin that asks for forceFlush gets an iflush per receive", "[host
   requireClean(runs);
   // 2 ranks x 2 iterations x 16 chunks.
   CHECK(transport.flushes.load() == 64);
+}
+
+TEST_CASE("a plugin whose test() reports no sizes moves data as under NCCL, with one WARN",
+          "[hostengine][engine]") {
+  // Issue 23 finding 1: a real ABI-v6 plugin never writes test()'s sizes.
+  // NCCL goes on with the posted sizes; resilient-nettest counted every byte
+  // as wrong, and the restart library's host communicator failed every step.
+  resilient::test::MemoryTransport transport;
+  transport.reportSizes(false);
+  resilient::test::CapturingLogger logger(resilient::log::Level::kWarn);
+  for (const he::Pattern pattern :
+       {he::Pattern::kSendRecv, he::Pattern::kAllReduce, he::Pattern::kAllToAll}) {
+    CAPTURE(static_cast<int>(pattern));
+    auto runs = runRanks(
+        3, pattern, {4, 4099, 300001}, [&](int) -> Transport& { return transport; });
+    requireClean(runs);  // no fault, no wrong element
+  }
+  CHECK(logger.count(NCCL_LOG_WARN, "test() did not report the sizes of completed receives") >= 1);
 }
 
 TEST_CASE("the patterns run over the raw TCP pump", "[hostengine][rawtcp]") {

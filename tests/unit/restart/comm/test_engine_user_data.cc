@@ -1,6 +1,7 @@
 // The host engine's user-data operations (all-reduce, broadcast, barrier,
 // abort) among ranks as threads over the in-memory transport, with the
 // out-of-band channel over a StoreRendezvous.
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -90,6 +91,33 @@ TEST_CASE("allReduceSum is exact for any count, in blocks, in and out of place",
       }
     }));
   }
+}
+
+TEST_CASE("a plugin whose test() reports no sizes serves the user's collectives", "[engine-user]") {
+  // Issue 23 finding 1: the restart library's host communicator turned the
+  // missing sizes into an error at every step (the demo restarted about
+  // 1,000 times in 90 s). NCCL goes on with the posted sizes; so do we.
+  resilient::test::MemoryTransport transport;
+  transport.reportSizes(false);
+  const int n = 3;
+  const ct::Iteration it(std::make_shared<store::MemoryStore>(), 0, n);
+  requireNoErrors(it.run([&](int rank, ct::RankContext& c) {
+    EngineRank er(transport, c, n, 4096);
+    std::vector<float> in(5000, static_cast<float>(rank + 1));
+    std::vector<float> out(in.size());
+    auto fault = er.engine.allReduceSum(in.data(), out.data(), in.size());
+    ct::expect(!fault, fault ? fault->describe() : "");
+    ct::expect(out.front() == 6.0f && out.back() == 6.0f, "the sum of 1 + 2 + 3");
+    char bytes[100] = {};
+    if (rank == 1) {
+      std::memset(bytes, 'b', sizeof bytes);
+    }
+    fault = er.engine.broadcast(bytes, sizeof bytes, 1);
+    ct::expect(!fault, fault ? fault->describe() : "");
+    ct::expect(bytes[0] == 'b' && bytes[99] == 'b', "the root's bytes");
+    fault = er.engine.barrier();
+    ct::expect(!fault, fault ? fault->describe() : "");
+  }));
 }
 
 TEST_CASE("broadcast delivers the root's bytes from every root", "[engine-user]") {

@@ -156,6 +156,7 @@ TEST_CASE("malformed rules are invalid usage quoting the rule and what is accept
        "kind=delay acts on requests; accepted ops: isend, irecv, any"},
       {"kind=slow,rate=1M,op=connect", "kind=slow,rate=1M,op=connect",
        "kind=slow acts on requests"},
+      {"kind=nosizes,op=test", "kind=nosizes,op=test", "kind=nosizes acts on requests"},
       {"kind=stall,kind=error", "kind=stall,kind=error", "key 'kind' given twice"},
       {"kind=stall,peer=", "kind=stall,peer=", "empty value for peer"},
       {"kind=stall;op=isend", "op=isend", "missing kind"},
