@@ -451,7 +451,10 @@ Status Core::failTransport(ConnectionRecord& conn, const Status& cause, const ch
   Status reported = cause;
   std::optional<RootCause> root;
   const bool local = !cause.ok() && cause.kind() != ErrorKind::kRemote;
-  Watchdog::PeerNews news = watchdog_->peerNews(conn);
+  // A local error is ours only if the peer still answers: asked now, as the
+  // kernel of a dying peer may reset the inner transport's socket before the
+  // liveness link's.
+  Watchdog::PeerNews news = watchdog_->peerNews(conn, /*confirm=*/local);
   if (local && news.death) {
     // A local-looking error (EPIPE, a reset the inner transport calls local)
     // from a peer the liveness channel knows to be gone or going: the peer's

@@ -124,7 +124,7 @@ void Watchdog::announceLocked(const RootCause& root, uint64_t commId) {
   }
 }
 
-Watchdog::PeerNews Watchdog::peerNews(const ConnectionRecord& conn) {
+Watchdog::PeerNews Watchdog::peerNews(const ConnectionRecord& conn, bool confirm) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!events_) {
     return {};  // no loop yet: no link
@@ -133,6 +133,13 @@ Watchdog::PeerNews Watchdog::peerNews(const ConnectionRecord& conn) {
   news.reason = channel_.peerReasonOf(conn, clock_.monoNs());  // reads what the link holds
   news.death = liveness::deathOf(conn);
   news.answering = liveness::answering(conn);
+  if (confirm && news.answering && !news.death) {
+    // A round trip, at most a tenth of the liveness timeout (100 ms by default).
+    const uint64_t timeoutNs = static_cast<uint64_t>(livenessTimeoutMs_) * 100000ull;
+    news.answering = channel_.probe(conn, timeoutNs);
+    news.reason = channel_.peerReasonOf(conn, clock_.monoNs());
+    news.death = liveness::deathOf(conn);
+  }
   return news;
 }
 

@@ -93,7 +93,10 @@ class Watchdog {
     // transport is then our own.
     bool answering = false;
   };
-  PeerNews peerNews(const ConnectionRecord& conn);
+  // `confirm`: a peer that seems to answer is asked for a heartbeat first
+  // (liveness::Channel::probe): `answering` is then the answer, and a death
+  // the probe reads is in `death`.
+  PeerNews peerNews(const ConnectionRecord& conn, bool confirm = false);
 
  private:
   void ensureThreadLocked();

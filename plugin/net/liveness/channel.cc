@@ -1,6 +1,7 @@
 #include "plugin/net/liveness/channel.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/net/interfaces.h"
 #include "common/net/socket.h"
@@ -201,6 +203,46 @@ std::optional<RootCause> Channel::peerReasonOf(const ConnectionRecord& conn, uin
     handleLink(link, EventLoop::kReadable, now);
   }
   return link->state.peerReason();
+}
+
+bool Channel::probe(const ConnectionRecord& conn, uint64_t timeoutNs) {
+  PeerLink* link = conn.link.load(std::memory_order_acquire);
+  if (link == nullptr || link->fd < 0 || link->state.phase() != PeerState::Phase::kUp ||
+      !link->state.authenticated()) {
+    return false;
+  }
+  const Frame ping = link->state.probe();
+  send(link, ping);
+  const uint64_t deadline = monotonicNs() + timeoutNs;
+  while (link->fd >= 0 && link->state.phase() == PeerState::Phase::kUp) {
+    if (link->state.answered(ping.value)) {
+      return true;
+    }
+    const uint64_t now = monotonicNs();
+    if (now >= deadline) {
+      return false;
+    }
+    // Every link is read meanwhile, as the watchdog thread (held up by this
+    // call) would: the peer may be this very process (its end of the link
+    // answers the ping).
+    std::vector<pollfd> fds;
+    std::vector<PeerLink*> polled;
+    for (const auto& l : links_) {
+      if (l->fd >= 0 && !l->retired) {
+        fds.push_back({l->fd, POLLIN, 0});
+        polled.push_back(l.get());
+      }
+    }
+    const int waitMs = static_cast<int>((deadline - now + 999999) / 1000000);
+    if (::poll(fds.data(), fds.size(), waitMs) > 0) {
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if ((fds[i].revents & (POLLIN | POLLERR | POLLHUP)) != 0 && polled[i]->fd >= 0) {
+          handleLink(polled[i], EventLoop::kReadable, monotonicNs());
+        }
+      }
+    }
+  }
+  return false;
 }
 
 Frame Channel::goodbye() const {

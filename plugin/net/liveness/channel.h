@@ -96,6 +96,11 @@ class Channel {
   // watchdog thread has read the peer's notice; an accepted connection may
   // not know its link yet, whose bind then waits unread: every link is read).
   std::optional<RootCause> peerReasonOf(const ConnectionRecord& conn, uint64_t now);
+  // Asks the peer of `conn` for a heartbeat now and reads its link until the
+  // answer comes (true), the link dies or closes, or `timeoutNs` passes
+  // (false). For an error whose cause is in doubt: a dying peer's kernel may
+  // reset one socket before it closes the link.
+  bool probe(const ConnectionRecord& conn, uint64_t timeoutNs);
 
   // --- Watchdog thread. ---
 

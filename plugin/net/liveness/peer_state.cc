@@ -140,7 +140,7 @@ PeerState::Reaction PeerState::received(const Frame& frame, uint64_t now) {
   switch (frame.type) {
     case Type::kBind: return r;
     case Type::kPing: r.reply = makeFrame(Type::kPong, frame.value); return r;
-    case Type::kPong: return r;
+    case Type::kPong: lastPongSeq_ = std::max(lastPongSeq_, frame.value); return r;
     case Type::kGoodbye:
       phase_ = Phase::kClosed;
       closedByPeer_ = true;

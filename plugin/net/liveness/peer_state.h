@@ -142,6 +142,10 @@ class PeerState {
   // outstanding. Only an open (or connecting) busy link pings and can be
   // silent; idle, it is disarmed: silence counts again from the next busy tick.
   Tick tick(uint64_t now, bool busy);
+  // A ping sent outside the tick (a probe: does the peer answer now?), and
+  // whether the answer to ping `seq` (or a later one) has come.
+  Frame probe() { return makeFrame(Type::kPing, ++pingSeq_); }
+  bool answered(uint64_t seq) const noexcept { return lastPongSeq_ >= seq; }
   // What a silence of `silentNs` is. `local`: the state of the interface
   // that holds the link's local address (nullopt: unknown). A local interface
   // down or without carrier explains the silence: the link is cut, which says
@@ -174,6 +178,7 @@ class PeerState {
   uint64_t armedSinceNs_ = 0;  // the first busy tick after idle; 0 while idle
   uint64_t lastPingNs_ = 0;
   uint64_t pingSeq_ = 0;
+  uint64_t lastPongSeq_ = 0;
 };
 
 // The fault a busy connection of the communicator that a fault notice names
