@@ -50,6 +50,13 @@ uint64_t nowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The marker line the driver acts on.
+void mark(ChaosPhase phase, int iteration) {
+  std::printf("chaos phase=%s iteration=%d kind=%s mono_ns=%llu\n", phaseName(phase), iteration,
+              gPlan.kind.c_str(), static_cast<unsigned long long>(nowNs()));
+  std::fflush(stdout);
+}
+
 // The phases a fault of this plan may fire in: its own, once.
 bool due(ChaosPhase phase) {
   if (!gPlan.victim || phase != gPlan.phase) {
@@ -94,9 +101,7 @@ void chaosAt(ChaosPhase phase, int iteration) {
   if (!due(phase)) {
     return;
   }
-  std::printf("chaos phase=%s iteration=%d kind=%s mono_ns=%llu\n", phaseName(phase), iteration,
-              gPlan.kind.c_str(), static_cast<unsigned long long>(nowNs()));
-  std::fflush(stdout);
+  mark(phase, iteration);
   if (gPlan.kind == "sigkill") {
     ::raise(SIGKILL);
   } else if (gPlan.kind == "sigstop") {
@@ -115,9 +120,7 @@ void chaosInHook(ChaosHook hook, ChaosPhase phase, int iteration) {
   if ((gFired.fetch_or(bit) & bit) != 0) {
     return;
   }
-  std::printf("chaos phase=%s iteration=%d kind=%s mono_ns=%llu\n", phaseName(phase), iteration,
-              gPlan.kind.c_str(), static_cast<unsigned long long>(nowNs()));
-  std::fflush(stdout);
+  mark(phase, iteration);
   throw std::runtime_error(std::string("chaos: the ") + hookName(hook) + " hook fails in phase " +
                            phaseName(phase));
 }

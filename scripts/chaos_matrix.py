@@ -234,13 +234,7 @@ def run_cell(args, fault, phase, cell_dir, reference_weights, base_env):
     except demo.DemoFailure as e:
         row["problems"].append(str(e))
     finally:
-        for p in procs.popens:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
-        procs.stop_all()
+        procs.stop_all()  # SIGKILL: frozen processes too
     if not row["problems"] and row["outcome"] == "FAIL":
         row["problems"].append("no outcome")
     return row

@@ -233,8 +233,7 @@ Status Core::connect(void* ctx, int dev, void* handle, void** sendComm) {
         !s.ok()) {
       watchdog_->remove(conn.get());
       (void)inner_->closeSend(innerComm);
-      return Status::error(s.kind(), "introducing the connection in band: " + s.message(),
-                           s.sysErrno());
+      return s;
     }
   }
   watchdog_->add(conn.get());
@@ -262,8 +261,7 @@ Status Core::accept(void* listenComm, void** recvComm) {
                                        HandleTrailer{}, &conn->introduction);
         !s.ok()) {
       (void)inner_->closeRecv(innerComm);
-      return Status::error(s.kind(), "introducing the connection in band: " + s.message(),
-                           s.sysErrno());
+      return s;
     }
   } else {
     watchdog_->awaitLink(*conn, l->nonce);

@@ -14,16 +14,23 @@ bool canIntroduce(transport::Transport& inner, int dev) {
 
 Status Introduction::start(transport::Transport& inner, void* innerComm, Side side,
                            const HandleTrailer& ours, std::unique_ptr<Introduction>* out) {
+  const auto failed = [](const Status& s) {
+    return Status::error(s.kind(), "introducing the connection in band: " + s.message(),
+                         s.sysErrno());
+  };
   std::unique_ptr<Introduction> intro(new Introduction(inner, innerComm, side));
   if (side == Side::kConnector) {
     encodeTrailer(ours, intro->buffer_);
   }
-  RESILIENT_TRY(inner.regMr(innerComm, intro->buffer_, sizeof intro->buffer_, transport::kPtrHost,
-                            &intro->mhandle_));
+  if (Status s = inner.regMr(innerComm, intro->buffer_, sizeof intro->buffer_,
+                             transport::kPtrHost, &intro->mhandle_);
+      !s.ok()) {
+    return failed(s);
+  }
   bool posted = false;
   if (Status s = intro->post(&posted); !s.ok()) {
     intro->release();
-    return s;
+    return failed(s);
   }
   *out = std::move(intro);
   return {};

@@ -39,16 +39,15 @@ std::string JobKeys::fault(int64_t index) const {
 }
 
 std::string JobKeys::interrupted(int iteration) const {
-  return prefix_ + "iteration/" + std::to_string(iteration) + "/interrupted";
+  return ofIteration(iteration, "interrupted");
 }
 
 std::string JobKeys::spare(int iteration, int initialRank) const {
-  return prefix_ + "iteration/" + std::to_string(iteration) + "/spare/" +
-         std::to_string(initialRank);
+  return ofIteration(iteration, "spare/" + std::to_string(initialRank));
 }
 
 std::string JobKeys::rendezvous(int iteration) const {
-  return prefix_ + "iteration/" + std::to_string(iteration) + "/comm/";
+  return ofIteration(iteration, "comm/");
 }
 
 }  // namespace resilient::restart::protocol

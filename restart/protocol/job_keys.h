@@ -10,6 +10,9 @@
 //   heartbeat/<r>            wall-clock ns, kept by r's monitor process (expiring)
 //   faults/count             counter; faults/<i> (1-based) is a fault record (JSON)
 //   iteration/<k>/interrupted  set by the first fault of iteration k (value: its reason)
+//   iteration/<k>/spare/<r>  present while initial rank r is a spare in iteration k
+//   iteration/<k>/storm      the restart-storm verdict after iteration k's fault
+//   iteration/<k>/completion the one decision of iteration k's end
 //   iteration/<k>/comm/...   the iteration's rendezvous (communicator ids)
 // Barriers (store barriers; re-entrant: anyone may count a rank):
 //   "<prefix>initial"      generation 0       all initial ranks
@@ -46,19 +49,22 @@ class JobKeys {
   std::string initialBarrier() const { return prefix_ + "initial"; }
   std::string iterationBarrier() const { return prefix_ + "iteration"; }
   std::string completionBarrier() const { return prefix_ + "completion"; }
-  // The one decision of iteration k's end: "complete" or "restart" (the first
-  // rank to propose one writes it; every rank follows it).
   // The restart-storm decision after iteration k's fault: "go <back-off ms>"
   // or "stop <why>" (the first rank to propose one writes it).
-  std::string stormDecision(int iteration) const {
-    return prefix_ + "iteration/" + std::to_string(iteration) + "/storm";
-  }
+  std::string stormDecision(int iteration) const { return ofIteration(iteration, "storm"); }
+  // The one decision of iteration k's end: "complete" or "restart" (the first
+  // rank to propose one writes it; every rank follows it).
   std::string completionDecision(int iteration) const {
-    return prefix_ + "iteration/" + std::to_string(iteration) + "/completion";
+    return ofIteration(iteration, "completion");
   }
   std::string terminationBarrier() const { return prefix_ + "termination"; }
 
  private:
+  // "iteration/<k>/<leaf>" under the job's prefix.
+  std::string ofIteration(int iteration, const std::string& leaf) const {
+    return prefix_ + "iteration/" + std::to_string(iteration) + "/" + leaf;
+  }
+
   std::string jobId_;
   std::string prefix_;
 };

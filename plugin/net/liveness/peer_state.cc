@@ -27,16 +27,32 @@ Frame PeerState::openingHello() {
   return makeHello(openerNonce_, policy_.selfPid, policy_.selfHost);
 }
 
-std::string PeerState::whoText(const Frame& frame) const {
-  return "peer " + addressText_ + " (pid " + std::to_string(frame.pid) + ", host " +
-         (frame.host.empty() ? std::string("?") : frame.host) + ")";
+PeerState::Reaction PeerState::brokeHandshake(const char* unexpected) const {
+  Reaction r;
+  r.death = "peer " + addressText_ + " broke the handshake (an unexpected " + unexpected + ")";
+  return r;
+}
+
+PeerState::Reaction PeerState::refuse(uint32_t pid, const std::string& host) const {
+  Reaction r;
+  r.reply = makeFrame(Type::kRefused);
+  r.death = "peer " + addressText_ + " (pid " + std::to_string(pid) + ", host " +
+            (host.empty() ? std::string("?") : host) +
+            ") could not prove our job token (another job's process, or another "
+            "NCCL_RESILIENT_JOB_TOKEN): refused";
+  return r;
+}
+
+void PeerState::authenticate(uint32_t pid, const std::string& host) {
+  host_ = host;
+  pid_.store(pid, std::memory_order_relaxed);
+  helloSeen_.store(true, std::memory_order_release);
 }
 
 PeerState::Reaction PeerState::onHello(const Frame& frame) {
   Reaction r;
   if (opener_ || helloReceived_) {
-    r.death = "peer " + addressText_ + " broke the handshake (an unexpected hello)";
-    return r;
+    return brokeHandshake("hello");
   }
   helloReceived_ = true;
   openerNonce_ = frame.nonce;
@@ -53,10 +69,8 @@ PeerState::Reaction PeerState::onHello(const Frame& frame) {
 }
 
 PeerState::Reaction PeerState::onChallenge(const Frame& frame) {
-  Reaction r;
   if (!opener_ || authenticated()) {
-    r.death = "peer " + addressText_ + " broke the handshake (an unexpected challenge)";
-    return r;
+    return brokeHandshake("challenge");
   }
   acceptorNonce_ = frame.nonce;
   const std::string transcript =
@@ -64,44 +78,28 @@ PeerState::Reaction PeerState::onChallenge(const Frame& frame) {
   const auth::JobSecret secret(policy_.jobToken);
   if (!secret.verify(kAuthProtocol, auth::Role::kListener, openerNonce_, acceptorNonce_,
                      transcript, frame.proof.data())) {
-    r.reply = makeFrame(Type::kRefused);
-    r.death = whoText(frame) +
-              " could not prove our job token (another job's process, or another "
-              "NCCL_RESILIENT_JOB_TOKEN): refused";
-    return r;
+    return refuse(frame.pid, frame.host);
   }
-  host_ = frame.host;
-  pid_.store(frame.pid, std::memory_order_relaxed);
-  helloSeen_.store(true, std::memory_order_release);
+  authenticate(frame.pid, frame.host);
+  Reaction r;
   r.reply = makeProof(secret.prove(kAuthProtocol, auth::Role::kConnector, openerNonce_,
                                    acceptorNonce_, transcript));
   return r;
 }
 
 PeerState::Reaction PeerState::onProof(const Frame& frame) {
-  Reaction r;
   if (opener_ || !helloReceived_ || authenticated()) {
-    r.death = "peer " + addressText_ + " broke the handshake (an unexpected proof)";
-    return r;
+    return brokeHandshake("proof");
   }
   const std::string transcript =
       authTranscript(pendingPid_, pendingHost_, policy_.selfPid, policy_.selfHost);
   if (!auth::JobSecret(policy_.jobToken)
            .verify(kAuthProtocol, auth::Role::kConnector, openerNonce_, acceptorNonce_, transcript,
                    frame.proof.data())) {
-    Frame who;
-    who.pid = pendingPid_;
-    who.host = pendingHost_;
-    r.reply = makeFrame(Type::kRefused);
-    r.death = whoText(who) +
-              " could not prove our job token (another job's process, or another "
-              "NCCL_RESILIENT_JOB_TOKEN): refused";
-    return r;
+    return refuse(pendingPid_, pendingHost_);
   }
-  host_ = pendingHost_;
-  pid_.store(pendingPid_, std::memory_order_relaxed);
-  helloSeen_.store(true, std::memory_order_release);
-  return r;
+  authenticate(pendingPid_, pendingHost_);
+  return {};
 }
 
 void PeerState::opened(uint64_t now) noexcept {

@@ -157,7 +157,11 @@ class PeerState {
   Reaction onHello(const Frame& frame);
   Reaction onChallenge(const Frame& frame);
   Reaction onProof(const Frame& frame);
-  std::string whoText(const Frame& frame) const;
+  Reaction brokeHandshake(const char* unexpected) const;
+  // A proof that failed: refused; the peer named as it said it is.
+  Reaction refuse(uint32_t pid, const std::string& host) const;
+  // Both proofs held: the peer's identity is known.
+  void authenticate(uint32_t pid, const std::string& host);
 
   const Policy policy_;
   const bool opener_;
