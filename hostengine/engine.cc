@@ -1,7 +1,8 @@
 // The Engine's lifecycle and setup: the plugin context, the connections
 // (listen, handles exchanged out of band, connect/accept polled together),
 // the registered host buffers, close; and the pipeline every operation
-// drives. run()'s patterns are in engine_patterns.cc, the ring operations
+// drives. As in NCCL, listen, connect, accept and regMr run on a service
+// thread, never on the thread that runs the data path. run()'s patterns are in engine_patterns.cc, the ring operations
 // in engine_ring.cc.
 #include "hostengine/engine.h"
 
@@ -11,6 +12,8 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/little_endian.h"
@@ -137,17 +140,23 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
   // that grew with the square of the ranks through the rendezvous).
   constexpr size_t kEntryBytes = 4 + transport::kHandleSize;
   std::string blob;
-  for (int p = 0; p < n; ++p) {
-    if (!link(p).recvs) {
-      continue;
-    }
-    std::array<uint8_t, kEntryBytes> entry{};
-    putU32(entry.data(), static_cast<uint32_t>(p));
-    st = transport_.listen(ctx_, options_.device, entry.data() + 4, &link(p).listenComm);
-    if (!st.ok()) {
-      return setupFault("listen", p, std::move(st), start);
-    }
-    blob.append(reinterpret_cast<const char*>(entry.data()), entry.size());
+  if (auto fault = onServiceThread(start, [&]() -> std::optional<Fault> {
+        for (int p = 0; p < n; ++p) {
+          if (!link(p).recvs) {
+            continue;
+          }
+          std::array<uint8_t, kEntryBytes> entry{};
+          putU32(entry.data(), static_cast<uint32_t>(p));
+          Status listened =
+              transport_.listen(ctx_, options_.device, entry.data() + 4, &link(p).listenComm);
+          if (!listened.ok()) {
+            return setupFault("listen", p, std::move(listened), start);
+          }
+          blob.append(reinterpret_cast<const char*>(entry.data()), entry.size());
+        }
+        return std::nullopt;
+      })) {
+    return fault;
   }
   Result<std::vector<std::string>> all = oob_.allGather(blob);
   if (!all.ok()) {
@@ -180,7 +189,7 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
     }
     std::memcpy(link(p).connectHandle.data(), found, transport::kHandleSize);
   }
-  if (auto fault = connectAll(start)) {
+  if (auto fault = onServiceThread(start, [&] { return connectAll(start); })) {
     return fault;
   }
 
@@ -197,7 +206,22 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
                         start);
     }
   }
-  return registerBuffers(start);
+  return onServiceThread(start, [&] { return registerBuffers(start); });
+}
+
+std::optional<Fault> Engine::onServiceThread(uint64_t startNs,
+                                             const std::function<std::optional<Fault>()>& work) {
+  std::optional<Fault> fault;
+  try {
+    std::thread service([&] { fault = work(); });
+    service.join();
+  } catch (const std::system_error& e) {
+    return setupFault("setup", -1,
+                      systemError(std::string("cannot start the service thread: ") + e.what(),
+                                  e.code().value()),
+                      startNs);
+  }
+  return fault;
 }
 
 std::optional<Fault> Engine::connectAll(uint64_t startNs) {

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -111,6 +112,10 @@ class Engine {
   int next() const noexcept { return (options_.rank + 1) % options_.nranks; }
   int prev() const noexcept { return (options_.rank + options_.nranks - 1) % options_.nranks; }
   std::optional<Fault> setupFault(const char* call, int peer, Status status, uint64_t startNs);
+  // Runs `work` (listen, connect/accept, regMr) on a thread of its own, as
+  // NCCL's service thread: a plugin must not depend on the data path's thread.
+  std::optional<Fault> onServiceThread(uint64_t startNs,
+                                       const std::function<std::optional<Fault>()>& work);
   std::optional<Fault> connectAll(uint64_t startNs);
   std::optional<Fault> registerBuffers(uint64_t startNs);
   // The pieces of one item (at most limits_.maxPieces); returns their count.

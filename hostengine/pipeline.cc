@@ -209,6 +209,14 @@ Status Pipeline::testOldest(Stream& s, uint64_t* sizeErrors) {
       s.completed(o.item);
     }
     ++s.done_;
+    if (consumes_) {
+      // As NCCL: once the data was used, the completed request goes back.
+      Status consumed = transport_.irecvConsumed(s.comm_, o.pieces, o.request);
+      if (!consumed.ok()) {
+        failedCall_ = "irecvConsumed";
+        return consumed;
+      }
+    }
   }
   return {};
 }

@@ -162,7 +162,7 @@ Fault abortedFault(const char* call, uint64_t startNs);
 class Pipeline {
  public:
   Pipeline(transport::Transport& transport, const PipelineLimits& limits) noexcept
-      : transport_(transport), limits_(limits) {}
+      : transport_(transport), limits_(limits), consumes_(transport.hasIrecvConsumed()) {}
 
   // Drives `streams` until all are finished (nullopt), a call fails or the
   // deadline passes (the fault). *sizeErrors grows by the bytes of every
@@ -180,6 +180,7 @@ class Pipeline {
 
   transport::Transport& transport_;
   PipelineLimits limits_;
+  bool consumes_;  // the plugin has irecvConsumed
   const char* failedCall_ = "";
   uint64_t deadlineNs_ = 0;
 };

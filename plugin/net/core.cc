@@ -132,6 +132,14 @@ Status Core::initContext(uint64_t commId, const transport::CommConfig& config, v
   c->commId = commId;
   RESILIENT_TRY(inner_->initContext(commId, config, &c->inner));
   *ctx = c.release();
+  // Known once the inner plugin is initialised (a lazy table fills in its
+  // members then).
+  if (inner_->hasIrecvConsumed() && !warnedConsumed_.exchange(true)) {
+    RES_WARN(NCCL_NET | NCCL_INIT,
+             "inner transport %s has irecvConsumed (a member of device-unpack plugins); the "
+             "resilient wrapper runs it as a host plugin and does not call it",
+             inner_->name());
+  }
   return {};
 }
 

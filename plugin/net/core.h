@@ -110,6 +110,7 @@ class Core final : private FaultSink {
   std::unique_ptr<Watchdog> watchdog_;
   const std::string hostName_;  // ours, as the liveness channel's hello says it
   int refs_ = 0;                // guarded by the global core mutex
+  std::atomic<bool> warnedConsumed_{false};  // the inner plugin's irecvConsumed was named
   std::atomic<bool> warnedNoIntroduction_{false};
   std::atomic<bool> infoIntroduction_{false};
 };

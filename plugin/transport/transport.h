@@ -106,6 +106,18 @@ class Transport {
   virtual Status closeRecv(void* recvComm) = 0;
   virtual Status closeListen(void* listenComm) = 0;
 
+  // irecvConsumed (v7+, optional): NCCL calls it once per completed receive,
+  // in order, with that receive's (already completed) request, after the
+  // data was consumed. hasIrecvConsumed: whether the plugin has one; the
+  // call does nothing otherwise.
+  virtual bool hasIrecvConsumed() const noexcept { return false; }
+  virtual Status irecvConsumed(void* recvComm, int n, void* request) {
+    (void)recvComm;
+    (void)n;
+    (void)request;
+    return {};
+  }
+
   // Optional observations the resilient layer uses when the transport has them.
   // Bytes moved so far on a comm (both directions); monotonic. Transports that
   // cannot tell return false and the layer counts completed requests instead.

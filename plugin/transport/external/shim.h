@@ -267,6 +267,24 @@ class Shim : public ExternalTransport {
     return check(net_->test(request, done, sizes), "test");
   }
 
+  bool hasIrecvConsumed() const noexcept override {
+    if constexpr (requires { net_->irecvConsumed; }) {  // v7+
+      return net_->irecvConsumed != nullptr;
+    }
+    return false;
+  }
+  Status irecvConsumed(void* recvComm, int n, void* request) override {
+    if constexpr (requires { net_->irecvConsumed; }) {
+      if (net_->irecvConsumed != nullptr) {
+        return check(net_->irecvConsumed(recvComm, n, request), "irecvConsumed");
+      }
+    }
+    (void)recvComm;
+    (void)n;
+    (void)request;
+    return Status();
+  }
+
   Status closeSend(void* sendComm) override {
     return check(net_->closeSend(sendComm), "closeSend");
   }

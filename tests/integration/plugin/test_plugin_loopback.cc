@@ -652,6 +652,11 @@ class FakeInner {
     dlclose(lib_);
   }
   void set(const char* knob, long value) { REQUIRE(set_(knob, value) == 0); }
+  FakeNetStats stats() const {
+    FakeNetStats out{};
+    reinterpret_cast<FakeNetStatsFn>(dlsym(lib_, "fakeNetStats"))(&out);
+    return out;
+  }
   static std::pair<std::string, std::string> environment() {
     return {"NCCL_RESILIENT_INNER", RESILIENT_FAKE_NET_DIR "/libnccl-net-fake-v11.so"};
   }
@@ -740,6 +745,54 @@ TEST_CASE("an inner plugin that fills the handle and takes no host memory is a W
   p.connect();
   p.connect();
   CHECK(logger.count(NCCL_LOG_WARN, "fills the listen handle and takes no host memory") == 1);
+}
+
+TEST_CASE("an irecv's optional-completion hint (0x1) is answered with a real request",
+          "[plugin][loopback][external][conformance]") {
+  // NCCL stores 0x1 in *request before an LL/LL128 receive of one buffer and
+  // takes whatever is left there for a request. The layer never hands the
+  // hint back, and does not pass it on: its own request must complete.
+  FakeInner fake;
+  PluginUnderTest p({kLoopback, FakeInner::environment()});
+  TransportPair& pair = p.connect();
+  REQUIRE(test::roundTrip(pair, 64, 1, 0).toString() == "ok");  // past any introduction
+  std::vector<uint8_t> in(16, 0);
+  std::vector<uint8_t> out(16, 0x5a);
+  void* recvReq = reinterpret_cast<void*>(0x1);
+  REQUIRE(test::postRecv(pair, in.data(), in.size(), 2, &recvReq).ok());
+  REQUIRE(recvReq != nullptr);
+  CHECK(recvReq != reinterpret_cast<void*>(0x1));
+  CHECK(fake.stats().lastRecvRequestIn == nullptr);
+  void* sendReq = nullptr;
+  REQUIRE(pair.sender->isend(pair.sendComm, out.data(), out.size(), 2, nullptr, nullptr, &sendReq)
+              .ok());
+  REQUIRE(sendReq != nullptr);
+  int sendDone = 0;
+  int recvDone = 0;
+  const uint64_t deadline = test::monotonicMs() + 5000;
+  while ((sendDone == 0 || recvDone == 0) && test::monotonicMs() < deadline) {
+    if (sendDone == 0) {
+      REQUIRE(pair.sender->test(sendReq, &sendDone, nullptr).ok());
+    }
+    if (recvDone == 0) {
+      REQUIRE(pair.receiver->test(recvReq, &recvDone, nullptr).ok());
+    }
+  }
+  REQUIRE(recvDone == 1);
+  CHECK(in == out);
+}
+
+TEST_CASE("an inner plugin with irecvConsumed is named in one WARN",
+          "[plugin][loopback][external][conformance]") {
+  // irecvConsumed belongs to device-unpack plugins; the layer drives the
+  // inner plugin as a host plugin and does not call it: it says so.
+  FakeInner fake;
+  fake.set("irecvConsumed", 1);
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback, FakeInner::environment()});
+  p.connect();
+  p.connect();
+  CHECK(logger.count(NCCL_LOG_WARN, "has irecvConsumed") == 1);
 }
 
 namespace {

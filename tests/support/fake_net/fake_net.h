@@ -47,6 +47,11 @@ typedef struct {
   int lastRecvN;
   int lastRecvTags[8];
   size_t lastRecvSizes[8];
+  void* lastRecvRequestIn;    /* what *request held when the last irecv was called */
+  int dataCallsOnSetupThread; /* isend/irecv/test on a thread that ran listen/connect/accept/regMr */
+  int recvsCompleted;     /* receives test() reported done */
+  int irecvConsumedCalls;
+  int irecvConsumedWrong; /* not the oldest completed receive of the comm, or a bad comm */
 } FakeNetStats;
 
 typedef void (*FakeNetStatsFn)(FakeNetStats* out);
@@ -67,7 +72,17 @@ void fakeNetFailNext(const char* call, int result);
  *  "deviceHandle": 1 = connect/accept (v7+) return a non-NULL device handle;
  *  "deviceType":   netDeviceType reported by getProperties (v7+);
  *  "maxRequests":  outstanding requests per comm before isend/irecv return
- *                  a NULL request (default 32, 8 for v6). */
+ *                  a NULL request (default 32, 8 for v6);
+ *  "fillHandle":   1 = listen fills all 128 handle bytes;
+ *  "hostMemory":   0 = ptrSupport without NCCL_PTR_HOST;
+ *  "reportSizes":  0 = test() never writes `sizes` (send or receive);
+ *  "garbageSendSize": 1 = test() of a send writes -12345 as its size;
+ *  "wrongRecvSize": 1 = test() of a receive reports one byte more than arrived;
+ *  "inProgress":   1 = every successful call returns ncclInProgress;
+ *  "busyEvery":    k = every k-th isend/irecv returns a NULL request;
+ *  "irecvConsumed": 1 = the table gets an irecvConsumed (v11 only; -1
+ *                  elsewhere) that checks it is called once per completed
+ *                  receive, in order. */
 int fakeNetSet(const char* knob, long value);
 
 #ifdef __cplusplus

@@ -119,6 +119,13 @@ struct State {
   long maxRequests = kVersion == 6 ? NCCL_NET_MAX_REQUESTS_V6 : NCCL_NET_MAX_REQUESTS;
   bool fillHandle = false;  // listen fills the whole handle (no room for anyone's trailer)
   bool hostMemory = true;   // ptrSupport has NCCL_PTR_HOST (else CUDA only)
+  bool reportSizes = true;  // test() writes sizes
+  bool garbageSendSize = false;  // test() of a send writes a wrong size
+  bool wrongRecvSize = false;    // test() of a receive reports one byte more than arrived
+  bool inProgress = false;  // successful calls return ncclInProgress
+  long busyEvery = 0;       // every busyEvery-th isend/irecv: "cannot post now"
+  long busyCount = 0;
+  std::deque<void*> consumable;  // completed receives not yet passed to irecvConsumed
   ncclDebugLogger_t logger = nullptr;
   ncclProfilerCallback_t profiler = nullptr;
   bool initialised = false;
@@ -150,7 +157,39 @@ State& state() {
   s.maxRequests = kVersion == 6 ? NCCL_NET_MAX_REQUESTS_V6 : NCCL_NET_MAX_REQUESTS;
   s.fillHandle = false;
   s.hostMemory = true;
+  s.reportSizes = true;
+  s.garbageSendSize = false;
+  s.wrongRecvSize = false;
+  s.inProgress = false;
+  s.busyEvery = 0;
+  s.busyCount = 0;
+  s.consumable.clear();
   s.initialised = false;
+}
+
+// Set on the threads that ran connection setup (listen, connect, accept,
+// regMr): NCCL's service thread never runs the data path.
+thread_local bool tlsSetupThread = false;
+
+// What a successful call returns: ncclSuccess, or with the knob inProgress
+// ncclInProgress, which NCCL's checks also take for success.
+[[maybe_unused]] ncclResult_t success(const State& s) {
+  return s.inProgress ? ncclInProgress : ncclSuccess;
+}
+
+[[maybe_unused]] void noteSetupCall() {
+  tlsSetupThread = true;
+}
+
+[[maybe_unused]] void noteDataCall(State& s) {
+  if (tlsSetupThread) {
+    ++s.stats.dataCallsOnSetupThread;
+  }
+}
+
+// "Cannot post now" every busyEvery-th post, when the knob is set.
+[[maybe_unused]] bool busyNow(State& s) {
+  return s.busyEvery > 0 && ++s.busyCount % s.busyEvery == 0;
 }
 
 // The result injected for `call`, consumed; ncclSuccess when none.
@@ -316,6 +355,7 @@ State& state() {
 [[maybe_unused]] ncclResult_t coreListen(void* ctx, int dev, void* handle, void** listenComm) {
   FAKE_ENTER("listen");
   ++s.stats.listenCalls;
+  noteSetupCall();
   if (kVersion >= 11 && !validContext(ctx)) {
     return ncclInternalError;
   }
@@ -337,13 +377,14 @@ State& state() {
   }
   *listenComm = comm;
   ++s.stats.liveComms;
-  return ncclSuccess;
+  return success(s);
 }
 
 [[maybe_unused]] ncclResult_t coreConnect(void* ctx, int dev, const int* trafficClass, void* handle,
                                           void** sendComm, ncclNetDeviceHandle_v7_t** devComm) {
   FAKE_ENTER("connect");
   ++s.stats.connectCalls;
+  noteSetupCall();
   if (kVersion >= 11 && !validContext(ctx)) {
     return ncclInternalError;
   }
@@ -370,7 +411,7 @@ State& state() {
     ++h.connectPolls;  // state kept in the handle, as NCCL's plugins do
     std::memcpy(handle, &h, sizeof h);
     *sendComm = nullptr;
-    return ncclSuccess;
+    return success(s);
   }
   auto it = s.listeners.find(h.token);
   if (it == s.listeners.end()) {
@@ -387,20 +428,21 @@ State& state() {
   if (devComm != nullptr) {
     *devComm = s.deviceHandle != 0 ? &gOffload : nullptr;
   }
-  return ncclSuccess;
+  return success(s);
 }
 
 [[maybe_unused]] ncclResult_t coreAccept(void* listenComm, void** recvComm,
                                          ncclNetDeviceHandle_v7_t** devComm) {
   FAKE_ENTER("accept");
   ++s.stats.acceptCalls;
+  noteSetupCall();
   auto* listener = static_cast<Comm*>(listenComm);
   if (listener == nullptr || listener->kind != CommKind::kListen) {
     return ncclInternalError;
   }
   if (listener->pending.empty()) {
     *recvComm = nullptr;  // poll again
-    return ncclSuccess;
+    return success(s);
   }
   auto* comm = new Comm;
   comm->kind = CommKind::kRecv;
@@ -412,19 +454,20 @@ State& state() {
   if (devComm != nullptr) {
     *devComm = s.deviceHandle != 0 ? &gOffload : nullptr;
   }
-  return ncclSuccess;
+  return success(s);
 }
 
 [[maybe_unused]] ncclResult_t coreRegMr(void* comm, void* data, size_t size, int type,
                                         void** mhandle) {
   FAKE_ENTER("regMr");
   ++s.stats.regMrCalls;
+  noteSetupCall();
   if (comm == nullptr || type != NCCL_PTR_HOST) {
     return ncclInternalError;
   }
   *mhandle = new MemoryRegion{data, size};
   ++s.stats.liveMhandles;
-  return ncclSuccess;
+  return success(s);
 }
 
 [[maybe_unused]] ncclResult_t coreDeregMr(void* /*comm*/, void* mhandle) {
@@ -442,15 +485,16 @@ State& state() {
                                         void* phandle, void** request) {
   FAKE_ENTER("isend");
   ++s.stats.isendCalls;
+  noteDataCall(s);
   s.stats.lastIsendSize = size;
   s.stats.lastPhandle = phandle;
   auto* comm = static_cast<Comm*>(sendComm);
   if (comm == nullptr || comm->kind != CommKind::kSend) {
     return ncclInternalError;
   }
-  if (static_cast<long>(comm->requests.size()) >= s.maxRequests) {
+  if (static_cast<long>(comm->requests.size()) >= s.maxRequests || busyNow(s)) {
     *request = nullptr;  // cannot post now
-    return ncclSuccess;
+    return success(s);
   }
   if (phandle != nullptr && s.profiler != nullptr) {
     void* event = nullptr;
@@ -472,13 +516,15 @@ State& state() {
   ++s.stats.liveRequests;
   progress(*comm->pair);
   *request = r;
-  return ncclSuccess;
+  return success(s);
 }
 
 [[maybe_unused]] ncclResult_t coreIrecv(void* recvComm, int n, void** data, const size_t* sizes,
                                         const int* tags, void** phandles, void** request) {
   FAKE_ENTER("irecv");
   ++s.stats.irecvCalls;
+  noteDataCall(s);
+  s.stats.lastRecvRequestIn = *request;
   auto* comm = static_cast<Comm*>(recvComm);
   if (comm == nullptr || comm->kind != CommKind::kRecv || n < 1 || n > kMaxRecvs) {
     *request = nullptr;
@@ -490,9 +536,9 @@ State& state() {
     s.stats.lastRecvTags[i] = tags[i];
     s.stats.lastRecvSizes[i] = sizes[i];
   }
-  if (static_cast<long>(comm->requests.size()) >= s.maxRequests) {
+  if (static_cast<long>(comm->requests.size()) >= s.maxRequests || busyNow(s)) {
     *request = nullptr;  // cannot post now (overwrites a 0x1 hint too)
-    return ncclSuccess;
+    return success(s);
   }
   auto* r = new FakeRequest;
   r->comm = comm;
@@ -508,7 +554,7 @@ State& state() {
   ++s.stats.liveRequests;
   progress(*comm->pair);
   *request = r;
-  return ncclSuccess;
+  return success(s);
 }
 
 [[maybe_unused]] ncclResult_t coreIflush(void* recvComm, int /*n*/, void** /*data*/, int* /*sizes*/,
@@ -519,12 +565,13 @@ State& state() {
     return ncclInternalError;
   }
   *request = nullptr;  // host memory: nothing to wait for
-  return ncclSuccess;
+  return success(s);
 }
 
 [[maybe_unused]] ncclResult_t coreTest(void* request, int* done, int* sizes) {
   FAKE_ENTER("test");
   ++s.stats.testCalls;
+  noteDataCall(s);
   auto* r = static_cast<FakeRequest*>(request);
   if (r == nullptr) {
     return ncclInternalError;
@@ -535,19 +582,37 @@ State& state() {
   }
   *done = r->done ? 1 : 0;
   if (!r->done) {
-    return ncclSuccess;
+    return success(s);
   }
-  if (sizes != nullptr) {
+  if (sizes != nullptr && s.reportSizes) {
     if (r->isSend) {
-      sizes[0] = static_cast<int>(r->size);
+      sizes[0] = s.garbageSendSize ? -12345 : static_cast<int>(r->size);
     } else {
       for (int i = 0; i < r->n; ++i) {
-        sizes[i] = static_cast<int>(r->received[i]);
+        sizes[i] = static_cast<int>(r->received[i]) + (s.wrongRecvSize ? 1 : 0);
       }
     }
   }
+  if (!r->isSend) {
+    ++s.stats.recvsCompleted;
+    s.consumable.push_back(r);
+  }
   dropRequest(s, r);
-  return ncclSuccess;
+  return success(s);
+}
+
+// NCCL calls it, in receive order, with the pointer of a completed receive
+// once the GPU consumed its data.
+[[maybe_unused]] ncclResult_t coreIrecvConsumed(void* recvComm, int n, void* request) {
+  FAKE_ENTER("irecvConsumed");
+  ++s.stats.irecvConsumedCalls;
+  if (recvComm == nullptr || n < 1 || n > kMaxRecvs || s.consumable.empty() ||
+      s.consumable.front() != request) {
+    ++s.stats.irecvConsumedWrong;
+    return ncclInternalError;
+  }
+  s.consumable.pop_front();
+  return success(s);
 }
 
 // Frees a send/recv comm and the requests it still has.
@@ -877,7 +942,10 @@ ncclResult_t initV11Lazy(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* c
 }  // namespace
 #else
 }  // namespace
-FAKE_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = kTableV11;
+// Not const: the knob irecvConsumed fills in that member.
+extern "C" {
+__attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = kTableV11;
+}
 #endif
 #endif
 
@@ -894,6 +962,9 @@ FAKE_EXPORT void fakeNetReset(void) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   resetLocked(s);
+#if FAKE_NET_VERSION == 11 && !FAKE_NET_LAZY_TABLE
+  ncclNetPlugin_v11.irecvConsumed = nullptr;
+#endif
 }
 
 FAKE_EXPORT void fakeNetFailNext(const char* call, int result) {
@@ -918,6 +989,20 @@ FAKE_EXPORT int fakeNetSet(const char* knob, long value) {
     s.fillHandle = value != 0;
   } else if (name == "hostMemory") {
     s.hostMemory = value != 0;
+  } else if (name == "reportSizes") {
+    s.reportSizes = value != 0;
+  } else if (name == "garbageSendSize") {
+    s.garbageSendSize = value != 0;
+  } else if (name == "wrongRecvSize") {
+    s.wrongRecvSize = value != 0;
+  } else if (name == "inProgress") {
+    s.inProgress = value != 0;
+  } else if (name == "busyEvery") {
+    s.busyEvery = value;
+#if FAKE_NET_VERSION == 11 && !FAKE_NET_LAZY_TABLE
+  } else if (name == "irecvConsumed") {
+    ncclNetPlugin_v11.irecvConsumed = value != 0 ? &coreIrecvConsumed : nullptr;
+#endif
   } else {
     return -1;
   }
