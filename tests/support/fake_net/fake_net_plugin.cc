@@ -100,6 +100,7 @@ struct Comm {
   std::deque<std::shared_ptr<Pair>> pending;  // listen: connected, not accepted
   std::shared_ptr<Pair> pair;                 // send/recv
   std::set<FakeRequest*> requests;            // outstanding
+  std::deque<void*> consumable;  // recv: completed receives not yet passed to irecvConsumed
 };
 
 struct MemoryRegion {
@@ -125,7 +126,6 @@ struct State {
   bool inProgress = false;  // successful calls return ncclInProgress
   long busyEvery = 0;       // every busyEvery-th isend/irecv: "cannot post now"
   long busyCount = 0;
-  std::deque<void*> consumable;  // completed receives not yet passed to irecvConsumed
   ncclDebugLogger_t logger = nullptr;
   ncclProfilerCallback_t profiler = nullptr;
   bool initialised = false;
@@ -163,7 +163,6 @@ State& state() {
   s.inProgress = false;
   s.busyEvery = 0;
   s.busyCount = 0;
-  s.consumable.clear();
   s.initialised = false;
 }
 
@@ -595,7 +594,7 @@ thread_local bool tlsSetupThread = false;
   }
   if (!r->isSend) {
     ++s.stats.recvsCompleted;
-    s.consumable.push_back(r);
+    r->comm->consumable.push_back(r);
   }
   dropRequest(s, r);
   return success(s);
@@ -606,12 +605,13 @@ thread_local bool tlsSetupThread = false;
 [[maybe_unused]] ncclResult_t coreIrecvConsumed(void* recvComm, int n, void* request) {
   FAKE_ENTER("irecvConsumed");
   ++s.stats.irecvConsumedCalls;
-  if (recvComm == nullptr || n < 1 || n > kMaxRecvs || s.consumable.empty() ||
-      s.consumable.front() != request) {
+  auto* comm = static_cast<Comm*>(recvComm);
+  if (comm == nullptr || comm->kind != CommKind::kRecv || n < 1 || n > kMaxRecvs ||
+      comm->consumable.empty() || comm->consumable.front() != request) {
     ++s.stats.irecvConsumedWrong;
     return ncclInternalError;
   }
-  s.consumable.pop_front();
+  comm->consumable.pop_front();
   return success(s);
 }
 
