@@ -37,6 +37,8 @@ typedef enum {
   RESILIENT_RESTART_CONFIG = 6,       /* bad option name, value or ordering */
   RESILIENT_RESTART_COMMUNICATOR = 7, /* a communicator operation failed */
   RESILIENT_RESTART_ERROR = 8,        /* any other failure (see last_error) */
+  RESILIENT_RESTART_STORE_UNAVAILABLE = 9, /* the store did not answer within an operation's
+                                              bound (a TIMEOUT; the rank left the loop) */
 } resilient_restart_status;
 
 typedef enum {
@@ -161,6 +163,38 @@ int resilient_restart_options_set_hook(resilient_restart_options* options, int k
 int resilient_restart_options_add_host_communicator(resilient_restart_options* options,
                                                     const char* name, const char* plugin);
 
+/* Rank assignment (the C++ rank_assignment.hpp): a list of policies, the
+ * last one applied first (the reference's Compose). A stock policy by name:
+ * "shift_ranks", "fill_gaps", "activate_all_ranks" (argument ignored),
+ * "max_active_world_size", "active_world_size_divisible_by" (argument > 0).
+ * A callback policy edits the World's slots in place, one per initial rank
+ * (rank -1 and mode TERMINATED once terminated): it may change modes (make
+ * spares, activate, terminate) and ranks; the active ranks are renumbered
+ * after the last policy, and an inconsistent World is an error. `terminated`
+ * lists the initial ranks terminated since the previous iteration. Return 0,
+ * or non-zero for a failure. Policies must be deterministic: every rank runs
+ * them on the same inputs. A policy handle may be destroyed once set. */
+typedef struct {
+  int rank;        /* in the world being assigned; -1 once terminated */
+  int mode;        /* resilient_restart_mode */
+  int active_rank; /* as before this iteration's policies (read only) */
+} resilient_restart_slot;
+typedef int (*resilient_restart_policy_fn)(resilient_restart_slot* slots, int initial_world_size,
+                                           const int* terminated, int terminated_count,
+                                           int first_iteration, void* user);
+typedef struct resilient_restart_policy resilient_restart_policy;
+resilient_restart_policy* resilient_restart_policy_stock(const char* name, long long argument);
+resilient_restart_policy* resilient_restart_policy_callback(const char* description,
+                                                            resilient_restart_policy_fn fn,
+                                                            void* user);
+void resilient_restart_policy_destroy(resilient_restart_policy* policy);
+/* Replaces the default (activate_all_ranks then shift_ranks); n = 0 restores
+ * it. Cannot be combined with max_active_world_size /
+ * active_world_size_divisible_by (put those in the list). */
+int resilient_restart_options_set_rank_assignment(resilient_restart_options* options,
+                                                  resilient_restart_policy* const* policies,
+                                                  size_t n);
+
 /* The wrapper (validates the options; NULL on failure, see last_error). */
 resilient_restart_wrapper* resilient_restart_wrapper_create(
     const resilient_restart_options* options);
@@ -188,6 +222,9 @@ int resilient_restart_timeline_json(const resilient_restart_wrapper* wrapper, ch
 /* Inside the wrapped function. */
 int resilient_restart_context_state(const resilient_restart_context* context,
                                     resilient_restart_state* state);
+/* The message of the failure the function is about to return (the fault
+ * record's text instead of "the wrapped C function returned N"). */
+void resilient_restart_context_set_error(resilient_restart_context* context, const char* message);
 void resilient_restart_ping(resilient_restart_context* context);
 /* 1 once a restart has begun (return RESILIENT_RESTART_SHOULD_RESTART then). */
 int resilient_restart_cancelled(const resilient_restart_context* context);
@@ -203,6 +240,44 @@ int resilient_restart_allreduce_sum_f32(resilient_restart_context* context, cons
 int resilient_restart_broadcast(resilient_restart_context* context, const char* name, void* data,
                                 size_t bytes, int root);
 int resilient_restart_barrier(resilient_restart_context* context, const char* name);
+
+/* A client of the job's store (tcp://, etcd:// or memory, as
+ * NCCL_RESILIENT_STORE_URL; the job token from NCCL_RESILIENT_JOB_TOKEN) for
+ * programs that coordinate through it themselves. Timeouts in milliseconds;
+ * -1: the store's default (`timeout_ms` of open, -1 there:
+ * NCCL_RESILIENT_STORE_TIMEOUT_MS). A call that runs out of time returns
+ * RESILIENT_RESTART_TIMEOUT. Values are bytes; those returned are
+ * malloc'd (NUL-terminated besides their length) and released with
+ * resilient_restart_free. One store handle may be used by several threads. */
+typedef struct resilient_restart_store resilient_restart_store;
+resilient_restart_store* resilient_restart_store_open(const char* url, long long timeout_ms);
+void resilient_restart_store_close(resilient_restart_store* store);
+void resilient_restart_free(void* memory);
+int resilient_restart_store_set(resilient_restart_store* store, const char* key, const void* value,
+                                size_t length, long long timeout_ms);
+/* Does not wait: *found = 0 when the key is absent. */
+int resilient_restart_store_get(resilient_restart_store* store, const char* key, char** value,
+                                size_t* length, int* found, long long timeout_ms);
+int resilient_restart_store_add(resilient_restart_store* store, const char* key, long long delta,
+                                long long* result, long long timeout_ms);
+/* If the value equals `expected` (expect_absent != 0: the key is absent),
+ * store `desired`; *swapped says whether it did, *current is the value now
+ * stored (*current_found = 0: absent). */
+int resilient_restart_store_compare_set(resilient_restart_store* store, const char* key,
+                                        const void* expected, size_t expected_length,
+                                        int expect_absent, const void* desired,
+                                        size_t desired_length, int* swapped, char** current,
+                                        size_t* current_length, int* current_found,
+                                        long long timeout_ms);
+/* Until every key exists. */
+int resilient_restart_store_wait(resilient_restart_store* store, const char* const* keys, size_t n,
+                                 long long timeout_ms);
+int resilient_restart_store_check(resilient_restart_store* store, const char* const* keys, size_t n,
+                                  int* present, long long timeout_ms);
+int resilient_restart_store_delete(resilient_restart_store* store, const char* key, int* existed,
+                                   long long timeout_ms);
+int resilient_restart_store_delete_prefix(resilient_restart_store* store, const char* prefix,
+                                          long long* removed, long long timeout_ms);
 
 RESILIENT_RESTART_API_END
 #ifdef __cplusplus

@@ -154,6 +154,11 @@ resilient::restart::Options resilient_restart_options::resolved() const {
   if (activeWorldSizeDivisibleBy) {
     policies.push_back(r::activeWorldSizeDivisibleBy(*activeWorldSizeDivisibleBy));
   }
+  if (!policies.empty() && rankAssignmentSet) {
+    throw r::ConfigError(
+        "max_active_world_size / active_world_size_divisible_by and an explicit rank "
+        "assignment (set_rank_assignment) were both given: put the filters in the policy list");
+  }
   if (!policies.empty()) {
     policies.push_back(r::activateAllRanks());
     policies.push_back(r::shiftRanks());

@@ -14,6 +14,7 @@ struct resilient_restart_options {
   std::optional<int> maxIterations;
   std::optional<int> minWorldSize;
   std::optional<int> minActiveWorldSize;
+  bool rankAssignmentSet = false;  // resilient_restart_options_set_rank_assignment
 
   // Options with the policies and the retry controller composed in.
   resilient::restart::Options resolved() const;

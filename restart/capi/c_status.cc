@@ -39,6 +39,9 @@ int statusOf(const std::exception_ptr& error) noexcept {
   } catch (const HealthCheckError& e) {
     setLastError(e.what());
     return RESILIENT_RESTART_HEALTH_CHECK;
+  } catch (const StoreUnavailable& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_STORE_UNAVAILABLE;
   } catch (const TimeoutError& e) {
     setLastError(e.what());
     return RESILIENT_RESTART_TIMEOUT;
@@ -79,6 +82,7 @@ extern "C" const char* resilient_restart_status_name(int status) {
     case RESILIENT_RESTART_CONFIG: return "configuration error";
     case RESILIENT_RESTART_COMMUNICATOR: return "communicator error";
     case RESILIENT_RESTART_ERROR: return "error";
+    case RESILIENT_RESTART_STORE_UNAVAILABLE: return "store unavailable";
     default: return "unknown status";
   }
 }

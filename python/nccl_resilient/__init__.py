@@ -1,0 +1,37 @@
+"""nccl_resilient: the nccl-resilient restart library for Python.
+
+In-process restart of a distributed job after a fault anywhere in it (a dead
+or frozen rank, an exception, a failed health check), with spare ranks, rank
+reassignment and the library's sub-second fault signals. docs/python.md shows
+how to wrap a torch training script.
+"""
+
+from __future__ import annotations
+
+from . import _native
+from .assignment import (ActivateAllRanks, ActiveWorldSizeDivisibleBy, FillGaps,
+                         MaxActiveWorldSize, Policy, ShiftRanks, Slot)
+from .errors import (CommunicatorError, ConfigError, FaultCounterExceeded, HealthCheckError,
+                     RankDiscarded, RankShouldRestart, RestartAbort, RestartError,
+                     StoreUnavailable, TimeoutError)
+from .state import Mode, State
+from .store import Store
+from .wrapper import CallContext, Wrapper, options_table
+
+__all__ = [
+    "ActivateAllRanks", "ActiveWorldSizeDivisibleBy", "CallContext", "CommunicatorError",
+    "ConfigError", "FaultCounterExceeded", "FillGaps", "HealthCheckError", "MaxActiveWorldSize",
+    "Mode", "Policy", "RankDiscarded", "RankShouldRestart", "RestartAbort", "RestartError",
+    "ShiftRanks", "Slot", "State", "Store", "StoreUnavailable", "TimeoutError", "Wrapper",
+    "library_version", "options",
+]
+
+
+def library_version() -> str:
+    """The version of libresilient-restart.so in use."""
+    return _native.library().resilient_restart_version().decode()
+
+
+def options() -> list:
+    """The names of the Wrapper's options (durations in seconds)."""
+    return sorted(options_table())
