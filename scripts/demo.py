@@ -35,6 +35,8 @@ import time
 WORLD_SIZE = 8
 ACTIVE = 6
 SKIPPED = 77
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCH_EXAMPLE = os.path.join(REPO, "examples", "pytorch", "train.py")
 # The net plugin's name (plugin/net/abi/adapter.h): NCCL_NET makes NCCL use it or fail.
 PLUGIN_NET_NAME = "Resilient"
 STEP_RE = re.compile(r"^step iteration=(\d+) rank=(\d+) active=(\d+) step=(\d+) loss=(\S+) mono_ns=(\d+)$")
@@ -174,14 +176,19 @@ def run_job(args, name, procs, store_url, base_env, faults):
     step) when the victim's log shows that step. Returns the job's data."""
     job_dir = os.path.join(procs.run_dir, name)
     os.makedirs(job_dir)
-    binary = os.path.join(args.build, "demo", "resilient-demo-train")
-    argv = [binary, f"--run-dir={job_dir}", f"--steps={args.steps}",
-            f"--checkpoint-every={args.checkpoint_every}", f"--step-ms={args.step_ms}",
-            f"--shards={ACTIVE}",
+    common = [f"--run-dir={job_dir}", f"--steps={args.steps}",
+              f"--checkpoint-every={args.checkpoint_every}", f"--step-ms={args.step_ms}",
+              f"--shards={ACTIVE}"]
+    if args.pytorch:
+        argv = [args.python, TORCH_EXAMPLE] + common + ["--backend=" + ("nccl" if args.nccl
+                                                                        else "gloo")]
+    else:
+        binary = os.path.join(args.build, "demo", "resilient-demo-train")
+        argv = [binary] + common + [
             "--plugin=" + plugin_path(args),
             "--monitor=" + os.path.join(args.build, "restart", "monitor", "resilient-monitor")]
-    if args.nccl:
-        argv += ["--nccl"] + cuda_library_args(args)
+        if args.nccl:
+            argv += ["--nccl"] + cuda_library_args(args)
     ranks, followers = [], []
     started = time.monotonic()
     for r in range(WORLD_SIZE):
@@ -410,6 +417,12 @@ def parse_args():
                    help="with --nccl: the CUDA runtime the ranks dlopen "
                         "(default libcudart.so.13, .so.12, then .so)")
     p.add_argument("--keep", action="store_true", help="keep the run directory after a PASS")
+    p.add_argument("--pytorch", action="store_true",
+                   help="the ranks run examples/pytorch/train.py (torch.distributed, gloo; "
+                        "NCCL with --nccl) under the Python package nccl_resilient")
+    p.add_argument("--python", default="/usr/bin/python3",
+                   help="the interpreter of the --pytorch ranks, one that imports torch "
+                        "(default /usr/bin/python3: Debian's python3-torch)")
     a = p.parse_args()
     if a.job_timeout is None:
         a.job_timeout = 300 if a.nccl else 60
@@ -436,6 +449,15 @@ def main():
     if missing:
         print("demo: missing " + ", ".join(missing) + " (run scripts/demo.sh)", file=sys.stderr)
         return 2
+    if args.pytorch:
+        probe = subprocess.run([args.python, "-c", "import torch.distributed as d; "
+                                "assert d.is_available() and d.is_gloo_available()"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            print(f"demo: {args.python} cannot use torch.distributed with gloo "
+                  f"({probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else 'no torch'}); "
+                  "scripts/demo.sh --pytorch installs Debian's python3-torch", file=sys.stderr)
+            return 2
     if args.nccl:
         # Before anything starts: without a GPU NCCL cannot make a communicator.
         try:
@@ -457,12 +479,21 @@ def main():
                     NCCL_RESILIENT_BLACKBOX_DIR=blackbox_dir)
     if args.nccl:
         base_env.update(nccl_env(args))
+    if args.pytorch:
+        # The package from this checkout, over this build's library.
+        base_env["PYTHONPATH"] = os.pathsep.join(
+            [os.path.join(REPO, "python")] + ([base_env["PYTHONPATH"]]
+                                              if base_env.get("PYTHONPATH") else []))
+        base_env["BUILD_DIR"] = os.path.abspath(args.build)
     ok = False
     try:
         print(f"demo: {WORLD_SIZE} ranks ({ACTIVE} active + {WORLD_SIZE - ACTIVE} spares), "
               f"{args.steps} steps, checkpoint every {args.checkpoint_every}, "
+              + ("torch.distributed (examples/pytorch/train.py, nccl_resilient), " if args.pytorch
+                 else "")
               + ("NCCL on GPU 0 (NCCL_HOSTID per rank, NCCL_NET_PLUGIN="
-                 f"{base_env['NCCL_NET_PLUGIN']})" if args.nccl else "host engine")
+                 f"{base_env['NCCL_NET_PLUGIN']})" if args.nccl
+                 else "gloo" if args.pytorch else "host engine")
               + f"; files in {run_dir}", flush=True)
         store, store_url = start_store(procs, binaries[1], run_dir, base_env)
         print(f"store: resilient-store pid {store.pid} at {store_url}", flush=True)

@@ -9,6 +9,8 @@
 #
 # Usage: scripts/demo.sh [scripts/demo.py arguments...]   (BUILD_DIR=dir to use another build)
 #        scripts/demo.sh --nccl                            (needs a GPU, CUDA 13 and NCCL)
+#        scripts/demo.sh --pytorch                         (torch.distributed with gloo under
+#                                                           the Python package; --nccl: on GPU 0)
 # Exit status: scripts/demo.py's (0 PASS, 1 FAIL, 2 usage, 77 --nccl without a
 # GPU: skipped, 130 interrupted).
 set -euo pipefail
@@ -17,6 +19,10 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 
 packages=(meson ninja-build pkg-config g++ python3 libcli11-dev nlohmann-json3-dev nettle-dev)
+for arg in "$@"; do
+  # --pytorch: the ranks are torch jobs under the Python package (Debian's torch).
+  [[ $arg == --pytorch ]] && packages+=(python3-torch)
+done
 # shellcheck source=scripts/ensure_packages.sh
 source scripts/ensure_packages.sh
 ensure_packages "${packages[@]}"
@@ -26,5 +32,6 @@ if [[ ! -d $build ]]; then
 fi
 echo "== building the demo's targets in $build"
 ninja -C "$build" demo/resilient-demo-train tools/store/resilient-store \
-  restart/monitor/resilient-monitor plugin/net/abi/libnccl-net-resilient.so
+  restart/monitor/resilient-monitor plugin/net/abi/libnccl-net-resilient.so \
+  restart/libresilient-restart.so
 exec python3 scripts/demo.py --build "$build" "$@"

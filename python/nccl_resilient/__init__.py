@@ -16,13 +16,14 @@ from .errors import (CommunicatorError, ConfigError, FaultCounterExceeded, Healt
                      StoreUnavailable, TimeoutError)
 from .state import Mode, State
 from .store import Store
-from .wrapper import CallContext, Wrapper, options_table
+from .wrapper import CallContext, Wrapper, current_context, options_table
 
 __all__ = [
     "ActivateAllRanks", "ActiveWorldSizeDivisibleBy", "CallContext", "CommunicatorError",
     "ConfigError", "FaultCounterExceeded", "FillGaps", "HealthCheckError", "MaxActiveWorldSize",
     "Mode", "Policy", "RankDiscarded", "RankShouldRestart", "RestartAbort", "RestartError",
     "ShiftRanks", "Slot", "State", "Store", "StoreUnavailable", "TimeoutError", "Wrapper",
+    "current_context",
     "library_version", "options",
 ]
 

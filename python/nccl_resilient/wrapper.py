@@ -40,6 +40,13 @@ Duration = Union[int, float, datetime.timedelta]
 
 _HOOKS = ("initialize", "abort", "finalize", "health_check", "completion", "terminate")
 
+_current: Optional["CallContext"] = None  # the context of the function running now
+
+
+def current_context() -> Optional["CallContext"]:
+    """The CallContext of the wrapped function running now (None outside one)."""
+    return _current
+
 
 def options_table() -> Dict[str, tuple]:
     """{python name: (C name, id, type, is_duration)} of every option of the
@@ -333,18 +340,27 @@ class Wrapper:
                         call_args = (ctx,) + tuple(args)
                     elif inject is not None:
                         call_kwargs[inject] = ctx
+                    global _current
+                    _current = ctx
                     self._interrupter.enter()
                     self._result = fn(*call_args, **call_kwargs)
                     status = _native.OK
                 except RankShouldRestart:
                     status = _native.SHOULD_RESTART
                 except BaseException as e:
+                    if self._lib.resilient_restart_cancelled(ctx_ptr) and not isinstance(
+                            e, RestartAbort):
+                        # Raised after a restart began: the abort's doing (an
+                        # aborted process group's error), not a fault of this rank.
+                        status = _native.SHOULD_RESTART
+                        return status
                     self._fn_exception = e
                     status = _native.ABORTED if isinstance(e, RestartAbort) else _native.ERROR
                     self._lib.resilient_restart_context_set_error(
                         ctx_ptr, f"{type(e).__name__}: {e}".encode(errors="replace"))
                 finally:
                     self._interrupter.leave()
+                    _current = None
             except RankShouldRestart:  # delivered in this frame before leave() took its lock
                 self._interrupter.leave()
                 status = _native.SHOULD_RESTART

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""A small data-parallel torch training job under nccl_resilient.
+
+Every active rank computes the gradient of a linear model on its shard of a
+synthetic data set, the gradients are summed with torch.distributed
+(gloo on CPU, NCCL on a GPU), every rank takes the same SGD step; active
+rank 0 writes a checkpoint every few steps inside ``ctx.atomic()``, and every
+call of the function resumes from it. Run by ``scripts/demo.sh --pytorch``
+(8 ranks, 2 of them spares) or alone:
+
+    RANK=0 WORLD_SIZE=1 NCCL_RESILIENT_STORE_URL=memory \\
+        python3 examples/pytorch/train.py --run-dir /tmp/run --shards 1
+
+Prints one line per step ("step iteration=.. rank=.. active=.. step=..
+loss=.. mono_ns=..") and writes <run-dir>/rank-<initial rank>.json (outcome,
+timeline) and, on active rank 0, <run-dir>/weights.bin (the final weights,
+raw float32). Exit status: 0 completed, 3 this rank was discarded, 4 the
+job was aborted, 1 an error.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+import nccl_resilient
+from nccl_resilient import distributed as rdist
+
+WEIGHTS = 64
+SAMPLES_PER_SHARD = 256
+LEARNING_RATE = 0.05
+
+
+def monotonic_ns():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def shard_data(shard):
+    """The shard's samples and targets: the same for whichever process owns it."""
+    g = torch.Generator().manual_seed(1000 + shard)
+    x = torch.randn(SAMPLES_PER_SHARD, WEIGHTS, generator=g)
+    truth = torch.linspace(-1.0, 1.0, WEIGHTS)
+    y = x @ truth + 0.01 * torch.randn(SAMPLES_PER_SHARD, generator=g)
+    return x, y
+
+
+def load_checkpoint(path):
+    if not os.path.exists(path):
+        return 0, torch.zeros(WEIGHTS)
+    saved = torch.load(path)
+    return int(saved["step"]), saved["weights"]
+
+
+def save_checkpoint(path, step, weights):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    torch.save({"step": step, "weights": weights.clone()}, tmp)
+    os.replace(tmp, path)
+
+
+def resources():
+    return {"descriptors": len(os.listdir("/proc/self/fd")) - 1,
+            "threads": len(os.listdir("/proc/self/task"))}
+
+
+class Trainer:
+    def __init__(self, args):
+        self.args = args
+        self.events = []
+        self.device = torch.device("cpu")
+
+    def record(self, iteration, event, step):
+        self.events.append({"iteration": iteration, "event": event, "step": step,
+                            "mono_ns": monotonic_ns()})
+
+    def __call__(self, ctx: nccl_resilient.CallContext):
+        args = self.args
+        s = ctx.state
+        if s.active_world_size != args.shards:
+            raise nccl_resilient.RestartAbort(
+                f"the job needs {args.shards} active ranks, not {s.active_world_size}")
+        if args.backend == "nccl":
+            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(self.device)
+        rdist.init_process_group(ctx, args.backend,
+                                 timeout=datetime.timedelta(seconds=args.pg_timeout))
+        checkpoint = os.path.join(args.run_dir, "checkpoint.pt")
+        start, w = load_checkpoint(checkpoint)
+        w = w.to(self.device)
+        self.record(s.iteration, "entered", start)
+        print(f"enter iteration={s.iteration} rank={s.initial_rank} "
+              f"active={s.active_rank}/{s.active_world_size} checkpoint_step={start} "
+              f"mono_ns={monotonic_ns()}", flush=True)
+        x, y = shard_data(s.active_rank)
+        x, y = x.to(self.device), y.to(self.device)
+        total = SAMPLES_PER_SHARD * args.shards
+        for step in range(start, args.steps):
+            time.sleep(args.step_ms / 1000.0)  # the simulated compute of a step
+            err = x @ w - y
+            # [sum of gradients..., sum of squared errors]
+            local = torch.cat([x.t() @ err, (err * err).sum().reshape(1)])
+            rdist.wait(dist.all_reduce(local, async_op=True))
+            w = w - LEARNING_RATE * (2.0 / total) * local[:WEIGHTS]
+            loss = float(local[WEIGHTS]) / total
+            ctx.ping()
+            done = step + 1
+            if step == start:
+                self.record(s.iteration, "first step", done)
+            print(f"step iteration={s.iteration} rank={s.initial_rank} active={s.active_rank} "
+                  f"step={done} loss={loss:.9g} mono_ns={monotonic_ns()}", flush=True)
+            if done % args.checkpoint_every == 0 and s.active_rank == 0:
+                with ctx.atomic():
+                    save_checkpoint(checkpoint, done, w.cpu())
+                print(f"checkpoint iteration={s.iteration} step={done}", flush=True)
+        self.record(s.iteration, "returned", args.steps)
+        return w.cpu()
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--checkpoint-every", type=int, default=20)
+    p.add_argument("--step-ms", type=int, default=20)
+    p.add_argument("--shards", type=int, default=6, help="active ranks (the data's shards)")
+    p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
+    p.add_argument("--pg-timeout", type=float, default=60.0,
+                   help="the process group's own timeout, s (above the hard timeout)")
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    initial_rank = int(os.environ.get("RANK", "0"))  # the loop rewrites RANK per iteration
+    report = {"rank": initial_rank, "pid": os.getpid(), "outcome": "error", "message": "",
+              "final_state": "", "timeline": [], "events": [],
+              "resources": {"before": resources()}}
+    code = 1
+    trainer = Trainer(args)
+    wrapper = None
+    try:
+        run_dir = args.run_dir
+        wrapper = nccl_resilient.Wrapper(
+            rank_assignment=[nccl_resilient.MaxActiveWorldSize(args.shards),
+                             nccl_resilient.ActivateAllRanks(), nccl_resilient.ShiftRanks()],
+            min_active_world_size=args.shards, min_world_size=args.shards,
+            abort=rdist.AbortTorchDistributed(),
+            monitor_log_file=os.path.join(run_dir, "monitor-{rank}.log"),
+            monitor_pid_file=os.path.join(run_dir, "monitor-{rank}.pid"),
+            # Demo-sized timeouts, as the C++ demo's (docs/demo.md).
+            monitor_thread_interval=0.1, monitor_process_interval=0.1,
+            progress_watchdog_interval=0.1, soft_timeout=2, hard_timeout=3,
+            heartbeat_interval=1, heartbeat_timeout=5, barrier_timeout=60,
+            completion_timeout=90, last_call_wait=0.05, termination_grace_time=1,
+            finalize_timeout=5, health_check_timeout=5, communicator_timeout=15)
+        weights = wrapper.run(trainer)
+        report["outcome"] = "completed"
+        code = 0
+        if weights is not None and wrapper.state.active_rank == 0:
+            tmp = os.path.join(run_dir, f"weights.bin.tmp.{os.getpid()}")
+            with open(tmp, "wb") as f:
+                f.write(weights.numpy().astype("<f4").tobytes())
+            os.replace(tmp, os.path.join(run_dir, "weights.bin"))
+    except nccl_resilient.RankDiscarded as e:
+        report.update(outcome="discarded", message=str(e))
+        code = 3
+    except nccl_resilient.RestartAbort as e:
+        report.update(outcome="aborted", message=str(e))
+        code = 4
+    except Exception as e:
+        report.update(outcome="error", message=f"{type(e).__name__}: {e}")
+    if wrapper is not None:
+        report["final_state"] = wrapper.state.describe()
+        report["timeline"] = wrapper.timeline()
+    report["events"] = trainer.events
+    report["resources"]["after"] = resources()
+    print(f"outcome rank={initial_rank} {report['outcome']}"
+          + (f": {report['message']}" if report["message"] else ""), flush=True)
+    path = os.path.join(args.run_dir, f"rank-{initial_rank}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(path + ".tmp", path)
+    sys.stdout.flush()
+    # Process groups of aborted iterations may still hold threads blocked on
+    # a dead peer (gloo has no abort before torch 2.6): do not wait for them.
+    os._exit(code) if threading.active_count() > 1 and code != 0 else None
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
