@@ -4,7 +4,8 @@
 # feature its suites need (reconfiguring a build/ that another command, such
 # as scripts/demo.sh, configured without them), builds, runs the default test
 # suites (unit + integration) and the chaos suite, the thirdparty suite (real
-# partner plugins built from ../shared/thirdparty; plain build only), builds
+# partner plugins built from ../shared/thirdparty; plain build only), the
+# python suite (the Python package with Debian's torch; plain build only), builds
 # the GPU validation kit and runs its dry run, then runs the default and chaos
 # suites again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/.
 #
@@ -27,6 +28,7 @@ packages=(
   catch2 libcli11-dev nlohmann-json3-dev       # tests, command-line tools
   nettle-dev                                   # HMAC of the handshakes (linked statically)
   iproute2 procps nftables python3             # ip/tc/ss/pkill/nft, the Python test drivers
+  python3-torch python3-pytest python3-venv    # the Python package's suite (torch, gloo)
   etcd-server etcd-client libcurl4-openssl-dev # coordination store: etcd backend and its tests
   libbenchmark-dev                             # bench-profiler (Google Benchmark)
   binutils                                     # strip, nm, ldd checks (GPU kit, exports)
@@ -119,6 +121,8 @@ if [[ ! -d $thirdparty_dir ]]; then
     "the thirdparty suite's tests skip"
 fi
 run_suite build thirdparty "build thirdparty suite" --suite thirdparty
+# The Python package (pytest with Debian's torch, pip install, the torch demo).
+run_suite build python "build python suite" --suite python
 # A sample of the restart library's reliability matrix (docs/reliability.md):
 # other cells every run, the seed printed in its log.
 run_suite build reliability "build reliability matrix sample" --suite reliability

@@ -65,6 +65,11 @@ typedef struct resilient_restart_options resilient_restart_options;
 typedef struct resilient_restart_wrapper resilient_restart_wrapper;
 typedef struct resilient_restart_context resilient_restart_context;
 
+/* A callback of the library (the wrapped function, a hook, a policy) about
+ * to return a failure gives its message here, from the thread it runs on:
+ * the library reports that text instead of "the C hook returned N". */
+void resilient_restart_set_callback_error(const char* message);
+
 /* The version of the library loaded ("0.1.0"; resilient/version.h has the
  * headers' RESILIENT_VERSION_STRING). */
 const char* resilient_restart_version(void);
@@ -97,6 +102,7 @@ typedef enum {
   RESILIENT_RESTART_OPT_TERMINATE_CULPRITS = 10,
   RESILIENT_RESTART_OPT_HOST_STORE = 11,
   RESILIENT_RESTART_OPT_STORM_LIMIT = 12, /* restarts within the storm window (0: no limit) */
+  RESILIENT_RESTART_OPT_AUTOMATIC_HEALTH_CHECKS = 13, /* the stock checks at every restart */
   /* durations, in milliseconds (integers) */
   RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS = 20,
   RESILIENT_RESTART_OPT_HARD_TIMEOUT_MS = 21,
@@ -222,9 +228,6 @@ int resilient_restart_timeline_json(const resilient_restart_wrapper* wrapper, ch
 /* Inside the wrapped function. */
 int resilient_restart_context_state(const resilient_restart_context* context,
                                     resilient_restart_state* state);
-/* The message of the failure the function is about to return (the fault
- * record's text instead of "the wrapped C function returned N"). */
-void resilient_restart_context_set_error(resilient_restart_context* context, const char* message);
 void resilient_restart_ping(resilient_restart_context* context);
 /* 1 once a restart has begun (return RESILIENT_RESTART_SHOULD_RESTART then). */
 int resilient_restart_cancelled(const resilient_restart_context* context);

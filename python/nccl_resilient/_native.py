@@ -52,6 +52,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "resilient_restart_version": (c_char_p, []),
         "resilient_restart_last_error": (c_char_p, []),
         "resilient_restart_status_name": (c_char_p, [c_int]),
+        "resilient_restart_set_callback_error": (None, [c_char_p]),
         "resilient_restart_options_from_environment": (c_void_p, []),
         "resilient_restart_options_destroy": (None, [c_void_p]),
         "resilient_restart_option_by_name": (ctypes.POINTER(OptionInfo), [c_char_p]),
@@ -72,7 +73,6 @@ def _declare(lib: ctypes.CDLL) -> None:
         "resilient_restart_timeline_json":
             (c_int, [c_void_p, c_char_p, c_size, ctypes.POINTER(c_size)]),
         "resilient_restart_context_state": (c_int, [c_void_p, ctypes.POINTER(CState)]),
-        "resilient_restart_context_set_error": (None, [c_void_p, c_char_p]),
         "resilient_restart_ping": (None, [c_void_p]),
         "resilient_restart_cancelled": (c_int, [c_void_p]),
         "resilient_restart_atomic_begin": (None, [c_void_p]),
@@ -180,3 +180,11 @@ def library_dir() -> Optional[Path]:
 
 def last_error() -> str:
     return (library().resilient_restart_last_error() or b"").decode(errors="replace")
+
+
+def callback_failed(error: BaseException, status: int) -> int:
+    """What a callback returns for `error`: its text goes to the library
+    (resilient_restart_set_callback_error), the status back to it."""
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    library().resilient_restart_set_callback_error(text.encode(errors="replace"))
+    return status

@@ -52,8 +52,7 @@ class Policy:
                     slots[i].mode = int(s.mode)
                 return 0
             except BaseException as e:  # never across the C ABI
-                self.error = e
-                return 1
+                return _native.callback_failed(e, 1)
 
         self._callback = _native.POLICY(trampoline)  # kept alive with the policy
         handle = _native.library().resilient_restart_policy_callback(

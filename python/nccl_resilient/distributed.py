@@ -30,7 +30,7 @@ from typing import Any, List, Optional, Sequence
 
 from . import _native
 from .errors import RankShouldRestart, TimeoutError
-from .store import Store, keys_list
+from .store import Store, _bytes, keys_list
 from .wrapper import CallContext, current_context
 
 _retired: List[Any] = []  # process groups of aborted iterations (see the module's text)
@@ -83,7 +83,7 @@ def _store_class():
             return self._guard(self._store.add, key, int(amount))
 
         def compare_set(self, key, expected_value, desired_value) -> bytes:
-            expected, desired = bytes(expected_value), bytes(desired_value)
+            expected, desired = _bytes(expected_value), _bytes(desired_value)
 
             def run():
                 if expected == b"":

@@ -297,7 +297,7 @@ class Wrapper:
                 hook(State._from_c(c_state.contents, self._fn_exception))
                 return 0
             except BaseException as e:  # never across the C ABI
-                return status_of(e) or _native.ERROR
+                return _native.callback_failed(e, status_of(e) or _native.ERROR)
 
         callback = _native.HOOK(trampoline)
         self._keep.append(callback)
@@ -355,9 +355,8 @@ class Wrapper:
                         status = _native.SHOULD_RESTART
                         return status
                     self._fn_exception = e
-                    status = _native.ABORTED if isinstance(e, RestartAbort) else _native.ERROR
-                    self._lib.resilient_restart_context_set_error(
-                        ctx_ptr, f"{type(e).__name__}: {e}".encode(errors="replace"))
+                    status = _native.callback_failed(
+                        e, _native.ABORTED if isinstance(e, RestartAbort) else _native.ERROR)
                 finally:
                     self._interrupter.leave()
                     _current = None

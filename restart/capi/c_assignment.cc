@@ -56,12 +56,13 @@ class CallbackPolicy final : public r::RankAssignment {
       const r::RankSlot& s = world.at(i);
       slots[static_cast<size_t>(i)] = {s.rank, modeToC(s.mode), s.activeRank};
     }
+    r::capi::takeCallbackError();
     const int rc = fn_(slots.data(), n, context.terminated.data(),
                        static_cast<int>(context.terminated.size()),
                        context.firstIteration ? 1 : 0, user_);
     if (rc != 0) {
-      throw r::AssignmentError("rank assignment policy " + description_ + " failed (returned " +
-                               std::to_string(rc) + ")");
+      throw r::AssignmentError("rank assignment policy " + description_ + " failed: " +
+                               r::capi::callbackFailure("returned " + std::to_string(rc)));
     }
     for (int i = 0; i < n; ++i) {
       r::RankSlot& s = world.at(i);

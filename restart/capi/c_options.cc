@@ -39,12 +39,14 @@ std::function<void(const State&)> wrapHook(resilient_restart_hook hook, void* us
   }
   return [hook, user, kind](const State& state) {
     const resilient_restart_state c = toC(state);
+    takeCallbackError();
     const int rc = hook(&c, user);
     if (rc == 0) {
+      takeCallbackError();
       return;
     }
-    const std::string what = "the C hook returned " + std::to_string(rc) + " (" +
-                             resilient_restart_status_name(rc) + ")";
+    const std::string what = callbackFailure("the C hook returned " + std::to_string(rc) + " (" +
+                                             resilient_restart_status_name(rc) + ")");
     if (rc == RESILIENT_RESTART_ABORTED) {
       throw RestartAbort(what);
     }
@@ -71,6 +73,7 @@ constexpr resilient_restart_option_info kOptionTable[] = {
     {"terminate_culprits", RESILIENT_RESTART_OPT_TERMINATE_CULPRITS, kInt},
     {"host_store", RESILIENT_RESTART_OPT_HOST_STORE, kInt},
     {"storm_limit", RESILIENT_RESTART_OPT_STORM_LIMIT, kInt},
+    {"automatic_health_checks", RESILIENT_RESTART_OPT_AUTOMATIC_HEALTH_CHECKS, kInt},
     {"soft_timeout_ms", RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS, kInt},
     {"hard_timeout_ms", RESILIENT_RESTART_OPT_HARD_TIMEOUT_MS, kInt},
     {"barrier_timeout_ms", RESILIENT_RESTART_OPT_BARRIER_TIMEOUT_MS, kInt},
@@ -254,6 +257,9 @@ int resilient_restart_options_set_int(resilient_restart_options* o, int option, 
       case RESILIENT_RESTART_OPT_TERMINATE_CULPRITS: opt.terminateCulprits = value != 0; break;
       case RESILIENT_RESTART_OPT_HOST_STORE: opt.hostStore = value != 0; break;
       case RESILIENT_RESTART_OPT_STORM_LIMIT: opt.stormLimit = asInt(); break;
+      case RESILIENT_RESTART_OPT_AUTOMATIC_HEALTH_CHECKS:
+        opt.automaticHealthChecks = value != 0;
+        break;
       default:
         throw resilient::restart::InternalError(std::string("set_int: option ") + info.name +
                                                 " has no setter");

@@ -24,6 +24,23 @@ void setLastError(const std::string& message) noexcept {
 
 const char* lastError() noexcept { return tLastError.c_str(); }
 
+namespace {
+thread_local std::string tCallbackError;
+}  // namespace
+
+void setCallbackError(const char* message) { tCallbackError = message; }
+
+std::string takeCallbackError() noexcept {
+  std::string out;
+  out.swap(tCallbackError);
+  return out;
+}
+
+std::string callbackFailure(const std::string& fallback) {
+  std::string own = takeCallbackError();
+  return own.empty() ? fallback : own;
+}
+
 int statusOf(const std::exception_ptr& error) noexcept {
   try {
     std::rethrow_exception(error);
@@ -84,5 +101,15 @@ extern "C" const char* resilient_restart_status_name(int status) {
     case RESILIENT_RESTART_ERROR: return "error";
     case RESILIENT_RESTART_STORE_UNAVAILABLE: return "store unavailable";
     default: return "unknown status";
+  }
+}
+
+extern "C" void resilient_restart_set_callback_error(const char* message) {
+  try {
+    resilient::restart::capi::takeCallbackError();
+    if (message != nullptr) {
+      resilient::restart::capi::setCallbackError(message);
+    }
+  } catch (...) {  // out of memory: the generic text stands
   }
 }

@@ -13,6 +13,11 @@ namespace resilient::restart::capi {
 int statusOf(const std::exception_ptr& error) noexcept;
 void setLastError(const std::string& message) noexcept;
 const char* lastError() noexcept;
+void setCallbackError(const char* message);
+// resilient_restart_set_callback_error's message (empty: none), cleared.
+std::string takeCallbackError() noexcept;
+// The callback's own message, or `fallback`; clears it.
+std::string callbackFailure(const std::string& fallback);
 
 template <class F>
 int guarded(F&& body) noexcept {

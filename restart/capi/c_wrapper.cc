@@ -19,7 +19,6 @@ struct resilient_restart_wrapper {
 
 struct resilient_restart_context {
   r::CallContext* ctx;
-  std::string error;  // resilient_restart_context_set_error
 };
 
 namespace {
@@ -66,15 +65,16 @@ int resilient_restart_run(resilient_restart_wrapper* w, resilient_restart_functi
       throw r::ConfigError("run: null wrapper or function");
     }
     w->wrapper->run([fn, user](r::CallContext& ctx) {
-      resilient_restart_context c{&ctx, {}};
+      resilient_restart_context c{&ctx};
+      r::capi::takeCallbackError();
       const int rc = fn(&c, user);
       if (rc == RESILIENT_RESTART_OK) {
+        r::capi::takeCallbackError();
         return;
       }
-      const std::string what =
-          !c.error.empty() ? c.error
-                           : "the wrapped C function returned " + std::to_string(rc) + " (" +
-                                 resilient_restart_status_name(rc) + ")";
+      const std::string what = r::capi::callbackFailure(
+          "the wrapped C function returned " + std::to_string(rc) + " (" +
+          resilient_restart_status_name(rc) + ")");
       if (rc == RESILIENT_RESTART_SHOULD_RESTART) {
         throw r::RankShouldRestart(what);
       }
@@ -124,16 +124,6 @@ int resilient_restart_context_state(const resilient_restart_context* c,
     *state = r::capi::toC(c->ctx->state());
     return 0;
   });
-}
-
-void resilient_restart_context_set_error(resilient_restart_context* c, const char* message) {
-  if (c != nullptr) {
-    try {
-      c->error = message != nullptr ? message : "";
-    } catch (...) {
-      c->error.clear();  // out of memory: the generic text stands
-    }
-  }
 }
 
 void resilient_restart_ping(resilient_restart_context* c) {

@@ -68,6 +68,41 @@ static int train(resilient_restart_context* ctx, void* user) {
   return s.iteration < c->fail_until ? 42 : 0;
 }
 
+/* A callback policy: every live rank active, the highest a spare. */
+static int last_rank_spare(resilient_restart_slot* slots, int n, const int* terminated,
+                           int terminated_count, int first_iteration, void* user) {
+  (void)terminated;
+  (void)terminated_count;
+  (void)first_iteration;
+  ++*(int*)user;
+  int last = -1;
+  for (int i = 0; i < n; ++i) {
+    if (slots[i].mode != RESILIENT_RESTART_MODE_TERMINATED) {
+      slots[i].mode = RESILIENT_RESTART_MODE_ACTIVE;
+      last = i;
+    }
+  }
+  if (last >= 0) {
+    slots[last].mode = RESILIENT_RESTART_MODE_INACTIVE;
+  }
+  return 0;
+}
+
+static int failing_policy(resilient_restart_slot* slots, int n, const int* terminated,
+                          int terminated_count, int first_iteration, void* user) {
+  (void)slots, (void)n, (void)terminated, (void)terminated_count, (void)first_iteration,
+      (void)user;
+  resilient_restart_set_callback_error("no layout fits");
+  return 1;
+}
+
+static int fail_with_text(resilient_restart_context* ctx, void* user) {
+  (void)ctx;
+  (void)user;
+  resilient_restart_set_callback_error("the C function's own words");
+  return 8;
+}
+
 static resilient_restart_options* one_rank_options(struct counters* c) {
   resilient_restart_options* o = resilient_restart_options_from_environment();
   CHECK(o != NULL);
@@ -191,11 +226,116 @@ int main(void) {
       last_id = i->id;
       ++count;
     }
-    CHECK(count == 35);
+    CHECK(count == 36);
     resilient_restart_options* o = resilient_restart_options_from_environment();
     info = resilient_restart_option_by_name("store_url");
     CHECK(info != NULL && resilient_restart_options_set_string(o, info->id, "memory") == RESILIENT_RESTART_OK);
     resilient_restart_options_destroy(o);
+  }
+  /* The store client, on an in-process store. */
+  {
+    resilient_restart_store* st = resilient_restart_store_open("memory", 1000);
+    CHECK(st != NULL);
+    CHECK(resilient_restart_store_open("bogus://x", 1000) == NULL);
+    CHECK(strstr(resilient_restart_last_error(), "bogus") != NULL);
+    if (st != NULL) {
+      CHECK(resilient_restart_store_set(st, "k", "v\0w", 3, -1) == RESILIENT_RESTART_OK);
+      char* value = NULL;
+      size_t length = 0;
+      int found = 0;
+      CHECK(resilient_restart_store_get(st, "k", &value, &length, &found, -1) == RESILIENT_RESTART_OK);
+      CHECK(found == 1 && length == 3 && memcmp(value, "v\0w", 3) == 0);
+      resilient_restart_free(value);
+      CHECK(resilient_restart_store_get(st, "none", &value, &length, &found, -1) == RESILIENT_RESTART_OK);
+      CHECK(found == 0 && value == NULL);
+      long long n = 0;
+      CHECK(resilient_restart_store_add(st, "n", 7, &n, -1) == RESILIENT_RESTART_OK && n == 7);
+      int swapped = 0;
+      CHECK(resilient_restart_store_compare_set(st, "c", NULL, 0, 1, "a", 1, &swapped, &value,
+                                                &length, &found, -1) == RESILIENT_RESTART_OK);
+      CHECK(swapped == 1 && found == 1 && length == 1 && value[0] == 'a');
+      resilient_restart_free(value);
+      CHECK(resilient_restart_store_compare_set(st, "c", "x", 1, 0, "b", 1, &swapped, &value,
+                                                &length, &found, -1) == RESILIENT_RESTART_OK);
+      CHECK(swapped == 0 && found == 1 && value[0] == 'a');
+      resilient_restart_free(value);
+      const char* keys[] = {"k", "missing"};
+      int present = 1;
+      CHECK(resilient_restart_store_check(st, keys, 2, &present, -1) == RESILIENT_RESTART_OK);
+      CHECK(present == 0);
+      CHECK(resilient_restart_store_wait(st, keys, 2, 50) == RESILIENT_RESTART_TIMEOUT);
+      CHECK(resilient_restart_store_wait(st, keys, 1, 50) == RESILIENT_RESTART_OK);
+      int existed = 0;
+      CHECK(resilient_restart_store_delete(st, "k", &existed, -1) == RESILIENT_RESTART_OK);
+      CHECK(existed == 1);
+      long long removed = 0;
+      CHECK(resilient_restart_store_delete_prefix(st, "", &removed, -1) == RESILIENT_RESTART_OK);
+      CHECK(removed == 2);
+      resilient_restart_store_close(st);
+    }
+  }
+  /* Rank assignment: stock policies by name, a callback, failures named. */
+  {
+    CHECK(resilient_restart_policy_stock("no_such_policy", 0) == NULL);
+    CHECK(strstr(resilient_restart_last_error(), "shift_ranks") != NULL);
+    CHECK(resilient_restart_policy_stock("max_active_world_size", 0) == NULL);
+    int calls = 0;
+    resilient_restart_policy* p[2] = {resilient_restart_policy_callback("LastRankSpare",
+                                                                        last_rank_spare, &calls),
+                                      resilient_restart_policy_stock("shift_ranks", 0)};
+    CHECK(p[0] != NULL && p[1] != NULL);
+    struct counters c = {0, 0, 0, 0, 0, 0};
+    resilient_restart_options* o = one_rank_options(&c);
+    CHECK(resilient_restart_options_set_rank_assignment(o, p, 2) == RESILIENT_RESTART_OK);
+    resilient_restart_policy_destroy(p[0]);
+    resilient_restart_policy_destroy(p[1]);
+    resilient_restart_wrapper* w = resilient_restart_wrapper_create(o);
+    resilient_restart_options_destroy(o);
+    CHECK(w != NULL);
+    if (w != NULL) {
+      /* The only rank made a spare by the policy: the function never runs. */
+      (void)resilient_restart_run(w, train, &c);
+      CHECK(calls >= 1);
+      CHECK(c.calls == 0);
+      resilient_restart_wrapper_destroy(w);
+    }
+    resilient_restart_policy* bad = resilient_restart_policy_callback("Bad", failing_policy, NULL);
+    o = one_rank_options(&c);
+    CHECK(resilient_restart_options_set_rank_assignment(o, &bad, 1) == RESILIENT_RESTART_OK);
+    resilient_restart_policy_destroy(bad);
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MAX_ACTIVE_WORLD_SIZE, 1) ==
+          RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_wrapper_create(o) == NULL); /* both ways of assigning ranks */
+    CHECK(strstr(resilient_restart_last_error(), "set_rank_assignment") != NULL);
+    resilient_restart_options_destroy(o);
+    o = one_rank_options(&c);
+    bad = resilient_restart_policy_callback("Bad", failing_policy, NULL);
+    CHECK(resilient_restart_options_set_rank_assignment(o, &bad, 1) == RESILIENT_RESTART_OK);
+    resilient_restart_policy_destroy(bad);
+    w = resilient_restart_wrapper_create(o);
+    resilient_restart_options_destroy(o);
+    if (w != NULL) {
+      CHECK(resilient_restart_run(w, train, &c) != RESILIENT_RESTART_OK);
+      CHECK(strstr(resilient_restart_last_error(), "Bad failed: no layout fits") != NULL);
+      resilient_restart_wrapper_destroy(w);
+    }
+  }
+  /* A function's own failure text reaches the error. */
+  {
+    struct counters c = {0, 0, 0, 0, 0, 0};
+    resilient_restart_options* o = one_rank_options(&c);
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MAX_ITERATIONS, 1) ==
+          RESILIENT_RESTART_OK);
+    resilient_restart_wrapper* w = resilient_restart_wrapper_create(o);
+    resilient_restart_options_destroy(o);
+    if (w != NULL) {
+      CHECK(resilient_restart_run(w, fail_with_text, NULL) == RESILIENT_RESTART_ABORTED);
+      size_t length = 0;
+      char json[16384];
+      CHECK(resilient_restart_timeline_json(w, json, sizeof json, &length) == RESILIENT_RESTART_OK);
+      CHECK(strstr(json, "the C function's own words") != NULL);
+      resilient_restart_wrapper_destroy(w);
+    }
   }
   if (failures == 0) {
     printf("all C API checks passed\n");

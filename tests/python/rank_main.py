@@ -1,0 +1,235 @@
+"""One rank of the Python package's test jobs (test_wrapper.py starts them).
+
+Environment: RANK, WORLD_SIZE, NCCL_RESILIENT_STORE_URL (set by the test),
+SCENARIO (a function below), OUT_DIR. Writes OUT_DIR/rank-<RANK>.json:
+outcome, exception text, the calls it saw, the timeline's phases.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+import nccl_resilient as nr
+
+RANK = int(os.environ["RANK"])
+OUT = os.environ["OUT_DIR"]
+calls = []  # one dict per call of the wrapped function
+
+
+def busy_until_interrupted(ctx, seconds=30.0):
+    """A pure-Python loop that makes no library call: only the asynchronous
+    interruption can end it early."""
+    start = time.monotonic()
+    try:
+        n = 0
+        while time.monotonic() - start < seconds:
+            n += 1
+    except nr.RankShouldRestart:
+        calls[-1]["interrupted_after_s"] = time.monotonic() - start
+        raise
+    calls[-1]["busy_timed_out"] = True
+
+
+def record(ctx):
+    s = ctx.state
+    calls.append({"iteration": s.iteration, "rank": s.rank, "active_rank": s.active_rank,
+                  "active_world_size": s.active_world_size, "mode": s.mode.name,
+                  "fn_exception": type(s.fn_exception).__name__ if s.fn_exception else None,
+                  "env_rank": os.environ.get("RANK"), "env_world": os.environ.get("WORLD_SIZE")})
+    return s
+
+
+def fast_options(**extra):
+    base = dict(monitor_thread_interval=0.05, monitor_process_interval=0.05,
+                progress_watchdog_interval=0.05, soft_timeout=1.5, hard_timeout=2.5,
+                heartbeat_interval=0.5, heartbeat_timeout=3, barrier_timeout=20,
+                completion_timeout=20, last_call_wait=0.05, termination_grace_time=0.5,
+                finalize_timeout=5, health_check_timeout=5, communicator_timeout=10,
+                restart_backoff=0.01)
+    base.update(extra)
+    return base
+
+
+# ---- scenarios: each returns (Wrapper, function) ----------------------------
+
+def exception():
+    """Rank 1 raises in iteration 0 while the others spin in pure Python."""
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        ctx.ping()
+        if s.iteration == 0:
+            if s.initial_rank == 1:
+                time.sleep(0.3)
+                raise ValueError("injected by rank 1")
+            busy_until_interrupted(ctx)
+        return s.iteration
+    return nr.Wrapper(**fast_options()), fn
+
+
+def sigkill():
+    """Initial rank 2 dies by SIGKILL in iteration 0; the spare (initial 3) takes its place."""
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        ctx.ping()
+        if s.iteration == 0:
+            if s.initial_rank == 2:
+                time.sleep(0.3)
+                os.kill(os.getpid(), signal.SIGKILL)
+            busy_until_interrupted(ctx)
+        return s.iteration
+    policies = [nr.MaxActiveWorldSize(3), nr.ActivateAllRanks(), nr.ShiftRanks()]
+    return nr.Wrapper(rank_assignment=policies, **fast_options()), fn
+
+
+def sigstop():
+    """Initial rank 1 freezes (SIGSTOP) in iteration 0 after its first ping:
+    its monitor reports the soft timeout and kills it at the hard timeout."""
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        ctx.ping()
+        if s.iteration == 0:
+            if s.initial_rank == 1:
+                time.sleep(0.3)
+                os.kill(os.getpid(), signal.SIGSTOP)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # alive and showing it
+                ctx.ping()
+                time.sleep(0.01)
+        return s.iteration
+    return nr.Wrapper(**fast_options()), fn
+
+
+def health_check_fault():
+    """Initial rank 1's health check fails in iteration 0: it is terminated
+    and leaves (RankDiscarded); the spare becomes active."""
+    def health(state: nr.State):
+        if state.initial_rank == 1 and state.iteration == 0:
+            raise nr.HealthCheckError("injected: rank 1 is unfit")
+
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        return s.iteration
+    policies = [nr.MaxActiveWorldSize(3), nr.ActivateAllRanks(), nr.ShiftRanks()]
+    return nr.Wrapper(rank_assignment=policies, health_check=health, **fast_options()), fn
+
+
+def abort_hook_fault():
+    """Rank 0 raises in iteration 0; every abort hook raises too: the restart
+    happens all the same (the interruption still follows the hook)."""
+    def abort(state: nr.State):
+        raise RuntimeError("injected: abort hook failure")
+
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        ctx.ping()
+        if s.iteration == 0:
+            if s.initial_rank == 0:
+                time.sleep(0.3)
+                raise ValueError("injected by rank 0")
+            busy_until_interrupted(ctx)
+        return s.iteration
+    return nr.Wrapper(abort=abort, **fast_options()), fn
+
+
+def initialize_abort():
+    """The initialize hook raises RestartAbort in iteration 1: the job ends on every rank."""
+    def initialize(state: nr.State):
+        if state.iteration == 1:
+            raise nr.RestartAbort("injected: stop at iteration 1")
+
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        if s.initial_rank == 0:
+            raise ValueError("injected: rank 0 always fails")
+        busy_until_interrupted(ctx)
+    return nr.Wrapper(initialize=initialize, **fast_options()), fn
+
+
+def retry_limit():
+    """A fault in every iteration; max_iterations=3 ends the job."""
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        if s.initial_rank == 0:
+            time.sleep(0.1)
+            raise ValueError(f"injected: iteration {s.iteration}")
+        busy_until_interrupted(ctx)
+    return nr.Wrapper(max_iterations=3, **fast_options()), fn
+
+
+class LastRankSpare(nr.Policy):
+    """A Python policy: the highest live initial rank is a spare."""
+
+    def __call__(self, world, terminated, first_iteration):
+        live = [s for s in world if s.mode != nr.Mode.TERMINATED]
+        for s in live:
+            s.mode = nr.Mode.ACTIVE
+        live[-1].mode = nr.Mode.INACTIVE
+
+
+def python_policy():
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        return s.active_rank
+    return nr.Wrapper(rank_assignment=[LastRankSpare()], **fast_options()), fn
+
+
+def torch_restart():
+    """A gloo process group per iteration: in iteration 0 initial rank 1
+    raises while rank 0 waits in an all_reduce that cannot complete (gloo has
+    no abort): the interruptible wait releases it; iteration 1's group (new
+    store prefix, the old group retired) sums correctly."""
+    import torch
+    import torch.distributed as dist
+    from nccl_resilient import distributed as rdist
+
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        rdist.init_process_group(ctx, "gloo")
+        t = torch.full((4,), float(s.active_rank + 1))
+        if s.iteration == 0:
+            if s.initial_rank == 1:
+                time.sleep(0.3)
+                raise ValueError("injected by rank 1")
+            start = time.monotonic()
+            try:
+                rdist.wait(dist.all_reduce(t, async_op=True))
+            except nr.RankShouldRestart:
+                calls[-1]["interrupted_after_s"] = time.monotonic() - start
+                raise
+        rdist.wait(dist.all_reduce(t, async_op=True))
+        return t.tolist()
+    return nr.Wrapper(abort=__import__("nccl_resilient.distributed").distributed
+                      .AbortTorchDistributed(), **fast_options()), fn
+
+
+def main():
+    scenario = globals()[os.environ["SCENARIO"]]
+    result = {"rank": RANK, "outcome": "error", "message": "", "calls": calls}
+    wrapper = None
+    try:
+        wrapper, fn = scenario()
+        result["returned"] = wrapper.run(fn)
+        result["outcome"] = "completed"
+    except nr.RankDiscarded as e:
+        result.update(outcome="discarded", message=str(e))
+    except nr.RestartAbort as e:
+        result.update(outcome="aborted", message=str(e))
+    except nr.HealthCheckError as e:
+        result.update(outcome="unhealthy", message=str(e))
+    except Exception as e:
+        result.update(outcome="error", message=f"{type(e).__name__}: {e}")
+    if wrapper is not None:
+        result["final_state"] = wrapper.state.describe()
+        result["phases"] = [(e["iteration"], e["phase"]) for e in wrapper.timeline()]
+    path = os.path.join(OUT, f"rank-{RANK}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f)
+    os.replace(path + ".tmp", path)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

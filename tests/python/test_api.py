@@ -1,0 +1,90 @@
+"""The package in one process: options, errors, the store client."""
+
+import datetime
+import os
+import subprocess
+import sys
+
+import pytest
+
+import nccl_resilient as nr
+
+
+def test_unknown_option_is_named():
+    with pytest.raises(nr.ConfigError, match="no option 'soft_timeot'"):
+        nr.Wrapper(soft_timeout=1, soft_timeot=2)
+
+
+def test_ordering_rules_are_the_librarys():
+    with pytest.raises(nr.ConfigError, match="soft"):
+        nr.Wrapper(store_url="memory", rank=0, world_size=1, use_monitor_process=False,
+                   soft_timeout=datetime.timedelta(seconds=5), hard_timeout=2)
+
+
+def test_environment_fallback():
+    # An option not given comes from its NCCL_RESILIENT_RESTART_* knob (read
+    # once per process: a process of its own).
+    code = ("import nccl_resilient as nr\n"
+            "try:\n"
+            "    nr.Wrapper(store_url='memory', rank=0, world_size=1, use_monitor_process=False)\n"
+            "except nr.ConfigError as e:\n"
+            "    print('ConfigError', e)\n")
+    env = dict(os.environ, NCCL_RESILIENT_RESTART_SOFT_TIMEOUT_MS="500000",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert "ConfigError" in out.stdout and "soft" in out.stdout, out
+
+
+def test_single_process_restart_and_context():
+    seen = []
+    w = nr.Wrapper(store_url="memory", rank=0, world_size=1, use_monitor_process=False,
+                   monitor_thread_interval=0.05, last_call_wait=0.01, restart_backoff=0.01,
+                   finalize=lambda s: seen.append(("finalize", s.iteration)))
+
+    @w
+    def fn(ctx: nr.CallContext, value):
+        seen.append(("fn", ctx.iteration, ctx.rank, ctx.world_size))
+        with ctx.atomic():
+            ctx.ping()
+        with ctx.disable_hang_protection():
+            pass
+        if ctx.iteration == 0:
+            raise KeyError("first call fails")
+        assert isinstance(ctx.state.fn_exception, KeyError)
+        return value * 2
+
+    assert fn(21) == 42
+    assert seen == [("fn", 0, 0, 1), ("finalize", 0), ("fn", 1, 0, 1)]
+    phases = [e["phase"] for e in w.timeline()]
+    assert "fault detected" in phases and phases[-1] == "completed"
+
+
+def test_function_error_text_reaches_the_fault_record():
+    w = nr.Wrapper(store_url="memory", rank=0, world_size=1, use_monitor_process=False,
+                   max_iterations=1, monitor_thread_interval=0.05, last_call_wait=0.01)
+    with pytest.raises(nr.RestartAbort):
+        w.run(lambda: (_ for _ in ()).throw(OSError("disk on fire")))
+    details = " ".join(str(e.get("detail", "")) for e in w.timeline())
+    assert "OSError: disk on fire" in details
+
+
+def test_store_client():
+    s = nr.Store("memory").view("t")
+    s.set("a", b"1")
+    assert s.get("a") == b"1" and s.get("missing") is None
+    assert s.add("n", 3) == 3 and s.add("n", -1) == 2
+    assert s.compare_set("a", b"1", b"2") == (True, b"2")
+    assert s.compare_set("a", b"1", b"3") == (False, b"2")
+    assert s.compare_set("new", None, b"x") == (True, b"x")
+    assert s.check(["a", "new"]) and not s.check(["a", "nope"])
+    with pytest.raises(nr.TimeoutError):
+        s.wait(["nope"], timeout=0.1)
+    assert s.delete("a") and not s.delete("a")
+    assert s.delete_prefix("") == 2
+
+
+def test_help_is_useful():
+    doc = nr.Wrapper.__doc__
+    for word in ("soft_timeout", "NCCL_RESILIENT_RESTART_", "rank_assignment", "CallContext"):
+        assert word in doc

@@ -1,0 +1,86 @@
+"""The restart loop from Python: whole jobs of rank_main.py processes with a
+resilient-store (conftest.py), one fault per test."""
+
+import signal
+
+import pytest
+
+
+def completed(job, ranks):
+    for r in ranks:
+        assert job.outcome(r) == "completed", (r, job.results.get(r), job.out_dir)
+
+
+def test_exception_restarts_every_rank_and_interrupts_busy_python(run_job):
+    job = run_job("exception", 3)
+    completed(job, range(3))
+    for r in range(3):
+        calls = job.results[r]["calls"]
+        assert [c["iteration"] for c in calls] == [0, 1]
+        assert job.results[r]["returned"] == 1
+        # What raised is in the next call's State.fn_exception, on its rank only.
+        assert calls[1]["fn_exception"] == ("ValueError" if r == 1 else None)
+    for r in (0, 2):
+        # The pure-Python loop (no library call) was interrupted by the
+        # asynchronous RankShouldRestart, well before its 30 s.
+        first = job.results[r]["calls"][0]
+        assert "busy_timed_out" not in first
+        assert first["interrupted_after_s"] < 10
+
+
+def test_sigkill_brings_in_the_spare(run_job):
+    job = run_job("sigkill", 4)
+    assert job.returncodes[2] == -signal.SIGKILL
+    completed(job, (0, 1, 3))
+    spare = job.results[3]["calls"]
+    # The spare did not run the function in iteration 0; in iteration 1 it is
+    # active rank 2 of 3.
+    assert [c["iteration"] for c in spare] == [1]
+    assert spare[0]["active_rank"] == 2 and spare[0]["active_world_size"] == 3
+    assert spare[0]["env_rank"] == "2" and spare[0]["env_world"] == "3"
+
+
+def test_sigstop_is_a_soft_timeout_and_the_rank_is_replaced(run_job):
+    job = run_job("sigstop", 3)
+    assert job.returncodes[1] < 0  # its monitor terminated it (SIGTERM or SIGKILL)
+    completed(job, (0, 2))
+    for r in (0, 2):
+        last = job.results[r]["calls"][-1]
+        assert last["iteration"] == 1 and last["active_world_size"] == 2
+
+
+def test_failed_health_check_terminates_the_rank(run_job):
+    job = run_job("health_check_fault", 4)
+    assert job.outcome(1) == "unhealthy"
+    assert "HealthCheckError: injected: rank 1 is unfit" in job.results[1]["message"]
+    completed(job, (0, 2, 3))
+    assert any(c["active_world_size"] == 3 for c in job.results[3]["calls"])
+
+
+def test_failing_abort_hook_does_not_stop_the_restart(run_job):
+    job = run_job("abort_hook_fault", 3)
+    completed(job, range(3))
+    for r in (1, 2):
+        assert job.results[r]["calls"][0]["interrupted_after_s"] < 10
+
+
+def test_restart_abort_from_initialize_ends_every_rank(run_job):
+    job = run_job("initialize_abort", 3)
+    for r in range(3):
+        assert job.outcome(r) == "aborted", job.results.get(r)
+        assert "stop at iteration 1" in job.results[r]["message"]
+
+
+def test_retry_limit_ends_the_job(run_job):
+    job = run_job("retry_limit", 2)
+    for r in range(2):
+        assert job.outcome(r) == "aborted", job.results.get(r)
+        assert max(c["iteration"] for c in job.results[r]["calls"]) == 2
+
+
+def test_python_rank_assignment_policy(run_job):
+    job = run_job("python_policy", 3)
+    completed(job, range(3))
+    # Initial rank 2 is the spare: it never ran the function.
+    assert job.results[2]["calls"] == []
+    assert [job.results[r]["returned"] for r in (0, 1)] == [0, 1]
