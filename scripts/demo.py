@@ -180,8 +180,9 @@ def run_job(args, name, procs, store_url, base_env, faults):
               f"--checkpoint-every={args.checkpoint_every}", f"--step-ms={args.step_ms}",
               f"--shards={ACTIVE}"]
     if args.pytorch:
-        argv = [args.python, TORCH_EXAMPLE] + common + ["--backend=" + ("nccl" if args.nccl
-                                                                        else "gloo")]
+        argv = [args.python, TORCH_EXAMPLE] + common + [
+            "--backend=" + ("nccl" if args.nccl else "gloo"),
+            "--monitor=" + os.path.join(args.build, "restart", "monitor", "resilient-monitor")]
     else:
         binary = os.path.join(args.build, "demo", "resilient-demo-train")
         argv = [binary] + common + [

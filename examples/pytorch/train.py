@@ -35,6 +35,7 @@ from nccl_resilient import distributed as rdist
 WEIGHTS = 64
 SAMPLES_PER_SHARD = 256
 LEARNING_RATE = 0.05
+FIXED_ONE = float(1 << 32)  # the fixed-point unit of the sums
 
 
 def monotonic_ns():
@@ -85,7 +86,9 @@ class Trainer:
             raise nccl_resilient.RestartAbort(
                 f"the job needs {args.shards} active ranks, not {s.active_world_size}")
         if args.backend == "nccl":
-            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            # LOCAL_RANK's GPU; several ranks share one where there are fewer.
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            self.device = torch.device("cuda", local % torch.cuda.device_count())
             torch.cuda.set_device(self.device)
         rdist.init_process_group(ctx, args.backend,
                                  timeout=datetime.timedelta(seconds=args.pg_timeout))
@@ -102,11 +105,15 @@ class Trainer:
         for step in range(start, args.steps):
             time.sleep(args.step_ms / 1000.0)  # the simulated compute of a step
             err = x @ w - y
-            # [sum of gradients..., sum of squared errors]
+            # [sum of gradients..., sum of squared errors], summed in int64
+            # fixed point: the same bits whatever order the backend adds in
+            # (NCCL's ring order may change when the ranks are re-formed).
             local = torch.cat([x.t() @ err, (err * err).sum().reshape(1)])
-            rdist.wait(dist.all_reduce(local, async_op=True))
-            w = w - LEARNING_RATE * (2.0 / total) * local[:WEIGHTS]
-            loss = float(local[WEIGHTS]) / total
+            fixed = torch.round(local.double() * FIXED_ONE).long()
+            rdist.wait(dist.all_reduce(fixed, async_op=True))
+            sums = (fixed.double() / FIXED_ONE).float()
+            w = w - LEARNING_RATE * (2.0 / total) * sums[:WEIGHTS]
+            loss = float(sums[WEIGHTS]) / total
             ctx.ping()
             done = step + 1
             if step == start:
@@ -129,6 +136,8 @@ def parse_args():
     p.add_argument("--step-ms", type=int, default=20)
     p.add_argument("--shards", type=int, default=6, help="active ranks (the data's shards)")
     p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
+    p.add_argument("--monitor", default=None,
+                   help="the resilient-monitor executable (default: beside the library)")
     p.add_argument("--pg-timeout", type=float, default=60.0,
                    help="the process group's own timeout, s (above the hard timeout)")
     return p.parse_args()
@@ -150,6 +159,7 @@ def main():
                              nccl_resilient.ActivateAllRanks(), nccl_resilient.ShiftRanks()],
             min_active_world_size=args.shards, min_world_size=args.shards,
             abort=rdist.AbortTorchDistributed(),
+            monitor_executable=args.monitor,
             monitor_log_file=os.path.join(run_dir, "monitor-{rank}.log"),
             monitor_pid_file=os.path.join(run_dir, "monitor-{rank}.pid"),
             # Demo-sized timeouts, as the C++ demo's (docs/demo.md).

@@ -111,6 +111,10 @@ def _store_class():
 
         deleteKey = delete_key  # the name torch's C++ trampoline calls
 
+        def clone(self):
+            """torch 2.x: a store for another thread (process group splits)."""
+            return TorchStore(self._store, self._timeout)
+
         def num_keys(self) -> int:
             raise RuntimeError("nccl_resilient.TorchStore cannot count its keys")
 

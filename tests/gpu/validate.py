@@ -30,7 +30,7 @@ sys.path.insert(0, HERE)
 import kit as kitlib  # noqa: E402
 
 SKIPPED = 77
-PLAN_LIMIT_S = 480
+PLAN_LIMIT_S = 560
 
 
 class Step:
@@ -56,6 +56,18 @@ def demo_argv(ctx):
     return argv
 
 
+def pytorch_demo_argv(ctx):
+    """The torch example under the Python package, NCCL through our plugin on
+    the one GPU (scripts/demo.py --pytorch --nccl), in a short configuration."""
+    env = ctx["env"]
+    argv = [sys.executable, os.path.join(REPO, "scripts", "demo.py"), "--build", ctx["kit"].build_dir,
+            "--pytorch", "--nccl", "--python", sys.executable, "--job-timeout", "40",
+            "--steps", "60", "--kill-at", "15", "--stop-at", "40"]
+    if env.get("cudart_library"):
+        argv.append(f"--cuda-library={env['cudart_library']}")
+    return argv
+
+
 PLAN = [
     Step("environment", 15, "GPU, driver, CUDA runtime, the NCCL torch loads and its path, RDMA devices",
          lambda c: py("environment.py", "--out", c["env_json"]), needs_gpu=False),
@@ -65,8 +77,8 @@ PLAN = [
          "reduce_scatter, broadcast, send/recv, 8 B-64 MiB, values checked; NCCL's log shows our plugin "
          "selected and every connection through it",
          lambda c: py("collectives.py", "--ranks", "2", "--seconds", "45", *c["common"])),
-    Step("collectives-4", 60, "the same with 4 ranks",
-         lambda c: py("collectives.py", "--ranks", "4", "--seconds", "55", *c["common"])),
+    Step("collectives-4", 45, "the same with 4 ranks",
+         lambda c: py("collectives.py", "--ranks", "4", "--seconds", "40", *c["common"])),
     Step("profiler", 0, "our profiler (from the same .so) lists every communicator NCCL created, every "
          "collective completed (resilient-inspect --json); its data come from the two steps above",
          derived_from=("collectives-2", "collectives-4")),
@@ -81,8 +93,11 @@ PLAN = [
          lambda c: py("faults.py", "--case", "error", *c["common"])),
     Step("demo-nccl", 130, "the restart library on real NCCL: scripts/demo.py --nccl re-forms the job after a "
          "kill and a freeze, and the weights match the fault-free run", demo_argv),
-    Step("bandwidth", 45, "busbw of a 2-rank all-reduce, 1-256 MiB: NCCL Socket vs plain TCP plugin vs "
-         "resilient(TCP)", lambda c: py("bandwidth.py", "--seconds-per-transport", "14", *c["common"])),
+    Step("demo-pytorch-nccl", 100, "the Python package with torch.distributed on NCCL through our plugin: "
+         "scripts/demo.py --pytorch --nccl re-forms the job after a kill and a freeze, weights match",
+         pytorch_demo_argv),
+    Step("bandwidth", 35, "busbw of a 2-rank all-reduce, 1-256 MiB: NCCL Socket vs plain TCP plugin vs "
+         "resilient(TCP)", lambda c: py("bandwidth.py", "--seconds-per-transport", "10", *c["common"])),
     Step("recordings", 30, "real net-plugin call sequences and profiler event streams, recorded through "
          "libnccl-resilient-recorder.so", lambda c: py("collectives.py", "--ranks", "2", "--record",
                                                         "--seconds", "28", *c["common"])),
