@@ -201,6 +201,21 @@ int resilient_restart_options_set_rank_assignment(resilient_restart_options* opt
                                                   resilient_restart_policy* const* policies,
                                                   size_t n);
 
+/* The stock health checks (the C++ health.hpp) as objects, to run from a
+ * health-check hook: "cuda" (argument: the synchronize timeout in ms, -1:
+ * NCCL_RESILIENT_HEALTH_CUDA_TIMEOUT_MS), "gpu_recovery" (argument 1: an
+ * NVLink down fails), "nic" (argument: the error-counter threshold, -1: the
+ * knob's), "fault_counter" (argument: the most faults of this rank allowed).
+ * run returns RESILIENT_RESTART_OK, or RESILIENT_RESTART_HEALTH_CHECK (or
+ * _TIMEOUT) with the reason in last_error. A check keeps its state between
+ * runs (counter baselines, the fault tally). */
+typedef struct resilient_restart_health_check resilient_restart_health_check;
+resilient_restart_health_check* resilient_restart_health_check_stock(const char* name,
+                                                                     long long argument);
+int resilient_restart_health_check_run(resilient_restart_health_check* check,
+                                       const resilient_restart_state* state);
+void resilient_restart_health_check_destroy(resilient_restart_health_check* check);
+
 /* The wrapper (validates the options; NULL on failure, see last_error). */
 resilient_restart_wrapper* resilient_restart_wrapper_create(
     const resilient_restart_options* options);

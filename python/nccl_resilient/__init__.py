@@ -14,13 +14,17 @@ from .assignment import (ActivateAllRanks, ActiveWorldSizeDivisibleBy, FillGaps,
 from .errors import (CommunicatorError, ConfigError, FaultCounterExceeded, HealthCheckError,
                      RankDiscarded, RankShouldRestart, RestartAbort, RestartError,
                      StoreUnavailable, TimeoutError)
+from .health import (CudaHealthCheck, FaultCounter, GpuRecoveryCheck, NicHealthCheck,
+                     ThreadedFinalize)
 from .state import Mode, State
 from .store import Store
 from .wrapper import CallContext, Wrapper, current_context, options_table
 
 __all__ = [
     "ActivateAllRanks", "ActiveWorldSizeDivisibleBy", "CallContext", "CommunicatorError",
-    "ConfigError", "FaultCounterExceeded", "FillGaps", "HealthCheckError", "MaxActiveWorldSize",
+    "ConfigError", "CudaHealthCheck", "FaultCounter", "FaultCounterExceeded", "FillGaps",
+    "GpuRecoveryCheck", "HealthCheckError", "MaxActiveWorldSize", "NicHealthCheck",
+    "ThreadedFinalize",
     "Mode", "Policy", "RankDiscarded", "RankShouldRestart", "RestartAbort", "RestartError",
     "ShiftRanks", "Slot", "State", "Store", "StoreUnavailable", "TimeoutError", "Wrapper",
     "current_context",

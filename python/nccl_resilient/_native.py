@@ -66,6 +66,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "resilient_restart_policy_destroy": (None, [c_void_p]),
         "resilient_restart_options_set_rank_assignment":
             (c_int, [c_void_p, ctypes.POINTER(c_void_p), c_size]),
+        "resilient_restart_health_check_stock": (c_void_p, [c_char_p, c_ll]),
+        "resilient_restart_health_check_run": (c_int, [c_void_p, ctypes.POINTER(CState)]),
+        "resilient_restart_health_check_destroy": (None, [c_void_p]),
         "resilient_restart_wrapper_create": (c_void_p, [c_void_p]),
         "resilient_restart_wrapper_destroy": (None, [c_void_p]),
         "resilient_restart_run": (c_int, [c_void_p, FUNCTION, c_void_p]),

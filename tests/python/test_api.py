@@ -88,3 +88,53 @@ def test_help_is_useful():
     doc = nr.Wrapper.__doc__
     for word in ("soft_timeout", "NCCL_RESILIENT_RESTART_", "rank_assignment", "CallContext"):
         assert word in doc
+
+
+def test_blocking_calls_release_the_gil():
+    # While the main thread waits in the library (a store wait), another
+    # Python thread keeps running.
+    import threading
+    s = nr.Store("memory")
+    counted = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            counted[0] += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    try:
+        before = counted[0]
+        with pytest.raises(nr.TimeoutError):
+            s.wait(["never"], timeout=0.5)
+        during = counted[0] - before
+    finally:
+        stop.set()
+        t.join()
+    assert during > 10000, during
+
+
+def test_stock_health_checks():
+    st = nr.State(0, 1, 0, 1, 0, 1, 0, nr.Mode.ACTIVE)
+    failed = nr.State(0, 1, 0, 1, 0, 1, 1, nr.Mode.ACTIVE, fn_failed=True)
+    counter = nr.FaultCounter(1)
+    counter(st)       # no fault: nothing counted
+    counter(failed)   # the first fault: allowed
+    with pytest.raises(nr.FaultCounterExceeded, match="more than maxRankFaults 1"):
+        counter(nr.State(0, 1, 0, 1, 0, 1, 2, nr.Mode.ACTIVE, fn_failed=True))
+    with pytest.raises(nr.ConfigError):
+        nr.FaultCounter(-1)
+    # No GPU here: the CUDA check says so (a HealthCheckError, never a crash).
+    if not os.path.exists("/dev/nvidia0"):
+        with pytest.raises(nr.HealthCheckError):
+            nr.CudaHealthCheck(timeout=1)(st)
+
+
+def test_threaded_finalize():
+    import time
+    nr.ThreadedFinalize(1, lambda s: None)(None)
+    with pytest.raises(nr.TimeoutError):
+        nr.ThreadedFinalize(0.1, lambda s: time.sleep(1))(None)
+    with pytest.raises(KeyError):
+        nr.ThreadedFinalize(1, lambda s: {}["x"])(None)
