@@ -33,5 +33,7 @@ fi
 echo "== building the demo's targets in $build"
 ninja -C "$build" demo/resilient-demo-train tools/store/resilient-store \
   restart/monitor/resilient-monitor plugin/net/abi/libnccl-net-resilient.so \
-  restart/libresilient-restart.so
+  "restart/libresilient-restart.so.$(meson introspect --projectinfo "$build" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')" \
+  restart/libnccl-net-resilient.so restart/resilient-monitor
 exec python3 scripts/demo.py --build "$build" "$@"
