@@ -32,8 +32,12 @@
 #define NCCL_NET_LEGACY_MAX_SIZE (1ULL << 30)     /* 1 GiB, net */
 #define NCCL_COLLNET_LEGACY_MAX_SIZE (1ULL << 29) /* 512 MiB, collnet */
 
-/* Size of vProps.devs[] in v9..v11 (v12, NCCL 2.30, uses 8). */
+/* Size of vProps.devs[] in v9..v11; v12 (NCCL 2.30) fuses up to 8 NICs. */
 #define NCCL_NET_MAX_DEVS_PER_NIC 4
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+
+/* railId / planeId of a v12 device not on a known rail or plane. */
+#define NCCL_NET_ID_UNDEF (-1)
 
 /* Net plugins NCCL keeps, including its 2 internal ones (IB, Socket). */
 #define NCCL_NET_MAX_PLUGINS 16
@@ -114,6 +118,7 @@ typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v8_t;
 typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v9_t;
 typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v10_t;
 typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v11_t;
+typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v12_t;
 
 /* ---- Virtual (fused) NIC properties, v9..v11 ---------------------------- */
 
@@ -130,6 +135,16 @@ NCCL_ABI_OFFSET(ncclNetVDeviceProps_v9_t, devs, 4);
 typedef ncclNetVDeviceProps_v9_t ncclNetVDeviceProps_v10_t;
 typedef ncclNetVDeviceProps_v9_t ncclNetVDeviceProps_v11_t;
 
+/* v12: the same with room for 8 fused devices. */
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+
+NCCL_ABI_SIZE(ncclNetVDeviceProps_v12_t, 36);
+NCCL_ABI_OFFSET(ncclNetVDeviceProps_v12_t, ndevs, 0);
+NCCL_ABI_OFFSET(ncclNetVDeviceProps_v12_t, devs, 4);
+
 /* ---- Per-communicator config, v10 (connect) / v11 (init) ---------------- */
 
 /* trafficClass: QoS class; NCCL_NET_TRAFFIC_CLASS_UNDEF (-1) when the
@@ -142,6 +157,7 @@ NCCL_ABI_SIZE(ncclNetCommConfig_v10_t, 4);
 NCCL_ABI_OFFSET(ncclNetCommConfig_v10_t, trafficClass, 0);
 
 typedef ncclNetCommConfig_v10_t ncclNetCommConfig_v11_t;
+typedef ncclNetCommConfig_v10_t ncclNetCommConfig_v12_t;
 
 /* ---- "App-aware" hints given to setNetAttr (v11) ------------------------ */
 
@@ -175,6 +191,10 @@ NCCL_ABI_OFFSET(ncclNetAttr_v11_t, recvCommAttr, 16);
 NCCL_ABI_OFFSET(ncclNetAttr_v11_t, op, 32);
 NCCL_ABI_OFFSET(ncclNetAttr_v11_t, algo, 36);
 NCCL_ABI_OFFSET(ncclNetAttr_v11_t, proto, 40);
+
+/* v12 (NCCL 2.30): unchanged. */
+typedef ncclNetCommAttr_v11_t ncclNetCommAttr_v12_t;
+typedef ncclNetAttr_v11_t ncclNetAttr_v12_t;
 
 /* Bit numbers used in ncclNetAttr_v11_t (our names; NCCL's values). */
 #define NCCL_NET_ATTR_BIT(n) (1u << (n))

@@ -54,6 +54,9 @@ struct Properties {
   int maxRecvs = 1;        // largest n of a grouped irecv
   size_t maxP2pBytes = 0;  // largest single transfer
   size_t maxCollBytes = 0;
+  // The device's rail and plane (v12; -1: not known), for NCCL's topology.
+  int railId = -1;
+  int planeId = -1;
 };
 
 // Per-communicator settings NCCL hands to init (v11) or connect (v10).

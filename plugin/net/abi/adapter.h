@@ -82,6 +82,10 @@ void fillProperties(const transport::Properties& in, int dev, Props* out) {
   if constexpr (requires { out->maxMultiRequestSize; }) {  // v11
     out->maxMultiRequestSize = 1;
   }
+  if constexpr (requires { out->railId; }) {  // v12: the inner device's, passed on
+    out->railId = static_cast<int16_t>(in.railId);
+    out->planeId = static_cast<int16_t>(in.planeId);
+  }
 }
 
 }  // namespace resilient::abi

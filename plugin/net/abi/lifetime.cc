@@ -5,6 +5,7 @@
 
 #include "nccl/net_v10.h"
 #include "nccl/net_v11.h"
+#include "nccl/net_v12.h"
 #include "nccl/net_v6.h"
 #include "nccl/net_v7.h"
 #include "nccl/net_v8.h"
@@ -12,6 +13,7 @@
 #include "plugin/net/abi/adapter.h"
 
 extern "C" {
+extern const ncclNet_v12_t ncclNetPlugin_v12;
 extern const ncclNet_v11_t ncclNetPlugin_v11;
 extern const ncclNet_v10_t ncclNetPlugin_v10;
 extern const ncclNet_v9_t ncclNetPlugin_v9;
@@ -27,8 +29,9 @@ std::mutex gLegacyMutex;
 CoreImpl* gLegacyCore = nullptr;
 void* gLegacyContext = nullptr;
 
-const void* const kSelfSymbols[] = {&ncclNetPlugin_v11, &ncclNetPlugin_v10, &ncclNetPlugin_v9,
-                                    &ncclNetPlugin_v8,  &ncclNetPlugin_v7,  &ncclNetPlugin_v6};
+const void* const kSelfSymbols[] = {&ncclNetPlugin_v12, &ncclNetPlugin_v11, &ncclNetPlugin_v10,
+                                    &ncclNetPlugin_v9,  &ncclNetPlugin_v8,  &ncclNetPlugin_v7,
+                                    &ncclNetPlugin_v6};
 const net::SelfIdentity kSelf{kSelfSymbols, sizeof kSelfSymbols / sizeof kSelfSymbols[0]};
 
 // Runs when the library is unloaded (dlclose or exit): releases the legacy

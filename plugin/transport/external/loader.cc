@@ -26,7 +26,8 @@ struct VersionEntry {
 };
 
 // Newest first: the first symbol found wins, as in NCCL.
-constexpr std::array<VersionEntry, 6> kVersions{{
+constexpr std::array<VersionEntry, 7> kVersions{{
+    {12, "ncclNetPlugin_v12", &makeV12},
     {11, "ncclNetPlugin_v11", &makeV11},
     {10, "ncclNetPlugin_v10", &makeV10},
     {9, "ncclNetPlugin_v9", &makeV9},
@@ -231,7 +232,7 @@ Result<std::unique_ptr<ExternalTransport>> loadExternalPlugin(const LoadOptions&
     tried += v.symbol;
   }
   return invalidUsage("NCCL_RESILIENT_INNER=" + spec + ": " + path +
-                      " is not a net plugin NCCL 2.28 could load: it exports none of " + tried);
+                      " is not a net plugin NCCL could load: it exports none of " + tried);
 }
 
 }  // namespace resilient::transport::external

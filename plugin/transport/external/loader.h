@@ -4,7 +4,7 @@
 // The library is resolved exactly as NCCL resolves NCCL_NET_PLUGIN (fact
 // sheet §1.1): dlopen(spec, RTLD_NOW | RTLD_LOCAL); if that fails and spec
 // has no '/' and is not of the form lib*.so, dlopen("libnccl-net-<spec>.so").
-// The struct used is the first of ncclNetPlugin_v11, _v10 ... _v6 the
+// The struct used is the first of ncclNetPlugin_v12, _v11 ... _v6 the
 // library exports. Nothing of the plugin runs here: its init is called by
 // the transport's initContext.
 #pragma once
@@ -39,10 +39,10 @@ struct LoadOptions {
   ncclProfilerCallback_t profilerCallback = nullptr;
   // The newest ABI version to use (as an older NCCL would); tests drive each
   // version of a plugin this way.
-  int maxVersion = 11;
+  int maxVersion = 12;
 };
 
-// The symbols looked up, in order ("ncclNetPlugin_v11" ... "ncclNetPlugin_v6").
+// The symbols looked up, in order ("ncclNetPlugin_v12" ... "ncclNetPlugin_v6").
 const std::vector<std::string>& pluginSymbolNames();
 
 // Errors (all invalidUsage, since each is a configuration problem): an

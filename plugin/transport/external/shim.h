@@ -168,6 +168,10 @@ class Shim : public ExternalTransport {
       props->maxP2pBytes = p.maxP2pBytes;
       props->maxCollBytes = p.maxCollBytes;
     }
+    if constexpr (requires { p.railId; }) {  // v12
+      props->railId = p.railId;
+      props->planeId = p.planeId;
+    }
     return Status();
   }
 
@@ -418,5 +422,6 @@ Result<std::unique_ptr<ExternalTransport>> makeV8(PluginBinding binding);
 Result<std::unique_ptr<ExternalTransport>> makeV9(PluginBinding binding);
 Result<std::unique_ptr<ExternalTransport>> makeV10(PluginBinding binding);
 Result<std::unique_ptr<ExternalTransport>> makeV11(PluginBinding binding);
+Result<std::unique_ptr<ExternalTransport>> makeV12(PluginBinding binding);
 
 }  // namespace resilient::transport::external

@@ -43,7 +43,7 @@ namespace {
 class PluginUnderTest {
  public:
   explicit PluginUnderTest(std::vector<std::pair<std::string, std::string>> env = {},
-                           int abiVersion = 11)
+                           int abiVersion = 12)
       : env_(std::move(env)) {
     for (const auto& [k, v] : env_) {
       setenv(k.c_str(), v.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): test setup, one thread
@@ -143,7 +143,7 @@ bool waitForHellos(const BlackboxDir& box, size_t count, uint64_t timeoutMs = 50
 
 TEST_CASE("data of every size crosses the resilient layer intact, through every ABI version",
           "[plugin][loopback]") {
-  const int version = GENERATE(11, 10, 9, 8, 7, 6);
+  const int version = GENERATE(12, 11, 10, 9, 8, 7, 6);
   CAPTURE(version);
   test::CapturingLogger logger(log::Level::kWarn);
   PluginUnderTest p({kLoopback}, version);
@@ -257,7 +257,7 @@ TEST_CASE("16 communicators exchange data concurrently, close, and reopen withou
 
 TEST_CASE("multi-receive places each message by its tag, through every ABI version",
           "[plugin][loopback]") {
-  const int version = GENERATE(11, 10, 9, 8, 7, 6);
+  const int version = GENERATE(12, 11, 10, 9, 8, 7, 6);
   CAPTURE(version);
   PluginUnderTest p({kLoopback}, version);
   TransportPair& pair = p.connect();
@@ -639,7 +639,10 @@ namespace {
 // up through its control functions before the layer loads it.
 class FakeInner {
  public:
-  FakeInner() : lib_(dlopen(RESILIENT_FAKE_NET_DIR "/libnccl-net-fake-v11.so", RTLD_NOW)) {
+  explicit FakeInner(int version = 11)
+      : path_(std::string(RESILIENT_FAKE_NET_DIR) + "/libnccl-net-fake-v" +
+              std::to_string(version) + ".so"),
+        lib_(dlopen(path_.c_str(), RTLD_NOW)) {
     REQUIRE(lib_ != nullptr);
     set_ = reinterpret_cast<FakeNetSetFn>(dlsym(lib_, "fakeNetSet"));
     reset_ = reinterpret_cast<FakeNetResetFn>(dlsym(lib_, "fakeNetReset"));
@@ -657,11 +660,12 @@ class FakeInner {
     reinterpret_cast<FakeNetStatsFn>(dlsym(lib_, "fakeNetStats"))(&out);
     return out;
   }
-  static std::pair<std::string, std::string> environment() {
-    return {"NCCL_RESILIENT_INNER", RESILIENT_FAKE_NET_DIR "/libnccl-net-fake-v11.so"};
+  std::pair<std::string, std::string> environment() const {
+    return {"NCCL_RESILIENT_INNER", path_};
   }
 
  private:
+  std::string path_;
   void* lib_;
   FakeNetSetFn set_ = nullptr;
   FakeNetResetFn reset_ = nullptr;
@@ -682,7 +686,7 @@ TEST_CASE("liveness works when the inner plugin fills the whole handle",
   BlackboxDir box;
   test::CapturingLogger logger(log::Level::kWarn);
   auto env = box.environment(60000);
-  env.push_back(FakeInner::environment());
+  env.push_back(fake.environment());
   PluginUnderTest p(env);
   TransportPair& first = p.connect();
   TransportPair& second = p.connect();
@@ -705,7 +709,7 @@ TEST_CASE("an introduced connection carries fault notices like any other",
   BlackboxDir box;
   test::CapturingLogger logger(log::Level::kWarn);
   auto env = box.faultEnvironment("kind=error,op=isend,after=1");
-  env.push_back(FakeInner::environment());
+  env.push_back(fake.environment());
   PluginUnderTest p(env);
   TransportPair& first = p.connect();
   TransportPair& second = p.connect();
@@ -741,7 +745,7 @@ TEST_CASE("an inner plugin that fills the handle and takes no host memory is a W
   fake.set("fillHandle", 1);
   fake.set("hostMemory", 0);
   test::CapturingLogger logger(log::Level::kWarn);
-  PluginUnderTest p({kLoopback, FakeInner::environment()});
+  PluginUnderTest p({kLoopback, fake.environment()});
   p.connect();
   p.connect();
   CHECK(logger.count(NCCL_LOG_WARN, "fills the listen handle and takes no host memory") == 1);
@@ -753,7 +757,7 @@ TEST_CASE("an irecv's optional-completion hint (0x1) is answered with a real req
   // takes whatever is left there for a request. The layer never hands the
   // hint back, and does not pass it on: its own request must complete.
   FakeInner fake;
-  PluginUnderTest p({kLoopback, FakeInner::environment()});
+  PluginUnderTest p({kLoopback, fake.environment()});
   TransportPair& pair = p.connect();
   REQUIRE(test::roundTrip(pair, 64, 1, 0).toString() == "ok");  // past any introduction
   std::vector<uint8_t> in(16, 0);
@@ -789,10 +793,32 @@ TEST_CASE("an inner plugin with irecvConsumed is named in one WARN",
   FakeInner fake;
   fake.set("irecvConsumed", 1);
   test::CapturingLogger logger(log::Level::kWarn);
-  PluginUnderTest p({kLoopback, FakeInner::environment()});
+  PluginUnderTest p({kLoopback, fake.environment()});
   p.connect();
   p.connect();
   CHECK(logger.count(NCCL_LOG_WARN, "has irecvConsumed") == 1);
+}
+
+TEST_CASE("through ncclNetPlugin_v12 NCCL sees the inner device's rail and plane",
+          "[plugin][loopback][external][v12]") {
+  // NCCL 2.30 pairs NICs of one rail across nodes by the v12 properties: the
+  // layer must pass the inner plugin's through, and say "unknown" for TCP.
+  {
+    FakeInner fake(12);
+    PluginUnderTest p({kLoopback, fake.environment()}, 12);
+    for (int dev = 0; dev < 2; ++dev) {
+      transport::Properties props;
+      REQUIRE(p.t().properties(dev, &props).ok());
+      CHECK(props.railId == 10 + dev);
+      CHECK(props.planeId == dev % 2);
+    }
+    REQUIRE(test::roundTrip(p.connect(), 4096, 7, 0).toString() == "ok");
+  }
+  PluginUnderTest tcp({kLoopback}, 12);
+  transport::Properties props;
+  REQUIRE(tcp.t().properties(0, &props).ok());
+  CHECK(props.railId == -1);
+  CHECK(props.planeId == -1);
 }
 
 namespace {

@@ -2,7 +2,8 @@
 // against our own include/nccl declarations. The one source is compiled once
 // per ABI version with -DFAKE_NET_VERSION=N (6..11) into
 // libnccl-net-fake-v<N>.so, which exports only ncclNetPlugin_vN (named
-// "FakeV<N>") plus the control functions of fake_net.h. With N = 0 it
+// "FakeV<N>") plus the control functions of fake_net.h. v12 reports railId
+// 10 + dev and planeId dev % 2. With N = 0 it
 // exports no plugin symbol at all (a library that is not a net plugin).
 //
 // listen() writes a token into the handle (with the knob fillHandle, all 128
@@ -38,8 +39,10 @@
 #include "nccl/net_v9.h"
 #elif FAKE_NET_VERSION == 10
 #include "nccl/net_v10.h"
+#elif FAKE_NET_VERSION == 12
+#include "nccl/net_v12.h"
 #elif FAKE_NET_VERSION != 0 && FAKE_NET_VERSION != 11
-#error "FAKE_NET_VERSION must be 0 or 6..11"
+#error "FAKE_NET_VERSION must be 0 or 6..12"
 #endif
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -689,9 +692,17 @@ template <class P>
   }
   if constexpr (kVersion >= 9) {
     out->forceFlush = p.forceFlush;
-    out->vProps = p.vProps;
+    out->vProps.ndevs = p.vProps.ndevs;
+    for (int i = 0; i < p.vProps.ndevs; ++i) {
+      out->vProps.devs[i] = p.vProps.devs[i];
+    }
     out->maxP2pBytes = p.maxP2pBytes;
     out->maxCollBytes = p.maxCollBytes;
+  }
+  if constexpr (kVersion >= 12) {  // the device's rail and plane: by device
+    out->maxMultiRequestSize = p.maxMultiRequestSize;
+    out->railId = static_cast<int16_t>(10 + dev);
+    out->planeId = static_cast<int16_t>(dev % 2);
   }
   return ncclSuccess;
 }
@@ -947,6 +958,44 @@ extern "C" {
 __attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = kTableV11;
 }
 #endif
+#endif
+
+#if FAKE_NET_VERSION == 12
+namespace {
+ncclResult_t initV12(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config,
+                     ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  const int trafficClass = config != nullptr ? config->trafficClass : -2;
+  return coreInitContext(ctx, commId, trafficClass, logger, profiler);
+}
+ncclResult_t connectV12(void* ctx, int dev, void* handle, void** sendComm,
+                        ncclNetDeviceHandle_v12_t** devComm) {
+  return coreConnect(ctx, dev, nullptr, handle, sendComm, devComm);
+}
+}  // namespace
+FAKE_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+    .name = "FakeV12",
+    .init = &initV12,
+    .devices = &coreDevices,
+    .getProperties = &propertiesAs<ncclNetProperties_v12_t>,
+    .listen = &coreListen,
+    .connect = &connectV12,
+    .accept = &acceptWithHandle,
+    .regMr = &coreRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = &coreDeregMr,
+    .isend = &isendProfiled,
+    .irecv = &irecvProfiled,
+    .iflush = &coreIflush,
+    .test = &coreTest,
+    .closeSend = &coreCloseSend,
+    .closeRecv = &coreCloseRecv,
+    .closeListen = &coreCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+    .finalize = &coreFinalize,
+    .setNetAttr = nullptr,
+};
 #endif
 
 // ---- control ---------------------------------------------------------------

@@ -18,7 +18,7 @@ using transport::external::LoadOptions;
 
 // The versions the fakes exist for.
 inline constexpr int kFirstFakeVersion = 6;
-inline constexpr int kLastFakeVersion = 11;
+inline constexpr int kLastFakeVersion = 12;
 
 // "libnccl-net-fake-v<N>.so" (N = 0: "libnccl-net-fake-none.so").
 std::string fakeModuleName(int version);

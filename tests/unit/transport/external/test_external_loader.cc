@@ -48,8 +48,8 @@ TEST_CASE("every fake version loads by path through its own symbol", "[external]
 
 TEST_CASE("the symbols are looked up newest first, as NCCL does", "[external][load]") {
   const auto& names = transport::external::pluginSymbolNames();
-  REQUIRE(names.size() == 6);
-  CHECK(names.front() == "ncclNetPlugin_v11");
+  REQUIRE(names.size() == 7);
+  CHECK(names.front() == "ncclNetPlugin_v12");
   CHECK(names.back() == "ncclNetPlugin_v6");
 }
 

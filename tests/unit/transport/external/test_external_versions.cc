@@ -385,8 +385,8 @@ TEST_CASE("the communicator config reaches v10 connect and v11 init", "[external
   } else {
     CHECK(s.lastTrafficClass == -2);  // older versions have no config
   }
-  if (version == 11) {
-    CHECK(s.lastCommId == 0xc0ffee + 11u);
+  if (version >= 11) {
+    CHECK(s.lastCommId == 0xc0ffee + static_cast<uint64_t>(version));
   }
   closeFake(*f.transport, pair);
 }
@@ -430,23 +430,23 @@ TEST_CASE("old versions are initialised once; v11 once per context", "[external]
   }
   CHECK(contexts[0] != contexts[1]);
   CHECK(t->liveContexts() == 3);
-  CHECK(fake.stats().initCalls == (version == 11 ? 3 : 1));
+  CHECK(fake.stats().initCalls == (version >= 11 ? 3 : 1));
   for (void* ctx : contexts) {
     REQUIRE(t->finalizeContext(ctx).ok());
   }
   CHECK(t->liveContexts() == 0);
-  CHECK(fake.stats().finalizeCalls == (version == 11 ? 3 : 0));  // no finalize before v11
+  CHECK(fake.stats().finalizeCalls == (version >= 11 ? 3 : 0));  // no finalize before v11
   CHECK(fake.stats().liveContexts == 0);
 
   // A new communicator after the last one went away: still no second init
   // of an old plugin, which has no finalize to undo the first.
   void* again = nullptr;
   REQUIRE(t->initContext(200, CommConfig{}, &again).ok());
-  CHECK(fake.stats().initCalls == (version == 11 ? 4 : 1));
+  CHECK(fake.stats().initCalls == (version >= 11 ? 4 : 1));
   REQUIRE(t->finalizeContext(again).ok());
   // What a failed initContext returns is fine to finalize.
   CHECK(t->finalizeContext(nullptr).ok());
-  CHECK(fake.stats().finalizeCalls == (version == 11 ? 4 : 0));
+  CHECK(fake.stats().finalizeCalls == (version >= 11 ? 4 : 0));
 }
 
 TEST_CASE("a failed init: v11 finalizes its context, older versions stay failed",
@@ -462,7 +462,7 @@ TEST_CASE("a failed init: v11 finalizes its context, older versions stay failed"
   CHECK_THAT(s.message(), Catch::Contains("init returned ncclSystemError (2)"));
   CHECK(ctx == nullptr);
   CHECK(t->liveContexts() == 0);
-  if (version == 11) {
+  if (version >= 11) {
     CHECK(fake.stats().finalizeCalls == 1);  // finalize(NULL), as NCCL does
     REQUIRE(t->initContext(2, CommConfig{}, &ctx).ok());
     REQUIRE(t->finalizeContext(ctx).ok());
@@ -628,4 +628,33 @@ TEST_CASE("irecv and iflush refuse n outside 1..64 without calling the plugin",
   CHECK(f.fake.stats().irecvCalls == 0);
   CHECK(f.fake.stats().iflushCalls == 0);
   closeFake(t, pair);
+}
+
+TEST_CASE("a v12 plugin is driven through v12: its rail and plane reach the properties",
+          "[external][versions]") {
+  // NCCL 2.30's ABI: 8 fused devices in vProps (every later field moved) and
+  // railId / planeId at the end. The fake reports rail 10 + dev, plane dev % 2.
+  FakeModule fake(12);
+  auto t = loadFake(12);
+  CHECK(t->abiVersion() == 12);
+  void* ctx = nullptr;
+  REQUIRE(t->initContext(1, CommConfig{}, &ctx).ok());
+  for (int dev = 0; dev < 2; ++dev) {
+    Properties p;
+    REQUIRE(t->properties(dev, &p).ok());
+    CHECK(p.railId == 10 + dev);
+    CHECK(p.planeId == dev % 2);
+    CHECK(p.maxP2pBytes == NCCL_MAX_NET_SIZE_BYTES);  // read at v12's offset, not v11's
+    CHECK(p.maxRecvs == 8);
+  }
+  REQUIRE(t->finalizeContext(ctx).ok());
+  // Older versions know no rail or plane.
+  FakeModule old(11);
+  auto t11 = loadFake(11);
+  REQUIRE(t11->initContext(1, CommConfig{}, &ctx).ok());
+  Properties p;
+  REQUIRE(t11->properties(0, &p).ok());
+  CHECK(p.railId == -1);
+  CHECK(p.planeId == -1);
+  REQUIRE(t11->finalizeContext(ctx).ok());
 }
