@@ -17,7 +17,10 @@ that cannot be built here (no archive, no build dependency) skips (77).
 In allreduce and no-devices every rank must log that it loaded the partner's
 library (directly, or as the resilient plugin's inner transport).
 
-usage: partner_test.py --build SCRIPT NAME ARCHIVE WORKDIR NETTEST [--wrap PLUGIN] CHECK [ARGS...]
+With --abi N the library must have been loaded through ncclNetPlugin_vN.
+
+usage: partner_test.py --build SCRIPT NAME ARCHIVE WORKDIR NETTEST [--wrap PLUGIN] [--abi N]
+                       CHECK [ARGS...]
 """
 import argparse
 import json
@@ -30,7 +33,8 @@ import tempfile
 SKIP = 77
 NO_DEVICES = re.compile(r"^# rank (\d+): exit \d+: .*device 0 requested, the plugin has 0\b", re.M)
 RANK_END = re.compile(r"^# rank (\d+): (\S+ ?\S*)", re.M)
-LOADED = re.compile(r"\[(\d+)\] .*inner transport: net plugin .* from (\S+)$", re.M)
+LOADED = re.compile(r"\[(\d+)\] .*inner transport: net plugin .* \((ncclNetPlugin_v\d+)\) from (\S+)$",
+                    re.M)
 
 
 def build_partner(script, name, archive, workdir):
@@ -56,16 +60,23 @@ def run_nettest(cmd, env, limit_s):
     return proc
 
 
-def check_loaded(proc, library, ranks):
-    """Each of `ranks` logged (NCCL_DEBUG=INFO, INIT) that it loaded `library`."""
+def check_loaded(proc, library, ranks, abi):
+    """Each of `ranks` logged (NCCL_DEBUG=INFO, INIT) that it loaded `library`,
+    through ncclNetPlugin_v<abi> (the newest the partner exports)."""
     want = os.path.realpath(library)
-    loaded = {int(r) for r, path in LOADED.findall(proc.stderr) if os.path.realpath(path) == want}
+    found = [(int(r), symbol) for r, symbol, path in LOADED.findall(proc.stderr)
+             if os.path.realpath(path) == want]
+    loaded = {r for r, _ in found}
     if not set(ranks) <= loaded:
         print(proc.stderr[-6000:])
         sys.exit(f"FAIL: ranks {sorted(ranks)} should have loaded {want}; {sorted(loaded)} did")
+    symbols = {symbol for _, symbol in found}
+    if abi and symbols != {f"ncclNetPlugin_v{abi}"}:
+        sys.exit(f"FAIL: {want} should have been loaded through ncclNetPlugin_v{abi}, "
+                 f"not {sorted(symbols)}")
 
 
-def allreduce(nettest, plugin, library, env, ranks):
+def allreduce(nettest, plugin, library, env, ranks, abi):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.json")
         proc = run_nettest([nettest, "--plugin", plugin, "--ranks", str(ranks),
@@ -78,11 +89,12 @@ def allreduce(nettest, plugin, library, env, ranks):
     sizes = [r["bytes"] for r in result["results"]]
     if not result["ok"] or result["errors"] != 0 or sizes[-1] != 64 << 20 or len(sizes) != 24:
         sys.exit(f"FAIL: ok {result['ok']}, {result['errors']} wrong values, sizes {sizes}")
-    check_loaded(proc, library, range(ranks))
-    print(f"allreduce on {ranks} ranks through {library}: 8 B .. 64 MiB, every byte right")
+    check_loaded(proc, library, range(ranks), abi)
+    print(f"allreduce on {ranks} ranks through {library} (ncclNetPlugin_v{abi}): 8 B .. 64 MiB, "
+          "every byte right")
 
 
-def no_devices(nettest, plugin, library, env):
+def no_devices(nettest, plugin, library, env, abi):
     ranks = 2
     proc = run_nettest([nettest, "--plugin", plugin, "--ranks", str(ranks), "-b", "8", "-e", "8",
                         "-n", "1", "-w", "0", "--timeout", "5"], env, 60)
@@ -97,7 +109,7 @@ def no_devices(nettest, plugin, library, env):
         sys.exit("FAIL: no rank said that the plugin has 0 devices")
     # A rank that reached the plugin after rank 0 had given up and left finds
     # the rendezvous closed and gives up too, at --timeout: it never loads it.
-    check_loaded(proc, library, told)
+    check_loaded(proc, library, told, abi)
     print(f"{library} loaded, initialised and reported 0 devices on ranks {sorted(told)}; "
           f"resilient-nettest exited {proc.returncode} with that message")
 
@@ -107,6 +119,8 @@ def main():
     ap.add_argument("--build", nargs=4, required=True, metavar=("SCRIPT", "NAME", "ARCHIVE", "DIR"))
     ap.add_argument("nettest")
     ap.add_argument("--wrap", metavar="PLUGIN", help="the resilient plugin, wrapping the partner")
+    ap.add_argument("--abi", type=int, default=0,
+                    help="the ABI version the partner must be loaded through (0: any)")
     ap.add_argument("check", choices=["allreduce", "fault", "no-devices"])
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
@@ -125,9 +139,9 @@ def main():
     # The INIT log names the library each rank loaded.
     env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT")
     if a.check == "allreduce":
-        allreduce(a.nettest, plugin, library, env, int(a.args[0]))
+        allreduce(a.nettest, plugin, library, env, int(a.args[0]), a.abi)
     else:
-        no_devices(a.nettest, plugin, library, env)
+        no_devices(a.nettest, plugin, library, env, a.abi)
 
 
 if __name__ == "__main__":
