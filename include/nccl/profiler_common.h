@@ -33,7 +33,10 @@ enum {
   ncclProfileGroupApi = (1 << 8),     /* since v5: user thread, outermost group */
   ncclProfileCollApi = (1 << 9),      /* since v5: user thread, during the API call */
   ncclProfileP2pApi = (1 << 10),      /* since v5: user thread, during the API call */
-  ncclProfileKernelLaunch = (1 << 11) /* since v5: thread that launches the kernels */
+  ncclProfileKernelLaunch = (1 << 11), /* since v5: thread that launches the kernels */
+  ncclProfileCeColl = (1 << 12),       /* since v6: a collective run by the copy engines */
+  ncclProfileCeSync = (1 << 13),       /* since v6: a synchronization of a CE collective */
+  ncclProfileCeBatch = (1 << 14)       /* since v6: a batch of CE copies */
 };
 
 /*

@@ -191,7 +191,7 @@ typedef struct {
   int32_t rank;        /* -1 until known (profiler v1-v3 learn it from the first operation) */
   int32_t nranks;      /* 0 unknown (v1-v3) */
   int32_t nNodes;      /* 0 unknown (v1-v3) */
-  uint32_t abiVersion; /* profiler ABI version NCCL uses, 1..5 */
+  uint32_t abiVersion; /* profiler ABI version NCCL uses, 1..6 */
   char name[RESILIENT_BLACKBOX_COMM_NAME_CHARS]; /* ncclConfig_t.commName, may be empty */
   uint64_t initWallNs;
   uint64_t initMonoNs;

@@ -16,6 +16,7 @@
 
 #include "nccl/net_v11.h"
 #include "nccl/profiler_v5.h"
+#include "nccl/profiler_v6.h"
 #include "blackbox/reader.h"
 #include "blackbox/writer.h"
 #include "tests/support/temp_dir.h"
@@ -185,6 +186,74 @@ TEST_CASE("the net plugin and the profiler, from one library or two, share one b
   }
   CHECK(netApi->finalize(netCtx) == ncclSuccess);
   CHECK(!std::filesystem::exists(region));
+}
+
+TEST_CASE("ncclProfiler_v6 (NCCL 2.29+) tracks collectives; copy-engine events are passive",
+          "[profiler][library][v6]") {
+  TempDir dir;
+  Environment env(dir.path().string());
+  const std::string region = blackbox::regionPath(dir.path().string(), getpid());
+  Library lib(RESILIENT_PROFILER_PLUGIN_PATH);
+  REQUIRE(lib.loaded());
+  const auto* p = lib.symbol<ncclProfiler_v6_t>("ncclProfiler_v6");
+  REQUIRE(p != nullptr);
+  void* ctx = nullptr;
+  int mask = 0;
+  REQUIRE(p->init(&ctx, 0x66, &mask, "v6", 1, 2, 0, quietLogger) == ncclSuccess);
+  REQUIRE(ctx != nullptr);
+  CHECK((mask & ncclProfileKernelCh) != 0);
+  CHECK((mask & (ncclProfileCeColl | ncclProfileCeSync | ncclProfileCeBatch)) == 0);
+
+  // A collective with one channel, through the v6 descriptor.
+  ncclProfilerEventDescr_v6_t coll{};
+  coll.type = ncclProfileColl;
+  coll.rank = 0;
+  coll.coll.seqNumber = 0;
+  coll.coll.func = "AllReduce";
+  coll.coll.datatype = "ncclFloat32";
+  coll.coll.count = 1024;
+  coll.coll.nChannels = 1;
+  coll.coll.algo = "RING";
+  coll.coll.proto = "SIMPLE";
+  void* collHandle = nullptr;
+  REQUIRE(p->startEvent(ctx, &collHandle, &coll) == ncclSuccess);
+  REQUIRE(collHandle != nullptr);
+  ncclProfilerEventDescr_v6_t ch{};
+  ch.type = ncclProfileKernelCh;
+  ch.parentObj = collHandle;
+  ch.kernelCh.channelId = 0;
+  ch.kernelCh.pTimer = 1;
+  void* chHandle = nullptr;
+  REQUIRE(p->startEvent(ctx, &chHandle, &ch) == ncclSuccess);
+  CHECK(p->stopEvent(chHandle) == ncclSuccess);
+  CHECK(p->stopEvent(collHandle) == ncclSuccess);
+
+  // The copy-engine events of v6 are accepted and not tracked.
+  ncclProfilerEventDescr_v6_t ce{};
+  ce.type = ncclProfileCeColl;
+  ce.ceColl.seqNumber = 0;
+  ce.ceColl.func = "AllGather";
+  ce.ceColl.count = 4096;
+  void* ceHandle = nullptr;
+  REQUIRE(p->startEvent(ctx, &ceHandle, &ce) == ncclSuccess);
+  ncclProfilerEventDescr_v6_t sync{};
+  sync.type = ncclProfileCeSync;
+  sync.parentObj = ceHandle;
+  sync.ceCollSync.nRanks = 2;
+  void* syncHandle = nullptr;
+  REQUIRE(p->startEvent(ctx, &syncHandle, &sync) == ncclSuccess);
+  CHECK(p->stopEvent(syncHandle) == ncclSuccess);
+  CHECK(p->stopEvent(ceHandle) == ncclSuccess);
+
+  auto snap = blackbox::readRegion(region);
+  REQUIRE(snap.ok());
+  REQUIRE(snap->comms.size() == 1);
+  const resilient_blackbox_comm& c = snap->comms[0].comm;
+  CHECK(c.abiVersion == 6);
+  CHECK(c.collEnqueued == 1);
+  CHECK(c.inFlight == 0);
+  CHECK(c.droppedEvents == 0);
+  CHECK(p->finalize(ctx) == ncclSuccess);
 }
 
 }  // namespace resilient::test
