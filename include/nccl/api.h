@@ -57,6 +57,13 @@ typedef ncclResult_t (*ncclCommRevoke_fn)(ncclComm_t comm, int revokeFlags);
 typedef ncclResult_t (*ncclCommShrink_fn)(ncclComm_t comm, int* excludeRanksList,
                                           int excludeRanksCount, ncclComm_t* newcomm,
                                           ncclConfig_t* config, int shrinkFlags);
+/* 2.29: an id for the new ranks of a grow (from the existing root), and the
+ * grow itself: existing ranks pass their communicator and rank -1 (the root
+ * also the id, the others NULL); new ranks pass NULL, the id and their rank
+ * (after the existing ones). */
+typedef ncclResult_t (*ncclCommGetUniqueId_fn)(ncclComm_t comm, ncclUniqueId* uniqueId);
+typedef ncclResult_t (*ncclCommGrow_fn)(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
+                                        int rank, ncclComm_t* newcomm, ncclConfig_t* config);
 typedef ncclResult_t (*ncclCommFinalize_fn)(ncclComm_t comm);
 typedef ncclResult_t (*ncclCommDestroy_fn)(ncclComm_t comm);
 typedef const char* (*ncclGetErrorString_fn)(ncclResult_t result);

@@ -100,6 +100,10 @@ struct NcclCommunicator::Impl {
   int rank = 0;
   int size = 0;
   bool shrunk = false;
+  bool grown = false;
+  // This communicator was the parent of an NCCL_SHRINK_ABORT shrink: never
+  // ncclCommDestroy it afterwards (reported to hang in NCCL >= 2.29), abort.
+  bool shrinkParent = false;
 
   // Writes under `mutex`; reads of the two atomics need no lock.
   std::mutex mutex;
@@ -113,7 +117,7 @@ struct NcclCommunicator::Impl {
         ", NCCL " + lib->version().text() + ", " +
         (comm.load() == nullptr && state.load() == CommState::kLive ? "not created"
                                                                     : stateName(state.load())) +
-        (shrunk ? ", shrunk" : "") + ")";
+        (shrunk ? ", shrunk" : "") + (grown ? ", grown" : "") + ")";
     return text;
   }
 
@@ -142,7 +146,7 @@ struct OldComm {
 // same library that still exists (revoked or live, not freed by
 // ncclCommAbort), and ranks that only closed up.
 bool canShrink(const CommunicatorSetup& setup, const NcclCommunicator* previous,
-               const comm::NcclLibrary& lib, const OldComm& old) {
+               const comm::NcclLibrary& lib, const OldComm& old, int joiners = 0) {
   if (previous == nullptr || old.comm == nullptr || old.aborted || !lib.hasShrink() ||
       setup.removedRanks.empty()) {
     return false;
@@ -158,7 +162,60 @@ bool canShrink(const CommunicatorSetup& setup, const NcclCommunicator* previous,
   }
   const auto below = std::lower_bound(removed.begin(), removed.end(), old.rank) - removed.begin();
   return old.rank - below == setup.state.activeRank &&
-         old.size - static_cast<int>(removed.size()) == setup.state.activeWorldSize;
+         old.size - static_cast<int>(removed.size()) + joiners == setup.state.activeWorldSize;
+}
+
+// Do the joiners take exactly the last ranks of the new communicator (what
+// ncclCommGrow gives them)?
+bool joinersLast(const CommunicatorSetup& setup) {
+  const int w = setup.state.activeWorldSize;
+  const auto n = static_cast<int>(setup.joinedRanks.size());
+  if (n == 0 || n >= w) {
+    return false;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (setup.joinedRanks[static_cast<size_t>(i)] != w - n + i) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// May this member, which was in the previous communicator, grow it (after a
+// shrink when ranks left)? It must exist, and the others only closed up.
+bool canKeep(const CommunicatorSetup& setup, const NcclCommunicator* previous,
+             const comm::NcclLibrary& lib, const OldComm& old) {
+  const auto joiners = static_cast<int>(setup.joinedRanks.size());
+  if (previous == nullptr || old.comm == nullptr || old.aborted || !lib.hasGrow()) {
+    return false;
+  }
+  if (setup.removedRanks.empty()) {
+    return old.rank == setup.state.activeRank &&
+           old.size + joiners == setup.state.activeWorldSize;
+  }
+  return canShrink(setup, previous, lib, old, joiners);
+}
+
+// Frees a shrunk communicator a grow could not use (it was ready: abort ends
+// it at once, whatever its state).
+void releaseShrunkNow(const comm::NcclLibrary& lib, ncclComm_t& shrunk) {
+  if (shrunk != nullptr) {
+    (void)lib.commAbort(shrunk);
+    shrunk = nullptr;
+  }
+}
+
+// Times one NCCL call into the timeline: "ncclCommShrink 2.31 ms".
+void recordCall(const CommunicatorSetup& setup, const char* call, Clock::time_point start,
+                ncclResult_t r) {
+  if (!setup.record) {
+    return;
+  }
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  char text[160];
+  std::snprintf(text, sizeof(text), "%s %.2f ms%s", call, ms,
+                r == ncclSuccess ? "" : " (failed)");
+  setup.record("nccl call", text);
 }
 
 }  // namespace
@@ -188,31 +245,61 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
   };
   ncclConfig_t config = makeConfig(options.netName, impl->commName);
 
-  // Shrink or full init: decided together, since every member must make the same call.
+  // The path, decided together, since every member must make the matching
+  // call: shrink (only removals), shrink then grow (removals, and spares
+  // joined as the last ranks), or a full init.
+  enum class Path { kInit, kShrink, kGrow };
   auto* previous = dynamic_cast<NcclCommunicator*>(setup.previous.get());
   std::unique_lock<std::mutex> previousLock;
-  bool shrink = false;
-  if (setup.onlyRemovals && options.useShrink && lib.hasShrink()) {
-    bool mine = false;
-    if (previous != nullptr && previous->impl_->lib == impl->lib) {
+  Path path = Path::kInit;
+  const bool joiner = std::binary_search(setup.joinedRanks.begin(), setup.joinedRanks.end(),
+                                         state.activeRank);
+  const bool mayShrink = setup.onlyRemovals && options.useShrink;
+  const bool mayGrow = !setup.onlyRemovals && !setup.removedRanks.empty() && options.useShrink &&
+                       options.useGrow && joinersLast(setup);
+  if (mayShrink || mayGrow) {
+    std::string mine = "init";
+    if (joiner) {
+      mine = mayGrow && lib.hasGrow() ? "join" : "init";
+    } else if (previous != nullptr && previous->impl_->lib == impl->lib) {
       previousLock = std::unique_lock<std::mutex>(previous->impl_->mutex);
       const Impl& p = *previous->impl_;
-      mine = canShrink(setup, previous, lib,
-                       {.rank = p.rank,
+      const OldComm old{.rank = p.rank,
                         .size = p.size,
                         .comm = p.comm.load(),
-                        .aborted = p.state.load() == CommState::kAborted});
+                        .aborted = p.state.load() == CommState::kAborted};
+      if (mayShrink && canShrink(setup, previous, lib, old)) {
+        mine = "shrink";
+      } else if (mayGrow && canKeep(setup, previous, lib, old)) {
+        mine = "keep";
+      }
     }
-    const std::vector<std::string> votes = setup.rendezvous.allGather(
-        setup.name + "/nccl-create", mine ? "shrink" : "init", remaining());
-    shrink =
-        std::all_of(votes.begin(), votes.end(), [](const std::string& v) { return v == "shrink"; });
+    const std::vector<std::string> votes =
+        setup.rendezvous.allGather(setup.name + "/nccl-create", mine, remaining());
+    const auto all = [&](auto pred) { return std::all_of(votes.begin(), votes.end(), pred); };
+    if (mayShrink && all([](const std::string& v) { return v == "shrink"; })) {
+      path = Path::kShrink;
+    } else if (mayGrow && all([](const std::string& v) { return v == "keep" || v == "join"; }) &&
+               std::count(votes.begin(), votes.end(), "keep") > 0) {
+      path = Path::kGrow;
+    }
+  }
+  if (path == Path::kInit) {
+    previousLock = {};
+  }
+  if (setup.record) {
+    setup.record("nccl path", path == Path::kShrink ? "ncclCommShrink"
+                              : path == Path::kGrow ? "ncclCommShrink + ncclCommGrow"
+                                                    : "ncclCommInitRankConfig");
   }
 
   ncclComm_t newComm = nullptr;
   ncclResult_t r = ncclSuccess;
-  const char* call = shrink ? "ncclCommShrink" : "ncclCommInitRankConfig";
-  if (shrink) {
+  const char* call = path == Path::kShrink ? "ncclCommShrink"
+                     : path == Path::kGrow ? "ncclCommGrow"
+                                           : "ncclCommInitRankConfig";
+  ncclComm_t shrunk = nullptr;  // the shrunk communicator a grow starts from (ours to free)
+  if (path == Path::kShrink || (path == Path::kGrow && !joiner)) {
     ncclComm_t parent = previous->impl_->comm.load();
     // A revoke must have settled before the parent is used again.
     if (waitReady(lib, parent, deadline, options.pollInterval, &setup.rendezvous) ==
@@ -221,11 +308,73 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
                          "; cannot shrink it");
     }
     std::vector<int> excluded = setup.removedRanks;
-    r = lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &newComm,
+    const Clock::time_point start = Clock::now();
+    r = lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &shrunk,
                        &config, NCCL_SHRINK_ABORT);
-    impl->shrunk = true;
-  } else {
-    previousLock = {};
+    recordCall(setup, "ncclCommShrink", start, r == ncclInProgress ? ncclSuccess : r);
+    previous->impl_->shrinkParent = true;
+    if (path == Path::kShrink) {
+      newComm = shrunk;
+      shrunk = nullptr;
+      impl->shrunk = true;
+    } else {
+      // The grow needs the shrunk communicator ready.
+      const ncclResult_t ready =
+          r == ncclSuccess || r == ncclInProgress
+              ? waitReady(lib, shrunk, deadline, options.pollInterval, &setup.rendezvous)
+              : r;
+      if (ready != ncclSuccess) {
+        const std::string text =
+            ready == ncclInProgress
+                ? impl->describe() + ": ncclCommShrink did not complete within " +
+                      millis(timeout) + "; aborted"
+                : impl->failure("ncclCommShrink", ready, shrunk);
+        if (shrunk != nullptr) {
+          (void)lib.commAbort(shrunk);
+        }
+        if (ready == ncclInProgress) {
+          throw TimeoutError(text);
+        }
+        throw RestartError(text);
+      }
+      recordCall(setup, "ncclCommShrink done", start, ncclSuccess);
+    }
+  }
+  if (path == Path::kGrow) {
+    const std::string idKey = setup.name + "/nccl-grow-id";
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    const Clock::time_point start = Clock::now();
+    if (joiner) {
+      const std::string value = setup.rendezvous.lookup(idKey, remaining());
+      if (value.size() != sizeof(id.internal)) {
+        throw RestartError(impl->describe() + ": no NCCL grow id from active rank 0: " + value);
+      }
+      std::memcpy(id.internal, value.data(), sizeof(id.internal));
+      r = lib.commGrow(nullptr, impl->size, &id, impl->rank, &newComm, &config);
+    } else if (impl->rank == 0) {
+      r = lib.commGetUniqueId(shrunk, &id);
+      if (r != ncclSuccess) {
+        const std::string text = impl->failure("ncclCommGetUniqueId", r, shrunk);
+        setup.rendezvous.publish(idKey, text);  // the others learn why there is none
+        releaseShrunkNow(lib, shrunk);
+        throw RestartError(text);
+      }
+      setup.rendezvous.publish(idKey, std::string_view(id.internal, sizeof(id.internal)));
+      r = lib.commGrow(shrunk, impl->size, &id, -1, &newComm, &config);
+    } else {
+      // Only the root's id lets the joiners in: without it this grow would
+      // wait for them until the deadline.
+      const std::string value = setup.rendezvous.lookup(idKey, remaining());
+      if (value.size() != sizeof(id.internal)) {
+        releaseShrunkNow(lib, shrunk);
+        throw RestartError(impl->describe() + ": no NCCL grow id from active rank 0: " + value);
+      }
+      r = lib.commGrow(shrunk, impl->size, nullptr, -1, &newComm, &config);
+    }
+    recordCall(setup, "ncclCommGrow", start, r == ncclInProgress ? ncclSuccess : r);
+    impl->grown = true;
+  } else if (path == Path::kInit) {
     const std::string idKey = setup.name + "/nccl-unique-id";
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));
@@ -245,15 +394,34 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
       }
       std::memcpy(id.internal, value.data(), sizeof(id.internal));
     }
+    const Clock::time_point start = Clock::now();
     r = lib.commInitRankConfig(&newComm, impl->size, id, impl->rank, &config);
+    recordCall(setup, "ncclCommInitRankConfig", start, r == ncclInProgress ? ncclSuccess : r);
   }
+  // The shrunk communicator a grow started from, once the grow is done with it.
+  auto releaseShrunk = [&](bool healthy) {
+    if (shrunk == nullptr) {
+      return;
+    }
+    bool settled = false;
+    if (healthy) {
+      const ncclResult_t f = lib.commFinalize(shrunk);
+      settled = (f == ncclSuccess || f == ncclInProgress) &&
+                waitReady(lib, shrunk, Clock::now() + options.destroyTimeout,
+                          options.pollInterval) == ncclSuccess;
+    }
+    (void)(settled ? lib.commDestroy(shrunk) : lib.commAbort(shrunk));
+    shrunk = nullptr;
+  };
   if (r != ncclSuccess && r != ncclInProgress) {
     const std::string text = impl->failure(call, r, newComm);
     if (newComm != nullptr) {
       (void)lib.commAbort(newComm);
     }
+    releaseShrunk(false);
     throw RestartError(text);
   }
+  const Clock::time_point waitStart = Clock::now();
   r = waitReady(lib, newComm, deadline, options.pollInterval, &setup.rendezvous);
   if (r != ncclSuccess) {
     const std::string text = r == ncclInProgress
@@ -261,11 +429,14 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
                                        millis(timeout) + "; aborted"
                                  : impl->failure(call, r, newComm);
     (void)lib.commAbort(newComm);
+    releaseShrunk(false);
     if (r == ncclInProgress) {
       throw TimeoutError(text);
     }
     throw RestartError(text);
   }
+  recordCall(setup, (std::string(call) + " done").c_str(), waitStart, ncclSuccess);
+  releaseShrunk(true);
   impl->comm.store(newComm);
   return std::shared_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
 }
@@ -293,7 +464,7 @@ NcclCommunicator::~NcclCommunicator() {
   // error of the failed transfer) from inside the group it began, and every
   // later NCCL call of this thread then joins that group, never launched.
   // ncclCommAbort ends its group whatever the state.
-  if (settled) {
+  if (settled && !m.shrinkParent) {
     (void)lib.commDestroy(c);
   } else {
     (void)lib.commAbort(c);
@@ -315,6 +486,10 @@ int NcclCommunicator::size() const noexcept {
 
 bool NcclCommunicator::shrunk() const noexcept {
   return impl_->shrunk;
+}
+
+bool NcclCommunicator::grown() const noexcept {
+  return impl_->grown;
 }
 
 std::string NcclCommunicator::ncclVersion() const {

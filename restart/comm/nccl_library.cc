@@ -132,6 +132,10 @@ std::shared_ptr<const NcclLibrary> NcclLibrary::load(const std::string& name) {
   if (lib->version_.atLeast(2, 27, 0)) {
     lib->commShrink = symbol<ncclCommShrink_fn>(handle, "ncclCommShrink");
   }
+  if (lib->version_.atLeast(2, 29, 0)) {
+    lib->commGrow = symbol<ncclCommGrow_fn>(handle, "ncclCommGrow");
+    lib->commGetUniqueId = symbol<ncclCommGetUniqueId_fn>(handle, "ncclCommGetUniqueId");
+  }
   loaded.emplace(name, lib);
   return lib;
 }

@@ -51,6 +51,7 @@ class NcclLibrary {
   bool wasLoaded() const noexcept { return wasLoaded_; }
   bool hasRevoke() const noexcept { return commRevoke != nullptr; }
   bool hasShrink() const noexcept { return commShrink != nullptr; }
+  bool hasGrow() const noexcept { return commGrow != nullptr && commGetUniqueId != nullptr; }
 
   // "ncclRemoteError (6): remote process exited or there was a network error"
   std::string describe(ncclResult_t result) const;
@@ -68,6 +69,8 @@ class NcclLibrary {
   ncclGetLastError_fn getLastError = nullptr;
   ncclCommRevoke_fn commRevoke = nullptr;  // null unless >= 2.28.7
   ncclCommShrink_fn commShrink = nullptr;  // null unless >= 2.27
+  ncclCommGrow_fn commGrow = nullptr;                // null unless >= 2.29
+  ncclCommGetUniqueId_fn commGetUniqueId = nullptr;  // null unless >= 2.29
 
  private:
   NcclLibrary() = default;

@@ -207,11 +207,12 @@ void Loop::createCommunicators() {
       *interruption_, std::min(options_.monitorThreadInterval, milliseconds(100)),
       [this] { touchProgress(); });
   std::vector<int> removed;
+  std::vector<int> joined;
   bool onlyRemovals = previousWorld_.has_value();
   if (previousWorld_) {
     // Members of the previous communicators (its active ranks) that are not
-    // active now, by their rank in it; any newcomer or reordering rules out
-    // a shrink.
+    // active now, by their rank in it, and the newcomers, by their rank in
+    // the new ones; any newcomer rules out a shrink alone.
     for (int r = 0; r < state_.initialWorldSize; ++r) {
       const RankSlot& before = previousWorld_->at(r);
       const RankSlot& now = world_->at(r);
@@ -219,10 +220,16 @@ void Loop::createCommunicators() {
         removed.push_back(before.activeRank);
       } else if (now.mode == Mode::kActive && before.mode != Mode::kActive) {
         onlyRemovals = false;
+        joined.push_back(now.activeRank);
       }
     }
     std::sort(removed.begin(), removed.end());
+    std::sort(joined.begin(), joined.end());
   }
+  const int iteration = state_.iteration;
+  auto record = [this, iteration](const std::string& phase, const std::string& detail) {
+    timeline_.record(iteration, phase, detail);
+  };
   for (const auto& [name, factory] : options_.communicators) {
     if (interruption_->cancelled()) {
       throw RankShouldRestart("interrupted while creating communicator " + name);
@@ -234,7 +241,9 @@ void Loop::createCommunicators() {
                             previous != previousComms_.end() ? previous->second : nullptr,
                             removed,
                             onlyRemovals,
-                            options_.communicatorTimeout};
+                            options_.communicatorTimeout,
+                            joined,
+                            record};
     CommunicatorPtr comm = factory(setup);
     if (!comm) {
       throw RestartError("communicator factory \"" + name + "\" returned no communicator");

@@ -79,6 +79,13 @@ struct CommunicatorSetup {
   std::vector<int> removedRanks;
   bool onlyRemovals = false;             // no rank joined or moved: shrink is possible
   std::chrono::milliseconds timeout{0};  // for the whole creation
+  // Members that joined since the previous iteration (spares activated):
+  // their ranks in the new communicator. When they are the last ranks and
+  // the others only closed up, a factory may grow the (shrunk) previous
+  // communicator instead of building anew (NCCL >= 2.29: ncclCommGrow).
+  std::vector<int> joinedRanks;
+  // Records a step of the creation in the loop's timeline (may be empty).
+  std::function<void(const std::string& phase, const std::string& detail)> record;
 };
 
 // Builds one communicator for the active ranks of an iteration, or throws

@@ -48,6 +48,9 @@ struct NcclOptions {
   bool useRevoke = true;
   // Shrink the previous communicator when an iteration only removed ranks.
   bool useShrink = true;
+  // Grow it (after a shrink when ranks also left) when spares joined as the
+  // last ranks (NCCL >= 2.29).
+  bool useGrow = true;
   // ncclConfig_t.netName (empty: NCCL's choice; NCCL_NET overrides it) and
   // commName (empty: "<factory name>/<iteration>").
   std::string netName;
@@ -77,6 +80,8 @@ class NcclCommunicator final : public Communicator {
   int size() const noexcept;
   // Made by ncclCommShrink from the previous iteration's communicator.
   bool shrunk() const noexcept;
+  // Made by ncclCommGrow (after a shrink) with spares that joined.
+  bool grown() const noexcept;
   // "2.28.9" and the library file in use.
   std::string ncclVersion() const;
   std::string libraryPath() const;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <stdexcept>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,12 +25,26 @@ namespace resilient::restart::commtest {
 struct RankContext {
   State state;
   std::unique_ptr<comm::StoreRendezvous> rendezvous;
+  // What the factory recorded for the timeline ("phase: detail").
+  std::shared_ptr<std::vector<std::string>> records = std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<std::mutex> recordMutex = std::make_shared<std::mutex>();
 
   CommunicatorSetup setup(const std::string& name, std::chrono::milliseconds timeout,
                           CommunicatorPtr previous = nullptr, std::vector<int> removed = {},
-                          bool onlyRemovals = false) const {
-    return CommunicatorSetup{state, *rendezvous, name, std::move(previous), std::move(removed),
-                             onlyRemovals, timeout};
+                          bool onlyRemovals = false, std::vector<int> joined = {}) const {
+    return CommunicatorSetup{state,
+                             *rendezvous,
+                             name,
+                             std::move(previous),
+                             std::move(removed),
+                             onlyRemovals,
+                             timeout,
+                             std::move(joined),
+                             [records = records, lock = recordMutex](const std::string& phase,
+                                                                     const std::string& detail) {
+                               std::lock_guard<std::mutex> guard(*lock);
+                               records->push_back(phase + ": " + detail);
+                             }};
   }
 };
 

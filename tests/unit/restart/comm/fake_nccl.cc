@@ -56,6 +56,9 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags);
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t* newcomm,
                             ncclConfig_t* config, int flags);
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* id);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* id, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config);
 const char* ncclGetErrorString(ncclResult_t result);
 const char* ncclGetLastError(ncclComm_t comm);
 }
@@ -197,6 +200,51 @@ FAKE_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count
   ++control.liveComms;
   *newcomm = c;
   return startWork(c, control.initPolls.load(),
+                   static_cast<ncclResult_t>(control.readyResult.load()));
+}
+
+// 2.29's grow, as its contract reads: existing ranks pass their (ready)
+// communicator and rank -1, the root with the id it got from
+// ncclCommGetUniqueId; new ranks pass NULL, that id and their rank.
+FAKE_EXPORT ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* id) {
+  ++control.growIds;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (comm == nullptr || comm->pollsLeft != 0 || id == nullptr) {
+    ++control.badGrows;
+    return ncclInvalidArgument;
+  }
+  std::memset(id->internal, 0x6b, sizeof(id->internal));
+  return static_cast<ncclResult_t>(control.growIdResult.load());
+}
+
+FAKE_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* id,
+                                      int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
+  if (!configOk(config)) {
+    ++control.badConfigs;
+  }
+  control.lastGrowRanks = nRanks;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (comm != nullptr) {
+    ++control.grows;
+    if (rank != -1 || comm->pollsLeft != 0) {
+      ++control.badGrows;
+      return ncclInvalidArgument;
+    }
+  } else {
+    ++control.growJoins;
+    if (id == nullptr || rank < 0 || rank >= nRanks || id->internal[0] != 0x6b) {
+      ++control.badGrows;
+      return ncclInvalidArgument;
+    }
+  }
+  const auto result = static_cast<ncclResult_t>(control.growResult.load());
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return result;
+  }
+  auto* c = new ncclComm();
+  ++control.liveComms;
+  *newcomm = c;
+  return startWork(c, control.growPolls.load(),
                    static_cast<ncclResult_t>(control.readyResult.load()));
 }
 

@@ -14,11 +14,19 @@ struct FakeNcclControl {
   std::atomic<int> initResult{7};      // ncclCommInitRankConfig's result (7: in progress)
   std::atomic<int> initPolls{2};       // polls that read ncclInProgress; -1: forever
   std::atomic<int> readyResult{0};     // the async result once the init is done
+  std::atomic<int> growResult{7};      // ncclCommGrow's result (7: in progress)
+  std::atomic<int> growPolls{2};       // polls a grown communicator reads ncclInProgress; -1: forever
+  std::atomic<int> growIdResult{0};    // ncclCommGetUniqueId's result
 
   // Observations.
   std::atomic<int> uniqueIds{0};
   std::atomic<int> inits{0};
   std::atomic<int> shrinks{0};
+  std::atomic<int> grows{0};      // ncclCommGrow calls by existing ranks
+  std::atomic<int> growJoins{0};  // ncclCommGrow calls by new ranks
+  std::atomic<int> growIds{0};    // ncclCommGetUniqueId calls
+  std::atomic<int> badGrows{0};   // calls that break the grow contract (ids, ranks, busy parent)
+  std::atomic<int> lastGrowRanks{-1};
   std::atomic<int> revokes{0};
   std::atomic<int> aborts{0};
   std::atomic<int> finalizes{0};
@@ -40,7 +48,12 @@ struct FakeNcclControl {
     initResult = 7;
     initPolls = 2;
     readyResult = 0;
+    growResult = 7;
+    growPolls = 2;
+    growIdResult = 0;
     uniqueIds = inits = shrinks = revokes = aborts = finalizes = destroys = leakedGroups = 0;
+    grows = growJoins = growIds = badGrows = 0;
+    lastGrowRanks = -1;
     badConfigs = 0;
     lastShrinkFlags = lastShrinkCount = lastShrinkFirst = -1;
   }

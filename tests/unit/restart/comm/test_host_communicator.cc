@@ -80,7 +80,7 @@ TEST_CASE("all-reduce, broadcast and barrier through the net plugin are exact", 
     commtest::expect(!comm->asyncError(), "healthy");
   }));
   REQUIRE_THAT(described[1], Catch::Contains("host comm 'dp' iteration 2 rank 1/3") &&
-                                 Catch::Contains("libnccl-net-resilient.so v11"));
+                                 Catch::Contains("libnccl-net-resilient.so v12"));
 }
 
 TEST_CASE("the factory builds host communicators", "[host]") {

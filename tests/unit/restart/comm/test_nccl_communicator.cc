@@ -4,6 +4,8 @@
 // abort, shrink, destruction. Ranks are threads.
 #include <dlfcn.h>
 
+#include <functional>
+
 #include <chrono>
 #include <thread>
 
@@ -346,5 +348,180 @@ TEST_CASE("shrink falls back to a full init unless every member can shrink", "[n
   REQUIRE(fake.inits == 5);
   for (auto& c : next) {
     REQUIRE_FALSE(c->shrunk());
+  }
+}
+
+namespace {
+
+// Iteration 1 of a job whose iteration 0 had 4 members: old rank 2 is gone
+// and a spare joins as the last rank (new ranks 0, 1, 2 from old 0, 1, 3;
+// rank 3 the spare). Returns the communicators by new rank; `previousOf`
+// gives each member's previous communicator (nullptr: none).
+std::vector<std::shared_ptr<NcclCommunicator>> shrinkAndJoin(
+    const std::shared_ptr<store::Store>& s, const NcclOptions& o,
+    const std::function<CommunicatorPtr(int)>& previousOf, std::vector<std::string>* errors,
+    std::vector<std::vector<std::string>>* records = nullptr) {
+  std::vector<std::shared_ptr<NcclCommunicator>> next(4);
+  if (records != nullptr) {
+    records->assign(4, {});
+  }
+  const commtest::Iteration it(s, 1, 4);
+  const auto raised = it.run([&](int rank, commtest::RankContext& c) {
+    next[static_cast<size_t>(rank)] = NcclCommunicator::create(
+        c.setup("nccl", milliseconds(3000), previousOf(rank), {2}, false, {3}), o);
+    if (records != nullptr) {
+      (*records)[static_cast<size_t>(rank)] = *c.records;
+    }
+  });
+  errors->clear();
+  for (const auto& e : raised) {
+    errors->push_back(commtest::messageOf(e));
+  }
+  return next;
+}
+
+}  // namespace
+
+TEST_CASE("a spare joining as the last rank: shrink, then grow (NCCL 2.29), timed",
+          "[nccl][grow]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_229_PATH);
+  fake.reset();
+  auto s = std::make_shared<store::MemoryStore>();
+  const NcclOptions o = fakeOptions(FAKE_NCCL_229_PATH);
+  auto old = makeAll(s, 0, 4, o);
+  for (auto& c : old) {
+    c->abort();  // revoke
+  }
+  const int oldRankOf[3] = {0, 1, 3};
+  std::vector<std::string> errors;
+  std::vector<std::vector<std::string>> records;
+  auto next = shrinkAndJoin(
+      s, o, [&](int r) { return r < 3 ? CommunicatorPtr(old[static_cast<size_t>(oldRankOf[r])]) : nullptr; },
+      &errors, &records);
+  for (const auto& e : errors) {
+    REQUIRE(e == "");
+  }
+  CHECK(fake.shrinks == 3);
+  CHECK(fake.growIds == 1);    // the root (new rank 0) made the id
+  CHECK(fake.grows == 3);      // the survivors grew their shrunk communicator
+  CHECK(fake.growJoins == 1);  // the spare joined with the id
+  CHECK(fake.lastGrowRanks == 4);
+  CHECK(fake.badGrows == 0);
+  CHECK(fake.badConfigs == 0);
+  CHECK(fake.inits == 4);  // only iteration 0's
+  for (auto& c : next) {
+    REQUIRE(c->grown());
+    REQUIRE(c->handle() != nullptr);
+  }
+  // The path and each call's time are in the timeline.
+  const std::string joined = [&] {
+    std::string t;
+    for (const auto& line : records[0]) {
+      t += line + "\n";
+    }
+    return t;
+  }();
+  CHECK_THAT(joined, Catch::Contains("nccl path: ncclCommShrink + ncclCommGrow"));
+  CHECK_THAT(joined, Catch::Contains("nccl call: ncclCommShrink "));
+  CHECK_THAT(joined, Catch::Contains("nccl call: ncclCommGrow "));
+  CHECK_THAT(joined, Catch::Contains(" ms"));
+  // The shrunk intermediates were finalized and destroyed (3); the revoked
+  // parents of the abortive shrink are never destroyed, only aborted (3);
+  // the gone rank's revoked communicator, which nobody shrank, settled and
+  // is destroyed.
+  CHECK(fake.destroys == 3);
+  const int abortsBefore = fake.aborts;
+  old.clear();
+  CHECK(fake.destroys == 4);
+  CHECK(fake.aborts == abortsBefore + 3);
+  next.clear();
+  CHECK(fake.liveComms == 0);
+}
+
+TEST_CASE("grow falls back to a full init unless every member can grow", "[nccl][grow]") {
+  auto s = std::make_shared<store::MemoryStore>();
+  std::vector<std::string> errors;
+  SECTION("NCCL 2.28 has no grow") {
+    FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+    fake.reset();
+    auto old = makeAll(s, 0, 4, fakeOptions());
+    for (auto& c : old) {
+      c->abort();
+    }
+    const int oldRankOf[3] = {0, 1, 3};
+    auto next = shrinkAndJoin(
+        s, fakeOptions(),
+        [&](int r) { return r < 3 ? CommunicatorPtr(old[static_cast<size_t>(oldRankOf[r])]) : nullptr; },
+        &errors);
+    for (const auto& e : errors) {
+      REQUIRE(e == "");
+    }
+    CHECK(fake.shrinks == 0);
+    CHECK(fake.grows == 0);
+    CHECK(fake.inits == 8);
+  }
+  SECTION("a survivor without its previous communicator") {
+    FakeNcclControl& fake = control(FAKE_NCCL_229_PATH);
+    fake.reset();
+    const NcclOptions o = fakeOptions(FAKE_NCCL_229_PATH);
+    auto old = makeAll(s, 0, 4, o);
+    for (auto& c : old) {
+      c->abort();
+    }
+    auto next = shrinkAndJoin(
+        s, o, [&](int r) { return r == 0 ? CommunicatorPtr(old[0]) : nullptr; }, &errors);
+    for (const auto& e : errors) {
+      REQUIRE(e == "");
+    }
+    CHECK(fake.grows == 0);
+    CHECK(fake.growJoins == 0);
+    CHECK(fake.inits == 8);
+  }
+}
+
+TEST_CASE("every call of the grow path failing or hanging ends the creation, bounded",
+          "[nccl][grow]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_229_PATH);
+  auto s = std::make_shared<store::MemoryStore>();
+  const NcclOptions o = fakeOptions(FAKE_NCCL_229_PATH);
+  const int oldRankOf[3] = {0, 1, 3};
+  struct Case {
+    const char* what;
+    std::function<void()> script;
+    const char* message;  // what every survivor's error says
+  };
+  const std::vector<Case> cases = {
+      {"ncclCommShrink hangs", [&] { fake.initPolls = -1; }, "ncclCommShrink did not complete"},
+      {"ncclCommGetUniqueId fails", [&] { fake.growIdResult = ncclSystemError; },
+       "ncclCommGetUniqueId failed"},
+      {"ncclCommGrow fails", [&] { fake.growResult = ncclRemoteError; }, "ncclCommGrow failed"},
+      {"ncclCommGrow hangs", [&] { fake.growPolls = -1; }, "ncclCommGrow did not complete"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    fake.reset();
+    auto old = makeAll(s, 0, 4, o);
+    for (auto& comm : old) {
+      comm->abort();
+    }
+    c.script();
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> errors;
+    auto next = shrinkAndJoin(
+        s, o, [&](int r) { return r < 3 ? CommunicatorPtr(old[static_cast<size_t>(oldRankOf[r])]) : nullptr; },
+        &errors);
+    // Within the creation's bound (3 s) and a margin; never a hang.
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    int said = 0;
+    for (const auto& e : errors) {
+      REQUIRE_FALSE(e.empty());  // nobody got a communicator
+      said += e.find(c.message) != std::string::npos ? 1 : 0;
+    }
+    CHECK(said >= 1);
+    CHECK(fake.destroys == 0);  // nothing half-made is destroyed: aborted
+    old.clear();
+    next.clear();
+    CHECK(fake.liveComms == 0);  // everything made was freed
+    s = std::make_shared<store::MemoryStore>();
   }
 }
