@@ -65,6 +65,14 @@ typedef struct resilient_restart_options resilient_restart_options;
 typedef struct resilient_restart_wrapper resilient_restart_wrapper;
 typedef struct resilient_restart_context resilient_restart_context;
 
+/* Inside the wrapped function: watch an NCCL communicator this program made
+ * (or torch's): the library polls its ncclCommGetAsyncError, so an error
+ * NCCL or the net plugin finds on it starts the restart at once; a restart
+ * revokes it (NCCL >= 2.28.7), the library never frees it. `library`: the
+ * libnccl that made it (NULL: "libnccl.so.2"). For this iteration only. */
+int resilient_restart_context_watch_nccl_comm(resilient_restart_context* context, void* comm,
+                                               const char* library);
+
 /* A callback of the library (the wrapped function, a hook, a policy) about
  * to return a failure gives its message here, from the thread it runs on:
  * the library reports that text instead of "the C hook returned N". */

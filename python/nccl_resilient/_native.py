@@ -76,6 +76,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "resilient_restart_timeline_json":
             (c_int, [c_void_p, c_char_p, c_size, ctypes.POINTER(c_size)]),
         "resilient_restart_context_state": (c_int, [c_void_p, ctypes.POINTER(CState)]),
+        "resilient_restart_context_watch_nccl_comm": (c_int, [c_void_p, c_void_p, c_char_p]),
         "resilient_restart_ping": (None, [c_void_p]),
         "resilient_restart_cancelled": (c_int, [c_void_p]),
         "resilient_restart_atomic_begin": (None, [c_void_p]),

@@ -264,6 +264,29 @@ def init_process_group(ctx: CallContext, backend: str = "gloo",
     dist.init_process_group(backend, store=TorchStore(store.view("pg"), timeout),
                             rank=state.active_rank, world_size=state.active_world_size,
                             timeout=timeout, **kwargs)
+    if "nccl" in backend.lower():
+        watch_nccl(ctx)
+
+
+def watch_nccl(ctx: CallContext, group=None) -> bool:
+    """Has the library watch the NCCL communicator of a process group (the
+    default one: None) when the running torch exposes it (ProcessGroupNCCL's
+    ``_comm_ptr``, torch 2.x, once the communicator exists: pass
+    ``device_id`` to init_process_group for an eager one). Returns whether
+    it could: an error NCCL or our plugin finds on it then starts the
+    restart at once."""
+    try:
+        import torch
+        dist = _dist()
+        pg = group or dist.distributed_c10d._get_default_group()
+        backend = pg._get_backend(torch.device("cuda"))
+        handle = int(backend._comm_ptr())
+    except Exception:  # an older torch, another backend, or no communicator yet
+        return False
+    if handle == 0:
+        return False
+    ctx.watch_nccl_communicator(handle)  # "libnccl.so.2": the one torch loaded
+    return True
 
 
 def wait(work, poll_seconds: float = 0.0002, ping_seconds: float = 0.05) -> None:
@@ -286,4 +309,4 @@ def wait(work, poll_seconds: float = 0.0002, ping_seconds: float = 0.05) -> None
 
 
 __all__ = ["AbortTorchDistributed", "StoreTimeout", "TorchStore", "init_process_group",
-           "job_store", "retire_process_groups", "wait", "RankShouldRestart"]
+           "job_store", "retire_process_groups", "wait", "watch_nccl", "RankShouldRestart"]

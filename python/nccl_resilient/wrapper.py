@@ -171,6 +171,14 @@ class CallContext:
         finally:
             self._lib.resilient_restart_hang_protection_on(self._ptr)
 
+    def watch_nccl_communicator(self, handle: int, library: Optional[str] = None) -> None:
+        """Watch an NCCL communicator made outside the library (an
+        ncclComm_t address, e.g. torch's): its asynchronous error starts
+        the restart at once; a restart revokes it (NCCL >= 2.28.7); it is
+        never freed by the library. ``library``: the libnccl that made it."""
+        check(self._lib.resilient_restart_context_watch_nccl_comm(
+            self._ptr, ctypes.c_void_p(int(handle)), library.encode() if library else None))
+
     # The library's host communicators (Wrapper(host_communicators=[...])).
     def all_reduce_sum(self, data, name: Optional[str] = None) -> None:
         """In-place sum of a float32 buffer (array('f'), numpy, a torch CPU

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "resilient/restart/host_communicator.hpp"
+#include "resilient/restart/nccl_communicator.hpp"
 #include "resilient/restart/wrapper.hpp"
 #include "restart/capi/c_options.h"
 #include "restart/capi/c_status.h"
@@ -122,6 +123,22 @@ int resilient_restart_context_state(const resilient_restart_context* c,
       throw r::ConfigError("context_state: null context or state");
     }
     *state = r::capi::toC(c->ctx->state());
+    return 0;
+  });
+}
+
+int resilient_restart_context_watch_nccl_comm(resilient_restart_context* c, void* comm,
+                                               const char* library) {
+  return guarded([&] {
+    if (c == nullptr || comm == nullptr) {
+      throw r::ConfigError("watch_nccl_comm: null context or communicator");
+    }
+    r::NcclOptions options;
+    if (library != nullptr && library[0] != '\0') {
+      options.library = library;
+    }
+    c->ctx->registerCommunicator(r::NcclCommunicator::adopt(
+        static_cast<ncclComm*>(comm), c->ctx->state(), "adopted nccl comm", options));
     return 0;
   });
 }

@@ -104,6 +104,9 @@ struct NcclCommunicator::Impl {
   // This communicator was the parent of an NCCL_SHRINK_ABORT shrink: never
   // ncclCommDestroy it afterwards (reported to hang in NCCL >= 2.29), abort.
   bool shrinkParent = false;
+  // Adopted (the user's or torch's handle): watched, revoked on abort where
+  // NCCL can, never aborted or destroyed by us (its owner frees it).
+  bool adopted = false;
 
   // Writes under `mutex`; reads of the two atomics need no lock.
   std::mutex mutex;
@@ -441,11 +444,29 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
   return std::shared_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
 }
 
+std::shared_ptr<NcclCommunicator> NcclCommunicator::adopt(ncclComm* handle, const State& state,
+                                                          const std::string& name,
+                                                          const NcclOptions& options) {
+  if (handle == nullptr) {
+    throw ConfigError("NcclCommunicator::adopt: a null communicator handle");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->lib = comm::NcclLibrary::load(options.library);
+  impl->options = options;
+  impl->name = name;
+  impl->iteration = state.iteration;
+  impl->rank = state.activeRank;
+  impl->size = state.activeWorldSize;
+  impl->adopted = true;
+  impl->comm.store(handle);
+  return std::shared_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
+}
+
 NcclCommunicator::~NcclCommunicator() {
   Impl& m = *impl_;
   const std::lock_guard<std::mutex> lock(m.mutex);
   ncclComm_t c = m.comm.load();
-  if (c == nullptr || m.state.load() == CommState::kAborted) {
+  if (c == nullptr || m.state.load() == CommState::kAborted || m.adopted) {
     return;
   }
   const comm::NcclLibrary& lib = *m.lib;
@@ -518,6 +539,11 @@ void NcclCommunicator::abort() noexcept {
       m.state.store(CommState::kRevoked);
       return;
     }
+  }
+  if (m.adopted) {
+    // Its owner aborts it (ncclCommAbort frees it, under the owner's feet).
+    m.state.store(CommState::kRevoked);
+    return;
   }
   (void)lib.commAbort(c);
   m.state.store(CommState::kAborted);

@@ -148,7 +148,8 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
   monitor_ =
       std::make_unique<MonitorThread>(*store_, *keys_, *faults_, *registry_, *blackbox_,
                                       *interruption_, statusPage_ ? &statusPage_->page() : nullptr,
-                                      atomicMutex_, config, [this] { abortIteration(); });
+                                      atomicMutex_, config, [this] { abortIteration(); },
+                                      [this] { return communicatorsAsyncError(); });
 
   CallContext ctx(*this, state_);
   std::exception_ptr fault;
@@ -395,6 +396,18 @@ Communicator* Loop::onlyCommunicator() const {
         std::to_string(options_.communicators.size()));
   }
   return communicator(options_.communicators.front().first);
+}
+
+std::optional<std::string> Loop::communicatorsAsyncError() {
+  // The user's registered communicators: nothing else waits on them. (The
+  // library's own report their errors from the calls that wait on them.)
+  std::lock_guard<std::mutex> lock(commsMutex_);
+  for (const CommunicatorPtr& comm : userComms_) {
+    if (std::optional<std::string> e = comm->asyncError()) {
+      return comm->describe() + ": " + *e;
+    }
+  }
+  return std::nullopt;
 }
 
 void Loop::registerCommunicator(CommunicatorPtr comm) {

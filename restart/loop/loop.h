@@ -74,6 +74,9 @@ class Loop {
   Communicator* communicator(const std::string& name) const;
   Communicator* onlyCommunicator() const;
   void registerCommunicator(CommunicatorPtr comm);
+  // The first asynchronous error of the user's registered communicators
+  // (the monitor thread polls it), or nullopt.
+  std::optional<std::string> communicatorsAsyncError();
   Rendezvous& rendezvous() const;
 
  private:

@@ -17,7 +17,8 @@ MonitorThread::MonitorThread(store::Store& store, const protocol::JobKeys& keys,
                              protocol::FaultLog& faults, RankRegistry& registry,
                              BlackboxWatch& blackbox, Interruption& interruption,
                              protocol::StatusPage* page, std::recursive_mutex& atomicMutex,
-                             MonitorThreadConfig config, std::function<void()> abort)
+                             MonitorThreadConfig config, std::function<void()> abort,
+                             AsyncErrorPoll asyncErrors)
     : store_(store),
       keys_(keys),
       faults_(faults),
@@ -27,7 +28,8 @@ MonitorThread::MonitorThread(store::Store& store, const protocol::JobKeys& keys,
       page_(page),
       atomicMutex_(atomicMutex),
       config_(config),
-      abort_(std::move(abort)) {
+      abort_(std::move(abort)),
+      asyncErrors_(std::move(asyncErrors)) {
   storeWatcher_ = std::jthread([this](const std::stop_token& stop) { watchStore(stop); });
   localWatcher_ = std::jthread([this](const std::stop_token& stop) { watchLocal(stop); });
 }
@@ -78,6 +80,9 @@ void MonitorThread::publishPluginFault(const resilient_blackbox_fault& f) {
 void MonitorThread::watchLocal(const std::stop_token& stop) {
   uint64_t lastDigest = 0;
   uint64_t nextProgressNs = 0;
+  uint64_t nextAsyncPollNs = 0;
+  const auto asyncPollNs = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(config_.asyncErrorInterval).count());
   const auto progressNs = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(config_.progressInterval).count());
   while (!stop.stop_requested()) {
@@ -88,6 +93,21 @@ void MonitorThread::watchLocal(const std::stop_token& stop) {
       publishPluginFault(f);
     }
     const uint64_t now = monotonicNs();
+    if (asyncErrors_ && now >= nextAsyncPollNs) {
+      // A communicator NCCL itself found broken (e.g. the plugin failed one
+      // of the user's or torch's communicators): this rank's fault.
+      nextAsyncPollNs = now + asyncPollNs;
+      if (std::optional<std::string> error = asyncErrors_()) {
+        FaultRecord r;
+        r.iteration = config_.iteration;
+        r.reporter = config_.initialRank;
+        r.subject = config_.initialRank;
+        r.reason = FaultReason::kCommunicator;
+        r.detail = "asynchronous error of " + *error;
+        publishAndRaise(faults_, r, interruption_);
+        continue;
+      }
+    }
     if (page_ != nullptr && now >= nextProgressNs) {
       nextProgressNs = now + progressNs;
       const uint64_t digest = blackbox_.progressDigest();

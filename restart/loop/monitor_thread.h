@@ -33,7 +33,14 @@ struct MonitorThreadConfig {
   std::chrono::milliseconds pollInterval{5};         // blackbox polling
   std::chrono::milliseconds progressInterval{1000};  // progressWatchdogInterval
   std::chrono::milliseconds lastCallWait{1000};
+  // Between two polls of the communicators' asynchronous errors.
+  std::chrono::milliseconds asyncErrorInterval{10};
 };
+
+// The first asynchronous error among the communicators the user registered
+// (ncclCommGetAsyncError of an adopted handle, and the like), described, or
+// nullopt while all are healthy.
+using AsyncErrorPoll = std::function<std::optional<std::string>()>;
 
 class MonitorThread {
  public:
@@ -42,7 +49,8 @@ class MonitorThread {
   MonitorThread(store::Store& store, const protocol::JobKeys& keys, protocol::FaultLog& faults,
                 RankRegistry& registry, BlackboxWatch& blackbox, Interruption& interruption,
                 protocol::StatusPage* page, std::recursive_mutex& atomicMutex,
-                MonitorThreadConfig config, std::function<void()> abort);
+                MonitorThreadConfig config, std::function<void()> abort,
+                AsyncErrorPoll asyncErrors = {});
   // Stops both threads (the store watcher may finish its current chunk).
   ~MonitorThread();
   MonitorThread(const MonitorThread&) = delete;
@@ -63,6 +71,7 @@ class MonitorThread {
   std::recursive_mutex& atomicMutex_;
   MonitorThreadConfig config_;
   std::function<void()> abort_;
+  AsyncErrorPoll asyncErrors_;
   std::jthread storeWatcher_;
   std::jthread localWatcher_;
 };

@@ -70,6 +70,16 @@ class NcclCommunicator final : public Communicator {
   // and last error text when NCCL refuses (e.g. no usable GPU).
   static std::shared_ptr<NcclCommunicator> create(const CommunicatorSetup& setup,
                                                   const NcclOptions& options);
+  // A communicator someone else made (the user's, or torch's
+  // ProcessGroupNCCL's), to register with CallContext::registerCommunicator:
+  // the monitor thread polls its ncclCommGetAsyncError, so a fault NCCL or
+  // the net plugin finds on it starts the restart at once; a restart revokes
+  // it (NCCL >= 2.28.7; nothing before: its owner aborts it), and it is never
+  // aborted or destroyed by the library. `options.library` must be the
+  // libnccl that made it. `state` and `name` are for messages.
+  static std::shared_ptr<NcclCommunicator> adopt(ncclComm* handle, const State& state,
+                                                 const std::string& name,
+                                                 const NcclOptions& options = {});
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
