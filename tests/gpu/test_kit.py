@@ -2,6 +2,7 @@
 what makes a step pass or fail must itself be right before a rare GPU hour
 depends on it. Standard library only (unittest)."""
 
+import ctypes
 import json
 import os
 import signal
@@ -216,6 +217,26 @@ class ValidateTest(unittest.TestCase):
     def test_the_plan_fits(self):
         self.assertLessEqual(validate.plan_seconds(), validate.PLAN_LIMIT_S)
         self.assertEqual(len({s.name for s in validate.PLAN}), len(validate.PLAN))
+
+    def test_steps_on_request_stay_out_of_the_default_plan(self):
+        timing = [s for s in validate.PLAN if s.name == "recovery-timing"]
+        self.assertEqual(len(timing), 1)
+        self.assertTrue(timing[0].on_request)
+        self.assertEqual(validate.plan_seconds(),
+                         sum(s.budget_s for s in validate.PLAN if s.name != "recovery-timing"))
+        a = validate.parse_args(["--out", "x", "--only", "environment,recovery-timing"])
+        self.assertEqual(a.only, ["environment", "recovery-timing"])
+
+    def test_the_recovery_config_is_ncclconfig_of_2_28(self):
+        import recovery
+        self.assertEqual(ctypes.sizeof(recovery.Config), 80)
+        self.assertEqual(recovery.Config.blocking.offset, 16)
+        self.assertEqual(recovery.Config.netName.offset, 32)
+        self.assertEqual(recovery.Config.trafficClass.offset, 44)
+        self.assertEqual(recovery.Config.commName.offset, 48)
+        self.assertEqual(recovery.Config.nvlinkCentricSched.offset, 76)
+        c = recovery.non_blocking_config()
+        self.assertEqual((c.size, c.magic, c.blocking), (80, 0xCAFEBEEF, 0))
 
     def test_unknown_steps_are_refused(self):
         with self.assertRaises(SystemExit):

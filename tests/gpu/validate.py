@@ -34,13 +34,17 @@ PLAN_LIMIT_S = 560
 
 
 class Step:
-    def __init__(self, name, budget_s, proves, argv=None, needs_gpu=True, derived_from=()):
+    def __init__(self, name, budget_s, proves, argv=None, needs_gpu=True, derived_from=(),
+                 on_request=False):
         self.name = name
         self.budget_s = budget_s
         self.proves = proves
         self.argv = argv  # function(ctx) -> argv; None: computed from other steps
         self.needs_gpu = needs_gpu
         self.derived_from = derived_from
+        # Not in the default plan (its budget would not fit a device call
+        # beside the others): run with --only NAME.
+        self.on_request = on_request
 
 
 def py(script, *args):
@@ -98,6 +102,11 @@ PLAN = [
          pytorch_demo_argv),
     Step("bandwidth", 35, "busbw of a 2-rank all-reduce, 1-256 MiB: NCCL Socket vs plain TCP plugin vs "
          "resilient(TCP)", lambda c: py("bandwidth.py", "--seconds-per-transport", "10", *c["common"])),
+    Step("recovery-timing", 90, "NCCL's recovery APIs timed against abort + re-init on the one GPU, 2, 4 "
+         "and 8 members plus a spare: abort+ncclCommInitRankConfig, revoke+ncclCommShrink, "
+         "+ncclCommGrow with the spare, each to its first all-reduce (table for docs/performance.md); "
+         "on request: --only environment,recovery-timing",
+         lambda c: py("recovery.py", "--max-seconds", "25", *c["common"]), on_request=True),
     Step("recordings", 30, "real net-plugin call sequences and profiler event streams, recorded through "
          "libnccl-resilient-recorder.so", lambda c: py("collectives.py", "--ranks", "2", "--record",
                                                         "--seconds", "28", *c["common"])),
@@ -105,13 +114,14 @@ PLAN = [
 
 
 def plan_seconds(plan=PLAN):
-    return sum(s.budget_s for s in plan)
+    """The default plan's budgets (steps on request excluded)."""
+    return sum(s.budget_s for s in plan if not s.on_request)
 
 
 def print_plan():
     print(f"{'step':<15} {'budget':>7}  what it proves")
     for s in PLAN:
-        print(f"{s.name:<15} {s.budget_s:>5} s  {s.proves}")
+        print(f"{s.name:<15} {s.budget_s:>5} s  {'(on request) ' if s.on_request else ''}{s.proves}")
     print(f"{'total':<15} {plan_seconds():>5} s  (limit {PLAN_LIMIT_S} s)")
 
 
@@ -271,7 +281,7 @@ def main(argv=None):
     ctx["ld_library_path"] = ":".join(k.library_dirs() + [os.environ.get("LD_LIBRARY_PATH", "")]).rstrip(":")
     results, gpu = {}, None
     for step in PLAN:
-        if a.only and step.name not in a.only:
+        if (a.only and step.name not in a.only) or (step.on_request and not a.only):
             continue
         if step.name == "kit":
             t0 = time.monotonic()
