@@ -525,3 +525,48 @@ TEST_CASE("every call of the grow path failing or hanging ends the creation, bou
     s = std::make_shared<store::MemoryStore>();
   }
 }
+
+TEST_CASE("a shrink that fails or hangs ends the creation, bounded, the parent aborted",
+          "[nccl]") {
+  FakeNcclControl& fake = control(FAKE_NCCL_PATH);
+  struct Case {
+    const char* what;
+    int polls;
+    int ready;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"the shrunk communicator reports an error", 2, ncclSystemError, "ncclCommShrink failed"},
+      {"ncclCommShrink never completes", -1, ncclSuccess, "ncclCommShrink did not complete"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    fake.reset();
+    auto s = std::make_shared<store::MemoryStore>();
+    auto old = makeAll(s, 0, 3, fakeOptions());
+    for (auto& comm : old) {
+      comm->abort();
+    }
+    fake.initPolls = c.polls;
+    fake.readyResult = c.ready;
+    const int oldRankOf[2] = {0, 2};
+    const auto start = std::chrono::steady_clock::now();
+    const commtest::Iteration it(s, 1, 2);
+    const auto errors = it.run([&](int rank, commtest::RankContext& ctx) {
+      (void)NcclCommunicator::create(
+          ctx.setup("nccl", milliseconds(1000), old[static_cast<size_t>(oldRankOf[rank])], {1},
+                    true),
+          fakeOptions());
+    });
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(8));
+    for (const auto& e : errors) {
+      CHECK_THAT(commtest::messageOf(e), Catch::Contains(c.message));
+    }
+    CHECK(fake.shrinks == 2);
+    const int destroys = fake.destroys;
+    old.clear();
+    // The shrink parents are aborted, never destroyed; the unshrunk one settles.
+    CHECK(fake.destroys == destroys + 1);
+    CHECK(fake.liveComms == 0);
+  }
+}
