@@ -66,4 +66,36 @@ inline ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int
     return c.irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request);
   });
 }
+
+// The whole table of a context version (Net: ncclNet_v11_t or _v12_t, Props
+// its properties): the same calls, no DMA-BUF, no device offload, no NIC
+// fusion, no attribute hints.
+template <class Net, class Props>
+constexpr Net table() {
+  return Net{
+      kPluginName,
+      init,
+      shared::devices,
+      shared::getProperties<Props>,
+      listen,
+      connect,
+      shared::accept<ncclNetDeviceHandle_v11_t>,
+      shared::regMr,
+      nullptr,  // regMrDmaBuf: no DMA-BUF through the layer
+      shared::deregMr,
+      isend,
+      irecv,
+      shared::iflush,
+      shared::test,
+      shared::closeSend,
+      shared::closeRecv,
+      shared::closeListen,
+      nullptr,  // getDeviceMr: no device offload
+      nullptr,  // irecvConsumed: host plugin
+      nullptr,  // makeVDevice: no NIC fusion
+      finalize,
+      nullptr,  // setNetAttr
+  };
+}
+
 }  // namespace resilient::abi::context

@@ -699,8 +699,10 @@ template <class P>
     out->maxP2pBytes = p.maxP2pBytes;
     out->maxCollBytes = p.maxCollBytes;
   }
-  if constexpr (kVersion >= 12) {  // the device's rail and plane: by device
+  if constexpr (requires { out->maxMultiRequestSize; }) {  // v11+
     out->maxMultiRequestSize = p.maxMultiRequestSize;
+  }
+  if constexpr (requires { out->railId; }) {  // v12: the device's rail and plane
     out->railId = static_cast<int16_t>(10 + dev);
     out->planeId = static_cast<int16_t>(dev % 2);
   }
@@ -889,44 +891,57 @@ FAKE_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     .irecvConsumed = nullptr,
     .makeVDevice = nullptr,
 };
-#elif FAKE_NET_VERSION == 11
+#endif
+
+#if FAKE_NET_VERSION >= 11
 namespace {
-ncclResult_t initV11(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
-                     ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+// The per-context versions (v11, v12) share their calls (their config and
+// device-handle types are the same); only the properties differ.
+ncclResult_t initContextVersion(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
+                                ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
   const int trafficClass = config != nullptr ? config->trafficClass : -2;
   return coreInitContext(ctx, commId, trafficClass, logger, profiler);
 }
-ncclResult_t connectV11(void* ctx, int dev, void* handle, void** sendComm,
-                        ncclNetDeviceHandle_v11_t** devComm) {
+ncclResult_t connectContextVersion(void* ctx, int dev, void* handle, void** sendComm,
+                                   ncclNetDeviceHandle_v11_t** devComm) {
   return coreConnect(ctx, dev, nullptr, handle, sendComm, devComm);
 }
+template <class Net, class Props>
+constexpr Net contextTable(const char* name) {
+  return Net{
+      .name = name,
+      .init = &initContextVersion,
+      .devices = &coreDevices,
+      .getProperties = &propertiesAs<Props>,
+      .listen = &coreListen,
+      .connect = &connectContextVersion,
+      .accept = &acceptWithHandle,
+      .regMr = &coreRegMr,
+      .regMrDmaBuf = nullptr,
+      .deregMr = &coreDeregMr,
+      .isend = &isendProfiled,
+      .irecv = &irecvProfiled,
+      .iflush = &coreIflush,
+      .test = &coreTest,
+      .closeSend = &coreCloseSend,
+      .closeRecv = &coreCloseRecv,
+      .closeListen = &coreCloseListen,
+      .getDeviceMr = nullptr,
+      .irecvConsumed = nullptr,
+      .makeVDevice = nullptr,
+      .finalize = &coreFinalize,
+      .setNetAttr = nullptr,
+  };
+}
+}  // namespace
+#endif
+
+#if FAKE_NET_VERSION == 11
+namespace {
 // The whole table. The lazy variant (FAKE_NET_LAZY_TABLE, as
 // nccl-rdma-sharp-plugins does) exports only the name and init, and its init
-// fills in the rest before doing what initV11 does.
-constexpr ncclNet_v11_t kTableV11 = {
-    .name = "FakeV11",
-    .init = &initV11,
-    .devices = &coreDevices,
-    .getProperties = &coreProperties,
-    .listen = &coreListen,
-    .connect = &connectV11,
-    .accept = &acceptWithHandle,
-    .regMr = &coreRegMr,
-    .regMrDmaBuf = nullptr,
-    .deregMr = &coreDeregMr,
-    .isend = &isendProfiled,
-    .irecv = &irecvProfiled,
-    .iflush = &coreIflush,
-    .test = &coreTest,
-    .closeSend = &coreCloseSend,
-    .closeRecv = &coreCloseRecv,
-    .closeListen = &coreCloseListen,
-    .getDeviceMr = nullptr,
-    .irecvConsumed = nullptr,
-    .makeVDevice = nullptr,
-    .finalize = &coreFinalize,
-    .setNetAttr = nullptr,
-};
+// fills in the rest before doing what init does.
+constexpr ncclNet_v11_t kTableV11 = contextTable<ncclNet_v11_t, ncclNetProperties_v11_t>("FakeV11");
 
 #if FAKE_NET_LAZY_TABLE
 ncclResult_t initV11Lazy(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
@@ -948,7 +963,7 @@ ncclResult_t initV11Lazy(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* c
   ncclNetPlugin_v11 = kTableV11;
   ncclNetPlugin_v11.name = name;
   ncclNetPlugin_v11.init = &initV11Lazy;
-  return initV11(ctx, commId, config, logger, profiler);
+  return initContextVersion(ctx, commId, config, logger, profiler);
 }
 }  // namespace
 #else
@@ -961,41 +976,8 @@ __attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = kTableV
 #endif
 
 #if FAKE_NET_VERSION == 12
-namespace {
-ncclResult_t initV12(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config,
-                     ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
-  const int trafficClass = config != nullptr ? config->trafficClass : -2;
-  return coreInitContext(ctx, commId, trafficClass, logger, profiler);
-}
-ncclResult_t connectV12(void* ctx, int dev, void* handle, void** sendComm,
-                        ncclNetDeviceHandle_v12_t** devComm) {
-  return coreConnect(ctx, dev, nullptr, handle, sendComm, devComm);
-}
-}  // namespace
-FAKE_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
-    .name = "FakeV12",
-    .init = &initV12,
-    .devices = &coreDevices,
-    .getProperties = &propertiesAs<ncclNetProperties_v12_t>,
-    .listen = &coreListen,
-    .connect = &connectV12,
-    .accept = &acceptWithHandle,
-    .regMr = &coreRegMr,
-    .regMrDmaBuf = nullptr,
-    .deregMr = &coreDeregMr,
-    .isend = &isendProfiled,
-    .irecv = &irecvProfiled,
-    .iflush = &coreIflush,
-    .test = &coreTest,
-    .closeSend = &coreCloseSend,
-    .closeRecv = &coreCloseRecv,
-    .closeListen = &coreCloseListen,
-    .getDeviceMr = nullptr,
-    .irecvConsumed = nullptr,
-    .makeVDevice = nullptr,
-    .finalize = &coreFinalize,
-    .setNetAttr = nullptr,
-};
+FAKE_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 =
+    contextTable<ncclNet_v12_t, ncclNetProperties_v12_t>("FakeV12");
 #endif
 
 // ---- control ---------------------------------------------------------------
