@@ -49,6 +49,10 @@ struct FakeNccl {
     REQUIRE(s == ncclSuccess);
     return comm;
   }
+  // What the owner does at the end: the library never frees an adopted one.
+  void abort(ncclComm_t comm) const {
+    REQUIRE(reinterpret_cast<ncclCommAbort_fn>(dlsym(handle, "ncclCommAbort"))(comm) == ncclSuccess);
+  }
   void setAsyncError(ncclComm_t comm, ncclResult_t result) const {
     reinterpret_cast<fakeNcclSetAsyncError_fn>(dlsym(handle, "fakeNcclSetAsyncError"))(comm, result);
   }
@@ -105,4 +109,6 @@ TEST_CASE("an adopted communicator's asynchronous error restarts the job at once
   CHECK(fake.control().revokes == 1);
   CHECK(fake.control().aborts == 0);
   CHECK(fake.control().destroys == 0);
+  fake.abort(userComm);  // its owner frees it
+  CHECK(fake.control().liveComms == 0);
 }
