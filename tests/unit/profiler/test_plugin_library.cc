@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -245,10 +247,20 @@ TEST_CASE("ncclProfiler_v6 (NCCL 2.29+) tracks collectives; copy-engine events a
   CHECK(p->stopEvent(syncHandle) == ncclSuccess);
   CHECK(p->stopEvent(ceHandle) == ncclSuccess);
 
-  auto snap = blackbox::readRegion(region);
-  REQUIRE(snap.ok());
-  REQUIRE(snap->comms.size() == 1);
-  const resilient_blackbox_comm& c = snap->comms[0].comm;
+  // The communicator table is written by the detector thread: read it until
+  // it shows the completed collective (at most 5 s).
+  resilient_blackbox_comm c{};
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  do {
+    auto snap = blackbox::readRegion(region);
+    REQUIRE(snap.ok());
+    REQUIRE(snap->comms.size() == 1);
+    c = snap->comms[0].comm;
+    if (c.collEnqueued == 1 && c.inFlight == 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < until);
   CHECK(c.abiVersion == 6);
   CHECK(c.collEnqueued == 1);
   CHECK(c.inFlight == 0);
