@@ -29,9 +29,9 @@ import time
 from typing import Any, List, Optional, Sequence
 
 from . import _native
-from .errors import RankShouldRestart, TimeoutError
+from .errors import TimeoutError
 from .store import Store, _bytes, keys_list
-from .wrapper import CallContext, current_context
+from .wrapper import CallContext, current_context, set_distributed_env
 
 _retired: List[Any] = []  # process groups of aborted iterations (see the module's text)
 _lock = threading.Lock()
@@ -257,8 +257,7 @@ def init_process_group(ctx: CallContext, backend: str = "gloo",
     if _master_port_base is None:  # the user's MASTER_PORT is iteration 0's
         _master_port_base = int(os.environ.get("MASTER_PORT", "29500"))
     os.environ["MASTER_PORT"] = str(_master_port_base + state.iteration)
-    os.environ["RANK"] = str(state.active_rank)
-    os.environ["WORLD_SIZE"] = str(state.active_world_size)
+    set_distributed_env(state)
     if "nccl" in backend.lower():
         _nccl_environment()
     dist.init_process_group(backend, store=TorchStore(store.view("pg"), timeout),
@@ -309,4 +308,4 @@ def wait(work, poll_seconds: float = 0.0002, ping_seconds: float = 0.05) -> None
 
 
 __all__ = ["AbortTorchDistributed", "StoreTimeout", "TorchStore", "init_process_group",
-           "job_store", "retire_process_groups", "wait", "watch_nccl", "RankShouldRestart"]
+           "job_store", "retire_process_groups", "wait", "watch_nccl"]

@@ -305,7 +305,7 @@ class Wrapper:
                 hook(State._from_c(c_state.contents, self._fn_exception))
                 return 0
             except BaseException as e:  # never across the C ABI
-                return _native.callback_failed(e, status_of(e) or _native.ERROR)
+                return _native.callback_failed(e, status_of(e))
 
         callback = _native.HOOK(trampoline)
         self._keep.append(callback)
@@ -342,7 +342,7 @@ class Wrapper:
                 try:
                     ctx = CallContext(ctx_ptr, self)
                     if self._set_env:
-                        _set_distributed_env(ctx.state)
+                        set_distributed_env(ctx.state)
                     call_args, call_kwargs = args, dict(kwargs)
                     if inject == 0:
                         call_args = (ctx,) + tuple(args)
@@ -363,8 +363,7 @@ class Wrapper:
                         status = _native.SHOULD_RESTART
                         return status
                     self._fn_exception = e
-                    status = _native.callback_failed(
-                        e, _native.ABORTED if isinstance(e, RestartAbort) else _native.ERROR)
+                    status = _native.callback_failed(e, status_of(e))
                 finally:
                     self._interrupter.leave()
                     _current = None
@@ -401,7 +400,9 @@ def _context_parameter(fn: Callable[..., Any]) -> Union[None, int, str]:
     return None
 
 
-def _set_distributed_env(state: State) -> None:
+def set_distributed_env(state: State) -> None:
+    """RANK and WORLD_SIZE as torch.distributed sees an active rank: its rank
+    and the world among the active ranks."""
     if state.mode == Mode.ACTIVE:
         os.environ["RANK"] = str(state.active_rank)
         os.environ["WORLD_SIZE"] = str(state.active_world_size)

@@ -20,28 +20,6 @@ struct resilient_restart_policy {
 
 namespace {
 
-int modeToC(r::Mode mode) {
-  switch (mode) {
-    case r::Mode::kActive: return RESILIENT_RESTART_MODE_ACTIVE;
-    case r::Mode::kInactive: return RESILIENT_RESTART_MODE_INACTIVE;
-    case r::Mode::kTerminated: return RESILIENT_RESTART_MODE_TERMINATED;
-    case r::Mode::kInitialized: break;
-  }
-  return RESILIENT_RESTART_MODE_INITIALIZED;
-}
-
-r::Mode modeFromC(int mode, int initialRank) {
-  switch (mode) {
-    case RESILIENT_RESTART_MODE_ACTIVE: return r::Mode::kActive;
-    case RESILIENT_RESTART_MODE_INACTIVE: return r::Mode::kInactive;
-    case RESILIENT_RESTART_MODE_TERMINATED: return r::Mode::kTerminated;
-    default: break;
-  }
-  throw r::AssignmentError("the policy gave initial rank " + std::to_string(initialRank) +
-                           " mode " + std::to_string(mode) +
-                           ", which is not active, inactive or terminated");
-}
-
 // A policy of the caller's: it edits a copy of the slots; the World takes the
 // ranks and modes back (activeRank is recomputed by assignRanks).
 class CallbackPolicy final : public r::RankAssignment {
@@ -54,7 +32,7 @@ class CallbackPolicy final : public r::RankAssignment {
     std::vector<resilient_restart_slot> slots(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
       const r::RankSlot& s = world.at(i);
-      slots[static_cast<size_t>(i)] = {s.rank, modeToC(s.mode), s.activeRank};
+      slots[static_cast<size_t>(i)] = {s.rank, r::capi::modeToC(s.mode), s.activeRank};
     }
     r::capi::takeCallbackError();
     const int rc = fn_(slots.data(), n, context.terminated.data(),
@@ -67,7 +45,13 @@ class CallbackPolicy final : public r::RankAssignment {
     for (int i = 0; i < n; ++i) {
       r::RankSlot& s = world.at(i);
       const resilient_restart_slot& c = slots[static_cast<size_t>(i)];
-      s.mode = modeFromC(c.mode, i);
+      const std::optional<r::Mode> mode = r::capi::modeFromC(c.mode);
+      if (!mode || *mode == r::Mode::kInitialized) {
+        throw r::AssignmentError("the policy gave initial rank " + std::to_string(i) + " mode " +
+                                 std::to_string(c.mode) +
+                                 ", which is not active, inactive or terminated");
+      }
+      s.mode = *mode;
       s.rank = s.mode == r::Mode::kTerminated ? -1 : c.rank;
     }
   }

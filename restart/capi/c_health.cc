@@ -10,6 +10,7 @@
 #include "resilient/restart.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
+#include "restart/capi/c_options.h"
 #include "restart/capi/c_status.h"
 
 namespace r = resilient::restart;
@@ -18,37 +19,6 @@ using r::capi::guarded;
 struct resilient_restart_health_check {
   r::HealthCheckFn check;
 };
-
-namespace {
-
-r::Mode modeOf(int mode) {
-  switch (mode) {
-    case RESILIENT_RESTART_MODE_ACTIVE: return r::Mode::kActive;
-    case RESILIENT_RESTART_MODE_INACTIVE: return r::Mode::kInactive;
-    case RESILIENT_RESTART_MODE_TERMINATED: return r::Mode::kTerminated;
-    default: return r::Mode::kInitialized;
-  }
-}
-
-// The C state as the C++ checks read it (fn_failed stands for the exception).
-r::State stateOf(const resilient_restart_state& c) {
-  r::State s;
-  s.initialRank = c.initial_rank;
-  s.initialWorldSize = c.initial_world_size;
-  s.rank = c.rank;
-  s.worldSize = c.world_size;
-  s.activeRank = c.active_rank;
-  s.activeWorldSize = c.active_world_size;
-  s.iteration = c.iteration;
-  s.mode = modeOf(c.mode);
-  if (c.fn_failed != 0) {
-    s.fnException = std::make_exception_ptr(r::RestartError("the function failed"));
-  }
-  s.culprit = c.culprit != 0;
-  return s;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -96,7 +66,7 @@ int resilient_restart_health_check_run(resilient_restart_health_check* check,
     if (check == nullptr || state == nullptr) {
       throw r::ConfigError("health_check_run: null check or state");
     }
-    check->check(stateOf(*state));
+    check->check(r::capi::fromC(*state));
     return 0;
   });
 }

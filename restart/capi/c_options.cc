@@ -11,6 +11,43 @@
 
 namespace resilient::restart::capi {
 
+int modeToC(Mode mode) noexcept {
+  switch (mode) {
+    case Mode::kActive: return RESILIENT_RESTART_MODE_ACTIVE;
+    case Mode::kInactive: return RESILIENT_RESTART_MODE_INACTIVE;
+    case Mode::kTerminated: return RESILIENT_RESTART_MODE_TERMINATED;
+    case Mode::kInitialized: break;
+  }
+  return RESILIENT_RESTART_MODE_INITIALIZED;
+}
+
+std::optional<Mode> modeFromC(int mode) noexcept {
+  switch (mode) {
+    case RESILIENT_RESTART_MODE_ACTIVE: return Mode::kActive;
+    case RESILIENT_RESTART_MODE_INACTIVE: return Mode::kInactive;
+    case RESILIENT_RESTART_MODE_TERMINATED: return Mode::kTerminated;
+    case RESILIENT_RESTART_MODE_INITIALIZED: return Mode::kInitialized;
+    default: return std::nullopt;
+  }
+}
+
+State fromC(const resilient_restart_state& c) {
+  State s;
+  s.initialRank = c.initial_rank;
+  s.initialWorldSize = c.initial_world_size;
+  s.rank = c.rank;
+  s.worldSize = c.world_size;
+  s.activeRank = c.active_rank;
+  s.activeWorldSize = c.active_world_size;
+  s.iteration = c.iteration;
+  s.mode = modeFromC(c.mode).value_or(Mode::kInitialized);
+  if (c.fn_failed != 0) {
+    s.fnException = std::make_exception_ptr(RestartError("the function failed"));
+  }
+  s.culprit = c.culprit != 0;
+  return s;
+}
+
 resilient_restart_state toC(const State& s) noexcept {
   resilient_restart_state c{};
   c.initial_rank = s.initialRank;
@@ -20,12 +57,7 @@ resilient_restart_state toC(const State& s) noexcept {
   c.active_rank = s.activeRank;
   c.active_world_size = s.activeWorldSize;
   c.iteration = s.iteration;
-  switch (s.mode) {
-    case Mode::kActive: c.mode = RESILIENT_RESTART_MODE_ACTIVE; break;
-    case Mode::kInactive: c.mode = RESILIENT_RESTART_MODE_INACTIVE; break;
-    case Mode::kTerminated: c.mode = RESILIENT_RESTART_MODE_TERMINATED; break;
-    case Mode::kInitialized: c.mode = RESILIENT_RESTART_MODE_INITIALIZED; break;
-  }
+  c.mode = modeToC(s.mode);
   c.fn_failed = s.fnException ? 1 : 0;
   c.culprit = s.culprit ? 1 : 0;
   return c;

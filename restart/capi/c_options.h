@@ -22,6 +22,12 @@ struct resilient_restart_options {
 
 namespace resilient::restart::capi {
 
+// Modes and states between the C API's ints and structs and the C++ types.
+int modeToC(Mode mode) noexcept;
+// nullopt for a value that is no mode.
+std::optional<Mode> modeFromC(int mode) noexcept;
 resilient_restart_state toC(const State& state) noexcept;
+// fn_failed stands for the exception (a RestartError "the function failed").
+State fromC(const resilient_restart_state& state);
 
 }  // namespace resilient::restart::capi

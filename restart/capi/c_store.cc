@@ -29,20 +29,27 @@ st::Timeout timeoutOf(long long ms) {
   return ms < 0 ? st::Timeout() : st::Timeout(st::Millis(ms));
 }
 
-// guarded() for store calls: the store's timeout is the C API's.
+// Runs `body`, the store's timeout and argument errors turned into the
+// restart library's (whose C statuses are TIMEOUT and CONFIG).
+template <class F>
+void translated(F&& body) {
+  try {
+    body();
+  } catch (const st::TimeoutError& e) {
+    throw r::TimeoutError(e.what());
+  } catch (const st::InvalidArgument& e) {
+    throw r::ConfigError(e.what());
+  }
+}
+
+// guarded() for store calls.
 template <class F>
 int storeCall(resilient_restart_store* s, const char* what, F&& body) noexcept {
   return guarded([&] {
     if (s == nullptr) {
       throw r::ConfigError(std::string(what) + ": null store");
     }
-    try {
-      body(*s->store);
-    } catch (const st::TimeoutError& e) {
-      throw r::TimeoutError(e.what());
-    } catch (const st::InvalidArgument& e) {
-      throw r::ConfigError(e.what());
-    }
+    translated([&] { body(*s->store); });
     return 0;
   });
 }
@@ -87,13 +94,7 @@ resilient_restart_store* resilient_restart_store_open(const char* url, long long
     if (timeout_ms >= 0) {
       options.defaultTimeout = st::Millis(timeout_ms);
     }
-    try {
-      out = new resilient_restart_store{st::openStore(url, options)};
-    } catch (const st::TimeoutError& e) {
-      throw r::TimeoutError(e.what());
-    } catch (const st::InvalidArgument& e) {
-      throw r::ConfigError(e.what());
-    }
+    translated([&] { out = new resilient_restart_store{st::openStore(url, options)}; });
     return 0;
   });
   return out;

@@ -199,13 +199,24 @@ bool canKeep(const CommunicatorSetup& setup, const NcclCommunicator* previous,
   return canShrink(setup, previous, lib, old, joiners);
 }
 
-// Frees a shrunk communicator a grow could not use (it was ready: abort ends
-// it at once, whatever its state).
-void releaseShrunkNow(const comm::NcclLibrary& lib, ncclComm_t& shrunk) {
-  if (shrunk != nullptr) {
-    (void)lib.commAbort(shrunk);
-    shrunk = nullptr;
+// Frees a communicator: a live one is finalized first (a revoked one only
+// settles), both polled until `deadline`. ncclCommDestroy only on one whose
+// state then reads success and that `mayDestroy`: NCCL 2.28.9's returns an
+// error state (a revoked communicator keeps its proxy's error of the failed
+// transfer) from inside the group it began, and every later NCCL call of
+// this thread then joins that group, never launched. ncclCommAbort ends its
+// group whatever the state.
+void freeComm(const comm::NcclLibrary& lib, ncclComm_t c, bool live, bool mayDestroy,
+              Clock::time_point deadline, std::chrono::milliseconds interval) {
+  bool settled = false;
+  if (live) {
+    const ncclResult_t r = lib.commFinalize(c);
+    settled = (r == ncclSuccess || r == ncclInProgress) &&
+              waitReady(lib, c, deadline, interval) == ncclSuccess;
+  } else {
+    settled = waitReady(lib, c, deadline, interval) == ncclSuccess;
   }
+  (void)(settled && mayDestroy ? lib.commDestroy(c) : lib.commAbort(c));
 }
 
 // Times one NCCL call into the timeline: "ncclCommShrink 2.31 ms".
@@ -301,7 +312,44 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
   const char* call = path == Path::kShrink ? "ncclCommShrink"
                      : path == Path::kGrow ? "ncclCommGrow"
                                            : "ncclCommInitRankConfig";
-  ncclComm_t shrunk = nullptr;  // the shrunk communicator a grow starts from (ours to free)
+  // The shrunk communicator a grow starts from (ours to free): aborted on any
+  // failure, finalized and destroyed once the grow is done with it.
+  ncclComm_t shrunk = nullptr;
+  auto abortShrunk = [&] {
+    if (shrunk != nullptr) {
+      (void)lib.commAbort(shrunk);
+      shrunk = nullptr;
+    }
+  };
+  // The id active rank 0 published under `key` (its failure text otherwise).
+  auto awaitId = [&](const std::string& key, const char* what) {
+    const std::string value = setup.rendezvous.lookup(key, remaining());
+    if (value.size() != sizeof(ncclUniqueId::internal)) {
+      abortShrunk();
+      throw RestartError(impl->describe() + ": no NCCL " + what + " from active rank 0: " +
+                         value);
+    }
+    ncclUniqueId id;
+    std::memcpy(id.internal, value.data(), sizeof(id.internal));
+    return id;
+  };
+  // A creation call that did not get ready: TimeoutError when still in
+  // progress at the deadline, RestartError with NCCL's words otherwise; `c`
+  // is aborted (after its last error was read).
+  auto notReady = [&](const char* what, ncclResult_t ready, ncclComm_t c) {
+    const std::string text = ready == ncclInProgress
+                                 ? impl->describe() + ": " + what + " did not complete within " +
+                                       millis(timeout) + "; aborted"
+                                 : impl->failure(what, ready, c);
+    if (c != nullptr) {
+      (void)lib.commAbort(c);
+    }
+    abortShrunk();
+    if (ready == ncclInProgress) {
+      throw TimeoutError(text);
+    }
+    throw RestartError(text);
+  };
   if (path == Path::kShrink || (path == Path::kGrow && !joiner)) {
     ncclComm_t parent = previous->impl_->comm.load();
     // A revoke must have settled before the parent is used again.
@@ -327,18 +375,8 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
               ? waitReady(lib, shrunk, deadline, options.pollInterval, &setup.rendezvous)
               : r;
       if (ready != ncclSuccess) {
-        const std::string text =
-            ready == ncclInProgress
-                ? impl->describe() + ": ncclCommShrink did not complete within " +
-                      millis(timeout) + "; aborted"
-                : impl->failure("ncclCommShrink", ready, shrunk);
-        if (shrunk != nullptr) {
-          (void)lib.commAbort(shrunk);
-        }
-        if (ready == ncclInProgress) {
-          throw TimeoutError(text);
-        }
-        throw RestartError(text);
+        ncclComm_t failed = std::exchange(shrunk, nullptr);
+        notReady("ncclCommShrink", ready, failed);
       }
       recordCall(setup, "ncclCommShrink done", start, ncclSuccess);
     }
@@ -349,18 +387,14 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     std::memset(&id, 0, sizeof(id));
     const Clock::time_point start = Clock::now();
     if (joiner) {
-      const std::string value = setup.rendezvous.lookup(idKey, remaining());
-      if (value.size() != sizeof(id.internal)) {
-        throw RestartError(impl->describe() + ": no NCCL grow id from active rank 0: " + value);
-      }
-      std::memcpy(id.internal, value.data(), sizeof(id.internal));
+      id = awaitId(idKey, "grow id");
       r = lib.commGrow(nullptr, impl->size, &id, impl->rank, &newComm, &config);
     } else if (impl->rank == 0) {
       r = lib.commGetUniqueId(shrunk, &id);
       if (r != ncclSuccess) {
         const std::string text = impl->failure("ncclCommGetUniqueId", r, shrunk);
         setup.rendezvous.publish(idKey, text);  // the others learn why there is none
-        releaseShrunkNow(lib, shrunk);
+        abortShrunk();
         throw RestartError(text);
       }
       setup.rendezvous.publish(idKey, std::string_view(id.internal, sizeof(id.internal)));
@@ -368,11 +402,7 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     } else {
       // Only the root's id lets the joiners in: without it this grow would
       // wait for them until the deadline.
-      const std::string value = setup.rendezvous.lookup(idKey, remaining());
-      if (value.size() != sizeof(id.internal)) {
-        releaseShrunkNow(lib, shrunk);
-        throw RestartError(impl->describe() + ": no NCCL grow id from active rank 0: " + value);
-      }
+      (void)awaitId(idKey, "grow id");
       r = lib.commGrow(shrunk, impl->size, nullptr, -1, &newComm, &config);
     }
     recordCall(setup, "ncclCommGrow", start, r == ncclInProgress ? ncclSuccess : r);
@@ -391,55 +421,25 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
       }
       setup.rendezvous.publish(idKey, std::string_view(id.internal, sizeof(id.internal)));
     } else {
-      const std::string value = setup.rendezvous.lookup(idKey, remaining());
-      if (value.size() != sizeof(id.internal)) {
-        throw RestartError(impl->describe() + ": no NCCL unique id from active rank 0: " + value);
-      }
-      std::memcpy(id.internal, value.data(), sizeof(id.internal));
+      id = awaitId(idKey, "unique id");
     }
     const Clock::time_point start = Clock::now();
     r = lib.commInitRankConfig(&newComm, impl->size, id, impl->rank, &config);
     recordCall(setup, "ncclCommInitRankConfig", start, r == ncclInProgress ? ncclSuccess : r);
   }
-  // The shrunk communicator a grow started from, once the grow is done with it.
-  auto releaseShrunk = [&](bool healthy) {
-    if (shrunk == nullptr) {
-      return;
-    }
-    bool settled = false;
-    if (healthy) {
-      const ncclResult_t f = lib.commFinalize(shrunk);
-      settled = (f == ncclSuccess || f == ncclInProgress) &&
-                waitReady(lib, shrunk, Clock::now() + options.destroyTimeout,
-                          options.pollInterval) == ncclSuccess;
-    }
-    (void)(settled ? lib.commDestroy(shrunk) : lib.commAbort(shrunk));
-    shrunk = nullptr;
-  };
   if (r != ncclSuccess && r != ncclInProgress) {
-    const std::string text = impl->failure(call, r, newComm);
-    if (newComm != nullptr) {
-      (void)lib.commAbort(newComm);
-    }
-    releaseShrunk(false);
-    throw RestartError(text);
+    notReady(call, r, newComm);
   }
   const Clock::time_point waitStart = Clock::now();
   r = waitReady(lib, newComm, deadline, options.pollInterval, &setup.rendezvous);
   if (r != ncclSuccess) {
-    const std::string text = r == ncclInProgress
-                                 ? impl->describe() + ": " + call + " did not complete within " +
-                                       millis(timeout) + "; aborted"
-                                 : impl->failure(call, r, newComm);
-    (void)lib.commAbort(newComm);
-    releaseShrunk(false);
-    if (r == ncclInProgress) {
-      throw TimeoutError(text);
-    }
-    throw RestartError(text);
+    notReady(call, r, newComm);
   }
   recordCall(setup, (std::string(call) + " done").c_str(), waitStart, ncclSuccess);
-  releaseShrunk(true);
+  if (shrunk != nullptr) {  // the grow is done with it
+    freeComm(lib, std::exchange(shrunk, nullptr), true, true,
+             Clock::now() + options.destroyTimeout, options.pollInterval);
+  }
   impl->comm.store(newComm);
   return std::shared_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
 }
@@ -469,27 +469,10 @@ NcclCommunicator::~NcclCommunicator() {
   if (c == nullptr || m.state.load() == CommState::kAborted || m.adopted) {
     return;
   }
-  const comm::NcclLibrary& lib = *m.lib;
-  const Clock::time_point deadline = Clock::now() + m.options.destroyTimeout;
-  bool settled = false;
-  if (m.state.load() == CommState::kLive) {
-    const ncclResult_t r = lib.commFinalize(c);
-    settled = (r == ncclSuccess || r == ncclInProgress) &&
-              waitReady(lib, c, deadline, m.options.pollInterval) == ncclSuccess;
-  } else {
-    // Revoked: wait for the revoke to settle (it reads success once quiescent).
-    settled = waitReady(lib, c, deadline, m.options.pollInterval) == ncclSuccess;
-  }
-  // ncclCommDestroy only on a communicator whose state reads success: NCCL
-  // 2.28.9's returns an error state (a revoked communicator keeps its proxy's
-  // error of the failed transfer) from inside the group it began, and every
-  // later NCCL call of this thread then joins that group, never launched.
-  // ncclCommAbort ends its group whatever the state.
-  if (settled && !m.shrinkParent) {
-    (void)lib.commDestroy(c);
-  } else {
-    (void)lib.commAbort(c);
-  }
+  // Revoked: the revoke settles (it reads success once quiescent). The parent
+  // of an abortive shrink is never destroyed.
+  freeComm(*m.lib, c, m.state.load() == CommState::kLive, !m.shrinkParent,
+           Clock::now() + m.options.destroyTimeout, m.options.pollInterval);
   m.comm.store(nullptr);
 }
 

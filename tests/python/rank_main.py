@@ -52,33 +52,38 @@ def fast_options(**extra):
     return base
 
 
+def fault_in_first_call(culprit, fault, others=None):
+    """The wrapped function: in iteration 0 initial rank `culprit` runs
+    `fault()` 0.3 s in, while the others run `others(ctx)` (default: spin in
+    pure Python until interrupted); later calls return the iteration."""
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        ctx.ping()
+        if s.iteration == 0:
+            if s.initial_rank == culprit:
+                time.sleep(0.3)
+                fault()
+            (others or busy_until_interrupted)(ctx)
+        return s.iteration
+    return fn
+
+
+def raise_value_error(rank):
+    def fault():
+        raise ValueError(f"injected by rank {rank}")
+    return fault
+
+
 # ---- scenarios: each returns (Wrapper, function) ----------------------------
 
 def exception():
     """Rank 1 raises in iteration 0 while the others spin in pure Python."""
-    def fn(ctx: nr.CallContext):
-        s = record(ctx)
-        ctx.ping()
-        if s.iteration == 0:
-            if s.initial_rank == 1:
-                time.sleep(0.3)
-                raise ValueError("injected by rank 1")
-            busy_until_interrupted(ctx)
-        return s.iteration
-    return nr.Wrapper(**fast_options()), fn
+    return nr.Wrapper(**fast_options()), fault_in_first_call(1, raise_value_error(1))
 
 
 def sigkill():
     """Initial rank 2 dies by SIGKILL in iteration 0; the spare (initial 3) takes its place."""
-    def fn(ctx: nr.CallContext):
-        s = record(ctx)
-        ctx.ping()
-        if s.iteration == 0:
-            if s.initial_rank == 2:
-                time.sleep(0.3)
-                os.kill(os.getpid(), signal.SIGKILL)
-            busy_until_interrupted(ctx)
-        return s.iteration
+    fn = fault_in_first_call(2, lambda: os.kill(os.getpid(), signal.SIGKILL))
     policies = [nr.MaxActiveWorldSize(3), nr.ActivateAllRanks(), nr.ShiftRanks()]
     return nr.Wrapper(rank_assignment=policies, **fast_options()), fn
 
@@ -86,18 +91,13 @@ def sigkill():
 def sigstop():
     """Initial rank 1 freezes (SIGSTOP) in iteration 0 after its first ping:
     its monitor reports the soft timeout and kills it at the hard timeout."""
-    def fn(ctx: nr.CallContext):
-        s = record(ctx)
-        ctx.ping()
-        if s.iteration == 0:
-            if s.initial_rank == 1:
-                time.sleep(0.3)
-                os.kill(os.getpid(), signal.SIGSTOP)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:  # alive and showing it
-                ctx.ping()
-                time.sleep(0.01)
-        return s.iteration
+    def alive_and_showing_it(ctx):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ctx.ping()
+            time.sleep(0.01)
+    fn = fault_in_first_call(1, lambda: os.kill(os.getpid(), signal.SIGSTOP),
+                             alive_and_showing_it)
     return nr.Wrapper(**fast_options()), fn
 
 
@@ -120,17 +120,7 @@ def abort_hook_fault():
     happens all the same (the interruption still follows the hook)."""
     def abort(state: nr.State):
         raise RuntimeError("injected: abort hook failure")
-
-    def fn(ctx: nr.CallContext):
-        s = record(ctx)
-        ctx.ping()
-        if s.iteration == 0:
-            if s.initial_rank == 0:
-                time.sleep(0.3)
-                raise ValueError("injected by rank 0")
-            busy_until_interrupted(ctx)
-        return s.iteration
-    return nr.Wrapper(abort=abort, **fast_options()), fn
+    return nr.Wrapper(abort=abort, **fast_options()), fault_in_first_call(0, raise_value_error(0))
 
 
 def initialize_abort():
