@@ -35,9 +35,9 @@ class CallbackPolicy final : public r::RankAssignment {
       slots[static_cast<size_t>(i)] = {s.rank, r::capi::modeToC(s.mode), s.activeRank};
     }
     r::capi::takeCallbackError();
-    const int rc = fn_(slots.data(), n, context.terminated.data(),
-                       static_cast<int>(context.terminated.size()),
-                       context.firstIteration ? 1 : 0, user_);
+    const int rc =
+        fn_(slots.data(), n, context.terminated.data(), static_cast<int>(context.terminated.size()),
+            context.firstIteration ? 1 : 0, user_);
     if (rc != 0) {
       throw r::AssignmentError("rank assignment policy " + description_ + " failed: " +
                                r::capi::callbackFailure("returned " + std::to_string(rc)));
@@ -110,8 +110,7 @@ resilient_restart_policy* resilient_restart_policy_callback(const char* descript
       throw r::ConfigError("policy_callback: null function");
     }
     out = new resilient_restart_policy{std::make_shared<CallbackPolicy>(
-        description != nullptr && description[0] != '\0' ? description : "(callback)", fn,
-        user)};
+        description != nullptr && description[0] != '\0' ? description : "(callback)", fn, user)};
     return 0;
   });
   return out;

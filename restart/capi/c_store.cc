@@ -166,10 +166,9 @@ int resilient_restart_store_compare_set(resilient_restart_store* s, const char* 
     if (expect_absent == 0) {
       want = std::string_view(static_cast<const char*>(expected), expected_length);
     }
-    const st::CasResult cas =
-        store.compareSet(key, want, std::string_view(static_cast<const char*>(desired),
-                                                     desired_length),
-                         timeoutOf(timeout_ms));
+    const st::CasResult cas = store.compareSet(
+        key, want, std::string_view(static_cast<const char*>(desired), desired_length),
+        timeoutOf(timeout_ms));
     *swapped = cas.swapped ? 1 : 0;
     if (cas.current) {
       *current = copyOut(*cas.current);
@@ -181,9 +180,8 @@ int resilient_restart_store_compare_set(resilient_restart_store* s, const char* 
 
 int resilient_restart_store_wait(resilient_restart_store* s, const char* const* keys, size_t n,
                                  long long timeout_ms) {
-  return storeCall(s, "store_wait", [&](st::Store& store) {
-    store.wait(keysOf(keys, n), timeoutOf(timeout_ms));
-  });
+  return storeCall(s, "store_wait",
+                   [&](st::Store& store) { store.wait(keysOf(keys, n), timeoutOf(timeout_ms)); });
 }
 
 int resilient_restart_store_check(resilient_restart_store* s, const char* const* keys, size_t n,

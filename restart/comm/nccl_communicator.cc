@@ -193,8 +193,7 @@ bool canKeep(const CommunicatorSetup& setup, const NcclCommunicator* previous,
     return false;
   }
   if (setup.removedRanks.empty()) {
-    return old.rank == setup.state.activeRank &&
-           old.size + joiners == setup.state.activeWorldSize;
+    return old.rank == setup.state.activeRank && old.size + joiners == setup.state.activeWorldSize;
   }
   return canShrink(setup, previous, lib, old, joiners);
 }
@@ -227,8 +226,7 @@ void recordCall(const CommunicatorSetup& setup, const char* call, Clock::time_po
   }
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   char text[160];
-  std::snprintf(text, sizeof(text), "%s %.2f ms%s", call, ms,
-                r == ncclSuccess ? "" : " (failed)");
+  std::snprintf(text, sizeof(text), "%s %.2f ms%s", call, ms, r == ncclSuccess ? "" : " (failed)");
   setup.record("nccl call", text);
 }
 
@@ -266,8 +264,8 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
   auto* previous = dynamic_cast<NcclCommunicator*>(setup.previous.get());
   std::unique_lock<std::mutex> previousLock;
   Path path = Path::kInit;
-  const bool joiner = std::binary_search(setup.joinedRanks.begin(), setup.joinedRanks.end(),
-                                         state.activeRank);
+  const bool joiner =
+      std::binary_search(setup.joinedRanks.begin(), setup.joinedRanks.end(), state.activeRank);
   const bool mayShrink = setup.onlyRemovals && options.useShrink;
   const bool mayGrow = !setup.onlyRemovals && !setup.removedRanks.empty() && options.useShrink &&
                        options.useGrow && joinersLast(setup);
@@ -326,8 +324,7 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     const std::string value = setup.rendezvous.lookup(key, remaining());
     if (value.size() != sizeof(ncclUniqueId::internal)) {
       abortShrunk();
-      throw RestartError(impl->describe() + ": no NCCL " + what + " from active rank 0: " +
-                         value);
+      throw RestartError(impl->describe() + ": no NCCL " + what + " from active rank 0: " + value);
     }
     ncclUniqueId id;
     std::memcpy(id.internal, value.data(), sizeof(id.internal));
@@ -360,8 +357,8 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     }
     std::vector<int> excluded = setup.removedRanks;
     const Clock::time_point start = Clock::now();
-    r = lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &shrunk,
-                       &config, NCCL_SHRINK_ABORT);
+    r = lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &shrunk, &config,
+                       NCCL_SHRINK_ABORT);
     recordCall(setup, "ncclCommShrink", start, r == ncclInProgress ? ncclSuccess : r);
     previous->impl_->shrinkParent = true;
     if (path == Path::kShrink) {
@@ -437,8 +434,8 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
   }
   recordCall(setup, (std::string(call) + " done").c_str(), waitStart, ncclSuccess);
   if (shrunk != nullptr) {  // the grow is done with it
-    freeComm(lib, std::exchange(shrunk, nullptr), true, true,
-             Clock::now() + options.destroyTimeout, options.pollInterval);
+    freeComm(lib, std::exchange(shrunk, nullptr), true, true, Clock::now() + options.destroyTimeout,
+             options.pollInterval);
   }
   impl->comm.store(newComm);
   return std::shared_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
