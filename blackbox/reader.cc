@@ -216,6 +216,13 @@ void RegionWatch::endAbort() const noexcept {
   endAbortOn(impl_->mapping.header()->control);
 }
 
+void RegionWatch::recordReport(const resilient_blackbox_fault& report) const noexcept {
+  resilient_blackbox_header* h = impl_->mapping.header();
+  auto* ring = const_cast<resilient_blackbox_fault*>(  // mapped writable
+      impl_->mapping.at<resilient_blackbox_fault>(h->faultOffset));
+  appendFaultRecord(*h, ring, report);
+}
+
 const std::string& RegionWatch::path() const noexcept {
   return impl_->path;
 }
@@ -240,6 +247,15 @@ Status beginAbort(const std::string& path) {
 
 Status endAbort(const std::string& path) {
   return changeControl(path, &endAbortOn);
+}
+
+Status recordReport(const std::string& path, const resilient_blackbox_fault& report) {
+  auto watch = RegionWatch::open(path);
+  if (!watch.ok()) {
+    return watch.status();
+  }
+  watch->recordReport(report);
+  return {};
 }
 
 }  // namespace resilient::blackbox

@@ -54,6 +54,9 @@ class RegionWatch {
   // clears the fail-fast bit (RESILIENT_BLACKBOX_CONTROL_*).
   void beginAbort() const noexcept;
   void endAbort() const noexcept;
+  // Appends a report (RESILIENT_BLACKBOX_IS_REPORT) to the fault ring: the
+  // one other thing a consumer writes.
+  void recordReport(const resilient_blackbox_fault& report) const noexcept;
   const std::string& path() const noexcept;
 
  private:
@@ -65,5 +68,7 @@ class RegionWatch {
 // The same on the region at `path` (resilient-inspect --fail-fast, tests).
 Status beginAbort(const std::string& path);
 Status endAbort(const std::string& path);
+// Appends a report to the region at `path` (RegionWatch::recordReport).
+Status recordReport(const std::string& path, const resilient_blackbox_fault& report);
 
 }  // namespace resilient::blackbox

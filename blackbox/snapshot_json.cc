@@ -170,6 +170,8 @@ nlohmann::json snapshotJson(const Snapshot& s) {
         {"outstanding_bytes", c.outstandingBytes},
         {"last_progress_mono_ns", c.lastProgressMonoNs},
         {"updated_mono_ns", c.updatedMonoNs},
+        {"busy_ns", c.busyNs},
+        {"rtt_ns", c.rttNs},
     });
   }
   j["faults"] = nlohmann::json::array();
@@ -180,6 +182,7 @@ nlohmann::json snapshotJson(const Snapshot& s) {
         {"wall_ns", f.wallNs},     {"mono_ns", f.monoNs},
         {"peer", f.peer},          {"peer_host", f.peerHost},
         {"peer_pid", f.peerPid},   {"text", f.text},
+        {"report", RESILIENT_BLACKBOX_IS_REPORT(f.faultClass)},
     };
     if (f.opKind != 0) {
       fj["rank"] = f.rank;

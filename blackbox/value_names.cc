@@ -16,6 +16,8 @@ const char* faultClassName(uint32_t faultClass) noexcept {
     case RESILIENT_BLACKBOX_FAULT_PROGRESS_SILENT: return "progress silent";
     case RESILIENT_BLACKBOX_FAULT_LINK_DOWN: return "link down";
     case RESILIENT_BLACKBOX_FAULT_PEER_CLOSED: return "peer closed";
+    case RESILIENT_BLACKBOX_FAULT_SLOW_LINK: return "slow link";
+    case RESILIENT_BLACKBOX_FAULT_STRAGGLER: return "straggler";
     default: return "unknown fault";
   }
 }

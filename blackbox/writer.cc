@@ -247,13 +247,18 @@ void Writer::writeConnection(int slot, const resilient_blackbox_connection& snap
   }
 }
 
-void Writer::recordFault(resilient_blackbox_fault record) noexcept {
+void appendFaultRecord(resilient_blackbox_header& header, resilient_blackbox_fault* ring,
+                       resilient_blackbox_fault record) noexcept {
   const uint64_t number =
-      std::atomic_ref<uint64_t>(header_->faultCount).fetch_add(1, std::memory_order_relaxed) + 1;
+      std::atomic_ref<uint64_t>(header.faultCount).fetch_add(1, std::memory_order_relaxed) + 1;
   record.number = number;
   record.wallNs = clockNs(CLOCK_REALTIME);
   record.monoNs = clockNs(CLOCK_MONOTONIC);
-  seqWrite(&faults_[(number - 1) % RESILIENT_BLACKBOX_FAULTS], record);
+  seqWrite(&ring[(number - 1) % header.faultSlots], record);
+}
+
+void Writer::recordFault(resilient_blackbox_fault record) noexcept {
+  appendFaultRecord(*header_, faults_, record);
 }
 
 int Writer::claimComm() noexcept {

@@ -34,6 +34,12 @@ struct Layout {
   static Layout fromParams();
 };
 
+// Appends `record` to the fault ring `ring` of the region whose header is
+// `header`, numbered and stamped now (any thread of any process attached:
+// the number is one atomic increment, the slot then has one writer).
+void appendFaultRecord(resilient_blackbox_header& header, resilient_blackbox_fault* ring,
+                       resilient_blackbox_fault record) noexcept;
+
 class Writer {
  public:
   // Creates the region in `dir`, or attaches to the one this process already

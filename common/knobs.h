@@ -14,6 +14,9 @@ namespace resilient::config {
 
 // The choices of NCCL_RESILIENT_SOCKET_FAMILY, in order.
 enum class SocketFamily { kAny, kInet, kInet6 };
+// What a slow-link or straggler report does besides being reported
+// (NCCL_RESILIENT_SLOW_LINK_ACTION, NCCL_RESILIENT_STRAGGLER_ACTION), in order.
+enum class HealthAction { kReport, kRestart };
 
 namespace detail {
 
@@ -505,8 +508,9 @@ inline constexpr IntKnob kRestartBackoffMs{{
     .min = 0,
     .max = 3600000,
     .unit = "ms",
-    .doc = "Back-off before the second restart within the storm window (the first waits for "
-           "nothing); it doubles with every further one, up to NCCL_RESILIENT_RESTART_BACKOFF_MAX_MS.",
+    .doc =
+        "Back-off before the second restart within the storm window (the first waits for "
+        "nothing); it doubles with every further one, up to NCCL_RESILIENT_RESTART_BACKOFF_MAX_MS.",
 }};
 
 inline constexpr IntKnob kRestartBackoffMaxMs{{
@@ -516,6 +520,75 @@ inline constexpr IntKnob kRestartBackoffMaxMs{{
     .max = 3600000,
     .unit = "ms",
     .doc = "The longest back-off between two restarts.",
+}};
+
+inline constexpr IntKnob kHealthIntervalMs{{
+    .name = "NCCL_RESILIENT_HEALTH_INTERVAL_MS",
+    .defaultValue = "1000",
+    .min = 0,
+    .max = 3600000,
+    .unit = "ms",
+    .doc = "How often each rank of a restart-library job ships its links' busy time and its "
+           "collectives' arrival times to the store, and active rank 0 compares them for slow "
+           "links and stragglers (0: no comparison).",
+}};
+
+inline constexpr IntKnob kSlowLinkPercent{{
+    .name = "NCCL_RESILIENT_SLOW_LINK_PERCENT",
+    .defaultValue = "30",
+    .min = 1,
+    .max = 99,
+    .unit = "%",
+    .doc = "A sending link whose throughput while busy stays below this share of the median "
+           "of the job's other sending links (or of its own best window) is reported slow.",
+}};
+
+inline constexpr IntKnob kSlowLinkWindowMs{{
+    .name = "NCCL_RESILIENT_SLOW_LINK_WINDOW_MS",
+    .defaultValue = "4000",
+    .min = 100,
+    .max = 3600000,
+    .unit = "ms",
+    .doc = "The window a link's throughput is measured over; it is reported once it stayed "
+           "slow for half a window more.",
+}};
+
+inline constexpr EnumKnob<HealthAction> kSlowLinkAction{{
+    .name = "NCCL_RESILIENT_SLOW_LINK_ACTION",
+    .defaultValue = "report",
+    .choices = "report|restart",
+    .doc = "What a slow link does: report (a WARN, a store and a blackbox record; nothing "
+           "aborts) or restart (also a fault naming the sending rank, so that the job "
+           "restarts, and a policy may replace it).",
+}};
+
+inline constexpr IntKnob kStragglerLagMs{{
+    .name = "NCCL_RESILIENT_STRAGGLER_LAG_MS",
+    .defaultValue = "20",
+    .min = 1,
+    .max = 3600000,
+    .unit = "ms",
+    .doc = "A rank that enqueues most collectives of a communicator last, this much or more "
+           "(median) after the median rank, is reported as a straggler.",
+}};
+
+inline constexpr IntKnob kStragglerWindowMs{{
+    .name = "NCCL_RESILIENT_STRAGGLER_WINDOW_MS",
+    .defaultValue = "10000",
+    .min = 100,
+    .max = 3600000,
+    .unit = "ms",
+    .doc = "The window of collectives a straggler is judged over (at least 8 collectives, "
+           "last in three quarters of them).",
+}};
+
+inline constexpr EnumKnob<HealthAction> kStragglerAction{{
+    .name = "NCCL_RESILIENT_STRAGGLER_ACTION",
+    .defaultValue = "report",
+    .choices = "report|restart",
+    .doc = "What a straggler does: report (a WARN, a store and a blackbox record; nothing "
+           "aborts) or restart (also a fault naming it, so that the job restarts and a policy "
+           "may replace it with a spare).",
 }};
 
 // Every knob, in the order of docs/configuration.md.
@@ -532,7 +605,9 @@ inline constexpr auto kAllKnobs = listKnobs(
     kRestartHeartbeatTimeoutMs, kRestartBarrierTimeoutMs, kRestartCompletionTimeoutMs,
     kRestartLastCallWaitMs, kRestartTerminationGraceMs, kRestartFinalizeTimeoutMs,
     kRestartHealthCheckTimeoutMs, kRestartCommunicatorTimeoutMs, kRestartAutoHealthChecks,
-    kRestartStormLimit, kRestartStormWindowMs, kRestartBackoffMs, kRestartBackoffMaxMs);
+    kRestartStormLimit, kRestartStormWindowMs, kRestartBackoffMs, kRestartBackoffMaxMs,
+    kHealthIntervalMs, kSlowLinkPercent, kSlowLinkWindowMs, kSlowLinkAction, kStragglerLagMs,
+    kStragglerWindowMs, kStragglerAction);
 
 // The position of `spec` in kAllKnobs, or kAllKnobs.size() when it is not there.
 // By name, which listKnobs keeps unique: comparing the addresses of two

@@ -1,5 +1,5 @@
 /*
- * nccl-resilient blackbox, layout version 2: the shared-memory region through
+ * nccl-resilient blackbox, layout version 3: the shared-memory region through
  * which the plugins (writers, inside NCCL) and their consumers (the restart
  * library, the monitor process, resilient-inspect) see each other.
  *
@@ -19,13 +19,16 @@
  *
  * Version history: 1 = header, connections, faults. 2 = adds the header fields
  * after faultOffset, the fault fields after text, the communicator table and
- * the flight recorder.
+ * the flight recorder. 3 = adds the connection fields after updatedMonoNs
+ * (busy time, liveness round trip) and the report classes of the fault ring
+ * (slow link, straggler: findings, not faults).
  *
  * Concurrency: every slot has one writer at a time and a sequence word
  * (seqlock): the writer makes it odd, writes, makes it even again; a reader
  * copies the slot and retries when the word was odd or changed. Readers
  * never write, except the control word, which consumers set to tell the
- * plugins to fail fast.
+ * plugins to fail fast, and report records, which consumers append to the
+ * fault ring as the plugins append faults (number by atomic increment).
  *
  * All integers are the host's byte order; times are nanoseconds, CLOCK_REALTIME
  * ("wall") or CLOCK_MONOTONIC ("mono") as named.
@@ -37,7 +40,7 @@
 #include <stdint.h>
 
 #define RESILIENT_BLACKBOX_MAGIC 0x58424c52u /* "RLBX" */
-#define RESILIENT_BLACKBOX_VERSION 2u
+#define RESILIENT_BLACKBOX_VERSION 3u
 #define RESILIENT_BLACKBOX_FILE_PREFIX "resilient-blackbox-"
 #define RESILIENT_BLACKBOX_CONNECTIONS 1024
 #define RESILIENT_BLACKBOX_FAULTS 64
@@ -89,6 +92,15 @@
  * liveness link) while requests to it were outstanding; when it closed because
  * of a fault of its own, the fault text names that fault and its culprit. */
 #define RESILIENT_BLACKBOX_FAULT_PEER_CLOSED 9u
+/* Reports (version 3): findings written into the fault ring by a consumer
+ * that compared the ranks of a job (the restart library, resilient-inspect
+ * --job). They are not faults: nothing aborts because of them, and readers
+ * that look for faults skip them (RESILIENT_BLACKBOX_IS_REPORT). */
+#define RESILIENT_BLACKBOX_FAULT_SLOW_LINK 10u /* a link far slower than its peers */
+#define RESILIENT_BLACKBOX_FAULT_STRAGGLER 11u /* a rank persistently last to a collective */
+#define RESILIENT_BLACKBOX_IS_REPORT(faultClass) \
+  ((faultClass) == RESILIENT_BLACKBOX_FAULT_SLOW_LINK || \
+   (faultClass) == RESILIENT_BLACKBOX_FAULT_STRAGGLER)
 
 /* Communicator slot states. A finalized slot keeps its last contents for
  * post-mortem reading until a new communicator needs the slot. */
@@ -123,6 +135,11 @@ typedef struct {
   uint64_t outstandingBytes;
   uint64_t lastProgressMonoNs; /* last completion or bytes moved; 0 never */
   uint64_t updatedMonoNs;      /* when this snapshot was written */
+  /* Version 3. */
+  uint64_t busyNs; /* time with requests outstanding, as the watchdog samples it at each tick:
+                      completedBytes over busyNs is the throughput while busy (a send that
+                      waits on a slow link stays outstanding; one on a fast link does not) */
+  uint64_t rttNs;  /* the last heartbeat round trip to the peer process; 0 unknown */
 } resilient_blackbox_connection;
 
 typedef struct {
@@ -253,8 +270,10 @@ typedef struct {
 #define RESILIENT_BLACKBOX_ASSERT(expr, what) _Static_assert(expr, what)
 #endif
 /* The layout is ABI between processes (and builds): it never changes within a version. */
-RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_connection) == 232,
-                          "blackbox v2 connection slot");
+RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_connection) == 248,
+                          "blackbox v3 connection slot");
+RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_connection, busyNs) == 232,
+                          "blackbox v3 connection slot");
 RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_fault) == 856, "blackbox v2 fault slot");
 RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_fault, rank) == 800, "blackbox v2 fault");
 RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_fault, op) == 840, "blackbox v2 fault");

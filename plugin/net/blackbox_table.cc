@@ -17,6 +17,7 @@ void publishConnections(blackbox::Writer& box, const std::set<ConnectionRecord*>
     blackbox::copyText(c.peer, conn->identity.peer.text);
     if (const liveness::PeerLink* link = conn->link.load(std::memory_order_relaxed)) {
       c.peerPid = link->state.pid();
+      c.rttNs = link->state.rttNs();
       if (link->state.helloSeen()) {
         blackbox::copyText(c.peerHost, link->state.host());
       }
@@ -27,6 +28,7 @@ void publishConnections(blackbox::Writer& box, const std::set<ConnectionRecord*>
     c.outstandingBytes = conn->outstandingBytes();
     c.lastProgressMonoNs = conn->lastProgressNs();
     c.updatedMonoNs = monoNs;
+    c.busyNs = conn->busyNs;
     box.writeConnection(conn->blackboxSlot, c);
   }
 }

@@ -91,6 +91,11 @@ class ConnectionRecord {
   uint64_t progressBytesSeen = 0;
   uint64_t progressCompletedSeen = 0;
   int blackboxSlot = -1;  // its slot in the blackbox (watchdog only)
+  // Time with requests outstanding, sampled at each watchdog tick: the
+  // interval since the previous tick counts when requests were outstanding
+  // at this one (watchdog only; published as the blackbox's busyNs).
+  uint64_t busyNs = 0;
+  uint64_t busySampledNs = 0;  // the previous tick; 0 before the first
   // The blackbox's abort epoch when the connection was made (written once,
   // before the connection is published; see Core::fail).
   uint32_t abortEpoch = 0;

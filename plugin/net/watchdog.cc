@@ -145,6 +145,7 @@ Watchdog::PeerNews Watchdog::peerNews(const ConnectionRecord& conn, bool confirm
 
 void Watchdog::tick(uint64_t now) {
   for (ConnectionRecord* conn : connections_) {
+    sampleBusy(*conn, now);
     if (conn->fault() != nullptr || conn->outstanding() == 0) {
       continue;
     }
@@ -170,6 +171,13 @@ void Watchdog::tick(uint64_t now) {
     liveness::markBusy(*conn);
   }
   channel_.tick(now);
+}
+
+void Watchdog::sampleBusy(ConnectionRecord& conn, uint64_t now) noexcept {
+  if (conn.busySampledNs != 0 && now > conn.busySampledNs && conn.outstanding() > 0) {
+    conn.busyNs += now - conn.busySampledNs;
+  }
+  conn.busySampledNs = now;
 }
 
 void Watchdog::run(const std::stop_token& stop) {

@@ -44,8 +44,8 @@ namespace resilient::net {
 struct WatchdogOptions {
   int64_t livenessTimeoutMs = 1000;
   int64_t progressTimeoutMs = 300000;  // 0: off
-  std::string jobToken;  // the key of the liveness handshake's proofs
-  SocketAddress bindAddress;  // empty (length 0): no liveness channel
+  std::string jobToken;                // the key of the liveness handshake's proofs
+  SocketAddress bindAddress;           // empty (length 0): no liveness channel
   std::string hostName;
 };
 
@@ -103,6 +103,9 @@ class Watchdog {
   void run(const std::stop_token& stop);
   void wake() noexcept;
   void tick(uint64_t now);
+  // Adds the interval since the previous tick to the connection's busy time
+  // when it has requests outstanding now (ConnectionRecord::busyNs).
+  static void sampleBusy(ConnectionRecord& conn, uint64_t now) noexcept;
 
   transport::Transport& inner_;
   FaultSink& sink_;

@@ -46,7 +46,8 @@ std::vector<resilient_blackbox_fault> BlackboxWatch::newFaults() {
   }
   const blackbox::Snapshot snap = watch_->read({.flight = false});
   for (const resilient_blackbox_fault& f : snap.faults) {
-    if (f.number > seen_ && f.faultClass != RESILIENT_BLACKBOX_FAULT_ABORTED) {
+    if (f.number > seen_ && f.faultClass != RESILIENT_BLACKBOX_FAULT_ABORTED &&
+        !RESILIENT_BLACKBOX_IS_REPORT(f.faultClass)) {
       out.push_back(f);
     }
   }

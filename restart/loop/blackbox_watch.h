@@ -21,7 +21,8 @@ class BlackboxWatch {
   explicit BlackboxWatch(const std::string& dir);
 
   // Faults recorded since the previous call or skipSeen(), except those the
-  // fail-fast switch itself causes (class "aborted").
+  // fail-fast switch itself causes (class "aborted") and reports (slow link,
+  // straggler: RESILIENT_BLACKBOX_IS_REPORT).
   std::vector<resilient_blackbox_fault> newFaults();
   // Forgets the faults recorded so far (a new iteration starts clean).
   void skipSeen();

@@ -59,11 +59,10 @@ PeerState::Reaction PeerState::onHello(const Frame& frame) {
   acceptorNonce_ = auth::freshNonce();
   pendingPid_ = frame.pid;
   pendingHost_ = frame.host;
-  const auth::Proof proof = auth::JobSecret(policy_.jobToken)
-                                .prove(kAuthProtocol, auth::Role::kListener, openerNonce_,
-                                       acceptorNonce_,
-                                       authTranscript(frame.pid, frame.host, policy_.selfPid,
-                                                      policy_.selfHost));
+  const auth::Proof proof =
+      auth::JobSecret(policy_.jobToken)
+          .prove(kAuthProtocol, auth::Role::kListener, openerNonce_, acceptorNonce_,
+                 authTranscript(frame.pid, frame.host, policy_.selfPid, policy_.selfHost));
   r.reply = makeChallenge(acceptorNonce_, policy_.selfPid, policy_.selfHost, proof);
   return r;
 }
@@ -76,8 +75,8 @@ PeerState::Reaction PeerState::onChallenge(const Frame& frame) {
   const std::string transcript =
       authTranscript(policy_.selfPid, policy_.selfHost, frame.pid, frame.host);
   const auth::JobSecret secret(policy_.jobToken);
-  if (!secret.verify(kAuthProtocol, auth::Role::kListener, openerNonce_, acceptorNonce_,
-                     transcript, frame.proof.data())) {
+  if (!secret.verify(kAuthProtocol, auth::Role::kListener, openerNonce_, acceptorNonce_, transcript,
+                     frame.proof.data())) {
     return refuse(frame.pid, frame.host);
   }
   authenticate(frame.pid, frame.host);
@@ -138,7 +137,12 @@ PeerState::Reaction PeerState::received(const Frame& frame, uint64_t now) {
   switch (frame.type) {
     case Type::kBind: return r;
     case Type::kPing: r.reply = makeFrame(Type::kPong, frame.value); return r;
-    case Type::kPong: lastPongSeq_ = std::max(lastPongSeq_, frame.value); return r;
+    case Type::kPong:
+      lastPongSeq_ = std::max(lastPongSeq_, frame.value);
+      if (frame.value == tickPingSeq_ && tickPingSeq_ != 0 && now >= lastPingNs_) {
+        rttNs_ = now - lastPingNs_;
+      }
+      return r;
     case Type::kGoodbye:
       phase_ = Phase::kClosed;
       closedByPeer_ = true;
@@ -211,6 +215,7 @@ PeerState::Tick PeerState::tick(uint64_t now, bool busy) {
   if (now >= lastPingNs_ + policy_.pingIntervalNs()) {
     lastPingNs_ = now;
     t.ping = makeFrame(Type::kPing, ++pingSeq_);
+    tickPingSeq_ = pingSeq_;
   }
   const uint64_t since = std::max(lastHeardNs_, armedSinceNs_);
   if (now > since + policy_.timeoutNs()) {

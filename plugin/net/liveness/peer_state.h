@@ -146,6 +146,9 @@ class PeerState {
   // whether the answer to ping `seq` (or a later one) has come.
   Frame probe() { return makeFrame(Type::kPing, ++pingSeq_); }
   bool answered(uint64_t seq) const noexcept { return lastPongSeq_ >= seq; }
+  // The round trip of the last answered tick ping (sent to answer read at
+  // the watchdog's clock readings); 0 before the first.
+  uint64_t rttNs() const noexcept { return rttNs_; }
   // What a silence of `silentNs` is. `local`: the state of the interface
   // that holds the link's local address (nullopt: unknown). A local interface
   // down or without carrier explains the silence: the link is cut, which says
@@ -183,6 +186,8 @@ class PeerState {
   uint64_t lastPingNs_ = 0;
   uint64_t pingSeq_ = 0;
   uint64_t lastPongSeq_ = 0;
+  uint64_t tickPingSeq_ = 0;  // the last ping tick() sent (sent at lastPingNs_)
+  uint64_t rttNs_ = 0;
 };
 
 // The fault a busy connection of the communicator that a fault notice names

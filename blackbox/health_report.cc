@@ -1,0 +1,80 @@
+#include "blackbox/health_report.h"
+
+#include <cstdio>
+
+#include "blackbox/writer.h"
+
+namespace resilient::blackbox {
+namespace {
+
+std::string endText(const ProcessEnd& e) {
+  std::string s = e.rank >= 0 ? "rank " + std::to_string(e.rank) : std::string("rank ?");
+  s += " (" + (e.host.empty() ? std::string("?") : e.host) + " pid " +
+       (e.pid != 0 ? std::to_string(e.pid) : std::string("?"));
+  if (!e.address.empty()) {
+    s += " " + e.address;
+  }
+  return s + ")";
+}
+
+std::string rate(double bytesPerS) {
+  char buf[48];
+  if (bytesPerS >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2f GB/s", bytesPerS / 1e9);
+  } else if (bytesPerS >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.1f MB/s", bytesPerS / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f kB/s", bytesPerS / 1e3);
+  }
+  return buf;
+}
+
+}  // namespace
+
+const char* reportKindName(HealthReport::Kind kind) noexcept {
+  return kind == HealthReport::Kind::kSlowLink ? "slow link" : "straggler";
+}
+
+std::string describe(const HealthReport& r) {
+  char buf[512];
+  const double windowS = static_cast<double>(r.windowNs) / 1e9;
+  if (r.kind == HealthReport::Kind::kSlowLink) {
+    const std::string against =
+        r.againstHistory ? "its own best window (" + rate(r.referenceBytesPerS) + ")"
+        : r.referenceBytesPerS > 0
+            ? "the median of the job's other links (" + rate(r.referenceBytesPerS) + ")"
+            : "the job's other links (never busy: far faster)";
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.0f%%", r.ratio * 100);
+    std::snprintf(buf, sizeof buf,
+                  "slow link from %s to %s on communicator 0x%016llx: %s while busy over %.1f s, "
+                  "%s of %s; not a fault, nothing aborted",
+                  endText(r.subject).c_str(), endText(r.peer).c_str(),
+                  static_cast<unsigned long long>(r.commId), rate(r.bytesPerS).c_str(), windowS,
+                  ratio, against.c_str());
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "straggler %s on communicator 0x%016llx: last to enqueue %d of %d collectives "
+                  "over %.1f s, %.1f ms (median) after the median rank; not a fault, nothing "
+                  "aborted",
+                  endText(r.subject).c_str(), static_cast<unsigned long long>(r.commId),
+                  r.lastCount, r.collectives, windowS, static_cast<double>(r.lagNs) / 1e6);
+  }
+  return buf;
+}
+
+resilient_blackbox_fault toBlackboxRecord(const HealthReport& r) {
+  resilient_blackbox_fault f{};
+  f.faultClass = r.kind == HealthReport::Kind::kSlowLink ? RESILIENT_BLACKBOX_FAULT_SLOW_LINK
+                                                         : RESILIENT_BLACKBOX_FAULT_STRAGGLER;
+  f.commId = r.commId;
+  f.peerPid = r.subject.pid;
+  f.rank = r.subject.rank;
+  f.remote = 0;
+  copyText(f.peer, r.subject.address.c_str());
+  copyText(f.peerHost, r.subject.host.c_str());
+  copyText(f.text, describe(r).c_str());
+  return f;
+}
+
+}  // namespace resilient::blackbox

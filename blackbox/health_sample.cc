@@ -1,0 +1,84 @@
+#include "blackbox/health_sample.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/clock.h"
+
+namespace resilient::blackbox {
+
+uint64_t ArrivalCursor::last(uint64_t commId) const {
+  for (const auto& [id, index] : lastByComm) {
+    if (id == commId) {
+      return index;
+    }
+  }
+  return 0;
+}
+
+void ArrivalCursor::advance(uint64_t commId, uint64_t collIndex) {
+  for (auto& [id, index] : lastByComm) {
+    if (id == commId) {
+      index = std::max(index, collIndex);
+      return;
+    }
+  }
+  lastByComm.emplace_back(commId, collIndex);
+}
+
+RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor) {
+  RankSample s;
+  s.pid = snap.header.pid;
+  s.host = std::string(snap.header.host, strnlen(snap.header.host, sizeof snap.header.host));
+  // The writer's clocks, read together at its last heartbeat, turn its
+  // monotonic times into wall-clock ones; without a heartbeat, the reader's
+  // (the same host: monotonic clocks agree).
+  const int64_t monoToWall =
+      snap.header.heartbeatMonoNs != 0
+          ? static_cast<int64_t>(snap.header.heartbeatWallNs - snap.header.heartbeatMonoNs)
+          : static_cast<int64_t>(wallClockNs() - monotonicNs());
+  s.wallNs = snap.header.heartbeatMonoNs != 0 ? snap.header.heartbeatWallNs : wallClockNs();
+  for (const auto& c : snap.connections) {
+    if (c.state != RESILIENT_BLACKBOX_CONN_OPEN) {
+      continue;
+    }
+    LinkSample l;
+    l.commId = c.commId;
+    l.send = c.direction == 0;
+    l.local = std::string(c.local, strnlen(c.local, sizeof c.local));
+    l.peer = std::string(c.peer, strnlen(c.peer, sizeof c.peer));
+    l.peerPid = c.peerPid;
+    l.peerHost = std::string(c.peerHost, strnlen(c.peerHost, sizeof c.peerHost));
+    l.bytes = c.completedBytes;
+    l.busyNs = c.busyNs;
+    l.rttNs = c.rttNs;
+    s.links.push_back(std::move(l));
+  }
+  s.rank = rank;
+  for (const auto& view : snap.comms) {
+    const auto& comm = view.comm;
+    if (s.rank < 0 && comm.rank >= 0) {
+      s.rank = comm.rank;
+    }
+    if (comm.rank < 0 || comm.nranks <= 0) {
+      continue;  // v1-v3 before the first operation: whose arrival it is is unknown
+    }
+    const uint64_t after = cursor != nullptr ? cursor->last(comm.commId) : 0;
+    uint64_t newest = after;
+    for (const auto& op : view.flight) {
+      if (op.kind != RESILIENT_BLACKBOX_OP_COLL || op.collIndex <= after || op.enqueueMonoNs == 0) {
+        continue;
+      }
+      s.arrivals.push_back(
+          {comm.commId, op.collIndex, comm.rank, comm.nranks,
+           static_cast<uint64_t>(static_cast<int64_t>(op.enqueueMonoNs) + monoToWall)});
+      newest = std::max(newest, op.collIndex);
+    }
+    if (cursor != nullptr) {
+      cursor->advance(comm.commId, newest);
+    }
+  }
+  return s;
+}
+
+}  // namespace resilient::blackbox

@@ -1,0 +1,61 @@
+// What one rank contributes to the job's health comparison at one moment:
+// its send and receive links with their cumulative bytes and busy time (net
+// plugin), and the times it enqueued each collective (profiler's flight
+// recorder), on the wall clock so that ranks of several hosts line up.
+// Read from a blackbox snapshot (sampleOf) by resilient-inspect --job and by
+// the restart library's monitor thread, which also ships samples through the
+// store (health_json.h). Plain data; any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "blackbox/reader.h"
+
+namespace resilient::blackbox {
+
+struct LinkSample {
+  uint64_t commId = 0;
+  bool send = true;
+  std::string local;     // this end's address
+  std::string peer;      // the other end's address
+  uint32_t peerPid = 0;  // 0 unknown
+  std::string peerHost;  // empty unknown
+  uint64_t bytes = 0;    // completed, cumulative
+  uint64_t busyNs = 0;   // with requests outstanding, cumulative
+  uint64_t rttNs = 0;    // last heartbeat round trip; 0 unknown
+};
+
+// A collective this rank enqueued: NCCL orders a communicator's collectives
+// the same way on every rank, so (commId, collIndex) names one collective.
+struct Arrival {
+  uint64_t commId = 0;
+  uint64_t collIndex = 0;
+  int rank = -1;   // this rank's rank in commId
+  int nranks = 0;  // ranks of commId
+  uint64_t wallNs = 0;
+};
+
+struct RankSample {
+  int rank = -1;  // the job's rank of the process (-1 unknown)
+  uint32_t pid = 0;
+  std::string host;
+  uint64_t wallNs = 0;  // when it was taken
+  std::vector<LinkSample> links;
+  std::vector<Arrival> arrivals;
+};
+
+// The sample of one process's blackbox. `rank`: the job's rank when the
+// caller knows it, else -1 (then the rank of the process's first
+// communicator in the profiler's table, if any). `afterCollIndex`: per
+// communicator, arrivals up to this index are left out (already shipped);
+// updated to the newest index taken.
+struct ArrivalCursor {
+  std::vector<std::pair<uint64_t, uint64_t>> lastByComm;  // (commId, collIndex)
+  uint64_t last(uint64_t commId) const;
+  void advance(uint64_t commId, uint64_t collIndex);
+};
+RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor = nullptr);
+
+}  // namespace resilient::blackbox

@@ -1,0 +1,150 @@
+#include "blackbox/slow_links.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace resilient::blackbox {
+namespace {
+
+constexpr double kFast = std::numeric_limits<double>::infinity();
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  if (n % 2 == 1) {
+    return v[n / 2];
+  }
+  if (v[n / 2] == kFast) {
+    return v[n / 2 - 1] == kFast ? kFast : v[n / 2 - 1];
+  }
+  return (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The job's rank of the process (host, pid), or -1.
+int rankOf(const std::vector<RankSample>& ranks, const std::string& host, uint32_t pid) {
+  for (const auto& r : ranks) {
+    if (r.pid == pid && (host.empty() || r.host == host)) {
+      return r.rank;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::vector<HealthReport> SlowLinkDetector::update(const std::vector<RankSample>& ranks) {
+  struct Measured {
+    History* history;
+    LinkStanding standing;
+    double value;  // bytes/s while busy; kFast when it was busy too little to be limited
+    bool evaluated;
+    uint64_t nowNs;
+  };
+  std::vector<Measured> measured;
+  uint64_t latest = 0;
+  for (const auto& rank : ranks) {
+    latest = std::max(latest, rank.wallNs);
+    for (const auto& link : rank.links) {
+      if (!link.send) {
+        continue;
+      }
+      History& h = links_[Key{rank.host, rank.pid, link.commId, link.local, link.peer}];
+      h.lastSeenNs = rank.wallNs;
+      if (!h.points.empty() && rank.wallNs <= h.points.back().wallNs) {
+        continue;  // no new sample of this rank
+      }
+      h.points.push_back({rank.wallNs, link.bytes, link.busyNs});
+      // Keep the newest point at least a window old, and nothing before it.
+      while (h.points.size() > 2 && h.points[1].wallNs + options_.windowNs <= rank.wallNs) {
+        h.points.pop_front();
+      }
+      const Point& first = h.points.front();
+      const Point& last = h.points.back();
+      if (last.wallNs < first.wallNs + options_.windowNs) {
+        continue;  // less than a window of data yet
+      }
+      const double spanNs = static_cast<double>(last.wallNs - first.wallNs);
+      const uint64_t bytes = last.bytes - first.bytes;
+      const uint64_t busy = last.busyNs >= first.busyNs ? last.busyNs - first.busyNs : 0;
+      if (bytes < options_.minBytes) {
+        continue;  // idle: nothing to compare
+      }
+      Measured m{&h, {}, kFast, false, rank.wallNs};
+      m.standing.commId = link.commId;
+      m.standing.from = {rank.rank, rank.host, rank.pid, link.local};
+      m.standing.to = {rankOf(ranks, link.peerHost, link.peerPid), link.peerHost, link.peerPid,
+                       link.peer};
+      m.standing.busyFraction = std::min(1.0, static_cast<double>(busy) / spanNs);
+      if (m.standing.busyFraction >= options_.minBusyFraction && busy > 0) {
+        m.value = static_cast<double>(bytes) * 1e9 / static_cast<double>(busy);
+        m.standing.bytesPerS = m.value;
+        m.evaluated = true;
+      }
+      measured.push_back(std::move(m));
+    }
+  }
+  // Links of processes gone from the rounds are forgotten after two windows.
+  for (auto it = links_.begin(); it != links_.end();) {
+    it = it->second.lastSeenNs + 2 * options_.windowNs < latest ? links_.erase(it) : std::next(it);
+  }
+
+  std::vector<HealthReport> found;
+  standings_.clear();
+  for (size_t i = 0; i < measured.size(); ++i) {
+    Measured& m = measured[i];
+    History& h = *m.history;
+    bool below = false;
+    double reference = 0;
+    bool againstHistory = false;
+    if (m.evaluated) {
+      std::vector<double> others;
+      for (size_t j = 0; j < measured.size(); ++j) {
+        if (j != i) {
+          others.push_back(measured[j].value);
+        }
+      }
+      if (others.size() >= 2) {
+        reference = median(others);
+        m.standing.ratio = reference == kFast ? 0 : m.value / reference;
+        below = m.standing.ratio < options_.ratio;
+      }
+      if (!below && h.bestBytesPerS > 0 && m.value < options_.ratio * h.bestBytesPerS) {
+        below = true;
+        againstHistory = true;
+        reference = h.bestBytesPerS;
+        m.standing.ratio = m.value / reference;
+      }
+      if (!below) {
+        h.bestBytesPerS = std::max(h.bestBytesPerS, m.value);
+      }
+    }
+    m.standing.slow = below;
+    if (!below) {
+      h.belowSinceNs = 0;
+      h.reported = false;
+    } else {
+      if (h.belowSinceNs == 0) {
+        h.belowSinceNs = m.nowNs;
+      }
+      if (!h.reported && m.nowNs >= h.belowSinceNs + options_.windowNs / 2) {
+        h.reported = true;
+        HealthReport r;
+        r.kind = HealthReport::Kind::kSlowLink;
+        r.commId = m.standing.commId;
+        r.wallNs = m.nowNs;
+        r.subject = m.standing.from;
+        r.peer = m.standing.to;
+        r.bytesPerS = m.value;
+        r.referenceBytesPerS = reference == kFast ? 0 : reference;
+        r.ratio = m.standing.ratio;
+        r.againstHistory = againstHistory;
+        r.windowNs = options_.windowNs;
+        found.push_back(std::move(r));
+      }
+    }
+    standings_.push_back(m.standing);
+  }
+  return found;
+}
+
+}  // namespace resilient::blackbox

@@ -1,0 +1,111 @@
+#include "blackbox/stragglers.h"
+
+#include <algorithm>
+
+namespace resilient::blackbox {
+namespace {
+
+uint64_t medianOf(std::vector<uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample>& ranks) {
+  uint64_t now = 0;
+  for (const auto& sample : ranks) {
+    now = std::max(now, sample.wallNs);
+    for (const Arrival& a : sample.arrivals) {
+      if (a.nranks <= 0 || a.rank < 0 || a.rank >= a.nranks) {
+        continue;
+      }
+      Comm& comm = comms_[a.commId];
+      if (comm.nranks != a.nranks) {
+        comm = Comm{};  // a new communicator under the same id: start over
+        comm.nranks = a.nranks;
+      }
+      comm.who[a.rank] = {sample.rank >= 0 ? sample.rank : a.rank, sample.host, sample.pid, {}};
+      now = std::max(now, a.wallNs);
+      if (comm.doneIndices.count(a.collIndex) != 0) {
+        continue;
+      }
+      Collective& c = comm.pending[a.collIndex];
+      if (c.wallNs.empty()) {
+        c.wallNs.assign(static_cast<size_t>(a.nranks), 0);
+        c.firstNs = a.wallNs;
+      }
+      uint64_t& slot = c.wallNs[static_cast<size_t>(a.rank)];
+      if (slot != 0) {
+        continue;
+      }
+      slot = a.wallNs;
+      c.firstNs = std::min(c.firstNs, a.wallNs);
+      if (++c.seen < a.nranks) {
+        continue;
+      }
+      const auto last = std::max_element(c.wallNs.begin(), c.wallNs.end());
+      const uint64_t med = medianOf(c.wallNs);
+      comm.done.push_back({*last, static_cast<int>(last - c.wallNs.begin()), *last - med});
+      comm.doneIndices.insert(a.collIndex);
+      comm.doneOrder.emplace_back(*last, a.collIndex);
+      comm.pending.erase(a.collIndex);
+    }
+  }
+
+  std::vector<HealthReport> found;
+  standings_.clear();
+  for (auto& [commId, comm] : comms_) {
+    const uint64_t from = now > options_.windowNs ? now - options_.windowNs : 0;
+    while (!comm.done.empty() && comm.done.front().wallNs < from) {
+      comm.done.pop_front();
+    }
+    // Forget collectives long done, and ones some rank never reported (it
+    // left: a restart makes new communicators).
+    while (!comm.doneOrder.empty() && comm.doneOrder.front().first + 2 * options_.windowNs < now) {
+      comm.doneIndices.erase(comm.doneOrder.front().second);
+      comm.doneOrder.pop_front();
+    }
+    for (auto it = comm.pending.begin(); it != comm.pending.end();) {
+      it =
+          it->second.firstNs + 2 * options_.windowNs < now ? comm.pending.erase(it) : std::next(it);
+    }
+    const int n = static_cast<int>(comm.done.size());
+    std::map<int, std::vector<uint64_t>> lags;
+    for (const Done& d : comm.done) {
+      lags[d.lastRank].push_back(d.lagNs);
+    }
+    for (const auto& [rank, rankLags] : lags) {
+      RankLateness l;
+      l.commId = commId;
+      l.rank = comm.who.count(rank) != 0 ? comm.who[rank] : ProcessEnd{};
+      l.collectives = n;
+      l.lastCount = static_cast<int>(rankLags.size());
+      l.lagNs = medianOf(rankLags);
+      l.score = n > 0 ? static_cast<double>(l.lastCount) / n : 0;
+      l.straggler = n >= options_.minCollectives && l.score >= options_.fraction &&
+                    l.lagNs >= options_.minLagNs;
+      if (!l.straggler) {
+        comm.reported.erase(rank);
+      } else if (comm.reported.insert(rank).second) {
+        HealthReport r;
+        r.kind = HealthReport::Kind::kStraggler;
+        r.commId = commId;
+        r.wallNs = now;
+        r.subject = l.rank;
+        r.collectives = n;
+        r.lastCount = l.lastCount;
+        r.lagNs = l.lagNs;
+        r.windowNs = options_.windowNs;
+        found.push_back(std::move(r));
+      }
+      standings_.push_back(std::move(l));
+    }
+    for (auto it = comm.reported.begin(); it != comm.reported.end();) {
+      it = lags.count(*it) == 0 ? comm.reported.erase(it) : std::next(it);
+    }
+  }
+  return found;
+}
+
+}  // namespace resilient::blackbox

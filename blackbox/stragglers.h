@@ -1,0 +1,78 @@
+// Stragglers: per communicator, who enqueued each collective last and by how
+// much (the arrival skew), over a window; a rank that is persistently last by
+// more than a threshold is reported (docs/observability.md, "Stragglers").
+//
+// Arrivals come from the profiler's flight recorder on every rank
+// (health_sample.h), on the wall clock: ranks of several hosts compare as
+// well as their clocks agree (NTP: well under the default threshold of
+// 20 ms). A collective counts once every rank of its communicator reported
+// it; the lag of the last rank is its arrival minus the median arrival.
+// Single-threaded (the caller's).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "blackbox/health_report.h"
+#include "blackbox/health_sample.h"
+
+namespace resilient::blackbox {
+
+struct StragglerOptions {
+  uint64_t minLagNs = 20000000ull;     // NCCL_RESILIENT_STRAGGLER_LAG_MS
+  uint64_t windowNs = 10000000000ull;  // NCCL_RESILIENT_STRAGGLER_WINDOW_MS
+  double fraction = 0.75;              // last in at least this share of the window's collectives
+  int minCollectives = 8;              // fewer in the window: no verdict
+};
+
+// A rank's standing on one communicator in the current window (the live
+// view, the metrics' straggler score).
+struct RankLateness {
+  uint64_t commId = 0;
+  ProcessEnd rank;
+  int collectives = 0;  // complete collectives of the communicator in the window
+  int lastCount = 0;    // of them, the rank was last
+  uint64_t lagNs = 0;   // median lag when it was last
+  double score = 0;     // lastCount / collectives
+  bool straggler = false;
+};
+
+class StragglerDetector {
+ public:
+  explicit StragglerDetector(StragglerOptions options) : options_(options) {}
+
+  // One round of every rank's samples (arrivals already given are ignored).
+  // Returns the ranks newly found persistently last.
+  std::vector<HealthReport> update(const std::vector<RankSample>& ranks);
+  const std::vector<RankLateness>& standings() const { return standings_; }
+
+ private:
+  struct Collective {
+    std::vector<uint64_t> wallNs;  // by rank; 0 not yet
+    int seen = 0;
+    uint64_t firstNs = 0;
+  };
+  struct Done {
+    uint64_t wallNs;  // the last arrival
+    int lastRank;
+    uint64_t lagNs;
+  };
+  struct Comm {
+    int nranks = 0;
+    std::map<uint64_t, Collective> pending;
+    std::set<uint64_t> doneIndices;
+    std::deque<std::pair<uint64_t, uint64_t>> doneOrder;  // (wallNs, collIndex), to forget them
+    std::deque<Done> done;
+    std::map<int, ProcessEnd> who;  // the comm's rank -> the process
+    std::set<int> reported;
+  };
+
+  StragglerOptions options_;
+  std::map<uint64_t, Comm> comms_;
+  std::vector<RankLateness> standings_;
+};
+
+}  // namespace resilient::blackbox

@@ -1,0 +1,275 @@
+// The job's health comparison (blackbox/slow_links.h, blackbox/stragglers.h)
+// on synthetic rounds of samples: a link far slower than its peers, or
+// slower than its own history, is named once with both ends; a rank that
+// enqueues most collectives last by more than the lag threshold is named;
+// balanced links and ranks that take turns being last are not; the JSON of
+// samples and reports round-trips and malformed input is refused; a report
+// appended to a region is read back as a report, not a fault.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "blackbox/health_json.h"
+#include "blackbox/reader.h"
+#include "blackbox/slow_links.h"
+#include "blackbox/stragglers.h"
+#include "blackbox/writer.h"
+#include "tests/support/temp_dir.h"
+
+using namespace resilient;
+using blackbox::HealthReport;
+using blackbox::RankSample;
+
+namespace {
+
+constexpr uint64_t kSecond = 1000000000ull;
+constexpr uint64_t kMs = 1000000ull;
+
+// A ring of `n` ranks on one host (pid 100 + r), each with one send link to
+// r+1 and one receive link from r-1.
+std::vector<RankSample> ring(int n) {
+  std::vector<RankSample> out;
+  for (int r = 0; r < n; ++r) {
+    RankSample s;
+    s.rank = r;
+    s.pid = static_cast<uint32_t>(100 + r);
+    s.host = "node";
+    const int next = (r + 1) % n;
+    const int prev = (r + n - 1) % n;
+    s.links.push_back({7, true, "10.0.0." + std::to_string(r) + ":1",
+                       "10.0.0." + std::to_string(next) + ":2", static_cast<uint32_t>(100 + next),
+                       "node", 0, 0, 0});
+    s.links.push_back({7, false, "10.0.0." + std::to_string(r) + ":2",
+                       "10.0.0." + std::to_string(prev) + ":1", static_cast<uint32_t>(100 + prev),
+                       "node", 0, 0, 0});
+    out.push_back(s);
+  }
+  return out;
+}
+
+// Advances every link by `bytes` over `dt`; send links busy for the given
+// fraction of it (receives always busy: they wait for their sender).
+void advance(std::vector<RankSample>& ranks, uint64_t now, uint64_t bytes,
+             const std::vector<double>& sendBusy, uint64_t dt) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r].wallNs = now;
+    for (auto& l : ranks[r].links) {
+      l.bytes += bytes;
+      l.busyNs += l.send ? static_cast<uint64_t>(sendBusy[r] * static_cast<double>(dt)) : dt;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("slow links: the one link far below its peers is named once, both ends", "[health]") {
+  blackbox::SlowLinkDetector d({.ratio = 0.3, .windowNs = 4 * kSecond});
+  auto ranks = ring(4);
+  std::vector<HealthReport> reports;
+  uint64_t firstAt = 0;
+  for (uint64_t t = 1; t <= 20; ++t) {
+    // 10 MB/s through the ring; rank 2's link is busy all the time (it is
+    // the limit), the others a twentieth of it.
+    advance(ranks, t * kSecond, 10 << 20, {0.05, 0.05, 1.0, 0.05}, kSecond);
+    for (auto& r : d.update(ranks)) {
+      if (firstAt == 0) {
+        firstAt = t;
+      }
+      reports.push_back(r);
+    }
+  }
+  REQUIRE(reports.size() == 1);
+  const HealthReport& r = reports[0];
+  CHECK(r.kind == HealthReport::Kind::kSlowLink);
+  CHECK(r.subject.rank == 2);
+  CHECK(r.subject.pid == 102);
+  CHECK(r.subject.address == "10.0.0.2:1");
+  CHECK(r.peer.rank == 3);
+  CHECK(r.peer.pid == 103);
+  CHECK(r.peer.address == "10.0.0.3:2");
+  CHECK(r.ratio < 0.3);
+  CHECK_FALSE(r.againstHistory);
+  // A full window of data, then half a window below: 4 s + 2 s after the first sample.
+  CHECK(firstAt <= 8);
+  const std::string text = blackbox::describe(r);
+  CHECK(text.find("slow link from rank 2 (node pid 102 10.0.0.2:1) to rank 3") !=
+        std::string::npos);
+  // The live view marks it.
+  bool marked = false;
+  for (const auto& s : d.standings()) {
+    marked = marked || (s.slow && s.from.rank == 2);
+    CHECK((s.slow == (s.from.rank == 2)));
+  }
+  CHECK(marked);
+}
+
+TEST_CASE("slow links: balanced links, idle links and brief dips are not reported", "[health]") {
+  blackbox::SlowLinkDetector d({.ratio = 0.3, .windowNs = 4 * kSecond});
+  auto ranks = ring(4);
+  for (uint64_t t = 1; t <= 30; ++t) {
+    // Busy shares that wander between 40 % and 60 %: the same speed.
+    const double w = 0.1 * static_cast<double>(t % 3);
+    advance(ranks, t * kSecond, 10 << 20, {0.4 + w, 0.6 - w, 0.5, 0.45 + w}, kSecond);
+    CHECK(d.update(ranks).empty());
+  }
+  // Idle for a while: nothing moves, nothing to compare.
+  for (uint64_t t = 31; t <= 40; ++t) {
+    advance(ranks, t * kSecond, 0, {0, 0, 0, 0}, kSecond);
+    CHECK(d.update(ranks).empty());
+  }
+  // One second of one slow link is under the window: not reported.
+  for (uint64_t t = 41; t <= 60; ++t) {
+    const double busy = t == 45 ? 1.0 : 0.5;
+    advance(ranks, t * kSecond, 10 << 20, {0.5, busy, 0.5, 0.5}, kSecond);
+    CHECK(d.update(ranks).empty());
+  }
+}
+
+TEST_CASE("slow links: a link that falls far below its own history is named", "[health]") {
+  blackbox::SlowLinkDetector d({.ratio = 0.3, .windowNs = 2 * kSecond});
+  // Two ranks: one link each way, no peers to compare with.
+  auto ranks = ring(2);
+  std::vector<HealthReport> reports;
+  for (uint64_t t = 1; t <= 30; ++t) {
+    // 100 MB/s while busy, then from t = 15 the link of rank 0 moves a
+    // tenth of it in the same busy time.
+    const uint64_t bytes = t < 15 ? (50 << 20) : (5 << 20);
+    advance(ranks, t * kSecond, bytes, {0.5, t < 15 ? 0.5 : 0.0}, kSecond);
+    for (auto& r : d.update(ranks)) {
+      reports.push_back(r);
+    }
+  }
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].againstHistory);
+  CHECK(reports[0].subject.rank == 0);
+  CHECK(reports[0].ratio < 0.3);
+}
+
+namespace {
+
+// Each rank's arrivals at collective `index`: base + offset[r].
+void arrive(std::vector<RankSample>& ranks, uint64_t index, uint64_t base,
+            const std::vector<uint64_t>& offset) {
+  const int n = static_cast<int>(ranks.size());
+  for (int r = 0; r < n; ++r) {
+    ranks[static_cast<size_t>(r)].arrivals = {
+        {9, index, r, n, base + offset[static_cast<size_t>(r)]}};
+    ranks[static_cast<size_t>(r)].wallNs = base + offset[static_cast<size_t>(r)];
+  }
+}
+
+}  // namespace
+
+TEST_CASE("stragglers: a rank persistently last by more than the threshold is named", "[health]") {
+  blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  auto ranks = ring(4);
+  std::vector<HealthReport> reports;
+  for (uint64_t i = 1; i <= 60; ++i) {
+    // Every 200 ms; rank 1 is 50 ms late, except every fifth time.
+    const uint64_t late = i % 5 == 0 ? 0 : 50 * kMs;
+    arrive(ranks, i, i * 200 * kMs, {i % 3 * kMs, late, 2 * kMs, (i + 1) % 3 * kMs});
+    for (auto& r : d.update(ranks)) {
+      reports.push_back(r);
+    }
+  }
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == HealthReport::Kind::kStraggler);
+  CHECK(reports[0].subject.rank == 1);
+  CHECK(reports[0].subject.pid == 101);
+  CHECK(reports[0].lagNs >= 45 * kMs);
+  CHECK(reports[0].lastCount >= 6);
+  CHECK(blackbox::describe(reports[0]).find("straggler rank 1") != std::string::npos);
+}
+
+TEST_CASE("stragglers: ranks taking turns, or always last by little, are not named", "[health]") {
+  blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  auto ranks = ring(4);
+  for (uint64_t i = 1; i <= 100; ++i) {
+    std::vector<uint64_t> offset(4, 0);
+    offset[i % 4] = 60 * kMs;  // a different rank late each time
+    arrive(ranks, i, i * 200 * kMs, offset);
+    CHECK(d.update(ranks).empty());
+  }
+  blackbox::StragglerDetector e({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  for (uint64_t i = 1; i <= 100; ++i) {
+    arrive(ranks, i, i * 200 * kMs, {0, 0, 0, 3 * kMs});  // always last, by 3 ms
+    CHECK(e.update(ranks).empty());
+  }
+  bool scored = false;
+  for (const auto& s : e.standings()) {
+    if (s.rank.rank == 3) {
+      scored = s.score == Approx(1.0) && !s.straggler;
+    }
+  }
+  CHECK(scored);
+}
+
+TEST_CASE("stragglers: an arrival shipped twice counts once; a rank gone leaves no verdict",
+          "[health]") {
+  blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  auto ranks = ring(3);
+  for (uint64_t i = 1; i <= 20; ++i) {
+    arrive(ranks, i, i * 200 * kMs, {0, 0, 100 * kMs});
+    // Rank 2 never reports: its collectives never complete.
+    ranks[2].arrivals.clear();
+    CHECK(d.update(ranks).empty());
+    CHECK(d.update(ranks).empty());
+  }
+}
+
+TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refused", "[health]") {
+  auto ranks = ring(2);
+  ranks[0].arrivals = {{9, 4, 0, 2, 123}};
+  ranks[0].links[0].rttNs = 55;
+  const auto back = blackbox::sampleFromJson(blackbox::sampleJson(ranks[0]));
+  REQUIRE(back.ok());
+  CHECK(back->links.size() == 2);
+  CHECK(back->links[0].rttNs == 55);
+  CHECK(back->links[0].peer == ranks[0].links[0].peer);
+  REQUIRE(back->arrivals.size() == 1);
+  CHECK(back->arrivals[0].wallNs == 123);
+
+  HealthReport r;
+  r.kind = HealthReport::Kind::kStraggler;
+  r.subject = {3, "h", 9, ""};
+  r.lagNs = 77;
+  const auto rb = blackbox::reportFromJson(blackbox::reportJson(r));
+  REQUIRE(rb.ok());
+  CHECK(rb->subject.rank == 3);
+  CHECK(rb->lagNs == 77);
+
+  CHECK_FALSE(blackbox::sampleFromJson(nlohmann::json::parse(R"({"rank": 1})")).ok());
+  CHECK_FALSE(blackbox::sampleFromJson(
+                  nlohmann::json::parse(
+                      R"({"rank":1,"pid":2,"host":"h","wall_ns":3,"links":[],"arrivals":[[1,2]]})"))
+                  .ok());
+  CHECK_FALSE(blackbox::reportFromJson(nlohmann::json::parse(R"({"kind": "gremlin"})")).ok());
+  CHECK_FALSE(blackbox::sampleFromJson(nlohmann::json::parse("[]")).ok());
+}
+
+TEST_CASE("a report appended to a region reads back as a report, numbered with the faults",
+          "[health]") {
+  test::TempDir dir;
+  blackbox::Layout layout;
+  layout.flightOps = 8;
+  auto w = blackbox::Writer::create(dir.path().string(), "node", layout);
+  REQUIRE(w.ok());
+  resilient_blackbox_fault f{};
+  f.faultClass = RESILIENT_BLACKBOX_FAULT_PEER_EXITED;
+  (*w)->recordFault(f);
+  HealthReport r;
+  r.subject = {1, "node", 42, "a:1"};
+  r.peer = {2, "node", 43, "b:2"};
+  REQUIRE(blackbox::recordReport((*w)->path(), blackbox::toBlackboxRecord(r)).ok());
+  const auto snap = blackbox::readRegion((*w)->path());
+  REQUIRE(snap.ok());
+  REQUIRE(snap->faults.size() == 2);
+  CHECK(snap->faults[1].number == 2);
+  CHECK(snap->faults[1].faultClass == RESILIENT_BLACKBOX_FAULT_SLOW_LINK);
+  CHECK(RESILIENT_BLACKBOX_IS_REPORT(snap->faults[1].faultClass));
+  CHECK_FALSE(RESILIENT_BLACKBOX_IS_REPORT(snap->faults[0].faultClass));
+  CHECK(std::string(snap->faults[1].text).find("slow link from rank 1") != std::string::npos);
+  CHECK(snap->faults[1].peerPid == 42);
+}
