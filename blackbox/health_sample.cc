@@ -26,7 +26,7 @@ void ArrivalCursor::advance(uint64_t commId, uint64_t collIndex) {
   lastByComm.emplace_back(commId, collIndex);
 }
 
-RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor) {
+RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor, uint64_t sinceWallNs) {
   RankSample s;
   s.pid = snap.header.pid;
   s.host = std::string(snap.header.host, strnlen(snap.header.host, sizeof snap.header.host));
@@ -69,10 +69,11 @@ RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor) {
       if (op.kind != RESILIENT_BLACKBOX_OP_COLL || op.collIndex <= after || op.enqueueMonoNs == 0) {
         continue;
       }
-      s.arrivals.push_back(
-          {comm.commId, op.collIndex, comm.rank, comm.nranks,
-           static_cast<uint64_t>(static_cast<int64_t>(op.enqueueMonoNs) + monoToWall)});
       newest = std::max(newest, op.collIndex);
+      const auto wall = static_cast<uint64_t>(static_cast<int64_t>(op.enqueueMonoNs) + monoToWall);
+      if (wall >= sinceWallNs) {
+        s.arrivals.push_back({comm.commId, op.collIndex, comm.rank, comm.nranks, wall});
+      }
     }
     if (cursor != nullptr) {
       cursor->advance(comm.commId, newest);

@@ -56,6 +56,8 @@ struct ArrivalCursor {
   uint64_t last(uint64_t commId) const;
   void advance(uint64_t commId, uint64_t collIndex);
 };
-RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor = nullptr);
+// `sinceWallNs`: arrivals before this wall-clock time are left out too.
+RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor = nullptr,
+                    uint64_t sinceWallNs = 0);
 
 }  // namespace resilient::blackbox

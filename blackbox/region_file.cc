@@ -23,7 +23,8 @@ Status checkRegular(const std::string& path, int fd) {
 
 Status openError(const std::string& path, int err) {
   if (err == ELOOP) {
-    return invalidUsage("blackbox: " + path + " is a symbolic link (refused: links are not followed)");
+    return invalidUsage("blackbox: " + path +
+                        " is a symbolic link (refused: links are not followed)");
   }
   errno = err;
   return systemError("blackbox: cannot open " + path);
@@ -32,8 +33,8 @@ Status openError(const std::string& path, int err) {
 }  // namespace
 
 Result<FileDescriptor> openRegionFile(const std::string& path, bool writable) {
-  FileDescriptor fd(::open(path.c_str(),
-                           (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  FileDescriptor fd(
+      ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) {
     return openError(path, errno);
   }
@@ -42,8 +43,7 @@ Result<FileDescriptor> openRegionFile(const std::string& path, bool writable) {
 }
 
 Result<FileDescriptor> createOrOpenOwnRegion(const std::string& path, bool* created) {
-  FileDescriptor fd(
-      ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  FileDescriptor fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   *created = fd.valid();
   if (fd.valid()) {
     return fd;
@@ -62,8 +62,7 @@ Result<FileDescriptor> createOrOpenOwnRegion(const std::string& path, bool* crea
   }
   if (st.st_uid != geteuid()) {
     return invalidUsage("blackbox: " + path + " belongs to uid " + std::to_string(st.st_uid) +
-                        ", not to this process's uid " + std::to_string(geteuid()) +
-                        " (refused)");
+                        ", not to this process's uid " + std::to_string(geteuid()) + " (refused)");
   }
   if (st.st_nlink != 1) {
     return invalidUsage("blackbox: " + path + " has " + std::to_string(st.st_nlink) +
@@ -75,8 +74,8 @@ Result<FileDescriptor> createOrOpenOwnRegion(const std::string& path, bool* crea
 bool stillNamed(const std::string& path, int fd) {
   struct stat named {};
   struct stat open {};
-  return lstat(path.c_str(), &named) == 0 && fstat(fd, &open) == 0 &&
-         named.st_dev == open.st_dev && named.st_ino == open.st_ino;
+  return lstat(path.c_str(), &named) == 0 && fstat(fd, &open) == 0 && named.st_dev == open.st_dev &&
+         named.st_ino == open.st_ino;
 }
 
 }  // namespace resilient::blackbox

@@ -69,6 +69,7 @@ std::vector<HealthReport> SlowLinkDetector::update(const std::vector<RankSample>
       if (bytes < options_.minBytes) {
         continue;  // idle: nothing to compare
       }
+      ++measured_;
       Measured m{&h, {}, kFast, false, rank.wallNs};
       m.standing.commId = link.commId;
       m.standing.from = {rank.rank, rank.host, rank.pid, link.local};

@@ -55,6 +55,8 @@ class SlowLinkDetector {
   // the links newly found slow.
   std::vector<HealthReport> update(const std::vector<RankSample>& ranks);
   const std::vector<LinkStanding>& standings() const { return standings_; }
+  // Link windows measured so far (a full window with traffic, per round).
+  uint64_t measured() const { return measured_; }
 
  private:
   using Key = std::tuple<std::string, uint32_t, uint64_t, std::string, std::string>;
@@ -74,6 +76,7 @@ class SlowLinkDetector {
   SlowLinkOptions options_;
   std::map<Key, History> links_;
   std::vector<LinkStanding> standings_;
+  uint64_t measured_ = 0;
 };
 
 }  // namespace resilient::blackbox

@@ -177,11 +177,16 @@ nlohmann::json snapshotJson(const Snapshot& s) {
   j["faults"] = nlohmann::json::array();
   for (const auto& f : s.faults) {
     nlohmann::json fj = {
-        {"number", f.number},      {"class", faultClassName(f.faultClass)},
-        {"remote", f.remote != 0}, {"comm_id", f.commId},
-        {"wall_ns", f.wallNs},     {"mono_ns", f.monoNs},
-        {"peer", f.peer},          {"peer_host", f.peerHost},
-        {"peer_pid", f.peerPid},   {"text", f.text},
+        {"number", f.number},
+        {"class", faultClassName(f.faultClass)},
+        {"remote", f.remote != 0},
+        {"comm_id", f.commId},
+        {"wall_ns", f.wallNs},
+        {"mono_ns", f.monoNs},
+        {"peer", f.peer},
+        {"peer_host", f.peerHost},
+        {"peer_pid", f.peerPid},
+        {"text", f.text},
         {"report", RESILIENT_BLACKBOX_IS_REPORT(f.faultClass)},
     };
     if (f.opKind != 0) {

@@ -47,6 +47,7 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
       const auto last = std::max_element(c.wallNs.begin(), c.wallNs.end());
       const uint64_t med = medianOf(c.wallNs);
       comm.done.push_back({*last, static_cast<int>(last - c.wallNs.begin()), *last - med});
+      ++compared_;
       comm.doneIndices.insert(a.collIndex);
       comm.doneOrder.emplace_back(*last, a.collIndex);
       comm.pending.erase(a.collIndex);

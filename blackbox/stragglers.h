@@ -48,6 +48,8 @@ class StragglerDetector {
   // Returns the ranks newly found persistently last.
   std::vector<HealthReport> update(const std::vector<RankSample>& ranks);
   const std::vector<RankLateness>& standings() const { return standings_; }
+  // Collectives every rank reported so far (all communicators).
+  uint64_t compared() const { return compared_; }
 
  private:
   struct Collective {
@@ -73,6 +75,7 @@ class StragglerDetector {
   StragglerOptions options_;
   std::map<uint64_t, Comm> comms_;
   std::vector<RankLateness> standings_;
+  uint64_t compared_ = 0;
 };
 
 }  // namespace resilient::blackbox

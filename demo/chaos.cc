@@ -17,6 +17,7 @@ struct Plan {
   bool victim = false;
   std::string kind;  // "" when no chaos
   ChaosPhase phase = ChaosPhase::kStartup;
+  int delayMs = 100;  // the delay kind's extra compute time per step
 };
 
 Plan gPlan;
@@ -69,7 +70,7 @@ bool due(ChaosPhase phase) {
 }  // namespace
 
 void chaosConfigure(int initialRank) {
-  const char* spec = std::getenv("RESILIENT_DEMO_CHAOS");  // NOLINT(concurrency-mt-unsafe)
+  const char* spec = std::getenv("RESILIENT_DEMO_CHAOS");       // NOLINT(concurrency-mt-unsafe)
   const char* rank = std::getenv("RESILIENT_DEMO_CHAOS_RANK");  // NOLINT(concurrency-mt-unsafe)
   if (spec == nullptr || *spec == '\0') {
     return;
@@ -82,9 +83,9 @@ void chaosConfigure(int initialRank) {
   }
   const std::string phase = s.substr(at + 1);
   bool known = false;
-  for (const ChaosPhase p : {ChaosPhase::kStartup, ChaosPhase::kSteady,
-                             ChaosPhase::kRecoveryBarrier, ChaosPhase::kRecoveryComms,
-                             ChaosPhase::kCompletion}) {
+  for (const ChaosPhase p :
+       {ChaosPhase::kStartup, ChaosPhase::kSteady, ChaosPhase::kRecoveryBarrier,
+        ChaosPhase::kRecoveryComms, ChaosPhase::kCompletion}) {
     if (phase == phaseName(p)) {
       gPlan.phase = p;
       known = true;
@@ -95,6 +96,31 @@ void chaosConfigure(int initialRank) {
   }
   gPlan.kind = s.substr(0, at);
   gPlan.victim = std::atoi(rank) == initialRank;
+  if (gPlan.kind == "delay") {
+    if (gPlan.phase != ChaosPhase::kStartup && gPlan.phase != ChaosPhase::kSteady) {
+      throw std::invalid_argument("RESILIENT_DEMO_CHAOS: delay applies from startup or steady");
+    }
+    if (const char* ms =
+            std::getenv("RESILIENT_DEMO_CHAOS_DELAY_MS")) {  // NOLINT(concurrency-mt-unsafe)
+      char* end = nullptr;
+      const long v = std::strtol(ms, &end, 10);
+      if (end == ms || *end != '\0' || v < 0 || v > 600000) {
+        throw std::invalid_argument(std::string("RESILIENT_DEMO_CHAOS_DELAY_MS: '") + ms +
+                                    "' is not a number of ms in [0, 600000]");
+      }
+      gPlan.delayMs = static_cast<int>(v);
+    }
+  }
+}
+
+int chaosStepDelayMs(int done, int iteration) {
+  if (!gPlan.victim || gPlan.kind != "delay") {
+    return 0;
+  }
+  if (gPlan.phase == ChaosPhase::kSteady && iteration == 0 && done <= kSteadyStep) {
+    return 0;
+  }
+  return gPlan.delayMs;
 }
 
 void chaosAt(ChaosPhase phase, int iteration) {

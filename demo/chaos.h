@@ -13,7 +13,9 @@
 //                    enters the completion barrier next
 // Kinds the rank acts on itself there: exception (throws), sigkill, sigstop
 // (raise), and hook-initialize, hook-health, hook-finalize, hook-abort,
-// hook-completion (that hook throws, in the phase where it runs). Any other
+// hook-completion (that hook throws, in the phase where it runs), and delay
+// (a straggler: from that phase on, every step of the rank computes
+// RESILIENT_DEMO_CHAOS_DELAY_MS longer, default 100; startup or steady). Any other
 // kind (the store's, a spare's, an etcd member's) is the driver's: the rank
 // only prints the marker line, on every phase, for the driver to act on:
 //   chaos phase=<phase> iteration=<k> rank=<initial rank> mono_ns=<t>
@@ -36,6 +38,9 @@ enum class ChaosHook { kInitialize, kHealth, kFinalize, kAbort, kCompletion };
 void chaosAt(ChaosPhase phase, int iteration);
 // Whether `hook` must throw now, in phase `phase` (the victim's hook-* kind).
 void chaosInHook(ChaosHook hook, ChaosPhase phase, int iteration);
+// The extra compute time of this rank's step `done` (1-based) in iteration
+// `iteration`, in ms: the delay kind's, 0 otherwise.
+int chaosStepDelayMs(int done, int iteration);
 // Parses the environment once; throws std::invalid_argument on a bad value.
 void chaosConfigure(int initialRank);
 

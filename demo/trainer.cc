@@ -87,7 +87,8 @@ std::vector<float> Trainer::operator()(restart::CallContext& ctx) {
   for (int step = c.step; step < config_.steps; ++step) {
     ctx.checkCancelled();
     // The simulated compute time of a step (a real job runs its model here).
-    std::this_thread::sleep_for(std::chrono::milliseconds(config_.stepMs));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(config_.stepMs + chaosStepDelayMs(step + 1, s.iteration)));
     shardSums(shard, w, sums);
     allReduce(sums);
     const float loss = sgdStep(w, sums, totalSamples, config_.learningRate);

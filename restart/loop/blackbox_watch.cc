@@ -87,6 +87,21 @@ std::vector<blackbox::CommView> BlackboxWatch::comms() {
   return watch_->read({.flight = false}).comms;
 }
 
+std::optional<blackbox::Snapshot> BlackboxWatch::snapshot() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!attach()) {
+    return std::nullopt;
+  }
+  return watch_->read();
+}
+
+void BlackboxWatch::recordReport(const resilient_blackbox_fault& report) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (attach()) {
+    watch_->recordReport(report);
+  }
+}
+
 void BlackboxWatch::setFailFast(bool on) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!attach()) {

@@ -31,6 +31,10 @@ class BlackboxWatch {
   uint64_t progressDigest();
   // The profiler's communicator table (active and finalized slots).
   std::vector<blackbox::CommView> comms();
+  // The whole region with its flight recorder (nullopt: no region yet).
+  std::optional<blackbox::Snapshot> snapshot();
+  // Appends a report (slow link, straggler) to the fault ring.
+  void recordReport(const resilient_blackbox_fault& report);
   // The plugins' process-wide fail-fast switch.
   void setFailFast(bool on);
   bool attached();

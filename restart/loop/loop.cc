@@ -1,10 +1,9 @@
 #include "restart/loop/loop.h"
 
-#include <functional>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -145,12 +144,30 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
   config.storeWaitChunk = options_.monitorThreadInterval;
   config.progressInterval = options_.progressWatchdogInterval;
   config.lastCallWait = options_.lastCallWait;
-  monitor_ =
-      std::make_unique<MonitorThread>(*store_, *keys_, *faults_, *registry_, *blackbox_,
-                                      *interruption_, statusPage_ ? &statusPage_->page() : nullptr,
-                                      atomicMutex_, config, [this] { abortIteration(); },
-                                      [this] { return communicatorsAsyncError(); });
+  monitor_ = std::make_unique<MonitorThread>(
+      *store_, *keys_, *faults_, *registry_, *blackbox_, *interruption_,
+      statusPage_ ? &statusPage_->page() : nullptr, atomicMutex_, config,
+      [this] { abortIteration(); }, [this] { return communicatorsAsyncError(); });
 
+  if (state_.active() && options_.healthInterval.count() > 0) {
+    HealthExchangeConfig health;
+    health.iteration = k;
+    health.initialRank = state_.initialRank;
+    health.activeRank = state_.activeRank;
+    health.activeWorldSize = state_.activeWorldSize;
+    health.interval = options_.healthInterval;
+    health.links.ratio = options_.slowLinkPercent / 100.0;
+    health.links.windowNs = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.slowLinkWindow).count());
+    health.stragglers.minLagNs = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stragglerLag).count());
+    health.stragglers.windowNs = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stragglerWindow).count());
+    health.restartOnSlowLink = options_.slowLinkRestart;
+    health.restartOnStraggler = options_.stragglerRestart;
+    health_ = std::make_unique<HealthExchange>(*store_, *keys_, *faults_, *registry_, *blackbox_,
+                                               *interruption_, timeline_, health);
+  }
   CallContext ctx(*this, state_);
   std::exception_ptr fault;
   FaultReason reason = FaultReason::kException;
@@ -177,6 +194,7 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
       throw RankShouldRestart("iteration " + std::to_string(k) +
                               " was interrupted before its completion barrier completed");
     }
+    health_.reset();
     monitor_.reset();
     return Outcome::kCompleted;
   } catch (const RankShouldRestart&) {
@@ -317,6 +335,7 @@ void Loop::finish() {
 }
 
 void Loop::leave(std::exception_ptr why, bool recordInStore) {
+  health_.reset();
   monitor_.reset();
   if (recordInStore) {
     barrier_->markTerminated(state_.initialRank, "left: " + describeException(why));

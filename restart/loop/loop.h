@@ -30,6 +30,7 @@
 #include "restart/loop/blackbox_watch.h"
 #include "restart/loop/interruption.h"
 #include "restart/loop/job_barrier.h"
+#include "restart/loop/health_exchange.h"
 #include "restart/loop/monitor_thread.h"
 #include "restart/loop/rank_registry.h"
 #include "restart/loop/restart_storm.h"
@@ -129,6 +130,9 @@ class Loop {
   // The current iteration.
   std::unique_ptr<Interruption> interruption_;
   std::unique_ptr<MonitorThread> monitor_;
+  // The iteration's health comparison (active ranks, healthInterval > 0);
+  // stopped with the monitor thread.
+  std::unique_ptr<HealthExchange> health_;
   std::unique_ptr<Rendezvous> rendezvous_;
   mutable std::mutex commsMutex_;  // comms_ and userComms_: the abort runs on another thread
   std::map<std::string, CommunicatorPtr> comms_;

@@ -125,6 +125,7 @@ void Loop::recover() {
   interruption_->raise("the iteration failed");
   while (!interruption_->waitAborted(milliseconds(1000))) {
   }
+  health_.reset();
   monitor_.reset();
   setPhase(RankPhase::kRestarting);
   bool healthy = true;

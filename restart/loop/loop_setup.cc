@@ -81,6 +81,7 @@ Loop::Loop(Options options, LoopEnvironment environment)
 }
 
 Loop::~Loop() {
+  health_.reset();
   monitor_.reset();
   {
     std::lock_guard<std::mutex> lock(commsMutex_);

@@ -36,6 +36,13 @@ Options Options::fromEnvironment() {
   o.stormWindow = Millis(p.get<config::kRestartStormWindowMs>());
   o.restartBackoff = Millis(p.get<config::kRestartBackoffMs>());
   o.restartBackoffMax = Millis(p.get<config::kRestartBackoffMaxMs>());
+  o.healthInterval = Millis(p.get<config::kHealthIntervalMs>());
+  o.slowLinkPercent = static_cast<int>(p.get<config::kSlowLinkPercent>());
+  o.slowLinkWindow = Millis(p.get<config::kSlowLinkWindowMs>());
+  o.slowLinkRestart = p.get<config::kSlowLinkAction>() == config::HealthAction::kRestart;
+  o.stragglerLag = Millis(p.get<config::kStragglerLagMs>());
+  o.stragglerWindow = Millis(p.get<config::kStragglerWindowMs>());
+  o.stragglerRestart = p.get<config::kStragglerAction>() == config::HealthAction::kRestart;
   return o;
 }
 
@@ -73,10 +80,18 @@ void Options::validate() const {
   require(stormLimit >= 0, "stormLimit (" + std::to_string(stormLimit) + ") >= 0");
   require(stormWindow > zero, show("stormWindow", stormWindow) + " > 0");
   require(restartBackoff >= zero && restartBackoff <= restartBackoffMax,
-          "0 <= " + show("restartBackoff", restartBackoff) + " <= " +
-              show("restartBackoffMax", restartBackoffMax));
+          "0 <= " + show("restartBackoff", restartBackoff) +
+              " <= " + show("restartBackoffMax", restartBackoffMax));
   require(terminationGraceTime >= zero,
           show("terminationGraceTime", terminationGraceTime) + " >= 0");
+  require(healthInterval >= zero, show("healthInterval", healthInterval) + " >= 0");
+  require(slowLinkPercent >= 1 && slowLinkPercent <= 99,
+          "1 <= slowLinkPercent (" + std::to_string(slowLinkPercent) + ") <= 99");
+  for (const auto& [name, value] :
+       {std::pair{"slowLinkWindow", slowLinkWindow}, std::pair{"stragglerLag", stragglerLag},
+        std::pair{"stragglerWindow", stragglerWindow}}) {
+    require(value > zero, show(name, value) + " > 0");
+  }
   // The reference's ordering rules (docs/reference/restart-model.md §1.2).
   require(softTimeout < hardTimeout,
           show("softTimeout", softTimeout) + " < " + show("hardTimeout", hardTimeout));

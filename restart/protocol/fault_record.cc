@@ -10,7 +10,7 @@ namespace resilient::restart::protocol {
 
 namespace {
 
-constexpr std::array<std::pair<FaultReason, const char*>, 12> kNames{{
+constexpr std::array<std::pair<FaultReason, const char*>, 13> kNames{{
     {FaultReason::kException, "exception"},
     {FaultReason::kRestartAbort, "restart-abort"},
     {FaultReason::kSoftTimeout, "soft-timeout"},
@@ -23,6 +23,7 @@ constexpr std::array<std::pair<FaultReason, const char*>, 12> kNames{{
     {FaultReason::kHealthCheck, "health-check"},
     {FaultReason::kCommunicator, "communicator"},
     {FaultReason::kBarrierTimeout, "barrier-timeout"},
+    {FaultReason::kHealthReport, "health-report"},
 }};
 
 }  // namespace

@@ -24,6 +24,7 @@ enum class FaultReason {
   kHealthCheck,     // a health check failed
   kCommunicator,    // a communicator failed (creation, async error)
   kBarrierTimeout,  // ranks never arrived at a barrier
+  kHealthReport,    // a slow link or a straggler, with its action "restart"
 };
 
 const char* faultReasonName(FaultReason reason) noexcept;

@@ -58,6 +58,16 @@ class JobKeys {
     return ofIteration(iteration, "completion");
   }
   std::string terminationBarrier() const { return prefix_ + "termination"; }
+  // The job's health comparison (restart/loop/health_exchange.h): active
+  // rank r's latest sample in iteration k, and the reports found so far
+  // (a counter, and one key per report numbered from 1).
+  std::string healthSample(int iteration, int activeRank) const {
+    return ofIteration(iteration, "health/" + std::to_string(activeRank));
+  }
+  std::string healthReportCount() const { return prefix_ + "health/reports"; }
+  std::string healthReport(int64_t number) const {
+    return prefix_ + "health/report/" + std::to_string(number);
+  }
 
  private:
   // "iteration/<k>/<leaf>" under the job's prefix.

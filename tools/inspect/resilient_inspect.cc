@@ -4,21 +4,29 @@
 // --fail-fast sets the region's control bit: every request of that process's
 // plugin then fails at its next call. With several targets (one per rank),
 // or --compare, it lines up each communicator across them and names the
-// ranks that are behind.
+// ranks that are behind. --job watches the ranks of a job live (the given
+// targets, or every live region in --dir): slow links and stragglers
+// (blackbox/slow_links.h, blackbox/stragglers.h), as the restart library
+// does through its store for jobs that use it.
 #include <bit>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "blackbox/value_names.h"
+#include "blackbox/health_json.h"
 #include "blackbox/rank_progress.h"
 #include "blackbox/reader.h"
 #include "blackbox/snapshot_json.h"
+#include "blackbox/value_names.h"
 #include "common/clock.h"
 
 namespace bb = resilient::blackbox;
@@ -27,10 +35,10 @@ namespace {
 
 using bb::commStateName;
 using bb::connectionStateName;
-using resilient::blackbox::faultClassName;
 using bb::hexId;
 using bb::opJson;
 using bb::opStateName;
+using resilient::blackbox::faultClassName;
 
 void printTable(const bb::Snapshot& s) {
   std::printf(
@@ -112,6 +120,113 @@ nlohmann::json comparisonJson(const std::vector<bb::CommComparison>& cmp) {
   return out;
 }
 
+struct JobWatchOptions {
+  std::vector<std::string> targets;  // empty: every live region in dir
+  std::string dir;
+  int intervalMs = 1000;
+  double seconds = 0;  // 0: until interrupted
+  bool json = false;
+  bool record = false;
+  bb::SlowLinkOptions links;
+  bb::StragglerOptions stragglers;
+};
+
+// The regions of the job: the targets, or every live one in dir.
+std::vector<std::string> jobRegions(const JobWatchOptions& o) {
+  std::vector<std::string> paths;
+  if (!o.targets.empty()) {
+    for (const auto& t : o.targets) {
+      paths.push_back(bb::resolveRegion(t, o.dir));
+    }
+    return paths;
+  }
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(o.dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(RESILIENT_BLACKBOX_FILE_PREFIX, 0) == 0) {
+      paths.push_back(e.path().string());
+    }
+  }
+  return paths;
+}
+
+std::string rateText(double bytesPerS) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB/s", bytesPerS / 1e6);
+  return bytesPerS > 0 ? buf : "-";
+}
+
+void printStandings(const bb::SlowLinkDetector& links, const bb::StragglerDetector& ranks) {
+  std::printf("%-6s %-6s %-24s %-24s %12s %6s %7s  %s\n", "from", "to", "local", "peer",
+              "busy rate", "busy", "ratio", "");
+  for (const auto& l : links.standings()) {
+    std::printf("%-6d %-6d %-24s %-24s %12s %5.0f%% %6.0f%%  %s\n", l.from.rank, l.to.rank,
+                l.from.address.c_str(), l.to.address.c_str(), rateText(l.bytesPerS).c_str(),
+                l.busyFraction * 100, l.ratio * 100, l.slow ? "SLOW" : "");
+  }
+  for (const auto& r : ranks.standings()) {
+    std::printf("communicator 0x%016" PRIx64 " rank %d: last in %d of %d, median lag %.1f ms%s\n",
+                r.commId, r.rank.rank, r.lastCount, r.collectives,
+                static_cast<double>(r.lagNs) / 1e6, r.straggler ? "  STRAGGLER" : "");
+  }
+}
+
+// Watches the job's regions every interval; prints each new report as it is
+// found (and, with --record, appends it to the region of the process it
+// names). Returns the number of reports.
+int watchJob(const JobWatchOptions& o) {
+  bb::SlowLinkDetector links(o.links);
+  bb::StragglerDetector stragglers(o.stragglers);
+  std::map<std::string, bb::ArrivalCursor> cursors;  // by region
+  std::map<uint32_t, std::string> regionOfPid;
+  int found = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    std::vector<bb::RankSample> samples;
+    for (const auto& path : jobRegions(o)) {
+      auto snap = bb::readRegion(path);
+      if (!snap.ok() || !snap->processAlive) {
+        continue;  // gone, or not a region this tool reads
+      }
+      regionOfPid[snap->header.pid] = path;
+      samples.push_back(bb::sampleOf(*snap, -1, &cursors[path]));
+    }
+    std::vector<bb::HealthReport> reports = links.update(samples);
+    for (auto& r : stragglers.update(samples)) {
+      reports.push_back(std::move(r));
+    }
+    for (const auto& r : reports) {
+      ++found;
+      if (o.json) {
+        std::printf("%s\n", nlohmann::json({{"report", bb::reportJson(r)}}).dump().c_str());
+      } else {
+        std::printf("REPORT %s\n", bb::describe(r).c_str());
+      }
+      if (o.record && regionOfPid.count(r.subject.pid) != 0) {
+        (void)bb::recordReport(regionOfPid[r.subject.pid], bb::toBlackboxRecord(r));
+      }
+    }
+    if (o.json) {
+      std::printf("%s\n", nlohmann::json({{"wall_ns", resilient::wallClockNs()},
+                                          {"processes", samples.size()},
+                                          {"standings", bb::standingsJson(links.standings(),
+                                                                          stragglers.standings())}})
+                              .dump()
+                              .c_str());
+    } else {
+      std::printf("--- %zu processes\n", samples.size());
+      printStandings(links, stragglers);
+    }
+    std::fflush(stdout);
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (o.seconds > 0 && elapsed >= o.seconds) {
+      return found;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.intervalMs));
+  }
+}
+
 int run(int argc, char** argv) {
   CLI::App app{
       "Prints the nccl-resilient blackbox of a process (live or post-mortem), or compares "
@@ -122,14 +237,52 @@ int run(int argc, char** argv) {
   bool failFast = false;
   bool compare = false;
   app.add_option("targets", targets,
-                 "pid of the process, or the path of a blackbox file; several: compare")
-      ->required();
+                 "pid of the process, or the path of a blackbox file; several: compare");
+  bool job = false;
+  JobWatchOptions jobOptions;
+  int64_t slowPercent = 30;
+  int64_t slowWindowMs = 4000;
+  int64_t lagMs = 20;
+  int64_t stragglerWindowMs = 10000;
+  app.add_flag("--job", job,
+               "watch a job's ranks live (the targets, or every live blackbox in --dir): name "
+               "slow links and stragglers as they are found");
+  app.add_option("--interval-ms", jobOptions.intervalMs, "--job: time between two looks")
+      ->check(CLI::Range(10, 3600000));
+  app.add_option("--seconds", jobOptions.seconds, "--job: stop after this long (0: never)")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_flag("--record", jobOptions.record,
+               "--job: append each report to the blackbox of the process it names");
+  app.add_option("--slow-link-percent", slowPercent, "--job: NCCL_RESILIENT_SLOW_LINK_PERCENT")
+      ->check(CLI::Range(1, 99));
+  app.add_option("--slow-link-window-ms", slowWindowMs, "--job: NCCL_RESILIENT_SLOW_LINK_WINDOW_MS")
+      ->check(CLI::Range(100, 3600000));
+  app.add_option("--straggler-lag-ms", lagMs, "--job: NCCL_RESILIENT_STRAGGLER_LAG_MS")
+      ->check(CLI::Range(1, 3600000));
+  app.add_option("--straggler-window-ms", stragglerWindowMs,
+                 "--job: NCCL_RESILIENT_STRAGGLER_WINDOW_MS")
+      ->check(CLI::Range(100, 3600000));
   app.add_option("--dir", dir, "directory of blackbox files (NCCL_RESILIENT_BLACKBOX_DIR)");
   app.add_flag("--json", json, "print JSON");
   app.add_flag("--fail-fast", failFast, "set the fail-fast control bit of the process's plugin");
   app.add_flag("--compare", compare,
                "line up each communicator across the targets and name the ranks behind");
   CLI11_PARSE(app, argc, argv);
+  if (job) {
+    jobOptions.targets = targets;
+    jobOptions.dir = dir;
+    jobOptions.json = json;
+    jobOptions.links.ratio = static_cast<double>(slowPercent) / 100;
+    jobOptions.links.windowNs = static_cast<uint64_t>(slowWindowMs) * 1000000ull;
+    jobOptions.stragglers.minLagNs = static_cast<uint64_t>(lagMs) * 1000000ull;
+    jobOptions.stragglers.windowNs = static_cast<uint64_t>(stragglerWindowMs) * 1000000ull;
+    watchJob(jobOptions);
+    return 0;
+  }
+  if (targets.empty()) {
+    std::fprintf(stderr, "resilient-inspect: give a pid or a blackbox file (or --job)\n");
+    return 1;
+  }
 
   std::vector<bb::Snapshot> snaps;
   for (const auto& target : targets) {

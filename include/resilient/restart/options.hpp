@@ -70,6 +70,23 @@ struct Options {
   Millis stormWindow{600000};
   Millis restartBackoff{100};
   Millis restartBackoffMax{10000};
+  // The job's health comparison (docs/observability.md): every
+  // `healthInterval` each active rank ships its links' busy time and its
+  // collectives' arrival times to the store, and active rank 0 looks for
+  // slow links (below `slowLinkPercent` % of the job's other links while busy,
+  // over `slowLinkWindow`) and stragglers (last to most collectives by
+  // `stragglerLag` or more, over `stragglerWindow`). A finding is reported: a
+  // WARN, a store record, a record in the blackbox of the process it names,
+  // the timeline. With its `...Restart` flag it is also a fault naming that
+  // rank (reason health-report): the job restarts and terminateCulprits
+  // replaces the rank by a spare. healthInterval 0: no comparison.
+  Millis healthInterval{1000};
+  int slowLinkPercent = 30;
+  Millis slowLinkWindow{4000};
+  bool slowLinkRestart = false;
+  Millis stragglerLag{20};
+  Millis stragglerWindow{10000};
+  bool stragglerRestart = false;
 
   // The monitor process: its executable (empty: `resilient-monitor` next to
   // the library, then on PATH), its log and pid files ({rank} is replaced by

@@ -1,0 +1,88 @@
+// The job's health comparison for one iteration (docs/observability.md):
+// slow links and stragglers found across the ranks through the store.
+//
+// One thread per active rank while the iteration runs. Every `interval` it
+//  - ships this rank's sample (its blackbox: links' bytes and busy time,
+//    the collectives' arrival times of the last few intervals) to the store
+//    under the iteration's health key of its active rank;
+//  - on active rank 0 only: reads every active rank's sample (one
+//    multi-get), feeds the detectors (blackbox/slow_links.h,
+//    blackbox/stragglers.h) and writes each new report to the store (a
+//    numbered record); logs one WARN per report; with the report's action
+//    "restart", publishes a fault naming the rank (reason health-report), so
+//    that the job restarts and the culprit is replaced like any other;
+//  - on every rank: reads the reports it has not seen; one naming this
+//    process (a link's end, or the straggler) goes into its blackbox as a
+//    report record, with a WARN, and into the timeline ("health report").
+// When it stops, active rank 0 records what it compared in the timeline
+// ("health compared": rounds, samples, link windows, collectives).
+// The store failing is not this thread's to report: it stops and the loop's
+// own store calls find it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "blackbox/health_report.h"
+#include "blackbox/slow_links.h"
+#include "blackbox/stragglers.h"
+#include "restart/loop/blackbox_watch.h"
+#include "restart/loop/interruption.h"
+#include "restart/loop/rank_registry.h"
+#include "restart/loop/timeline.h"
+#include "restart/protocol/fault_log.h"
+#include "restart/protocol/job_keys.h"
+#include "store/store.h"
+
+namespace resilient::restart {
+
+struct HealthExchangeConfig {
+  int iteration = 0;
+  int initialRank = 0;
+  int activeRank = 0;
+  int activeWorldSize = 1;
+  std::chrono::milliseconds interval{1000};
+  blackbox::SlowLinkOptions links;
+  blackbox::StragglerOptions stragglers;
+  bool restartOnSlowLink = false;
+  bool restartOnStraggler = false;
+};
+
+class HealthExchange {
+ public:
+  HealthExchange(store::Store& store, const protocol::JobKeys& keys, protocol::FaultLog& faults,
+                 RankRegistry& registry, BlackboxWatch& blackbox, Interruption& interruption,
+                 Timeline& timeline, HealthExchangeConfig config);
+  ~HealthExchange();  // stops and joins the thread
+  HealthExchange(const HealthExchange&) = delete;
+  HealthExchange& operator=(const HealthExchange&) = delete;
+
+ private:
+  void run(const std::stop_token& stop);
+  void ship();
+  void compare();
+  void readReports();
+  void act(const blackbox::HealthReport& report);
+
+  store::Store& store_;
+  const protocol::JobKeys& keys_;
+  protocol::FaultLog& faults_;
+  RankRegistry& registry_;
+  BlackboxWatch& blackbox_;
+  Interruption& interruption_;
+  Timeline& timeline_;
+  const HealthExchangeConfig config_;
+  blackbox::SlowLinkDetector links_;
+  blackbox::StragglerDetector stragglers_;
+  std::string host_;
+  uint32_t pid_ = 0;
+  int64_t reportsSeen_ = 0;
+  uint64_t rounds_ = 0;
+  uint64_t samples_ = 0;
+  std::jthread thread_;
+};
+
+}  // namespace resilient::restart

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""The job's health comparison on the GPU-less demo (issue 22): a straggler
+is named, and a healthy job is not.
+
+Runs the demo's job (8 ranks of resilient-demo-train, 6 active and 2 spares,
+the restart library and its embedded store, host communicators through the
+resilient plugin on loopback) for about --seconds, with
+NCCL_RESILIENT_HEALTH_INTERVAL_MS at its default: every rank ships its
+sample to the store each second and active rank 0 compares them.
+
+  --straggler R   initial rank R computes --delay-ms longer at every step
+                  (RESILIENT_DEMO_CHAOS=delay@startup): it must be named as
+                  the straggler, within --bound seconds of its first step,
+                  and nothing else may be reported; the job completes with
+                  no restart.
+  (default)       a healthy run: every report is a false one and fails it.
+
+Reports are counted from active rank 0's log (it logs each one it finds)
+and from the ranks' timelines ("health report": the named rank records it).
+
+usage: health_soak.py [--build DIR] [--seconds S] [--step-ms MS]
+                      [--straggler R --delay-ms D] [--bound S] [--json FILE]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import demo  # noqa: E402  (scripts/demo.py: the processes, the store, the reports)
+
+REPORT = re.compile(r"restart: ((slow link|straggler) .*)$")
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(demo.REPO, "build"))
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--step-ms", type=int, default=50)
+    ap.add_argument("--straggler", type=int)
+    ap.add_argument("--delay-ms", type=int, default=100)
+    ap.add_argument("--bound", type=float, default=20.0,
+                    help="the straggler must be named this long after the job started")
+    ap.add_argument("--json")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    if args.straggler is not None and not 0 <= args.straggler < demo.ACTIVE:
+        ap.error(f"--straggler must be an active rank (0..{demo.ACTIVE - 1})")
+    return args
+
+
+def main():
+    args = parse_args()
+    binary = os.path.join(args.build, "demo", "resilient-demo-train")
+    store_bin = os.path.join(args.build, "tools", "store", "resilient-store")
+    plugin = os.path.join(args.build, "plugin", "net", "abi", "libnccl-net-resilient.so")
+    monitor = os.path.join(args.build, "restart", "monitor", "resilient-monitor")
+    missing = [b for b in (binary, store_bin, plugin, monitor) if not os.path.exists(b)]
+    if missing:
+        print("health_soak: missing " + ", ".join(missing) + " (build first)", file=sys.stderr)
+        return 2
+    # Steps for about --seconds: each takes the step time plus the all-reduce.
+    step_s = (args.step_ms + (args.delay_ms if args.straggler is not None else 0) + 5) / 1000
+    steps = max(50, int(args.seconds / step_s))
+    run_dir = tempfile.mkdtemp(prefix="resilient-health-")
+    procs = demo.Processes(run_dir, tempfile.mkdtemp(prefix="resilient-health-bb-",
+                                                     dir="/dev/shm"))
+    env = dict(os.environ, NCCL_RESILIENT_JOB_TOKEN=os.urandom(16).hex(),
+               NCCL_RESILIENT_SOCKET_IFNAME="lo", NCCL_RESILIENT_BLACKBOX_DIR=procs.blackbox_dir)
+    if args.straggler is not None:
+        env.update(RESILIENT_DEMO_CHAOS="delay@startup",
+                   RESILIENT_DEMO_CHAOS_RANK=str(args.straggler),
+                   RESILIENT_DEMO_CHAOS_DELAY_MS=str(args.delay_ms))
+    problems = []
+    reports = []
+    started_wall = time.time_ns()
+    try:
+        store, url = demo.start_store(procs, store_bin, run_dir, env)
+        job_dir = os.path.join(run_dir, "job")
+        os.makedirs(job_dir)
+        argv = [binary, f"--run-dir={job_dir}", f"--steps={steps}", "--checkpoint-every=50",
+                f"--step-ms={args.step_ms}", f"--shards={demo.ACTIVE}", "--plugin=" + plugin,
+                "--monitor=" + monitor]
+        ranks = [procs.start(argv, os.path.join(job_dir, f"rank-{r}.log"),
+                             dict(env, RANK=str(r), WORLD_SIZE=str(demo.WORLD_SIZE),
+                                  LOCAL_RANK=str(r), NCCL_RESILIENT_STORE_URL=url,
+                                  NCCL_RESILIENT_RESTART_JOB="health"))
+                 for r in range(demo.WORLD_SIZE)]
+        deadline = time.monotonic() + args.seconds * 3 + 120
+        for p in ranks:
+            p.wait(timeout=max(1, deadline - time.monotonic()))
+        elapsed = (time.time_ns() - started_wall) / 1e9
+        if any(p.returncode != 0 for p in ranks):
+            problems.append(f"the job failed: {demo.ending_summary(ranks)}")
+        for r in range(demo.WORLD_SIZE):
+            with open(os.path.join(job_dir, f"rank-{r}.log"), errors="replace") as f:
+                for line in f:
+                    m = REPORT.search(line.rstrip("\n"))
+                    if m:
+                        reports.append({"logged_by": r, "kind": m.group(2), "text": m.group(1)})
+        named = {}
+        for r, rep in demo.load_reports(job_dir).items():
+            entries = [e for e in rep.get("timeline", []) if e["phase"] == "health report"]
+            if entries:
+                named[r] = entries
+            if any(e["phase"] == "fault detected" for e in rep.get("timeline", [])):
+                problems.append(f"rank {r}: a fault was detected (the job restarted)")
+        compared = [e["detail"] for e in demo.load_reports(job_dir).get(0, {}).get("timeline", [])
+                     if e["phase"] == "health compared"]
+        print("active rank 0 compared: " + ("; ".join(compared) or "nothing"))
+        m = re.match(r"(\d+) rounds, (\d+) samples, (\d+) link windows, (\d+) collectives",
+                     compared[0] if compared else "")
+        if not m or int(m.group(4)) == 0:
+            problems.append("active rank 0 compared no collectives (the test would prove "
+                            "nothing)")
+        if args.straggler is None:
+            if reports:
+                problems.append(f"{len(reports)} report(s) on a healthy run")
+        else:
+            want = f"straggler rank {args.straggler} "
+            hits = [rep for rep in reports if rep["text"].startswith(want)]
+            others = [rep for rep in reports if not rep["text"].startswith(want)]
+            if not hits:
+                problems.append(f"rank {args.straggler} was not named as the straggler")
+            if others:
+                problems.append(f"{len(others)} other report(s)")
+            entries = named.get(args.straggler, [])
+            if not entries:
+                problems.append(f"rank {args.straggler}'s timeline has no health report")
+            else:
+                after = (entries[0]["wall_ns"] - started_wall) / 1e9
+                print(f"straggler named in rank {args.straggler}'s timeline {after:.1f} s after "
+                      "the job started")
+                if after > args.bound:
+                    problems.append(f"named after {after:.1f} s > {args.bound} s")
+        for rep in reports:
+            print(f"report (rank {rep['logged_by']}'s log): {rep['text']}")
+        print(f"{steps} steps in {elapsed:.1f} s; {len(reports)} report(s)")
+    except (demo.DemoFailure, OSError) as e:
+        problems.append(str(e))
+    finally:
+        procs.stop_all()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"straggler": args.straggler, "delay_ms": args.delay_ms,
+                       "seconds": args.seconds, "reports": reports, "problems": problems}, f,
+                      indent=2)
+    if problems:
+        print("FAIL: " + "; ".join(problems) + f" (files in {run_dir})")
+        return 1
+    if not args.keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
