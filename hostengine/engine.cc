@@ -2,8 +2,10 @@
 // (listen, handles exchanged out of band, connect/accept polled together),
 // the registered host buffers, close; and the pipeline every operation
 // drives. As in NCCL, listen, connect, accept and regMr run on a service
-// thread, never on the thread that runs the data path. run()'s patterns are in engine_patterns.cc, the ring operations
-// in engine_ring.cc.
+// thread, never on the thread that runs the data path; the profiler's init
+// follows the net plugin's, its finalize comes after the connections closed.
+// run()'s patterns are in engine_patterns.cc, the ring operations in
+// engine_ring.cc.
 #include "hostengine/engine.h"
 
 #include <sched.h>
@@ -99,6 +101,12 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
     return setupFault("init", -1, std::move(st), start);
   }
   contextLive_ = true;
+  profiler_.open(transport_, options_.profilerTable,
+                 {.commId = options_.commId,
+                  .name = options_.commName.c_str(),
+                  .nNodes = std::max(options_.nNodes, 1),
+                  .nranks = n,
+                  .rank = rank});
   int ndev = 0;
   st = transport_.devices(&ndev);
   if (st.ok() && (options_.device < 0 || options_.device >= ndev)) {
@@ -216,10 +224,10 @@ std::optional<Fault> Engine::onServiceThread(uint64_t startNs,
     std::thread service([&] { fault = work(); });
     service.join();
   } catch (const std::system_error& e) {
-    return setupFault("setup", -1,
-                      systemError(std::string("cannot start the service thread: ") + e.what(),
-                                  e.code().value()),
-                      startNs);
+    return setupFault(
+        "setup", -1,
+        systemError(std::string("cannot start the service thread: ") + e.what(), e.code().value()),
+        startNs);
   }
   return fault;
 }
@@ -340,6 +348,9 @@ void Engine::close() noexcept {
       l.listenComm = nullptr;
     }
   }
+  // As NCCL's commFree: the profiler after the connections, before the net
+  // plugin's context.
+  profiler_.close();
   if (contextLive_) {
     (void)transport_.finalizeContext(ctx_);
     contextLive_ = false;
@@ -362,7 +373,8 @@ std::optional<Fault> Engine::drive(Stream* const* streams, size_t count, uint64_
   std::optional<Fault> fault = pipeline.drive(streams, count, startNs, deadline, errors);
   if (!warnedSizes_ && notes_.sizesNotReported.load(std::memory_order_relaxed) > 0) {
     warnedSizes_ = true;
-    RES_WARN(NCCL_NET, "net plugin %s: test() did not report the sizes of completed receives; "
+    RES_WARN(NCCL_NET,
+             "net plugin %s: test() did not report the sizes of completed receives; "
              "NCCL tolerates this (it uses them only for GPU flushes and profiler byte counts), "
              "and so does the host engine: the posted sizes stand",
              transport_.name());

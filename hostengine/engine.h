@@ -20,6 +20,11 @@
 // abort() may be called from any thread: the operation in flight (or the
 // connection setup) returns a Fault with `aborted` set at the pipeline's next
 // pass, and every later one at once; close() still runs on the owner's thread.
+//
+// A net plugin library that exports ncclProfiler_v6 (ours does) gets its
+// profiler driven as NCCL drives it (profiler_events.h): init at setup, each
+// operation of run() and each user-data operation one collective on one
+// channel, finalize at close.
 #pragma once
 
 #include <atomic>
@@ -28,10 +33,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "hostengine/pattern.h"
 #include "hostengine/pipeline.h"
+#include "hostengine/profiler_events.h"
 #include "hostengine/rendezvous.h"
 #include "plugin/transport/transport.h"
 
@@ -51,6 +58,12 @@ struct EngineOptions {
   size_t minPieceBytes = kDefaultMinPieceBytes;  // smallest piece of a grouped receive
   int64_t timeoutMs = 30000;                     // connection setup; one iteration
   uint64_t commId = 0;                           // handed to the plugin's init
+  // The profiler's init (commId is its commHash): the communicator's name,
+  // and the hosts among the ranks (1: one, or not known).
+  std::string commName = "hostengine";
+  int nNodes = 1;
+  // Tests: the ncclProfiler_v6 to drive instead of the plugin library's.
+  const ProfilerTable* profilerTable = nullptr;
 };
 
 struct IterationOptions {
@@ -100,6 +113,8 @@ class Engine {
   const EngineOptions& options() const noexcept { return options_; }
   // What the plugin did that NCCL tolerates (one WARN the first time).
   const ConformanceNotes& conformance() const noexcept { return notes_; }
+  // Whether a profiler gets the operations' events (its init succeeded).
+  bool profiled() const noexcept { return profiler_.active(); }
 
  private:
   enum BufferId { kInput = 0, kOutput = 1, kStaging = 2, kBufferCount = 3 };
@@ -132,7 +147,8 @@ class Engine {
   IterationResult runAllReduce(size_t bytes, uint64_t iteration, const IterationOptions& options);
   IterationResult runAllToAll(size_t bytes, uint64_t iteration, const IterationOptions& options);
   // The barrier (when options ask for it); returns the start time, or the
-  // fault of the barrier.
+  // fault of the barrier. The operation's kernel channel starts here (the
+  // wait for the peers is part of it, as in NCCL's kernel).
   std::optional<Fault> meet(const IterationOptions& options, uint64_t* startNs);
 
   // engine_ring.cc: the ring operations and the user-data collectives.
@@ -159,6 +175,9 @@ class Engine {
   bool contextLive_ = false;
   std::vector<Link> links_;  // one per peer rank (index = rank); sized once in setup
   std::vector<Buffer> buffers_;
+  // Each operation: enqueued() when it is called, started() when its data
+  // movement begins, completed() only when it returns without a fault.
+  ProfilerEvents profiler_;
   std::atomic<bool> abort_{false};
 };
 

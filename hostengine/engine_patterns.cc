@@ -1,6 +1,7 @@
 // Engine::run: the measured patterns of resilient-nettest (pattern.h),
 // each one operation on the engine's host buffers with every byte checked:
-// ping-pong, send/recv along the ring, the ring all-reduce, all-to-all.
+// ping-pong, send/recv along the ring, the ring all-reduce, all-to-all. Each
+// is one collective for the profiler (profiler_events.h).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -13,8 +14,37 @@
 #include "hostengine/ring_schedule.h"
 
 namespace resilient::hostengine {
+namespace {
+
+// The collective NCCL would run for one operation of `pattern`: the ring
+// all-reduce of float32 elements, the others on bytes (all-to-all: `count`
+// per peer, as ncclAlltoAll's).
+ProfiledColl collectiveOf(Pattern pattern, int nranks, size_t bytes, const void* in,
+                          void* out) noexcept {
+  ProfiledColl c{.datatype = "ncclUint8", .sendBuff = in, .recvBuff = out};
+  switch (pattern) {
+    case Pattern::kAllReduce:
+      c.func = ProfiledFunc::kAllReduce;
+      c.count = bytes / sizeof(float);
+      c.datatype = "ncclFloat32";
+      break;
+    case Pattern::kAllToAll:
+      c.func = ProfiledFunc::kAllToAll;
+      c.count = bytes / static_cast<size_t>(nranks);
+      break;
+    case Pattern::kPingPong:
+    case Pattern::kSendRecv:
+      c.func = ProfiledFunc::kSendRecv;
+      c.count = bytes;
+      break;
+  }
+  return c;
+}
+
+}  // namespace
 
 std::optional<Fault> Engine::meet(const IterationOptions& options, uint64_t* startNs) {
+  profiler_.started();
   if (options.barrier) {
     const uint64_t before = monotonicNs();
     Status st = oob_.barrier();
@@ -34,6 +64,8 @@ std::optional<Fault> Engine::meet(const IterationOptions& options, uint64_t* sta
 IterationResult Engine::run(size_t bytes, uint64_t iteration, const IterationOptions& options) {
   IterationResult out;
   bytes = std::min(effectiveBytes(options_.pattern, options_.nranks, bytes), maxBytes_);
+  profiler_.enqueued(
+      collectiveOf(options_.pattern, options_.nranks, bytes, buffer(kInput), buffer(kOutput)));
   switch (options_.pattern) {
     case Pattern::kPingPong: out = runPingPong(bytes, iteration); break;
     case Pattern::kSendRecv: out = runSendRecv(bytes, iteration, options); break;
@@ -43,6 +75,8 @@ IterationResult Engine::run(size_t bytes, uint64_t iteration, const IterationOpt
   if (out.fault) {
     out.fault->bytes = bytes;
     out.fault->iteration = iteration;
+  } else {
+    profiler_.completed();
   }
   return out;
 }
@@ -70,6 +104,7 @@ IterationResult Engine::runPingPong(size_t bytes, uint64_t iteration) {
   // its clock only then, so that the time is the round trip alone.
   if (rank == 0) {
     fillPattern(in, bytes, streamSeed(0, 1, iteration));
+    profiler_.started();
     Stream ready(Stream::Direction::kRecv, l.recvComm, peer, 1);
     ready.describe = zeroBytes(outBuf, l.recvMh[kOutput]);
     const uint64_t readyStart = monotonicNs();
@@ -91,6 +126,7 @@ IterationResult Engine::runPingPong(size_t bytes, uint64_t iteration) {
     return out;
   }
   fillPattern(in, bytes, streamSeed(1, 0, iteration));
+  profiler_.started();
   const uint64_t start = monotonicNs();
   Stream ping(Stream::Direction::kRecv, l.recvComm, peer, items);
   ping.describe = [&](size_t item, Piece* p) {

@@ -1,7 +1,9 @@
 // What runs on the ring (the connections to next and prev): the pipelined
 // ring all-reduce (ring_schedule.h) and broadcast on the output buffer, and
 // the user-data operations of the host communicator built on them
-// (allReduceSum, broadcast, barrier), in blocks of at most setup's maxBytes.
+// (allReduceSum, broadcast, barrier), in blocks of at most setup's maxBytes;
+// each user-data operation is one collective for the profiler, whatever its
+// number of blocks.
 #include <algorithm>
 #include <cstring>
 
@@ -123,6 +125,12 @@ std::optional<Fault> Engine::allReduceSum(const float* in, float* out, size_t co
   if (auto fault = userOperationFault("allReduce", start)) {
     return fault;
   }
+  profiler_.enqueued({.func = ProfiledFunc::kAllReduce,
+                      .count = count,
+                      .datatype = "ncclFloat32",
+                      .sendBuff = in,
+                      .recvBuff = out});
+  profiler_.started();
   auto* acc = reinterpret_cast<float*>(buffer(kOutput));
   const size_t block = maxBytes_ / sizeof(float);
   for (size_t done = 0; done < count;) {
@@ -139,6 +147,7 @@ std::optional<Fault> Engine::allReduceSum(const float* in, float* out, size_t co
     std::memcpy(out + done, acc, n * sizeof(float));
     done += n;
   }
+  profiler_.completed();
   return std::nullopt;
 }
 
@@ -154,6 +163,13 @@ std::optional<Fault> Engine::broadcast(void* data, size_t bytes, int root) {
                         .startNs = start,
                         .warningBaseline = limits_.warningBaseline});
   }
+  profiler_.enqueued({.func = ProfiledFunc::kBroadcast,
+                      .count = bytes,
+                      .datatype = "ncclUint8",
+                      .root = root,
+                      .sendBuff = data,
+                      .recvBuff = data});
+  profiler_.started();
   auto* user = static_cast<char*>(data);
   char* staged = buffer(kOutput);
   for (size_t done = 0; done < bytes;) {
@@ -174,6 +190,7 @@ std::optional<Fault> Engine::broadcast(void* data, size_t bytes, int root) {
     }
     done += n;
   }
+  profiler_.completed();
   return std::nullopt;
 }
 
@@ -182,6 +199,9 @@ std::optional<Fault> Engine::barrier() {
   if (auto fault = userOperationFault("barrier", start)) {
     return fault;
   }
+  // An all-reduce of nothing, as the profiler sees it too.
+  profiler_.enqueued({.func = ProfiledFunc::kAllReduce, .count = 0, .datatype = "ncclFloat32"});
+  profiler_.started();
   uint64_t sizeErrors = 0;
   if (auto fault = ringAllReduce(0, start, &sizeErrors)) {
     return fault;
@@ -189,6 +209,7 @@ std::optional<Fault> Engine::barrier() {
   if (sizeErrors != 0) {
     return sizeFault("barrier", sizeErrors, start);
   }
+  profiler_.completed();
   return std::nullopt;
 }
 

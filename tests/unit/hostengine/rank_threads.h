@@ -8,7 +8,9 @@
 #include <optional>
 #include <vector>
 
+#include "common/status.h"
 #include "hostengine/engine.h"
+#include "hostengine/rendezvous.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::test {
@@ -20,6 +22,13 @@ struct RankRun {
   std::vector<hostengine::IterationResult> results;
   int pieces = 0;
 };
+
+// The ranks of one job as threads: body(rank, oob, ok) runs on n threads
+// whose out-of-band channels meet at a real rendezvous server on loopback;
+// a rank whose channel cannot connect gets body(rank, nullptr, why).
+using RankBody =
+    std::function<void(int rank, hostengine::RendezvousClient* oob, const Status& joined)>;
+void runRankThreads(int n, const RankBody& body);
 
 // Runs `sizes` (two iterations each) on n ranks, each with the transport
 // transportFor(rank); a rank stops at its first fault.
