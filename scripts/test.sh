@@ -5,7 +5,9 @@
 # as scripts/demo.sh, configured without them), builds, runs the default test
 # suites (unit + integration) and the chaos suite, the thirdparty suite (real
 # partner plugins built from ../shared/thirdparty; plain build only), the
-# python suite (the Python package with Debian's torch; plain build only), builds
+# python suite (the Python package with Debian's torch; plain build only), the
+# observability suite (slow links, stragglers, the report formats; plain build
+# only), builds
 # the GPU validation kit and runs its dry run, then runs the default and chaos
 # suites again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/.
 #
@@ -29,6 +31,7 @@ packages=(
   nettle-dev                                   # HMAC of the handshakes (linked statically)
   iproute2 procps nftables python3             # ip/tc/ss/pkill/nft, the Python test drivers
   python3-torch python3-pytest python3-venv    # the Python package's suite (torch, gloo)
+  python3-prometheus-client chromium           # the observability suite: metrics parsed, HTML drawn
   etcd-server etcd-client libcurl4-openssl-dev # coordination store: etcd backend and its tests
   libbenchmark-dev                             # bench-profiler (Google Benchmark)
   binutils                                     # strip, nm, ldd checks (GPU kit, exports)
@@ -123,6 +126,7 @@ fi
 run_suite build thirdparty "build thirdparty suite" --suite thirdparty
 # The Python package (pytest with Debian's torch, pip install, the torch demo).
 run_suite build python "build python suite" --suite python
+run_suite build observability "build observability suite" --suite observability
 # A sample of the restart library's reliability matrix (docs/reliability.md):
 # other cells every run, the seed printed in its log.
 run_suite build reliability "build reliability matrix sample" --suite reliability
