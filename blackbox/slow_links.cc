@@ -36,7 +36,7 @@ std::vector<HealthReport> SlowLinkDetector::update(const std::vector<RankSample>
   struct Measured {
     History* history;
     LinkStanding standing;
-    double value;  // bytes/s while busy; kFast when it was busy too little to be limited
+    double value;  // bytes/s while busy; kFast when it was never busy
     bool evaluated;
     uint64_t nowNs;
   };
@@ -76,11 +76,13 @@ std::vector<HealthReport> SlowLinkDetector::update(const std::vector<RankSample>
       m.standing.to = {rankOf(ranks, link.peerHost, link.peerPid), link.peerHost, link.peerPid,
                        link.peer};
       m.standing.busyFraction = std::min(1.0, static_cast<double>(busy) / spanNs);
-      if (m.standing.busyFraction >= options_.minBusyFraction && busy > 0) {
+      if (busy > 0) {  // else it never waited: faster than anything measured
         m.value = static_cast<double>(bytes) * 1e9 / static_cast<double>(busy);
         m.standing.bytesPerS = m.value;
-        m.evaluated = true;
       }
+      // Only a link that was busy for a good part of the window can be the
+      // slow one: one that waited little was not what held the job back.
+      m.evaluated = busy > 0 && m.standing.busyFraction >= options_.minBusyFraction;
       measured.push_back(std::move(m));
     }
   }
@@ -122,8 +124,15 @@ std::vector<HealthReport> SlowLinkDetector::update(const std::vector<RankSample>
     m.standing.slow = below;
     if (!below) {
       h.belowSinceNs = 0;
-      h.reported = false;
+      // Reported again only after a full window back above the threshold.
+      if (h.aboveSinceNs == 0) {
+        h.aboveSinceNs = m.nowNs;
+      }
+      if (m.nowNs >= h.aboveSinceNs + options_.windowNs) {
+        h.reported = false;
+      }
     } else {
+      h.aboveSinceNs = 0;
       if (h.belowSinceNs == 0) {
         h.belowSinceNs = m.nowNs;
       }

@@ -13,7 +13,8 @@
 //
 // Fed with rounds of every rank's samples (health_sample.h); a link is
 // reported once it stayed below the threshold for half a window after a full
-// window of data, once until it recovers. Single-threaded (the caller's).
+// window of data, and again only after a full window back above it.
+// Single-threaded (the caller's).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,7 @@
 namespace resilient::blackbox {
 
 struct SlowLinkOptions {
-  double ratio = 0.3;                     // NCCL_RESILIENT_SLOW_LINK_PERCENT / 100
+  double ratio = 0.4;                     // NCCL_RESILIENT_SLOW_LINK_PERCENT / 100
   uint64_t windowNs = 4000000000ull;      // NCCL_RESILIENT_SLOW_LINK_WINDOW_MS
   double minBusyFraction = 0.2;           // below: the link waited little, it is not slow
   uint64_t minBytes = uint64_t{1} << 20;  // moved in the window, else the link is idle
@@ -68,6 +69,7 @@ class SlowLinkDetector {
   struct History {
     std::deque<Point> points;
     uint64_t belowSinceNs = 0;
+    uint64_t aboveSinceNs = 0;
     bool reported = false;
     double bestBytesPerS = 0;
     uint64_t lastSeenNs = 0;

@@ -535,7 +535,7 @@ inline constexpr IntKnob kHealthIntervalMs{{
 
 inline constexpr IntKnob kSlowLinkPercent{{
     .name = "NCCL_RESILIENT_SLOW_LINK_PERCENT",
-    .defaultValue = "30",
+    .defaultValue = "40",
     .min = 1,
     .max = 99,
     .unit = "%",

@@ -136,9 +136,10 @@ typedef struct {
   uint64_t lastProgressMonoNs; /* last completion or bytes moved; 0 never */
   uint64_t updatedMonoNs;      /* when this snapshot was written */
   /* Version 3. */
-  uint64_t busyNs; /* time with requests outstanding, as the watchdog samples it at each tick:
-                      completedBytes over busyNs is the throughput while busy (a send that
-                      waits on a slow link stays outstanding; one on a fast link does not) */
+  uint64_t busyNs; /* how long the link was busy, sampled at each watchdog tick: a send link
+                      with bytes the inner transport has not sent yet (our TCP: the kernel's
+                      unsent bytes), else with requests outstanding. completedBytes over
+                      busyNs is the throughput while busy */
   uint64_t rttNs;  /* the last heartbeat round trip to the peer process; 0 unknown */
 } resilient_blackbox_connection;
 

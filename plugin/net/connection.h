@@ -91,9 +91,9 @@ class ConnectionRecord {
   uint64_t progressBytesSeen = 0;
   uint64_t progressCompletedSeen = 0;
   int blackboxSlot = -1;  // its slot in the blackbox (watchdog only)
-  // Time with requests outstanding, sampled at each watchdog tick: the
-  // interval since the previous tick counts when requests were outstanding
-  // at this one (watchdog only; published as the blackbox's busyNs).
+  // How long the link was busy (watchdog only; the blackbox's busyNs),
+  // sampled at each tick: the interval since the previous tick counts when
+  // the link is busy at this one (Watchdog::sampleBusy).
   uint64_t busyNs = 0;
   uint64_t busySampledNs = 0;  // the previous tick; 0 before the first
   // The blackbox's abort epoch when the connection was made (written once,

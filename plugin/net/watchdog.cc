@@ -174,7 +174,12 @@ void Watchdog::tick(uint64_t now) {
 }
 
 void Watchdog::sampleBusy(ConnectionRecord& conn, uint64_t now) noexcept {
-  if (conn.busySampledNs != 0 && now > conn.busySampledNs && conn.outstanding() > 0) {
+  bool busy = false;
+  if (conn.direction() != ConnectionRecord::Direction::kSend || conn.fault() != nullptr ||
+      !inner_.linkBacklogged(conn.inner(), &busy)) {
+    busy = conn.outstanding() > 0;
+  }
+  if (busy && conn.busySampledNs != 0 && now > conn.busySampledNs) {
     conn.busyNs += now - conn.busySampledNs;
   }
   conn.busySampledNs = now;

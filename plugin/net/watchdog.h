@@ -103,9 +103,11 @@ class Watchdog {
   void run(const std::stop_token& stop);
   void wake() noexcept;
   void tick(uint64_t now);
-  // Adds the interval since the previous tick to the connection's busy time
-  // when it has requests outstanding now (ConnectionRecord::busyNs).
-  static void sampleBusy(ConnectionRecord& conn, uint64_t now) noexcept;
+  // The connection's busy time (ConnectionRecord::busyNs): the interval
+  // since the previous tick counts when the link is busy now: for a send
+  // link, backlogged in the inner transport when it can tell
+  // (Transport::linkBacklogged), else with requests outstanding.
+  void sampleBusy(ConnectionRecord& conn, uint64_t now) noexcept;
 
   transport::Transport& inner_;
   FaultSink& sink_;

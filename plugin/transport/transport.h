@@ -129,6 +129,16 @@ class Transport {
     (void)bytes;
     return false;
   }
+  // Whether a send comm has bytes the network has not taken yet, now (the
+  // watchdog samples it at each tick: the share of time a link is backlogged
+  // is how long it was the limit; blackbox/slow_links.h). Transports that
+  // cannot tell return false and the resilient layer samples whether
+  // requests are outstanding instead.
+  virtual bool linkBacklogged(void* comm, bool* backlogged) noexcept {
+    (void)comm;
+    (void)backlogged;
+    return false;
+  }
   // The local and peer addresses of a connected comm, when the transport knows them.
   virtual bool endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept {
     (void)comm;

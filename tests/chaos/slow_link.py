@@ -223,7 +223,18 @@ def main():
             if others:
                 failures.append(f"{len(others)} other report(s): " +
                                 "; ".join(r["text"] for r in others))
-        summary = {"healthy": args.healthy, "mbit": mbit, "base_mbit": base, "iters": iters,
+        # Each link's lowest and highest ratio to its peers over the run (the
+        # margin the threshold has).
+        ratios = {}
+        for j in standings:
+            for l in j["standings"]["links"]:
+                if l["ratio"] > 0:
+                    key = f"{l['from']['rank']}->{l['to']['rank']}"
+                    lo, hi = ratios.get(key, (l["ratio"], l["ratio"]))
+                    ratios[key] = (min(lo, l["ratio"]), max(hi, l["ratio"]))
+        for key, (lo, hi) in sorted(ratios.items()):
+            print(f"link {key}: ratio to its peers {lo:.2f} .. {hi:.2f}")
+        summary = {"healthy": args.healthy, "ratios": ratios, "mbit": mbit, "base_mbit": base, "iters": iters,
                    "rounds": rounds,
                    "reports": reports, "t0_wall_ns": t0_wall, "failures": failures}
         if args.json:

@@ -240,7 +240,7 @@ int run(int argc, char** argv) {
                  "pid of the process, or the path of a blackbox file; several: compare");
   bool job = false;
   JobWatchOptions jobOptions;
-  int64_t slowPercent = 30;
+  int64_t slowPercent = 40;
   int64_t slowWindowMs = 4000;
   int64_t lagMs = 20;
   int64_t stragglerWindowMs = 10000;

@@ -81,7 +81,7 @@ struct Options {
   // rank (reason health-report): the job restarts and terminateCulprits
   // replaces the rank by a spare. healthInterval 0: no comparison.
   Millis healthInterval{1000};
-  int slowLinkPercent = 30;
+  int slowLinkPercent = 40;
   Millis slowLinkWindow{4000};
   bool slowLinkRestart = false;
   Millis stragglerLag{20};

@@ -772,6 +772,14 @@ bool FaultTransport::bytesMoved(void* comm, uint64_t* bytes) noexcept {
   return !c->innerClosed && inner_->bytesMoved(c->inner, bytes);
 }
 
+bool FaultTransport::linkBacklogged(void* comm, bool* backlogged) noexcept {
+  if (direct_) {
+    return inner_->linkBacklogged(comm, backlogged);
+  }
+  auto* c = static_cast<Comm*>(comm);
+  return !c->innerClosed && inner_->linkBacklogged(c->inner, backlogged);
+}
+
 bool FaultTransport::endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept {
   if (direct_) {
     return inner_->endpoints(comm, local, peer);

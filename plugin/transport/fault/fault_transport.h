@@ -75,6 +75,7 @@ class FaultTransport final : public Transport {
   Status closeListen(void* listenComm) override;
 
   bool bytesMoved(void* comm, uint64_t* bytes) noexcept override;
+  bool linkBacklogged(void* comm, bool* backlogged) noexcept override;
   bool endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept override;
 
  private:

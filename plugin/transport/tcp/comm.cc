@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "common/net/tcp_timing.h"
 #include "plugin/transport/tcp/handle_address.h"
 #include "plugin/transport/tcp/wire.h"
 
@@ -43,6 +44,19 @@ TcpConnection::~TcpConnection() {
 
 Status TcpConnection::start(std::vector<FileDescriptor> dataSockets, int nThreads) {
   return engine_.start(std::move(dataSockets), nThreads);
+}
+
+bool TcpConnection::networkBacklogged(bool* backlogged) const noexcept {
+  net::TcpTiming t;
+  if (!net::readTcpTiming(control_.get(), &t)) {
+    return false;
+  }
+  bool any = t.notSentBytes > 0;
+  for (int lane = 0; lane < engine_.sockets() && !any; ++lane) {
+    any = net::readTcpTiming(engine_.socketFd(lane), &t) && t.notSentBytes > 0;
+  }
+  *backlogged = any;
+  return true;
 }
 
 void TcpConnection::close() noexcept {

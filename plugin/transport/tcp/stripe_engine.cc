@@ -49,6 +49,10 @@ struct StripeEngine::Worker {
   bool needsWake = false;       // proxy thread only
 };
 
+int StripeEngine::socketFd(int lane) const noexcept {
+  return lanes_[static_cast<size_t>(lane)]->fd.get();
+}
+
 StripeEngine::StripeEngine(Direction direction, uint32_t chunkBytes,
                            std::atomic<uint64_t>* bytesMoved)
     : direction_(direction), chunkBytes_(chunkBytes), bytesMoved_(bytesMoved) {}

@@ -63,6 +63,8 @@ class StripeEngine {
   Status start(std::vector<FileDescriptor> sockets, int nThreads);
 
   int sockets() const noexcept { return static_cast<int>(lanes_.size()); }
+  // The descriptor of data socket `lane` (0 <= lane < sockets()).
+  int socketFd(int lane) const noexcept;
   bool inlineMode() const noexcept { return workers_.empty(); }
   uint32_t chunkBytes() const noexcept { return chunkBytes_; }
 

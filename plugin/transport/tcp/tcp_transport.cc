@@ -293,6 +293,14 @@ bool TcpTransport::bytesMoved(void* comm, uint64_t* bytes) noexcept {
   return true;
 }
 
+bool TcpTransport::linkBacklogged(void* comm, bool* backlogged) noexcept {
+  auto* base = static_cast<CommBase*>(comm);
+  if (base == nullptr || base->kind() != CommKind::kSend) {
+    return false;
+  }
+  return static_cast<TcpConnection*>(base)->networkBacklogged(backlogged);
+}
+
 bool TcpTransport::endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept {
   auto* base = static_cast<CommBase*>(comm);
   if (base == nullptr || (base->kind() != CommKind::kSend && base->kind() != CommKind::kRecv)) {

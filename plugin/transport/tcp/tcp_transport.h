@@ -63,6 +63,9 @@ class TcpTransport final : public Transport {
   Status closeListen(void* listenComm) override;
 
   bool bytesMoved(void* comm, uint64_t* bytes) noexcept override;
+  // Send comms: whether any of its sockets has bytes the kernel has not sent
+  // yet (common/net/tcp_timing.h).
+  bool linkBacklogged(void* comm, bool* backlogged) noexcept override;
   bool endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept override;
 
  private:

@@ -105,6 +105,34 @@ TEST_CASE("slow links: the one link far below its peers is named once, both ends
   CHECK(marked);
 }
 
+TEST_CASE("slow links: a link hovering at the threshold is reported once; again after recovering",
+          "[health]") {
+  blackbox::SlowLinkDetector d({.ratio = 0.3, .windowNs = 2 * kSecond});
+  auto ranks = ring(4);
+  int reports = 0;
+  uint64_t t = 0;
+  const auto run = [&](int seconds, const std::vector<double>& busy) {
+    for (int i = 0; i < seconds; ++i) {
+      ++t;
+      advance(ranks, t * kSecond, 10 << 20, busy, kSecond);
+      reports += static_cast<int>(d.update(ranks).size());
+    }
+  };
+  // Rank 2's link needs 5x the busy time of the others: a ratio of 0.2.
+  run(10, {0.2, 0.2, 1.0, 0.2});
+  CHECK(reports == 1);
+  // Hovering: a ratio of 0.2, then 0.4 (above), every other second.
+  for (int i = 0; i < 6; ++i) {
+    run(1, {0.2, 0.2, 1.0, 0.2});
+    run(1, {0.4, 0.4, 1.0, 0.4});
+  }
+  CHECK(reports == 1);
+  // Recovered for longer than a window, then slow again: a second report.
+  run(8, {0.5, 0.5, 0.5, 0.5});
+  run(10, {0.2, 0.2, 1.0, 0.2});
+  CHECK(reports == 2);
+}
+
 TEST_CASE("slow links: balanced links, idle links and brief dips are not reported", "[health]") {
   blackbox::SlowLinkDetector d({.ratio = 0.3, .windowNs = 4 * kSecond});
   auto ranks = ring(4);
