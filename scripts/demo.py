@@ -274,6 +274,32 @@ def check_endings(job):
     return problems
 
 
+def check_culprits(job):
+    """The culprit every survivor names is the rank the demo broke, never a
+    neighbour that only saw the fault (the plugins' goodbye reasons carry the
+    root cause along the ring)."""
+    problems = []
+    gone = set()
+    for fault in job["faults"]:
+        gone.add(fault["rank"])
+        k = fault["at_iteration"]
+        want = f"ranks {fault['rank']}"
+        seen = 0
+        for r in range(WORLD_SIZE):
+            if r in gone:
+                continue
+            named = [e["detail"] for e in job["reports"].get(r, {}).get("timeline", [])
+                     if e["iteration"] == k and e["phase"] == "culprits"]
+            seen += bool(named)
+            if named and named[0] != want:
+                problems.append(f"rank {r} named {named[0]} for the {fault['name']} of rank "
+                                f"{fault['rank']}")
+        if not seen:
+            problems.append(f"no survivor named a culprit for the {fault['name']} of rank "
+                            f"{fault['rank']}")
+    return problems
+
+
 def step_losses(job_dir):
     """{step: set of loss texts} over every rank and iteration of a job."""
     losses = {}
@@ -516,6 +542,10 @@ def main():
         problems = check_endings(faulty)
         print(f"faulty run: {faulty['seconds']:.1f} s, "
               f"{'ranks ended as expected' if not problems else '; '.join(problems)}", flush=True)
+        wrong_culprits = check_culprits(faulty)
+        print("culprits: " + ("every survivor named the rank that was broken, each time"
+                              if not wrong_culprits else "; ".join(wrong_culprits)), flush=True)
+        problems += wrong_culprits
 
         gone = set()
         for i, fault in enumerate(faulty["faults"], 1):

@@ -64,13 +64,16 @@ bool Interruption::waitAborted(std::chrono::milliseconds timeout) const {
 
 void publishAndRaise(protocol::FaultLog& faults, const protocol::FaultRecord& record,
                      Interruption& interruption) {
+  // Raised here first: published first, this rank's own store watcher could
+  // raise it before us with only the reason's name ("a fault was published
+  // (communicator)"), and the timeline would not say what this rank found.
+  interruption.raise(record.describe());
   try {
     faults.publish(record);
   } catch (const std::exception& e) {
     RES_WARN(log::kRestart, "restart: could not publish %s: %s", record.describe().c_str(),
              e.what());
   }
-  interruption.raise(record.describe());
 }
 
 }  // namespace resilient::restart

@@ -46,9 +46,9 @@ class Interruption {
   uint64_t raisedNs_ = 0;
 };
 
-// A fault this rank found (the loop's own, or its plugins'): publishes
-// `record` to the job's fault log, which wakes every rank's monitor thread,
-// then raises `interruption` with the record's description. A store that
+// A fault this rank found (the loop's own, or its plugins'): raises
+// `interruption` with the record's description, then publishes `record` to
+// the job's fault log, which wakes every rank's monitor thread. A store that
 // fails is warned about, not thrown: this rank's interruption (and abort)
 // happens all the same.
 void publishAndRaise(protocol::FaultLog& faults, const protocol::FaultRecord& record,

@@ -127,7 +127,7 @@ TEST_CASE(
   const std::string path = blackbox::regionPath(dir.path().string(), getpid());
 
   const auto j = inspectJson(path);
-  CHECK(j["version"] == 2);
+  CHECK(j["version"] == RESILIENT_BLACKBOX_VERSION);
   CHECK(j["process_alive"] == true);
   REQUIRE(j["communicators"].size() == 1);
   const auto& c = j["communicators"][0];
