@@ -43,15 +43,15 @@ std::string describe(const HealthReport& r) {
         r.againstHistory ? "its own best window (" + rate(r.referenceBytesPerS) + ")"
         : r.referenceBytesPerS > 0
             ? "the median of the job's other links (" + rate(r.referenceBytesPerS) + ")"
-            : "the job's other links (never busy: far faster)";
+            : "while the job's other links were never busy (far faster)";
     char ratio[32];
-    std::snprintf(ratio, sizeof ratio, "%.0f%%", r.ratio * 100);
+    std::snprintf(ratio, sizeof ratio, "%.0f%% of ", r.ratio * 100);
     std::snprintf(buf, sizeof buf,
                   "slow link from %s to %s on communicator 0x%016llx: %s while busy over %.1f s, "
-                  "%s of %s; not a fault, nothing aborted",
+                  "%s%s; not a fault, nothing aborted",
                   endText(r.subject).c_str(), endText(r.peer).c_str(),
                   static_cast<unsigned long long>(r.commId), rate(r.bytesPerS).c_str(), windowS,
-                  ratio, against.c_str());
+                  r.referenceBytesPerS > 0 ? ratio : "", against.c_str());
   } else {
     std::snprintf(buf, sizeof buf,
                   "straggler %s on communicator 0x%016llx: last to enqueue %d of %d collectives "

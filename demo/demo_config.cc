@@ -15,7 +15,7 @@ namespace {
 
 const char* const kUsage =
     "usage: resilient-demo-train --run-dir=DIR [--steps=N] [--checkpoint-every=N] "
-    "[--step-ms=N] [--shards=N] [--plugin=PATH] [--monitor=PATH] [--nccl] "
+    "[--step-ms=N] [--payload-kb=N] [--shards=N] [--plugin=PATH] [--monitor=PATH] [--nccl] "
     "[--cuda-library=PATH]\n"
     "       resilient-demo-train --check-cuda [--cuda-library=PATH]\n"
     "RANK and WORLD_SIZE come from the environment, the store from NCCL_RESILIENT_STORE_URL.\n"
@@ -71,6 +71,8 @@ DemoConfig parseCommandLine(int argc, char** argv) {
       c.checkpointEvery = positive(name, value, 1);
     } else if (name == "--step-ms") {
       c.stepMs = positive(name, value, 0);
+    } else if (name == "--payload-kb") {
+      c.payloadKb = positive(name, value, 0);
     } else if (name == "--shards") {
       c.shards = positive(name, value, 1);
     } else if (name == "--plugin") {

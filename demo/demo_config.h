@@ -14,6 +14,8 @@ struct DemoConfig {
   int steps = 200;           // training steps of the whole job
   int checkpointEvery = 20;  // active rank 0 checkpoints after every this many steps
   int stepMs = 20;           // simulated compute time of a step (ms)
+  int payloadKb = 0;         // an extra all-reduce of this many KiB a step (gradient-like
+                             // traffic: the links' health comparison needs some); checked
   int shards = 6;            // data shards = active world size
   float learningRate = 0.05F;
   std::string plugin;   // net plugin for the host communicator (empty: the default search)

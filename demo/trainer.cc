@@ -2,11 +2,13 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -23,6 +25,29 @@ uint64_t monotonicNs() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
+
+namespace {
+
+// The payload all-reduce (--payload-kb): every element of every active rank
+// holds activeRank + 1 + step % 7, so the sum is known and a wrong element is
+// an error (a fault of this iteration, like any other exception).
+void allReducePayload(const std::function<void(std::vector<float>&)>& allReduce,
+                      std::vector<float>& payload, const restart::State& s, int step) {
+  const auto n = static_cast<float>(s.activeWorldSize);
+  const auto bump = static_cast<float>(step % 7);
+  std::fill(payload.begin(), payload.end(), static_cast<float>(s.activeRank + 1) + bump);
+  allReduce(payload);
+  const float want = n * (n + 1) / 2 + n * bump;
+  for (size_t i = 0; i < payload.size(); ++i) {
+    if (payload[i] != want) {
+      throw std::runtime_error("payload all-reduce of step " + std::to_string(step) +
+                               ": element " + std::to_string(i) + " is " +
+                               std::to_string(payload[i]) + ", not " + std::to_string(want));
+    }
+  }
+}
+
+}  // namespace
 
 Trainer::Trainer(DemoConfig config, const CudaRuntime* cuda)
     : config_(std::move(config)), cuda_(cuda) {
@@ -83,6 +108,7 @@ std::vector<float> Trainer::operator()(restart::CallContext& ctx) {
   const Shard shard = makeShard(s.activeRank);
   const size_t totalSamples = static_cast<size_t>(kSamplesPerShard) * config_.shards;
   std::vector<float> sums;
+  std::vector<float> payload(static_cast<size_t>(config_.payloadKb) * 1024 / sizeof(float));
   std::vector<float>& w = c.weights;
   for (int step = c.step; step < config_.steps; ++step) {
     ctx.checkCancelled();
@@ -91,6 +117,9 @@ std::vector<float> Trainer::operator()(restart::CallContext& ctx) {
         std::chrono::milliseconds(config_.stepMs + chaosStepDelayMs(step + 1, s.iteration)));
     shardSums(shard, w, sums);
     allReduce(sums);
+    if (!payload.empty()) {
+      allReducePayload(allReduce, payload, s, step);
+    }
     const float loss = sgdStep(w, sums, totalSamples, config_.learningRate);
     ctx.ping();
     const int done = step + 1;

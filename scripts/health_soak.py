@@ -13,13 +13,18 @@ sample to the store each second and active rank 0 compares them.
                   the straggler, within --bound seconds of its first step,
                   and nothing else may be reported; the job completes with
                   no restart.
+  --slow-rank R   initial rank R's sending links are capped at --rate
+                  (NCCL_RESILIENT_FAULT=kind=slow,dir=send for that rank;
+                  each step all-reduces --payload-kb more): its link must be
+                  named slow, within --bound seconds, and nothing else.
   (default)       a healthy run: every report is a false one and fails it.
 
 Reports are counted from active rank 0's log (it logs each one it finds)
 and from the ranks' timelines ("health report": the named rank records it).
 
-usage: health_soak.py [--build DIR] [--seconds S] [--step-ms MS]
-                      [--straggler R --delay-ms D] [--bound S] [--json FILE]
+usage: health_soak.py [--build DIR] [--seconds S] [--step-ms MS] [--payload-kb K]
+                      [--straggler R --delay-ms D | --slow-rank R --rate R]
+                      [--bound S] [--json FILE]
 """
 import argparse
 import json
@@ -43,13 +48,20 @@ def parse_args():
     ap.add_argument("--step-ms", type=int, default=50)
     ap.add_argument("--straggler", type=int)
     ap.add_argument("--delay-ms", type=int, default=100)
+    ap.add_argument("--slow-rank", type=int)
+    ap.add_argument("--rate", default="2M", help="--slow-rank: bytes/s (fault spec syntax)")
+    ap.add_argument("--payload-kb", type=int, default=256)
     ap.add_argument("--bound", type=float, default=20.0,
                     help="the straggler must be named this long after the job started")
     ap.add_argument("--json")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
-    if args.straggler is not None and not 0 <= args.straggler < demo.ACTIVE:
-        ap.error(f"--straggler must be an active rank (0..{demo.ACTIVE - 1})")
+    for name in ("straggler", "slow_rank"):
+        value = getattr(args, name)
+        if value is not None and not 0 <= value < demo.ACTIVE:
+            ap.error(f"--{name.replace('_', '-')} must be an active rank (0..{demo.ACTIVE - 1})")
+    if args.straggler is not None and args.slow_rank is not None:
+        ap.error("one of --straggler and --slow-rank")
     return args
 
 
@@ -65,6 +77,10 @@ def main():
         return 2
     # Steps for about --seconds: each takes the step time plus the all-reduce.
     step_s = (args.step_ms + (args.delay_ms if args.straggler is not None else 0) + 5) / 1000
+    if args.slow_rank is not None:  # the capped link carries 2 (n-1)/n of the payload a step
+        rate = float(args.rate.rstrip("kKMG")) * {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}.get(
+            args.rate[-1], 1)
+        step_s += 2 * (demo.ACTIVE - 1) / demo.ACTIVE * args.payload_kb * 1024 / rate
     steps = max(50, int(args.seconds / step_s))
     run_dir = tempfile.mkdtemp(prefix="resilient-health-")
     procs = demo.Processes(run_dir, tempfile.mkdtemp(prefix="resilient-health-bb-",
@@ -75,6 +91,11 @@ def main():
         env.update(RESILIENT_DEMO_CHAOS="delay@startup",
                    RESILIENT_DEMO_CHAOS_RANK=str(args.straggler),
                    RESILIENT_DEMO_CHAOS_DELAY_MS=str(args.delay_ms))
+    print(f"run dir {run_dir}, blackboxes in {procs.blackbox_dir}", flush=True)
+    rank_env = {}
+    if args.slow_rank is not None:
+        rank_env[args.slow_rank] = {"NCCL_RESILIENT_FAULT":
+                                    f"kind=slow,dir=send,rate={args.rate}"}
     problems = []
     reports = []
     started_wall = time.time_ns()
@@ -84,11 +105,11 @@ def main():
         os.makedirs(job_dir)
         argv = [binary, f"--run-dir={job_dir}", f"--steps={steps}", "--checkpoint-every=50",
                 f"--step-ms={args.step_ms}", f"--shards={demo.ACTIVE}", "--plugin=" + plugin,
-                "--monitor=" + monitor]
+                "--monitor=" + monitor, f"--payload-kb={args.payload_kb}"]
         ranks = [procs.start(argv, os.path.join(job_dir, f"rank-{r}.log"),
                              dict(env, RANK=str(r), WORLD_SIZE=str(demo.WORLD_SIZE),
                                   LOCAL_RANK=str(r), NCCL_RESILIENT_STORE_URL=url,
-                                  NCCL_RESILIENT_RESTART_JOB="health"))
+                                  NCCL_RESILIENT_RESTART_JOB="health", **rank_env.get(r, {})))
                  for r in range(demo.WORLD_SIZE)]
         deadline = time.monotonic() + args.seconds * 3 + 120
         for p in ranks:
@@ -117,7 +138,24 @@ def main():
         if not m or int(m.group(4)) == 0:
             problems.append("active rank 0 compared no collectives (the test would prove "
                             "nothing)")
-        if args.straggler is None:
+        if args.slow_rank is not None:
+            want = f"slow link from rank {args.slow_rank} "
+            hits = [rep for rep in reports if rep["text"].startswith(want)]
+            others = [rep for rep in reports if not rep["text"].startswith(want)]
+            if not hits:
+                problems.append(f"no link of rank {args.slow_rank} was named slow")
+            if others:
+                problems.append(f"{len(others)} other report(s)")
+            entries = named.get(args.slow_rank, [])
+            if not entries:
+                problems.append(f"rank {args.slow_rank}'s timeline has no health report")
+            else:
+                after = (entries[0]["wall_ns"] - started_wall) / 1e9
+                print(f"slow link named in rank {args.slow_rank}'s timeline {after:.1f} s after "
+                      "the job started")
+                if after > args.bound:
+                    problems.append(f"named after {after:.1f} s > {args.bound} s")
+        elif args.straggler is None:
             if reports:
                 problems.append(f"{len(reports)} report(s) on a healthy run")
         else:

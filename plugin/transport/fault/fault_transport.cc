@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -248,13 +249,14 @@ bool FaultTransport::stillActive(RuleState& state, uint64_t nowNs) const {
 // the link has carried it after the completions paced before it.
 uint64_t FaultTransport::paceCompletion(RuleState& state, uint64_t rateBytesPerS, uint64_t nowNs,
                                         uint64_t bytes) {
-  const uint64_t start = std::max(nowNs, state.paceNs);
+  std::atomic_ref<uint64_t> pace(state.paceNs);  // linkBacklogged reads it
+  const uint64_t start = std::max(nowNs, pace.load(std::memory_order_relaxed));
   // Rounded up so that the rate is never exceeded; doubles hold any rate and size exactly
   // enough (53 bits) for nanosecond pacing.
   const auto costNs = static_cast<uint64_t>(
       std::ceil(static_cast<double>(bytes) * 1e9 / static_cast<double>(rateBytesPerS)));
-  state.paceNs = start + costNs;
-  return state.paceNs;
+  pace.store(start + costNs, std::memory_order_relaxed);
+  return start + costNs;
 }
 
 // ---- comms -----------------------------------------------------------------
@@ -777,6 +779,16 @@ bool FaultTransport::linkBacklogged(void* comm, bool* backlogged) noexcept {
     return inner_->linkBacklogged(comm, backlogged);
   }
   auto* c = static_cast<Comm*>(comm);
+  // A slow rule is this link's network: backlogged while its pace runs
+  // ahead of the clock.
+  const uint64_t now = clock_();
+  for (RuleState& state : c->rules) {
+    if (rules_[state.rule].kind == FaultKind::kSlow &&
+        std::atomic_ref<uint64_t>(state.paceNs).load(std::memory_order_relaxed) > now) {
+      *backlogged = true;
+      return true;
+    }
+  }
   return !c->innerClosed && inner_->linkBacklogged(c->inner, backlogged);
 }
 

@@ -420,6 +420,31 @@ TEST_CASE("slow: completions are paced under the rate", "[fault][slow]") {
   }
 }
 
+TEST_CASE("slow: the paced link reads as backlogged while its pace runs ahead", "[fault][slow]") {
+  // The net plugin's slow-link comparison samples Transport::linkBacklogged:
+  // a slow rule is the link's network, so its link is backlogged while
+  // completions wait for the pace, and idle (the inner's answer) after.
+  Rig rig("kind=slow,rate=1M,dir=send");
+  bool backlogged = true;
+  CHECK_FALSE(rig.transport->linkBacklogged(rig.sends[0], &backlogged));  // idle: the inner's
+  std::vector<void*> sends;
+  for (int i = 0; i < 5; ++i) {
+    rig.postRecv();
+    sends.push_back(rig.postSend());
+  }
+  for (void* s : sends) {
+    CHECK_FALSE(rig.done(s));  // 5 ms of link time taken
+  }
+  backlogged = false;
+  REQUIRE(rig.transport->linkBacklogged(rig.sends[0], &backlogged));
+  CHECK(backlogged);
+  rig.clock.advanceMs(6);
+  for (void* s : sends) {
+    CHECK(rig.done(s));
+  }
+  CHECK_FALSE(rig.transport->linkBacklogged(rig.sends[0], &backlogged));
+}
+
 TEST_CASE("slow: an idle link lets the next request through at rate again", "[fault][slow]") {
   Rig rig("kind=slow,rate=1M,op=irecv");
   void* r = rig.postRecv();
