@@ -66,9 +66,13 @@ Result<RankSample> sampleFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json reportJson(const HealthReport& r) {
-  nlohmann::json j = {
-      {"kind", reportKindName(r.kind)}, {"comm_id", r.commId},     {"wall_ns", r.wallNs},
-      {"subject", endJson(r.subject)},  {"window_ns", r.windowNs}, {"text", describe(r)}};
+  nlohmann::json j = {{"kind", reportKindName(r.kind)},
+                      {"comm_id", r.commId},
+                      {"wall_ns", r.wallNs},
+                      {"subject", endJson(r.subject)},
+                      {"window_ns", r.windowNs},
+                      {"restarts", r.restarts},
+                      {"text", describe(r)}};
   if (r.kind == HealthReport::Kind::kSlowLink) {
     j["peer"] = endJson(r.peer);
     j["bytes_per_s"] = r.bytesPerS;
@@ -77,8 +81,10 @@ nlohmann::json reportJson(const HealthReport& r) {
     j["against_history"] = r.againstHistory;
   } else {
     j["collectives"] = r.collectives;
+    j["waited"] = r.waited;
     j["last_count"] = r.lastCount;
     j["lag_ns"] = r.lagNs;
+    j["min_lag_ns"] = r.minLagNs;
   }
   return j;
 }
@@ -95,6 +101,7 @@ Result<HealthReport> reportFromJson(const nlohmann::json& j) {
     r.wallNs = j.at("wall_ns").get<uint64_t>();
     r.subject = endFromJson(j.at("subject"));
     r.windowNs = j.at("window_ns").get<uint64_t>();
+    r.restarts = j.at("restarts").get<bool>();
     if (r.kind == HealthReport::Kind::kSlowLink) {
       r.peer = endFromJson(j.at("peer"));
       r.bytesPerS = j.at("bytes_per_s").get<double>();
@@ -103,8 +110,10 @@ Result<HealthReport> reportFromJson(const nlohmann::json& j) {
       r.againstHistory = j.at("against_history").get<bool>();
     } else {
       r.collectives = j.at("collectives").get<int>();
+      r.waited = j.at("waited").get<int>();
       r.lastCount = j.at("last_count").get<int>();
       r.lagNs = j.at("lag_ns").get<uint64_t>();
+      r.minLagNs = j.at("min_lag_ns").get<uint64_t>();
     }
     return r;
   } catch (const std::exception& e) {
@@ -128,6 +137,7 @@ nlohmann::json standingsJson(const std::vector<LinkStanding>& links,
     out["ranks"].push_back({{"comm_id", r.commId},
                             {"rank", endJson(r.rank)},
                             {"collectives", r.collectives},
+                            {"waited", r.waited},
                             {"last_count", r.lastCount},
                             {"lag_ns", r.lagNs},
                             {"score", r.score},

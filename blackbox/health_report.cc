@@ -54,13 +54,19 @@ std::string describe(const HealthReport& r) {
                   r.referenceBytesPerS > 0 ? ratio : "", against.c_str());
   } else {
     std::snprintf(buf, sizeof buf,
-                  "straggler %s on communicator 0x%016llx: last to enqueue %d of %d collectives "
-                  "over %.1f s, %.1f ms (median) after the median rank; not a fault, nothing "
-                  "aborted",
+                  "straggler %s on communicator 0x%016llx: last to enqueue %d of the %d "
+                  "collectives that waited %.0f ms or more for their last rank (of %d over "
+                  "%.1f s), %.1f ms (median) after the median rank; not a fault, nothing aborted",
                   endText(r.subject).c_str(), static_cast<unsigned long long>(r.commId),
-                  r.lastCount, r.collectives, windowS, static_cast<double>(r.lagNs) / 1e6);
+                  r.lastCount, r.waited, static_cast<double>(r.minLagNs) / 1e6, r.collectives,
+                  windowS, static_cast<double>(r.lagNs) / 1e6);
   }
-  return buf;
+  std::string text = buf;
+  if (r.restarts) {
+    const size_t at = text.rfind("; not a fault, nothing aborted");
+    text = text.substr(0, at) + "; the job restarts without it (action restart)";
+  }
+  return text;
 }
 
 resilient_blackbox_fault toBlackboxRecord(const HealthReport& r) {

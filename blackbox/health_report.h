@@ -37,12 +37,18 @@ struct HealthReport {
   double ratio = 0;
   bool againstHistory = false;  // compared with its own best window, not its peers
   // Straggler: of `collectives` collectives of the communicator in the
-  // window, the rank enqueued `lastCount` last, by `lagNs` (median) after the
-  // median rank.
+  // window, `waited` waited `minLagNs` or more for their last rank; this rank
+  // was last in `lastCount` of those, by `lagNs` (median) after the median
+  // rank.
   int collectives = 0;
+  int waited = 0;
   int lastCount = 0;
   uint64_t lagNs = 0;
+  uint64_t minLagNs = 0;
   uint64_t windowNs = 0;
+  // The report's action is restart (NCCL_RESILIENT_*_ACTION): the job
+  // restarts without the subject. Set by whoever acts on it.
+  bool restarts = false;
 };
 
 const char* reportKindName(HealthReport::Kind kind) noexcept;

@@ -71,21 +71,29 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
       it =
           it->second.firstNs + 2 * options_.windowNs < now ? comm.pending.erase(it) : std::next(it);
     }
-    const int n = static_cast<int>(comm.done.size());
+    // Only collectives that waited for their last rank count: a straggler
+    // delays the first collective after its compute, the ones right after it
+    // start level (a step with several all-reduces), and a ring's own order
+    // makes lags of a few microseconds.
+    const int total = static_cast<int>(comm.done.size());
+    int waited = 0;
     std::map<int, std::vector<uint64_t>> lags;
     for (const Done& d : comm.done) {
-      lags[d.lastRank].push_back(d.lagNs);
+      if (d.lagNs >= options_.minLagNs) {
+        ++waited;
+        lags[d.lastRank].push_back(d.lagNs);
+      }
     }
     for (const auto& [rank, rankLags] : lags) {
       RankLateness l;
       l.commId = commId;
       l.rank = comm.who.count(rank) != 0 ? comm.who[rank] : ProcessEnd{};
-      l.collectives = n;
+      l.collectives = total;
+      l.waited = waited;
       l.lastCount = static_cast<int>(rankLags.size());
       l.lagNs = medianOf(rankLags);
-      l.score = n > 0 ? static_cast<double>(l.lastCount) / n : 0;
-      l.straggler = n >= options_.minCollectives && l.score >= options_.fraction &&
-                    l.lagNs >= options_.minLagNs;
+      l.score = static_cast<double>(l.lastCount) / waited;
+      l.straggler = waited >= options_.minCollectives && l.score >= options_.fraction;
       if (!l.straggler) {
         comm.reported.erase(rank);
       } else if (comm.reported.insert(rank).second) {
@@ -94,9 +102,11 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
         r.commId = commId;
         r.wallNs = now;
         r.subject = l.rank;
-        r.collectives = n;
+        r.collectives = total;
+        r.waited = waited;
         r.lastCount = l.lastCount;
         r.lagNs = l.lagNs;
+        r.minLagNs = options_.minLagNs;
         r.windowNs = options_.windowNs;
         found.push_back(std::move(r));
       }

@@ -6,8 +6,10 @@
 // (health_sample.h), on the wall clock: ranks of several hosts compare as
 // well as their clocks agree (NTP: well under the default threshold of
 // 20 ms). A collective counts once every rank of its communicator reported
-// it; the lag of the last rank is its arrival minus the median arrival.
-// Single-threaded (the caller's).
+// it; the lag of the last rank is its arrival minus the median arrival. Only
+// collectives whose last rank lagged by the threshold or more are judged
+// (those that waited for someone): a rank last in three quarters of at least
+// 8 of them in the window is the straggler. Single-threaded (the caller's).
 #pragma once
 
 #include <cstdint>
@@ -24,8 +26,8 @@ namespace resilient::blackbox {
 struct StragglerOptions {
   uint64_t minLagNs = 20000000ull;     // NCCL_RESILIENT_STRAGGLER_LAG_MS
   uint64_t windowNs = 10000000000ull;  // NCCL_RESILIENT_STRAGGLER_WINDOW_MS
-  double fraction = 0.75;              // last in at least this share of the window's collectives
-  int minCollectives = 8;              // fewer in the window: no verdict
+  double fraction = 0.75;              // last in at least this share of the collectives that waited
+  int minCollectives = 8;              // fewer that waited in the window: no verdict
 };
 
 // A rank's standing on one communicator in the current window (the live
@@ -34,9 +36,10 @@ struct RankLateness {
   uint64_t commId = 0;
   ProcessEnd rank;
   int collectives = 0;  // complete collectives of the communicator in the window
-  int lastCount = 0;    // of them, the rank was last
+  int waited = 0;       // of them, those whose last rank lagged by the threshold or more
+  int lastCount = 0;    // of those, the rank was last
   uint64_t lagNs = 0;   // median lag when it was last
-  double score = 0;     // lastCount / collectives
+  double score = 0;     // lastCount / waited
   bool straggler = false;
 };
 

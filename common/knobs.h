@@ -578,8 +578,9 @@ inline constexpr IntKnob kStragglerWindowMs{{
     .min = 100,
     .max = 3600000,
     .unit = "ms",
-    .doc = "The window of collectives a straggler is judged over (at least 8 collectives, "
-           "last in three quarters of them).",
+    .doc = "The window of collectives a straggler is judged over: of the collectives that "
+           "waited NCCL_RESILIENT_STRAGGLER_LAG_MS or more for their last rank (at least 8), "
+           "it was last in three quarters.",
 }};
 
 inline constexpr EnumKnob<HealthAction> kStragglerAction{{

@@ -51,6 +51,9 @@ def parse_args():
     ap.add_argument("--slow-rank", type=int)
     ap.add_argument("--rate", default="2M", help="--slow-rank: bytes/s (fault spec syntax)")
     ap.add_argument("--payload-kb", type=int, default=256)
+    ap.add_argument("--restart", action="store_true",
+                    help="with --straggler or --slow-rank: the report's action is restart "
+                         "(the rank must be replaced by a spare, once, and the job complete)")
     ap.add_argument("--bound", type=float, default=20.0,
                     help="the straggler must be named this long after the job started")
     ap.add_argument("--json")
@@ -62,6 +65,8 @@ def parse_args():
             ap.error(f"--{name.replace('_', '-')} must be an active rank (0..{demo.ACTIVE - 1})")
     if args.straggler is not None and args.slow_rank is not None:
         ap.error("one of --straggler and --slow-rank")
+    if args.restart and args.straggler is None and args.slow_rank is None:
+        ap.error("--restart needs --straggler or --slow-rank")
     return args
 
 
@@ -92,6 +97,9 @@ def main():
                    RESILIENT_DEMO_CHAOS_RANK=str(args.straggler),
                    RESILIENT_DEMO_CHAOS_DELAY_MS=str(args.delay_ms))
     print(f"run dir {run_dir}, blackboxes in {procs.blackbox_dir}", flush=True)
+    if args.restart:
+        env.update(NCCL_RESILIENT_STRAGGLER_ACTION="restart",
+                   NCCL_RESILIENT_SLOW_LINK_ACTION="restart")
     rank_env = {}
     if args.slow_rank is not None:
         rank_env[args.slow_rank] = {"NCCL_RESILIENT_FAULT":
@@ -115,7 +123,15 @@ def main():
         for p in ranks:
             p.wait(timeout=max(1, deadline - time.monotonic()))
         elapsed = (time.time_ns() - started_wall) / 1e9
-        if any(p.returncode != 0 for p in ranks):
+        subject = args.straggler if args.straggler is not None else args.slow_rank
+        if args.restart:
+            # The subject is the culprit of the one restart: terminated, its
+            # place taken by a spare; everybody else completes.
+            bad = [r for r, p in enumerate(ranks) if r != subject and p.returncode != 0]
+            if bad or ranks[subject].returncode == 0:
+                problems.append(f"expected rank {subject} replaced and the others completed: "
+                                f"{demo.ending_summary(ranks)}")
+        elif any(p.returncode != 0 for p in ranks):
             problems.append(f"the job failed: {demo.ending_summary(ranks)}")
         for r in range(demo.WORLD_SIZE):
             with open(os.path.join(job_dir, f"rank-{r}.log"), errors="replace") as f:
@@ -128,8 +144,14 @@ def main():
             entries = [e for e in rep.get("timeline", []) if e["phase"] == "health report"]
             if entries:
                 named[r] = entries
-            if any(e["phase"] == "fault detected" for e in rep.get("timeline", [])):
+            faults = [e for e in rep.get("timeline", []) if e["phase"] == "fault detected"]
+            culprits = [e["detail"] for e in rep.get("timeline", []) if e["phase"] == "culprits"]
+            if not args.restart and faults:
                 problems.append(f"rank {r}: a fault was detected (the job restarted)")
+            if args.restart and r != subject:
+                if len(faults) != 1 or culprits != [f"ranks {subject}"]:
+                    problems.append(f"rank {r}: faults {[e['detail'] for e in faults]}, "
+                                    f"culprits {culprits}: not one restart naming rank {subject}")
         compared = [e["detail"] for e in demo.load_reports(job_dir).get(0, {}).get("timeline", [])
                      if e["phase"] == "health compared"]
         print("active rank 0 compared: " + ("; ".join(compared) or "nothing"))
@@ -147,7 +169,9 @@ def main():
             if others:
                 problems.append(f"{len(others)} other report(s)")
             entries = named.get(args.slow_rank, [])
-            if not entries:
+            if args.restart:
+                pass  # replaced: its process ends before it writes a report
+            elif not entries:
                 problems.append(f"rank {args.slow_rank}'s timeline has no health report")
             else:
                 after = (entries[0]["wall_ns"] - started_wall) / 1e9
@@ -167,7 +191,9 @@ def main():
             if others:
                 problems.append(f"{len(others)} other report(s)")
             entries = named.get(args.straggler, [])
-            if not entries:
+            if args.restart:
+                pass  # replaced: its process ends before it writes a report
+            elif not entries:
                 problems.append(f"rank {args.straggler}'s timeline has no health report")
             else:
                 after = (entries[0]["wall_ns"] - started_wall) / 1e9

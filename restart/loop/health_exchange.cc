@@ -121,7 +121,9 @@ void HealthExchange::compare() {
   for (auto& r : stragglers_.update(samples)) {
     found.push_back(std::move(r));
   }
-  for (const auto& r : found) {
+  for (auto& r : found) {
+    r.restarts = r.kind == blackbox::HealthReport::Kind::kSlowLink ? config_.restartOnSlowLink
+                                                                   : config_.restartOnStraggler;
     RES_WARN(log::kRestart, "restart: %s", blackbox::describe(r).c_str());
     const int64_t number = store_.add(keys_.healthReportCount(), 1);
     store_.set(keys_.healthReport(number), blackbox::reportJson(r).dump());
@@ -130,10 +132,7 @@ void HealthExchange::compare() {
 }
 
 void HealthExchange::act(const blackbox::HealthReport& r) {
-  const bool restart = r.kind == blackbox::HealthReport::Kind::kSlowLink
-                           ? config_.restartOnSlowLink
-                           : config_.restartOnStraggler;
-  if (!restart) {
+  if (!r.restarts) {
     return;
   }
   protocol::FaultRecord f;

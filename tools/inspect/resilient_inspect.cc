@@ -165,8 +165,10 @@ void printStandings(const bb::SlowLinkDetector& links, const bb::StragglerDetect
                 l.busyFraction * 100, l.ratio * 100, l.slow ? "SLOW" : "");
   }
   for (const auto& r : ranks.standings()) {
-    std::printf("communicator 0x%016" PRIx64 " rank %d: last in %d of %d, median lag %.1f ms%s\n",
-                r.commId, r.rank.rank, r.lastCount, r.collectives,
+    std::printf("communicator 0x%016" PRIx64
+                " rank %d: last in %d of the %d collectives that waited (of %d), median lag "
+                "%.1f ms%s\n",
+                r.commId, r.rank.rank, r.lastCount, r.waited, r.collectives,
                 static_cast<double>(r.lagNs) / 1e6, r.straggler ? "  STRAGGLER" : "");
   }
 }
