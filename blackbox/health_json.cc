@@ -32,7 +32,7 @@ nlohmann::json sampleJson(const RankSample& s) {
   }
   nlohmann::json arrivals = nlohmann::json::array();
   for (const auto& a : s.arrivals) {
-    arrivals.push_back({a.commId, a.collIndex, a.rank, a.nranks, a.wallNs});
+    arrivals.push_back({a.commId, a.collIndex, a.rank, a.nranks, a.wallNs, a.prevEndWallNs});
   }
   return {{"rank", s.rank},      {"pid", s.pid},   {"host", s.host},
           {"wall_ns", s.wallNs}, {"links", links}, {"arrivals", arrivals}};
@@ -53,11 +53,12 @@ Result<RankSample> sampleFromJson(const nlohmann::json& j) {
                          l.at("rtt_ns").get<uint64_t>()});
     }
     for (const auto& a : j.at("arrivals")) {
-      if (!a.is_array() || a.size() != 5) {
-        return invalidUsage("health sample: an arrival is not [comm, index, rank, nranks, wall]");
+      if (!a.is_array() || a.size() != 6) {
+        return invalidUsage(
+            "health sample: an arrival is not [comm, index, rank, nranks, wall, previous end]");
       }
       s.arrivals.push_back({a[0].get<uint64_t>(), a[1].get<uint64_t>(), a[2].get<int>(),
-                            a[3].get<int>(), a[4].get<uint64_t>()});
+                            a[3].get<int>(), a[4].get<uint64_t>(), a[5].get<uint64_t>()});
     }
     return s;
   } catch (const std::exception& e) {

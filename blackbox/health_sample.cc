@@ -65,14 +65,26 @@ RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor, uint6
     }
     const uint64_t after = cursor != nullptr ? cursor->last(comm.commId) : 0;
     uint64_t newest = after;
+    const auto toWall = [monoToWall](uint64_t mono) {
+      return mono == 0 ? 0 : static_cast<uint64_t>(static_cast<int64_t>(mono) + monoToWall);
+    };
+    uint64_t prevIndex = 0;  // the previous collective in the ring, and when it ended
+    uint64_t prevEnd = 0;
     for (const auto& op : view.flight) {
-      if (op.kind != RESILIENT_BLACKBOX_OP_COLL || op.collIndex <= after || op.enqueueMonoNs == 0) {
+      if (op.kind != RESILIENT_BLACKBOX_OP_COLL) {
+        continue;
+      }
+      const uint64_t endBefore = prevIndex + 1 == op.collIndex ? prevEnd : 0;
+      prevIndex = op.collIndex;
+      prevEnd = op.state == RESILIENT_BLACKBOX_OP_COMPLETED ? op.endMonoNs : 0;
+      if (op.collIndex <= after || op.enqueueMonoNs == 0) {
         continue;
       }
       newest = std::max(newest, op.collIndex);
-      const auto wall = static_cast<uint64_t>(static_cast<int64_t>(op.enqueueMonoNs) + monoToWall);
+      const uint64_t wall = toWall(op.enqueueMonoNs);
       if (wall >= sinceWallNs) {
-        s.arrivals.push_back({comm.commId, op.collIndex, comm.rank, comm.nranks, wall});
+        s.arrivals.push_back(
+            {comm.commId, op.collIndex, comm.rank, comm.nranks, wall, toWall(endBefore)});
       }
     }
     if (cursor != nullptr) {

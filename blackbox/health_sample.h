@@ -35,6 +35,10 @@ struct Arrival {
   int rank = -1;   // this rank's rank in commId
   int nranks = 0;  // ranks of commId
   uint64_t wallNs = 0;
+  // When this rank's previous collective of commId ended (0 unknown): the
+  // time between is the rank's own (its compute), the lateness before it is
+  // not (it finished the previous one late: a slow link into it).
+  uint64_t prevEndWallNs = 0;
 };
 
 struct RankSample {

@@ -7,7 +7,8 @@
 // on a fast one: in a ring gated by one slow link every link moves the same
 // bytes, but only the slow one is busy all the time. So over a window, bytes
 // over busy time is the link's own speed, and a link far below the median of
-// the job's other sending links (or far below its own best window) is slow.
+// the job's other sending links (the lower median: one far faster link does
+// not pull it up), or far below its own best window, is slow.
 // Receives are not compared: a posted receive waits for its sender, however
 // fast its link.
 //

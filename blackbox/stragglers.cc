@@ -12,6 +12,26 @@ uint64_t medianOf(std::vector<uint64_t> v) {
 
 }  // namespace
 
+// How much of the last rank's lateness is its own: its time between the end
+// of its previous collective and this arrival, beyond the median rank's. A
+// rank that finished the previous collective late (a slow link into it) and
+// came straight back is late, but not by its own doing. Without the previous
+// ends of every rank (the first collective, a ring that wrapped, NCCL
+// enqueueing ahead of completion: a negative gap counts as 0) the arrival lag
+// stands as it is, bounded by it in any case.
+uint64_t StragglerDetector::ownLag(const Collective& c, size_t lastRank, uint64_t arrivalLag) {
+  std::vector<uint64_t> gaps;
+  for (size_t r = 0; r < c.wallNs.size(); ++r) {
+    if (c.prevEndNs[r] == 0) {
+      return arrivalLag;
+    }
+    gaps.push_back(c.wallNs[r] > c.prevEndNs[r] ? c.wallNs[r] - c.prevEndNs[r] : 0);
+  }
+  const uint64_t med = medianOf(gaps);
+  const uint64_t own = gaps[lastRank] > med ? gaps[lastRank] - med : 0;
+  return std::min(own, arrivalLag);
+}
+
 std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample>& ranks) {
   uint64_t now = 0;
   for (const auto& sample : ranks) {
@@ -33,6 +53,7 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
       Collective& c = comm.pending[a.collIndex];
       if (c.wallNs.empty()) {
         c.wallNs.assign(static_cast<size_t>(a.nranks), 0);
+        c.prevEndNs.assign(static_cast<size_t>(a.nranks), 0);
         c.firstNs = a.wallNs;
       }
       uint64_t& slot = c.wallNs[static_cast<size_t>(a.rank)];
@@ -40,13 +61,15 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
         continue;
       }
       slot = a.wallNs;
+      c.prevEndNs[static_cast<size_t>(a.rank)] = a.prevEndWallNs;
       c.firstNs = std::min(c.firstNs, a.wallNs);
       if (++c.seen < a.nranks) {
         continue;
       }
       const auto last = std::max_element(c.wallNs.begin(), c.wallNs.end());
-      const uint64_t med = medianOf(c.wallNs);
-      comm.done.push_back({*last, static_cast<int>(last - c.wallNs.begin()), *last - med});
+      const auto lastRank = static_cast<size_t>(last - c.wallNs.begin());
+      comm.done.push_back(
+          {*last, static_cast<int>(lastRank), ownLag(c, lastRank, *last - medianOf(c.wallNs))});
       ++compared_;
       comm.doneIndices.insert(a.collIndex);
       comm.doneOrder.emplace_back(*last, a.collIndex);

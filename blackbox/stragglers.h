@@ -6,7 +6,10 @@
 // (health_sample.h), on the wall clock: ranks of several hosts compare as
 // well as their clocks agree (NTP: well under the default threshold of
 // 20 ms). A collective counts once every rank of its communicator reported
-// it; the lag of the last rank is its arrival minus the median arrival. Only
+// it; the lag of the last rank is its arrival minus the median arrival, or
+// less: only the part that is its own (its time since its previous
+// collective ended, beyond the median rank's; a rank that finished late
+// because a slow link feeds it is not a straggler). Only
 // collectives whose last rank lagged by the threshold or more are judged
 // (those that waited for someone): a rank last in three quarters of at least
 // 8 of them in the window is the straggler. Single-threaded (the caller's).
@@ -56,7 +59,8 @@ class StragglerDetector {
 
  private:
   struct Collective {
-    std::vector<uint64_t> wallNs;  // by rank; 0 not yet
+    std::vector<uint64_t> wallNs;     // by rank; 0 not yet
+    std::vector<uint64_t> prevEndNs;  // by rank: its previous collective's end; 0 unknown
     int seen = 0;
     uint64_t firstNs = 0;
   };
@@ -74,6 +78,8 @@ class StragglerDetector {
     std::map<int, ProcessEnd> who;  // the comm's rank -> the process
     std::set<int> reported;
   };
+
+  static uint64_t ownLag(const Collective& c, size_t lastRank, uint64_t arrivalLag);
 
   StragglerOptions options_;
   std::map<uint64_t, Comm> comms_;

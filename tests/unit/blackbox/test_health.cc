@@ -239,6 +239,32 @@ TEST_CASE("stragglers: a step of several collectives: the one after the compute 
         std::string::npos);
 }
 
+TEST_CASE("stragglers: last because the previous collective ended late is not its own doing",
+          "[health]") {
+  // Rank 2 is fed by a slow link: it finishes every collective 30 ms after
+  // the others and enqueues the next one as promptly as they do. Last to
+  // arrive every time, by 30 ms, and not a straggler. The same arrivals with
+  // rank 2 taking 30 ms longer since its own previous end: a straggler.
+  for (const bool ownDelay : {false, true}) {
+    blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+    auto ranks = ring(4);
+    int reports = 0;
+    for (uint64_t i = 1; i <= 60; ++i) {
+      const uint64_t base = i * 200 * kMs;
+      for (int r = 0; r < 4; ++r) {
+        const uint64_t late = r == 2 ? 30 * kMs : 0;
+        const uint64_t end = base - 50 * kMs + (ownDelay ? 0 : late);  // previous end
+        auto& a = ranks[static_cast<size_t>(r)];
+        a.arrivals = {{9, i, r, 4, base + late, i > 1 ? end : 0}};
+        a.wallNs = base + late;
+      }
+      reports += static_cast<int>(d.update(ranks).size());
+    }
+    CAPTURE(ownDelay);
+    CHECK(reports == (ownDelay ? 1 : 0));
+  }
+}
+
 TEST_CASE("stragglers: ranks taking turns, or always last by little, are not named", "[health]") {
   blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
   auto ranks = ring(4);
@@ -275,7 +301,7 @@ TEST_CASE("stragglers: an arrival shipped twice counts once; a rank gone leaves 
 
 TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refused", "[health]") {
   auto ranks = ring(2);
-  ranks[0].arrivals = {{9, 4, 0, 2, 123}};
+  ranks[0].arrivals = {{9, 4, 0, 2, 123, 99}};
   ranks[0].links[0].rttNs = 55;
   const auto back = blackbox::sampleFromJson(blackbox::sampleJson(ranks[0]));
   REQUIRE(back.ok());
@@ -284,6 +310,7 @@ TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refus
   CHECK(back->links[0].peer == ranks[0].links[0].peer);
   REQUIRE(back->arrivals.size() == 1);
   CHECK(back->arrivals[0].wallNs == 123);
+  CHECK(back->arrivals[0].prevEndWallNs == 99);
 
   HealthReport r;
   r.kind = HealthReport::Kind::kStraggler;
@@ -299,10 +326,11 @@ TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refus
   CHECK(rb->minLagNs == 20);
 
   CHECK_FALSE(blackbox::sampleFromJson(nlohmann::json::parse(R"({"rank": 1})")).ok());
-  CHECK_FALSE(blackbox::sampleFromJson(
-                  nlohmann::json::parse(
-                      R"({"rank":1,"pid":2,"host":"h","wall_ns":3,"links":[],"arrivals":[[1,2]]})"))
-                  .ok());
+  CHECK_FALSE(
+      blackbox::sampleFromJson(
+          nlohmann::json::parse(
+              R"({"rank":1,"pid":2,"host":"h","wall_ns":3,"links":[],"arrivals":[[1,2,3,4,5]]})"))
+          .ok());
   CHECK_FALSE(blackbox::reportFromJson(nlohmann::json::parse(R"({"kind": "gremlin"})")).ok());
   CHECK_FALSE(blackbox::sampleFromJson(nlohmann::json::parse("[]")).ok());
 }
