@@ -70,6 +70,29 @@ def parse_args():
     return args
 
 
+def check_named(what, subject, reports, entries, started_wall, args):
+    """The one report the run expects: `what` ("slow link" or "straggler")
+    naming `subject`, and nothing else; in the subject's timeline (unless
+    replaced: its process ends first) within --bound seconds."""
+    problems = []
+    want = f"{what} from rank {subject} " if what == "slow link" else f"straggler rank {subject} "
+    if not [rep for rep in reports if rep["text"].startswith(want)]:
+        problems.append(f"rank {subject} was not named ({what})")
+    others = [rep for rep in reports if not rep["text"].startswith(want)]
+    if others:
+        problems.append(f"{len(others)} other report(s)")
+    if args.restart:
+        return problems
+    if not entries:
+        problems.append(f"rank {subject}'s timeline has no health report")
+        return problems
+    after = (entries[0]["wall_ns"] - started_wall) / 1e9
+    print(f"{what} named in rank {subject}'s timeline {after:.1f} s after the job started")
+    if after > args.bound:
+        problems.append(f"named after {after:.1f} s > {args.bound} s")
+    return problems
+
+
 def main():
     args = parse_args()
     binary = os.path.join(args.build, "demo", "resilient-demo-train")
@@ -160,47 +183,13 @@ def main():
         if not m or int(m.group(4)) == 0:
             problems.append("active rank 0 compared no collectives (the test would prove "
                             "nothing)")
-        if args.slow_rank is not None:
-            want = f"slow link from rank {args.slow_rank} "
-            hits = [rep for rep in reports if rep["text"].startswith(want)]
-            others = [rep for rep in reports if not rep["text"].startswith(want)]
-            if not hits:
-                problems.append(f"no link of rank {args.slow_rank} was named slow")
-            if others:
-                problems.append(f"{len(others)} other report(s)")
-            entries = named.get(args.slow_rank, [])
-            if args.restart:
-                pass  # replaced: its process ends before it writes a report
-            elif not entries:
-                problems.append(f"rank {args.slow_rank}'s timeline has no health report")
-            else:
-                after = (entries[0]["wall_ns"] - started_wall) / 1e9
-                print(f"slow link named in rank {args.slow_rank}'s timeline {after:.1f} s after "
-                      "the job started")
-                if after > args.bound:
-                    problems.append(f"named after {after:.1f} s > {args.bound} s")
-        elif args.straggler is None:
+        if subject is None:
             if reports:
                 problems.append(f"{len(reports)} report(s) on a healthy run")
         else:
-            want = f"straggler rank {args.straggler} "
-            hits = [rep for rep in reports if rep["text"].startswith(want)]
-            others = [rep for rep in reports if not rep["text"].startswith(want)]
-            if not hits:
-                problems.append(f"rank {args.straggler} was not named as the straggler")
-            if others:
-                problems.append(f"{len(others)} other report(s)")
-            entries = named.get(args.straggler, [])
-            if args.restart:
-                pass  # replaced: its process ends before it writes a report
-            elif not entries:
-                problems.append(f"rank {args.straggler}'s timeline has no health report")
-            else:
-                after = (entries[0]["wall_ns"] - started_wall) / 1e9
-                print(f"straggler named in rank {args.straggler}'s timeline {after:.1f} s after "
-                      "the job started")
-                if after > args.bound:
-                    problems.append(f"named after {after:.1f} s > {args.bound} s")
+            what = "slow link" if args.slow_rank is not None else "straggler"
+            problems += check_named(what, subject, reports, named.get(subject, []),
+                                    started_wall, args)
         for rep in reports:
             print(f"report (rank {rep['logged_by']}'s log): {rep['text']}")
         print(f"{steps} steps in {elapsed:.1f} s; {len(reports)} report(s)")

@@ -156,13 +156,11 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
     health.activeRank = state_.activeRank;
     health.activeWorldSize = state_.activeWorldSize;
     health.interval = options_.healthInterval;
+    const auto ns = [](std::chrono::milliseconds ms) { return uint64_t(ms.count()) * 1000000; };
     health.links.ratio = options_.slowLinkPercent / 100.0;
-    health.links.windowNs = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.slowLinkWindow).count());
-    health.stragglers.minLagNs = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stragglerLag).count());
-    health.stragglers.windowNs = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stragglerWindow).count());
+    health.links.windowNs = ns(options_.slowLinkWindow);
+    health.stragglers.minLagNs = ns(options_.stragglerLag);
+    health.stragglers.windowNs = ns(options_.stragglerWindow);
     health.restartOnSlowLink = options_.slowLinkRestart;
     health.restartOnStraggler = options_.stragglerRestart;
     health_ = std::make_unique<HealthExchange>(*store_, *keys_, *faults_, *registry_, *blackbox_,

@@ -88,8 +88,8 @@ def nettest_cmd(nettest, plugin, *extra):
 
 
 def collect(procs, timeout):
-    """Waits for both ranks; returns their (stdout, stderr, returncode)."""
-    outs = [None, None]
+    """Waits for every rank; returns their (stdout, stderr, returncode)."""
+    outs = [None] * len(procs)
 
     def wait(i):
         try:
@@ -100,7 +100,7 @@ def collect(procs, timeout):
             e += f"\n(killed: still running after {timeout} s)"
         outs[i] = (o, e, procs[i].returncode)
 
-    threads = [threading.Thread(target=wait, args=(i,)) for i in range(2)]
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(len(procs))]
     for t in threads:
         t.start()
     for t in threads:
@@ -121,6 +121,7 @@ def baseline_busbw(ns, nettest, plugin, tmp):
 
 
 def throttle(ns, dev_index, mbit):
+    """HTB on namespace `dev_index`'s interface (any object with .dev and .run(i, ...))."""
     dev = ns.dev[dev_index]
     try:
         ns.run(dev_index, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb",

@@ -26,18 +26,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from net_faults import collect, sh, throttle  # noqa: E402  (the namespaces' helpers)
 
 SKIP = 77
 N = 3
 ADDR = [f"10.231.78.{r + 1}" for r in range(N)]
 SIZE = 4 << 20
 BOUND_S = 10.0  # the issue's bound: named within 10 s
-
-
-def sh(*args, check=True, **kw):
-    return subprocess.run(list(args), capture_output=True, text=True, check=check, **kw)
 
 
 class Star:
@@ -73,15 +71,8 @@ class Star:
         for ns in self.ns + [self.hub]:
             sh("ip", "netns", "del", ns, check=False)
 
-    def throttle(self, r, mbit):
-        try:
-            sh("ip", "netns", "exec", self.ns[r], "tc", "qdisc", "add", "dev", self.dev[r], "root",
-               "handle", "1:", "htb", "default", "1")
-            sh("ip", "netns", "exec", self.ns[r], "tc", "class", "add", "dev", self.dev[r],
-               "parent", "1:", "classid", "1:1", "htb", "rate", f"{mbit}mbit", "burst", "256k")
-        except subprocess.CalledProcessError as e:
-            print(f"SKIP: HTB is not available: {e.stderr.strip()}")
-            sys.exit(SKIP)
+    def run(self, r, *args):
+        return sh("ip", "netns", "exec", self.ns[r], *args)
 
     def start_rank(self, r, cmd, port, bbdir):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(N), MASTER_ADDR=ADDR[0],
@@ -89,26 +80,6 @@ class Star:
                    NCCL_RESILIENT_BLACKBOX_DIR=bbdir)
         return subprocess.Popen(["ip", "netns", "exec", self.ns[r]] + cmd, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def collect(procs, timeout):
-    outs = [None] * len(procs)
-
-    def wait(i):
-        try:
-            o, e = procs[i].communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            procs[i].kill()
-            o, e = procs[i].communicate()
-            e += f"\n(killed: still running after {timeout} s)"
-        outs[i] = (o, e, procs[i].returncode)
-
-    threads = [threading.Thread(target=wait, args=(i,)) for i in range(len(procs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return outs
 
 
 def nettest_cmd(args, *extra):
@@ -150,7 +121,7 @@ def main():
         rate = base
         if not args.healthy:
             mbit = max(8, int(base * 0.10))
-            star.throttle(1, mbit)
+            throttle(star, 1, mbit)
             rate = mbit
         # As many iterations as the slowest link carries in about --seconds.
         per_iter_bits = 2 * (N - 1) / N * SIZE * 8
