@@ -5,7 +5,9 @@ Reads what a job left behind -- blackbox snapshots (`resilient-inspect --json`
 output, or raw `resilient-blackbox-<pid>` regions, read through
 resilient-inspect), the restart loop's per-rank timelines (the demo's
 `rank-<n>.json` or a bare timeline array), the monitor processes'
-post-mortem dumps and their logs -- and writes:
+post-mortem dumps and their logs, the JSON lines of `resilient-inspect --job
+--json` (slow-link and straggler reports, each round's standings) -- and
+writes:
 
   --chrome-trace FILE  one Trace Event Format file (chrome://tracing, Perfetto)
   --fr-dump DIR        PyTorch flight-recorder dumps, one pickle per rank
@@ -45,6 +47,7 @@ RAW_REGION_RE = re.compile(r"^resilient-blackbox-(\d+)$")
 MONITOR_WATCH_RE = re.compile(r"rank (\d+): watching rank (\d+) \(pid (\d+)")
 POST_MORTEM_RE = re.compile(r"^resilient-monitor-(-?\d+)-(\d+)\.postmortem\.json$")
 LAST_NUMBER_RE = re.compile(r"(\d+)(?!.*\d)")
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 
 
 class InputError(Exception):
@@ -109,7 +112,9 @@ class Job:
     def __init__(self, name):
         self.name = name
         self.processes = {}   # pid -> Process
-        self.reports = []     # slow links, stragglers: dicts with kind, text, ranks...
+        self.reports = []     # slow links, stragglers as the inputs state them (make_report)
+        self.standings = None  # the last round of resilient-inspect --job --json
+        self.findings = None  # the reports of every record, one per finding (all_reports)
         self.comparisons = []  # resilient-inspect --compare --json communicators
         self.warnings = []
         self.sources = []
@@ -192,7 +197,22 @@ def classify(data):
         return "comparison"
     if isinstance(data.get("reports"), list):
         return "reports"
+    if is_watch_record(data):
+        return "job-watch"
     return None
+
+
+def is_watch_record(obj):
+    """A line of `resilient-inspect --job --json` (tools/inspect/resilient_inspect.cc,
+    watchJob): a report, {"report": {...}}, or a round's standings,
+    {"wall_ns": N, "processes": K, "standings": {"links": [...], "ranks": [...]}}."""
+    if not isinstance(obj, dict):
+        return False
+    if set(obj) == {"report"}:
+        return isinstance(obj["report"], dict) and isinstance(obj["report"].get("kind"), str)
+    st = obj.get("standings")
+    return (isinstance(st, dict) and isinstance(obj.get("wall_ns"), int)
+            and isinstance(st.get("links", []), list) and isinstance(st.get("ranks", []), list))
 
 
 def set_rank(proc, rank, source, job):
@@ -234,12 +254,13 @@ def snapshot_age_key(snap):
 def collect_reports(job, holder, source, proc=None):
     for r in holder.get("reports") or []:
         if isinstance(r, dict):
-            r = dict(r)
-            r.setdefault("_source", source)
-            if proc is not None:
-                r.setdefault("_reporter_pid", proc.pid)
-            if r not in job.reports:
-                job.reports.append(r)
+            add_report(job, make_report(r, origin=("file", source), source=source,
+                                        reporter_pid=proc.pid if proc is not None else None))
+
+
+def add_report(job, r):
+    if r not in job.reports:
+        job.reports.append(r)
 
 
 def add_rank_report(job, data, source):
@@ -308,6 +329,60 @@ def add_monitor_log(job, path):
             proc.sources.append(path)
 
 
+def add_watch_lines(job, path, records):
+    """The lines of `resilient-inspect --job --json`: its reports, and the last round's
+    standings (the newest over every such input)."""
+    for rec in records:
+        if "report" in rec:
+            add_report(job, make_report(rec["report"], origin=("file", path), source=path))
+            continue
+        st = rec["standings"]
+        if job.standings is None or rec["wall_ns"] >= job.standings["wall_ns"]:
+            job.standings = {"wall_ns": rec["wall_ns"], "processes": rec.get("processes"),
+                             "links": [x for x in st.get("links") or [] if isinstance(x, dict)],
+                             "ranks": [x for x in st.get("ranks") or [] if isinstance(x, dict)],
+                             "source": path}
+
+
+def read_json_lines(job, path, text):
+    """Every line of a JSON-lines file as a resilient-inspect --job --json record, or an
+    InputError naming the file and the line. A last line without its newline that does
+    not parse is one still being written (the file of a running resilient-inspect): it is
+    left out, with a note."""
+    records = []
+    lines = text.split("\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            if number == len(lines):
+                job.warn(f"{path}: line {number} is incomplete (still being written?); "
+                         "left out")
+                continue
+            raise InputError(f"{path}: line {number}: not JSON ({e.msg} at column {e.colno})")
+        if not is_watch_record(obj):
+            raise InputError(f"{path}: line {number}: not a resilient-inspect --job --json "
+                             "record (a {\"report\": ...} or a round with \"standings\")")
+        records.append(obj)
+    if not records:
+        job.warn(f"{path}: no resilient-inspect --job --json record yet")
+    return records
+
+
+def looks_like_json_lines(name, text):
+    """A .jsonl/.ndjson file, or one whose first line is a resilient-inspect --job --json
+    record."""
+    if name.endswith(JSON_LINES_SUFFIXES):
+        return True
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    try:
+        return is_watch_record(json.loads(first))
+    except ValueError:
+        return False
+
+
 def add_file(job, path, inspect, explicit):
     name = os.path.basename(path)
     if RAW_REGION_RE.match(name):
@@ -318,12 +393,26 @@ def add_file(job, path, inspect, explicit):
         add_monitor_log(job, path)
         job.sources.append(path)
         return True
-    if not name.endswith(".json") and not explicit:
+    if not name.endswith((".json",) + JSON_LINES_SUFFIXES) and not explicit:
         return False
     try:
         with open(path, errors="replace") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
+            text = f.read()
+    except OSError as e:
+        if explicit:
+            raise InputError(f"{path}: not readable ({e})")
+        job.warn(f"{path}: not readable ({e}); skipped")
+        return False
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        if looks_like_json_lines(name, text):
+            # A directory's file is skipped with a note, as any unreadable one
+            # (load_job); a file named on the command line is refused.
+            records = read_json_lines(job, path, text)
+            job.sources.append(path)
+            add_watch_lines(job, path, records)
+            return True
         if explicit:
             raise InputError(f"{path}: not readable JSON ({e})")
         job.warn(f"{path}: not readable JSON ({e}); skipped")
@@ -332,7 +421,8 @@ def add_file(job, path, inspect, explicit):
     if kind is None:
         if explicit:
             raise InputError(f"{path}: not a record {PROGRAM} knows (rank report, timeline, "
-                             "blackbox snapshot, post-mortem, comparison, reports)")
+                             "blackbox snapshot, post-mortem, comparison, reports, "
+                             "resilient-inspect --job --json lines)")
         return False
     job.sources.append(path)
     if kind == "rank-report":
@@ -348,6 +438,8 @@ def add_file(job, path, inspect, explicit):
         collect_reports(job, data, path)
     elif kind == "reports":
         collect_reports(job, data, path)
+    elif kind == "job-watch":
+        add_watch_lines(job, path, [data])
     return True
 
 
@@ -502,6 +594,15 @@ SETUP_PHASES = {"monitor process", "started", "initial barrier", "assigned",
 RECOVERY_PHASES = {"fault detected", "abort begun", "abort done", "finalized", "health checked",
                    "iteration barrier", "culprits", "back-off"}
 END_PHASES = {"function returned", "completion decided", "completed", "terminated"}
+# Timeline entries that are no phase of the loop: a report the process was named in
+# (restart/loop/health_exchange.cc), shown as a report. ("health compared", active rank
+# 0's summary at the end of an iteration, is a phase.)
+HEALTH_REPORT_PHASE = "health report"
+
+
+def phases(proc):
+    """The timeline's phases: its entries less the reports."""
+    return [e for e in proc.timeline if e.get("phase") != HEALTH_REPORT_PHASE]
 
 
 def phase_category(frm, to, detail=""):
@@ -518,7 +619,7 @@ def phase_category(frm, to, detail=""):
 
 def phase_spans(proc):
     """(from event, to event, category) between consecutive phases, by time."""
-    tl = [e for e in proc.timeline if e.get("wall_ns")]
+    tl = [e for e in phases(proc) if e.get("wall_ns")]
     return [(a, b, phase_category(a.get("phase"), b.get("phase"), a.get("detail")))
             for a, b in zip(tl, tl[1:])]
 
@@ -594,32 +695,392 @@ def fault_rows(job):
     return rows
 
 
-def report_ranks(job, r):
-    """The ranks a report names."""
-    ranks = []
-    if isinstance(r.get("ranks"), list):
-        ranks = [x for x in r["ranks"] if isinstance(x, int)]
-    elif isinstance(r.get("rank"), int):
-        ranks = [r["rank"]]
-    elif isinstance(r.get("subject"), dict) and isinstance(r["subject"].get("rank"), int):
-        ranks = [r["subject"]["rank"]]
-    elif r.get("_reporter_pid") is not None:
-        proc = job.by_pid(r["_reporter_pid"])
-        if proc is not None and proc.rank is not None:
-            ranks = [proc.rank]
-    return ranks
+# ---------------------------------------------------------------------------
+# Slow-link and straggler reports
+# ---------------------------------------------------------------------------
+
+REPORT_KINDS = ("slow link", "straggler")
+REPORT_NUMBERS = ("window_ns", "bytes_per_s", "reference_bytes_per_s", "ratio",
+                  "against_history", "collectives", "waited", "min_lag_ns", "last_count",
+                  "lag_ns", "score", "restarts")
+REPORT_FLAGS = ("against_history", "restarts")
+
+
+def _end_re(p):
+    """One end of a report's text (blackbox/health_report.cc, endText):
+    `rank R (host pid P address)`, `?` for what is unknown."""
+    return (rf"rank (?P<{p}rank>\d+|\?) \((?P<{p}host>\S+) pid (?P<{p}pid>\d+|\?)"
+            rf"(?: (?P<{p}address>[^)]*))?\)")
+
+
+_COMM_RE = r"(?: on communicator 0x(?P<comm>[0-9a-fA-F]+))?"
+# The head of a report's text: who and where; the numbers are read from the rest
+# one by one (their wording has changed, older records hold the older one).
+STRAGGLER_TEXT_RE = re.compile(r"^straggler " + _end_re("s") + _COMM_RE)
+SLOW_LINK_TEXT_RE = re.compile(r"^slow link from " + _end_re("s") + " to " + _end_re("p") +
+                               _COMM_RE)
+STRAGGLER_WAITED_RE = re.compile(
+    r"last to enqueue (\d+) of the (\d+) collectives that waited ([\d.]+) ms or more for "
+    r"their last rank \(of (\d+) over ([\d.]+) s\)")
+STRAGGLER_OF_RE = re.compile(r"last to enqueue (\d+) of (\d+) collectives over ([\d.]+) s")
+STRAGGLER_LAG_RE = re.compile(r"([\d.]+) ms \(median\)")
+SLOW_LINK_RATE_RE = re.compile(r": ([\d.]+) ([kMG])B/s while busy over ([\d.]+) s, ")
+SLOW_LINK_RATIO_RE = re.compile(r"([\d.]+)% of (its own best window|the median)")
+RATE_RE = re.compile(r"\(([\d.]+) ([kMG])B/s\)")
+RATE_UNIT = {"k": 1e3, "M": 1e6, "G": 1e9}
+RESTARTS_TEXT = "the job restarts without it"
+
+
+def parse_comm_id(value):
+    """A communicator id as the records give it (a number, or a hex string), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 16) if value.lower().startswith("0x") else int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def comm_label(comm_id):
+    return f"0x{comm_id:016x}" if comm_id is not None else "?"
+
+
+def end_of(value):
+    """One end of a report or standing ({rank, host, pid, address}), or None."""
+    if not isinstance(value, dict):
+        return None
+    end = {}
+    if isinstance(value.get("rank"), int) and not isinstance(value["rank"], bool):
+        end["rank"] = value["rank"]
+    if isinstance(value.get("pid"), int) and not isinstance(value["pid"], bool):
+        end["pid"] = value["pid"]
+    for k in ("host", "address"):
+        if isinstance(value.get(k), str):
+            end[k] = value[k]
+    return end
+
+
+def _text_end(m, p):
+    end = {}
+    if m.group(p + "rank") != "?":
+        end["rank"] = int(m.group(p + "rank"))
+    if m.group(p + "pid") != "?":
+        end["pid"] = int(m.group(p + "pid"))
+    if m.group(p + "host") != "?":
+        end["host"] = m.group(p + "host")
+    end["address"] = m.group(p + "address") or ""
+    return end
+
+
+def parse_report_text(text):
+    """What a report's text (blackbox/health_report.cc, describe) states, for the records
+    that hold only the text: the timeline's "health report" entries, the fault ring."""
+    text = text or ""
+    out = {}
+    m = STRAGGLER_TEXT_RE.match(text)
+    if m:
+        out = {"kind": "straggler", "subject": _text_end(m, "s")}
+        w = STRAGGLER_WAITED_RE.search(text)
+        if w:
+            out.update(last_count=int(w.group(1)), waited=int(w.group(2)),
+                       min_lag_ns=int(float(w.group(3)) * 1e6), collectives=int(w.group(4)),
+                       window_ns=int(float(w.group(5)) * 1e9))
+        else:
+            w = STRAGGLER_OF_RE.search(text)
+            if w:
+                out.update(last_count=int(w.group(1)), collectives=int(w.group(2)),
+                           window_ns=int(float(w.group(3)) * 1e9))
+        lag = STRAGGLER_LAG_RE.search(text)
+        if lag:
+            out["lag_ns"] = int(float(lag.group(1)) * 1e6)
+    else:
+        m = SLOW_LINK_TEXT_RE.match(text)
+        if m:
+            out = {"kind": "slow link", "subject": _text_end(m, "s"), "peer": _text_end(m, "p")}
+            rate = SLOW_LINK_RATE_RE.search(text)
+            if rate:
+                out["bytes_per_s"] = float(rate.group(1)) * RATE_UNIT[rate.group(2)]
+                out["window_ns"] = int(float(rate.group(3)) * 1e9)
+                rest = text[rate.end():]
+                ratio = SLOW_LINK_RATIO_RE.match(rest)
+                if ratio:
+                    out["ratio"] = float(ratio.group(1)) / 100
+                    out["against_history"] = ratio.group(2) == "its own best window"
+                    ref = RATE_RE.search(rest)
+                    if ref:
+                        out["reference_bytes_per_s"] = float(ref.group(1)) * RATE_UNIT[ref.group(2)]
+                elif "never busy" in rest:
+                    out["reference_bytes_per_s"] = 0
+                    out["against_history"] = False
+    if m:
+        if m.group("comm"):
+            out["comm_id"] = int(m.group("comm"), 16)
+        out["restarts"] = RESTARTS_TEXT in text
+        return out
+    for kind in REPORT_KINDS:
+        if text.startswith(kind):
+            return {"kind": kind}
+    return {}
+
+
+def make_report(raw, origin, source, reporter_pid=None):
+    """A report as one input states it: kind, text, wall_ns, comm_id, subject and peer
+    ({rank, host, pid, address}) and the numbers of blackbox/health_json.cc's report
+    objects; what the object lacks is taken from its text. `origin` names the record
+    that holds it (a file, a process's fault ring or timeline): all_reports merges the
+    same finding's reports from several records."""
+    parsed = parse_report_text(raw.get("text") or "")
+    kind = raw.get("kind") if isinstance(raw.get("kind"), str) else None
+    r = {"kind": kind or parsed.get("kind") or "report",
+         "text": str(raw.get("text") or ""),
+         "wall_ns": raw.get("wall_ns") if isinstance(raw.get("wall_ns"), int) and
+         raw.get("wall_ns") > 0 else None,
+         "comm_id": parse_comm_id(raw.get("comm_id")),
+         "subject": end_of(raw.get("subject")),
+         "peer": end_of(raw.get("peer"))}
+    if r["comm_id"] is None:
+        r["comm_id"] = parsed.get("comm_id")
+    for k in REPORT_NUMBERS:
+        v = raw.get(k)
+        stated = isinstance(v, bool) if k in REPORT_FLAGS else number(v) is not None
+        if stated:
+            r[k] = v
+        elif k in parsed:
+            r[k] = parsed[k]
+    if isinstance(raw.get("ranks"), list):
+        # An older shape: the ranks a report is about.
+        r["ranks"] = [x for x in raw["ranks"] if isinstance(x, int) and not isinstance(x, bool)]
+    elif r["subject"] is None and isinstance(raw.get("rank"), int):
+        r["subject"] = {"rank": raw["rank"]}
+    if r["subject"] is None:
+        r["subject"] = parsed.get("subject")
+    if r["peer"] is None:
+        r["peer"] = parsed.get("peer")
+    if r["subject"] is None and "ranks" not in r and reporter_pid is not None:
+        # A report that names no one is about the process that recorded it (a
+        # record without a pid stands for its rank: Job.process(-(rank + 1))).
+        r["subject"] = {"pid": reporter_pid} if reporter_pid > 0 else {"rank": -reporter_pid - 1}
+    r["_origin"] = origin
+    r["_source"] = source
+    r["_reporter_pid"] = reporter_pid
+    return r
+
+
+def end_process(job, end):
+    """The job's process an end names: by pid (and host, when both records state one);
+    by rank when the end has no pid and one process has that rank."""
+    if not end:
+        return None
+    pid = end.get("pid")
+    if isinstance(pid, int) and pid > 0:
+        proc = job.by_pid(pid)
+        host = end.get("host")
+        if proc is not None and (not host or not proc.host or host == proc.host):
+            return proc
+        return None
+    rank = end.get("rank")
+    if isinstance(rank, int) and rank >= 0:
+        same = [p for p in job.processes.values() if p.rank == rank]
+        if len(same) == 1:
+            return same[0]
+    return None
+
+
+def end_rank(job, end):
+    """The rank of an end: its process's rank when the job knows the process (the
+    records' rank, the one every other format uses), else the rank it states."""
+    proc = end_process(job, end)
+    if proc is not None and proc.rank is not None:
+        return proc.rank
+    rank = (end or {}).get("rank")
+    return rank if isinstance(rank, int) and rank >= 0 else None
+
+
+def end_label(job, end):
+    """An end as a label value: its rank, else pid:N, else ?."""
+    rank = end_rank(job, end)
+    if rank is not None:
+        return str(rank)
+    proc = end_process(job, end)
+    if proc is not None:
+        return rank_label(proc)
+    pid = (end or {}).get("pid")
+    return f"pid:{pid}" if pid else "?"
+
+
+def end_text(job, end):
+    if not end:
+        return "?"
+    rank = end_rank(job, end)
+    proc = end_process(job, end)
+    host = (proc.host if proc else None) or end.get("host") or "?"
+    pid = (proc.pid if proc and proc.pid > 0 else None) or end.get("pid") or "?"
+    return f"rank {rank if rank is not None else '?'} ({host} pid {pid})"
+
+
+def _end_key(job, end):
+    proc = end_process(job, end)
+    if proc is not None:
+        return ("process", proc.pid)
+    if not end:
+        return None
+    if end.get("pid"):
+        return ("pid", end.get("host") or "", end["pid"])
+    if end.get("rank") is not None:
+        return ("rank", end["rank"])
+    return None
+
+
+def ring_reports(job):
+    """The report records of the fault rings (class slow link or straggler): the subject
+    is the record's rank and peer_pid (its text names both ends of a slow link)."""
+    out = []
+    for proc in job.processes.values():
+        for f in sorted(proc.faults.values(), key=lambda f: f.get("number", 0)):
+            if not is_report_fault(f):
+                continue
+            raw = {"kind": f.get("class"), "text": f.get("text", ""),
+                   "wall_ns": f.get("wall_ns") or proc.wall(f.get("mono_ns")),
+                   "comm_id": f.get("comm_id")}
+            if f.get("peer_pid"):
+                raw["subject"] = {"pid": f["peer_pid"], "host": f.get("peer_host") or "",
+                                  "address": f.get("peer") or ""}
+                if isinstance(f.get("rank"), int) and f["rank"] >= 0:
+                    raw["subject"]["rank"] = f["rank"]
+            out.append(make_report(raw, origin=("fault ring", proc.pid),
+                                   source=f"{proc.label}'s blackbox", reporter_pid=proc.pid))
+    return out
+
+
+def timeline_reports(job):
+    """The timelines' "health report" entries (restart/loop/health_exchange.cc: each
+    process a report names records it, its text as the detail)."""
+    out = []
+    for proc in job.processes.values():
+        for e in proc.timeline:
+            if e.get("phase") == HEALTH_REPORT_PHASE:
+                out.append(make_report({"text": e.get("detail", ""), "wall_ns": e.get("wall_ns")},
+                                       origin=("timeline", proc.pid),
+                                       source=f"{proc.label}'s timeline",
+                                       reporter_pid=proc.pid))
+    return out
 
 
 def all_reports(job):
-    """Reports from the inputs' report lists and from the fault rings (report records)."""
-    out = list(job.reports)
-    for proc in job.processes.values():
-        for f in sorted(proc.faults.values(), key=lambda f: f.get("number", 0)):
-            if is_report_fault(f):
-                out.append({"kind": f.get("class"), "text": f.get("text", ""),
-                            "wall_ns": f.get("wall_ns"), "comm_id": f.get("comm_id"),
-                            "_reporter_pid": proc.pid})
-    return out
+    """Every slow-link and straggler finding of the job, by time: the reports of the
+    inputs' report lists, of resilient-inspect --job --json, of the fault rings and of
+    the timelines, one per kind, subject, peer (slow links) and communicator. A report
+    without a communicator or peer joins the finding it fits. `_times`: the most times
+    one record holds it (a finding reported again later); `_sources`: which records."""
+    if job.findings is not None:
+        return job.findings
+    reports = list(job.reports) + ring_reports(job) + timeline_reports(job)
+    # The fullest first: they make the findings the others join.
+    reports.sort(key=lambda r: (r["comm_id"] is None, r.get("peer") is None,
+                                r["wall_ns"] is None, r["wall_ns"] or 0))
+    groups = []
+    for r in reports:
+        subject = (("ranks", tuple(r["ranks"])) if "ranks" in r
+                   else _end_key(job, r.get("subject")))
+        peer = _end_key(job, r.get("peer")) if r["kind"] == "slow link" else None
+        comm = r["comm_id"]
+        for g in groups:
+            if (g["kind"] == r["kind"] and g["subject"] == subject
+                    and (None in (g["comm"], comm) or g["comm"] == comm)
+                    and (None in (g["peer"], peer) or g["peer"] == peer)):
+                g["members"].append(r)
+                g["comm"] = g["comm"] if g["comm"] is not None else comm
+                g["peer"] = g["peer"] if g["peer"] is not None else peer
+                break
+        else:
+            groups.append({"kind": r["kind"], "subject": subject, "comm": comm, "peer": peer,
+                           "members": [r]})
+    findings = []
+    for g in groups:
+        members = g["members"]
+        # The richest statement first (the report objects), the parsed texts after.
+        members.sort(key=lambda r: -sum(1 for k in REPORT_NUMBERS if k in r))
+        merged = dict(members[0])
+        for r in members[1:]:
+            for k, v in r.items():
+                if merged.get(k) is None and v is not None:
+                    merged[k] = v
+        walls = [r["wall_ns"] for r in members if r["wall_ns"]]
+        merged["wall_ns"] = min(walls) if walls else None
+        merged["comm_id"] = g["comm"]
+        per_origin = {}
+        for r in members:
+            per_origin[r["_origin"]] = per_origin.get(r["_origin"], 0) + 1
+        merged["_times"] = max(per_origin.values())
+        sources = []
+        for r in members:
+            if r["_source"] not in sources:
+                sources.append(r["_source"])
+        merged["_sources"] = sources
+        findings.append(merged)
+    findings.sort(key=lambda r: (r["wall_ns"] is None, r["wall_ns"] or 0))
+    job.findings = findings
+    return findings
+
+
+def report_ranks(job, r):
+    """The ranks a report is about: its subject's (mapped onto the job's processes)."""
+    if "ranks" in r:
+        return list(r["ranks"])
+    rank = end_rank(job, r.get("subject"))
+    if rank is not None:
+        return [rank]
+    proc = end_process(job, r.get("subject"))
+    return [rank_label(proc)] if proc is not None else []
+
+
+def report_who(job, r):
+    """`rank 1 (host pid 2) -> rank 2 (...)` for a slow link, `rank 2 (...)` else."""
+    if "ranks" in r:
+        who = ", ".join(f"rank {x}" for x in r["ranks"]) or "?"
+    else:
+        who = end_text(job, r.get("subject"))
+    if r["kind"] == "slow link" and r.get("peer"):
+        who += " \u2192 " + end_text(job, r["peer"])
+    return who
+
+
+def rate_text(bytes_per_s):
+    if not bytes_per_s:
+        return "-"
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6)):
+        if bytes_per_s >= scale:
+            return f"{bytes_per_s / scale:.{2 if unit == 'GB/s' else 1}f} {unit}"
+    return f"{bytes_per_s / 1e3:.0f} kB/s"
+
+
+def report_measure(r):
+    """A report's ratio (slow link) or lag (straggler), in words."""
+    if r["kind"] == "slow link" and (number(r.get("ratio")) or
+                                     number(r.get("reference_bytes_per_s")) == 0):
+        against = ("its own best window" if r.get("against_history")
+                   else "the median of the other links")
+        out = (f"{r['ratio'] * 100:.0f}% of {against}" if number(r.get("ratio"))
+               else "the other links never busy (far faster)")
+        if r.get("bytes_per_s"):
+            out += f" ({rate_text(r['bytes_per_s'])} while busy"
+            if r.get("reference_bytes_per_s"):
+                out += f", reference {rate_text(r['reference_bytes_per_s'])}"
+            out += ")"
+        return out + ("; the job restarts without it" if r.get("restarts") else "")
+    if r["kind"] == "straggler" and number(r.get("lag_ns")) is not None:
+        out = f"{r['lag_ns'] / 1e6:.1f} ms median lag"
+        if r.get("waited"):
+            out += (f", last in {r.get('last_count', '?')} of the {r['waited']} collectives "
+                    f"that waited (of {r.get('collectives', '?')})")
+        elif r.get("collectives"):
+            out += f", last in {r.get('last_count', '?')} of {r['collectives']}"
+        return out + ("; the job restarts without it" if r.get("restarts") else "")
+    return "-"
 
 
 def peer_name(job, conn):
@@ -705,11 +1166,14 @@ def chrome_trace(job):
                        "cat": "fault", "ph": "i", "s": "g", "ts": us(r["detected_wall_ns"]),
                        "pid": JOB_PID, "tid": 1, "args": {"detail": r["detected"]}})
     unknown = 0
+    pids = {}
     for proc in job.ordered():
         pid = trace_pid(proc, unknown)
+        pids[proc.pid] = pid
         if proc.rank is None:
             unknown += 1
         ev.extend(process_events(job, proc, pid))
+    ev.extend(report_events(job, pids))
     ev.sort(key=lambda e: (e["ph"] != "M", e.get("ts", 0)))
     return {
         "traceEvents": ev,
@@ -723,6 +1187,35 @@ def chrome_trace(job):
             "warnings": job.warnings,
         },
     }
+
+
+def report_events(job, pids):
+    """Each slow-link or straggler finding: a global instant at its time, on the faults
+    thread of its subject's process (the job's own track when the records do not hold
+    that process)."""
+    ev = []
+    for r in all_reports(job):
+        if not r.get("wall_ns"):
+            continue
+        proc = end_process(job, r.get("subject")) if "ranks" not in r else None
+        if proc is None and "ranks" in r and len(r["ranks"]) == 1:
+            proc = end_process(job, {"rank": r["ranks"][0]})
+        pid, tid = (pids[proc.pid], TID_FAULTS) if proc is not None else (JOB_PID, 2)
+        args = {"kind": r["kind"], "text": r["text"], "ranks": report_ranks(job, r),
+                "subject": report_who(job, r), "measure": report_measure(r),
+                "communicator": comm_label(r["comm_id"]), "reported": r["_times"],
+                "records": r["_sources"]}
+        for k in REPORT_NUMBERS:
+            if k in r:
+                args[k] = r[k]
+        who = ", ".join(str(x) for x in report_ranks(job, r)) or "?"
+        if r["kind"] == "slow link" and r.get("peer"):
+            who += " \u2192 " + end_label(job, r["peer"])
+        ev.append({"name": f"{r['kind']}: rank {who}", "cat": "report", "ph": "i", "s": "g",
+                   "ts": us(r["wall_ns"]), "pid": pid, "tid": tid, "args": args})
+    if any(e["pid"] == JOB_PID for e in ev):
+        ev.append(meta(JOB_PID, 2, "thread_name", {"name": "reports"}))
+    return ev
 
 
 def process_events(job, proc, pid):
@@ -749,7 +1242,7 @@ def process_events(job, proc, pid):
                    "args": {"iteration": a.get("iteration"), "from": a.get("phase"),
                             "to": b.get("phase"), "detail": b.get("detail", "")}})
     previous_iteration = None
-    for e in proc.timeline:
+    for e in phases(proc):
         if not e.get("wall_ns"):
             continue
         it = e.get("iteration", 0)
@@ -778,11 +1271,6 @@ def process_events(job, proc, pid):
         args = {k: v for k, v in f.items() if k not in ("wall_ns", "mono_ns")}
         ev.append({"name": f"fault: {f.get('class', '?')}", "cat": "fault", "ph": "i", "s": "p",
                    "ts": us(wall), "pid": pid, "tid": TID_FAULTS, "args": args})
-    for r in all_reports(job):
-        if r.get("_reporter_pid") == proc.pid and r.get("wall_ns"):
-            ev.append({"name": f"report: {r.get('kind', '?')}", "cat": "report", "ph": "i",
-                       "s": "p", "ts": us(r["wall_ns"]), "pid": pid, "tid": TID_FAULTS,
-                       "args": {"text": r.get("text", ""), "ranks": report_ranks(job, r)}})
     s = proc.snapshot or {}
     if s.get("start_wall_ns"):
         ev.append({"name": "blackbox created", "cat": "process", "ph": "i", "s": "t",
@@ -1079,6 +1567,11 @@ class Families:
         key = tuple(sorted(labels.items()))
         fam["samples"][key] = fam["samples"].get(key, 0) + value
 
+    def set(self, name, kind, help_, labels, value):
+        """A gauge's value (not added up: a ratio of two samples is no sum)."""
+        fam = self.families.setdefault(name, {"kind": kind, "help": help_, "samples": {}})
+        fam["samples"][tuple(sorted(labels.items()))] = value
+
     def declare(self, name, kind, help_):
         self.families.setdefault(name, {"kind": kind, "help": help_, "samples": {}})
 
@@ -1176,33 +1669,113 @@ def prometheus_text(job):
             m.add(P + "rank_ended", "gauge",
                   "1 for a rank whose monitor recorded its end (post-mortem dump), by reason.",
                   {"rank": r, "reason": proc.post_mortem.get("reason", "")}, 1)
-    for rep in all_reports(job):
-        kind = rep.get("kind") or "report"
-        ranks = report_ranks(job, rep) or ["?"]
-        for rk in ranks:
+    reports = all_reports(job)
+    for rep in reports:
+        kind = rep["kind"]
+        for rk in report_ranks(job, rep) or ["?"]:
             lab = {"kind": kind, "rank": str(rk)}
             m.add(P + "reports_total", "counter",
-                  "Slow-link and straggler reports about a rank, by kind.", lab, 1)
+                  "Slow-link and straggler reports about a rank (the subject), by kind.", lab,
+                  rep["_times"])
             if isinstance(rep.get("score"), (int, float)):
-                m.add(P + "report_score", "gauge",
+                m.set(P + "report_score", "gauge",
                       "The score a report gives a rank (as the report states it).", lab,
                       rep["score"])
-            if kind == "straggler" and isinstance(rep.get("lag_ns"), (int, float)):
-                m.add(P + "straggler_lag_seconds", "gauge",
-                      "How far behind the others a straggler arrived at its collectives.",
-                      {"rank": str(rk)}, rep["lag_ns"] / 1e9)
-            if kind == "straggler" and isinstance(rep.get("collectives"), (int, float)):
-                m.add(P + "straggler_collectives", "gauge",
-                      "Collectives of the window the straggler was last to.",
-                      {"rank": str(rk)}, rep["collectives"])
-            if kind == "slow link" and isinstance(rep.get("ratio"), (int, float)):
-                peer = rep.get("peer") if isinstance(rep.get("peer"), dict) else {}
-                m.add(P + "slow_link_ratio", "gauge",
-                      "A slow link's throughput over the reference throughput.",
-                      {"rank": str(rk), "peer": str(peer.get("rank", "?"))}, rep["ratio"])
+            if kind == "slow link" and number(rep.get("ratio")):  # 0: no peer measured
+                m.set(P + "slow_link_ratio", "gauge",
+                      "A reported slow link's busy throughput over its reference (the "
+                      "median of the other links, or its own best window), when reported.",
+                      {"rank": str(rk), "peer": end_label(job, rep.get("peer"))}, rep["ratio"])
+    standings_metrics(job, m, P, reports)
     m.add(P + "report_generated_timestamp_seconds", "gauge",
           "When resilient-report read the records.", {}, time.time())
     return m.text()
+
+
+def standings_metrics(job, m, P, reports):
+    """The last round of resilient-inspect --job --json: every link's busy throughput,
+    busy share and ratio, every rank's lateness. Without one, the straggler gauges come
+    from the reports (their values when reported)."""
+    st = job.standings
+    if st is not None:
+        m.add(P + "standings_timestamp_seconds", "gauge",
+              "When resilient-inspect --job computed the last standings round read.", {},
+              st["wall_ns"] / 1e9)
+        if isinstance(st.get("processes"), int):
+            m.add(P + "standings_processes", "gauge",
+                  "Processes the last standings round of resilient-inspect --job read.", {},
+                  st["processes"])
+        for link in st["links"]:
+            frm, to = end_of(link.get("from")) or {}, end_of(link.get("to")) or {}
+            lab = {"comm": comm_label(parse_comm_id(link.get("comm_id"))),
+                   "from_rank": end_label(job, frm), "to_rank": end_label(job, to),
+                   "from_address": frm.get("address", ""), "to_address": to.get("address", "")}
+            if number(link.get("bytes_per_s")):  # 0: not measured
+                m.set(P + "link_busy_throughput_bytes_per_second", "gauge",
+                      "A sending link's bytes over the time it was busy in the last window "
+                      "(resilient-inspect --job, last round).", lab, link["bytes_per_s"])
+            if number(link.get("busy_fraction")) is not None:
+                m.set(P + "link_busy_ratio", "gauge",
+                      "The fraction of the last window a sending link was busy "
+                      "(resilient-inspect --job, last round).", lab, link["busy_fraction"])
+            if number(link.get("ratio")):  # 0: not compared
+                m.set(P + "link_peer_ratio", "gauge",
+                      "A link's busy throughput over the median of the job's other sending "
+                      "links (over its own best window when that is the lower one; "
+                      "resilient-inspect --job, last round).", lab, link["ratio"])
+            if isinstance(link.get("slow"), bool):
+                m.set(P + "link_slow", "gauge",
+                      "1 while a link is below the slow-link threshold (resilient-inspect "
+                      "--job, last round).", lab, link["slow"])
+        for rank in st["ranks"]:
+            who = end_of(rank.get("rank")) or {}
+            lab = {"comm": comm_label(parse_comm_id(rank.get("comm_id"))),
+                   "rank": end_label(job, who)}
+            n, last = number(rank.get("collectives")), number(rank.get("last_count"))
+            waited = number(rank.get("waited"))
+            score = number(rank.get("score"))
+            if score is None and (waited or n):
+                score = (last or 0) / (waited or n)
+            if score is not None:
+                m.set(P + "straggler_score", "gauge",
+                      "The standings' score of a rank: of the window's collectives that waited "
+                      "for their last rank (all of them, before waiting was counted), the "
+                      "share it was last to (resilient-inspect --job, last round).", lab, score)
+            if waited is not None:
+                m.set(P + "straggler_waited_collectives", "gauge",
+                      "Collectives of the window that waited for their last rank by the "
+                      "straggler threshold or more (resilient-inspect --job, last round).", lab,
+                      waited)
+            straggler_gauges(m, P, lab, rank.get("lag_ns"), n, rank.get("straggler"))
+        return
+    for rep in reports:
+        if rep["kind"] != "straggler":
+            continue
+        for rk in report_ranks(job, rep):
+            lab = {"comm": comm_label(rep["comm_id"]), "rank": str(rk)}
+            straggler_gauges(m, P, lab, rep.get("lag_ns"), number(rep.get("collectives")),
+                             None)
+
+
+def straggler_gauges(m, P, lab, lag_ns, collectives, straggler):
+    if number(lag_ns) is not None:
+        m.set(P + "straggler_lag_seconds", "gauge",
+              "A rank's median lag behind the median rank at the collectives it was last to "
+              "(the last standings round; without one, the straggler report's).", lab,
+              lag_ns / 1e9)
+    if collectives is not None:
+        m.set(P + "straggler_collectives", "gauge",
+              "Collectives of the communicator compared over the window (the last standings "
+              "round; without one, the straggler report's).", lab, collectives)
+    if isinstance(straggler, bool):
+        m.set(P + "rank_straggling", "gauge",
+              "1 while a rank meets the straggler thresholds (resilient-inspect --job, last "
+              "round).", lab, straggler)
+
+
+def number(v):
+    """v when it is a number (not a bool), else None."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def write_atomically(path, data):
@@ -1275,6 +1848,7 @@ svg .op:hover,svg .ph:hover{stroke:#000;stroke-width:1}
 """
 HTML_PHASE_FILL = {"running": "#7cc576", "recovery": "#f0a04b", "setup": "#b8c4d6",
                    "ending": "#9a9a9a", "spare": "#dcdcdc"}
+HTML_REPORT_FILL = "#ffb000"
 HTML_OP_FILL = {"completed": "#4a7fd0", "hung": "#d0021b", "running": "#e8743b",
                 "enqueued": "#f5c342", "abandoned": "#555555"}
 
@@ -1309,6 +1883,7 @@ def time_range(job):
         s = proc.snapshot or {}
         if s.get("heartbeat_wall_ns"):
             stamps.append(s["heartbeat_wall_ns"])
+    stamps += [r["wall_ns"] for r in all_reports(job) if r.get("wall_ns")]
     if not stamps:
         return None
     t0, t1 = min(stamps), max(stamps)
@@ -1397,6 +1972,18 @@ def svg_timeline(job):
             cx = x(s["heartbeat_wall_ns"])
             out.append(f'<circle cx="{cx:.1f}" cy="{y + 12}" r="3" fill="none" stroke="#000">'
                        f'<title>{h(proc.label)}: last heartbeat</title></circle>')
+    row_of = {proc.pid: i for i, proc in enumerate(procs)}
+    for r in all_reports(job):
+        if not r.get("wall_ns"):
+            continue
+        proc = end_process(job, r.get("subject")) if "ranks" not in r else None
+        # On its subject's row; above the rows when the records do not hold it.
+        y = top + row_of[proc.pid] * row_h + 26 if proc is not None else top - 10
+        title = f"{r['kind']}: {report_who(job, r)}: {report_measure(r)}\n{r['text']}"
+        out.append(f'<path class="report" data-kind="{h(r["kind"])}" '
+                   f'd="M{x(r["wall_ns"]):.1f},{y - 7} l6,7 l-6,7 l-6,-7 z" '
+                   f'fill="{HTML_REPORT_FILL}" stroke="#000" stroke-width="0.8">'
+                   f'<title>{h(title)}</title></path>')
     for r in restarts(job):
         xx = x(r["wall_ns"])
         out.append(f'<line x1="{xx:.1f}" y1="{top - 8}" x2="{xx:.1f}" y2="{height - 24}" '
@@ -1448,6 +2035,8 @@ def html_page(job):
     legend += "".join(f'<span><i class="sw" style="background:{c}"></i>NCCL op {h(k)}</span>'
                       for k, c in HTML_OP_FILL.items())
     legend += ('<span><i class="sw" style="background:#d0021b"></i>fault</span>'
+               f'<span><i class="sw" style="background:{HTML_REPORT_FILL}"></i>slow link or '
+               'straggler (on its subject\'s row)</span>'
                "<span>\u2716 rank ended (post-mortem)</span>"
                '<span><i class="sw" style="background:#888;height:2px"></i>process (blackbox)'
                "</span>"
@@ -1511,12 +2100,7 @@ def html_page(job):
                  h(c.get("summary", ""))] for c in job.comparisons]
         parts.append(html_table(["communicator", "ranks behind", "summary"], rows))
     parts.append("<h2>Slow links and stragglers</h2>")
-    if reps:
-        rows = [[h(r.get("kind", "?")), h(", ".join(str(x) for x in report_ranks(job, r)) or "?"),
-                 h(rel(r.get("wall_ns"), t0)), h(r.get("text", ""))] for r in reps]
-        parts.append(html_table(["kind", "ranks", "time", "text"], rows, numeric=(2,)))
-    else:
-        parts.append("<p>No report in the records.</p>")
+    parts.append(reports_html(job, reps, t0))
     if job.warnings:
         parts.append("<h2>Notes on the records</h2><ul>" +
                      "".join(f'<li class="warn">{h(w)}</li>' for w in job.warnings) + "</ul>")
@@ -1527,6 +2111,74 @@ def html_page(job):
                  "own (mono, wall) pairs.</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def reports_html(job, reps, t0):
+    """The findings (one row each, with the records that hold it), then the last
+    standings round of resilient-inspect --job."""
+    parts = []
+    if reps:
+        head = ["time", "wall clock", "kind", "subject \u2192 peer", "ratio or lag",
+                "communicator", "reported", "records", "text"]
+        out = ["<table><thead><tr>" + "".join(f"<th>{h(x)}</th>" for x in head) +
+               "</tr></thead>", "<tbody>"]
+        for r in reps:
+            ranks = ",".join(str(x) for x in report_ranks(job, r)) or "?"
+            cells = [(h(rel(r.get("wall_ns"), t0)), True), (h(iso(r.get("wall_ns"))), False),
+                     (h(r["kind"]), False), (h(report_who(job, r)), False),
+                     (h(report_measure(r)), False), (h(comm_label(r["comm_id"])), False),
+                     (h(r["_times"]), True), (h("; ".join(r["_sources"])), False),
+                     (h(r["text"]), False)]
+            out.append(f'<tr class="report" data-kind="{h(r["kind"])}" '
+                       f'data-subject="{h(ranks)}">' +
+                       "".join(('<td class="n">' if n else "<td>") + f"{v}</td>"
+                               for v, n in cells) +
+                       "</tr>")
+        out.append("</tbody></table>")
+        parts.append("\n".join(out))
+    else:
+        parts.append("<p>No report in the records.</p>")
+    st = job.standings
+    if st is not None:
+        parts.append(f"<h3>Last standings (resilient-inspect --job at {h(iso(st['wall_ns']))}, "
+                     f"{h(st.get('processes', '?'))} processes)</h3>")
+        if st["links"]:
+            rows = []
+            for link in st["links"]:
+                frm, to = end_of(link.get("from")) or {}, end_of(link.get("to")) or {}
+                ratio = number(link.get("ratio"))
+                rows.append([h(comm_label(parse_comm_id(link.get("comm_id")))),
+                             h(f"{end_text(job, frm)} {frm.get('address', '')}"),
+                             h(f"{end_text(job, to)} {to.get('address', '')}"),
+                             h(rate_text(number(link.get("bytes_per_s")))),
+                             h(f"{(number(link.get('busy_fraction')) or 0) * 100:.0f}%"),
+                             h(f"{ratio * 100:.0f}%" if ratio else "-"),
+                             '<span class="bad">slow</span>' if link.get("slow") else ""])
+            parts.append(html_table(["communicator", "from", "to", "throughput while busy",
+                                     "busy", "ratio", ""], rows, numeric=(3, 4, 5)))
+        else:
+            parts.append("<p>No sending link measured in the last window.</p>")
+        if st["ranks"]:
+            rows = []
+            for rank in st["ranks"]:
+                who = end_of(rank.get("rank")) or {}
+                lag = number(rank.get("lag_ns"))
+                last_in = f"{rank.get('last_count', '?')} of {rank.get('collectives', '?')}"
+                if number(rank.get("waited")) is not None:
+                    last_in = (f"{rank.get('last_count', '?')} of the {rank['waited']} that "
+                               f"waited (of {rank.get('collectives', '?')})")
+                rows.append([h(comm_label(parse_comm_id(rank.get("comm_id")))),
+                             h(end_text(job, who)), h(last_in),
+                             h(f"{lag / 1e6:.1f} ms" if lag is not None else "-"),
+                             h(f"{number(rank.get('score')) or 0:.2f}"),
+                             '<span class="bad">straggler</span>' if rank.get("straggler")
+                             else ""])
+            parts.append(html_table(["communicator", "rank", "last in", "median lag", "score",
+                                     ""], rows, numeric=(3, 4)))
+        else:
+            parts.append("<p>The last round lists no rank (none was last to a collective "
+                         "judged).</p>")
+    return "\n".join(parts)
 
 
 def communicator_rows(job):
@@ -1565,6 +2217,13 @@ def summary_text(job):
     for r in restarts(job):
         lines.append(f"  restart -> iteration {r['iteration']} at {iso(r['wall_ns'])}"
                      + (f", culprits {r['culprits']}" if r["culprits"] else ""))
+    for r in all_reports(job):
+        lines.append(f"  report {iso(r.get('wall_ns'))} {r['kind']}: {report_who(job, r)}: "
+                     f"{report_measure(r)}")
+    if job.standings is not None:
+        st = job.standings
+        lines.append(f"  standings at {iso(st['wall_ns'])}: {len(st['links'])} links, "
+                     f"{len(st['ranks'])} ranks")
     return "\n".join(lines)
 
 
@@ -1572,10 +2231,13 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         prog=PROGRAM,
         description="Turns a job's records (blackbox snapshots or regions, rank timelines, "
-                    "post-mortem dumps) into a Chrome trace, PyTorch flight-recorder dumps, an "
-                    "HTML page and Prometheus metrics (docs/observability.md).")
+                    "post-mortem dumps, resilient-inspect --job --json lines) into a Chrome "
+                    "trace, PyTorch flight-recorder dumps, an HTML page and Prometheus metrics "
+                    "(docs/observability.md).")
     p.add_argument("inputs", nargs="*",
-                   help="files or directories (a directory is scanned, not recursively)")
+                   help="files or directories (a directory is scanned, not recursively); "
+                        "e.g. the job's blackbox directory and the output of "
+                        "resilient-inspect --job --json")
     p.add_argument("--chrome-trace", metavar="FILE", help="write a Trace Event Format JSON file")
     p.add_argument("--fr-dump", metavar="DIR",
                    help="write PyTorch flight-recorder dumps, one file per rank")

@@ -15,6 +15,14 @@ nccl job: NCCL 2.28.9's recorded profiler calls of a 2-rank job on an H200
 enqueuing it (behind). Kept: rank 0's live snapshot (bb-<pid>.json), rank 1's
 raw region left by a SIGKILL (resilient-blackbox-<pid>) and
 resilient-inspect --compare --json of both (compare.json).
+
+health job: scripts/health_soak.py with a straggler (the demo's job, 6 active
+ranks and 2 spares, initial rank 2 computing 100 ms longer each step): active
+rank 0 names it, rank 2 records the report in its blackbox and its timeline.
+While it runs, resilient-inspect --job --json watches the job's blackbox
+directory (health.jsonl: its reports and each round's standings) and every
+rank's live blackbox is read as for the demo job. Kept: the rank reports,
+monitor logs, bb-<pid>.json, health.jsonl.
 """
 
 import fcntl
@@ -141,11 +149,12 @@ class SnapshotWatcher(threading.Thread):
     """Reads the live blackbox regions of the ranks of a demo's job every half
     second and keeps the last good snapshot of each process."""
 
-    def __init__(self, demo_pid, inspect, job):
+    def __init__(self, demo_pid, inspect, job, interval=0.5):
         super().__init__(daemon=True)
         self.demo_pid = demo_pid
         self.inspect = inspect
         self.job = job
+        self.interval = interval
         self.stop = threading.Event()
         self.region_dir = None
         self.snapshots = {}
@@ -158,7 +167,7 @@ class SnapshotWatcher(threading.Thread):
                     self.region_dir = self.region_dir or blackbox_dir_of(child)
             if self.region_dir:
                 self.read_regions()
-            self.stop.wait(0.5)
+            self.stop.wait(self.interval)
 
     def read_regions(self):
         for path in glob.glob(os.path.join(self.region_dir, "resilient-blackbox-*")):
@@ -225,6 +234,93 @@ def make_demo_job(build, work):
     with open(os.path.join(work, "info.json"), "w") as f:
         json.dump({"pids": sorted(p for p in pids if p), "snapshots": len(
             [p for p in watcher.snapshots if p in pids])}, f)
+
+
+HEALTH_STRAGGLER = 2
+HEALTH_ACTIVE = 6
+
+
+def make_health_job(build, work):
+    b = binaries(build)
+    tmp = os.path.join(work, "tmp")
+    os.makedirs(tmp)
+    env = dict(os.environ, TMPDIR=tmp)
+    argv = [PYTHON, os.path.join(SOURCE, "scripts", "health_soak.py"), "--build", build,
+            "--seconds", "20", "--straggler", str(HEALTH_STRAGGLER), "--delay-ms", "100",
+            "--keep"]
+    job = os.path.join(work, "health-job")
+    os.makedirs(job)
+    log_path = os.path.join(work, "health_soak.out")
+    jsonl = os.path.join(job, "health.jsonl")
+    inspect = None
+    with open(log_path, "w") as log:
+        soak = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL)
+        # The job's own rank processes run with --run-dir=<run dir>/job.
+        watcher = SnapshotWatcher(soak.pid, b["inspect"], "job", interval=1.0)
+        watcher.start()
+        try:
+            # resilient-inspect --job once every active rank has its region, for
+            # 12 s of the job's ~20: its last round sees the job running.
+            deadline = time.monotonic() + 60
+            while inspect is None and soak.poll() is None and time.monotonic() < deadline:
+                regions = glob.glob(os.path.join(watcher.region_dir or "/nonexistent",
+                                                 "resilient-blackbox-*"))
+                if len(regions) >= HEALTH_ACTIVE:
+                    with open(jsonl, "w") as out:
+                        inspect = subprocess.Popen(
+                            [b["inspect"], "--job", "--json", "--dir", watcher.region_dir,
+                             "--seconds", "12"], stdout=out, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+                else:
+                    time.sleep(0.2)
+            rc = soak.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            soak.kill()
+            soak.wait()
+            rc = "timeout"
+        finally:
+            watcher.stop.set()
+            watcher.join()
+            inspect_err = ""
+            if inspect is not None:
+                try:
+                    _, inspect_err = inspect.communicate(timeout=30)
+                except subprocess.TimeoutExpired:
+                    inspect.kill()
+                    _, inspect_err = inspect.communicate()
+    with open(log_path) as f:
+        soak_out = f.read()
+    if rc != 0:
+        raise FixtureError(f"scripts/health_soak.py exited with {rc}:\n{soak_out[-4000:]}")
+    if inspect is None:
+        raise FixtureError(f"the job's {HEALTH_ACTIVE} blackbox regions never appeared "
+                           f"(directory {watcher.region_dir})")
+    if inspect.returncode != 0 or os.path.getsize(jsonl) == 0:
+        raise FixtureError(f"resilient-inspect --job --json exited with {inspect.returncode} "
+                           f"and wrote {os.path.getsize(jsonl)} bytes: {inspect_err[-2000:]}")
+    runs = glob.glob(os.path.join(tmp, "resilient-health-*"))
+    if len(runs) != 1:
+        raise FixtureError(f"expected one run directory in {tmp}, found {runs}")
+    pids = {}
+    for path in sorted(glob.glob(os.path.join(runs[0], "job", "*"))):
+        name = os.path.basename(path)
+        if (name.startswith("rank-") and name.endswith(".json")) or (
+                name.startswith("monitor-") and name.endswith(".log")):
+            shutil.copy2(path, job)
+        if name.startswith("rank-") and name.endswith(".json"):
+            with open(path) as f:
+                report = json.load(f)
+            pids[report["rank"]] = report["pid"]
+    for pid, snap in watcher.snapshots.items():
+        if pid in pids.values():
+            with open(os.path.join(job, f"bb-{pid}.json"), "w") as f:
+                json.dump(snap, f, indent=1)
+    shutil.rmtree(tmp, ignore_errors=True)
+    with open(os.path.join(work, "info.json"), "w") as f:
+        json.dump({"pids": {str(r): p for r, p in sorted(pids.items())},
+                   "straggler": HEALTH_STRAGGLER,
+                   "snapshots": sorted(p for p in watcher.snapshots if p in pids.values())}, f)
 
 
 def sanitizer_env(library):
@@ -315,6 +411,15 @@ def nccl_job(build):
     inputs = [b["inspect"], b["profiler"], os.path.join(HERE, "replay_profiler.py")]
     return os.path.join(cached(build, "nccl", inputs, lambda w: make_nccl_job(build, w)),
                         "nccl-job")
+
+
+def health_job(build):
+    b = binaries(build)
+    inputs = [b["inspect"], b["demo"], b["store"], b["monitor"], b["plugin"],
+              os.path.join(SOURCE, "scripts", "health_soak.py"),
+              os.path.join(SOURCE, "scripts", "demo.py")]
+    return os.path.join(cached(build, "health", inputs, lambda w: make_health_job(build, w)),
+                        "health-job")
 
 
 def missing_binaries(build):

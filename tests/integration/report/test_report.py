@@ -1,6 +1,10 @@
 #!/usr/bin/python3
 """resilient-report on real records (fixtures.py): one format per run.
 
+Each format is checked on the demo job, the replayed NCCL job and the health
+job (a straggler named by the restart library and by resilient-inspect --job
+--json, whose JSON lines are an input too).
+
   --check chrome-trace  strict Trace Event Format check of what we write (keys and
                         types per phase, metadata, every rank, faults, restarts,
                         NCCL operations, the hung one flagged); Perfetto's trace
@@ -254,6 +258,37 @@ def check_chrome_trace(args, out):
            f"nccl: no thread for the communicator: {threads}")
     try_perfetto(path)
 
+    health = fixtures.health_job(args.build)
+    straggler = info_of(health)["straggler"]
+    path = os.path.join(out, "health.trace.json")
+    run_report(args, health, "--chrome-trace", path)
+    with open(path) as f:
+        events, names = validate_trace(json.load(f))
+    reports = [e for e in events if e.get("cat") == "report"]
+    expect(len(reports) == 1, f"health: {len(reports)} report events, expected the straggler "
+           f"once: {[e['name'] for e in reports]}")
+    rep = reports[0]
+    expect(rep["ph"] == "i" and rep.get("s") == "g", f"health: not a global instant: {rep}")
+    expect(rep["pid"] == process_of(names, straggler) and rep["args"]["kind"] == "straggler"
+           and rep["args"]["ranks"] == [straggler], f"health: the report is not on rank "
+           f"{straggler}'s process: {rep}")
+    expect(rep["args"]["text"].startswith(f"straggler rank {straggler} ("),
+           f"health: the report's text {rep['args']['text']!r}")
+    records = rep["args"]["records"]
+    expect(len(records) == 3 and any(r.endswith("health.jsonl") for r in records),
+           f"health: the report of the inspect output, the blackbox and the timeline are "
+           f"not one: {records}")
+    p0, ps = process_of(names, 0), process_of(names, straggler)
+    expect(any(e["name"] == "health compared" and e["pid"] == p0 and
+               e.get("cat") == "restart.phase" for e in events),
+           "health: rank 0's 'health compared' phase is missing")
+    expect(not any(e["name"] == "health report" and e.get("cat") == "restart.phase"
+                   for e in events), "health: a 'health report' entry shown as a phase")
+    running = [e for e in events if e["pid"] == ps and e.get("cat") == "restart.running"]
+    expect(len(running) == 1, f"health: rank {straggler}'s running span is cut in "
+           f"{len(running)} by its report")
+    try_perfetto(path)
+
 
 # ---------------------------------------------------------------------------
 # Prometheus
@@ -331,8 +366,14 @@ def check_prometheus(args, out):
     ranks = {s.labels["rank"] for s in conn.samples}
     expect(len(ranks) >= 6, f"connection bytes of only ranks {sorted(ranks)}")
     expect(all(s.labels["direction"] in ("send", "recv") for s in conn.samples), "direction")
-    expect(all(re.match(r"^\d+$", s.labels["peer"]) for s in conn.samples),
-           "a peer is not named by its rank")
+    # A peer is named by its rank, unless the snapshot caught the connection
+    # before the peer introduced itself (peer pid 0): then by its address.
+    unintroduced = {c.get("peer") for c in demo_connections(demo) if not c.get("peer_pid")}
+    unnamed = [s.labels["peer"] for s in conn.samples
+               if not re.match(r"^\d+$", s.labels["peer"])]
+    expect(all(p in unintroduced for p in unnamed),
+           f"peers not named by their rank: {[p for p in unnamed if p not in unintroduced]}")
+    expect(len(unnamed) < len(conn.samples) / 2, f"most peers not named by rank: {unnamed}")
     expect(sum(s.value for s in samples(conn, "nccl_resilient_connection_bytes_total")) > 0,
            "no byte counted")
     for name in ("nccl_resilient_connection_outstanding_requests",
@@ -368,7 +409,115 @@ def check_prometheus(args, out):
     hung = [s for s in family(fams, "nccl_resilient_faults_total").samples
             if s.labels == {"rank": "0", "class": "collective hung"} and s.value == 1]
     expect(hung, "nccl: rank 0's hung collective is not counted")
-    check_listen(args, nccl, text)
+    check_listen(args, [nccl], text)
+    check_prometheus_health(args, out)
+
+
+def last_standings(path):
+    with open(path) as f:
+        rounds = [json.loads(line) for line in f if '"standings"' in line]
+    expect(rounds, f"{path}: no standings round")
+    return rounds[-1]
+
+
+def gauge_values(fams, name):
+    fam = family(fams, name)
+    expect(fam.type == "gauge", f"{name} is not a gauge")
+    return {tuple(sorted(s.labels.items())): s.value for s in fam.samples}
+
+
+def check_prometheus_health(args, out):
+    """The straggler job: its report counted once, the last standings as gauges; then a
+    later round with measured links (the demo's links are seldom busy long enough to be
+    measured), named beside the directory as in the live recipe."""
+    health = fixtures.health_job(args.build)
+    info = info_of(health)
+    straggler, pids = str(info["straggler"]), info["pids"]
+    path = os.path.join(out, "health.prom")
+    run_report(args, health, "--prometheus", path)
+    with open(path) as f:
+        text = f.read()
+    check_exposition_text(text)
+    fams = parse_exposition(text)
+    reports = {(s.labels["kind"], s.labels["rank"]): s.value
+               for s in family(fams, "nccl_resilient_reports_total").samples
+               if s.name.endswith("_total")}
+    expect(reports == {("straggler", straggler): 1}, f"health: reports {reports}")
+    last = last_standings(os.path.join(health, "health.jsonl"))
+    stamp = gauge_values(fams, "nccl_resilient_standings_timestamp_seconds")
+    expect(len(stamp) == 1 and abs(list(stamp.values())[0] - last["wall_ns"] / 1e9) < 1e-3,
+           f"health: standings time {stamp} is not the last round's {last['wall_ns']}")
+    score = gauge_values(fams, "nccl_resilient_straggler_score")
+    lag = gauge_values(fams, "nccl_resilient_straggler_lag_seconds")
+    expect(last["standings"]["ranks"], "health: the last round has no rank standing")
+    for r in last["standings"]["ranks"]:
+        rank = [k for k, v in pids.items() if v == r["rank"]["pid"]]
+        expect(len(rank) == 1, f"health: standing of an unknown pid {r['rank']}")
+        key = (("comm", f"0x{r['comm_id']:016x}"), ("rank", rank[0]))
+        want = r.get("score", r["last_count"] / r["collectives"])
+        expect(key in score and abs(score[key] - want) < 1e-9,
+               f"health: straggler score {score} for {r}")
+        expect(key in lag and abs(lag[key] - r["lag_ns"] / 1e9) < 1e-9,
+               f"health: straggler lag {lag} for {r}")
+    expect((("comm", f"0x{last['standings']['ranks'][0]['comm_id']:016x}"),
+            ("rank", straggler)) in score, f"health: no score of rank {straggler}: {score}")
+    # The job's links, when its round lists them (the demo's all-reduce may carry too
+    # little for a link to be busy: then no throughput and no ratio).
+    if last["standings"]["links"]:
+        busy = gauge_values(fams, "nccl_resilient_link_busy_ratio")
+        rank_of = {v: k for k, v in pids.items()}
+        for link in last["standings"]["links"]:
+            key = (("comm", f"0x{link['comm_id']:016x}"),
+                   ("from_address", link["from"]["address"]),
+                   ("from_rank", rank_of[link["from"]["pid"]]),
+                   ("to_address", link["to"]["address"]), ("to_rank", rank_of[link["to"]["pid"]]))
+            expect(busy.get(key) == link["busy_fraction"], f"health: link busy {busy} for {link}")
+        expect(len(busy) == len(last["standings"]["links"]), f"health: link busy {busy}")
+
+    # A later round with links (the ends as resilient-inspect names them: their
+    # communicator rank, pid, host), as a file named beside the directory.
+    with open(os.path.join(health, f"bb-{pids['1']}.json")) as f:
+        host = json.load(f)["host"]
+    comm = last["standings"]["ranks"][0]["comm_id"]
+
+    def end(rank, port):
+        return {"rank": rank, "host": host, "pid": pids[str(rank)],
+                "address": f"127.0.0.1:{port}"}
+    links = [{"comm_id": comm, "from": end(1, 4001), "to": end(2, 4002), "bytes_per_s": 2.5e8,
+              "busy_fraction": 0.25, "ratio": 1.0, "slow": False},
+             {"comm_id": comm, "from": end(2, 4002), "to": end(3, 4003), "bytes_per_s": 5e7,
+              "busy_fraction": 0.9, "ratio": 0.2, "slow": True},
+             {"comm_id": comm, "from": end(3, 4003), "to": end(4, 4004), "bytes_per_s": 0,
+              "busy_fraction": 0.0, "ratio": 0, "slow": False}]
+    later = dict(last, wall_ns=last["wall_ns"] + 10 ** 9,
+                 standings={"links": links, "ranks": last["standings"]["ranks"]})
+    extra = os.path.join(out, "later.jsonl")
+    with open(extra, "w") as f:
+        f.write(json.dumps(later) + "\n")
+    path = os.path.join(out, "links.prom")
+    run_report(args, health, extra, "--prometheus", path)
+    with open(path) as f:
+        text = f.read()
+    check_exposition_text(text)
+    fams = parse_exposition(text)
+    throughput = gauge_values(fams, "nccl_resilient_link_busy_throughput_bytes_per_second")
+    busy = gauge_values(fams, "nccl_resilient_link_busy_ratio")
+    ratio = gauge_values(fams, "nccl_resilient_link_peer_ratio")
+
+    def key(a, b):
+        return (("comm", f"0x{comm:016x}"), ("from_address", f"127.0.0.1:400{a}"),
+                ("from_rank", str(a)), ("to_address", f"127.0.0.1:400{b}"), ("to_rank", str(b)))
+    expect(throughput == {key(1, 2): 2.5e8, key(2, 3): 5e7},
+           f"links: busy throughput {throughput} (a link not measured has none)")
+    expect(busy == {key(1, 2): 0.25, key(2, 3): 0.9, key(3, 4): 0.0}, f"links: busy {busy}")
+    expect(ratio == {key(1, 2): 1.0, key(2, 3): 0.2}, f"links: ratio {ratio}")
+    slow = gauge_values(fams, "nccl_resilient_link_slow")
+    expect(slow.get(key(2, 3)) == 1 and slow.get(key(1, 2)) == 0, f"links: slow {slow}")
+    stamp = gauge_values(fams, "nccl_resilient_standings_timestamp_seconds")
+    expect(len(stamp) == 1 and abs(list(stamp.values())[0] - later["wall_ns"] / 1e9) < 1e-3,
+           "links: the later round is not the one used")
+    # The live recipe: the metrics served are the file's.
+    check_listen(args, [health, extra], text)
 
 
 def demo_connections(job_dir):
@@ -380,9 +529,9 @@ def demo_connections(job_dir):
     return out
 
 
-def check_listen(args, job_dir, file_text):
+def check_listen(args, inputs, file_text):
     argv = [sys.executable, args.report, "--inspect", fixtures.binaries(args.build)["inspect"],
-            job_dir, "--listen", "0", "--quiet"]
+            *inputs, "--listen", "0", "--quiet"]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
@@ -692,6 +841,21 @@ def check_html(args, out):
     png = os.path.join(out, "nccl.png")
     screenshot(page_path, png)
     check_png(png)
+    health = fixtures.health_job(args.build)
+    straggler = str(info_of(health)["straggler"])
+    page_path = os.path.join(out, "health.html")
+    run_report(args, health, "--html", page_path)
+    with open(page_path) as f:
+        page = f.read()
+    check_html_text(page, ["<h2>Slow links and stragglers</h2>", "Last standings",
+                           f"straggler rank {straggler} (", "median lag"])
+    rows = re.findall(r'<tr class="report" data-kind="([^"]*)" data-subject="([^"]*)"', page)
+    expect(rows == [("straggler", straggler)], f"health: report rows {rows}")
+    marks = re.findall(r'<path class="report" data-kind="([^"]*)"', page)
+    expect(marks == ["straggler"], f"health: timeline marks {marks}")
+    png = os.path.join(out, "health.png")
+    screenshot(page_path, png)
+    check_png(png)
 
 
 # ---------------------------------------------------------------------------
@@ -743,10 +907,13 @@ def check_inputs(args, out):
     with open(prom) as f:
         text = f.read()
     check_exposition_text(text)
+    # Without standings, the straggler gauges are the report's (with its communicator,
+    # as the standings' are).
     for needle in ('nccl_resilient_reports_total{kind="straggler",rank="3"} 1',
                    'nccl_resilient_reports_total{kind="slow link",rank="0"} 1',
                    'nccl_resilient_reports_total{kind="slow link",rank="1"} 1',
-                   'nccl_resilient_straggler_lag_seconds{rank="3"} 0.0025',
+                   'nccl_resilient_straggler_lag_seconds{comm="0x0000000000000001",rank="3"} '
+                   '0.0025',
                    'nccl_resilient_slow_link_ratio{peer="4",rank="1"} 0.1'):
         expect(needle in text, f"bare: {needle} missing")
     expect('class="slow link"' not in text, "bare: a report counted as a fault")
@@ -772,6 +939,129 @@ def check_inputs(args, out):
     expect(p.returncode == 2 and "not a record" in p.stderr, f"unknown JSON: {p.stderr}")
     p = run_report(args, demo, ok=True)
     expect("rank 4" in p.stdout and "hard-timeout" in p.stdout, f"summary: {p.stdout}")
+    check_inputs_health(args, out)
+
+
+def check_inputs_health(args, out):
+    """resilient-inspect --job --json lines: malformed ones refused naming the file and
+    line, an incomplete last line (a file still written) left out; a report is mapped
+    onto the job's process by pid; the report of a timeline alone."""
+    health = fixtures.health_job(args.build)
+    info = info_of(health)
+    straggler, pids = info["straggler"], info["pids"]
+    with open(os.path.join(health, "health.jsonl")) as f:
+        lines = f.read().splitlines()
+    expect(len(lines) >= 3, f"health.jsonl: {len(lines)} lines")
+    report_line = next((line for line in lines if line.startswith('{"report"')), None)
+    expect(report_line is not None, "health.jsonl holds no report")
+    bad = os.path.join(out, "bad.jsonl")
+    with open(bad, "w") as f:
+        f.write(lines[0] + "\n" + lines[1][:40] + "\n" + lines[2] + "\n")
+    p = run_report(args, health, bad, ok=False)
+    expect(p.returncode == 2 and f"{bad}: line 2: not JSON" in p.stderr,
+           f"a malformed line: exit {p.returncode}: {p.stderr}")
+    other = os.path.join(out, "other.txt")
+    with open(other, "w") as f:
+        f.write(lines[0] + "\n" + '{"wall_ns": 1}' + "\n")
+    p = run_report(args, other, ok=False)
+    expect(p.returncode == 2 and f"{other}: line 2: not a resilient-inspect --job --json record"
+           in p.stderr, f"a line of another shape: exit {p.returncode}: {p.stderr}")
+    # In a directory, the file is passed over with the same words.
+    d = os.path.join(out, "bad-dir")
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(health, d)
+    shutil.copy(bad, d)
+    p = run_report(args, d, "--prometheus", os.path.join(out, "bad-dir.prom"))
+    expect("bad.jsonl: line 2: not JSON" in p.stderr, f"a directory's bad file: {p.stderr}")
+    partial = os.path.join(out, "partial.jsonl")
+    with open(partial, "w") as f:
+        f.write("\n".join(lines) + "\n" + lines[-1][:30])
+    p = run_report(args, health, partial)
+    expect(f"line {len(lines) + 1} is incomplete" in p.stderr, f"partial: {p.stderr}")
+    # The report alone, its subject's rank not the process's: mapped by pid.
+    moved = json.loads(report_line)
+    moved["report"]["subject"]["rank"] = 7
+    only = os.path.join(out, "moved.jsonl")
+    with open(only, "w") as f:
+        f.write(json.dumps(moved) + "\n")
+    trace = os.path.join(out, "moved.trace.json")
+    run_report(args, os.path.join(health, f"rank-{straggler}.json"), only, "--chrome-trace", trace)
+    with open(trace) as f:
+        events, names = validate_trace(json.load(f))
+    reps = [e for e in events if e.get("cat") == "report"]
+    expect(len(reps) == 1 and reps[0]["pid"] == process_of(names, straggler) and
+           reps[0]["args"]["ranks"] == [straggler],
+           f"a report naming pid {pids[str(straggler)]} as rank 7: {reps}")
+    check_slow_link_records(args, out, health, pids)
+    # The timeline alone: its "health report" entry is the report.
+    prom = os.path.join(out, "timeline.prom")
+    run_report(args, os.path.join(health, f"rank-{straggler}.json"), "--prometheus", prom)
+    with open(prom) as f:
+        text = f.read()
+    check_exposition_text(text)
+    expect(f'nccl_resilient_reports_total{{kind="straggler",rank="{straggler}"}} 1' in text,
+           "the timeline's health report is not counted")
+    with open(os.path.join(health, f"rank-{straggler}.json")) as f:
+        said = [e["detail"] for e in json.load(f)["timeline"] if e["phase"] == "health report"]
+    lag_ms = re.search(r"([\d.]+) ms \(median\)", said[0] if said else "")
+    expect(lag_ms, f"rank {straggler}'s timeline states no lag: {said}")
+    gauge = re.search(rf'nccl_resilient_straggler_lag_seconds\{{comm="0x[0-9a-f]{{16}}",'
+                      rf'rank="{straggler}"\}} (\S+)', text)
+    expect(gauge and abs(float(gauge.group(1)) - float(lag_ms.group(1)) / 1e3) < 1e-9,
+           f"the lag stated by the timeline's text ({lag_ms.group(1)} ms) is not the gauge: "
+           f"{gauge.group(0) if gauge else None}")
+
+
+def check_slow_link_records(args, out, health, pids):
+    """One slow link as resilient-inspect --job --json reports it and as both its ends
+    record it in their fault rings (blackbox/health_report.cc's text): one finding, on
+    its subject (the inspect's rank for it is its communicator rank: mapped by pid)."""
+    d = os.path.join(out, "slow-link")
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(health, d)
+    snaps = {}
+    for rank in ("1", "2"):
+        with open(os.path.join(d, f"bb-{pids[rank]}.json")) as f:
+            snaps[rank] = json.load(f)
+    host = snaps["1"]["host"]
+    comm = snaps["1"]["communicators"][0]["comm_id"]
+    wall, mono = snaps["1"]["heartbeat_wall_ns"], snaps["1"]["heartbeat_mono_ns"]
+    text = (f"slow link from rank 1 ({host} pid {pids['1']} 127.0.0.1:4001) to rank 2 "
+            f"({host} pid {pids['2']} 127.0.0.1:4002) on communicator 0x{comm:016x}: 65.5 MB/s "
+            "while busy over 4.0 s, 26% of the median of the job's other links (251.0 MB/s); "
+            "not a fault, nothing aborted")
+    report = {"kind": "slow link", "comm_id": comm, "wall_ns": wall,
+              "subject": {"rank": 5, "host": host, "pid": pids["1"], "address": "127.0.0.1:4001"},
+              "peer": {"rank": 0, "host": host, "pid": pids["2"], "address": "127.0.0.1:4002"},
+              "window_ns": 4 * 10 ** 9, "text": text, "bytes_per_s": 6.55e7,
+              "reference_bytes_per_s": 2.51e8, "ratio": 0.26, "against_history": False}
+    with open(os.path.join(d, "slow.jsonl"), "w") as f:
+        f.write(json.dumps({"report": report}) + "\n")
+    for rank, snap in snaps.items():
+        snap["faults"].append({"number": 900, "class": "slow link", "report": True,
+                               "remote": False, "comm_id": comm, "wall_ns": wall + 10 ** 9,
+                               "mono_ns": mono + 10 ** 9, "peer": "127.0.0.1:4001",
+                               "peer_host": host, "peer_pid": pids["1"], "text": text})
+        with open(os.path.join(d, f"bb-{pids[rank]}.json"), "w") as f:
+            json.dump(snap, f)
+    trace, prom = os.path.join(out, "slow.trace.json"), os.path.join(out, "slow.prom")
+    run_report(args, d, "--chrome-trace", trace, "--prometheus", prom)
+    with open(trace) as f:
+        events, names = validate_trace(json.load(f))
+    slow = [e for e in events if e.get("cat") == "report" and e["args"]["kind"] == "slow link"]
+    expect(len(slow) == 1, f"slow link: {len(slow)} report events: {slow}")
+    expect(slow[0]["name"] == "slow link: rank 1 \u2192 2" and
+           slow[0]["pid"] == process_of(names, 1) and slow[0]["ts"] == wall // 1000,
+           f"slow link: {slow[0]}")
+    expect(len(slow[0]["args"]["records"]) == 3, f"slow link: records {slow[0]['args']}")
+    with open(prom) as f:
+        text = f.read()
+    check_exposition_text(text)
+    for needle in ('nccl_resilient_reports_total{kind="slow link",rank="1"} 1\n',
+                   'nccl_resilient_slow_link_ratio{peer="2",rank="1"} 0.26\n'):
+        expect(needle in text, f"slow link: {needle.strip()} missing")
+    expect(text.count('nccl_resilient_reports_total{kind="slow link"') == 1,
+           "slow link: counted for more than its subject")
 
 
 def main():
