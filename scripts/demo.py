@@ -274,6 +274,26 @@ def check_endings(job):
     return problems
 
 
+def check_health(job, expect_collectives):
+    """A healthy job's health comparison (docs/observability.md) named
+    nothing: no rank recorded a slow-link or straggler report; and, where
+    the collectives go through our plugin and profiler (not torch's gloo),
+    active rank 0 compared some."""
+    problems = []
+    compared = []
+    for r, rep in job["reports"].items():
+        for e in rep.get("timeline", []):
+            if e["phase"] == "health report":
+                problems.append(f"rank {r}: a false report: {e['detail']}")
+            elif e["phase"] == "health compared":
+                compared.append(e["detail"])
+    print("health comparison: " + ("; ".join(compared) if compared else "nothing compared"),
+          flush=True)
+    if expect_collectives and not any(re.search(r" [1-9]\d* collectives", c) for c in compared):
+        problems.append("the health comparison compared no collective")
+    return problems
+
+
 def check_culprits(job):
     """The culprit every survivor names is the rank the demo broke, never a
     neighbour that only saw the fault (the plugins' goodbye reasons carry the
@@ -526,7 +546,8 @@ def main():
         print(f"store: resilient-store pid {store.pid} at {store_url}", flush=True)
 
         reference = run_job(args, "reference", procs, store_url, base_env, [])
-        problems = check_endings(reference)
+        problems = check_endings(reference) + check_health(
+            reference, expect_collectives=not args.pytorch or args.nccl)
         print(f"reference run: {reference['seconds']:.1f} s, "
               f"{'all ranks completed' if not problems else '; '.join(problems)}", flush=True)
         if problems:
