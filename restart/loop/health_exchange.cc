@@ -31,13 +31,10 @@ HealthExchange::HealthExchange(store::Store& store, const protocol::JobKeys& key
       config_(config),
       links_(config.links),
       stragglers_(config.stragglers),
-      pid_(static_cast<uint32_t>(getpid())) {
-  // Reports of earlier iterations were acted on then.
-  try {
-    reportsSeen_ = store_.add(keys_.healthReportCount(), 0);
-  } catch (const std::exception&) {
-    return;  // no store: no comparison (the loop reports the store itself)
-  }
+      pid_(static_cast<uint32_t>(getpid())),
+      // A store call may take one interval (at least a second): a frozen
+      // store holds this thread, and the loop's stop of it, no longer.
+      callTimeout_(std::max(config.interval, std::chrono::milliseconds(1000))) {
   thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
 }
 
@@ -55,6 +52,13 @@ HealthExchange::~HealthExchange() {
 }
 
 void HealthExchange::run(const std::stop_token& stop) {
+  try {
+    // Reports of earlier iterations were acted on then.
+    reportsSeen_ = store_.add(keys_.healthReportCount(), 0, callTimeout_);
+  } catch (const std::exception& e) {
+    RES_INFO(log::kRestart, "restart: no health comparison: %s", e.what());
+    return;  // the loop's own store calls report the store
+  }
   std::mutex mutex;
   std::condition_variable_any wake;
   while (!stop.stop_requested() && !interruption_.raised()) {
@@ -94,7 +98,7 @@ void HealthExchange::ship() {
   const uint64_t since = now > 3 * intervalNs ? now - 3 * intervalNs : 0;
   const blackbox::RankSample sample = blackbox::sampleOf(*snap, config_.activeRank, nullptr, since);
   store_.set(keys_.healthSample(config_.iteration, config_.activeRank),
-             blackbox::sampleJson(sample).dump());
+             blackbox::sampleJson(sample).dump(), callTimeout_);
 }
 
 void HealthExchange::compare() {
@@ -103,7 +107,7 @@ void HealthExchange::compare() {
     keys.push_back(keys_.healthSample(config_.iteration, r));
   }
   std::vector<blackbox::RankSample> samples;
-  for (const auto& value : store_.multiGet(keys)) {
+  for (const auto& value : store_.multiGet(keys, callTimeout_)) {
     if (!value) {
       continue;  // that rank has not shipped one yet
     }
@@ -125,8 +129,8 @@ void HealthExchange::compare() {
     r.restarts = r.kind == blackbox::HealthReport::Kind::kSlowLink ? config_.restartOnSlowLink
                                                                    : config_.restartOnStraggler;
     RES_WARN(log::kRestart, "restart: %s", blackbox::describe(r).c_str());
-    const int64_t number = store_.add(keys_.healthReportCount(), 1);
-    store_.set(keys_.healthReport(number), blackbox::reportJson(r).dump());
+    const int64_t number = store_.add(keys_.healthReportCount(), 1, callTimeout_);
+    store_.set(keys_.healthReport(number), blackbox::reportJson(r).dump(), callTimeout_);
     act(r);
   }
 }
@@ -146,9 +150,10 @@ void HealthExchange::act(const blackbox::HealthReport& r) {
 }
 
 void HealthExchange::readReports() {
-  const int64_t count = store_.add(keys_.healthReportCount(), 0);
+  const int64_t count = store_.add(keys_.healthReportCount(), 0, callTimeout_);
   while (reportsSeen_ < count) {
-    const std::optional<std::string> value = store_.get(keys_.healthReport(reportsSeen_ + 1));
+    const std::optional<std::string> value =
+        store_.get(keys_.healthReport(reportsSeen_ + 1), callTimeout_);
     if (!value) {
       return;  // counted, not written yet: the next look
     }

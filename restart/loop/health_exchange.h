@@ -17,7 +17,9 @@
 // When it stops, active rank 0 records what it compared in the timeline
 // ("health compared": rounds, samples, link windows, collectives).
 // The store failing is not this thread's to report: it stops and the loop's
-// own store calls find it.
+// own store calls find it. Its store calls take at most max(interval, 1 s),
+// so that a frozen store delays the loop's stop of it (recovery) no longer;
+// the iteration's start makes no store call for it.
 #pragma once
 
 #include <chrono>
@@ -79,6 +81,7 @@ class HealthExchange {
   blackbox::StragglerDetector stragglers_;
   std::string host_;
   uint32_t pid_ = 0;
+  const std::chrono::milliseconds callTimeout_;
   int64_t reportsSeen_ = 0;
   uint64_t rounds_ = 0;
   uint64_t samples_ = 0;
