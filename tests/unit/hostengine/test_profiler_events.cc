@@ -7,6 +7,7 @@
 // transport, and a net plugin without a profiler.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -471,6 +472,31 @@ he::EngineOptions profiledOptions(int rank, int n, he::Pattern pattern) {
   return o;
 }
 
+// Runs `body` on `n` rank threads, each with an engine over `transport` set up
+// with `options(rank)`; a failed rendezvous or setup is recorded in its run.
+std::vector<EngineRun> onEngines(
+    int n, resilient::transport::Transport& transport,
+    const std::function<he::EngineOptions(int)>& options,
+    const std::function<void(int, he::Engine&, he::RendezvousClient&, EngineRun&)>& body) {
+  std::vector<EngineRun> runs(static_cast<size_t>(n));
+  resilient::test::runRankThreads(
+      n, [&](int r, he::RendezvousClient* oob, const resilient::Status& joined) {
+        EngineRun& run = runs[static_cast<size_t>(r)];
+        if (oob == nullptr) {
+          run.faults.push_back(joined.toString());
+          return;
+        }
+        he::Engine engine(transport, *oob, options(r));
+        if (auto f = engine.setup(4096)) {
+          run.faults.push_back(f->describe());
+          return;
+        }
+        run.profiled = engine.profiled();
+        body(r, engine, *oob, run);
+      });
+  return runs;
+}
+
 // The Coll descriptors of `comm`, as (func, count, datatype, seqNumber).
 struct CollSeen {
   std::string func;
@@ -539,30 +565,20 @@ TEST_CASE("the user-data operations: allReduceSum, broadcast, barrier, one colle
   gRecorder.reset();
   MemoryTransport transport;
   const int n = 3;
-  std::vector<EngineRun> runs(n);
-  resilient::test::runRankThreads(
-      n, [&](int r, he::RendezvousClient* oob, const resilient::Status& joined) {
-        if (oob == nullptr) {
-          runs[r].faults.push_back(joined.toString());
-          return;
-        }
-        he::Engine engine(transport, *oob, profiledOptions(r, n, he::Pattern::kAllReduce));
-        if (auto f = engine.setup(4096)) {
-          runs[r].faults.push_back(f->describe());
-          return;
-        }
-        runs[r].profiled = engine.profiled();
+  const auto runs = onEngines(
+      n, transport, [](int r) { return profiledOptions(r, n, he::Pattern::kAllReduce); },
+      [](int, he::Engine& engine, he::RendezvousClient& oob, EngineRun& run) {
         std::vector<float> data(3000, 1.0f);  // three blocks of at most 1024 floats
         char bytes[100] = {};
         for (auto f : {engine.allReduceSum(data.data(), data.data(), data.size()),
                        engine.broadcast(bytes, sizeof bytes, 1), engine.barrier(),
                        engine.allReduceSum(data.data(), data.data(), 1)}) {
           if (f) {
-            runs[r].faults.push_back(f->describe());
+            run.faults.push_back(f->describe());
           }
         }
         engine.close();
-        (void)oob->finish();
+        (void)oob.finish();
       });
   for (int r = 0; r < n; ++r) {
     CAPTURE(r);
@@ -584,33 +600,24 @@ TEST_CASE("an operation that fails keeps its kernel channel open; finalize at cl
   gRecorder.reset();
   MemoryTransport transport;
   const int n = 2;
-  std::vector<EngineRun> runs(n);
-  resilient::test::runRankThreads(
-      n, [&](int r, he::RendezvousClient* oob, const resilient::Status& joined) {
-        if (oob == nullptr) {
-          runs[r].faults.push_back(joined.toString());
-          return;
-        }
-        he::Engine engine(transport, *oob, profiledOptions(r, n, he::Pattern::kAllReduce));
-        if (auto f = engine.setup(4096)) {
-          runs[r].faults.push_back(f->describe());
-          return;
-        }
+  const auto runs = onEngines(
+      n, transport, [](int r) { return profiledOptions(r, n, he::Pattern::kAllReduce); },
+      [&transport](int r, he::Engine& engine, he::RendezvousClient& oob, EngineRun& run) {
         he::IterationResult ok = engine.run(4096, 0, {.barrier = true});
         if (ok.fault) {
-          runs[r].faults.push_back("first: " + ok.fault->describe());
+          run.faults.push_back("first: " + ok.fault->describe());
         }
         // Both ranks are done with the first; the second's own barrier waits
         // for rank 0, which fails every test() from now on.
-        (void)oob->barrier();
+        (void)oob.barrier();
         if (r == 0) {
           transport.failTestsAfter(0);
         }
         he::IterationResult failed = engine.run(4096, 1, {.barrier = true});
         if (!failed.fault) {
-          runs[r].faults.push_back("the second operation did not fail");
+          run.faults.push_back("the second operation did not fail");
         }
-        oob->abort("fault");
+        oob.abort("fault");
         engine.close();
       });
   for (int r = 0; r < n; ++r) {
@@ -629,30 +636,23 @@ TEST_CASE("a net plugin without a profiler (the fakes) runs unprofiled", "[hoste
   resilient::test::FakeModule fake(11);
   auto transport = resilient::test::loadFake(11);
   const int n = 2;
-  std::vector<EngineRun> runs(n);
-  resilient::test::runRankThreads(
-      n, [&](int r, he::RendezvousClient* oob, const resilient::Status& joined) {
-        if (oob == nullptr) {
-          runs[r].faults.push_back(joined.toString());
-          return;
-        }
+  const auto runs = onEngines(
+      n, *transport,
+      [](int r) {
         he::EngineOptions o = profiledOptions(r, n, he::Pattern::kAllReduce);
         o.profilerTable = nullptr;  // the plugin library's, which has none
-        he::Engine engine(*transport, *oob, o);
-        if (auto f = engine.setup(4096)) {
-          runs[r].faults.push_back(f->describe());
-          return;
-        }
-        runs[r].profiled = engine.profiled();
+        return o;
+      },
+      [](int, he::Engine& engine, he::RendezvousClient& oob, EngineRun& run) {
         he::IterationResult result = engine.run(4096, 0, {.barrier = true});
         if (result.fault) {
-          runs[r].faults.push_back(result.fault->describe());
+          run.faults.push_back(result.fault->describe());
         }
         if (result.errors != 0) {
-          runs[r].faults.push_back(std::to_string(result.errors) + " wrong elements");
+          run.faults.push_back(std::to_string(result.errors) + " wrong elements");
         }
         engine.close();
-        (void)oob->finish();
+        (void)oob.finish();
       });
   for (int r = 0; r < n; ++r) {
     CAPTURE(r);
