@@ -38,6 +38,8 @@ const char* reportKindName(HealthReport::Kind kind) noexcept {
 std::string describe(const HealthReport& r) {
   char buf[512];
   const double windowS = static_cast<double>(r.windowNs) / 1e9;
+  const char* outcome =
+      r.restarts ? "the job restarts without it (action restart)" : "not a fault, nothing aborted";
   if (r.kind == HealthReport::Kind::kSlowLink) {
     const std::string against =
         r.againstHistory ? "its own best window (" + rate(r.referenceBytesPerS) + ")"
@@ -48,25 +50,20 @@ std::string describe(const HealthReport& r) {
     std::snprintf(ratio, sizeof ratio, "%.0f%% of ", r.ratio * 100);
     std::snprintf(buf, sizeof buf,
                   "slow link from %s to %s on communicator 0x%016llx: %s while busy over %.1f s, "
-                  "%s%s; not a fault, nothing aborted",
+                  "%s%s; %s",
                   endText(r.subject).c_str(), endText(r.peer).c_str(),
                   static_cast<unsigned long long>(r.commId), rate(r.bytesPerS).c_str(), windowS,
-                  r.referenceBytesPerS > 0 ? ratio : "", against.c_str());
+                  r.referenceBytesPerS > 0 ? ratio : "", against.c_str(), outcome);
   } else {
     std::snprintf(buf, sizeof buf,
                   "straggler %s on communicator 0x%016llx: last to enqueue %d of the %d "
                   "collectives that waited %.0f ms or more for their last rank (of %d over "
-                  "%.1f s), %.1f ms (median) after the median rank; not a fault, nothing aborted",
+                  "%.1f s), %.1f ms (median) after the median rank; %s",
                   endText(r.subject).c_str(), static_cast<unsigned long long>(r.commId),
                   r.lastCount, r.waited, static_cast<double>(r.minLagNs) / 1e6, r.collectives,
-                  windowS, static_cast<double>(r.lagNs) / 1e6);
+                  windowS, static_cast<double>(r.lagNs) / 1e6, outcome);
   }
-  std::string text = buf;
-  if (r.restarts) {
-    const size_t at = text.rfind("; not a fault, nothing aborted");
-    text = text.substr(0, at) + "; the job restarts without it (action restart)";
-  }
-  return text;
+  return buf;
 }
 
 resilient_blackbox_fault toBlackboxRecord(const HealthReport& r) {

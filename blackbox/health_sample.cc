@@ -7,26 +7,7 @@
 
 namespace resilient::blackbox {
 
-uint64_t ArrivalCursor::last(uint64_t commId) const {
-  for (const auto& [id, index] : lastByComm) {
-    if (id == commId) {
-      return index;
-    }
-  }
-  return 0;
-}
-
-void ArrivalCursor::advance(uint64_t commId, uint64_t collIndex) {
-  for (auto& [id, index] : lastByComm) {
-    if (id == commId) {
-      index = std::max(index, collIndex);
-      return;
-    }
-  }
-  lastByComm.emplace_back(commId, collIndex);
-}
-
-RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor, uint64_t sinceWallNs) {
+RankSample sampleOf(const Snapshot& snap, int rank, uint64_t sinceWallNs) {
   RankSample s;
   s.pid = snap.header.pid;
   s.host = std::string(snap.header.host, strnlen(snap.header.host, sizeof snap.header.host));
@@ -63,8 +44,6 @@ RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor, uint6
     if (comm.rank < 0 || comm.nranks <= 0) {
       continue;  // v1-v3 before the first operation: whose arrival it is is unknown
     }
-    const uint64_t after = cursor != nullptr ? cursor->last(comm.commId) : 0;
-    uint64_t newest = after;
     const auto toWall = [monoToWall](uint64_t mono) {
       return mono == 0 ? 0 : static_cast<uint64_t>(static_cast<int64_t>(mono) + monoToWall);
     };
@@ -77,18 +56,11 @@ RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor, uint6
       const uint64_t endBefore = prevIndex + 1 == op.collIndex ? prevEnd : 0;
       prevIndex = op.collIndex;
       prevEnd = op.state == RESILIENT_BLACKBOX_OP_COMPLETED ? op.endMonoNs : 0;
-      if (op.collIndex <= after || op.enqueueMonoNs == 0) {
-        continue;
-      }
-      newest = std::max(newest, op.collIndex);
       const uint64_t wall = toWall(op.enqueueMonoNs);
-      if (wall >= sinceWallNs) {
+      if (op.enqueueMonoNs != 0 && wall >= sinceWallNs) {
         s.arrivals.push_back(
             {comm.commId, op.collIndex, comm.rank, comm.nranks, wall, toWall(endBefore)});
       }
-    }
-    if (cursor != nullptr) {
-      cursor->advance(comm.commId, newest);
     }
   }
   return s;

@@ -52,16 +52,9 @@ struct RankSample {
 
 // The sample of one process's blackbox. `rank`: the job's rank when the
 // caller knows it, else -1 (then the rank of the process's first
-// communicator in the profiler's table, if any). `afterCollIndex`: per
-// communicator, arrivals up to this index are left out (already shipped);
-// updated to the newest index taken.
-struct ArrivalCursor {
-  std::vector<std::pair<uint64_t, uint64_t>> lastByComm;  // (commId, collIndex)
-  uint64_t last(uint64_t commId) const;
-  void advance(uint64_t commId, uint64_t collIndex);
-};
-// `sinceWallNs`: arrivals before this wall-clock time are left out too.
-RankSample sampleOf(const Snapshot& snap, int rank, ArrivalCursor* cursor = nullptr,
-                    uint64_t sinceWallNs = 0);
+// communicator in the profiler's table, if any). Arrivals before
+// `sinceWallNs` are left out (already shipped: the detectors count an
+// arrival once however often it comes, so an overlap is harmless).
+RankSample sampleOf(const Snapshot& snap, int rank, uint64_t sinceWallNs = 0);
 
 }  // namespace resilient::blackbox

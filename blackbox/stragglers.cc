@@ -68,11 +68,10 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
       }
       const auto last = std::max_element(c.wallNs.begin(), c.wallNs.end());
       const auto lastRank = static_cast<size_t>(last - c.wallNs.begin());
-      comm.done.push_back(
-          {*last, static_cast<int>(lastRank), ownLag(c, lastRank, *last - medianOf(c.wallNs))});
+      comm.done.push_back({*last, a.collIndex, static_cast<int>(lastRank),
+                           ownLag(c, lastRank, *last - medianOf(c.wallNs))});
       ++compared_;
       comm.doneIndices.insert(a.collIndex);
-      comm.doneOrder.emplace_back(*last, a.collIndex);
       comm.pending.erase(a.collIndex);
     }
   }
@@ -81,14 +80,11 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
   standings_.clear();
   for (auto& [commId, comm] : comms_) {
     const uint64_t from = now > options_.windowNs ? now - options_.windowNs : 0;
-    while (!comm.done.empty() && comm.done.front().wallNs < from) {
-      comm.done.pop_front();
-    }
     // Forget collectives long done, and ones some rank never reported (it
     // left: a restart makes new communicators).
-    while (!comm.doneOrder.empty() && comm.doneOrder.front().first + 2 * options_.windowNs < now) {
-      comm.doneIndices.erase(comm.doneOrder.front().second);
-      comm.doneOrder.pop_front();
+    while (!comm.done.empty() && comm.done.front().wallNs + 2 * options_.windowNs < now) {
+      comm.doneIndices.erase(comm.done.front().collIndex);
+      comm.done.pop_front();
     }
     for (auto it = comm.pending.begin(); it != comm.pending.end();) {
       it =
@@ -98,10 +94,14 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
     // delays the first collective after its compute, the ones right after it
     // start level (a step with several all-reduces), and a ring's own order
     // makes lags of a few microseconds.
-    const int total = static_cast<int>(comm.done.size());
+    int total = 0;
     int waited = 0;
     std::map<int, std::vector<uint64_t>> lags;
     for (const Done& d : comm.done) {
+      if (d.wallNs < from) {
+        continue;  // before the window
+      }
+      ++total;
       if (d.lagNs >= options_.minLagNs) {
         ++waited;
         lags[d.lastRank].push_back(d.lagNs);

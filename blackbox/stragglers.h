@@ -66,15 +66,18 @@ class StragglerDetector {
   };
   struct Done {
     uint64_t wallNs;  // the last arrival
+    uint64_t collIndex;
     int lastRank;
     uint64_t lagNs;
   };
   struct Comm {
     int nranks = 0;
     std::map<uint64_t, Collective> pending;
-    std::set<uint64_t> doneIndices;
-    std::deque<std::pair<uint64_t, uint64_t>> doneOrder;  // (wallNs, collIndex), to forget them
+    // Complete collectives of the last two windows, oldest first (the last
+    // window is judged; the one before keeps their arrivals from counting
+    // again), and their indices.
     std::deque<Done> done;
+    std::set<uint64_t> doneIndices;
     std::map<int, ProcessEnd> who;  // the comm's rank -> the process
     std::set<int> reported;
   };

@@ -96,6 +96,8 @@ class ConnectionRecord {
   // the link is busy at this one (Watchdog::sampleBusy).
   uint64_t busyNs = 0;
   uint64_t busySampledNs = 0;  // the previous tick; 0 before the first
+  uint64_t busyBytesSeen = 0;  // bytesCompleted() then
+  bool backlogged = false;     // busy then
   // The blackbox's abort epoch when the connection was made (written once,
   // before the connection is published; see Core::fail).
   uint32_t abortEpoch = 0;

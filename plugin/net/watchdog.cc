@@ -174,11 +174,19 @@ void Watchdog::tick(uint64_t now) {
 }
 
 void Watchdog::sampleBusy(ConnectionRecord& conn, uint64_t now) noexcept {
+  // The transport is asked only while the link may hold bytes: requests
+  // outstanding, bytes completed since the last look, or backlogged then (an
+  // idle link costs no system call).
+  const uint64_t completed = conn.bytesCompleted();
+  const bool mayHoldBytes =
+      conn.outstanding() > 0 || completed != conn.busyBytesSeen || conn.backlogged;
+  conn.busyBytesSeen = completed;
   bool busy = false;
   if (conn.direction() != ConnectionRecord::Direction::kSend || conn.fault() != nullptr ||
-      !inner_.linkBacklogged(conn.inner(), &busy)) {
+      !mayHoldBytes || !inner_.linkBacklogged(conn.inner(), &busy)) {
     busy = conn.outstanding() > 0;
   }
+  conn.backlogged = busy;
   if (busy && conn.busySampledNs != 0 && now > conn.busySampledNs) {
     conn.busyNs += now - conn.busySampledNs;
   }

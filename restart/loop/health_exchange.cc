@@ -96,7 +96,7 @@ void HealthExchange::ship() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(config_.interval).count());
   const uint64_t now = wallClockNs();
   const uint64_t since = now > 3 * intervalNs ? now - 3 * intervalNs : 0;
-  const blackbox::RankSample sample = blackbox::sampleOf(*snap, config_.activeRank, nullptr, since);
+  const blackbox::RankSample sample = blackbox::sampleOf(*snap, config_.activeRank, since);
   store_.set(keys_.healthSample(config_.iteration, config_.activeRank),
              blackbox::sampleJson(sample).dump(), callTimeout_);
 }

@@ -179,11 +179,15 @@ void printStandings(const bb::SlowLinkDetector& links, const bb::StragglerDetect
 int watchJob(const JobWatchOptions& o) {
   bb::SlowLinkDetector links(o.links);
   bb::StragglerDetector stragglers(o.stragglers);
-  std::map<std::string, bb::ArrivalCursor> cursors;  // by region
+  // Each round gives the arrivals since two intervals before the previous
+  // round (the first, all the flight recorders hold): the detectors count an
+  // arrival once however often it comes.
+  uint64_t sinceNs = 0;
   std::map<uint32_t, std::string> regionOfPid;
   int found = 0;
   const auto start = std::chrono::steady_clock::now();
   while (true) {
+    const uint64_t roundNs = resilient::wallClockNs();
     std::vector<bb::RankSample> samples;
     for (const auto& path : jobRegions(o)) {
       auto snap = bb::readRegion(path);
@@ -191,8 +195,9 @@ int watchJob(const JobWatchOptions& o) {
         continue;  // gone, or not a region this tool reads
       }
       regionOfPid[snap->header.pid] = path;
-      samples.push_back(bb::sampleOf(*snap, -1, &cursors[path]));
+      samples.push_back(bb::sampleOf(*snap, -1, sinceNs));
     }
+    sinceNs = roundNs - 2 * static_cast<uint64_t>(o.intervalMs) * 1000000;
     std::vector<bb::HealthReport> reports = links.update(samples);
     for (auto& r : stragglers.update(samples)) {
       reports.push_back(std::move(r));

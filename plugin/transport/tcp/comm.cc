@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "common/clock.h"
-#include "common/net/tcp_timing.h"
+#include "common/net/tcp_unsent.h"
 #include "plugin/transport/tcp/handle_address.h"
 #include "plugin/transport/tcp/wire.h"
 
@@ -47,15 +47,14 @@ Status TcpConnection::start(std::vector<FileDescriptor> dataSockets, int nThread
 }
 
 bool TcpConnection::networkBacklogged(bool* backlogged) const noexcept {
-  net::TcpTiming t;
-  if (!net::readTcpTiming(control_.get(), &t)) {
+  uint64_t unsent = 0;
+  if (!net::tcpUnsentBytes(control_.get(), &unsent)) {
     return false;
   }
-  bool any = t.notSentBytes > 0;
-  for (int lane = 0; lane < engine_.sockets() && !any; ++lane) {
-    any = net::readTcpTiming(engine_.socketFd(lane), &t) && t.notSentBytes > 0;
+  for (int lane = 0; lane < engine_.sockets() && unsent == 0; ++lane) {
+    (void)net::tcpUnsentBytes(engine_.socketFd(lane), &unsent);
   }
-  *backlogged = any;
+  *backlogged = unsent > 0;
   return true;
 }
 

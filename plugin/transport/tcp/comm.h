@@ -85,7 +85,7 @@ class TcpConnection : public CommBase {
   const PeerInfo& peer() const noexcept { return peer_; }
   int dataSockets() const noexcept { return engine_.sockets(); }
   // Whether any of its sockets (control and data) has bytes the kernel has
-  // not sent yet (common/net/tcp_timing.h); any thread while the comm is open.
+  // not sent yet (common/net/tcp_unsent.h); any thread while the comm is open.
   bool networkBacklogged(bool* backlogged) const noexcept;
   uint32_t chunkBytes() const noexcept { return engine_.chunkBytes(); }
   // The sticky error (ok while the connection is healthy).

@@ -64,7 +64,7 @@ class TcpTransport final : public Transport {
 
   bool bytesMoved(void* comm, uint64_t* bytes) noexcept override;
   // Send comms: whether any of its sockets has bytes the kernel has not sent
-  // yet (common/net/tcp_timing.h).
+  // yet (common/net/tcp_unsent.h).
   bool linkBacklogged(void* comm, bool* backlogged) noexcept override;
   bool endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept override;
 

@@ -223,6 +223,17 @@ he::ProfiledComm commOfRank(int rank) {
 
 }  // namespace
 
+namespace {
+
+// One all-reduce of one element, enqueued, started and completed.
+void oneOperation(he::ProfilerEvents& events) {
+  events.enqueued({.func = he::ProfiledFunc::kAllReduce, .count = 1});
+  events.started();
+  events.completed();
+}
+
+}  // namespace
+
 TEST_CASE("one collective: NCCL 2.28's events in its order, parents and descriptor",
           "[hostengine][profiler]") {
   gRecorder.reset();
@@ -353,9 +364,7 @@ TEST_CASE("only what the activation mask asks for, and the parents it implies",
   he::ProfilerEvents events;
   events.open(transport, fakeTable(), commOfRank(1));
   CHECK(events.active());
-  events.enqueued({.func = he::ProfiledFunc::kAllReduce, .count = 1});
-  events.started();
-  events.completed();
+  oneOperation(events);
   events.close();
   std::vector<std::string> want = {"init"};
   want.insert(want.end(), c.events.begin(), c.events.end());
@@ -370,9 +379,7 @@ TEST_CASE("handles the profiler does not give are never stopped nor passed as pa
   MemoryTransport transport;
   he::ProfilerEvents events;
   events.open(transport, fakeTable(), commOfRank(0));
-  events.enqueued({.func = he::ProfiledFunc::kAllReduce, .count = 1});
-  events.started();
-  events.completed();
+  oneOperation(events);
   events.close();
   const std::vector<std::string> want = {
       "init",          "start GroupApi", "start CollApi",
@@ -393,9 +400,7 @@ TEST_CASE("a failed init: no profiler (one WARN), no event, no finalize",
   he::ProfilerEvents events;
   events.open(transport, fakeTable(), commOfRank(0));
   CHECK_FALSE(events.active());
-  events.enqueued({.func = he::ProfiledFunc::kAllReduce, .count = 1});
-  events.started();
-  events.completed();
+  oneOperation(events);
   events.close();
   CHECK(gRecorder.sequence(0) == std::vector<std::string>{"init"});
   CHECK(logger.count(NCCL_LOG_WARN, "continues without profiler") == 1);
@@ -409,9 +414,7 @@ TEST_CASE("init without a context: events still go (context NULL), no finalize, 
   he::ProfilerEvents events;
   events.open(transport, fakeTable(), commOfRank(0));
   CHECK(events.active());
-  events.enqueued({.func = he::ProfiledFunc::kAllReduce, .count = 1});
-  events.started();
-  events.completed();
+  oneOperation(events);
   events.close();
   CHECK(gRecorder.sequence(0) == std::vector<std::string>{"init"});
   CHECK(gRecorder.sequence(-1) == oneCollective());  // under the NULL context
@@ -425,9 +428,7 @@ TEST_CASE("a failed operation leaves its kernel channel open until finalize, as 
   events.open(transport, fakeTable(), commOfRank(0));
   events.enqueued({.func = he::ProfiledFunc::kAllReduce, .count = 1});
   events.started();  // ... and the data movement fails: no completed()
-  events.enqueued({.func = he::ProfiledFunc::kAllReduce, .count = 1});
-  events.started();
-  events.completed();
+  oneOperation(events);
   events.close();
   const auto kernels = gRecorder.callsOf(0, "start KernelCh");
   const auto stops = gRecorder.callsOf(0, "stop KernelCh");
@@ -444,9 +445,7 @@ TEST_CASE("a transport that is not a loaded net plugin has no profiler", "[hoste
   he::ProfilerEvents events;
   events.open(transport, nullptr, commOfRank(0));
   CHECK_FALSE(events.active());
-  events.enqueued({.func = he::ProfiledFunc::kAllReduce, .count = 1});
-  events.started();
-  events.completed();
+  oneOperation(events);
   events.close();
   CHECK(gRecorder.calls.empty());
 }
