@@ -190,6 +190,16 @@ void writeSuppressed(Level level, unsigned long subsys, const char* file, int li
   va_end(ap);
 }
 
+void forward(Level level, unsigned long flags, const char* file, int line,
+             const char* message) noexcept {
+  ncclDebugLogger_t logger = gNcclLogger.load(std::memory_order_acquire);
+  if (logger != nullptr) {
+    logger(static_cast<ncclDebugLogLevel>(level), flags, file, line, "%s", message);
+    return;
+  }
+  writeStderr(level, "inner", message);
+}
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -65,6 +65,11 @@ void writeSuppressed(Level level, unsigned long subsys, const char* file, int li
                      uint64_t suppressed, const char* fmt, ...) noexcept
     __attribute__((format(printf, 6, 7)));
 
+// Writes a message another component formatted (an inner net plugin's), as
+// it is: to NCCL's logger with the component's own flags, or to stderr.
+void forward(Level level, unsigned long flags, const char* file, int line,
+             const char* message) noexcept;
+
 // `text` as a log line may show it: printable ASCII as is, every other byte
 // as \xNN (a binary conf file or a hostile peer must not write control bytes
 // into a terminal or a log).

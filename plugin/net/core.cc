@@ -12,6 +12,7 @@
 #include "common/params.h"
 #include "plugin/net/handle_trailer.h"
 #include "plugin/net/inner_factory.h"
+#include "plugin/net/inner_log.h"
 #include "plugin/net/introduction.h"
 #include "plugin/net/liveness/peer_link.h"
 #include "plugin/net/watchdog.h"
@@ -111,7 +112,9 @@ Core::Core(std::unique_ptr<transport::Transport> inner, const WatchdogOptions& w
       blackbox_(std::move(blackbox)),
       watchdog_(std::make_unique<Watchdog>(*inner_, static_cast<FaultSink&>(*this), watchdog,
                                            blackbox_.get(), clock_)),
-      hostName_(watchdog.hostName) {}
+      hostName_(watchdog.hostName) {
+  inner_log::attach(blackbox_.get());
+}
 
 void Core::describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept {
   transport::Endpoint& local = conn.identity.local;
@@ -124,6 +127,7 @@ void Core::describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept {
 Core::~Core() {
   watchdog_.reset();  // stops its thread before the transport and the blackbox go away
   inner_.reset();
+  inner_log::attach(nullptr);
   blackbox_.reset();  // a clean finish removes the region
 }
 
@@ -541,6 +545,12 @@ Status Core::fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
   if (conn.claimFault()) {
     // The WARN first: whoever sees the error can find its explanation logged.
     RES_WARN(NCCL_NET, "%s", text.c_str());
+    if (cls != FaultClass::kAborted) {
+      char where[96];
+      snprintf(where, sizeof where, "the fault of a %s connection of comm 0x%" PRIx64 ": ",
+               conn.directionName(), conn.commId());
+      inner_log::explained(conn.abortEpoch, where + describe(record->root));
+    }
     if (blackbox_ != nullptr) {
       resilient_blackbox_fault f{};
       f.faultClass = static_cast<uint32_t>(cls);

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "plugin/net/core.h"
+#include "plugin/net/inner_log.h"
 #include "plugin/transport/external/loader.h"
 #include "plugin/transport/fault/fault_transport.h"
 #include "plugin/transport/fault/spec.h"
@@ -101,7 +102,8 @@ Result<InnerSetup> makeInnerSetup(const config::Params& params, const SelfIdenti
     load.spec = inner;
     load.refuseSelf = true;
     load.selfSymbols.assign(self.symbols, self.symbols + self.count);
-    load.logger = logger;
+    // Its WARNs after our explanation of a fault name the fault's root cause.
+    load.logger = logger != nullptr ? inner_log::logger() : nullptr;
     auto loaded = transport::external::loadExternalPlugin(load);
     if (!loaded.ok()) {
       return loaded.status();

@@ -49,8 +49,13 @@ def main():
     if not any(f.get("peer") == victim for f in neighbours):
         failures.append(f"no neighbour of rank {victim} blamed it: {[(f['rank'], f.get('peer')) for f in neighbours]}")
     blamers = [f for f in neighbours if f.get("peer") == victim]
-    victim_pids = {m for f in blamers
-                   for m in re.findall(r"\(host [^,]*, pid (\d+)\)", f.get("plugin_warning", ""))}
+    # A blamer names its peer "(host H, pid N)" in its own explanation, or,
+    # where the inner plugin logged last (aws-ofi-nccl reports each errored
+    # completion), as the root cause our plugin adds to that WARN: "of pid N on".
+    named = r"\(host [^,]*, pid (\d+)\)|\bof pid (\d+) on "
+    victim_pids = {pid for f in blamers
+                   for found in re.findall(named, f.get("plugin_warning", ""))
+                   for pid in found if pid}
     if not victim_pids:
         failures.append(f"no neighbour's explanation names the victim's pid: {blamers}")
     for f in survivors:

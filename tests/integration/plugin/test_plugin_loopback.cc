@@ -655,6 +655,13 @@ class FakeInner {
     dlclose(lib_);
   }
   void set(const char* knob, long value) { REQUIRE(set_(knob, value) == 0); }
+  void failNext(const char* call, ncclResult_t result) const {
+    reinterpret_cast<FakeNetFailNextFn>(dlsym(lib_, "fakeNetFailNext"))(call, result);
+  }
+  // A message of the plugin's own, through the logger it was given.
+  void log(ncclDebugLogLevel level, const char* text) const {
+    REQUIRE(reinterpret_cast<FakeNetLogFn>(dlsym(lib_, "fakeNetLog"))(level, text) == 0);
+  }
   FakeNetStats stats() const {
     FakeNetStats out{};
     reinterpret_cast<FakeNetStatsFn>(dlsym(lib_, "fakeNetStats"))(&out);
@@ -784,6 +791,53 @@ TEST_CASE("an irecv's optional-completion hint (0x1) is answered with a real req
   }
   REQUIRE(recvDone == 1);
   CHECK(in == out);
+}
+
+TEST_CASE("an inner plugin's WARN after a fault names the fault's root cause",
+          "[plugin][loopback][external][explanation]") {
+  // CI, ofi-wrapped-kill (1 run in about 50): aws-ofi-nccl logged an errored
+  // completion of the dead peer's connection just after our explanation, and
+  // NCCL keeps the last WARN as the last error (what PyTorch shows): it named
+  // no process. The inner plugin's WARNs after a fault carry its root cause.
+  FakeInner fake;
+  BlackboxDir box;
+  test::CapturingLogger logger(log::Level::kWarn);
+  auto env = box.environment(60000);
+  env.push_back(fake.environment());
+  PluginUnderTest p(env);
+  TransportPair& pair = p.connect();
+  REQUIRE(test::roundTrip(pair, 64, 1, 0).toString() == "ok");
+  REQUIRE(waitForHellos(box, 2));
+  const auto lastWarning = [&logger] {
+    std::string last;
+    for (const auto& m : logger.messages()) {
+      last = m.level == NCCL_LOG_WARN ? m.text : last;
+    }
+    return last;
+  };
+  // Before any fault: the inner plugin's words as they were.
+  fake.log(NCCL_LOG_WARN, "a warning before any fault");
+  CHECK(lastWarning() == "FakeV11: a warning before any fault");
+  // The inner plugin fails a receive: our explanation blames the peer.
+  fake.failNext("test", ncclRemoteError);
+  std::vector<uint8_t> in(16);
+  void* req = nullptr;
+  REQUIRE(test::postRecv(pair, in.data(), in.size(), 0, &req).ok());
+  int done = 0;
+  REQUIRE_FALSE(p.t().test(req, &done, nullptr).ok());
+  CHECK(logger.count(NCCL_LOG_WARN, "transport error on recv connection") == 1);
+  // Then the inner plugin's own word on it: the last WARN names the culprit.
+  fake.log(NCCL_LOG_WARN, "request 0x1234 completed with error");
+  const std::string last = lastWarning();
+  INFO(last);
+  CHECK(last.rfind("FakeV11: request 0x1234 completed with error [NET/Resilient: logged after "
+                   "the fault of a recv connection of comm 0xc0ffee: transport error of pid " +
+                       std::to_string(getpid()) + " on ",
+                   0) == 0);
+  // After the restart library began an abort, that fault is the past.
+  REQUIRE(blackbox::beginAbort(box.region).ok());
+  fake.log(NCCL_LOG_WARN, "after the abort");
+  CHECK(lastWarning() == "FakeV11: after the abort");
 }
 
 TEST_CASE("an inner plugin with irecvConsumed is named in one WARN",

@@ -58,6 +58,7 @@ typedef void (*FakeNetStatsFn)(FakeNetStats* out);
 typedef void (*FakeNetResetFn)(void);
 typedef void (*FakeNetFailNextFn)(const char* call, int result);
 typedef int (*FakeNetSetFn)(const char* knob, long value);
+typedef int (*FakeNetLogFn)(int level, const char* text);
 
 /* Copies the counters. */
 void fakeNetStats(FakeNetStats* out);
@@ -66,6 +67,10 @@ void fakeNetReset(void);
 /* The next call of `call` ("init", "isend", "test", ...) returns `result`
  * without doing anything else. */
 void fakeNetFailNext(const char* call, int result);
+/* Logs `text` at `level` (NCCL_LOG_WARN, ...) through the logger init was
+ * given, as a plugin does from its own progress (aws-ofi-nccl reports each
+ * errored completion of its queue); returns -1 without a logger. */
+int fakeNetLog(int level, const char* text);
 /* Knobs; returns 0, or -1 for an unknown knob:
  *  "connectPolls": connect returns a NULL comm this many times per handle
  *                  before it connects (default 1; 0 connects at once);

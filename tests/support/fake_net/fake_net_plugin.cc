@@ -1004,6 +1004,16 @@ FAKE_EXPORT void fakeNetFailNext(const char* call, int result) {
   s.failNext[call] = result;
 }
 
+FAKE_EXPORT int fakeNetLog(int level, const char* text) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.logger == nullptr) {
+    return -1;
+  }
+  logLocked(s, static_cast<ncclDebugLogLevel>(level), __func__, __LINE__, text);
+  return 0;
+}
+
 FAKE_EXPORT int fakeNetSet(const char* knob, long value) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

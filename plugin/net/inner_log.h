@@ -1,0 +1,44 @@
+// The logger an inner net plugin (NCCL_RESILIENT_INNER=<library>) is given.
+//
+// Its messages go on to NCCL's logger as they were written, with one
+// addition: a WARN the inner plugin logs after this process explained a
+// fault names that fault's root cause. NCCL keeps the last WARN as the
+// communicator's last error (ncclGetLastError, which PyTorch puts into its
+// exception); a vendor plugin reporting a sibling request of the dead
+// connection a moment after our explanation (aws-ofi-nccl reads every
+// errored completion of its queue) must not leave the user with a message
+// that names no process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "nccl/log.h"
+
+namespace resilient::blackbox {
+class Writer;
+}
+
+namespace resilient::net::inner_log {
+
+// The logger to hand to the inner plugin.
+ncclDebugLogger_t logger() noexcept;
+
+// The first fault this process explains in an abort epoch: `summary` names
+// its class, communicator and root cause. Later ones of the same epoch are
+// not kept (a cascade's first fault is its cause).
+void explained(uint32_t abortEpoch, std::string_view summary) noexcept;
+
+// A core begins (or ends: nullptr): any explanation is forgotten, and the
+// abort epoch is read from `box` (the blackbox's control word; nullptr: none,
+// the epoch is 0). An explanation of an older epoch (before the restart
+// library aborted the communicators) is no longer added.
+void attach(const blackbox::Writer* box) noexcept;
+
+// What a WARN of the inner plugin becomes: its text, then, if this process
+// explained a fault in the current epoch, " [NET/Resilient: logged after
+// <summary>]". Separate for the tests.
+std::string annotate(std::string_view innerWarning);
+
+}  // namespace resilient::net::inner_log
