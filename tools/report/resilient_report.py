@@ -1428,9 +1428,45 @@ def fr_entries(job, proc, groups, timeout_ms):
         job.warn(f"{proc.label}: operations of {', '.join(sorted(skipped))} have no PyTorch "
                  "flight-recorder name; left out of its dump")
     rows.sort(key=lambda r: r[0])
-    entries = [e for _, e in rows]
+    entries = fr_order_exchanges([e for _, e in rows])
     for i, e in enumerate(entries):
         e["record_id"] = dropped_before + i
+    return entries
+
+
+def fr_p2p(e):
+    """('send' or 'recv', own rank, peer) of a send/recv entry, else None."""
+    if not e["is_p2p"]:
+        return None
+    kind, _, ends = e["profiling_name"][len("nccl:"):].partition(" ")
+    me, peer = ends.split("->" if kind == "send" else "<-")
+    return kind, int(me), int(peer)
+
+
+def fr_order_exchanges(entries):
+    """An exchange (a send to a peer and a receive from it, next to each other on
+    their communicator) in the order PyTorch's analyzer pairs: it compares each
+    entry with the first of the peer's with the same collective_seq_id, so the
+    lower rank's send comes first and the higher rank's receive, as
+    deadlock-free sequential code posts them. NCCL runs a group's operations
+    together; their order in the records is the order of the calls. The ids
+    (p2p_seq_id, op_id) stay increasing in the new order; the times are each
+    operation's own."""
+    last = {}  # communicator -> index of its previous entry
+    for i, e in enumerate(entries):
+        cid = e["process_group"][0]
+        j = last.get(cid)
+        last[cid] = i
+        a, b = (fr_p2p(entries[j]) if j is not None else None), fr_p2p(e)
+        if not a or not b or entries[j]["collective_seq_id"] != e["collective_seq_id"]:
+            continue
+        if {a[0], b[0]} != {"send", "recv"} or a[2] != b[2]:
+            continue
+        last[cid] = None  # an exchange is two entries: the next one starts afresh
+        if a[0] != ("send" if a[1] < a[2] else "recv"):
+            for k in ("p2p_seq_id", "op_id"):
+                entries[j][k], e[k] = e[k], entries[j][k]
+            entries[j], entries[i] = e, entries[j]
     return entries
 
 
@@ -1498,32 +1534,74 @@ def fr_entry(proc, c, op, in_flight, groups, colls_before, timeout_ms):
     return entry
 
 
+def fr_status(c, entries):
+    """pg_status of one communicator: its counters, or what its entries show when
+    they are newer (the counters and the ring come from one snapshot, but the
+    ring may hold an operation the counters did not count yet)."""
+    mine = [e for e in entries if e["process_group"][0] == comm_hex(c) and not e["is_p2p"]]
+
+    def last(counter, states):
+        seqs = [e["collective_seq_id"] for e in mine if e["state"] in states]
+        return max([c.get(counter) or -1] + seqs)
+    return {
+        "last_enqueued_collective": last("coll_enqueued", ("scheduled", "started", "completed")),
+        "last_started_collective": last("coll_started", ("started", "completed")),
+        "last_completed_collective": last("coll_completed", ("completed",)),
+    }
+
+
+def fr_trim_tails(job, entries, groups, finished):
+    """Each rank's records end at its own moment (its last snapshot, its death),
+    and the analyzer takes a collective one member's records lack for one that
+    member never joined. Per communicator, entries after the last collective
+    every member's records hold are left out (with a note) when their absence
+    says nothing: a completed one (every member joined it), or one whose
+    lacking members all finished their work (`finished`: their rank reports
+    say completed; their records just end before they did). The rest stays:
+    that is what a hang looks like."""
+    for cid, (_, _, members) in groups.items():
+        ends = {r: max(seqs) for r, seqs in (
+            (r, [e["collective_seq_id"] for e in entries.get(r, [])
+                 if e["process_group"][0] == cid and not e["is_p2p"]]) for r in members) if seqs}
+        if len(ends) < 2:
+            continue
+        common = min(ends.values())
+
+        def unknowable(e):
+            if e["process_group"][0] != cid or e["collective_seq_id"] <= common:
+                return False
+            lacking = [r for r, end in ends.items() if end < e["collective_seq_id"]]
+            return e["state"] == "completed" or all(r in finished for r in lacking)
+        left = 0
+        for r in ends:
+            kept = [e for e in entries[r] if not unknowable(e)]
+            left += len(entries[r]) - len(kept)
+            entries[r] = kept
+        if left:
+            job.warn(f"communicator {cid}: {left} entries after collective {common} (the last "
+                     "one every member's records hold) left out of the flight-recorder dumps: "
+                     "completed, or lacking only on ranks that finished (their records end "
+                     "earlier)")
+
+
 def fr_dumps(job, timeout_ms=0, version=FR_VERSION):
     """{dump rank: the dump dict} for every process with a rank."""
     groups = fr_groups(job)
     pg_config = {cid: {"name": cid, "desc": desc, "ranks": str(ranks)}
                  for cid, (_, desc, ranks) in groups.items()}
-    dumps = {}
+    entries, status = {}, {}
     for proc in job.ordered():
         if proc.rank is None:
             job.warn(f"pid {proc.pid}: no rank known; no flight-recorder dump")
             continue
-        status = {}
-        for c in sorted(proc.communicators(), key=lambda c: groups[comm_hex(c)][0]):
-            pg_id = groups[comm_hex(c)][0]
-            status[str(pg_id)] = {
-                "last_enqueued_collective": c.get("coll_enqueued") or -1,
-                "last_started_collective": c.get("coll_started") or -1,
-                "last_completed_collective": c.get("coll_completed") or -1,
-            }
-        dumps[proc.rank] = {
-            "version": version,
-            "comm_lib_version": "",
-            "pg_config": pg_config,
-            "pg_status": status,
-            "entries": fr_entries(job, proc, groups, timeout_ms),
-        }
-    return dumps
+        entries[proc.rank] = fr_entries(job, proc, groups, timeout_ms)
+        status[proc.rank] = {
+            str(groups[comm_hex(c)][0]): fr_status(c, entries[proc.rank])
+            for c in sorted(proc.communicators(), key=lambda c: groups[comm_hex(c)][0])}
+    finished = {p.rank for p in job.processes.values() if p.outcome == "completed"}
+    fr_trim_tails(job, entries, groups, finished)
+    return {rank: {"version": version, "comm_lib_version": "", "pg_config": pg_config,
+                   "pg_status": status[rank], "entries": entries[rank]} for rank in entries}
 
 
 def write_fr_dumps(job, directory, prefix=FR_PREFIX, timeout_ms=0, version=FR_VERSION):

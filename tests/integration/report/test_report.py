@@ -661,6 +661,67 @@ def check_dumps(dumps):
     expect(len(versions) == 1, f"versions differ across ranks: {versions}")
 
 
+def analyzer_findings(dumps):
+    """What PyTorch's analyzer (fr_trace) would find, by its matching rule written
+    here (its code is not ours to copy, nor installed: Debian's torch predates
+    it): per process group, the first rank's first entry is compared with, on
+    every other member, that member's first unmatched entry of the group with
+    the same collective_seq_id; a collective must meet the same collective with
+    the same sizes and dtypes, a send the peer's receive from it and a receive
+    the peer's send to it, with the same sizes. Returns (mismatches, missing):
+    mismatches as text, missing as {(group, seq, name, state): {members}}."""
+    groups = {}
+    for d in dumps.values():
+        for uid, pg in d["pg_config"].items():
+            groups[uid] = ast.literal_eval(pg["ranks"])
+    mismatches, missing = [], {}
+    for uid, members in groups.items():
+        queues = {r: [e for e in dumps[r]["entries"] if e["process_group"][0] == uid]
+                  for r in members if r in dumps}
+        while any(queues.values()):
+            first = next(r for r in members if queues.get(r))
+            e = queues[first].pop(0)
+            kind, _, ends = e["profiling_name"][len("nccl:"):].partition(" ")
+            others = [m for m in members if m != first]
+            if e["is_p2p"]:
+                me, peer = (int(x) for x in ends.split("->" if kind == "send" else "<-"))
+                others = [members[peer]]
+                want = (f"nccl:recv {peer}<-{me}" if kind == "send" else f"nccl:send {peer}->{me}")
+            else:
+                want = e["profiling_name"]
+            for m in others:
+                q = queues.get(m, [])
+                i = next((i for i, o in enumerate(q)
+                          if o["collective_seq_id"] == e["collective_seq_id"]), None)
+                if i is None:
+                    key = (uid, e["collective_seq_id"], e["profiling_name"], e["state"])
+                    missing.setdefault(key, set()).add(m)
+                    continue
+                o = q.pop(i)
+                sizes = ((e["input_sizes"], e["output_sizes"], e["input_dtypes"])
+                         if not e["is_p2p"] else (e["input_sizes"],))
+                theirs = ((o["input_sizes"], o["output_sizes"], o["input_dtypes"])
+                          if not e["is_p2p"] else (o["input_sizes"],))
+                if o["profiling_name"] != want or sizes != theirs:
+                    mismatches.append(f"group {uid} seq {e['collective_seq_id']}: rank {first}'s "
+                                      f"{e['profiling_name']} {sizes} met rank {m}'s "
+                                      f"{o['profiling_name']} {theirs}")
+    return mismatches, missing
+
+
+def check_analyzer_findings(dumps, where, expected_missing=None):
+    """No mismatch; no completed operation missing on a member (every member
+    joined it: its records just end earlier); the missing ones as expected."""
+    mismatches, missing = analyzer_findings(dumps)
+    expect(not mismatches, f"{where}: the analyzer would report mismatches: {mismatches[:3]}")
+    completed = {k: v for k, v in missing.items() if k[3] == "completed"}
+    expect(not completed, f"{where}: completed operations missing on members: {completed}")
+    if expected_missing is not None:
+        found = {(k[1], k[2]): v for k, v in missing.items()}
+        expect(found == expected_missing, f"{where}: missing {found}, not {expected_missing}")
+    return missing
+
+
 def run_real_analyzer(directory, prefix):
     python = "/usr/bin/python3"
     probe = subprocess.run([python, "-c", "import torch.distributed.flight_recorder.fr_trace"],
@@ -673,6 +734,10 @@ def run_real_analyzer(directory, prefix):
                         "--prefix", prefix], capture_output=True, text=True, timeout=120)
     print(p.stdout[-3000:], p.stderr[-3000:])
     expect(p.returncode == 0, f"fr_trace exited with {p.returncode}")
+    # It exits 0 whatever it finds: its findings are in its words.
+    text = p.stdout + p.stderr
+    expect("has errors" not in text and "MISMATCH" not in text,
+           "fr_trace reports errors in our dumps")
 
 
 @check("fr-dump")
@@ -683,6 +748,11 @@ def check_fr_dump(args, out):
     dumps = load_dumps(d, "nccl_trace_rank_")
     expect(sorted(dumps) == list(range(8)), f"demo: dumps of ranks {sorted(dumps)}")
     check_dumps(dumps)
+    missing = check_analyzer_findings(dumps, "demo")
+    # The faults: rank 2 killed, rank 4 frozen; a collective of their
+    # generations never joined by that rank, and nothing else.
+    expect({frozenset(v) for v in missing.values()} == {frozenset({2}), frozenset({4})},
+           f"demo: the analyzer would name missing ranks {missing}")
     run_real_analyzer(d, "nccl_trace_rank_")
 
     nccl = fixtures.nccl_job(args.build)
@@ -707,14 +777,17 @@ def check_fr_dump(args, out):
     st1 = dumps[1]["pg_status"]["0"]
     expect(st0["last_enqueued_collective"] == 13 and st0["last_completed_collective"] == 12
            and st1["last_enqueued_collective"] == 12, f"nccl: pg_status {st0} {st1}")
-    # The analyzer pairs entries by group and collective_seq_id; sends with recvs.
+    # The analyzer pairs entries by group and collective_seq_id, each with the
+    # peer's first of the same seq: in each exchange rank 0 sends first and
+    # rank 1 receives first (they were called send, then recv, on both).
+    pairs = {"nccl:send 0->1": "nccl:recv 1<-0", "nccl:recv 0<-1": "nccl:send 1->0"}
     for a, b in zip(e0, e1):
-        expect(a["profiling_name"].split(" ")[0] == b["profiling_name"].split(" ")[0] and
-               a["collective_seq_id"] == b["collective_seq_id"] and
+        expect(a["collective_seq_id"] == b["collective_seq_id"] and
                a["p2p_seq_id"] == b["p2p_seq_id"], f"nccl: {a} does not pair with {b}")
-        if a["profiling_name"] == "nccl:send 0->1":
-            expect(b["profiling_name"] == "nccl:send 1->0", "nccl: send names")
-        if not a["is_p2p"]:
+        if a["is_p2p"]:
+            expect(pairs.get(a["profiling_name"]) == b["profiling_name"],
+                   f"nccl: rank 0's {a['profiling_name']} faces rank 1's {b['profiling_name']}")
+        else:
             expect(a["input_sizes"] == b["input_sizes"] and
                    a["output_sizes"] == b["output_sizes"] and
                    a["input_dtypes"] == b["input_dtypes"], f"nccl: sizes {a} {b}")
@@ -722,7 +795,18 @@ def check_fr_dump(args, out):
     recvs = [e for e in e1 if e["profiling_name"] == "nccl:recv 1<-0"]
     expect(len(sends) == 3 and [s["input_sizes"] for s in sends] ==
            [r["output_sizes"] for r in recvs], "nccl: sends and receives do not match")
+    # Found: rank 0 hung in collective 13, which rank 1 never enqueued.
+    check_analyzer_findings(dumps, "nccl", {(13, "nccl:all_reduce"): {1}})
     run_real_analyzer(d, "trace_")
+
+    # A healthy job read live: each rank's records end at its own moment; no
+    # finding (the spares' dumps are empty).
+    d = os.path.join(out, "health-fr")
+    run_report(args, fixtures.health_job(args.build), "--fr-dump", d)
+    dumps = load_dumps(d, "nccl_trace_rank_")
+    check_dumps(dumps)
+    check_analyzer_findings(dumps, "health", {})
+    run_real_analyzer(d, "nccl_trace_rank_")
 
 
 # ---------------------------------------------------------------------------
