@@ -749,10 +749,12 @@ def check_fr_dump(args, out):
     expect(sorted(dumps) == list(range(8)), f"demo: dumps of ranks {sorted(dumps)}")
     check_dumps(dumps)
     missing = check_analyzer_findings(dumps, "demo")
-    # The faults: rank 2 killed, rank 4 frozen; a collective of their
-    # generations never joined by that rank, and nothing else.
-    expect({frozenset(v) for v in missing.values()} == {frozenset({2}), frozenset({4})},
-           f"demo: the analyzer would name missing ranks {missing}")
+    # The faults: rank 2 killed, rank 4 frozen. Where one stopped before
+    # enqueuing its generation's next collective, that collective lacks it;
+    # where it stopped inside it, every rank joined it (no finding). Never a
+    # rank that did its work.
+    expect(all(v <= {2, 4} for v in missing.values()),
+           f"demo: the analyzer would name healthy ranks missing: {missing}")
     run_real_analyzer(d, "nccl_trace_rank_")
 
     nccl = fixtures.nccl_job(args.build)
