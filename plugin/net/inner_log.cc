@@ -34,7 +34,7 @@ void logFromInner(ncclDebugLogLevel level, unsigned long flags, const char* file
     return;
   }
   const auto ours = static_cast<log::Level>(level);
-  if (!log::enabled(ours, flags)) {
+  if (level > NCCL_LOG_WARN && !log::enabled(ours, flags)) {
     return;  // before formatting: an inner plugin's INFO costs nothing when off
   }
   std::array<char, 2048> text{};

@@ -8,6 +8,12 @@
 // connection a moment after our explanation (aws-ofi-nccl reads every
 // errored completion of its queue) must not leave the user with a message
 // that names no process.
+//
+// Every WARN passes (NCCL records each one as the last error, whatever
+// NCCL_DEBUG says); INFO and TRACE pass our level and subsystems
+// (NCCL_RESILIENT_LOG_LEVEL and _SUBSYS, which inherit NCCL_DEBUG and
+// NCCL_DEBUG_SUBSYS) before they are formatted: a variadic message cannot be
+// passed on unformatted.
 #pragma once
 
 #include <cstdint>

@@ -840,6 +840,20 @@ TEST_CASE("an inner plugin's WARN after a fault names the fault's root cause",
   CHECK(lastWarning() == "FakeV11: after the abort");
 }
 
+TEST_CASE("an inner plugin's WARNs reach NCCL with our messages off",
+          "[plugin][loopback][external][explanation]") {
+  // NCCL records every WARN as the last error, whatever NCCL_DEBUG says; our
+  // level (here NONE) filters only the inner plugin's INFO and TRACE.
+  FakeInner fake;
+  test::CapturingLogger logger(log::Level::kTrace);
+  PluginUnderTest p({kLoopback, fake.environment(), {"NCCL_RESILIENT_LOG_LEVEL", "NONE"}});
+  p.connect();
+  fake.log(NCCL_LOG_WARN, "with our messages off");
+  fake.log(NCCL_LOG_INFO, "an INFO with our messages off");
+  CHECK(logger.count(NCCL_LOG_WARN, "FakeV11: with our messages off") == 1);
+  CHECK(logger.count(NCCL_LOG_INFO, "an INFO with our messages off") == 0);
+}
+
 TEST_CASE("an inner plugin with irecvConsumed is named in one WARN",
           "[plugin][loopback][external][conformance]") {
   // irecvConsumed belongs to device-unpack plugins; the layer drives the
