@@ -35,7 +35,8 @@ inline constexpr EnumKnob<log::Level> kLogLevel{{
     .choices = "NONE|VERSION|WARN|INFO|ABORT|TRACE",
     .inherits = "NCCL_DEBUG",
     .doc = "Verbosity of our messages. Under NCCL they go through NCCL's logger, which "
-           "also applies NCCL_DEBUG; elsewhere they go to stderr.",
+           "also applies NCCL_DEBUG; elsewhere they go to stderr. A wrapped plugin's INFO and "
+           "TRACE pass it too; its WARNs always reach NCCL.",
 }};
 static_assert(static_cast<int>(log::Level::kNone) == 0 &&
                   static_cast<int>(log::Level::kVersion) == 1 &&
