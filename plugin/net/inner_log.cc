@@ -28,6 +28,21 @@ uint32_t currentEpoch() noexcept {
   return box != nullptr ? box->abortEpoch() : 0;
 }
 
+// What a WARN of the inner plugin becomes: its text, then, if this process
+// explained a fault in the current epoch, " [NET/Resilient: logged after
+// <summary>]".
+std::string annotate(std::string_view innerWarning) {
+  std::string out(innerWarning);
+  const uint32_t epoch = currentEpoch();
+  const std::lock_guard<std::mutex> lock(gMutex);
+  if (gExplained && gEpoch == epoch) {
+    out += " [NET/Resilient: logged after ";
+    out += gSummary;
+    out += "]";
+  }
+  return out;
+}
+
 void logFromInner(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                   const char* fmt, ...) {
   if (level <= NCCL_LOG_NONE || level > NCCL_LOG_TRACE || fmt == nullptr) {
@@ -78,18 +93,6 @@ void attach(const blackbox::Writer* box) noexcept {
   const std::lock_guard<std::mutex> lock(gMutex);
   gExplained = false;
   gBox.store(box, std::memory_order_release);
-}
-
-std::string annotate(std::string_view innerWarning) {
-  std::string out(innerWarning);
-  const uint32_t epoch = currentEpoch();
-  const std::lock_guard<std::mutex> lock(gMutex);
-  if (gExplained && gEpoch == epoch) {
-    out += " [NET/Resilient: logged after ";
-    out += gSummary;
-    out += "]";
-  }
-  return out;
 }
 
 }  // namespace resilient::net::inner_log

@@ -2,12 +2,12 @@
 //
 // Its messages go on to NCCL's logger as they were written, with one
 // addition: a WARN the inner plugin logs after this process explained a
-// fault names that fault's root cause. NCCL keeps the last WARN as the
-// communicator's last error (ncclGetLastError, which PyTorch puts into its
-// exception); a vendor plugin reporting a sibling request of the dead
-// connection a moment after our explanation (aws-ofi-nccl reads every
-// errored completion of its queue) must not leave the user with a message
-// that names no process.
+// fault ends with " [NET/Resilient: logged after <that fault and its root
+// cause>]". NCCL keeps the last WARN as the communicator's last error
+// (ncclGetLastError, which PyTorch puts into its exception); a vendor plugin
+// reporting a sibling request of the dead connection a moment after our
+// explanation (aws-ofi-nccl reads every errored completion of its queue)
+// must not leave the user with a message that names no process.
 //
 // Every WARN passes (NCCL records each one as the last error, whatever
 // NCCL_DEBUG says); INFO and TRACE pass our level and subsystems
@@ -17,7 +17,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <string_view>
 
 #include "nccl/log.h"
@@ -41,10 +40,5 @@ void explained(uint32_t abortEpoch, std::string_view summary) noexcept;
 // the epoch is 0). An explanation of an older epoch (before the restart
 // library aborted the communicators) is no longer added.
 void attach(const blackbox::Writer* box) noexcept;
-
-// What a WARN of the inner plugin becomes: its text, then, if this process
-// explained a fault in the current epoch, " [NET/Resilient: logged after
-// <summary>]". Separate for the tests.
-std::string annotate(std::string_view innerWarning);
 
 }  // namespace resilient::net::inner_log

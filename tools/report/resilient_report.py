@@ -1423,47 +1423,41 @@ def fr_entries(job, proc, groups, timeout_ms):
             if entry is None:
                 skipped.add(func)
                 continue
-            rows.append((op.get("enqueue_mono_ns") or 0, entry))
+            # An exchange's side: (Send or Recv, own rank, peer), for fr_order_exchanges.
+            side = (func, c.get("rank"), op.get("peer")) if entry["is_p2p"] else None
+            rows.append((op.get("enqueue_mono_ns") or 0, entry, side))
     if skipped:
         job.warn(f"{proc.label}: operations of {', '.join(sorted(skipped))} have no PyTorch "
                  "flight-recorder name; left out of its dump")
     rows.sort(key=lambda r: r[0])
-    entries = fr_order_exchanges([e for _, e in rows])
+    entries = fr_order_exchanges([(e, side) for _, e, side in rows])
     for i, e in enumerate(entries):
         e["record_id"] = dropped_before + i
     return entries
 
 
-def fr_p2p(e):
-    """('send' or 'recv', own rank, peer) of a send/recv entry, else None."""
-    if not e["is_p2p"]:
-        return None
-    kind, _, ends = e["profiling_name"][len("nccl:"):].partition(" ")
-    me, peer = ends.split("->" if kind == "send" else "<-")
-    return kind, int(me), int(peer)
-
-
-def fr_order_exchanges(entries):
-    """An exchange (a send to a peer and a receive from it, next to each other on
-    their communicator) in the order PyTorch's analyzer pairs: it compares each
-    entry with the first of the peer's with the same collective_seq_id, so the
-    lower rank's send comes first and the higher rank's receive, as
-    deadlock-free sequential code posts them. NCCL runs a group's operations
-    together; their order in the records is the order of the calls. The ids
-    (p2p_seq_id, op_id) stay increasing in the new order; the times are each
-    operation's own."""
+def fr_order_exchanges(rows):
+    """The entries of (entry, side) rows, an exchange (a send to a peer and a
+    receive from it, next to each other on their communicator) in the order
+    PyTorch's analyzer pairs: it compares each entry with the first of the
+    peer's with the same collective_seq_id, so the lower rank's send comes first
+    and the higher rank's receive, as deadlock-free sequential code posts them.
+    NCCL runs a group's operations together; their order in the records is the
+    order of the calls. The ids (p2p_seq_id, op_id) stay increasing in the new
+    order; the times are each operation's own."""
+    entries = [e for e, _ in rows]
     last = {}  # communicator -> index of its previous entry
-    for i, e in enumerate(entries):
+    for i, (e, b) in enumerate(rows):
         cid = e["process_group"][0]
         j = last.get(cid)
         last[cid] = i
-        a, b = (fr_p2p(entries[j]) if j is not None else None), fr_p2p(e)
+        a = rows[j][1] if j is not None else None
         if not a or not b or entries[j]["collective_seq_id"] != e["collective_seq_id"]:
             continue
-        if {a[0], b[0]} != {"send", "recv"} or a[2] != b[2]:
+        if {a[0], b[0]} != {"Send", "Recv"} or a[2] != b[2]:
             continue
         last[cid] = None  # an exchange is two entries: the next one starts afresh
-        if a[0] != ("send" if a[1] < a[2] else "recv"):
+        if a[0] != ("Send" if a[1] < a[2] else "Recv"):
             for k in ("p2p_seq_id", "op_id"):
                 entries[j][k], e[k] = e[k], entries[j][k]
             entries[j], entries[i] = e, entries[j]
@@ -1534,11 +1528,16 @@ def fr_entry(proc, c, op, in_flight, groups, colls_before, timeout_ms):
     return entry
 
 
+def fr_collectives(entries, cid):
+    """The collective entries of communicator `cid`."""
+    return [e for e in entries if e["process_group"][0] == cid and not e["is_p2p"]]
+
+
 def fr_status(c, entries):
     """pg_status of one communicator: its counters, or what its entries show when
     they are newer (the counters and the ring come from one snapshot, but the
     ring may hold an operation the counters did not count yet)."""
-    mine = [e for e in entries if e["process_group"][0] == comm_hex(c) and not e["is_p2p"]]
+    mine = fr_collectives(entries, comm_hex(c))
 
     def last(counter, states):
         seqs = [e["collective_seq_id"] for e in mine if e["state"] in states]
@@ -1560,9 +1559,8 @@ def fr_trim_tails(job, entries, groups, finished):
     say completed; their records just end before they did). The rest stays:
     that is what a hang looks like."""
     for cid, (_, _, members) in groups.items():
-        ends = {r: max(seqs) for r, seqs in (
-            (r, [e["collective_seq_id"] for e in entries.get(r, [])
-                 if e["process_group"][0] == cid and not e["is_p2p"]]) for r in members) if seqs}
+        ends = {r: max(e["collective_seq_id"] for e in colls) for r, colls in (
+            (r, fr_collectives(entries.get(r, []), cid)) for r in members) if colls}
         if len(ends) < 2:
             continue
         common = min(ends.values())
