@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU validation kit (docs/gpu-validation.md): proves the net plugin, the
 # profiler plugin and the restart library under real NCCL on any machine with
-# a GPU, PyTorch and its NCCL, in one command of at most 9 minutes. Build the
+# a GPU, PyTorch and its NCCL, in one command of at most 8 minutes. Build the
 # carried set first with scripts/gpu/build_kit.sh (on a Debian machine).
 #
 # Usage: scripts/gpu/validate.sh --out DIR [--kit DIR] [--only step,...]
