@@ -65,7 +65,8 @@ typedef ncclResult_t (*ncclCommGetUniqueId_fn)(ncclComm_t comm, ncclUniqueId* un
 typedef ncclResult_t (*ncclCommGrow_fn)(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
                                         int rank, ncclComm_t* newcomm, ncclConfig_t* config);
 typedef ncclResult_t (*ncclCommFinalize_fn)(ncclComm_t comm);
-typedef ncclResult_t (*ncclCommDestroy_fn)(ncclComm_t comm);
+/* Ends this thread's group (ncclInvalidUsage outside any group). */
+typedef ncclResult_t (*ncclGroupEnd_fn)(void);
 typedef const char* (*ncclGetErrorString_fn)(ncclResult_t result);
 typedef const char* (*ncclGetLastError_fn)(ncclComm_t comm);
 

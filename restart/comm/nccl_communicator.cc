@@ -101,9 +101,18 @@ struct NcclCommunicator::Impl {
   int size = 0;
   bool shrunk = false;
   bool grown = false;
-  // This communicator was the parent of an NCCL_SHRINK_ABORT shrink: never
-  // ncclCommDestroy it afterwards (reported to hang in NCCL >= 2.29), abort.
-  bool shrinkParent = false;
+  // Where NCCL's own thread stores what a non-blocking creation made, after
+  // the call returned (NCCL: init.cc ncclCommInitRankFunc's exit,
+  // __atomic_store_n(job->newcomm, ...)): the child of a shrink of this
+  // communicator (ncclCommInitChildComm sets *newcomm to NULL and attaches
+  // the job to this parent), and this communicator itself when a grow made it
+  // (stored at the call and again when its job ends). Members, so that the
+  // slot outlives the job: the parent is aborted before it is freed, and
+  // ncclCommAbort joins a pending job (ncclCommEnsureReady under the abort
+  // flag -> ncclGroupJobAbort); a grown communicator is aborted on every
+  // failure before this object goes.
+  ncclComm_t shrinkOut = nullptr;
+  ncclComm_t growOut = nullptr;
   // Adopted (the user's or torch's handle): watched, revoked on abort where
   // NCCL can, never aborted or destroyed by us (its owner frees it).
   bool adopted = false;
@@ -198,24 +207,28 @@ bool canKeep(const CommunicatorSetup& setup, const NcclCommunicator* previous,
   return canShrink(setup, previous, lib, old, joiners);
 }
 
-// Frees a communicator: a live one is finalized first (a revoked one only
-// settles), both polled until `deadline`. ncclCommDestroy only on one whose
-// state then reads success and that `mayDestroy`: NCCL 2.28.9's returns an
-// error state (a revoked communicator keeps its proxy's error of the failed
-// transfer) from inside the group it began, and every later NCCL call of
-// this thread then joins that group, never launched. ncclCommAbort ends its
-// group whatever the state.
-void freeComm(const comm::NcclLibrary& lib, ncclComm_t c, bool live, bool mayDestroy,
-              Clock::time_point deadline, std::chrono::milliseconds interval) {
-  bool settled = false;
+// Frees a communicator: a live one is finalized first (its work flushed),
+// a revoked one settles, both polled until `deadline`; then ncclCommAbort,
+// whatever the state. Never ncclCommDestroy: it begins a group and returns
+// from inside it when the communicator is not ready or carries an error
+// (NCCL: init.cc ncclCommDestroy, NCCLCHECK(ncclCommEnsureReady(comm))
+// before ncclGroupEndInternal; a revoked communicator keeps its proxy's
+// error), and every later collective of this thread then only joins that
+// group, never launched (group.cc ncclGroupEndInternal). After a finalize or
+// a revoke, ncclCommAbort does what destroy would (commReclaim skips
+// commDestroySync once finalizeCalled), and it ends its group whatever the
+// state (init.cc ncclCommAbort).
+void freeComm(const comm::NcclLibrary& lib, ncclComm_t c, bool live, Clock::time_point deadline,
+              std::chrono::milliseconds interval) {
   if (live) {
     const ncclResult_t r = lib.commFinalize(c);
-    settled = (r == ncclSuccess || r == ncclInProgress) &&
-              waitReady(lib, c, deadline, interval) == ncclSuccess;
+    if (r == ncclSuccess || r == ncclInProgress) {
+      (void)waitReady(lib, c, deadline, interval);
+    }
   } else {
-    settled = waitReady(lib, c, deadline, interval) == ncclSuccess;
+    (void)waitReady(lib, c, deadline, interval);
   }
-  (void)(settled && mayDestroy ? lib.commDestroy(c) : lib.commAbort(c));
+  (void)lib.commAbort(c);
 }
 
 // Times one NCCL call into the timeline: "ncclCommShrink 2.31 ms".
@@ -280,10 +293,23 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
                         .size = p.size,
                         .comm = p.comm.load(),
                         .aborted = p.state.load() == CommState::kAborted};
-      if (mayShrink && canShrink(setup, previous, lib, old)) {
-        mine = "shrink";
-      } else if (mayGrow && canKeep(setup, previous, lib, old)) {
-        mine = "keep";
+      const bool shrinkable = mayShrink && canShrink(setup, previous, lib, old);
+      const bool keepable = !shrinkable && mayGrow && canKeep(setup, previous, lib, old);
+      // A shrink (and a grow's shrink) needs a parent that settled clean:
+      // ncclCommInitChildComm calls ncclCommEnsureReady(parent), which
+      // returns the parent's proxy error of the failed transfer, kept
+      // through the revoke (NCCL: init.cc ncclCommGetAsyncError reads
+      // proxyState->asyncResult, which nothing clears). Such a member votes
+      // for a full init, which every member then makes in this restart.
+      if (shrinkable || keepable) {
+        const ncclResult_t settled =
+            waitReady(lib, old.comm, deadline, options.pollInterval, &setup.rendezvous);
+        if (settled == ncclSuccess) {
+          mine = shrinkable ? "shrink" : "keep";
+        } else if (setup.record) {
+          setup.record("nccl previous", p.describe() + " reads " + lib.describe(settled) +
+                                            ": NCCL would refuse to shrink it");
+        }
       }
     }
     const std::vector<std::string> votes =
@@ -348,34 +374,42 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     throw RestartError(text);
   };
   if (path == Path::kShrink || (path == Path::kGrow && !joiner)) {
-    ncclComm_t parent = previous->impl_->comm.load();
-    // A revoke must have settled before the parent is used again.
-    if (waitReady(lib, parent, deadline, options.pollInterval, &setup.rendezvous) ==
-        ncclInProgress) {
-      throw TimeoutError(previous->impl_->describe() + ": still settling after " + millis(timeout) +
-                         "; cannot shrink it");
-    }
+    // The parent settled clean before the vote. A non-blocking shrink
+    // returns ncclSuccess with the child still NULL (NCCL: init.cc
+    // ncclCommInitChildComm sets *newcomm = NCCL_COMM_NULL; the group's
+    // ncclInProgress passes NCCLCHECK): its job, attached to the parent, stores
+    // the child into the parent's slot when it ends. NCCL's recipe polls the
+    // parent (docs/userguide usage/communicators.rst, "shrink"), then the child.
+    Impl& p = *previous->impl_;
+    ncclComm_t parent = p.comm.load();
     std::vector<int> excluded = setup.removedRanks;
     const Clock::time_point start = Clock::now();
-    r = lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &shrunk, &config,
-                       NCCL_SHRINK_ABORT);
+    __atomic_store_n(&p.shrinkOut, nullptr, __ATOMIC_RELEASE);
+    r = lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &p.shrinkOut,
+                       &config, NCCL_SHRINK_ABORT);
     recordCall(setup, "ncclCommShrink", start, r == ncclInProgress ? ncclSuccess : r);
-    previous->impl_->shrinkParent = true;
+    ncclResult_t ready = r;
+    if (r == ncclSuccess || r == ncclInProgress) {
+      ready = waitReady(lib, parent, deadline, options.pollInterval, &setup.rendezvous);
+    }
+    // Ours once it is there, whatever the parent says (the job stores it
+    // on failure too).
+    shrunk = ready == ncclInProgress ? nullptr
+                                     : __atomic_exchange_n(&p.shrinkOut, nullptr, __ATOMIC_ACQ_REL);
+    if (ready == ncclSuccess && shrunk == nullptr) {
+      throw RestartError(p.describe() + ": ncclCommShrink's job ended without a communicator");
+    }
+    if (ready == ncclSuccess) {
+      ready = waitReady(lib, shrunk, deadline, options.pollInterval, &setup.rendezvous);
+    }
+    if (ready != ncclSuccess) {
+      ncclComm_t failed = std::exchange(shrunk, nullptr);
+      notReady("ncclCommShrink", ready, failed);
+    }
+    recordCall(setup, "ncclCommShrink done", start, ncclSuccess);
     if (path == Path::kShrink) {
-      newComm = shrunk;
-      shrunk = nullptr;
+      newComm = std::exchange(shrunk, nullptr);
       impl->shrunk = true;
-    } else {
-      // The grow needs the shrunk communicator ready.
-      const ncclResult_t ready =
-          r == ncclSuccess || r == ncclInProgress
-              ? waitReady(lib, shrunk, deadline, options.pollInterval, &setup.rendezvous)
-              : r;
-      if (ready != ncclSuccess) {
-        ncclComm_t failed = std::exchange(shrunk, nullptr);
-        notReady("ncclCommShrink", ready, failed);
-      }
-      recordCall(setup, "ncclCommShrink done", start, ncclSuccess);
     }
   }
   if (path == Path::kGrow) {
@@ -385,7 +419,7 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     const Clock::time_point start = Clock::now();
     if (joiner) {
       id = awaitId(idKey, "grow id");
-      r = lib.commGrow(nullptr, impl->size, &id, impl->rank, &newComm, &config);
+      r = lib.commGrow(nullptr, impl->size, &id, impl->rank, &impl->growOut, &config);
     } else if (impl->rank == 0) {
       r = lib.commGetUniqueId(shrunk, &id);
       if (r != ncclSuccess) {
@@ -395,13 +429,16 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
         throw RestartError(text);
       }
       setup.rendezvous.publish(idKey, std::string_view(id.internal, sizeof(id.internal)));
-      r = lib.commGrow(shrunk, impl->size, &id, -1, &newComm, &config);
+      r = lib.commGrow(shrunk, impl->size, &id, -1, &impl->growOut, &config);
     } else {
       // Only the root's id lets the joiners in: without it this grow would
       // wait for them until the deadline.
       (void)awaitId(idKey, "grow id");
-      r = lib.commGrow(shrunk, impl->size, nullptr, -1, &newComm, &config);
+      r = lib.commGrow(shrunk, impl->size, nullptr, -1, &impl->growOut, &config);
     }
+    // Stored before the call returned (NCCL: v2.29.7-1 init.cc ncclCommGrow),
+    // and again by its job.
+    newComm = __atomic_load_n(&impl->growOut, __ATOMIC_ACQUIRE);
     recordCall(setup, "ncclCommGrow", start, r == ncclInProgress ? ncclSuccess : r);
     impl->grown = true;
   } else if (path == Path::kInit) {
@@ -434,7 +471,7 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
   }
   recordCall(setup, (std::string(call) + " done").c_str(), waitStart, ncclSuccess);
   if (shrunk != nullptr) {  // the grow is done with it
-    freeComm(lib, std::exchange(shrunk, nullptr), true, true, Clock::now() + options.destroyTimeout,
+    freeComm(lib, std::exchange(shrunk, nullptr), true, Clock::now() + options.destroyTimeout,
              options.pollInterval);
   }
   impl->comm.store(newComm);
@@ -466,11 +503,15 @@ NcclCommunicator::~NcclCommunicator() {
   if (c == nullptr || m.state.load() == CommState::kAborted || m.adopted) {
     return;
   }
-  // Revoked: the revoke settles (it reads success once quiescent). The parent
-  // of an abortive shrink is never destroyed.
-  freeComm(*m.lib, c, m.state.load() == CommState::kLive, !m.shrinkParent,
-           Clock::now() + m.options.destroyTimeout, m.options.pollInterval);
+  // Revoked: the revoke settles (it reads success once quiescent).
+  freeComm(*m.lib, c, m.state.load() == CommState::kLive, Clock::now() + m.options.destroyTimeout,
+           m.options.pollInterval);
   m.comm.store(nullptr);
+  // A shrink's child nobody took (its creation gave up while the job ran;
+  // the abort above joined the job, so the slot is final now).
+  if (ncclComm_t orphan = __atomic_exchange_n(&m.shrinkOut, nullptr, __ATOMIC_ACQ_REL)) {
+    (void)m.lib->commAbort(orphan);
+  }
 }
 
 ncclComm* NcclCommunicator::handle() const noexcept {
@@ -528,6 +569,28 @@ void NcclCommunicator::abort() noexcept {
   (void)lib.commAbort(c);
   m.state.store(CommState::kAborted);
   m.comm.store(nullptr);
+}
+
+// NCCL's group depth is per thread (group.cc: __thread ncclGroupDepth) and
+// not readable; ncclGroupEnd tells it: ncclInvalidUsage ("not in a group
+// call", also a WARN in NCCL's log) proves depth 0; anything else means a
+// group was left open (and this call closed one level of it).
+std::optional<std::string> NcclCommunicator::checkThread() noexcept {
+  try {
+    const ncclResult_t r = impl_->lib->groupEnd();
+    if (r == ncclInvalidUsage) {
+      return std::nullopt;
+    }
+    return "NCCL " + impl_->lib->version().text() +
+           ": this thread was inside an NCCL group that nobody ended (ncclGroupEnd returned " +
+           impl_->lib->describe(r) +
+           ", not ncclInvalidUsage): an ncclGroupStart without its ncclGroupEnd (an exception "
+           "inside a group, an interrupted torch coalescing or batch_isend_irecv) or an "
+           "ncclCommDestroy of a communicator in error; every later NCCL call of this thread "
+           "would only join that group and never launch";
+  } catch (...) {
+    return std::string("NCCL group check: out of memory");
+  }
 }
 
 std::optional<std::string> NcclCommunicator::asyncError() noexcept {

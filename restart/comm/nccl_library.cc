@@ -73,6 +73,15 @@ std::shared_ptr<const NcclLibrary> NcclLibrary::load(const std::string& name) {
   if (name.empty()) {
     throw RestartError("NCCL: no library name given");
   }
+  // Keep the net plugin loaded between iterations: NCCL dlcloses it when it
+  // frees the last communicator that uses it (v2.28.9-1 src/plugin/net.cc:
+  // ncclNetPluginFinalize, at a reference count of 0), which takes our
+  // blackbox and liveness state with it whenever a restart aborts every
+  // communicator before making the next. NCCL_NET_PLUGIN_REF_COUNT is the
+  // count each plugin starts from (NCCL_PARAM NetPluginRefCount, default 0,
+  // read once, at the first communicator: initPluginLibsOnceFunc): 1 pins it.
+  // A value the user set is kept.
+  (void)setenv("NCCL_NET_PLUGIN_REF_COUNT", "1", 0);
 
   std::shared_ptr<NcclLibrary> lib(new NcclLibrary());
   void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD);
@@ -112,7 +121,7 @@ std::shared_ptr<const NcclLibrary> NcclLibrary::load(const std::string& name) {
       {"ncclCommGetAsyncError", reinterpret_cast<void**>(&lib->commGetAsyncError)},
       {"ncclCommAbort", reinterpret_cast<void**>(&lib->commAbort)},
       {"ncclCommFinalize", reinterpret_cast<void**>(&lib->commFinalize)},
-      {"ncclCommDestroy", reinterpret_cast<void**>(&lib->commDestroy)},
+      {"ncclGroupEnd", reinterpret_cast<void**>(&lib->groupEnd)},
       {"ncclGetErrorString", reinterpret_cast<void**>(&lib->getErrorString)},
       {"ncclGetLastError", reinterpret_cast<void**>(&lib->getLastError)},
   };

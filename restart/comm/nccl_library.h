@@ -8,8 +8,9 @@
 //
 // Required symbols (NCCL >= 2.14, the first with non-blocking communicators):
 // ncclGetVersion, ncclGetUniqueId, ncclCommInitRankConfig,
-// ncclCommGetAsyncError, ncclCommAbort, ncclCommFinalize, ncclCommDestroy,
-// ncclGetErrorString, ncclGetLastError. Optional: ncclCommShrink (>= 2.27)
+// ncclCommGetAsyncError, ncclCommAbort, ncclCommFinalize, ncclGroupEnd,
+// ncclGetErrorString, ncclGetLastError (ncclCommDestroy is never called:
+// nccl_communicator.cc, freeComm). Optional: ncclCommShrink (>= 2.27)
 // and ncclCommRevoke (>= 2.28.7), used only when both the symbol and the
 // version are there.
 #pragma once
@@ -64,7 +65,7 @@ class NcclLibrary {
   ncclCommGetAsyncError_fn commGetAsyncError = nullptr;
   ncclCommAbort_fn commAbort = nullptr;
   ncclCommFinalize_fn commFinalize = nullptr;
-  ncclCommDestroy_fn commDestroy = nullptr;
+  ncclGroupEnd_fn groupEnd = nullptr;
   ncclGetErrorString_fn getErrorString = nullptr;
   ncclGetLastError_fn getLastError = nullptr;
   ncclCommRevoke_fn commRevoke = nullptr;  // null unless >= 2.28.7

@@ -70,6 +70,38 @@ void runBounded(std::chrono::milliseconds timeout, const std::string& what,
   }
 }
 
+std::vector<size_t> runAllBounded(std::chrono::milliseconds timeout, const std::string& threadName,
+                                  std::vector<std::function<void()>> fns) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::shared_ptr<Call>> calls;
+  std::vector<std::thread> threads;
+  for (auto& fn : fns) {
+    auto call = std::make_shared<Call>();
+    call->fn = std::move(fn);
+    calls.push_back(call);
+    threads.emplace_back([call, name = threadName.substr(0, 15)] {
+      pthread_setname_np(pthread_self(), name.c_str());
+      runCall(call);
+    });
+  }
+  std::vector<size_t> overran;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Call& call = *calls[i];
+    std::unique_lock<std::mutex> lock(call.mutex);
+    if (!call.finished.wait_until(lock, deadline, [&] { return call.done; })) {
+      call.abandoned = true;
+      gOverrunning.fetch_add(1, std::memory_order_relaxed);
+      lock.unlock();
+      threads[i].detach();
+      overran.push_back(i);
+      continue;
+    }
+    lock.unlock();
+    threads[i].join();
+  }
+  return overran;
+}
+
 int overrunningThreads() noexcept {
   return gOverrunning.load(std::memory_order_relaxed);
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace resilient::restart::detail {
 
@@ -22,7 +23,15 @@ namespace resilient::restart::detail {
 void runBounded(std::chrono::milliseconds timeout, const std::string& what,
                 const std::string& threadName, std::function<void()> fn);
 
-// Threads detached by runBounded() that have not finished yet.
+// Runs every function of `fns` at once, each on its own thread named
+// `threadName`, and waits for all of them up to `timeout` in all. Returns
+// the indexes of those that overran (detached, as above); an exception of
+// one is swallowed (what it reports must go through its own side effects).
+std::vector<size_t> runAllBounded(std::chrono::milliseconds timeout, const std::string& threadName,
+                                  std::vector<std::function<void()>> fns);
+
+// Threads detached by runBounded() and runAllBounded() that have not
+// finished yet.
 int overrunningThreads() noexcept;
 
 }  // namespace resilient::restart::detail

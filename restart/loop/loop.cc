@@ -182,7 +182,12 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
       }
     }
     if (state_.active()) {
-      createCommunicators();
+      try {
+        createCommunicators();
+      } catch (const HealthCheckError&) {
+        reason = FaultReason::kHealthCheck;  // this rank's NCCL state: it leaves
+        throw;
+      }
       timeline_.record(k, "function entered");
       fn(ctx);
       timeline_.record(k, "function returned");
@@ -271,9 +276,52 @@ void Loop::createCommunicators() {
       comm->abort();  // the abort ran before this one existed
     }
   }
-  previousComms_.clear();
   timeline_.record(state_.iteration, "communicators ready",
                    std::to_string(options_.communicators.size()) + " made");
+  releasePreviousCommunicators();
+  std::vector<CommunicatorPtr> made;
+  for (const auto& [name, comm] : comms_) {
+    made.push_back(comm);
+  }
+  checkThread(made, "after the previous communicators were freed");
+}
+
+void Loop::releasePreviousCommunicators() {
+  if (previousComms_.empty()) {
+    return;
+  }
+  std::vector<std::function<void()>> releases;
+  std::vector<std::string> names;
+  for (auto& [name, comm] : previousComms_) {
+    names.push_back(comm->describe());
+    // The last reference goes on the worker thread: the destructor frees.
+    releases.emplace_back([c = std::move(comm)]() mutable { c.reset(); });
+  }
+  previousComms_.clear();
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<size_t> hung =
+      detail::runAllBounded(options_.finalizeTimeout, "resilient-free", std::move(releases));
+  const auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+  timeline_.record(state_.iteration, "previous communicators freed",
+                   std::to_string(names.size()) + " in " + std::to_string(ms.count()) +
+                       " ms (in parallel)");
+  if (!hung.empty()) {
+    std::string what;
+    for (const size_t i : hung) {
+      what += (what.empty() ? "" : "; ") + names[i];
+    }
+    throw HealthCheckError("freeing " + what + " did not finish within " +
+                           std::to_string(options_.finalizeTimeout.count()) +
+                           " ms (NCCL did not return from ncclCommAbort): this rank leaves the job");
+  }
+}
+
+void Loop::checkThread(const std::vector<CommunicatorPtr>& comms, const char* when) {
+  for (const CommunicatorPtr& comm : comms) {
+    if (auto finding = comm->checkThread()) {
+      throw HealthCheckError(std::string(when) + ": " + *finding);
+    }
+  }
 }
 
 bool Loop::completeTogether() {

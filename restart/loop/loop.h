@@ -89,6 +89,13 @@ class Loop {
   Outcome runIteration(const std::function<void(CallContext&)>& fn);
   void createCommunicators();
   void abortIteration() noexcept;  // the monitor thread's abort
+  // Frees the previous iteration's communicators, each on its own thread,
+  // within finalizeTimeout in all (timed in the timeline); throws
+  // HealthCheckError naming those NCCL did not let go of.
+  void releasePreviousCommunicators();
+  // The first finding of `comms`' checkThread() on this thread: throws
+  // HealthCheckError with it (`when`: after what).
+  static void checkThread(const std::vector<CommunicatorPtr>& comms, const char* when);
   void publish(protocol::FaultReason reason, const std::string& detail, int culprit = -1);
   void recover();  // after a fault: through the iteration barrier to the next World
   void finish();   // after completion
@@ -137,6 +144,10 @@ class Loop {
   mutable std::mutex commsMutex_;  // comms_ and userComms_: the abort runs on another thread
   std::map<std::string, CommunicatorPtr> comms_;
   std::vector<CommunicatorPtr> userComms_;
+  // Set by abortIteration when a communicator's abort did not return within
+  // finalizeTimeout (CUDA graphs holding it, a wedged driver): the rank
+  // then leaves at its recovery (what, under commsMutex_).
+  std::string abortHung_;
   // The previous iteration's communicators (for shrink) and the members that left.
   std::map<std::string, CommunicatorPtr> previousComms_;
   std::optional<World> previousWorld_;

@@ -41,6 +41,12 @@ class Communicator {
   // A failure the communicator noticed on its own (ncclCommGetAsyncError,
   // a dead connection), or nullopt while it is healthy.
   virtual std::optional<std::string> asyncError() noexcept = 0;
+  // What is wrong with the calling thread's state for this communicator's
+  // library (NCCL: a group left open on this thread, which would swallow
+  // every later collective), or nullopt. The loop asks on its own thread
+  // after each restart's abort and after the previous communicators were
+  // freed; a finding makes the rank leave. Default: nothing to check.
+  virtual std::optional<std::string> checkThread() noexcept { return std::nullopt; }
 };
 using CommunicatorPtr = std::shared_ptr<Communicator>;
 

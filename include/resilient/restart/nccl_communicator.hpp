@@ -13,7 +13,11 @@
 // TimeoutError. When the iteration only removed ranks, the previous
 // communicator was revoked (not aborted) and NCCL has ncclCommShrink
 // (>= 2.27), every member agrees through the rendezvous to shrink the
-// previous communicator with NCCL_SHRINK_ABORT instead of a full init.
+// previous communicator with NCCL_SHRINK_ABORT instead of a full init, as
+// long as every member's previous communicator settled without an error
+// (NCCL refuses to shrink one whose proxy kept a transfer's error: then all
+// make a full init in the same restart). The shrink is polled on the parent,
+// as NCCL documents (its child appears only when NCCL's job ends).
 // Otherwise active rank 0 makes a unique id, publishes it through the
 // rendezvous and every member calls ncclCommInitRankConfig.
 //
@@ -22,9 +26,11 @@
 // handle stays valid, every later NCCL call on it fails, and the next
 // iteration may shrink it), else ncclCommAbort (NCCL frees the
 // communicator: handle() is null afterwards, and the wrapped function must
-// not use a copy of it). The destructor finalizes and destroys a healthy
-// communicator, waits for a revoke to settle and destroys it, and does
-// nothing after ncclCommAbort.
+// not use a copy of it). The destructor finalizes a healthy communicator
+// or waits for a revoke to settle, then calls ncclCommAbort; it never calls
+// ncclCommDestroy (which can leave the calling thread inside an NCCL group:
+// docs/restart.md, "What real NCCL does"), and does nothing after
+// ncclCommAbort.
 #pragma once
 
 #include <chrono>
@@ -102,6 +108,8 @@ class NcclCommunicator final : public Communicator {
   // ncclCommGetAsyncError's result when it is an error, with
   // ncclGetLastError's text; nullopt while healthy, in progress, or after abort.
   std::optional<std::string> asyncError() noexcept override;
+  // ncclGroupEnd as a probe of this thread's group depth (see the .cc).
+  std::optional<std::string> checkThread() noexcept override;
 
  private:
   struct Impl;

@@ -1,7 +1,7 @@
 // A communicator the library did not make (the user's, or torch's), adopted
 // and registered: the monitor thread polls its ncclCommGetAsyncError, and an
 // error there restarts the job at once, without any call of the user's
-// waiting on it; the restart revokes it and never frees it (fake libnccl).
+// waiting on it; the restart revokes it and never frees it (NCCL model).
 #include <dlfcn.h>
 
 #include <chrono>
@@ -12,7 +12,7 @@
 
 #include "nccl/api.h"
 #include "resilient/restart/nccl_communicator.hpp"
-#include "tests/unit/restart/comm/fake_nccl.h"
+#include "tests/unit/restart/comm/nccl_model.h"
 #include "tests/unit/restart/loop/rank_threads.h"
 
 using namespace resilient;
@@ -21,11 +21,11 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// The fake library's own calls, as a user's program would make them.
+// The model's own calls, as a user's program would make them.
 struct FakeNccl {
   void* handle = dlopen(FAKE_NCCL_PATH, RTLD_NOW | RTLD_LOCAL);
-  FakeNcclControl& control() const {
-    return *reinterpret_cast<fakeNcclControl_fn>(dlsym(handle, "fakeNcclControl"))();
+  NcclModelControl& control() const {
+    return *reinterpret_cast<nccl_model_control_fn>(dlsym(handle, "nccl_model_control"))();
   }
   // A ready one-rank communicator, made directly (not by the library).
   ncclComm_t makeComm() const {
@@ -54,7 +54,8 @@ struct FakeNccl {
     REQUIRE(reinterpret_cast<ncclCommAbort_fn>(dlsym(handle, "ncclCommAbort"))(comm) == ncclSuccess);
   }
   void setAsyncError(ncclComm_t comm, ncclResult_t result) const {
-    reinterpret_cast<fakeNcclSetAsyncError_fn>(dlsym(handle, "fakeNcclSetAsyncError"))(comm, result);
+    reinterpret_cast<nccl_model_set_async_error_fn>(dlsym(handle, "nccl_model_set_async_error"))(
+        comm, result);
   }
   ~FakeNccl() { dlclose(handle); }
 };
