@@ -58,6 +58,7 @@ LATENCY_WARMUP = 20
 LATENCY_ITERATIONS = 1000
 PARALLEL_COMMS = 4
 WARMUP = 20  # all-reduces before a kill
+PROBE_RANK, VICTIM_RANK = 10, 11  # the throwaway pair of (i), as the launcher numbers its workers
 
 
 # ---------------------------------------------------------------- workers
@@ -523,11 +524,12 @@ def launch(a):
     with kitlib.Ranks(run_dir) as ranks:
         members = {r: ranks.start(r, argv + ["--role", "member", "--rank", str(r)],
                                   kitlib.rank_environment(base, r), "member") for r in range(MEMBERS)}
-        probe = ranks.start(0, argv + ["--role", "probe", "--rank", "0"],
+        # The pair's numbers differ from the members' (Ranks keys its workers by them).
+        probe = ranks.start(PROBE_RANK, argv + ["--role", "probe", "--rank", str(PROBE_RANK)],
                             kitlib.rank_environment(base, 0, host_prefix="probe"), "probe")
-        victim = ranks.start(1, argv + ["--role", "victim", "--rank", "1"],
+        victim = ranks.start(VICTIM_RANK, argv + ["--role", "victim", "--rank", str(VICTIM_RANK)],
                              kitlib.rank_environment(base, 1, host_prefix="probe"), "victim")
-        probe_result = os.path.join(run_dir, "probe-rank0.json")
+        probe_result = os.path.join(run_dir, f"probe-rank{PROBE_RANK}.json")
         if wait_path(probe_result + ".ready", probe, time.monotonic() + a.max_seconds / 2):
             t_kill_pair = time.monotonic()
             os.kill(victim.pid, signal.SIGKILL)
