@@ -155,6 +155,31 @@ TEST_CASE("a creation that does not finish in time is aborted and times out", "[
   }
   REQUIRE(fake.aborts == 2);
   REQUIRE(fake.liveComms == live);
+  // NCCL's own leak when an init is aborted before its connections were
+  // accepted (transport/net.cc closes a listen comm only after accept): none
+  // here, every member arrived.
+  REQUIRE(fake.leakedListens == 0);
+}
+
+TEST_CASE("a member that never comes: the creation times out, NCCL leaks its listen comms",
+          "[nccl]") {
+  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  fake.reset();
+  const int live = fake.liveComms.load();
+  auto s = std::make_shared<store::MemoryStore>();
+  const commtest::Iteration it(s, 0, 2);
+  auto errors = it.run([&](int rank, commtest::RankContext& c) {
+    if (rank == 1) {
+      (void)c.rendezvous->lookup("nccl/nccl-unique-id", milliseconds(2000));  // then gone
+      return;
+    }
+    (void)NcclCommunicator::create(c.setup("nccl", milliseconds(300)), fakeOptions());
+  });
+  REQUIRE_THAT(commtest::messageOf(errors[0]),
+               Catch::Contains("ncclCommInitRankConfig did not complete within 300 ms; aborted"));
+  CHECK(fake.aborts == 1);
+  CHECK(fake.leakedListens == 1);
+  CHECK(fake.liveComms == live);
 }
 
 TEST_CASE("NCCL's refusal is a RestartError with its result and last error", "[nccl]") {
