@@ -64,15 +64,18 @@ PROBE_RANK, VICTIM_RANK = 10, 11  # the throwaway pair of (i), as the launcher n
 # ---------------------------------------------------------------- workers
 
 class Worker:
-    def __init__(self, a):
-        import torch
+    """A rank's torch and NCCL (test_kit.py passes stand-ins for both)."""
+
+    def __init__(self, a, torch=None, nccl=None):
         import nccl_ctypes
+        if torch is None:
+            import torch
         self.a = a
         self.torch = torch
         self.nc = nccl_ctypes
         torch.cuda.set_device(0)
         torch.cuda.init()
-        self.nccl = nccl_ctypes.Nccl(a.nccl_lib)
+        self.nccl = nccl if nccl is not None else nccl_ctypes.Nccl(a.nccl_lib)
         self.stream = torch.cuda.current_stream()
         self.deadline = a.deadline
 
@@ -96,13 +99,15 @@ class Worker:
         code = self.nccl.lib.ncclAllReduce(x.data_ptr(), y.data_ptr(), count, self.nc.FLOAT32, self.nc.SUM,
                                            comm, self.stream.cuda_stream)
         polls = 0
+        state = code
         if non_blocking:
-            while self.nccl.async_error(comm) == self.nc.IN_PROGRESS:
+            while (state := self.nccl.async_error(comm)) == self.nc.IN_PROGRESS:
                 polls += 1
                 if time.monotonic() > self.deadline:
                     raise TimeoutError("an all-reduce stayed in progress")
-        if code not in (self.nc.SUCCESS, self.nc.IN_PROGRESS):
-            raise self.nc.NcclError("ncclAllReduce", code, self.nccl.last_error(comm))
+        if code not in (self.nc.SUCCESS, self.nc.IN_PROGRESS) or state != self.nc.SUCCESS:
+            raise self.nc.NcclError("ncclAllReduce", code if code not in (self.nc.SUCCESS, self.nc.IN_PROGRESS)
+                                    else state, self.nccl.last_error(comm))
         self.stream.synchronize()
         return code, polls
 

@@ -8,7 +8,8 @@ non-blocking and polled (as the restart library makes them):
                     a new unique id, the survivors and the spare
                     ncclCommInitRankConfig a new N-member communicator; its
                     first all-reduce.
-  b. revoke+shrink  fault-free: member N-1 leaves; the survivors
+  b. revoke+shrink  fault-free: member N-1 leaves (idle, its communicator
+                    kept until they are done); the survivors
                     ncclCommRevoke (polled until settled) and ncclCommShrink
                     (exclude N-1, NCCL_SHRINK_ABORT), polling the PARENT until
                     it leaves ncclInProgress and only then reading the child
@@ -63,15 +64,18 @@ WARMUP = 20  # all-reduces before the kill of phase c
 
 
 class Worker:
-    def __init__(self, a):
-        import torch
+    """A rank's torch and NCCL (test_kit.py passes stand-ins for both)."""
+
+    def __init__(self, a, torch=None, nccl=None):
         import nccl_ctypes
+        if torch is None:
+            import torch
         torch.cuda.set_device(0)
         torch.cuda.init()
         self.a = a
         self.torch = torch
         self.nc = nccl_ctypes
-        self.nccl = nccl_ctypes.Nccl(a.nccl_lib)
+        self.nccl = nccl if nccl is not None else nccl_ctypes.Nccl(a.nccl_lib)
         self.n = a.members
         self.spare = a.rank == a.members
         self.lost = a.members - 1
@@ -203,7 +207,11 @@ def phase_shrink_grow(w, out):
         w.all_reduce(comm)
         w.members_exchange("b-warm", True)
         if r == w.lost:
-            nccl.abort(comm)  # it leaves; a shrink is not collective over it
+            # It leaves without a word: a shrink is not collective over it. It
+            # keeps its communicator until the survivors have shrunk, so that
+            # no connection it closes can look like a fault to them.
+            read_json_wait(os.path.join(w.a.run_dir, "b-shrunk"), w.deadline)
+            nccl.abort(comm)
             return
         t0 = time.monotonic()
         rc, state, ms = w.revoke(comm)
@@ -216,6 +224,8 @@ def phase_shrink_grow(w, out):
             raise nc.NcclError("ncclCommShrink", nc.INVALID_USAGE, f"fault-free shrink failed: {out['b_shrink']}")
         out["shrink_value"] = w.all_reduce(shrunk)
         out["revoke_shrink_ms"] = (time.monotonic() - t0) * 1000
+        if r == 0:
+            kitlib.worker_result(os.path.join(w.a.run_dir, "b-shrunk"), True)
     if nccl.grow_fn is None:
         out["grow"] = "not in this NCCL"
         if not w.spare:
@@ -331,8 +341,9 @@ def read_json_wait(path, deadline):
     return None
 
 
-def worker(a):
-    w = Worker(a)
+def run_phases(w):
+    """Every phase of one worker: its result."""
+    a = w.a
     out = {"rank": a.rank, "members": w.n, "nccl_version": w.nccl.version()[1],
            "has": {"revoke": w.nccl.revoke_fn is not None, "shrink": w.nccl.shrink_fn is not None,
                    "grow": w.nccl.grow_fn is not None}}
@@ -343,7 +354,11 @@ def worker(a):
         phase_shrink_grow(w, out)
         kitlib.worker_result(a.result + ".partial", out)
         phase_after_kill(w, out)
-    kitlib.worker_result(a.result, out)
+    return out
+
+
+def worker(a):
+    kitlib.worker_result(a.result, run_phases(Worker(a)))
     os._exit(0)
 
 

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 from contextlib import redirect_stdout
@@ -21,6 +22,7 @@ import collectives  # noqa: E402
 import demo_nccl  # noqa: E402
 import faults  # noqa: E402
 import kit  # noqa: E402
+import kit_fakes  # noqa: E402
 import nccl_ctypes  # noqa: E402
 import nccl_log  # noqa: E402
 import nccl_probe  # noqa: E402
@@ -626,6 +628,166 @@ class RecoveryTest(unittest.TestCase):
         results[4] = {"rank": 4}
         _, problems = recovery.row_of(4, results)
         self.assertTrue(any("not timed on every survivor" in p for p in problems), problems)
+
+
+class Ranks:
+    """The workers of one walk-through, each a thread over kit_fakes."""
+
+    def __init__(self, run_dir, deadline):
+        self.run_dir = run_dir
+        self.deadline = deadline
+        self.results, self.threads = {}, {}
+
+    def args(self, rank, **kw):
+        import argparse
+        return argparse.Namespace(rank=rank, run_dir=self.run_dir, nccl_lib="fake", deadline=self.deadline,
+                                  result=os.path.join(self.run_dir, f"{kw.pop('name', 'worker')}-rank{rank}.json"),
+                                  **kw)
+
+    def start(self, key, fn):
+        def body():
+            try:
+                self.results[key] = fn()
+            except kit_fakes.Killed:
+                self.results[key] = "killed"
+            except Exception as e:  # the test shows it
+                self.results[key] = f"{type(e).__name__}: {e}"
+        t = threading.Thread(target=body, daemon=True)
+        self.threads[key] = t
+        t.start()
+
+    def join(self, keys):
+        for k in keys:
+            self.threads[k].join(max(0.0, self.deadline - time.monotonic()) + 1)
+            self.assert_done(k)
+
+    def assert_done(self, k):
+        if self.threads[k].is_alive():
+            raise AssertionError(f"worker {k} still runs at the deadline (a missing exchange?)")
+
+    def wait_file(self, path):
+        while not os.path.exists(path):
+            failed = {k: v for k, v in self.results.items() if isinstance(v, str) and v != "killed"}
+            if failed or time.monotonic() > self.deadline:
+                raise AssertionError(f"{path} never appeared; failed workers: {failed}")
+            time.sleep(0.005)
+
+    def uid(self, name):
+        """The unique id rank 0 published under `name` (kit.exchange's file)."""
+        path = os.path.join(self.run_dir, f"{name}.0")
+        self.wait_file(path)
+        with open(path) as f:
+            value = json.load(f)
+        return value[0] if isinstance(value, list) else value
+
+
+class WalkThroughTest(unittest.TestCase):
+    """The probe's and the recovery step's workers, every phase, each rank a
+    thread over kit_fakes (NCCL 2.28.9's behaviour where the workers rely on
+    it): no exchange may be missing, every result must reach its table."""
+
+    def test_the_nccl_probe(self):
+        run_dir = tempfile.mkdtemp(prefix="walk-probe-")
+        world = kit_fakes.World()
+        ranks = Ranks(run_dir, time.monotonic() + 30)
+
+        def rank(a, index, dies=False):
+            w = nccl_probe.Worker(a, torch=kit_fakes.FakeTorch(), nccl=kit_fakes.FakeNccl(world, dies))
+            return nccl_probe.probe_worker(a, w, index) if a.role != "member" else nccl_probe.member_worker(a, w)
+
+        probe = ranks.args(nccl_probe.PROBE_RANK, role="probe", name="probe")
+        ranks.start("probe", lambda: rank(probe, 0))
+        ranks.start("victim", lambda: rank(ranks.args(nccl_probe.VICTIM_RANK, role="victim", name="victim"), 1,
+                                           dies=True))
+        ranks.wait_file(probe.result + ".ready")
+        t_kill_pair = time.monotonic()
+        world.break_uid(ranks.uid("d-uid"))
+        ranks.join(["probe", "victim"])
+        self.assertEqual(ranks.results["victim"], "killed")
+        with open(os.path.join(run_dir, "go"), "w"):
+            pass
+        for r in range(nccl_probe.MEMBERS):
+            a = ranks.args(r, role="member", name="member")
+            ranks.start(r, lambda a=a, r=r: rank(a, r, dies=r == nccl_probe.LOST))
+        for r in range(nccl_probe.MEMBERS):
+            ranks.wait_file(os.path.join(run_dir, f"member-rank{r}.json.ready"))
+        t_kill = time.monotonic()
+        world.break_uid(ranks.uid("c-uid"))
+        ranks.join(range(nccl_probe.MEMBERS))
+        self.assertEqual(ranks.results[nccl_probe.LOST], "killed")
+        problems, findings = nccl_probe.summarize(ranks.results["probe"],
+                                                  {r: ranks.results[r] for r in range(3)}, t_kill_pair, t_kill)
+        self.assertEqual(problems, [], ranks.results)
+        self.assertTrue(findings["group_depth"]["group_depth_after_destroy"].startswith("1: left inside a group"))
+        self.assertEqual(findings["group_depth"]["destroy"]["rc"], "ncclRemoteError")
+        for r in range(3):
+            m = findings["members"][r]
+            self.assertEqual(m["shrink"]["revoke"]["state"], "ncclRemoteError")
+            self.assertEqual((m["shrink"]["rc"], m["shrink"]["newcomm_null_after_call"]), ("ncclRemoteError", True))
+            self.assertFalse(m["shrink"]["ready"])
+            self.assertEqual(m["latency"]["non-blocking"]["in_progress_returns"], nccl_probe.LATENCY_ITERATIONS)
+            self.assertEqual(m["latency"]["blocking"]["in_progress_returns"], 0)
+            self.assertEqual(m["revoke_then_abort"]["revoke"]["state"], "ncclSuccess")
+            self.assertEqual(len(m["parallel_abort"]["each_ms"]), nccl_probe.PARALLEL_COMMS)
+        md = nccl_probe.table(findings)
+        self.assertIn("| 1: left inside a group (the first ncclGroupEnd gave ncclSuccess) |", md)
+        self.assertIn("| blocking |", md)
+
+    def test_a_fault_free_shrink_polls_the_parent(self):
+        # Without the kill, the shrink of (ii) works only if the parent is
+        # polled: the child is NULL until the parent leaves ncclInProgress.
+        world = kit_fakes.World()
+        nccl = kit_fakes.FakeNccl(world)
+        ranks = Ranks(tempfile.mkdtemp(prefix="walk-shrink-"), time.monotonic() + 10)
+        w = nccl_probe.Worker(ranks.args(0, role="member"), torch=kit_fakes.FakeTorch(), nccl=nccl)
+        comm = w.non_blocking(nccl.unique_id(), 4, 0, "init")
+        self.assertEqual(nccl.async_error(nccl_ctypes.comm_slot()), nccl_ctypes.INVALID_ARGUMENT)  # R1's trap
+        sh = nccl_probe.shrink_after_fault(w, comm, 0)
+        self.assertEqual((sh["rc"], sh["newcomm_null_after_call"], sh["parent_state"]), ("ncclSuccess", True, "ncclSuccess"))
+        self.assertIsNotNone(sh["child_appeared_ms"])
+        self.assertEqual((sh["child_state"], sh["child_all_reduce"], sh["ready"]), ("ncclSuccess", 3.0, True))
+
+    def run_recovery(self, n, grow):
+        run_dir = tempfile.mkdtemp(prefix=f"walk-recovery-{n}-")
+        world = kit_fakes.World()
+        ranks = Ranks(run_dir, time.monotonic() + 30)
+
+        def rank(r):
+            a = ranks.args(r, members=n)
+            w = recovery.Worker(a, torch=kit_fakes.FakeTorch(),
+                                nccl=kit_fakes.FakeNccl(world, dies_on_fault=r == n - 1, grow=grow))
+            return recovery.run_phases(w)
+
+        for r in range(n + 1):
+            ranks.start(r, lambda r=r: rank(r))
+        for r in range(n):
+            ranks.wait_file(os.path.join(run_dir, f"worker-rank{r}.json.ready"))
+        world.break_uid(ranks.uid("c-uid"))
+        ranks.join(range(n + 1))
+        self.assertEqual(ranks.results[n - 1], "killed")
+        results = {r: v for r, v in ranks.results.items() if r != n - 1}
+        for r, v in results.items():
+            self.assertIsInstance(v, dict, f"rank {r}: {v}")
+        row, problems = recovery.row_of(n, results)
+        self.assertEqual(problems, [], results)
+        return row
+
+    def test_the_recovery_step(self):
+        row = self.run_recovery(4, grow=True)
+        self.assertEqual(row["grow"], "timed")
+        self.assertIsNotNone(row["revoke_shrink_grow_ms"])
+        k = row["kill"]
+        self.assertEqual((k["shrink_rc"], k["newcomm_null_after_call"], k["fallback"]),
+                         (["ncclRemoteError"], [True], True))
+        self.assertEqual(k["revoke"], ["ncclInProgress/ncclRemoteError"])  # non-blocking: in progress, then the error
+        self.assertIsNotNone(k["total_ms"])
+        self.assertIn("| 4 | ncclRemoteError | ncclInProgress/ncclRemoteError |", recovery.table([row]))
+
+    def test_the_recovery_step_without_grow(self):
+        row = self.run_recovery(2, grow=False)
+        self.assertEqual(row["grow"], "not in this NCCL")
+        self.assertIsNotNone(row["revoke_shrink_ms"])
+        self.assertTrue(row["kill"]["fallback"])
 
 
 SPAWN_AND_HANG = r"""
