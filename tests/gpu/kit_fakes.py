@@ -88,8 +88,20 @@ class _Cuda:
         return _Stream()
 
 
+class _Event:
+    def record(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+
+_Cuda.Event = _Event
+
+
 class FakeTorch:
     cuda = _Cuda()
+    __version__ = "2.11.0+fake"
 
     @staticmethod
     def ones(n, device=None):
@@ -98,6 +110,62 @@ class FakeTorch:
     @staticmethod
     def empty(n, device=None):
         return FakeTensor(n, 0.0)
+
+    @staticmethod
+    def device(*args):
+        return args
+
+
+class FakeDist:
+    """torch.distributed for one rank of a job whose ranks share `uid`: an
+    NCCL communicator (blocking, as torch makes them) in `nccl`'s world; an
+    all-reduce completes at once, or, once the uid is broken, completes with
+    an error that wait() raises (the rank killed raises Killed)."""
+
+    def __init__(self, nccl, uid):
+        self.nccl = nccl
+        self.uid = uid
+        self.handle = None
+        dist = self
+
+        class _Backend:
+            def _comm_ptr(self):
+                return dist.handle
+
+        class _Group:
+            def _get_backend(self, device):
+                return _Backend()
+
+        class _C10d:
+            @staticmethod
+            def _get_default_group():
+                return _Group()
+
+        self.distributed_c10d = _C10d()
+
+    @staticmethod
+    def FileStore(path, n):
+        return (path, n)
+
+    def init_process_group(self, backend, store=None, rank=None, world_size=None, timeout=None, device_id=None):
+        self.handle = self.nccl.world.new_comm(uid=self.uid, n=world_size, rank=rank, blocking=True)
+
+    def all_reduce(self, t, async_op=False):
+        return _Work(self, t)
+
+
+class _Work:
+    def __init__(self, dist, t):
+        self.dist = dist
+        self.t = t
+        self.code = dist.nccl._all_reduce(t.ptr, dist.handle)
+
+    def is_completed(self):
+        return True
+
+    def wait(self):
+        if self.code != nc.SUCCESS:
+            raise RuntimeError(f"NCCL error: {nc.result_name(self.code)}")
 
 
 class World:

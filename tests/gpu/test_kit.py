@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -688,6 +689,7 @@ class WalkThroughTest(unittest.TestCase):
 
     def test_the_nccl_probe(self):
         run_dir = tempfile.mkdtemp(prefix="walk-probe-")
+        self.addCleanup(shutil.rmtree, run_dir, True)
         world = kit_fakes.World()
         ranks = Ranks(run_dir, time.monotonic() + 30)
 
@@ -739,6 +741,7 @@ class WalkThroughTest(unittest.TestCase):
         world = kit_fakes.World()
         nccl = kit_fakes.FakeNccl(world)
         ranks = Ranks(tempfile.mkdtemp(prefix="walk-shrink-"), time.monotonic() + 10)
+        self.addCleanup(shutil.rmtree, ranks.run_dir, True)
         w = nccl_probe.Worker(ranks.args(0, role="member"), torch=kit_fakes.FakeTorch(), nccl=nccl)
         comm = w.non_blocking(nccl.unique_id(), 4, 0, "init")
         self.assertEqual(nccl.async_error(nccl_ctypes.comm_slot()), nccl_ctypes.INVALID_ARGUMENT)  # R1's trap
@@ -747,8 +750,40 @@ class WalkThroughTest(unittest.TestCase):
         self.assertIsNotNone(sh["child_appeared_ms"])
         self.assertEqual((sh["child_state"], sh["child_all_reduce"], sh["ready"]), ("ncclSuccess", 3.0, True))
 
+    def test_the_torch_watchdog_survivors(self):
+        run_dir = tempfile.mkdtemp(prefix="walk-watchdog-")
+        self.addCleanup(shutil.rmtree, run_dir, True)
+        world = kit_fakes.World()
+        ranks = Ranks(run_dir, time.monotonic() + 20)
+        uid = "torch-job"
+
+        def rank(r):
+            a = ranks.args(r, config="package", window=0.2, name="package")
+            nccl = kit_fakes.FakeNccl(world, dies_on_fault=r == torch_watchdog.VICTIM)
+            torch_watchdog.survivor(a, kit_fakes.FakeTorch(), kit_fakes.FakeDist(nccl, uid),
+                                    nccl, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
+
+        for r in range(torch_watchdog.NRANKS):
+            ranks.start(r, lambda r=r: rank(r))
+        for r in range(torch_watchdog.NRANKS):
+            ranks.wait_file(os.path.join(run_dir, f"package-rank{r}.json.ready"))
+        world.break_uid(uid)
+        ranks.join(range(torch_watchdog.NRANKS))
+        self.assertEqual(ranks.results[torch_watchdog.VICTIM], "killed")
+        rows = []
+        for r in (0, 1, 3):
+            base = os.path.join(run_dir, f"package-rank{r}.json")
+            err, final = torch_watchdog.read_json(base + ".error"), torch_watchdog.read_json(base)
+            self.assertEqual(err["applied"], {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
+            self.assertGreaterEqual(final["alive_after_s"], 0.2)
+            rows.append(torch_watchdog.judge_survivor(r, 0, err, final, ""))
+        verdict, problems = torch_watchdog.judge("package", rows)
+        self.assertEqual((verdict, problems), ("survived", []))
+        self.assertTrue(all(r["error"] for r in rows), rows)
+
     def run_recovery(self, n, grow):
         run_dir = tempfile.mkdtemp(prefix=f"walk-recovery-{n}-")
+        self.addCleanup(shutil.rmtree, run_dir, True)
         world = kit_fakes.World()
         ranks = Ranks(run_dir, time.monotonic() + 30)
 
@@ -818,6 +853,7 @@ class SweepTest(unittest.TestCase):
 
     def run_fake(self, budget_s, code, extra_env=None):
         d = tempfile.mkdtemp(prefix="sweep-")
+        self.addCleanup(shutil.rmtree, d, True)
         step = validate.Step("fake", budget_s, "a step that overruns",
                              argv=lambda c: [sys.executable, "-c", code, d])
         ctx = {"ld_library_path": ""}
@@ -851,6 +887,7 @@ class SweepTest(unittest.TestCase):
 
     def test_a_step_on_time_leaves_nothing_and_logs_the_gpu(self):
         fake_bin = tempfile.mkdtemp(prefix="fake-smi-")
+        self.addCleanup(shutil.rmtree, fake_bin, True)
         with open(os.path.join(fake_bin, "nvidia-smi"), "w") as f:
             f.write("#!/bin/sh\necho 'pid, used_gpu_memory [MiB]'\necho '4242, 512 MiB'\n")
         os.chmod(os.path.join(fake_bin, "nvidia-smi"), 0o755)

@@ -94,6 +94,7 @@ def abort_like_the_package(seconds):
     """The package's abort hook (nccl_resilient.distributed.AbortTorchDistributed)
     on a thread, bounded: (what it did, ms) or an explanation."""
     try:
+        sys.path.insert(0, os.path.join(REPO, "python"))
         from nccl_resilient import distributed as rdist
     except Exception as e:
         return {"error": f"cannot import nccl_resilient.distributed: {e}"}
@@ -115,12 +116,20 @@ def worker(a):
     import torch
     import torch.distributed as dist
     import nccl_ctypes
+    survivor(a, torch, dist, nccl_ctypes.Nccl(a.nccl_lib), applied)
+    os._exit(0)
+
+
+def survivor(a, torch, dist, nccl, applied):
+    """One rank: the loop until an error, then the window and the abort.
+    Writes `<result>.error` when the error comes and `<result>` at the end
+    (test_kit.py passes stand-ins for torch, dist and NCCL)."""
+    import nccl_ctypes
 
     torch.cuda.set_device(0)
     store = dist.FileStore(os.path.join(a.run_dir, "store"), NRANKS)
     dist.init_process_group("nccl", store=store, rank=a.rank, world_size=NRANKS,
                             timeout=datetime.timedelta(seconds=60), device_id=torch.device("cuda", 0))
-    nccl = nccl_ctypes.Nccl(a.nccl_lib)
     handle = comm_handle(dist, torch)
     t = torch.ones(COUNT, device="cuda")
     out = {"rank": a.rank, "pid": os.getpid(), "config": a.config, "applied": applied,
@@ -129,18 +138,25 @@ def worker(a):
     it = 0
     error = None
     deadline = a.deadline
+
+    def nccl_error():
+        if handle:
+            code = nccl.async_error(handle)
+            if code not in (nccl_ctypes.SUCCESS, nccl_ctypes.IN_PROGRESS):
+                return f"ncclCommGetAsyncError: {nccl_ctypes.result_name(code)}"
+        return None
+
     while error is None and time.monotonic() < deadline:
         t.fill_(1.0)
         work = dist.all_reduce(t, async_op=True)
-        while not work.is_completed():
-            if handle:
-                code = nccl.async_error(handle)
-                if code not in (nccl_ctypes.SUCCESS, nccl_ctypes.IN_PROGRESS):
-                    error = f"ncclCommGetAsyncError: {nccl_ctypes.result_name(code)}"
-                    break
+        # is_completed() is also true once the work holds an exception
+        # (WorkNCCL::isCompleted); wait() may then return without raising
+        # (modes that do not tear down), and the GPU's part may never end:
+        # nothing here blocks on the stream, an event is polled instead.
+        while not work.is_completed() and error is None:
+            error = nccl_error()
             if time.monotonic() > deadline:
                 error = "no error and no completion before the deadline"
-                break
             time.sleep(0.0002)
         if error is not None:
             break
@@ -149,11 +165,15 @@ def worker(a):
         except Exception as e:
             error = f"{type(e).__name__}: {str(e)[:300]}"
             break
-        if handle:
-            code = nccl.async_error(handle)
-            if code not in (nccl_ctypes.SUCCESS, nccl_ctypes.IN_PROGRESS):
-                error = f"ncclCommGetAsyncError: {nccl_ctypes.result_name(code)}"
-                break
+        done = torch.cuda.Event()
+        done.record()
+        while not done.query() and error is None:
+            error = nccl_error()
+            if error is None and time.monotonic() > deadline:
+                error = "the all-reduce's stream never finished"
+            time.sleep(0.0002)
+        if error is not None:
+            break
         if it == 0 and float(t[0].item()) != float(NRANKS):
             out["wrong_value"] = float(t[0].item())
         it += 1
@@ -169,7 +189,6 @@ def worker(a):
     out["alive_after_s"] = round(time.monotonic() - out["error_mono"], 2)
     out["abort"] = abort_like_the_package(5)
     kitlib.worker_result(a.result, out)
-    os._exit(0)
 
 
 def scan_markers(text):
