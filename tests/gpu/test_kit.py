@@ -761,7 +761,8 @@ class WalkThroughTest(unittest.TestCase):
             a = ranks.args(r, config="package", window=0.2, name="package")
             nccl = kit_fakes.FakeNccl(world, dies_on_fault=r == torch_watchdog.VICTIM)
             torch_watchdog.survivor(a, kit_fakes.FakeTorch(), kit_fakes.FakeDist(nccl, uid),
-                                    nccl, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
+                                    nccl, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"},
+                                    abort=lambda seconds: {"did": {"pg": "abort"}, "ms": 1.0})
 
         for r in range(torch_watchdog.NRANKS):
             ranks.start(r, lambda r=r: rank(r))
@@ -776,6 +777,7 @@ class WalkThroughTest(unittest.TestCase):
             err, final = torch_watchdog.read_json(base + ".error"), torch_watchdog.read_json(base)
             self.assertEqual(err["applied"], {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
             self.assertGreaterEqual(final["alive_after_s"], 0.2)
+            self.assertEqual(final["abort"], {"did": {"pg": "abort"}, "ms": 1.0})
             rows.append(torch_watchdog.judge_survivor(r, 0, err, final, ""))
         verdict, problems = torch_watchdog.judge("package", rows)
         self.assertEqual((verdict, problems), ("survived", []))

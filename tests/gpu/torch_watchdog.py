@@ -102,12 +102,22 @@ def abort_like_the_package(seconds):
         hook = rdist.AbortTorchDistributed(timeout=seconds)
     except TypeError:  # a package whose hook takes no bound
         hook = rdist.AbortTorchDistributed()
+    failed = []
+
+    def run():
+        try:
+            hook(None)
+        except BaseException as e:  # reported in the result
+            failed.append(f"{type(e).__name__}: {e}")
+
     t0 = time.monotonic()
-    t = threading.Thread(target=hook, args=(None,), daemon=True)
+    t = threading.Thread(target=run, daemon=True)
     t.start()
     t.join(seconds + 1)
     if t.is_alive():
         return {"error": f"did not return within {seconds} s"}
+    if failed:
+        return {"error": failed[0][:300]}
     return {"did": {str(k): v for k, v in hook.last.items()}, "ms": round((time.monotonic() - t0) * 1000, 1)}
 
 
@@ -120,7 +130,7 @@ def worker(a):
     os._exit(0)
 
 
-def survivor(a, torch, dist, nccl, applied):
+def survivor(a, torch, dist, nccl, applied, abort=abort_like_the_package):
     """One rank: the loop until an error, then the window and the abort.
     Writes `<result>.error` when the error comes and `<result>` at the end
     (test_kit.py passes stand-ins for torch, dist and NCCL)."""
@@ -187,7 +197,7 @@ def survivor(a, torch, dist, nccl, applied):
     while time.monotonic() < end:
         time.sleep(0.05)
     out["alive_after_s"] = round(time.monotonic() - out["error_mono"], 2)
-    out["abort"] = abort_like_the_package(5)
+    out["abort"] = abort(5)
     kitlib.worker_result(a.result, out)
 
 
