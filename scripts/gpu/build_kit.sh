@@ -70,8 +70,7 @@ if ((status != 0)); then
 fi
 # The plan's budgets, a minute for validate.py's own work, never over what one
 # device call takes (timeout_s <= 600).
-limit=$(python3 -c 'import sys; sys.path.insert(0, "tests/gpu"); import validate as v
-print(min(v.PLAN_LIMIT_S + 60, v.DEVICE_CALL_LIMIT_S))')
+limit=$(python3 -c 'import sys; sys.path.insert(0, "tests/gpu"); import validate; print(validate.device_call_timeout())')
 cat <<MSG
 == the kit is ready in $kit/
 On the GPU machine, from the repository's root (the working tree, plus $kit/):
