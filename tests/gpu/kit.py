@@ -248,11 +248,41 @@ def worker_ready(result_path):
         pass
 
 
+def read_json(path):
+    """A JSON file's value, or None while it is missing or half-written."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def worker_result(result_path, payload):
     tmp = result_path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(payload, f)
     os.replace(tmp, result_path)
+
+
+def launcher_or_worker(p, worker, launch, on_failure):
+    """The entry point of a step script that is both its launcher and its
+    workers: with --worker runs `worker(args)` (an exception goes to the
+    launcher as `on_failure(args, text)`, never a hang), otherwise needs
+    --kit, --env-json and --out, runs `launch(args)` and prints its report.
+    Returns the exit status."""
+    a = p.parse_args()
+    if a.worker:
+        try:
+            worker(a)
+        except Exception as e:  # reported, never a hang
+            on_failure(a, f"{type(e).__name__}: {e}")
+            os._exit(1)
+        return 0
+    if not (a.kit and a.env_json and a.out):
+        p.error("--kit, --env-json and --out are needed")
+    report = launch(a)
+    print(json.dumps(report, default=str))
+    return 0 if report["ok"] else 1
 
 
 def exchange(run_dir, name, rank, value, nranks, deadline):

@@ -393,14 +393,6 @@ def wait_path(path, proc, deadline):
     return False
 
 
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def summarize(probe, members, t_kill_pair, t_kill_member):
     """(problems, findings): what every part measured, and why a part is
     missing. NCCL's behaviour is recorded, never judged."""
@@ -562,7 +554,7 @@ def launch(a):
         survivors = [r for r in range(MEMBERS) if r != LOST]
         got = ranks.wait_results(t_end, survivors)
         codes = {os.path.basename(path)[:-len(".json")]: p.poll() for _, p, path in ranks.procs}
-    probe_out = read_json(probe_result)
+    probe_out = kitlib.read_json(probe_result)
     more, findings = summarize(probe_out, got, t_kill_pair, t_kill_member)
     problems += more
     report = {"ok": not problems, "problems": problems, "run_dir": run_dir,
@@ -593,20 +585,9 @@ def parser():
 
 
 def main():
-    p = parser()
-    a = p.parse_args()
-    if a.worker:
-        try:
-            worker(a)
-        except Exception as e:  # reported, never a hang
-            kitlib.worker_result(a.result, {"rank": a.rank, "error": f"{type(e).__name__}: {e}"})
-            os._exit(1)
-        return 0
-    if not (a.kit and a.env_json and a.out):
-        p.error("--kit, --env-json and --out are needed")
-    report = launch(a)
-    print(json.dumps(report, default=str))
-    return 0 if report["ok"] else 1
+    return kitlib.launcher_or_worker(
+        parser(), worker, launch,
+        lambda a, text: kitlib.worker_result(a.result, {"rank": a.rank, "error": text}))
 
 
 if __name__ == "__main__":

@@ -280,7 +280,7 @@ def phase_after_kill(w, out):
         def a_peer_failed():
             for i in range(w.n - 1):
                 if i != r:
-                    done = read_json(outcome.format(i))
+                    done = kitlib.read_json(outcome.format(i))
                     if done is not None and not done["ready"]:
                         return True
             return False
@@ -324,17 +324,9 @@ def phase_after_kill(w, out):
     nccl.abort(comm2)
 
 
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def read_json_wait(path, deadline):
     while time.monotonic() < deadline:
-        value = read_json(path)
+        value = kitlib.read_json(path)
         if value is not None:
             return value
         time.sleep(0.01)
@@ -473,7 +465,7 @@ def launch(a):
             results = ranks.wait_results(size_end, [r for r in range(n + 1) if r != lost])
         if not killed:
             # Without revoke/shrink there is no phase c; otherwise a worker failed first.
-            partial = {r: read_json(os.path.join(run_dir, f"worker-rank{r}.json.partial")) for r in range(n + 1)}
+            partial = {r: kitlib.read_json(os.path.join(run_dir, f"worker-rank{r}.json.partial")) for r in range(n + 1)}
             if any(p is not None for p in partial.values()) or all(v is None for v in results.values()):
                 problems.append(f"{n} members: member {lost} was never killed (logs in {run_dir})")
         row, more = row_of(n, results)
@@ -501,20 +493,9 @@ def parser():
 
 
 def main():
-    p = parser()
-    a = p.parse_args()
-    if a.worker:
-        try:
-            worker(a)
-        except Exception as e:  # reported, never a hang
-            kitlib.worker_result(a.result, {"rank": a.rank, "error": f"{type(e).__name__}: {e}"})
-            os._exit(1)
-        return 0
-    if not (a.kit and a.env_json and a.out):
-        p.error("--kit, --env-json and --out are needed")
-    report = launch(a)
-    print(json.dumps(report))
-    return 0 if report["ok"] else 1
+    return kitlib.launcher_or_worker(
+        parser(), worker, launch,
+        lambda a, text: kitlib.worker_result(a.result, {"rank": a.rank, "error": text}))
 
 
 if __name__ == "__main__":

@@ -774,7 +774,7 @@ class WalkThroughTest(unittest.TestCase):
         rows = []
         for r in (0, 1, 3):
             base = os.path.join(run_dir, f"package-rank{r}.json")
-            err, final = torch_watchdog.read_json(base + ".error"), torch_watchdog.read_json(base)
+            err, final = kit.read_json(base + ".error"), kit.read_json(base)
             self.assertEqual(err["applied"], {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
             self.assertGreaterEqual(final["alive_after_s"], 0.2)
             self.assertEqual(final["abort"], {"did": {"pg": "abort"}, "ms": 1.0})

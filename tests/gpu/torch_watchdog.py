@@ -306,14 +306,14 @@ def launch(a):
             base = os.path.join(ranks.run_dir, f"{config}-rank{r}")
             with open(base + ".log", errors="replace") as f:
                 log_text = f.read()
-            err = read_json(base + ".json.error")
-            final = read_json(base + ".json")
+            err = kitlib.read_json(base + ".json.error")
+            final = kitlib.read_json(base + ".json")
             row = judge_survivor(r, codes[config][r], err, final, log_text)
             if err is not None and err.get("error_mono") is not None:
                 row["error_ms"] = round((err["error_mono"] - kills[config]) * 1000, 1)
             rows.append(row)
         verdict, problems = judge(config, rows)
-        applied = next((x.get("applied") for x in (read_json(os.path.join(ranks.run_dir, f"{config}-rank{r}.json.error"))
+        applied = next((x.get("applied") for x in (kitlib.read_json(os.path.join(ranks.run_dir, f"{config}-rank{r}.json.error"))
                                                    for r in survivors) if x), None)
         report["jobs"][config] = {"verdict": verdict, "survivors": rows, "applied": applied,
                                   "run_dir": jobs[config]["run_dir"]}
@@ -321,14 +321,6 @@ def launch(a):
     report["ok"] = not report["problems"]
     report["table"] = table(report)
     return report
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def table(report):
@@ -367,21 +359,8 @@ def parser():
 
 
 def main():
-    p = parser()
-    a = p.parse_args()
-    if a.worker:
-        try:
-            worker(a)
-        except Exception as e:  # reported, never a hang
-            kitlib.worker_result(a.result + ".error", {"rank": a.rank, "error": None,
-                                                       "failed": f"{type(e).__name__}: {e}"})
-            os._exit(1)
-        return 0
-    if not (a.kit and a.env_json and a.out):
-        p.error("--kit, --env-json and --out are needed")
-    report = launch(a)
-    print(json.dumps(report, default=str))
-    return 0 if report["ok"] else 1
+    return kitlib.launcher_or_worker(parser(), worker, launch, lambda a, text: kitlib.worker_result(
+        a.result + ".error", {"rank": a.rank, "error": None, "failed": text}))
 
 
 if __name__ == "__main__":
