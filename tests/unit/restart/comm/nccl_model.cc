@@ -1,8 +1,8 @@
 // A model of NCCL's host-side communicator lifecycle as a stand-in libnccl
 // (see nccl_model.h). Built once per NCCL version by the tests' meson.build
-// (FAKE_NCCL_VERSION: the ncclGetVersion code, which also selects the
+// (NCCL_MODEL_VERSION: the ncclGetVersion code, which also selects the
 // version's behaviour, as the real library's version does;
-// FAKE_NCCL_NO_FINALIZE: an incomplete library). Our own code, written from
+// NCCL_MODEL_NO_FINALIZE: an incomplete library). Our own code, written from
 // NCCL's source: "NCCL:" below is NVIDIA/nccl@v2.28.9-1:src/, and the same
 // functions of v2.29.7-1 and v2.30.7-1 read the same unless noted.
 #include <algorithm>
@@ -22,8 +22,8 @@
 #include "nccl/api.h"
 #include "tests/unit/restart/comm/nccl_model.h"
 
-#ifndef FAKE_NCCL_VERSION
-#define FAKE_NCCL_VERSION 22809
+#ifndef NCCL_MODEL_VERSION
+#define NCCL_MODEL_VERSION 22809
 #endif
 
 #define MODEL_EXPORT extern "C" __attribute__((visibility("default")))
@@ -33,7 +33,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr int kVersion = FAKE_NCCL_VERSION;
+constexpr int kVersion = NCCL_MODEL_VERSION;
 constexpr bool atLeast(int code) {
   return kVersion >= code;
 }
@@ -708,7 +708,7 @@ MODEL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return r == ncclInProgress ? ncclSuccess : r;
 }
 
-#ifndef FAKE_NCCL_NO_FINALIZE
+#ifndef NCCL_MODEL_NO_FINALIZE
 // NCCL: init.cc ncclCommFinalize: inside a group; ncclCommEnsureReady's
 // error fails it (and becomes the communicator's state); a second finalize,
 // or one after a revoke (which sets finalizeCalled), is ncclInvalidArgument;

@@ -34,7 +34,7 @@ void setProxyError(const char* path, void* comm, int result) {
   commtest::ModelLibrary(path).failTransfer(comm, static_cast<ncclResult_t>(result));
 }
 
-NcclOptions fakeOptions(const char* path = FAKE_NCCL_PATH) {
+NcclOptions fakeOptions(const char* path = NCCL_MODEL_PATH) {
   NcclOptions o;
   o.library = path;
   o.destroyTimeout = milliseconds(2000);
@@ -63,17 +63,17 @@ std::vector<std::shared_ptr<NcclCommunicator>> makeAll(const std::shared_ptr<sto
 }  // namespace
 
 TEST_CASE("the loader reports the version, the file and the optional calls", "[nccl]") {
-  auto lib = comm::NcclLibrary::load(FAKE_NCCL_PATH);
+  auto lib = comm::NcclLibrary::load(NCCL_MODEL_PATH);
   REQUIRE(lib->version().code == 22809);
   REQUIRE(lib->version().text() == "2.28.9");
   REQUIRE(lib->hasRevoke());
   REQUIRE(lib->hasShrink());
-  REQUIRE_THAT(lib->path(), Catch::EndsWith("libfake-nccl.so"));
-  REQUIRE(comm::NcclLibrary::load(FAKE_NCCL_PATH) == lib);  // once per process
+  REQUIRE_THAT(lib->path(), Catch::EndsWith("libnccl-model.so"));
+  REQUIRE(comm::NcclLibrary::load(NCCL_MODEL_PATH) == lib);  // once per process
   REQUIRE_THAT(lib->describe(ncclRemoteError),
                Catch::Equals("ncclRemoteError (6): remote process exited or there was a network error"));
 
-  auto older = comm::NcclLibrary::load(FAKE_NCCL_227_PATH);
+  auto older = comm::NcclLibrary::load(NCCL_MODEL_227_PATH);
   REQUIRE(older->version().text() == "2.27.3");
   REQUIRE(older->hasShrink());
   REQUIRE_FALSE(older->hasRevoke());  // the symbol exists there, the version is too old
@@ -92,21 +92,21 @@ TEST_CASE("unusable libraries are refused with the reason", "[nccl]") {
                       Catch::Contains("cannot load '/nonexistent/libnccl.so.2'"));
   REQUIRE_THROWS_WITH(comm::NcclLibrary::load("libc.so.6"),
                       Catch::Contains("no ncclGetVersion: not an NCCL library"));
-  REQUIRE_THROWS_WITH(comm::NcclLibrary::load(FAKE_NCCL_OLD_PATH),
+  REQUIRE_THROWS_WITH(comm::NcclLibrary::load(NCCL_MODEL_OLD_PATH),
                       Catch::Contains("NCCL 2.12.3") && Catch::Contains("too old") &&
                           Catch::Contains(">= 2.14"));
-  REQUIRE_THROWS_WITH(comm::NcclLibrary::load(FAKE_NCCL_INCOMPLETE_PATH),
+  REQUIRE_THROWS_WITH(comm::NcclLibrary::load(NCCL_MODEL_INCOMPLETE_PATH),
                       Catch::Contains("NCCL 2.20.5") && Catch::Contains("lacks ncclCommFinalize"));
   // And through the factory, before any rendezvous.
   const commtest::Iteration it(std::make_shared<store::MemoryStore>(), 0, 1);
   commtest::RankContext c = it.context(0);
-  REQUIRE_THROWS_AS(ncclCommunicatorFactory(fakeOptions(FAKE_NCCL_OLD_PATH))(
+  REQUIRE_THROWS_AS(ncclCommunicatorFactory(fakeOptions(NCCL_MODEL_OLD_PATH))(
                         c.setup("x", milliseconds(100))),
                     RestartError);
 }
 
 TEST_CASE("creation: rank 0's id reaches everyone, non-blocking, polled to the end", "[nccl]") {
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   fake.reset();
   fake.initDelayMs = 20;
   const int live = fake.liveComms.load();
@@ -138,7 +138,7 @@ TEST_CASE("creation: rank 0's id reaches everyone, non-blocking, polled to the e
 }
 
 TEST_CASE("a creation that does not finish in time is aborted and times out", "[nccl]") {
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   fake.reset();
   fake.initHang = true;
   const int live = fake.liveComms.load();
@@ -163,7 +163,7 @@ TEST_CASE("a creation that does not finish in time is aborted and times out", "[
 
 TEST_CASE("a member that never comes: the creation times out, NCCL leaks its listen comms",
           "[nccl]") {
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   fake.reset();
   const int live = fake.liveComms.load();
   auto s = std::make_shared<store::MemoryStore>();
@@ -183,7 +183,7 @@ TEST_CASE("a member that never comes: the creation times out, NCCL leaks its lis
 }
 
 TEST_CASE("NCCL's refusal is a RestartError with its result and last error", "[nccl]") {
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   const commtest::Iteration it(std::make_shared<store::MemoryStore>(), 0, 2);
   SECTION("at the call") {
     fake.reset();
@@ -226,7 +226,7 @@ TEST_CASE("NCCL's refusal is a RestartError with its result and last error", "[n
 }
 
 TEST_CASE("abort revokes once, from any thread; the handle stays valid", "[nccl]") {
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   fake.reset();
   auto comms = makeAll(std::make_shared<store::MemoryStore>(), 0, 2, fakeOptions());
   std::vector<std::thread> threads;
@@ -260,12 +260,12 @@ TEST_CASE("a revoked communicator whose NCCL state is an error is aborted, never
   // ncclAllReduce of that thread then joined a group that never ended and
   // returned at once, unlaunched, and the survivors trained on their own
   // sums. ncclCommAbort ends its group whatever the state.
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   fake.reset();
   const int liveBefore = fake.liveComms;
   auto comms = makeAll(std::make_shared<store::MemoryStore>(), 0, 2, fakeOptions());
   for (auto& c : comms) {
-    setProxyError(FAKE_NCCL_PATH, c->handle(), ncclRemoteError);  // a transfer failed
+    setProxyError(NCCL_MODEL_PATH, c->handle(), ncclRemoteError);  // a transfer failed
     c->abort();                                                   // revoked
   }
   REQUIRE(fake.revokes == 2);
@@ -277,13 +277,13 @@ TEST_CASE("a revoked communicator whose NCCL state is an error is aborted, never
 }
 
 TEST_CASE("without revoke (NCCL 2.27), or when told, abort is ncclCommAbort", "[nccl]") {
-  for (const char* path : {FAKE_NCCL_227_PATH, FAKE_NCCL_PATH}) {
+  for (const char* path : {NCCL_MODEL_227_PATH, NCCL_MODEL_PATH}) {
     CAPTURE(path);
     NcclModelControl& fake = control(path);
     fake.reset();
     NcclOptions o = fakeOptions(path);
     o.useRevoke = false;
-    if (std::string(path) == FAKE_NCCL_227_PATH) {
+    if (std::string(path) == NCCL_MODEL_227_PATH) {
       o.useRevoke = true;  // asked for, not available
     }
     const int live = fake.liveComms.load();
@@ -303,11 +303,11 @@ TEST_CASE("without revoke (NCCL 2.27), or when told, abort is ncclCommAbort", "[
 }
 
 TEST_CASE("asyncError reports NCCL's error with its last error text", "[nccl]") {
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   fake.reset();
   auto comms = makeAll(std::make_shared<store::MemoryStore>(), 0, 1, fakeOptions());
   REQUIRE_FALSE(comms[0]->asyncError());
-  setAsyncError(FAKE_NCCL_PATH, comms[0]->handle(), ncclRemoteError);
+  setAsyncError(NCCL_MODEL_PATH, comms[0]->handle(), ncclRemoteError);
   const auto e = comms[0]->asyncError();
   REQUIRE(e);
   REQUIRE_THAT(*e, Catch::Contains("ncclRemoteError (6)") &&
@@ -318,7 +318,7 @@ TEST_CASE("asyncError reports NCCL's error with its last error text", "[nccl]") 
 }
 
 TEST_CASE("an iteration that only removed ranks shrinks the revoked communicator", "[nccl]") {
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   fake.reset();
   auto s = std::make_shared<store::MemoryStore>();
   auto old = makeAll(s, 0, 4, fakeOptions());
@@ -347,7 +347,7 @@ TEST_CASE("an iteration that only removed ranks shrinks the revoked communicator
 }
 
 TEST_CASE("shrink falls back to a full init unless every member can shrink", "[nccl]") {
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   fake.reset();
   auto s = std::make_shared<store::MemoryStore>();
   auto old = makeAll(s, 0, 3, fakeOptions());
@@ -402,7 +402,7 @@ std::vector<std::shared_ptr<NcclCommunicator>> shrinkAndJoin(
 
 TEST_CASE("a spare joining as the last rank: shrink, then grow (NCCL 2.29, 2.30, 2.31), timed",
           "[nccl][grow]") {
-  for (const char* path : {FAKE_NCCL_229_PATH, FAKE_NCCL_230_PATH, FAKE_NCCL_231_PATH}) {
+  for (const char* path : {NCCL_MODEL_229_PATH, NCCL_MODEL_230_PATH, NCCL_MODEL_231_PATH}) {
     CAPTURE(path);
     NcclModelControl& fake = control(path);
     fake.reset();
@@ -462,7 +462,7 @@ TEST_CASE("grow falls back to a full init unless every member can grow", "[nccl]
   auto s = std::make_shared<store::MemoryStore>();
   std::vector<std::string> errors;
   SECTION("NCCL 2.28 has no grow") {
-    NcclModelControl& fake = control(FAKE_NCCL_PATH);
+    NcclModelControl& fake = control(NCCL_MODEL_PATH);
     fake.reset();
     auto old = makeAll(s, 0, 4, fakeOptions());
     for (auto& c : old) {
@@ -481,9 +481,9 @@ TEST_CASE("grow falls back to a full init unless every member can grow", "[nccl]
     CHECK(fake.inits == 8);
   }
   SECTION("a survivor without its previous communicator") {
-    NcclModelControl& fake = control(FAKE_NCCL_229_PATH);
+    NcclModelControl& fake = control(NCCL_MODEL_229_PATH);
     fake.reset();
-    const NcclOptions o = fakeOptions(FAKE_NCCL_229_PATH);
+    const NcclOptions o = fakeOptions(NCCL_MODEL_229_PATH);
     auto old = makeAll(s, 0, 4, o);
     for (auto& c : old) {
       c->abort();
@@ -501,9 +501,9 @@ TEST_CASE("grow falls back to a full init unless every member can grow", "[nccl]
 
 TEST_CASE("every call of the grow path failing or hanging ends the creation, bounded",
           "[nccl][grow]") {
-  NcclModelControl& fake = control(FAKE_NCCL_229_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_229_PATH);
   auto s = std::make_shared<store::MemoryStore>();
-  const NcclOptions o = fakeOptions(FAKE_NCCL_229_PATH);
+  const NcclOptions o = fakeOptions(NCCL_MODEL_229_PATH);
   const int oldRankOf[3] = {0, 1, 3};
   struct Case {
     const char* what;
@@ -548,7 +548,7 @@ TEST_CASE("every call of the grow path failing or hanging ends the creation, bou
 
 TEST_CASE("a shrink that fails or hangs ends the creation, bounded, the parent aborted",
           "[nccl]") {
-  NcclModelControl& fake = control(FAKE_NCCL_PATH);
+  NcclModelControl& fake = control(NCCL_MODEL_PATH);
   struct Case {
     const char* what;
     bool hang;
@@ -597,7 +597,7 @@ namespace {
 // The paths of every model build that has a revoke (and so a shrink of a
 // revoked communicator).
 std::vector<const char*> revokeVersions() {
-  return {FAKE_NCCL_PATH, FAKE_NCCL_229_PATH, FAKE_NCCL_230_PATH, FAKE_NCCL_231_PATH};
+  return {NCCL_MODEL_PATH, NCCL_MODEL_229_PATH, NCCL_MODEL_230_PATH, NCCL_MODEL_231_PATH};
 }
 
 // Every member of `comms` all-reduces its rank + 1 (rank threads); returns
@@ -728,7 +728,7 @@ TEST_CASE("after a real fault the members re-initialise in the same restart, eve
 // of that thread then only joins the group, unlaunched (the GPU run's
 // "opCount 0"). An error that arrives just after the last poll was enough.
 TEST_CASE("teardown never leaves the thread inside a group, whatever the state", "[nccl][model]") {
-  const commtest::ModelLibrary model(FAKE_NCCL_PATH);
+  const commtest::ModelLibrary model(NCCL_MODEL_PATH);
   NcclModelControl& fake = model.control();
   struct Case {
     const char* what;
@@ -768,7 +768,7 @@ TEST_CASE("teardown never leaves the thread inside a group, whatever the state",
 }
 
 TEST_CASE("checkThread finds a group left open on this thread, and closes it", "[nccl][model]") {
-  const commtest::ModelLibrary model(FAKE_NCCL_PATH);
+  const commtest::ModelLibrary model(NCCL_MODEL_PATH);
   model.control().reset();
   auto comms = makeAll(std::make_shared<store::MemoryStore>(), 0, 1, fakeOptions());
   CHECK_FALSE(comms[0]->checkThread());
@@ -786,10 +786,10 @@ TEST_CASE("checkThread finds a group left open on this thread, and closes it", "
 // NCCL (in the model the count is read at the first communicator, as NCCL
 // reads it once).
 TEST_CASE("the net plugin stays loaded when every communicator was freed", "[nccl][model]") {
-  const commtest::ModelLibrary model(FAKE_NCCL_231_PATH);  // only this test uses this build's plugin
+  const commtest::ModelLibrary model(NCCL_MODEL_231_PATH);  // only this test uses this build's plugin
   NcclModelControl& fake = model.control();
   fake.reset();
-  NcclOptions o = fakeOptions(FAKE_NCCL_231_PATH);
+  NcclOptions o = fakeOptions(NCCL_MODEL_231_PATH);
   o.useRevoke = false;  // aborted at once: nothing holds the plugin between iterations
   auto s = std::make_shared<store::MemoryStore>();
   auto comms = makeAll(s, 0, 2, o);

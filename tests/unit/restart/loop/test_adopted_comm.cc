@@ -23,7 +23,7 @@ namespace {
 
 // The model's own calls, as a user's program would make them.
 struct FakeNccl {
-  void* handle = dlopen(FAKE_NCCL_PATH, RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(NCCL_MODEL_PATH, RTLD_NOW | RTLD_LOCAL);
   NcclModelControl& control() const {
     return *reinterpret_cast<nccl_model_control_fn>(dlsym(handle, "nccl_model_control"))();
   }
@@ -68,7 +68,7 @@ TEST_CASE("an adopted communicator's asynchronous error restarts the job at once
   REQUIRE(fake.handle != nullptr);
   fake.control().reset();
   restart::NcclOptions nccl;
-  nccl.library = FAKE_NCCL_PATH;
+  nccl.library = NCCL_MODEL_PATH;
   ncclComm_t userComm = fake.makeComm();
   std::chrono::steady_clock::time_point broken{};
   double noticedMs = -1;

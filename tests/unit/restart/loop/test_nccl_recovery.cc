@@ -63,14 +63,14 @@ void waitCancelled(CallContext& ctx) {
 // asynchronous interruption inside torch's coalescing makes one).
 TEST_CASE("a rank whose thread was left inside an NCCL group leaves; the others go on",
           "[restart][loop][nccl-model]") {
-  const restart::commtest::ModelLibrary model(FAKE_NCCL_PATH);
+  const restart::commtest::ModelLibrary model(NCCL_MODEL_PATH);
   model.control().reset();
   std::mutex mutex;
   std::vector<std::pair<int, float>> sums;  // (rank, sum) after the restart
   const auto out = test::runRanks(
       3,
       [](int, restart::Options& o) {
-        o.communicators = {{"nccl", restart::ncclCommunicatorFactory(modelOptions(FAKE_NCCL_PATH))}};
+        o.communicators = {{"nccl", restart::ncclCommunicatorFactory(modelOptions(NCCL_MODEL_PATH))}};
       },
       [&](int rank, CallContext& ctx) {
         const float sum = sumOfRanks(model, ctx);
@@ -108,7 +108,7 @@ TEST_CASE("a rank whose thread was left inside an NCCL group leaves; the others 
 // bounded by finalizeTimeout: the rank leaves, the others restart without it.
 TEST_CASE("an abort that hangs is bounded: the rank leaves, the job goes on",
           "[restart][loop][nccl-model]") {
-  const restart::commtest::ModelLibrary model(FAKE_NCCL_PATH);
+  const restart::commtest::ModelLibrary model(NCCL_MODEL_PATH);
   model.control().reset();
   std::atomic<void*> held{nullptr};
   std::atomic<bool> done{false};
@@ -127,7 +127,7 @@ TEST_CASE("an abort that hangs is bounded: the rank leaves, the job goes on",
   const auto out = test::runRanks(
       2,
       [](int, restart::Options& o) {
-        restart::NcclOptions n = modelOptions(FAKE_NCCL_PATH);
+        restart::NcclOptions n = modelOptions(NCCL_MODEL_PATH);
         n.useRevoke = false;  // ncclCommAbort at the fault (as with NCCL 2.27)
         o.communicators = {{"nccl", restart::ncclCommunicatorFactory(n)}};
         o.finalizeTimeout = milliseconds(500);
@@ -158,7 +158,7 @@ TEST_CASE("an abort that hangs is bounded: the rank leaves, the job goes on",
 // runs on its own thread at once; the timeline says how long each took.
 TEST_CASE("communicators are aborted and freed in parallel, timed in the timeline",
           "[restart][loop][nccl-model]") {
-  const restart::commtest::ModelLibrary model(FAKE_NCCL_PATH);
+  const restart::commtest::ModelLibrary model(NCCL_MODEL_PATH);
   for (const bool revoke : {false, true}) {
     CAPTURE(revoke);
     model.control().reset();
@@ -166,7 +166,7 @@ TEST_CASE("communicators are aborted and freed in parallel, timed in the timelin
     const auto out = test::runRanks(
         2,
         [&](int, restart::Options& o) {
-          restart::NcclOptions n = modelOptions(FAKE_NCCL_PATH);
+          restart::NcclOptions n = modelOptions(NCCL_MODEL_PATH);
           n.useRevoke = revoke;
           o.communicators = {{"a", restart::ncclCommunicatorFactory(n)},
                              {"b", restart::ncclCommunicatorFactory(n)},
