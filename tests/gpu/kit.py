@@ -9,6 +9,7 @@ the CUDA runtime are the ones PyTorch brings, found by the environment step.
 Everything here is standard library only: it also runs in CI (--dry-run).
 """
 
+import argparse
 import json
 import os
 import re
@@ -262,6 +263,25 @@ def worker_result(result_path, payload):
     with open(tmp, "w") as f:
         json.dump(payload, f)
     os.replace(tmp, result_path)
+
+
+def step_parser(description, max_seconds):
+    """The arguments every step script that launches its own workers takes:
+    the launcher's (--kit, --env-json, --out, --max-seconds) and a worker's
+    (--worker, --result, --rank, --run-dir, --nccl-lib, --deadline); the
+    script adds its own."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--worker", action="store_true")
+    p.add_argument("--kit")
+    p.add_argument("--env-json")
+    p.add_argument("--out")
+    p.add_argument("--max-seconds", type=float, default=max_seconds)
+    p.add_argument("--result")
+    p.add_argument("--rank", type=int)
+    p.add_argument("--run-dir")
+    p.add_argument("--nccl-lib")
+    p.add_argument("--deadline", type=float, help="CLOCK_MONOTONIC seconds: the worker's end")
+    return p
 
 
 def launcher_or_worker(p, worker, launch, on_failure):

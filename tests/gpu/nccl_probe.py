@@ -36,7 +36,6 @@ Launcher: `python3 nccl_probe.py --kit DIR --env-json FILE --out DIR`
 Worker:   `python3 nccl_probe.py --worker --role member|probe|victim ...`
 """
 
-import argparse
 import json
 import os
 import secrets
@@ -569,18 +568,8 @@ def launch(a):
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--worker", action="store_true")
+    p = kitlib.step_parser(__doc__.split("\n")[0], 38)
     p.add_argument("--role", choices=("member", "probe", "victim"))
-    p.add_argument("--kit")
-    p.add_argument("--env-json")
-    p.add_argument("--out")
-    p.add_argument("--max-seconds", type=float, default=38)
-    p.add_argument("--result")
-    p.add_argument("--rank", type=int)
-    p.add_argument("--run-dir")
-    p.add_argument("--nccl-lib")
-    p.add_argument("--deadline", type=float, help="CLOCK_MONOTONIC seconds: every worker's end")
     return p
 
 

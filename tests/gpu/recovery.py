@@ -46,7 +46,6 @@ Launcher: `python3 recovery.py --kit DIR --env-json FILE --out DIR [--sizes 4,8]
 Worker:   `python3 recovery.py --worker ...` (started by the launcher)
 """
 
-import argparse
 import ctypes
 import json
 import os
@@ -476,19 +475,9 @@ def launch(a):
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--worker", action="store_true")
-    p.add_argument("--kit")
-    p.add_argument("--env-json")
-    p.add_argument("--out")
+    p = kitlib.step_parser(__doc__.split("\n")[0], 48)
     p.add_argument("--sizes", default="4,8")
-    p.add_argument("--result")
-    p.add_argument("--rank", type=int)
     p.add_argument("--members", type=int)
-    p.add_argument("--run-dir")
-    p.add_argument("--nccl-lib")
-    p.add_argument("--max-seconds", type=float, default=48, help="for all sizes together")
-    p.add_argument("--deadline", type=float, help="CLOCK_MONOTONIC seconds: the worker's end")
     return p
 
 

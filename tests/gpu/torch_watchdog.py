@@ -40,7 +40,6 @@ Launcher: `python3 torch_watchdog.py --kit DIR --env-json FILE --out DIR`
 Worker:   `python3 torch_watchdog.py --worker ...` (started by the launcher)
 """
 
-import argparse
 import datetime
 import json
 import os
@@ -342,19 +341,9 @@ def table(report):
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--worker", action="store_true")
+    p = kitlib.step_parser(__doc__.split("\n")[0], 30)
     p.add_argument("--config", choices=CONFIGS)
-    p.add_argument("--kit")
-    p.add_argument("--env-json")
-    p.add_argument("--out")
     p.add_argument("--window", type=float, default=6)
-    p.add_argument("--max-seconds", type=float, default=30)
-    p.add_argument("--result")
-    p.add_argument("--rank", type=int)
-    p.add_argument("--run-dir")
-    p.add_argument("--nccl-lib")
-    p.add_argument("--deadline", type=float)
     return p
 
 
