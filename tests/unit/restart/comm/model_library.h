@@ -47,14 +47,12 @@ class ModelLibrary {
     return static_cast<ncclResult_t>(fn<nccl_model_wait_fn>("nccl_model_wait")(comm, timeoutMs));
   }
   long opCount(void* comm) const { return fn<nccl_model_op_count_fn>("nccl_model_op_count")(comm); }
-  ncclResult_t groupStart() const {
-    return fn<ncclResult_t (*)()>("ncclGroupStart")();
-  }
+  ncclResult_t groupStart() const { return fn<ncclResult_t (*)()>("ncclGroupStart")(); }
   ncclResult_t groupEnd() const { return fn<ncclGroupEnd_fn>("ncclGroupEnd")(); }
   ncclResult_t asyncError(void* comm) const {
     ncclResult_t s = ncclSuccess;
-    const ncclResult_t r = fn<ncclCommGetAsyncError_fn>("ncclCommGetAsyncError")(
-        static_cast<ncclComm_t>(comm), &s);
+    const ncclResult_t r =
+        fn<ncclCommGetAsyncError_fn>("ncclCommGetAsyncError")(static_cast<ncclComm_t>(comm), &s);
     return r != ncclSuccess ? r : s;
   }
   // Polls a non-blocking communicator until it is no longer in progress.

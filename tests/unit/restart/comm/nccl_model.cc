@@ -5,22 +5,23 @@
 // NCCL_MODEL_NO_FINALIZE: an incomplete library). Our own code, written from
 // NCCL's source: "NCCL:" below is NVIDIA/nccl@v2.28.9-1:src/, and the same
 // functions of v2.29.7-1 and v2.30.7-1 read the same unless noted.
+#include "tests/unit/restart/comm/nccl_model.h"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <set>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "nccl/api.h"
-#include "tests/unit/restart/comm/nccl_model.h"
 
 #ifndef NCCL_MODEL_VERSION
 #define NCCL_MODEL_VERSION 22809
@@ -37,9 +38,9 @@ constexpr int kVersion = NCCL_MODEL_VERSION;
 constexpr bool atLeast(int code) {
   return kVersion >= code;
 }
-constexpr bool kHasRevoke = atLeast(22807);   // ncclCommRevoke: 2.28.7
-constexpr bool kHasShrink = atLeast(22700);   // ncclCommShrink: 2.27
-constexpr bool kHasGrow = atLeast(22900);     // ncclCommGrow, ncclCommGetUniqueId: 2.29
+constexpr bool kHasRevoke = atLeast(22807);  // ncclCommRevoke: 2.28.7
+constexpr bool kHasShrink = atLeast(22700);  // ncclCommShrink: 2.27
+constexpr bool kHasGrow = atLeast(22900);    // ncclCommGrow, ncclCommGetUniqueId: 2.29
 // ncclCommDestroy waits, untimed, for every member to destroy too: NCCL
 // 2.31.2 as read in ../shared/reference/nccl-lifecycle.md (torch moved to
 // "abort, never destroy" for it, pytorch/pytorch#194775). Not in the tags
@@ -107,8 +108,8 @@ struct ncclComm {
   bool pluginAssigned = false;
   int childCount = 0;
   ncclComm* childInInit = nullptr;  // comm->childAbortFlag: a shrink's child being made
-  int graphRefs = 0;           // comm->localPersistentRefs
-  std::unique_ptr<Job> job;    // comm->groupJob
+  int graphRefs = 0;                // comm->localPersistentRefs
+  std::unique_ptr<Job> job;         // comm->groupJob
   long opCount = 0;
   std::shared_ptr<Op> lastOp;  // what this rank's stream last ran
 };
@@ -202,7 +203,8 @@ void waitUntil(std::unique_lock<std::mutex>& lock, Pred ready,
 // Sleeps `ms`, or less when `c`'s abort flag rises (under gMutex).
 void abortableSleep(std::unique_lock<std::mutex>& lock, ncclComm* c, int ms) {
   const auto until = Clock::now() + milliseconds(ms);
-  waitUntil(lock, [&] { return c->abortFlag || Clock::now() >= until; }, until);
+  waitUntil(
+      lock, [&] { return c->abortFlag || Clock::now() >= until; }, until);
 }
 
 // NCCL: init.cc ncclCommGetAsyncError: the communicator's own result, else
@@ -329,8 +331,8 @@ ncclResult_t bootstrap(std::unique_lock<std::mutex>& lock, ncclComm* c,
 void reclaim(std::unique_lock<std::mutex>& lock, ncclComm* c) {
   if (!c->finalizeCalled) {
     waitUntil(lock, [&] {
-      return c->graphRefs == 0 && (!c->lastOp || c->lastOp->done || c->abortFlag ||
-                                   c->proxyResult != ncclSuccess);
+      return c->graphRefs == 0 &&
+             (!c->lastOp || c->lastOp->done || c->abortFlag || c->proxyResult != ncclSuccess);
     });
   }
   if (!c->proxyJoined) {
@@ -509,7 +511,10 @@ MODEL_EXPORT int nccl_model_wait(void* comm, int timeout_ms) {
   std::unique_lock<std::mutex> lock(gMutex);
   auto* c = static_cast<ncclComm*>(comm);
   waitUntil(
-      lock, [&] { return (c->lastOp && c->lastOp->done) || c->abortFlag || c->proxyResult != ncclSuccess; },
+      lock,
+      [&] {
+        return (c->lastOp && c->lastOp->done) || c->abortFlag || c->proxyResult != ncclSuccess;
+      },
       Clock::now() + milliseconds(timeout_ms));
   if (c->proxyResult != ncclSuccess) {
     return c->proxyResult;
@@ -527,7 +532,6 @@ MODEL_EXPORT ncclResult_t ncclGetVersion(int* version) {
   return ncclSuccess;
 }
 
-
 MODEL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   const int r = control.uniqueIdResult.load();
   if (r != ncclSuccess) {
@@ -539,7 +543,6 @@ MODEL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   id->internal[127] = 'z';  // the whole id travels, not a C string
   return ncclSuccess;
 }
-
 
 // NCCL: init.cc ncclCommInitRankConfig -> ncclCommInitRankDev: inside a
 // group; the communicator is allocated and stored in *newcomm before its
@@ -839,17 +842,17 @@ MODEL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int coun
   comm->childInInit = child;
   queueJob([comm, child, clique, childRank, newcomm](std::unique_lock<std::mutex>& l) {
     const bool late = !comm->blocking;
-    return launchJob(l, comm, [comm, child, clique, childRank, newcomm, late](
-                                  std::unique_lock<std::mutex>& j) {
-      const ncclResult_t r = bootstrap(j, child, clique, childRank);
-      comm->childInInit = nullptr;
-      child->asyncResult = r;
-      __atomic_store_n(newcomm, child, __ATOMIC_RELEASE);
-      if (late) {
-        ++control.lateStores;
-      }
-      return r;
-    });
+    return launchJob(
+        l, comm, [comm, child, clique, childRank, newcomm, late](std::unique_lock<std::mutex>& j) {
+          const ncclResult_t r = bootstrap(j, child, clique, childRank);
+          comm->childInInit = nullptr;
+          child->asyncResult = r;
+          __atomic_store_n(newcomm, child, __ATOMIC_RELEASE);
+          if (late) {
+            ++control.lateStores;
+          }
+          return r;
+        });
   });
   return finish(ncclSuccess);
 }
@@ -946,9 +949,11 @@ MODEL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUn
 MODEL_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
     case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
     case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
     case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
     case ncclRemoteError: return "remote process exited or there was a network error";

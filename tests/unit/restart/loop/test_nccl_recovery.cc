@@ -70,7 +70,8 @@ TEST_CASE("a rank whose thread was left inside an NCCL group leaves; the others 
   const auto out = test::runRanks(
       3,
       [](int, restart::Options& o) {
-        o.communicators = {{"nccl", restart::ncclCommunicatorFactory(modelOptions(NCCL_MODEL_PATH))}};
+        o.communicators = {
+            {"nccl", restart::ncclCommunicatorFactory(modelOptions(NCCL_MODEL_PATH))}};
       },
       [&](int rank, CallContext& ctx) {
         const float sum = sumOfRanks(model, ctx);
