@@ -284,7 +284,12 @@ def step_parser(description, max_seconds):
     return p
 
 
-def launcher_or_worker(p, worker, launch, on_failure):
+def report_worker_error(a, text):
+    """A worker's failure as its result file: {"rank", "error"}."""
+    worker_result(a.result, {"rank": a.rank, "error": text})
+
+
+def launcher_or_worker(p, worker, launch, on_failure=report_worker_error):
     """The entry point of a step script that is both its launcher and its
     workers: with --worker runs `worker(args)` (an exception goes to the
     launcher as `on_failure(args, text)`, never a hang), otherwise needs

@@ -482,9 +482,7 @@ def parser():
 
 
 def main():
-    return kitlib.launcher_or_worker(
-        parser(), worker, launch,
-        lambda a, text: kitlib.worker_result(a.result, {"rank": a.rank, "error": text}))
+    return kitlib.launcher_or_worker(parser(), worker, launch)
 
 
 if __name__ == "__main__":
