@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -79,10 +80,15 @@ std::vector<size_t> runAllBounded(std::chrono::milliseconds timeout, const std::
     auto call = std::make_shared<Call>();
     call->fn = std::move(fn);
     calls.push_back(call);
-    threads.emplace_back([call, name = threadName.substr(0, 15)] {
-      pthread_setname_np(pthread_self(), name.c_str());
+    try {
+      threads.emplace_back([call, name = threadName.substr(0, 15)] {
+        pthread_setname_np(pthread_self(), name.c_str());
+        runCall(call);
+      });
+    } catch (const std::system_error&) {  // no thread to be had: on this one
       runCall(call);
-    });
+      threads.emplace_back();
+    }
   }
   std::vector<size_t> overran;
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -97,7 +103,9 @@ std::vector<size_t> runAllBounded(std::chrono::milliseconds timeout, const std::
       continue;
     }
     lock.unlock();
-    threads[i].join();
+    if (threads[i].joinable()) {
+      threads[i].join();
+    }
   }
   return overran;
 }

@@ -24,9 +24,10 @@ void runBounded(std::chrono::milliseconds timeout, const std::string& what,
                 const std::string& threadName, std::function<void()> fn);
 
 // Runs every function of `fns` at once, each on its own thread named
-// `threadName`, and waits for all of them up to `timeout` in all. Returns
-// the indexes of those that overran (detached, as above); an exception of
-// one is swallowed (what it reports must go through its own side effects).
+// `threadName` (on the caller's when no thread can be made), and waits for
+// all of them up to `timeout` in all. Returns the indexes of those that
+// overran (detached, as above); an exception of one is swallowed (what it
+// reports must go through its own side effects).
 std::vector<size_t> runAllBounded(std::chrono::milliseconds timeout, const std::string& threadName,
                                   std::vector<std::function<void()>> fns);
 

@@ -290,30 +290,54 @@ void Loop::releasePreviousCommunicators() {
   if (previousComms_.empty()) {
     return;
   }
-  std::vector<std::function<void()>> releases;
-  std::vector<std::string> names;
+  std::vector<CommunicatorPtr> previous;
   for (auto& [name, comm] : previousComms_) {
-    names.push_back(comm->describe());
-    // The last reference goes on the worker thread: the destructor frees.
-    releases.emplace_back([c = std::move(comm)]() mutable { c.reset(); });
+    previous.push_back(std::move(comm));
   }
   previousComms_.clear();
+  // The last reference goes on the worker thread: the destructor frees.
+  const std::string hung =
+      inParallel(state_.iteration, "previous communicators freed", "resilient-free",
+                 std::move(previous), [](CommunicatorPtr& c) { c.reset(); });
+  if (!hung.empty()) {
+    throw HealthCheckError(
+        "freeing " + hung + " did not finish within " +
+        std::to_string(options_.finalizeTimeout.count()) +
+        " ms (NCCL did not return from ncclCommAbort): this rank leaves the job");
+  }
+}
+
+std::vector<CommunicatorPtr> Loop::communicatorsLocked() const {
+  std::vector<CommunicatorPtr> all;
+  for (const auto& [name, comm] : comms_) {
+    all.push_back(comm);
+  }
+  all.insert(all.end(), userComms_.begin(), userComms_.end());
+  return all;
+}
+
+std::string Loop::inParallel(int k, const char* phase, const char* threadName,
+                             std::vector<CommunicatorPtr> comms,
+                             const std::function<void(CommunicatorPtr&)>& step) {
+  std::vector<std::string> names;
+  std::vector<std::function<void()>> steps;
+  for (CommunicatorPtr& comm : comms) {
+    names.push_back(comm->describe());
+    steps.emplace_back([c = std::move(comm), step]() mutable { step(c); });
+  }
   const auto start = std::chrono::steady_clock::now();
   const std::vector<size_t> hung =
-      detail::runAllBounded(options_.finalizeTimeout, "resilient-free", std::move(releases));
-  const auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
-  timeline_.record(state_.iteration, "previous communicators freed",
-                   std::to_string(names.size()) + " in " + std::to_string(ms.count()) +
-                       " ms (in parallel)");
-  if (!hung.empty()) {
-    std::string what;
-    for (const size_t i : hung) {
-      what += (what.empty() ? "" : "; ") + names[i];
-    }
-    throw HealthCheckError("freeing " + what + " did not finish within " +
-                           std::to_string(options_.finalizeTimeout.count()) +
-                           " ms (NCCL did not return from ncclCommAbort): this rank leaves the job");
+      detail::runAllBounded(options_.finalizeTimeout, threadName, std::move(steps));
+  const auto ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+  timeline_.record(
+      k, phase,
+      std::to_string(names.size()) + " in " + std::to_string(ms.count()) + " ms (in parallel)");
+  std::string what;
+  for (const size_t i : hung) {
+    what += (what.empty() ? "" : "; ") + names[i];
   }
+  return what;
 }
 
 void Loop::checkThread(const std::vector<CommunicatorPtr>& comms, const char* when) {

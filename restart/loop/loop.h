@@ -89,10 +89,20 @@ class Loop {
   Outcome runIteration(const std::function<void(CallContext&)>& fn);
   void createCommunicators();
   void abortIteration() noexcept;  // the monitor thread's abort
-  // Frees the previous iteration's communicators, each on its own thread,
-  // within finalizeTimeout in all (timed in the timeline); throws
+  // Frees the previous iteration's communicators (inParallel); throws
   // HealthCheckError naming those NCCL did not let go of.
   void releasePreviousCommunicators();
+  // This iteration's communicators, the factories' and the user's (the
+  // caller holds commsMutex_).
+  std::vector<CommunicatorPtr> communicatorsLocked() const;
+  // Runs `step` on each of `comms` at once, each on its own thread, within
+  // finalizeTimeout in all, and records "<phase>: N in X ms (in parallel)"
+  // in iteration `k`'s timeline. `comms` is consumed (a step may drop the
+  // last reference). Returns the descriptions of those whose step did not
+  // finish, "; "-joined (empty: all did).
+  std::string inParallel(int k, const char* phase, const char* threadName,
+                         std::vector<CommunicatorPtr> comms,
+                         const std::function<void(CommunicatorPtr&)>& step);
   // The first finding of `comms`' checkThread() on this thread: throws
   // HealthCheckError with it (`when`: after what).
   static void checkThread(const std::vector<CommunicatorPtr>& comms, const char* when);

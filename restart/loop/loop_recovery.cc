@@ -43,50 +43,27 @@ void Loop::abortIteration() noexcept {
   std::vector<CommunicatorPtr> targets;
   {
     std::lock_guard<std::mutex> lock(commsMutex_);
-    for (const auto& [name, comm] : comms_) {
-      targets.push_back(comm);
-    }
-    targets.insert(targets.end(), userComms_.begin(), userComms_.end());
+    targets = communicatorsLocked();
   }
-  // Every communicator at once, each on its own thread: an abort may take
-  // NCCL's proxy join (about 0.5 s; a blocking communicator's revoke waits
-  // for it) and the ones of a job add up; bounded, since an abort can hang
-  // (NCCL: init.cc commDestroySync waits for every CUDA graph that captured
-  // the communicator, localPersistentRefs).
-  const auto abortStart = std::chrono::steady_clock::now();
-  std::vector<std::function<void()>> aborts;
-  for (const CommunicatorPtr& comm : targets) {
-    aborts.emplace_back([comm] { comm->abort(); });
-  }
-  std::vector<size_t> hung;
-  try {
-    hung = detail::runAllBounded(options_.finalizeTimeout, "resilient-abort", std::move(aborts));
-  } catch (const std::exception& e) {  // no thread to run them on: one after another
-    RES_WARN(log::kRestart, "restart: aborting on this thread (%s)", e.what());
-    for (const CommunicatorPtr& comm : targets) {
-      comm->abort();
-    }
-  }
+  const size_t count = targets.size();
+  // Every communicator at once: an abort may take NCCL's proxy join (about
+  // 0.5 s; a blocking communicator's revoke waits for it) and the ones of a
+  // job add up; bounded, since an abort can hang (NCCL: init.cc
+  // commDestroySync waits for every CUDA graph that captured the
+  // communicator, localPersistentRefs).
+  const std::string hung = inParallel(k, "communicators aborted", "resilient-abort",
+                                      std::move(targets), [](CommunicatorPtr& c) { c->abort(); });
   if (!hung.empty()) {
-    std::string what;
-    for (const size_t i : hung) {
-      what += (what.empty() ? "" : "; ") + targets[i]->describe();
-    }
-    what = "the abort of " + what + " did not return within " +
-           std::to_string(options_.finalizeTimeout.count()) +
-           " ms (CUDA graphs still holding the communicator, or a wedged driver): this rank "
-           "leaves the job";
+    const std::string what =
+        "the abort of " + hung + " did not return within " +
+        std::to_string(options_.finalizeTimeout.count()) +
+        " ms (CUDA graphs still holding the communicator, or a wedged driver): this rank "
+        "leaves the job";
     RES_WARN(log::kRestart, "restart: %s", what.c_str());
     timeline_.record(k, "abort hung", what);
     std::lock_guard<std::mutex> lock(commsMutex_);
     abortHung_ = what;
   }
-  timeline_.record(k, "communicators aborted",
-                   std::to_string(targets.size()) + " in " +
-                       std::to_string(std::chrono::duration_cast<milliseconds>(
-                                          std::chrono::steady_clock::now() - abortStart)
-                                          .count()) +
-                       " ms (in parallel)");
   if (options_.abort) {
     try {
       options_.abort(state_);
@@ -96,7 +73,7 @@ void Loop::abortIteration() noexcept {
       RES_WARN(log::kRestart, "restart: the user's abort threw a non-standard exception");
     }
   }
-  timeline_.record(k, "abort done", std::to_string(targets.size()) + " communicators aborted");
+  timeline_.record(k, "abort done", std::to_string(count) + " communicators aborted");
 }
 
 void Loop::publish(FaultReason reason, const std::string& detail, int culprit) {
@@ -176,10 +153,7 @@ void Loop::recover() {
   std::vector<CommunicatorPtr> aborted;
   {
     std::lock_guard<std::mutex> lock(commsMutex_);
-    for (const auto& [name, comm] : comms_) {
-      aborted.push_back(comm);
-    }
-    aborted.insert(aborted.end(), userComms_.begin(), userComms_.end());
+    aborted = communicatorsLocked();
     previousComms_ = std::move(comms_);
     comms_.clear();
     userComms_.clear();

@@ -452,6 +452,16 @@ void groupErrCheck(ncclResult_t r) {
   }
 }
 
+// The end of a call that began its own group: NCCL's
+// ncclGroupErrCheck(res); NCCLCHECK(ncclGroupEndInternal()); return res;
+// (NCCLCHECK lets the group's ncclInProgress pass: include/checks.h).
+// Under gMutex.
+ncclResult_t endCall(std::unique_lock<std::mutex>& lock, ncclResult_t r) {
+  groupErrCheck(r);
+  const ncclResult_t ended = groupEnd(lock);
+  return r != ncclSuccess ? r : (ended == ncclInProgress ? ncclSuccess : ended);
+}
+
 }  // namespace
 
 extern "C" {
@@ -670,8 +680,7 @@ MODEL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
     reclaim(l, comm);
     return ncclSuccess;
   });
-  const ncclResult_t r = groupEnd(lock);
-  return r == ncclInProgress ? ncclSuccess : r;
+  return endCall(lock, ncclSuccess);
 }
 
 MODEL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
@@ -707,8 +716,7 @@ MODEL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     reclaim(l, comm);
     return ncclSuccess;
   });
-  const ncclResult_t r = groupEnd(lock);
-  return r == ncclInProgress ? ncclSuccess : r;
+  return endCall(lock, ncclSuccess);
 }
 
 #ifndef NCCL_MODEL_NO_FINALIZE
@@ -806,14 +814,9 @@ MODEL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int coun
   control.lastShrinkFirst = count > 0 && exclude != nullptr ? exclude[0] : -1;
   std::unique_lock<std::mutex> lock(gMutex);
   ++tGroupDepth;
-  auto finish = [&](ncclResult_t r) {
-    groupErrCheck(r);
-    const ncclResult_t ended = groupEnd(lock);
-    return r != ncclSuccess ? r : (ended == ncclInProgress ? ncclSuccess : ended);
-  };
   if (!kHasShrink || comm == nullptr || newcomm == nullptr || exclude == nullptr || count <= 0) {
     warn("ncclCommShrink: invalid argument");
-    return finish(ncclInvalidArgument);
+    return endCall(lock, ncclInvalidArgument);
   }
   if ((flags & NCCL_SHRINK_ABORT) != 0) {
     setAbortFlag(comm, true);
@@ -822,16 +825,16 @@ MODEL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int coun
   std::vector<int> excluded(exclude, exclude + count);
   std::sort(excluded.begin(), excluded.end());
   if (std::binary_search(excluded.begin(), excluded.end(), comm->rank)) {
-    return finish(ncclInvalidArgument);
+    return endCall(lock, ncclInvalidArgument);
   }
   const ncclResult_t ready = ensureReady(lock, comm);
   if (ready != ncclSuccess) {
-    return finish(ready);
+    return endCall(lock, ready);
   }
   *newcomm = nullptr;
   const int scripted = control.initResult.load();
   if (scripted != ncclSuccess) {
-    return finish(static_cast<ncclResult_t>(scripted));
+    return endCall(lock, static_cast<ncclResult_t>(scripted));
   }
   ncclComm* child = newComm(config);
   const int below = static_cast<int>(
@@ -854,7 +857,7 @@ MODEL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int coun
           return r;
         });
   });
-  return finish(ncclSuccess);
+  return endCall(lock, ncclSuccess);
 }
 
 // 2.29's ncclCommGetUniqueId: the grow's id, made by the root from its
@@ -897,22 +900,17 @@ MODEL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUn
   *newcomm = nullptr;
   std::unique_lock<std::mutex> lock(gMutex);
   ++tGroupDepth;
-  auto finish = [&](ncclResult_t r) {
-    groupErrCheck(r);
-    const ncclResult_t ended = groupEnd(lock);
-    return r != ncclSuccess ? r : (ended == ncclInProgress ? ncclSuccess : ended);
-  };
   std::string key;
   int myRank = rank;
   if (comm != nullptr) {
     ++control.grows;
     const ncclResult_t ready = ensureReady(lock, comm);
     if (ready != ncclSuccess) {
-      return finish(ready);
+      return endCall(lock, ready);
     }
     if (rank != -1) {
       ++control.badGrows;
-      return finish(ncclInvalidArgument);
+      return endCall(lock, ncclInvalidArgument);
     }
     key = comm->clique->key + "/grow" + std::to_string(++comm->childCount);
     myRank = comm->rank;
@@ -920,7 +918,7 @@ MODEL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUn
     ++control.growJoins;
     if (id == nullptr || rank < 0 || rank >= nRanks) {
       ++control.badGrows;
-      return finish(ncclInvalidArgument);
+      return endCall(lock, ncclInvalidArgument);
     }
     key.assign(id->internal, strnlen(id->internal, sizeof(id->internal)));
   }
@@ -929,7 +927,7 @@ MODEL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUn
   }
   const int scripted = control.growResult.load();
   if (scripted != ncclSuccess) {
-    return finish(static_cast<ncclResult_t>(scripted));
+    return endCall(lock, static_cast<ncclResult_t>(scripted));
   }
   std::shared_ptr<Clique> clique = cliqueFor(key, nRanks);
   ncclComm* c = newComm(config);
@@ -942,7 +940,7 @@ MODEL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUn
       return r;
     });
   });
-  const ncclResult_t r = finish(ncclSuccess);
+  const ncclResult_t r = endCall(lock, ncclSuccess);
   return r != ncclSuccess ? r : callResult(c, ncclInProgress);
 }
 
