@@ -7,7 +7,7 @@
   iteration left is retired first (see below). Sets RANK, WORLD_SIZE,
   LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun would for the
   iteration. With an NCCL backend it first prepares the environment
-  (``_nccl_environment``: NCCL_NET_PLUGIN and NCCL_PROFILER_PLUGIN at this
+  (``prepare_nccl_environment``: NCCL_NET_PLUGIN and NCCL_PROFILER_PLUGIN at this
   package's plugin, and what torch and NCCL need for the survivors of a
   fault to live, ``nccl_settings()``; each only where unset), refuses a
   value that makes a restart unsafe (``UnsafeNcclEnvironment``), and passes
@@ -551,9 +551,6 @@ def prepare_nccl_environment(environ: Optional[MutableMapping[str, str]] = None,
     if not allow_unsafe:
         check_nccl_environment(env, torch_version)
     return applied
-
-
-_nccl_environment = prepare_nccl_environment  # the name the GPU kit imports
 
 
 def _refuse_capture() -> None:

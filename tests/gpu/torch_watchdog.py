@@ -73,9 +73,8 @@ def package_environment():
     returns what changed."""
     sys.path.insert(0, os.path.join(REPO, "python"))
     from nccl_resilient import distributed as rdist
-    prepare = getattr(rdist, "prepare_nccl_environment", None) or rdist._nccl_environment
     before = dict(os.environ)
-    prepare()
+    rdist.prepare_nccl_environment()
     return {k: v for k, v in os.environ.items() if before.get(k) != v}
 
 

@@ -51,7 +51,7 @@ def environ():
 
 def test_torch_2_settings_applied_where_unset():
     env = {}
-    applied = rdist._nccl_environment(environ=env, torch_version=TORCH_2)
+    applied = rdist.prepare_nccl_environment(environ=env, torch_version=TORCH_2)
     expected = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "TORCH_NCCL_ENABLE_MONITORING": "0",
                 "TORCH_NCCL_RETHROW_CUDA_ERRORS": "0", "NCCL_NET_PLUGIN_REF_COUNT": "1",
                 "NCCL_NVLS_ENABLE": "0"}
@@ -64,7 +64,7 @@ def test_torch_2_settings_applied_where_unset():
 
 def test_torch_1_settings_use_the_old_name():
     env = {}
-    applied = rdist._nccl_environment(environ=env, torch_version=TORCH_1)
+    applied = rdist.prepare_nccl_environment(environ=env, torch_version=TORCH_1)
     assert env["NCCL_ASYNC_ERROR_HANDLING"] == "2" == applied["NCCL_ASYNC_ERROR_HANDLING"]
     assert not any(name.startswith("TORCH_NCCL_") for name in env), env
     assert env["NCCL_NET_PLUGIN_REF_COUNT"] == "1" and env["NCCL_NVLS_ENABLE"] == "0"
@@ -77,7 +77,7 @@ def test_the_running_torchs_rules_by_default():
     expected = rdist.nccl_settings(torch.__version__)
     assert rdist.nccl_settings() == expected
     env = {}
-    rdist._nccl_environment(environ=env)
+    rdist.prepare_nccl_environment(environ=env)
     assert all(env[name] == value for name, value in expected.items())
 
 
@@ -87,19 +87,19 @@ def test_safe_user_values_are_left():
             "NCCL_NVLS_ENABLE": "0", "NCCL_NET_PLUGIN": "/opt/other/libnccl-net.so",
             "NCCL_PROFILER_PLUGIN": "/opt/other/libnccl-profiler.so"}
     env = dict(user)
-    applied = rdist._nccl_environment(environ=env, torch_version=TORCH_2)
+    applied = rdist.prepare_nccl_environment(environ=env, torch_version=TORCH_2)
     assert env == user and applied == {}
     # The old name, set by the user, counts as set on torch 2.x.
     env = {"NCCL_ASYNC_ERROR_HANDLING": "0"}
-    rdist._nccl_environment(environ=env, torch_version=TORCH_2)
+    rdist.prepare_nccl_environment(environ=env, torch_version=TORCH_2)
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in env
     # torch 1.13: 0 (never abort) is the user's choice to make.
     env = {"NCCL_ASYNC_ERROR_HANDLING": "0"}
-    rdist._nccl_environment(environ=env, torch_version=TORCH_1)
+    rdist.prepare_nccl_environment(environ=env, torch_version=TORCH_1)
     assert env["NCCL_ASYNC_ERROR_HANDLING"] == "0"
     # Another plugin than ours may be unloaded.
     env = {"NCCL_NET_PLUGIN_REF_COUNT": "0", "NCCL_NET_PLUGIN": "libnccl-net-ofi.so"}
-    rdist._nccl_environment(environ=env, torch_version=TORCH_2)
+    rdist.prepare_nccl_environment(environ=env, torch_version=TORCH_2)
     assert env["NCCL_NET_PLUGIN_REF_COUNT"] == "0"
 
 
@@ -118,7 +118,7 @@ def test_safe_user_values_are_left():
 def test_unsafe_user_values_are_refused(version, variable, value, why):
     env = {variable: value}
     with pytest.raises(rdist.UnsafeNcclEnvironment) as refused:
-        rdist._nccl_environment(environ=env, torch_version=version)
+        rdist.prepare_nccl_environment(environ=env, torch_version=version)
     message = str(refused.value)
     assert f"{variable}={value!r}" in message and why in message, message
     assert env[variable] == value  # left as the user set it
@@ -131,7 +131,7 @@ def test_plugin_unload_refused_with_our_plugin():
     for plugin in ("resilient", "/x/lib/libnccl-net-resilient.so", "libnccl-net-ofi.so,resilient"):
         env = {"NCCL_NET_PLUGIN_REF_COUNT": "0", "NCCL_NET_PLUGIN": plugin}
         with pytest.raises(rdist.UnsafeNcclEnvironment, match="NCCL_NET_PLUGIN_REF_COUNT='0'"):
-            rdist._nccl_environment(environ=env, torch_version=TORCH_2)
+            rdist.prepare_nccl_environment(environ=env, torch_version=TORCH_2)
 
 
 def test_every_problem_is_named_and_torchrun_explained():
@@ -148,7 +148,7 @@ def test_every_problem_is_named_and_torchrun_explained():
 
 def test_allow_unsafe_sets_the_rest_and_refuses_nothing():
     env = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}
-    applied = rdist._nccl_environment(environ=env, torch_version=TORCH_2, allow_unsafe=True)
+    applied = rdist.prepare_nccl_environment(environ=env, torch_version=TORCH_2, allow_unsafe=True)
     assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "3"
     assert applied["NCCL_NVLS_ENABLE"] == "0"
 
