@@ -16,7 +16,7 @@ namespace resilient::restart::commtest {
 
 class ModelLibrary {
  public:
-  explicit ModelLibrary(const char* path) : path_(path) {
+  explicit ModelLibrary(const char* path) {
     (void)comm::NcclLibrary::load(path);  // the copy the library drives
     handle_ = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
     if (handle_ == nullptr) {
@@ -63,7 +63,6 @@ class ModelLibrary {
     }
     return s;
   }
-  const char* path() const { return path_; }
 
  private:
   template <class F>
@@ -75,7 +74,6 @@ class ModelLibrary {
     return f;
   }
 
-  const char* path_;
   void* handle_ = nullptr;
 };
 

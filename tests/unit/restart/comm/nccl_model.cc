@@ -340,7 +340,6 @@ void reclaim(std::unique_lock<std::mutex>& lock, ncclComm* c) {
     std::this_thread::sleep_for(milliseconds(control.proxyJoinMs.load()));
     lock.lock();
   }
-  waitUntil(lock, [] { return !control.abortWedged.load(); });
   abortJob(lock, c);
   releasePlugin(c);
   if (c->clique) {
@@ -370,7 +369,6 @@ namespace {
 // the sum is complete when every member launched its part. Under gMutex.
 void launch(ncclComm* c, const float* send, float* recv, size_t count) {
   ++c->opCount;
-  ++control.launched;
   std::shared_ptr<Op>& op = c->clique->ops[c->opCount];
   if (!op) {
     op = std::make_shared<Op>();
@@ -397,7 +395,6 @@ void launch(ncclComm* c, const float* send, float* recv, size_t count) {
 // ncclInProgress). Under gMutex.
 ncclResult_t groupEnd(std::unique_lock<std::mutex>& lock) {
   if (tGroupDepth == 0) {
-    ++control.groupEndsOutside;
     warn("ncclGroupEnd: not in a group call.");
     return ncclInvalidUsage;
   }
@@ -423,11 +420,8 @@ ncclResult_t groupEnd(std::unique_lock<std::mutex>& lock) {
 
 // NCCL: group.cc ncclAsyncLaunch: a job runs when the group that holds it
 // ends; under a depth left open by an earlier call it only queues, and
-// runs never. Counts a job queued beyond its own call's group.
+// runs never.
 void queueJob(Launcher job) {
-  if (tGroupDepth > 1) {
-    ++control.deferred;
-  }
   tGroupJobs.push_back(std::move(job));
 }
 

@@ -42,8 +42,6 @@ struct NcclModelControl {
   // proxy service thread sleeps in poll(..., 500) (proxy.cc). Tests that
   // do not measure it shorten it (reset() sets kQuickProxyJoinMs).
   std::atomic<int> proxyJoinMs{500};
-  // A wedged driver: every ncclCommAbort blocks until this is cleared.
-  std::atomic<bool> abortWedged{false};
 
   // Observations.
   std::atomic<int> uniqueIds{0};
@@ -66,8 +64,6 @@ struct NcclModelControl {
   std::atomic<int> lastShrinkFlags{-1};
   std::atomic<int> lastShrinkCount{-1};
   std::atomic<int> lastShrinkFirst{-1};
-  std::atomic<int> launched{0};  // collectives launched (NCCL's opCount grew)
-  std::atomic<int> deferred{0};  // collectives that only joined an open group
   // Stores into a caller's *newcomm made by a job thread after the call
   // had returned (every shrink's; a grow's second store).
   std::atomic<int> lateStores{0};
@@ -76,7 +72,6 @@ struct NcclModelControl {
   // Listen comms of the net plugin left open: an init aborted before its
   // connections were accepted (net.cc closes a listen comm only after accept).
   std::atomic<int> leakedListens{0};
-  std::atomic<int> groupEndsOutside{0};  // ncclGroupEnd outside any group (ncclInvalidUsage)
 
   static constexpr int kQuickProxyJoinMs = 5;
 
@@ -91,13 +86,12 @@ struct NcclModelControl {
     growHang = false;
     lateErrorAfterReads = -1;
     proxyJoinMs = kQuickProxyJoinMs;
-    abortWedged = false;
     uniqueIds = inits = shrinks = revokes = aborts = finalizes = destroys = leakedGroups = 0;
     grows = growJoins = growIds = badGrows = 0;
     lastGrowRanks = -1;
     badConfigs = 0;
     lastShrinkFlags = lastShrinkCount = lastShrinkFirst = -1;
-    launched = deferred = lateStores = leakedListens = groupEndsOutside = 0;
+    lateStores = leakedListens = 0;
   }
 };
 
