@@ -1582,6 +1582,47 @@ def fr_trim_tails(job, entries, groups, finished):
                      "earlier)")
 
 
+def fr_wrapped(proc):
+    """The communicators (hex) whose flight-recorder ring in this process no
+    longer holds their first operations (the ring wrapped)."""
+    firsts = {}
+    for c, op, _ in operations(proc):
+        cid = comm_hex(c)
+        firsts[cid] = min(firsts.get(cid, op.get("op_index") or 1), op.get("op_index") or 1)
+    return {cid for cid, first in firsts.items() if first > 1}
+
+
+def fr_trim_heads(job, entries, groups, wrapped):
+    """Each rank's ring wraps at its own moment (its snapshot's), so a rank read
+    earlier may still hold collectives that another's ring no longer does, and
+    the analyzer takes them for collectives that member never joined. Per
+    communicator, entries before the first collective a member's records hold
+    are left out (with a note) when every member lacking them has a ring that
+    wrapped (`wrapped`: {rank: communicators}): their absence says nothing.
+    Where a lacking member's ring never wrapped, they stay: it did not join."""
+    for cid, (_, _, members) in groups.items():
+        starts = {r: min(e["collective_seq_id"] for e in colls) for r, colls in (
+            (r, fr_collectives(entries.get(r, []), cid)) for r in members) if colls}
+        if len(starts) < 2:
+            continue
+
+        def unknowable(e):
+            if e["process_group"][0] != cid:
+                return False
+            lacking = [r for r, start in starts.items() if start > e["collective_seq_id"]]
+            return bool(lacking) and all(cid in wrapped.get(r, ()) for r in lacking)
+        left = 0
+        for r in starts:
+            kept = [e for e in entries[r] if not unknowable(e)]
+            left += len(entries[r]) - len(kept)
+            entries[r] = kept
+        if left:
+            job.warn(f"communicator {cid}: {left} entries before collective "
+                     f"{max(starts.values())} (the first one every member's records hold) left "
+                     "out of the flight-recorder dumps: lacking only on ranks whose rings no "
+                     "longer hold them")
+
+
 def fr_dumps(job, timeout_ms=0, version=FR_VERSION):
     """{dump rank: the dump dict} for every process with a rank."""
     groups = fr_groups(job)
@@ -1598,6 +1639,8 @@ def fr_dumps(job, timeout_ms=0, version=FR_VERSION):
             for c in sorted(proc.communicators(), key=lambda c: groups[comm_hex(c)][0])}
     finished = {p.rank for p in job.processes.values() if p.outcome == "completed"}
     fr_trim_tails(job, entries, groups, finished)
+    wrapped = {p.rank: fr_wrapped(p) for p in job.processes.values() if p.rank is not None}
+    fr_trim_heads(job, entries, groups, wrapped)
     return {rank: {"version": version, "comm_lib_version": "", "pg_config": pg_config,
                    "pg_status": status[rank], "entries": entries[rank]} for rank in entries}
 
