@@ -20,7 +20,7 @@
 #include "restart/monitor/monitor_log.h"
 #include "restart/protocol/status_page.h"
 #include "store/client_options.h"
-#include "store/open_store.h"
+#include "store/lazy_store.h"
 
 namespace rm = resilient::restart::monitor;
 
@@ -72,9 +72,10 @@ int runMonitor(rm::MonitorConfig config) {
     }
     resilient::restart::protocol::StatusPageMapping page =
         resilient::restart::protocol::StatusPageMapping::attach(config.statusFd);
-    const std::shared_ptr<resilient::store::Store> store =
-        resilient::store::openStore(config.storeUrl, options);
-    rm::Monitor monitor(config, *store, page.page(), *log);
+    // Opened by the first store call, not here: a store that does not
+    // answer while the monitor starts must not keep it from watching.
+    resilient::store::LazyStore store(config.storeUrl, options);
+    rm::Monitor monitor(config, store, page.page(), *log);
     return monitor.run();
   } catch (const std::exception& e) {
     log->write("cannot start: %s", e.what());

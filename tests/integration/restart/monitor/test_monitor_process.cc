@@ -4,9 +4,12 @@
 // its children and their exit codes are checked. Every wait is on a store
 // key or a process, with a deadline. Latency bounds are the feature plus a
 // margin (kSlackMs) for a loaded machine.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,13 +119,15 @@ class Job {
     }
   }
 
-  // Starts a fake rank; `extra` are fake-rank options (behaviour, timeouts).
-  FakeRank start(int rank, int worldSize, const std::vector<std::string>& extra) {
+  // Starts a fake rank; `extra` are fake-rank options (behaviour, timeouts);
+  // its monitor uses `storeUrl`, this job's store when empty.
+  FakeRank start(int rank, int worldSize, const std::vector<std::string>& extra,
+                 const std::string& storeUrl = "") {
     std::vector<std::string> argv = {fakeRankBinary(),
                                      "--monitor",
                                      monitorBinary(),
                                      "--store",
-                                     url_,
+                                     storeUrl.empty() ? url_ : storeUrl,
                                      "--job",
                                      id_,
                                      "--rank",
@@ -406,6 +411,42 @@ TEST_CASE("a monitor whose store is gone keeps watching its rank, and leaves whe
   r.process->kill(SIGKILL);
   CHECK(waitExit(r.monitorPid, milliseconds(5000)) == 0);
   CHECK(job.log(0).find("the death of rank 0 could not be recorded") != std::string::npos);
+}
+
+TEST_CASE("a monitor whose store never answers watches its rank from its start",
+          "[monitor][failure]") {
+  // CI finding (restart-loop-processes-store): a store frozen while a monitor
+  // started kept that monitor inside the store client's connect (up to
+  // STORE_CONNECT_TIMEOUT_MS, 60 s) before it watched anything, and its
+  // rank, hung, was never killed. A listening socket that never accepts
+  // stands for the frozen store: connect succeeds, no handshake comes.
+  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(silent >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(silent, 16) == 0);
+  REQUIRE(::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  Job job("frozenstart");
+  const auto started = Clock::now();
+  FakeRank r = job.start(0, 1,
+                         {"--behaviour", "silent", "--soft-timeout-ms", "300", "--hard-timeout-ms",
+                          "600", "--barrier-timeout-ms", "5000", "--grace-ms", "300",
+                          "--store-timeout-ms", "400"},
+                         url);
+  // SIGTERM ends it (default action): the hard timeout, plus the store calls
+  // it tries first (the heartbeat, the soft and hard records: 400 ms each).
+  CHECK(r.process->wait(milliseconds(10000)) == 128 + SIGTERM);
+  const int64_t latency = msSince(started);
+  CHECK(latency < 600 + 3 * 400 + kSlackMs);
+  WARN("hung rank killed " << latency << " ms after its start, its store silent");
+  CHECK(job.log(0).find("the rank's timeouts are still enforced") != std::string::npos);
+  CHECK(job.log(0).find("hard timeout in iteration") != std::string::npos);
+  CHECK(waitExit(r.monitorPid, milliseconds(5000)) >= 0);
+  ::close(silent);
 }
 
 TEST_CASE("resilient-monitor refuses bad arguments", "[monitor][cli]") {
