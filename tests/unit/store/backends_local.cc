@@ -1,8 +1,11 @@
-// test-store's backends: the in-memory store and the TCP store (one server
-// per test binary on 127.0.0.1, a port chosen by the kernel).
+// test-store's backends: the in-memory store, the TCP store (one server per
+// test binary on 127.0.0.1, a port chosen by the kernel), and the TCP store
+// through LazyStore.
 #include <memory>
 #include <mutex>
+#include <string>
 
+#include "store/lazy_store.h"
 #include "store/memory_store.h"
 #include "store/tcp/client.h"
 #include "store/tcp/server.h"
@@ -18,20 +21,36 @@ const BackendRegistration kMemory{Backend{"memory", [] {
                                             return std::static_pointer_cast<store::Store>(shared);
                                           }}};
 
-const BackendRegistration kTcp{
-    Backend{"tcp", [] {
-              static std::once_flag once;
-              static std::unique_ptr<store::tcp::StoreServer> server;
-              std::call_once(once, [] {
-                store::tcp::ServerOptions o;
-                o.host = "127.0.0.1";
-                o.token = "conformance-token";
-                server = std::make_unique<store::tcp::StoreServer>(o);
-              });
-              store::ClientOptions c = testClientOptions();
-              c.token = "conformance-token";
-              return std::static_pointer_cast<store::Store>(
-                  std::make_shared<store::tcp::TcpStoreClient>("127.0.0.1", server->port(), c));
+// The test binary's TCP store server, started by the first backend that needs it.
+uint16_t tcpServerPort() {
+  static std::once_flag once;
+  static std::unique_ptr<store::tcp::StoreServer> server;
+  std::call_once(once, [] {
+    store::tcp::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.token = "conformance-token";
+    server = std::make_unique<store::tcp::StoreServer>(o);
+  });
+  return server->port();
+}
+
+store::ClientOptions tcpClientOptions() {
+  store::ClientOptions c = testClientOptions();
+  c.token = "conformance-token";
+  return c;
+}
+
+const BackendRegistration kTcp{Backend{"tcp", [] {
+                                         return std::static_pointer_cast<store::Store>(
+                                             std::make_shared<store::tcp::TcpStoreClient>(
+                                                 "127.0.0.1", tcpServerPort(), tcpClientOptions()));
+                                       }}};
+
+// Every call through LazyStore (the monitor's store): opened by the first.
+const BackendRegistration kLazyTcp{
+    Backend{"lazy-tcp", [] {
+              return std::static_pointer_cast<store::Store>(std::make_shared<store::LazyStore>(
+                  "tcp://127.0.0.1:" + std::to_string(tcpServerPort()), tcpClientOptions()));
             }}};
 
 }  // namespace

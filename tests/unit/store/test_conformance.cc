@@ -1,5 +1,5 @@
 // The store conformance suite: every case runs against every backend the
-// binary registered (memory + tcp in test-store, etcd 1- and 3-member
+// binary registered (memory, tcp and lazy-tcp in test-store, etcd 1- and 3-member
 // clusters in test-store-etcd). Each case works under its own key prefix.
 #include <algorithm>
 #include <atomic>
