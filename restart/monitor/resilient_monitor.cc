@@ -33,7 +33,8 @@ class PidFile {
     if (path_.empty()) {
       return;
     }
-    if (resilient::Status s = resilient::replaceFile(path_, std::to_string(::getpid()) + "\n"); !s.ok()) {
+    if (resilient::Status s = resilient::replaceFile(path_, std::to_string(::getpid()) + "\n");
+        !s.ok()) {
       throw std::runtime_error("cannot write the pid file: " + s.toString());
     }
   }

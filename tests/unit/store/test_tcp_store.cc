@@ -20,12 +20,12 @@
 #include "store/tcp/client.h"
 #include "store/tcp/protocol.h"
 #include "store/tcp/server.h"
+#include "tests/support/loopback_socket.h"
 #include "tests/unit/store/store_test_util.h"
 
 using namespace resilient::store;
 using namespace resilient::store::tcp;
 using resilient::FileDescriptor;
-using resilient::localAddressOf;
 using resilient::test::ChildProcess;
 using resilient::test::Expectations;
 using resilient::test::runThreads;
@@ -241,21 +241,17 @@ TEST_CASE("tcp: a wait costs one request, the server answers it", "[store][tcp]"
 
 TEST_CASE("tcp: clients may start before the server; they retry until it listens", "[store][tcp]") {
   // Reserve a port: bound but not listening, so connections are refused.
-  FileDescriptor reserved(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(reserved.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  const uint16_t port = localAddressOf(reserved.get()).port();
+  resilient::test::LoopbackSocket reserved = resilient::test::bindLoopback(false);
+  const uint16_t port = reserved.port;
   std::atomic<bool> connected{false};
   std::unique_ptr<TcpStoreClient> early;
   std::thread t([&] {
     early = connectTo(port);
     connected = true;
   });
-  REQUIRE(::listen(reserved.get(), 128) == 0);
+  REQUIRE(::listen(reserved.fd.get(), 128) == 0);
   ServerOptions o = localServer();
-  o.adoptListenFd = reserved.release();
+  o.adoptListenFd = reserved.fd.release();
   StoreServer server(o);
   t.join();
   CHECK(connected);
@@ -264,12 +260,8 @@ TEST_CASE("tcp: clients may start before the server; they retry until it listens
 }
 
 TEST_CASE("tcp: a client gives up connecting at its connect timeout", "[store][tcp]") {
-  FileDescriptor reserved(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(reserved.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  const uint16_t port = localAddressOf(reserved.get()).port();
+  const resilient::test::LoopbackSocket reserved = resilient::test::bindLoopback(false);
+  const uint16_t port = reserved.port;
   ClientOptions o = testClientOptions();
   o.connectTimeout = milliseconds(500);
   const auto start = Clock::now();

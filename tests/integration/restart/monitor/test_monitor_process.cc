@@ -4,12 +4,9 @@
 // its children and their exit codes are checked. Every wait is on a store
 // key or a process, with a deadline. Latency bounds are the feature plus a
 // margin (kSlackMs) for a loaded machine.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +27,7 @@
 #include "store/errors.h"
 #include "store/tcp/client.h"
 #include "store/tcp/server.h"
+#include "tests/support/loopback_socket.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/store/store_test_util.h"
 
@@ -420,23 +418,15 @@ TEST_CASE("a monitor whose store never answers watches its rank from its start",
   // STORE_CONNECT_TIMEOUT_MS, 60 s) before it watched anything, and its
   // rank, hung, was never killed. A listening socket that never accepts
   // stands for the frozen store: connect succeeds, no handshake comes.
-  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(silent >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(silent, 16) == 0);
-  REQUIRE(::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  const std::string url = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const resilient::test::LoopbackSocket silent = resilient::test::bindLoopback(true);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(silent.port);
   Job job("frozenstart");
   const auto started = Clock::now();
-  FakeRank r = job.start(0, 1,
-                         {"--behaviour", "silent", "--soft-timeout-ms", "300", "--hard-timeout-ms",
-                          "600", "--barrier-timeout-ms", "5000", "--grace-ms", "300",
-                          "--store-timeout-ms", "400"},
-                         url);
+  FakeRank r =
+      job.start(0, 1,
+                {"--behaviour", "silent", "--soft-timeout-ms", "300", "--hard-timeout-ms", "600",
+                 "--barrier-timeout-ms", "5000", "--grace-ms", "300", "--store-timeout-ms", "400"},
+                url);
   // SIGTERM ends it (default action): the hard timeout, plus the store calls
   // it tries first (the heartbeat, the soft and hard records: 400 ms each).
   CHECK(r.process->wait(milliseconds(10000)) == 128 + SIGTERM);
@@ -446,7 +436,6 @@ TEST_CASE("a monitor whose store never answers watches its rank from its start",
   CHECK(job.log(0).find("the rank's timeouts are still enforced") != std::string::npos);
   CHECK(job.log(0).find("hard timeout in iteration") != std::string::npos);
   CHECK(waitExit(r.monitorPid, milliseconds(5000)) >= 0);
-  ::close(silent);
 }
 
 TEST_CASE("resilient-monitor refuses bad arguments", "[monitor][cli]") {

@@ -18,6 +18,7 @@
 #include "plugin/transport/tcp/listener.h"
 #include "plugin/transport/tcp/tcp_transport.h"
 #include "plugin/transport/tcp/wire.h"
+#include "tests/support/loopback_socket.h"
 #include "tests/support/mock_logger.h"
 #include "tests/support/transport_pair.h"
 #include "tests/unit/transport/tcp/tcp_test_util.h"
@@ -655,18 +656,12 @@ TEST_CASE("a listener refuses bad versions and duplicate sockets with a reason",
 TEST_CASE("connect gives up after connectTimeoutMs when nobody listens, naming the address",
           "[transport][tcp][handshake]") {
   // A bound port that is not listening: connections to it are refused.
-  const int placeholder = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(placeholder >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(placeholder, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(::getsockname(placeholder, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const test::LoopbackSocket placeholder = test::bindLoopback(false);
   ListenHandle h;
   h.family = AF_INET;
-  h.port = ntohs(addr.sin_port);
-  std::memcpy(h.address, &addr.sin_addr, 4);
+  h.port = placeholder.port;
+  const in_addr loopback{htonl(INADDR_LOOPBACK)};
+  std::memcpy(h.address, &loopback, 4);
   uint8_t handle[transport::kHandleSize] = {};
   encodeHandle(h, handle);
 
@@ -681,7 +676,6 @@ TEST_CASE("connect gives up after connectTimeoutMs when nobody listens, naming t
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const uint64_t elapsed = test::monotonicMs() - start;
-  ::close(placeholder);
   REQUIRE_FALSE(s.ok());
   CHECK(comm == nullptr);
   CHECK(s.kind() == ErrorKind::kTimeout);
