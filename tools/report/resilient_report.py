@@ -1549,6 +1549,23 @@ def fr_status(c, entries):
     }
 
 
+def fr_collective_bounds(entries, cid, members, pick):
+    """{member: pick (min or max) of the collective_seq_ids its entries of
+    communicator `cid` hold}, for the members holding any."""
+    return {r: pick(e["collective_seq_id"] for e in colls) for r, colls in (
+        (r, fr_collectives(entries.get(r, []), cid)) for r in members) if colls}
+
+
+def fr_leave_out(entries, ranks, unknowable):
+    """Removes the entries `unknowable` says of from those of `ranks`; how many."""
+    left = 0
+    for r in ranks:
+        kept = [e for e in entries[r] if not unknowable(e)]
+        left += len(entries[r]) - len(kept)
+        entries[r] = kept
+    return left
+
+
 def fr_trim_tails(job, entries, groups, finished):
     """Each rank's records end at its own moment (its last snapshot, its death),
     and the analyzer takes a collective one member's records lack for one that
@@ -1559,8 +1576,7 @@ def fr_trim_tails(job, entries, groups, finished):
     say completed; their records just end before they did). The rest stays:
     that is what a hang looks like."""
     for cid, (_, _, members) in groups.items():
-        ends = {r: max(e["collective_seq_id"] for e in colls) for r, colls in (
-            (r, fr_collectives(entries.get(r, []), cid)) for r in members) if colls}
+        ends = fr_collective_bounds(entries, cid, members, max)
         if len(ends) < 2:
             continue
         common = min(ends.values())
@@ -1570,11 +1586,7 @@ def fr_trim_tails(job, entries, groups, finished):
                 return False
             lacking = [r for r, end in ends.items() if end < e["collective_seq_id"]]
             return e["state"] == "completed" or all(r in finished for r in lacking)
-        left = 0
-        for r in ends:
-            kept = [e for e in entries[r] if not unknowable(e)]
-            left += len(entries[r]) - len(kept)
-            entries[r] = kept
+        left = fr_leave_out(entries, ends, unknowable)
         if left:
             job.warn(f"communicator {cid}: {left} entries after collective {common} (the last "
                      "one every member's records hold) left out of the flight-recorder dumps: "
@@ -1601,8 +1613,7 @@ def fr_trim_heads(job, entries, groups, wrapped):
     wrapped (`wrapped`: {rank: communicators}): their absence says nothing.
     Where a lacking member's ring never wrapped, they stay: it did not join."""
     for cid, (_, _, members) in groups.items():
-        starts = {r: min(e["collective_seq_id"] for e in colls) for r, colls in (
-            (r, fr_collectives(entries.get(r, []), cid)) for r in members) if colls}
+        starts = fr_collective_bounds(entries, cid, members, min)
         if len(starts) < 2:
             continue
 
@@ -1611,11 +1622,7 @@ def fr_trim_heads(job, entries, groups, wrapped):
                 return False
             lacking = [r for r, start in starts.items() if start > e["collective_seq_id"]]
             return bool(lacking) and all(cid in wrapped.get(r, ()) for r in lacking)
-        left = 0
-        for r in starts:
-            kept = [e for e in entries[r] if not unknowable(e)]
-            left += len(entries[r]) - len(kept)
-            entries[r] = kept
+        left = fr_leave_out(entries, starts, unknowable)
         if left:
             job.warn(f"communicator {cid}: {left} entries before collective "
                      f"{max(starts.values())} (the first one every member's records hold) left "
