@@ -543,14 +543,19 @@ Status Core::fail(ConnectionRecord& conn, FaultClass cls, const Status& cause,
   }
   Status result = record->status;
   if (conn.claimFault()) {
-    // The WARN first: whoever sees the error can find its explanation logged.
-    RES_WARN(NCCL_NET, "%s", text.c_str());
+    // The inner plugin's later WARNs annotated, then our WARN, both before
+    // the error is published: whoever sees the error finds its explanation
+    // logged, and NCCL's last error (its last WARN, whichever thread logs
+    // it) names the root cause. Annotating after our WARN left a window in
+    // which an inner WARN from another thread came last, unannotated (CI:
+    // ofi-wrapped-kill, aws-ofi-nccl's "Transport endpoint is not connected").
     if (cls != FaultClass::kAborted) {
       char where[96];
       snprintf(where, sizeof where, "the fault of a %s connection of comm 0x%" PRIx64 ": ",
                conn.directionName(), conn.commId());
       inner_log::explained(conn.abortEpoch, where + describe(record->root));
     }
+    RES_WARN(NCCL_NET, "%s", text.c_str());
     if (blackbox_ != nullptr) {
       resilient_blackbox_fault f{};
       f.faultClass = static_cast<uint32_t>(cls);
