@@ -10,11 +10,6 @@ namespace resilient::store {
 LazyStore::LazyStore(std::string url, ClientOptions options)
     : url_(std::move(url)), options_(std::move(options)) {}
 
-bool LazyStore::isOpen() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return store_ != nullptr;
-}
-
 std::shared_ptr<Store> LazyStore::opened(Timeout timeout) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!store_) {

@@ -23,9 +23,6 @@ class LazyStore final : public Store {
   // `url` as openStore() takes it; nothing is opened here.
   LazyStore(std::string url, ClientOptions options);
 
-  // True once a call has opened the store.
-  bool isOpen() const;
-
   void set(std::string_view key, std::string_view value, Timeout timeout = {}) override;
   void setExpiring(std::string_view key, std::string_view value, Millis ttl,
                    Timeout timeout = {}) override;

@@ -1403,16 +1403,22 @@ def fr_groups(job):
 
 
 def fr_entries(job, proc, groups, timeout_ms):
-    """The process's operations as flight-recorder entries, oldest first."""
+    """(entries, wrapped): the process's operations as flight-recorder entries,
+    oldest first, and the communicators (hex) whose ring no longer holds their
+    first operations (the ring wrapped)."""
     rows = []
     skipped = set()
+    wrapped = set()
     dropped_before = 0
     for c in proc.communicators():
         ops = sorted([(op, fl) for cc, op, fl in operations(proc) if cc is c],
                      key=lambda x: x[0].get("op_index", 0))
         if not ops:
             continue
-        dropped_before += max(0, ops[0][0].get("op_index", 1) - 1)
+        dropped = max(0, ops[0][0].get("op_index", 1) - 1)
+        dropped_before += dropped
+        if dropped:
+            wrapped.add(comm_hex(c))
         first_coll = next((op.get("coll_index") for op, _ in ops if op.get("coll_index")), None)
         colls_before = (first_coll - 1) if first_coll else (c.get("coll_enqueued") or 0)
         for op, in_flight in ops:
@@ -1433,7 +1439,7 @@ def fr_entries(job, proc, groups, timeout_ms):
     entries = fr_order_exchanges([(e, side) for _, e, side in rows])
     for i, e in enumerate(entries):
         e["record_id"] = dropped_before + i
-    return entries
+    return entries, wrapped
 
 
 def fr_order_exchanges(rows):
@@ -1594,16 +1600,6 @@ def fr_trim_tails(job, entries, groups, finished):
                      "earlier)")
 
 
-def fr_wrapped(proc):
-    """The communicators (hex) whose flight-recorder ring in this process no
-    longer holds their first operations (the ring wrapped)."""
-    firsts = {}
-    for c, op, _ in operations(proc):
-        cid = comm_hex(c)
-        firsts[cid] = min(firsts.get(cid, op.get("op_index") or 1), op.get("op_index") or 1)
-    return {cid for cid, first in firsts.items() if first > 1}
-
-
 def fr_trim_heads(job, entries, groups, wrapped):
     """Each rank's ring wraps at its own moment (its snapshot's), so a rank read
     earlier may still hold collectives that another's ring no longer does, and
@@ -1635,18 +1631,17 @@ def fr_dumps(job, timeout_ms=0, version=FR_VERSION):
     groups = fr_groups(job)
     pg_config = {cid: {"name": cid, "desc": desc, "ranks": str(ranks)}
                  for cid, (_, desc, ranks) in groups.items()}
-    entries, status = {}, {}
+    entries, status, wrapped = {}, {}, {}
     for proc in job.ordered():
         if proc.rank is None:
             job.warn(f"pid {proc.pid}: no rank known; no flight-recorder dump")
             continue
-        entries[proc.rank] = fr_entries(job, proc, groups, timeout_ms)
+        entries[proc.rank], wrapped[proc.rank] = fr_entries(job, proc, groups, timeout_ms)
         status[proc.rank] = {
             str(groups[comm_hex(c)][0]): fr_status(c, entries[proc.rank])
             for c in sorted(proc.communicators(), key=lambda c: groups[comm_hex(c)][0])}
     finished = {p.rank for p in job.processes.values() if p.outcome == "completed"}
     fr_trim_tails(job, entries, groups, finished)
-    wrapped = {p.rank: fr_wrapped(p) for p in job.processes.values() if p.rank is not None}
     fr_trim_heads(job, entries, groups, wrapped)
     return {rank: {"version": version, "comm_lib_version": "", "pg_config": pg_config,
                    "pg_status": status[rank], "entries": entries[rank]} for rank in entries}
