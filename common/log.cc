@@ -78,20 +78,6 @@ const char* prefixFor(unsigned long subsys) {
   return "Resilient";
 }
 
-const std::string& hostName() {
-  static std::once_flag once;
-  static std::string host;
-  std::call_once(once, [] {
-    std::array<char, 256> buf{};
-    if (gethostname(buf.data(), buf.size() - 1) != 0) {
-      host = "unknown-host";
-    } else {
-      host = buf.data();
-    }
-  });
-  return host;
-}
-
 void writeStderr(Level level, const char* prefix, const char* message) {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -270,6 +256,20 @@ bool RateLimiter::allow(uint64_t nowNs, uint64_t* suppressed) noexcept {
   }
   *suppressed = suppressed_.exchange(0, std::memory_order_relaxed);
   return true;
+}
+
+const std::string& hostName() {
+  static std::once_flag once;
+  static std::string host;
+  std::call_once(once, [] {
+    std::array<char, 256> buf{};
+    if (gethostname(buf.data(), buf.size() - 1) != 0) {
+      host = "unknown-host";
+    } else {
+      host = buf.data();
+    }
+  });
+  return host;
 }
 
 }  // namespace resilient::log

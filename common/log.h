@@ -35,6 +35,9 @@ inline std::atomic<int> gLevel{static_cast<int>(Level::kWarn)};
 inline std::atomic<unsigned long> gMask{~0ul};
 }  // namespace detail
 
+// This host's name (gethostname, read once; "unknown-host" if it fails).
+const std::string& hostName();
+
 // True when a message of this level and subsystem would be written. WARN and
 // below ignore the subsystem mask, as NCCL's logger does for WARN.
 inline bool enabled(Level level, unsigned long subsys) noexcept {

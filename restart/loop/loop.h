@@ -28,10 +28,11 @@
 #include "resilient/restart/timeline.hpp"
 #include "resilient/restart/wrapper.hpp"
 #include "restart/loop/blackbox_watch.h"
+#include "restart/loop/health_exchange.h"
 #include "restart/loop/interruption.h"
 #include "restart/loop/job_barrier.h"
-#include "restart/loop/health_exchange.h"
 #include "restart/loop/monitor_thread.h"
+#include "restart/loop/rank_liveness.h"
 #include "restart/loop/rank_registry.h"
 #include "restart/loop/restart_storm.h"
 #include "restart/loop/timeline.h"
@@ -140,6 +141,8 @@ class Loop {
   RestartStorm storm_;
   std::unique_ptr<BlackboxWatch> blackbox_;
   std::optional<protocol::StatusPageMapping> statusPage_;
+  // Answers the monitor process's heartbeats (with a monitor process only).
+  std::unique_ptr<RankLiveness> liveness_;
   HealthCheckFn restartChecks_;  // automatic checks + the user's, run at every restart
   Timeline timeline_;
   std::recursive_mutex atomicMutex_;

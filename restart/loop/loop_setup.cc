@@ -195,7 +195,10 @@ void Loop::startMonitorProcess() {
   config.logFile = options_.monitorLogFile;
   config.pidFile = options_.monitorPidFile;
   config.blackboxDir = options_.blackboxDir;
+  liveness_ = std::make_unique<RankLiveness>();
+  config.livenessFd = liveness_->monitorEnd();
   const pid_t pid = monitor::spawnMonitor(config, options_.monitorExecutable);
+  liveness_->start();
   statusPage_->page().monitorPid.store(pid, std::memory_order_release);
   timeline_.record(0, "monitor process", "pid " + std::to_string(pid));
 }

@@ -24,6 +24,8 @@ MonitorConfig parseCommandLine(int argc, const char* const* argv) {
       "resilient-monitor"};
   app.add_option("--status-fd", c.statusFd, "descriptor of the rank's status page (inherited)")
       ->required();
+  app.add_option("--liveness-fd", c.livenessFd,
+                 "descriptor of the liveness link with the rank (inherited); default none");
   app.add_option("--store", c.storeUrl, "the job's store: tcp://host:port, etcd://..., memory")
       ->required();
   app.add_option("--job", c.jobId, "the job id (the store keys' prefix)")->required();

@@ -8,6 +8,9 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/knobs.h"
+#include "common/log.h"
+#include "common/params.h"
 #include "restart/monitor/post_mortem.h"
 #include "store/errors.h"
 
@@ -64,7 +67,19 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
                 .startMonoNs = startNs_,
                 .callTimeout = callTimeout_}),
       timeouts_(config.softTimeout, config.hardTimeout, config.barrierTimeout, startNs_),
-      rank_(static_cast<pid_t>(page.rankPid.load(std::memory_order_acquire))) {}
+      rank_(static_cast<pid_t>(page.rankPid.load(std::memory_order_acquire))) {
+  if (config.livenessFd >= 0) {
+    const config::Params& params = config::Params::global();
+    net::liveness::Policy policy;
+    policy.timeoutMs = params.get<config::kLivenessTimeoutMs>();
+    policy.jobToken = params.get<config::kJobToken>();
+    policy.selfPid = static_cast<uint32_t>(::getpid());
+    policy.selfHost = log::hostName();
+    link_.emplace(
+        policy, /*opener=*/true, config.livenessFd,
+        "rank " + std::to_string(config.rank) + " (pid " + std::to_string(rank_.pid()) + ")");
+  }
+}
 
 protocol::FaultRecord Monitor::record(FaultReason reason, int subject,
                                       const std::string& detail) const {
@@ -119,6 +134,11 @@ int Monitor::run() {
         return onRankEnded(RankEnd::kByItself);
       }
       const uint64_t now = monotonicNs();
+      if (link_) {
+        if (const int code = watchLiveness(now); code >= 0) {
+          return code;
+        }
+      }
       int exitCode = 0;
       try {
         if (tick(now, &exitCode)) {
@@ -152,8 +172,12 @@ int Monitor::run() {
       if (storeFailingSinceNs_ != 0) {
         due = std::min(due, after + toNs(std::min(config_.interval, Millis(50))));
       }
+      const bool watching = link_ && link_->open();
+      if (watching) {
+        due = std::min(due, link_->nextTickNs(after));
+      }
       const uint64_t waitNs = due > after ? due - after : 0;
-      rank_.waitForEnd(Millis((waitNs + 999999) / 1000000));
+      rank_.waitForEnd(Millis((waitNs + 999999) / 1000000), watching ? link_->fd() : -1);
     }
   } catch (const std::exception& e) {
     return fail(e.what());
@@ -215,26 +239,74 @@ int Monitor::enforceHardTimeout(const ProgressView& view, uint64_t idleNs) {
                              protocol::rankPhaseName(view.phase) + " (hard timeout " +
                              std::to_string(toMs(timeouts_.hardLimitNs(view.phase))) +
                              " ms); pid " + std::to_string(rank_.pid()) + " killed";
-  log_.write("hard timeout in iteration %d: %s", view.iteration, detail.c_str());
+  return terminate(FaultReason::kHardTimeout, "hard timeout", detail, view.iteration,
+                   /*graceful=*/true);
+}
+
+int Monitor::watchLiveness(uint64_t nowNs) {
+  if (link_->open()) {
+    link_->flush();
+    link_->onReadable(nowNs);
+  }
+  if (!link_->open()) {
+    if (!linkEndLogged_) {
+      linkEndLogged_ = true;
+      const std::string& death = link_->state().deathReason();
+      log_.write("liveness link with the rank ended (%s); its end is watched through %s",
+                 death.empty() ? "goodbye" : death.c_str(),
+                 rank_.usesPidfd() ? "its pidfd" : "its pid");
+    }
+    return -1;
+  }
+  const RankPhase phase = page_.currentPhase();
+  if (phase == RankPhase::kDone || phase == RankPhase::kFailed) {
+    return -1;
+  }
+  const std::optional<uint64_t> silentNs = link_->tick(nowNs);
+  if (!silentNs || rank_.ended()) {
+    return -1;  // a rank that ended goes the way of every death
+  }
+  // Named in the net plugin's words (net::describe of its liveness fault).
+  const net::Fault fault = link_->silenceFault(*silentNs);
+  const net::RootCause root{fault.cls, static_cast<uint32_t>(rank_.pid()),
+                            link_->state().helloSeen() ? link_->state().host() : log::hostName(),
+                            fault.detail};
+  const std::string detail = "rank " + std::to_string(config_.rank) + ": " + net::describe(root) +
+                             " in phase " + protocol::rankPhaseName(phase) + "; killed";
+  return terminate(FaultReason::kUnresponsive, "liveness timeout", detail,
+                   page_.iteration.load(std::memory_order_acquire), /*graceful=*/false);
+}
+
+int Monitor::terminate(FaultReason reason, const char* what, const std::string& detail,
+                       int iteration, bool graceful) {
+  log_.write("%s in iteration %d: %s", what, iteration, detail.c_str());
+  killReason_ = reason;
+  killWhat_ = what;
   // Recorded before the kill, so that the survivors learn why; a store that
   // fails now does not save a hung rank (the death path retries).
   try {
-    if (publisher_.markTerminated(config_.rank, FaultReason::kHardTimeout)) {
-      protocol::FaultRecord r = record(FaultReason::kHardTimeout, config_.rank, detail);
-      r.iteration = view.iteration;
+    if (publisher_.markTerminated(config_.rank, reason)) {
+      protocol::FaultRecord r = record(reason, config_.rank, detail);
+      r.iteration = iteration;
       publisher_.publish(r);
     }
     if (!spare()) {
-      publisher_.markInterrupted(view.iteration, FaultReason::kHardTimeout);
+      publisher_.markInterrupted(iteration, reason);
     }
   } catch (const store::StoreError& e) {
-    log_.write("could not record the hard timeout before the kill: %s", e.what());
+    log_.write("could not record the %s before the kill: %s", what, e.what());
   }
-  rank_.signal(SIGCONT);
-  rank_.signal(SIGTERM);
-  if (!rank_.waitForEnd(config_.grace)) {
-    log_.write("pid %d still there %lld ms after SIGTERM: SIGKILL", static_cast<int>(rank_.pid()),
-               static_cast<long long>(config_.grace.count()));
+  bool ended = false;
+  if (graceful) {
+    rank_.signal(SIGCONT);
+    rank_.signal(SIGTERM);
+    ended = rank_.waitForEnd(config_.grace);
+    if (!ended) {
+      log_.write("pid %d still there %lld ms after SIGTERM: SIGKILL", static_cast<int>(rank_.pid()),
+                 static_cast<long long>(config_.grace.count()));
+    }
+  }
+  if (!ended) {
     rank_.signal(SIGKILL);
     if (!rank_.waitForEnd(std::max(config_.grace, Millis(1000)))) {
       log_.write("pid %d survives SIGKILL (uninterruptible?); recording it as terminated",
@@ -291,7 +363,7 @@ int Monitor::onRankEnded(RankEnd end) {
   const std::string detail =
       "process " + std::to_string(rank_.pid()) + " ended in phase " +
       protocol::rankPhaseName(phase) +
-      (killedByMonitor ? std::string(", killed by its monitor after the hard timeout") : "");
+      (killedByMonitor ? ", killed by its monitor after the " + killWhat_ : std::string());
   log_.write("rank %d ended in iteration %d: %s", config_.rank, iteration, detail.c_str());
   const uint64_t seenNs = monotonicNs();
   // All the records together within the store's timeout: a store that stays
@@ -313,9 +385,10 @@ int Monitor::onRankEnded(RankEnd end) {
     if (spare()) {
       // A spare only leaves the pool: the barriers count it (terminated),
       // the active ranks go on.
-      log_.write("recorded in %lld us: terminated, counted at its barrier; a spare in iteration "
-                 "%d: the active ranks are not interrupted",
-                 static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
+      log_.write(
+          "recorded in %lld us: terminated, counted at its barrier; a spare in iteration "
+          "%d: the active ranks are not interrupted",
+          static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
     } else {
       retrying("marking the iteration interrupted", deadline,
                [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
@@ -340,8 +413,7 @@ int Monitor::onRankEnded(RankEnd end) {
     pm.pid = rank_.pid();
     pm.iteration = iteration;
     pm.phase = protocol::rankPhaseName(phase);
-    pm.reason = protocol::faultReasonName(killedByMonitor ? FaultReason::kHardTimeout
-                                                          : FaultReason::kTerminated);
+    pm.reason = protocol::faultReasonName(killedByMonitor ? killReason_ : FaultReason::kTerminated);
     pm.detail = detail;
     const std::string summary = writePostMortem(pm, blackboxDir, path);
     log_.write("post-mortem dump %s (%s)", path.c_str(), summary.c_str());

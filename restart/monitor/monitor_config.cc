@@ -94,6 +94,9 @@ std::vector<std::string> MonitorConfig::arguments() const {
       "--grace-ms",
       std::to_string(grace.count()),
   };
+  if (livenessFd >= 0) {
+    a.insert(a.end(), {"--liveness-fd", std::to_string(livenessFd)});
+  }
   if (storeTimeout > Millis(0)) {
     a.insert(a.end(), {"--store-timeout-ms", std::to_string(storeTimeout.count())});
   }

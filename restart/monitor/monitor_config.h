@@ -15,7 +15,12 @@ namespace resilient::restart::monitor {
 using Millis = std::chrono::milliseconds;
 
 struct MonitorConfig {
-  int statusFd = -1;      // the rank's status page (protocol/status_page.h), inherited
+  int statusFd = -1;  // the rank's status page (protocol/status_page.h), inherited
+  // The monitor's end of its liveness link with the rank (a connected stream
+  // socket, inherited; -1: none): the monitor pings the rank through it and
+  // a rank silent for NCCL_RESILIENT_LIVENESS_TIMEOUT_MS is frozen
+  // (restart/loop/rank_liveness.h).
+  int livenessFd = -1;
   std::string storeUrl;   // openStore's URL
   std::string jobId;      // protocol::JobKeys
   int rank = -1;          // the watched rank's initial rank

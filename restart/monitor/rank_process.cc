@@ -13,7 +13,6 @@
 #include <string>
 
 #include "common/clock.h"
-#include "common/net/socket.h"
 
 namespace resilient::restart::monitor {
 
@@ -82,14 +81,17 @@ bool RankProcess::ended() {
   return waitForEnd(std::chrono::milliseconds(0));
 }
 
-bool RankProcess::waitForEnd(std::chrono::milliseconds timeout) {
+bool RankProcess::waitForEnd(std::chrono::milliseconds timeout, int wakeFd) {
   if (ended_) {
     return true;
   }
   if (pidfd_.valid()) {
-    const Result<bool> readable =
-        waitReady(pidfd_.get(), POLLIN, static_cast<int>(timeout.count()));
-    ended_ = readable.ok() && *readable;
+    pollfd fds[2] = {{pidfd_.get(), POLLIN, 0}, {wakeFd, POLLIN, 0}};
+    int n = 0;
+    do {
+      n = ::poll(fds, wakeFd >= 0 ? 2 : 1, static_cast<int>(timeout.count()));
+    } while (n < 0 && errno == EINTR);
+    ended_ = n > 0 && (fds[0].revents & POLLIN) != 0;
     return ended_;
   }
   const uint64_t deadline = monotonicNs() + static_cast<uint64_t>(timeout.count()) * 1000000;
@@ -103,7 +105,10 @@ bool RankProcess::waitForEnd(std::chrono::milliseconds timeout) {
       return false;
     }
     const uint64_t stepNs = std::min<uint64_t>(deadline - now, 5000000);
-    ::usleep(static_cast<useconds_t>(stepNs / 1000));
+    pollfd wake{wakeFd, POLLIN, 0};
+    if (::poll(&wake, wakeFd >= 0 ? 1 : 0, static_cast<int>((stepNs + 999999) / 1000000)) > 0) {
+      return false;
+    }
   }
 }
 

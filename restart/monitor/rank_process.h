@@ -24,8 +24,9 @@ class RankProcess {
 
   // True once the process has ended (exited or killed; reaped or not).
   bool ended();
-  // Waits up to `timeout` for the end; true once ended.
-  bool waitForEnd(std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for the end; true once ended. Returns early (false)
+  // when `wakeFd` (>= 0) turns readable.
+  bool waitForEnd(std::chrono::milliseconds timeout, int wakeFd = -1);
   // Sends `sig`; false when the process is gone.
   bool signal(int sig);
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
@@ -70,31 +71,40 @@ void closeRange(unsigned first, unsigned last) {
   }
 }
 
-// Closes every descriptor above 2 except `keepA` and `keepB` (both > 2).
-void closeAllBut(int keepA, int keepB) {
-  const unsigned keep[2] = {static_cast<unsigned>(std::min(keepA, keepB)),
-                            static_cast<unsigned>(std::max(keepA, keepB))};
+// Closes every descriptor above 2 except those of `keep` (ascending; a
+// negative entry keeps nothing).
+void closeAllBut(const int (&keep)[3]) {
   unsigned next = 3;
-  for (const unsigned k : keep) {
-    if (k >= next) {
-      closeRange(next, k - 1);
-      next = k + 1;
+  for (const int k : keep) {
+    if (k >= 0 && static_cast<unsigned>(k) >= next) {
+      closeRange(next, static_cast<unsigned>(k) - 1);
+      next = static_cast<unsigned>(k) + 1;
     }
   }
   closeRange(next, ~0u);
 }
 
+void keepOnExec(int fd) {
+  const int flags = fd >= 0 ? ::fcntl(fd, F_GETFD) : -1;
+  if (flags >= 0) {
+    ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
+  }
+}
+
 // The descriptors the monitor's exec deals with.
 struct ExecFds {
-  int pipe = -1;    // where failures are reported to the spawner
-  int status = -1;  // the status page, left open for the monitor
-  int log = -1;     // becomes stderr when >= 0
+  int pipe = -1;      // where failures are reported to the spawner
+  int status = -1;    // the status page, left open for the monitor
+  int liveness = -1;  // the monitor's end of the liveness link, left open; -1 none
+  int log = -1;       // becomes stderr when >= 0
 };
 
 [[noreturn]] void execMonitor(ExecFds fds, const char* path, char* const* argv) {
   const int pipeFd = fds.pipe;
   const int statusFd = fds.status;
   const int logFd = fds.log;
+  int keep[3] = {pipeFd, statusFd, fds.liveness};
+  std::sort(std::begin(keep), std::end(keep));
   sigset_t all;
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -109,11 +119,9 @@ struct ExecFds {
     report(pipeFd, kStdio, errno);
     ::_exit(127);
   }
-  closeAllBut(pipeFd, statusFd);  // devNull and logFd go too
-  const int flags = ::fcntl(statusFd, F_GETFD);
-  if (flags >= 0) {
-    ::fcntl(statusFd, F_SETFD, flags & ~FD_CLOEXEC);
-  }
+  closeAllBut(keep);  // devNull and logFd go too
+  keepOnExec(statusFd);
+  keepOnExec(fds.liveness);
   ::execve(path, argv, environ);
   report(pipeFd, kExec, errno);
   ::_exit(127);
@@ -134,6 +142,11 @@ pid_t spawnMonitor(const MonitorConfig& given, const std::string& executable) {
   if (::fcntl(config.statusFd, F_GETFD) < 0) {
     throw RestartError("monitor process: the status page descriptor " +
                        std::to_string(config.statusFd) + " is not open");
+  }
+  if (config.livenessFd >= 0 &&
+      (config.livenessFd <= 2 || ::fcntl(config.livenessFd, F_GETFD) < 0)) {
+    throw RestartError("monitor process: the liveness link descriptor " +
+                       std::to_string(config.livenessFd) + " is not an open descriptor above 2");
   }
   const std::string path = findMonitorExecutable(executable);
   // stdin, stdout and stderr of the monitor are set below: a page that sits
@@ -189,8 +202,11 @@ pid_t spawnMonitor(const MonitorConfig& given, const std::string& executable) {
       ::_exit(127);
     }
     if (second == 0) {
-      execMonitor({.pipe = fds[1], .status = config.statusFd, .log = logFd.get()}, path.c_str(),
-                  argv.data());
+      execMonitor({.pipe = fds[1],
+                   .status = config.statusFd,
+                   .liveness = config.livenessFd,
+                   .log = logFd.get()},
+                  path.c_str(), argv.data());
     }
     report(fds[1], kPid, second);
     ::_exit(0);

@@ -5,8 +5,9 @@
 //
 // The monitor runs in its own session (setsid), is not the rank's child (its
 // parent exits at once and init or the nearest subreaper adopts it),
-// inherits the status page descriptor (config.statusFd) and nothing else
-// beyond stdin/stdout (both /dev/null) and stderr (the log file when one is
+// inherits the status page descriptor (config.statusFd) and its end of the
+// liveness link (config.livenessFd, if any) and nothing else beyond
+// stdin/stdout (both /dev/null) and stderr (the log file when one is
 // given, so nothing holds the rank's pipes open); every signal is unblocked
 // and at its default action.
 #pragma once

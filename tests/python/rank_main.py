@@ -90,7 +90,8 @@ def sigkill():
 
 def sigstop():
     """Initial rank 1 freezes (SIGSTOP) in iteration 0 after its first ping:
-    its monitor reports the soft timeout and kills it at the hard timeout."""
+    its monitor's liveness link finds it silent (NCCL_RESILIENT_LIVENESS_TIMEOUT_MS,
+    1 s) before the soft timeout (1.5 s) and kills it (SIGKILL)."""
     def alive_and_showing_it(ctx):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -40,9 +40,11 @@ def test_sigkill_brings_in_the_spare(run_job):
     assert spare[0]["env_rank"] == "2" and spare[0]["env_world"] == "3"
 
 
-def test_sigstop_is_a_soft_timeout_and_the_rank_is_replaced(run_job):
+def test_sigstop_is_found_by_the_liveness_link_and_the_rank_is_replaced(run_job):
     job = run_job("sigstop", 3)
-    assert job.returncodes[1] < 0  # its monitor terminated it (SIGTERM or SIGKILL)
+    # Killed by its monitor at the liveness timeout (SIGKILL), not after the
+    # soft timeout at the hard one (SIGCONT, then SIGTERM).
+    assert job.returncodes[1] == -signal.SIGKILL
     completed(job, (0, 2))
     for r in (0, 2):
         last = job.results[r]["calls"][-1]
