@@ -32,10 +32,22 @@ nlohmann::json sampleJson(const RankSample& s) {
   }
   nlohmann::json arrivals = nlohmann::json::array();
   for (const auto& a : s.arrivals) {
-    arrivals.push_back({a.commId, a.collIndex, a.rank, a.nranks, a.wallNs, a.prevEndWallNs});
+    arrivals.push_back(
+        {a.commId, a.collIndex, a.rank, a.nranks, a.wallNs, a.prevEndWallNs, a.function});
   }
-  return {{"rank", s.rank},      {"pid", s.pid},   {"host", s.host},
-          {"wall_ns", s.wallNs}, {"links", links}, {"arrivals", arrivals}};
+  nlohmann::json inside = nlohmann::json::array();
+  for (const auto& i : s.inside) {
+    inside.push_back({i.commId, i.collIndex, i.wallNs, i.function});
+  }
+  return {{"rank", s.rank},
+          {"pid", s.pid},
+          {"host", s.host},
+          {"wall_ns", s.wallNs},
+          {"links", links},
+          {"arrivals", arrivals},
+          {"last_ping_wall_ns", s.lastPingWallNs},
+          {"waiting_declared", s.waitingDeclared},
+          {"inside", inside}};
 }
 
 Result<RankSample> sampleFromJson(const nlohmann::json& j) {
@@ -53,12 +65,23 @@ Result<RankSample> sampleFromJson(const nlohmann::json& j) {
                          l.at("rtt_ns").get<uint64_t>()});
     }
     for (const auto& a : j.at("arrivals")) {
-      if (!a.is_array() || a.size() != 6) {
+      if (!a.is_array() || a.size() != 7) {
         return invalidUsage(
-            "health sample: an arrival is not [comm, index, rank, nranks, wall, previous end]");
+            "health sample: an arrival is not [comm, index, rank, nranks, wall, previous end, "
+            "function]");
       }
       s.arrivals.push_back({a[0].get<uint64_t>(), a[1].get<uint64_t>(), a[2].get<int>(),
-                            a[3].get<int>(), a[4].get<uint64_t>(), a[5].get<uint64_t>()});
+                            a[3].get<int>(), a[4].get<uint64_t>(), a[5].get<uint64_t>(),
+                            a[6].get<std::string>()});
+    }
+    s.lastPingWallNs = j.at("last_ping_wall_ns").get<uint64_t>();
+    s.waitingDeclared = j.at("waiting_declared").get<bool>();
+    for (const auto& i : j.at("inside")) {
+      if (!i.is_array() || i.size() != 4) {
+        return invalidUsage("health sample: an inside entry is not [comm, index, wall, function]");
+      }
+      s.inside.push_back({i[0].get<uint64_t>(), i[1].get<uint64_t>(), i[2].get<uint64_t>(),
+                          i[3].get<std::string>()});
     }
     return s;
   } catch (const std::exception& e) {
@@ -80,6 +103,12 @@ nlohmann::json reportJson(const HealthReport& r) {
     j["reference_bytes_per_s"] = r.referenceBytesPerS;
     j["ratio"] = r.ratio;
     j["against_history"] = r.againstHistory;
+  } else if (r.kind == HealthReport::Kind::kStuckRank) {
+    j["coll_index"] = r.collIndex;
+    j["function"] = r.function;
+    j["waiting_ranks"] = r.waitingRanks;
+    j["waited_ns"] = r.waitedNs;
+    j["min_lag_ns"] = r.minLagNs;
   } else {
     j["collectives"] = r.collectives;
     j["waited"] = r.waited;
@@ -94,10 +123,11 @@ Result<HealthReport> reportFromJson(const nlohmann::json& j) {
   try {
     HealthReport r;
     const auto kind = j.at("kind").get<std::string>();
-    if (kind != "slow link" && kind != "straggler") {
+    const std::optional<HealthReport::Kind> parsed = parseReportKind(kind);
+    if (!parsed) {
       return invalidUsage("health report: unknown kind '" + kind + "'");
     }
-    r.kind = kind == "slow link" ? HealthReport::Kind::kSlowLink : HealthReport::Kind::kStraggler;
+    r.kind = *parsed;
     r.commId = j.at("comm_id").get<uint64_t>();
     r.wallNs = j.at("wall_ns").get<uint64_t>();
     r.subject = endFromJson(j.at("subject"));
@@ -109,6 +139,12 @@ Result<HealthReport> reportFromJson(const nlohmann::json& j) {
       r.referenceBytesPerS = j.at("reference_bytes_per_s").get<double>();
       r.ratio = j.at("ratio").get<double>();
       r.againstHistory = j.at("against_history").get<bool>();
+    } else if (r.kind == HealthReport::Kind::kStuckRank) {
+      r.collIndex = j.at("coll_index").get<uint64_t>();
+      r.function = j.at("function").get<std::string>();
+      r.waitingRanks = j.at("waiting_ranks").get<int>();
+      r.waitedNs = j.at("waited_ns").get<uint64_t>();
+      r.minLagNs = j.at("min_lag_ns").get<uint64_t>();
     } else {
       r.collectives = j.at("collectives").get<int>();
       r.waited = j.at("waited").get<int>();

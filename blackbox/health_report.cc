@@ -32,7 +32,22 @@ std::string rate(double bytesPerS) {
 }  // namespace
 
 const char* reportKindName(HealthReport::Kind kind) noexcept {
-  return kind == HealthReport::Kind::kSlowLink ? "slow link" : "straggler";
+  switch (kind) {
+    case HealthReport::Kind::kSlowLink: return "slow link";
+    case HealthReport::Kind::kStraggler: return "straggler";
+    case HealthReport::Kind::kStuckRank: return "stuck rank";
+  }
+  return "?";
+}
+
+std::optional<HealthReport::Kind> parseReportKind(std::string_view name) noexcept {
+  for (const auto kind : {HealthReport::Kind::kSlowLink, HealthReport::Kind::kStraggler,
+                          HealthReport::Kind::kStuckRank}) {
+    if (name == reportKindName(kind)) {
+      return kind;
+    }
+  }
+  return std::nullopt;
 }
 
 std::string describe(const HealthReport& r) {
@@ -54,6 +69,16 @@ std::string describe(const HealthReport& r) {
                   endText(r.subject).c_str(), endText(r.peer).c_str(),
                   static_cast<unsigned long long>(r.commId), rate(r.bytesPerS).c_str(), windowS,
                   r.referenceBytesPerS > 0 ? ratio : "", against.c_str(), outcome);
+  } else if (r.kind == HealthReport::Kind::kStuckRank) {
+    std::snprintf(buf, sizeof buf,
+                  "stuck rank %s on communicator 0x%016llx: alive but has not entered collective "
+                  "%llu (%s), in which %d of its ranks have waited for %.1f s (threshold %.1f s); "
+                  "%s",
+                  endText(r.subject).c_str(), static_cast<unsigned long long>(r.commId),
+                  static_cast<unsigned long long>(r.collIndex),
+                  r.function.empty() ? "function unknown" : r.function.c_str(), r.waitingRanks,
+                  static_cast<double>(r.waitedNs) / 1e9, static_cast<double>(r.minLagNs) / 1e9,
+                  outcome);
   } else {
     std::snprintf(buf, sizeof buf,
                   "straggler %s on communicator 0x%016llx: last to enqueue %d of the %d "
@@ -68,8 +93,9 @@ std::string describe(const HealthReport& r) {
 
 resilient_blackbox_fault toBlackboxRecord(const HealthReport& r) {
   resilient_blackbox_fault f{};
-  f.faultClass = r.kind == HealthReport::Kind::kSlowLink ? RESILIENT_BLACKBOX_FAULT_SLOW_LINK
-                                                         : RESILIENT_BLACKBOX_FAULT_STRAGGLER;
+  f.faultClass = r.kind == HealthReport::Kind::kSlowLink    ? RESILIENT_BLACKBOX_FAULT_SLOW_LINK
+                 : r.kind == HealthReport::Kind::kStraggler ? RESILIENT_BLACKBOX_FAULT_STRAGGLER
+                                                            : RESILIENT_BLACKBOX_FAULT_STUCK_RANK;
   f.commId = r.commId;
   f.peerPid = r.subject.pid;
   f.rank = r.subject.rank;

@@ -1,14 +1,17 @@
-// A finding of the job's health comparison: a slow link or a straggler.
-// Not a fault: nothing aborts because of it unless the user asks
-// (NCCL_RESILIENT_SLOW_LINK_ACTION, NCCL_RESILIENT_STRAGGLER_ACTION). The
-// detectors (slow_links.h, stragglers.h) make them; the restart library logs
+// A finding of the job's health comparison: a slow link, a straggler or a
+// stuck rank. Not a fault: nothing aborts because of it unless the user asks
+// (NCCL_RESILIENT_SLOW_LINK_ACTION, NCCL_RESILIENT_STRAGGLER_ACTION,
+// NCCL_RESILIENT_STUCK_RANK_ACTION). The detectors (slow_links.h,
+// stragglers.h, stuck_ranks.h) make them; the restart library logs
 // one WARN each, writes it into the store and into the blackbox of the
 // process it names (as a report record, RESILIENT_BLACKBOX_IS_REPORT);
 // resilient-inspect --job prints them. Plain data.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "resilient/blackbox.h"
 
@@ -23,7 +26,7 @@ struct ProcessEnd {
 };
 
 struct HealthReport {
-  enum class Kind { kSlowLink, kStraggler };
+  enum class Kind { kSlowLink, kStraggler, kStuckRank };
   Kind kind = Kind::kSlowLink;
   uint64_t commId = 0;
   uint64_t wallNs = 0;  // when it was found
@@ -46,12 +49,21 @@ struct HealthReport {
   uint64_t lagNs = 0;
   uint64_t minLagNs = 0;
   uint64_t windowNs = 0;
+  // Stuck rank: the subject has not entered collective `collIndex`
+  // (`function`) of the communicator, which `waitingRanks` of its ranks have
+  // waited in for `waitedNs` (the earliest of them), past `minLagNs` (the
+  // stuck-rank timeout).
+  uint64_t collIndex = 0;
+  std::string function;
+  int waitingRanks = 0;
+  uint64_t waitedNs = 0;
   // The report's action is restart (NCCL_RESILIENT_*_ACTION): the job
   // restarts without the subject. Set by whoever acts on it.
   bool restarts = false;
 };
 
 const char* reportKindName(HealthReport::Kind kind) noexcept;
+std::optional<HealthReport::Kind> parseReportKind(std::string_view name) noexcept;
 // One line for people (the WARN, the blackbox record's text).
 std::string describe(const HealthReport& r);
 // The report as a record of the blackbox's fault ring (class SLOW_LINK or

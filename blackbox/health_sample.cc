@@ -47,6 +47,13 @@ RankSample sampleOf(const Snapshot& snap, int rank, uint64_t sinceWallNs) {
     const auto toWall = [monoToWall](uint64_t mono) {
       return mono == 0 ? 0 : static_cast<uint64_t>(static_cast<int64_t>(mono) + monoToWall);
     };
+    // The collective in flight (the flight recorder holds completed ones):
+    // the rank is inside it now.
+    const resilient_blackbox_op& oldest = comm.oldest;
+    if (oldest.opIndex != 0 && oldest.kind == RESILIENT_BLACKBOX_OP_COLL) {
+      s.inside.push_back({comm.commId, oldest.collIndex, toWall(oldest.enqueueMonoNs),
+                          std::string(oldest.func, strnlen(oldest.func, sizeof oldest.func))});
+    }
     uint64_t prevIndex = 0;  // the previous collective in the ring, and when it ended
     uint64_t prevEnd = 0;
     for (const auto& op : view.flight) {
@@ -58,8 +65,9 @@ RankSample sampleOf(const Snapshot& snap, int rank, uint64_t sinceWallNs) {
       prevEnd = op.state == RESILIENT_BLACKBOX_OP_COMPLETED ? op.endMonoNs : 0;
       const uint64_t wall = toWall(op.enqueueMonoNs);
       if (op.enqueueMonoNs != 0 && wall >= sinceWallNs) {
-        s.arrivals.push_back(
-            {comm.commId, op.collIndex, comm.rank, comm.nranks, wall, toWall(endBefore)});
+        s.arrivals.push_back({comm.commId, op.collIndex, comm.rank, comm.nranks, wall,
+                              toWall(endBefore),
+                              std::string(op.func, strnlen(op.func, sizeof op.func))});
       }
     }
   }

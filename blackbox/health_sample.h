@@ -39,6 +39,15 @@ struct Arrival {
   // time between is the rank's own (its compute), the lateness before it is
   // not (it finished the previous one late: a slow link into it).
   uint64_t prevEndWallNs = 0;
+  std::string function;  // "AllReduce", "allReduce", ...; empty unknown
+};
+
+// A collective a rank is inside now: entered at `wallNs`, not ended.
+struct Inside {
+  uint64_t commId = 0;
+  uint64_t collIndex = 0;
+  uint64_t wallNs = 0;
+  std::string function;
 };
 
 struct RankSample {
@@ -48,6 +57,16 @@ struct RankSample {
   uint64_t wallNs = 0;  // when it was taken
   std::vector<LinkSample> links;
   std::vector<Arrival> arrivals;
+  // What the rank's own code says of itself (the restart library's
+  // CallContext): its last ping (wall clock; 0 none), and whether it keeps
+  // the others waiting on purpose (hang protection off). A rank that pings,
+  // or says so, while the others wait for it is not stuck (stuck_ranks.h).
+  uint64_t lastPingWallNs = 0;
+  bool waitingDeclared = false;
+  // The collectives the rank is inside now (entered, not ended; shipped
+  // whatever their age): a rank that waits in one is not the stuck one, and
+  // the others' stuck rank is the one that never came (stuck_ranks.h).
+  std::vector<Inside> inside;
 };
 
 // The sample of one process's blackbox. `rank`: the job's rank when the

@@ -18,6 +18,7 @@ const char* faultClassName(uint32_t faultClass) noexcept {
     case RESILIENT_BLACKBOX_FAULT_PEER_CLOSED: return "peer closed";
     case RESILIENT_BLACKBOX_FAULT_SLOW_LINK: return "slow link";
     case RESILIENT_BLACKBOX_FAULT_STRAGGLER: return "straggler";
+    case RESILIENT_BLACKBOX_FAULT_STUCK_RANK: return "stuck rank";
     default: return "unknown fault";
   }
 }

@@ -593,6 +593,26 @@ inline constexpr EnumKnob<HealthAction> kStragglerAction{{
            "may replace it with a spare).",
 }};
 
+inline constexpr IntKnob kStuckRankTimeoutMs{{
+    .name = "NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS",
+    .defaultValue = "10000",
+    .min = 100,
+    .max = 86400000,
+    .unit = "ms",
+    .doc = "A live rank that has not entered a collective which other ranks of its "
+           "communicator have waited in this long, while it is inside no collective itself and "
+           "neither pings nor has hang protection off, is reported as a stuck rank.",
+}};
+
+inline constexpr EnumKnob<HealthAction> kStuckRankAction{{
+    .name = "NCCL_RESILIENT_STUCK_RANK_ACTION",
+    .defaultValue = "report",
+    .choices = "report|restart",
+    .doc = "What a stuck rank does: report (a WARN, a store and a blackbox record; nothing "
+           "aborts) or restart (also a fault naming it, so that the job restarts and a policy "
+           "may replace it with a spare).",
+}};
+
 // Every knob, in the order of docs/configuration.md.
 inline constexpr auto kAllKnobs = listKnobs(
     kLogLevel, kLogSubsys, kWarnIntervalMs, kInner, kSocketIfname, kSocketFamily, kSocketNsocks,
@@ -609,7 +629,7 @@ inline constexpr auto kAllKnobs = listKnobs(
     kRestartHealthCheckTimeoutMs, kRestartCommunicatorTimeoutMs, kRestartAutoHealthChecks,
     kRestartStormLimit, kRestartStormWindowMs, kRestartBackoffMs, kRestartBackoffMaxMs,
     kHealthIntervalMs, kSlowLinkPercent, kSlowLinkWindowMs, kSlowLinkAction, kStragglerLagMs,
-    kStragglerWindowMs, kStragglerAction);
+    kStragglerWindowMs, kStragglerAction, kStuckRankTimeoutMs, kStuckRankAction);
 
 // The position of `spec` in kAllKnobs, or kAllKnobs.size() when it is not there.
 // By name, which listKnobs keeps unique: comparing the addresses of two

@@ -110,7 +110,7 @@ class Trainer:
             # (NCCL's ring order may change when the ranks are re-formed).
             local = torch.cat([x.t() @ err, (err * err).sum().reshape(1)])
             fixed = torch.round(local.double() * FIXED_ONE).long()
-            rdist.wait(dist.all_reduce(fixed, async_op=True))
+            rdist.wait(dist.all_reduce(fixed, async_op=True), op="all_reduce")
             sums = (fixed.double() / FIXED_ONE).float()
             w = w - LEARNING_RATE * (2.0 / total) * sums[:WEIGHTS]
             loss = float(sums[WEIGHTS]) / total

@@ -98,9 +98,11 @@
  * that look for faults skip them (RESILIENT_BLACKBOX_IS_REPORT). */
 #define RESILIENT_BLACKBOX_FAULT_SLOW_LINK 10u /* a link far slower than its peers */
 #define RESILIENT_BLACKBOX_FAULT_STRAGGLER 11u /* a rank persistently last to a collective */
+#define RESILIENT_BLACKBOX_FAULT_STUCK_RANK 12u /* a live rank the others wait for, for long */
 #define RESILIENT_BLACKBOX_IS_REPORT(faultClass) \
   ((faultClass) == RESILIENT_BLACKBOX_FAULT_SLOW_LINK || \
-   (faultClass) == RESILIENT_BLACKBOX_FAULT_STRAGGLER)
+   (faultClass) == RESILIENT_BLACKBOX_FAULT_STRAGGLER || \
+   (faultClass) == RESILIENT_BLACKBOX_FAULT_STUCK_RANK)
 
 /* Communicator slot states. A finalized slot keeps its last contents for
  * post-mortem reading until a new communicator needs the slot. */

@@ -260,6 +260,13 @@ void resilient_restart_atomic_end(resilient_restart_context* context);
 /* While off, soft and hard timeouts do not apply to this rank (nesting counts). */
 void resilient_restart_hang_protection_off(resilient_restart_context* context);
 void resilient_restart_hang_protection_on(resilient_restart_context* context);
+/* The rank enters (later leaves) the next collective of `group`, whose rank
+ * `rank` of `nranks` it is, where no NCCL profiler sees it (a torch group over
+ * gloo): stragglers and stuck ranks are found there too. 0, or an error
+ * status for a NULL or empty argument or rank outside [0, nranks). */
+int resilient_restart_collective_enter(resilient_restart_context* context, const char* group,
+                                       const char* function, int rank, int nranks);
+int resilient_restart_collective_leave(resilient_restart_context* context, const char* group);
 /* Operations of the host communicator `name` (NULL: the only one). */
 int resilient_restart_allreduce_sum_f32(resilient_restart_context* context, const char* name,
                                         const float* in, float* out, size_t count);

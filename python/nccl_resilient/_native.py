@@ -83,6 +83,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "resilient_restart_atomic_end": (None, [c_void_p]),
         "resilient_restart_hang_protection_off": (None, [c_void_p]),
         "resilient_restart_hang_protection_on": (None, [c_void_p]),
+        "resilient_restart_collective_enter":
+            (c_int, [c_void_p, c_char_p, c_char_p, c_int, c_int]),
+        "resilient_restart_collective_leave": (c_int, [c_void_p, c_char_p]),
         "resilient_restart_allreduce_sum_f32":
             (c_int, [c_void_p, c_char_p, c_void_p, c_void_p, c_size]),
         "resilient_restart_broadcast": (c_int, [c_void_p, c_char_p, c_void_p, c_size, c_int]),

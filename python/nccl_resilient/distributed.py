@@ -51,6 +51,9 @@ from .store import Store, _bytes, keys_list
 from .wrapper import CallContext, current_context, set_distributed_env
 
 _retired: List[Any] = []  # process groups of aborted iterations (see the module's text)
+# The group init_process_group made last, as wait() names it to the library:
+# (name, rank, size), or None for an NCCL group (its profiler sees it).
+_default_group: Optional[Tuple[str, int, int]] = None
 _lock = threading.Lock()
 _stores = {}
 _master_port_base: Optional[int] = None
@@ -633,6 +636,9 @@ def init_process_group(ctx: CallContext, backend: str = "gloo",
     dist.init_process_group(backend, store=TorchStore(store.view("pg"), timeout),
                             rank=state.active_rank, world_size=state.active_world_size,
                             timeout=timeout, **kwargs)
+    global _default_group
+    _default_group = None if nccl else (f"torch/{job}/{state.iteration}", state.active_rank,
+                                        state.active_world_size)
     if nccl:
         watch_nccl(ctx)
 
@@ -658,7 +664,8 @@ def watch_nccl(ctx: CallContext, group=None) -> bool:
     return True
 
 
-def wait(work, poll_seconds: float = 0.0002, ping_seconds: float = 0.05) -> None:
+def wait(work, poll_seconds: float = 0.0002, ping_seconds: float = 0.05,
+         op: str = "collective") -> None:
     """Waits for an async torch work (``all_reduce(..., async_op=True)``)
     while staying interruptible: a restart's RankShouldRestart arrives at
     once, even where the backend cannot be aborted (gloo before 2.6). Then
@@ -666,14 +673,25 @@ def wait(work, poll_seconds: float = 0.0002, ping_seconds: float = 0.05) -> None
 
     A rank waiting here for its peers is alive: it pings the running
     CallContext every ``ping_seconds``, so that the soft timeout names the
-    rank that stopped (a frozen peer), not the ones waiting for it."""
+    rank that stopped (a frozen peer), not the ones waiting for it. On a
+    group of ``init_process_group`` that no NCCL profiler sees (gloo), the
+    work is also the group's next collective (``op`` names it) for the
+    library's health comparison (``CallContext.enter_collective``): a rank
+    that never comes to one its peers wait in is named a stuck rank."""
     ctx = current_context()
-    next_ping = time.monotonic() + ping_seconds
-    while not work.is_completed():
-        time.sleep(poll_seconds)
-        if ctx is not None and time.monotonic() >= next_ping:
-            ctx.ping()
-            next_ping = time.monotonic() + ping_seconds
+    group = _default_group if ctx is not None else None
+    if group is not None:
+        ctx.enter_collective(group[0], op, group[1], group[2])
+    try:
+        next_ping = time.monotonic() + ping_seconds
+        while not work.is_completed():
+            time.sleep(poll_seconds)
+            if ctx is not None and time.monotonic() >= next_ping:
+                ctx.ping()
+                next_ping = time.monotonic() + ping_seconds
+    finally:
+        if group is not None:
+            ctx.leave_collective(group[0])
     work.wait()
 
 

@@ -171,6 +171,17 @@ class CallContext:
         finally:
             self._lib.resilient_restart_hang_protection_on(self._ptr)
 
+    def enter_collective(self, group: str, function: str, rank: int, nranks: int) -> None:
+        """This rank enters the next collective of ``group`` (a name every
+        rank of it gives alike), where it is ``rank`` of ``nranks``, where no
+        NCCL profiler sees it (gloo): the job's health comparison then finds
+        stragglers and stuck ranks there too. ``leave_collective`` ends it."""
+        check(self._lib.resilient_restart_collective_enter(
+            self._ptr, group.encode(), function.encode(), int(rank), int(nranks)))
+
+    def leave_collective(self, group: str) -> None:
+        check(self._lib.resilient_restart_collective_leave(self._ptr, group.encode()))
+
     def watch_nccl_communicator(self, handle: int, library: Optional[str] = None) -> None:
         """Watch an NCCL communicator made outside the library (an
         ncclComm_t address, e.g. torch's): its asynchronous error starts

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "resilient/restart/host_communicator.hpp"
@@ -73,9 +74,9 @@ int resilient_restart_run(resilient_restart_wrapper* w, resilient_restart_functi
         r::capi::takeCallbackError();
         return;
       }
-      const std::string what = r::capi::callbackFailure(
-          "the wrapped C function returned " + std::to_string(rc) + " (" +
-          resilient_restart_status_name(rc) + ")");
+      const std::string what =
+          r::capi::callbackFailure("the wrapped C function returned " + std::to_string(rc) + " (" +
+                                   resilient_restart_status_name(rc) + ")");
       if (rc == RESILIENT_RESTART_SHOULD_RESTART) {
         throw r::RankShouldRestart(what);
       }
@@ -128,7 +129,7 @@ int resilient_restart_context_state(const resilient_restart_context* c,
 }
 
 int resilient_restart_context_watch_nccl_comm(resilient_restart_context* c, void* comm,
-                                               const char* library) {
+                                              const char* library) {
   return guarded([&] {
     if (c == nullptr || comm == nullptr) {
       throw r::ConfigError("watch_nccl_comm: null context or communicator");
@@ -169,6 +170,29 @@ void resilient_restart_hang_protection_off(resilient_restart_context* c) {
   if (c != nullptr) {
     c->ctx->hangProtectionOff();
   }
+}
+
+int resilient_restart_collective_enter(resilient_restart_context* c, const char* group,
+                                       const char* function, int rank, int nranks) {
+  return guarded([&] {
+    if (c == nullptr || group == nullptr || *group == '\0' || rank < 0 || nranks <= rank) {
+      throw std::invalid_argument("collective_enter: a context, a group name and 0 <= rank (" +
+                                  std::to_string(rank) + ") < nranks (" + std::to_string(nranks) +
+                                  ") are required");
+    }
+    c->ctx->enterCollective(group, function != nullptr ? function : "", rank, nranks);
+    return 0;
+  });
+}
+
+int resilient_restart_collective_leave(resilient_restart_context* c, const char* group) {
+  return guarded([&] {
+    if (c == nullptr || group == nullptr || *group == '\0') {
+      throw std::invalid_argument("collective_leave: a context and a group name are required");
+    }
+    c->ctx->leaveCollective(group);
+    return 0;
+  });
 }
 
 void resilient_restart_hang_protection_on(resilient_restart_context* c) {

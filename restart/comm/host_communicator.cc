@@ -9,6 +9,7 @@
 #include "hostengine/engine.h"
 #include "hostengine/transport_choice.h"
 #include "restart/comm/active_member.h"
+#include "restart/comm/collective_arrivals.h"
 #include "restart/comm/net_plugin_path.h"
 #include "restart/comm/rendezvous_out_of_band.h"
 
@@ -61,6 +62,10 @@ struct HostCommunicator::Impl {
   std::mutex faultMutex;
   std::optional<he::Fault> fault;  // the first fault an operation saw (sticky)
 
+  // The group of this communicator's operations in the process's arrivals:
+  // the same on every rank of the iteration's communicator.
+  std::string arrivalsGroup() const { return "host/" + name + "/" + std::to_string(iteration); }
+
   std::string describe() const {
     std::string text = "host comm '" + name + "' iteration " + std::to_string(iteration) +
                        " rank " + std::to_string(rank) + "/" + std::to_string(size);
@@ -102,7 +107,17 @@ struct HostCommunicator::Impl {
       alone();
       return;
     }
+    // Without a profiler in the plugin's library the engine's operations are
+    // nobody's arrivals: they are the process's own (the health comparison's
+    // stragglers and stuck ranks).
+    const bool mark = !engine->profiled();
+    if (mark) {
+      CollectiveArrivals::process().enter(arrivalsGroup(), op, rank, size);
+    }
     std::optional<he::Fault> f = engineCall(*engine);
+    if (mark) {
+      CollectiveArrivals::process().leave(arrivalsGroup());
+    }
     if (!f) {
       return;
     }
@@ -189,8 +204,7 @@ void HostCommunicator::allReduce(const float* in, float* out, size_t count) {
 
 void HostCommunicator::broadcast(void* data, size_t bytes, int root) {
   if (impl_->size == 1 && root != 0) {
-    throw RestartError(describe() + ": broadcast: root " + std::to_string(root) +
-                       " outside 0..0");
+    throw RestartError(describe() + ": broadcast: root " + std::to_string(root) + " outside 0..0");
   }
   impl_->run(
       "broadcast", [&](he::Engine& e) { return e.broadcast(data, bytes, root); }, [] {});

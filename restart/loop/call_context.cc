@@ -1,5 +1,6 @@
 // CallContext and Wrapper (wrapper.hpp): thin forwards to the Loop.
 #include "resilient/restart/wrapper.hpp"
+#include "restart/comm/collective_arrivals.h"
 #include "restart/loop/loop.h"
 
 namespace resilient::restart {
@@ -17,6 +18,15 @@ CallContext::HangProtectionOff::~HangProtectionOff() {
 CallContext::HangProtectionOff CallContext::disableHangProtection() noexcept {
   loop_.hangProtection(true);
   return HangProtectionOff(this);
+}
+
+void CallContext::enterCollective(const std::string& group, const std::string& function, int rank,
+                                  int nranks) {
+  CollectiveArrivals::process().enter(group, function, rank, nranks);
+}
+
+void CallContext::leaveCollective(const std::string& group) {
+  CollectiveArrivals::process().leave(group);
 }
 
 void CallContext::hangProtectionOff() noexcept {

@@ -13,6 +13,7 @@
 #include "blackbox/health_json.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "restart/comm/collective_arrivals.h"
 #include "store/errors.h"
 
 namespace resilient::restart {
@@ -31,6 +32,7 @@ HealthExchange::HealthExchange(store::Store& store, const protocol::JobKeys& key
       config_(config),
       links_(config.links),
       stragglers_(config.stragglers),
+      stuck_(config.stuckRanks),
       pid_(static_cast<uint32_t>(getpid())),
       // A store call may take one interval (at least a second): a frozen
       // store holds this thread, and the loop's stop of it, no longer.
@@ -83,20 +85,39 @@ void HealthExchange::run(const std::stop_token& stop) {
 }
 
 void HealthExchange::ship() {
-  std::optional<blackbox::Snapshot> snap = blackbox_.snapshot();
-  if (!snap) {
-    return;  // no plugin loaded yet
-  }
-  if (host_.empty()) {
-    host_ = std::string(snap->header.host, strnlen(snap->header.host, sizeof snap->header.host));
-  }
   // The arrivals of the last three intervals: rank 0 reads at its own pace,
   // and the detectors count an arrival once however often it comes.
   const auto intervalNs = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(config_.interval).count());
   const uint64_t now = wallClockNs();
   const uint64_t since = now > 3 * intervalNs ? now - 3 * intervalNs : 0;
-  const blackbox::RankSample sample = blackbox::sampleOf(*snap, config_.activeRank, since);
+  blackbox::RankSample sample;
+  if (std::optional<blackbox::Snapshot> snap = blackbox_.snapshot()) {
+    if (host_.empty()) {
+      host_ = std::string(snap->header.host, strnlen(snap->header.host, sizeof snap->header.host));
+    }
+    sample = blackbox::sampleOf(*snap, config_.activeRank, since);
+  } else {
+    // No plugin in this process (gloo, a plugin-less engine): the sample
+    // still says the rank is alive, with the collectives no profiler sees.
+    if (host_.empty()) {
+      host_ = log::hostName();
+    }
+    sample.rank = config_.activeRank;
+    sample.pid = pid_;
+    sample.host = host_;
+    sample.wallNs = now;
+  }
+  CollectiveArrivals::process().addTo(&sample, since);
+  if (config_.activity) {
+    const RankActivity activity = config_.activity();
+    if (activity.lastPingMonoNs != 0) {
+      const uint64_t mono = monotonicNs();
+      const uint64_t age = mono > activity.lastPingMonoNs ? mono - activity.lastPingMonoNs : 0;
+      sample.lastPingWallNs = now > age ? now - age : 0;
+    }
+    sample.waitingDeclared = activity.hangProtectionOff;
+  }
   store_.set(keys_.healthSample(config_.iteration, config_.activeRank),
              blackbox::sampleJson(sample).dump(), callTimeout_);
 }
@@ -125,9 +146,15 @@ void HealthExchange::compare() {
   for (auto& r : stragglers_.update(samples)) {
     found.push_back(std::move(r));
   }
+  for (auto& r : stuck_.update(samples)) {
+    found.push_back(std::move(r));
+  }
   for (auto& r : found) {
-    r.restarts = r.kind == blackbox::HealthReport::Kind::kSlowLink ? config_.restartOnSlowLink
-                                                                   : config_.restartOnStraggler;
+    switch (r.kind) {
+      case blackbox::HealthReport::Kind::kSlowLink: r.restarts = config_.restartOnSlowLink; break;
+      case blackbox::HealthReport::Kind::kStraggler: r.restarts = config_.restartOnStraggler; break;
+      case blackbox::HealthReport::Kind::kStuckRank: r.restarts = config_.restartOnStuckRank; break;
+    }
     RES_WARN(log::kRestart, "restart: %s", blackbox::describe(r).c_str());
     const int64_t number = store_.add(keys_.healthReportCount(), 1, callTimeout_);
     store_.set(keys_.healthReport(number), blackbox::reportJson(r).dump(), callTimeout_);

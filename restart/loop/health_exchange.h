@@ -1,10 +1,13 @@
 // The job's health comparison for one iteration (docs/observability.md):
-// slow links and stragglers found across the ranks through the store.
+// slow links, stragglers and stuck ranks found across the ranks through
+// the store.
 //
 // One thread per active rank while the iteration runs. Every `interval` it
 //  - ships this rank's sample (its blackbox: links' bytes and busy time,
-//    the collectives' arrival times of the last few intervals) to the store
-//    under the iteration's health key of its active rank;
+//    the collectives' arrival times of the last few intervals; the
+//    collectives no profiler sees, collective_arrivals.h; what its code said:
+//    its last ping, hang protection) to the store under the iteration's
+//    health key of its active rank;
 //  - on active rank 0 only: reads every active rank's sample (one
 //    multi-get), feeds the detectors (blackbox/slow_links.h,
 //    blackbox/stragglers.h) and writes each new report to the store (a
@@ -24,6 +27,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -31,6 +35,7 @@
 #include "blackbox/health_report.h"
 #include "blackbox/slow_links.h"
 #include "blackbox/stragglers.h"
+#include "blackbox/stuck_ranks.h"
 #include "restart/loop/blackbox_watch.h"
 #include "restart/loop/interruption.h"
 #include "restart/loop/rank_registry.h"
@@ -41,6 +46,13 @@
 
 namespace resilient::restart {
 
+// What the rank's own code said last (CallContext): its last ping
+// (monotonic ns, 0 none) and whether hang protection is off.
+struct RankActivity {
+  uint64_t lastPingMonoNs = 0;
+  bool hangProtectionOff = false;
+};
+
 struct HealthExchangeConfig {
   int iteration = 0;
   int initialRank = 0;
@@ -49,8 +61,11 @@ struct HealthExchangeConfig {
   std::chrono::milliseconds interval{1000};
   blackbox::SlowLinkOptions links;
   blackbox::StragglerOptions stragglers;
+  blackbox::StuckRankOptions stuckRanks;
   bool restartOnSlowLink = false;
   bool restartOnStraggler = false;
+  bool restartOnStuckRank = false;
+  std::function<RankActivity()> activity;  // empty: nothing said
 };
 
 class HealthExchange {
@@ -79,6 +94,7 @@ class HealthExchange {
   const HealthExchangeConfig config_;
   blackbox::SlowLinkDetector links_;
   blackbox::StragglerDetector stragglers_;
+  blackbox::StuckRankDetector stuck_;
   std::string host_;
   uint32_t pid_ = 0;
   const std::chrono::milliseconds callTimeout_;

@@ -163,6 +163,12 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
     health.stragglers.windowNs = ns(options_.stragglerWindow);
     health.restartOnSlowLink = options_.slowLinkRestart;
     health.restartOnStraggler = options_.stragglerRestart;
+    health.stuckRanks.timeoutNs = ns(options_.stuckRankTimeout);
+    health.restartOnStuckRank = options_.stuckRankRestart;
+    health.activity = [this] {
+      return RankActivity{lastPingNs_.load(std::memory_order_relaxed),
+                          hangProtectionOff_.load(std::memory_order_relaxed) > 0};
+    };
     health_ = std::make_unique<HealthExchange>(*store_, *keys_, *faults_, *registry_, *blackbox_,
                                                *interruption_, timeline_, health);
   }
@@ -445,12 +451,15 @@ bool Loop::interrupted() const {
 }
 
 void Loop::ping() noexcept {
+  const uint64_t now = monotonicNs();
+  lastPingNs_.store(now, std::memory_order_relaxed);
   if (statusPage_) {
-    statusPage_->page().manualPingNs.store(monotonicNs(), std::memory_order_release);
+    statusPage_->page().manualPingNs.store(now, std::memory_order_release);
   }
 }
 
 void Loop::hangProtection(bool off) noexcept {
+  hangProtectionOff_.fetch_add(off ? 1 : -1, std::memory_order_relaxed);
   if (statusPage_) {
     if (off) {
       statusPage_->page().hangProtectionOff.fetch_add(1, std::memory_order_acq_rel);

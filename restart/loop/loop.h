@@ -16,6 +16,7 @@
 // Tests drive it directly with a shared in-process store (threads as ranks).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -143,6 +144,10 @@ class Loop {
   std::optional<protocol::StatusPageMapping> statusPage_;
   // Answers the monitor process's heartbeats (with a monitor process only).
   std::unique_ptr<RankLiveness> liveness_;
+  // What the function said last: its last ping (monotonic ns) and how many
+  // hang-protection guards are open (the health exchange ships both).
+  std::atomic<uint64_t> lastPingNs_{0};
+  std::atomic<int> hangProtectionOff_{0};
   HealthCheckFn restartChecks_;  // automatic checks + the user's, run at every restart
   Timeline timeline_;
   std::recursive_mutex atomicMutex_;

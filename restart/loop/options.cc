@@ -43,6 +43,8 @@ Options Options::fromEnvironment() {
   o.stragglerLag = Millis(p.get<config::kStragglerLagMs>());
   o.stragglerWindow = Millis(p.get<config::kStragglerWindowMs>());
   o.stragglerRestart = p.get<config::kStragglerAction>() == config::HealthAction::kRestart;
+  o.stuckRankTimeout = Millis(p.get<config::kStuckRankTimeoutMs>());
+  o.stuckRankRestart = p.get<config::kStuckRankAction>() == config::HealthAction::kRestart;
   return o;
 }
 
@@ -89,7 +91,8 @@ void Options::validate() const {
           "1 <= slowLinkPercent (" + std::to_string(slowLinkPercent) + ") <= 99");
   for (const auto& [name, value] :
        {std::pair{"slowLinkWindow", slowLinkWindow}, std::pair{"stragglerLag", stragglerLag},
-        std::pair{"stragglerWindow", stragglerWindow}}) {
+        std::pair{"stragglerWindow", stragglerWindow},
+        std::pair{"stuckRankTimeout", stuckRankTimeout}}) {
     require(value > zero, show(name, value) + " > 0");
   }
   // The reference's ordering rules (docs/reference/restart-model.md §1.2).

@@ -74,8 +74,10 @@ struct Options {
   // `healthInterval` each active rank ships its links' busy time and its
   // collectives' arrival times to the store, and active rank 0 looks for
   // slow links (below `slowLinkPercent` % of the job's other links while busy,
-  // over `slowLinkWindow`) and stragglers (last to most collectives by
-  // `stragglerLag` or more, over `stragglerWindow`). A finding is reported: a
+  // over `slowLinkWindow`), stragglers (last to most collectives by
+  // `stragglerLag` or more, over `stragglerWindow`) and stuck ranks (alive,
+  // not entering a collective the others have waited in for
+  // `stuckRankTimeout`). A finding is reported: a
   // WARN, a store record, a record in the blackbox of the process it names,
   // the timeline. With its `...Restart` flag it is also a fault naming that
   // rank (reason health-report): the job restarts and terminateCulprits
@@ -87,6 +89,8 @@ struct Options {
   Millis stragglerLag{20};
   Millis stragglerWindow{10000};
   bool stragglerRestart = false;
+  Millis stuckRankTimeout{10000};
+  bool stuckRankRestart = false;
 
   // The monitor process: its executable (empty: `resilient-monitor` next to
   // the library, then on PATH), its log and pid files ({rank} is replaced by

@@ -81,6 +81,15 @@ class CallContext {
   void hangProtectionOff() noexcept;
   void hangProtectionOn() noexcept;
 
+  // The rank enters (and later leaves) the next collective of `group`, in
+  // which it is rank `rank` of `nranks`, where no NCCL profiler sees it (a
+  // torch group over gloo, the user's own collectives): the job's health
+  // comparison then finds stragglers and stuck ranks there too
+  // (docs/observability.md). `group`: a name every rank of the group gives
+  // alike; `function`: the collective's name, for reports.
+  void enterCollective(const std::string& group, const std::string& function, int rank, int nranks);
+  void leaveCollective(const std::string& group);
+
   // True once a restart has begun; checkCancelled() throws RankShouldRestart
   // then. Long loops of the wrapped function that make no communicator call
   // should check it.

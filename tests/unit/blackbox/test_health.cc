@@ -183,7 +183,7 @@ void arrive(std::vector<RankSample>& ranks, uint64_t index, uint64_t base,
   const int n = static_cast<int>(ranks.size());
   for (int r = 0; r < n; ++r) {
     ranks[static_cast<size_t>(r)].arrivals = {
-        {9, index, r, n, base + offset[static_cast<size_t>(r)]}};
+        {9, index, r, n, base + offset[static_cast<size_t>(r)], 0, "AllReduce"}};
     ranks[static_cast<size_t>(r)].wallNs = base + offset[static_cast<size_t>(r)];
   }
 }
@@ -255,7 +255,7 @@ TEST_CASE("stragglers: last because the previous collective ended late is not it
         const uint64_t late = r == 2 ? 30 * kMs : 0;
         const uint64_t end = base - 50 * kMs + (ownDelay ? 0 : late);  // previous end
         auto& a = ranks[static_cast<size_t>(r)];
-        a.arrivals = {{9, i, r, 4, base + late, i > 1 ? end : 0}};
+        a.arrivals = {{9, i, r, 4, base + late, i > 1 ? end : 0, "AllReduce"}};
         a.wallNs = base + late;
       }
       reports += static_cast<int>(d.update(ranks).size());
@@ -301,7 +301,7 @@ TEST_CASE("stragglers: an arrival shipped twice counts once; a rank gone leaves 
 
 TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refused", "[health]") {
   auto ranks = ring(2);
-  ranks[0].arrivals = {{9, 4, 0, 2, 123, 99}};
+  ranks[0].arrivals = {{9, 4, 0, 2, 123, 99, "AllReduce"}};
   ranks[0].links[0].rttNs = 55;
   const auto back = blackbox::sampleFromJson(blackbox::sampleJson(ranks[0]));
   REQUIRE(back.ok());

@@ -48,6 +48,10 @@ struct Flags {
   int count = 1 << 16;        // floats per all-reduce
   std::string holdFile;       // after its steps, the function waits (pinging) until this exists
   int holdSilent = 0;         // 1: the wait does not ping (a hung rank)
+  // >= 0: in iteration 0, before the all-reduce of this step, the function
+  // spins without pinging until the hold file exists (alive, not entering
+  // the collective the others wait in: a stuck rank).
+  int stuckAtStep = -1;
 };
 
 Flags parse(int argc, char** argv) {
@@ -73,6 +77,7 @@ Flags parse(int argc, char** argv) {
     else if (a == "--count") f.count = n();
     else if (a == "--hold-file") f.holdFile = v;
     else if (a == "--hold-silent") f.holdSilent = n();
+    else if (a == "--stuck-at-step") f.stuckAtStep = n();
     else throw std::invalid_argument("unknown flag " + a);
   }
   if (f.dir.empty()) {
@@ -229,6 +234,12 @@ int main(int argc, char** argv) {
         for (int step = 0; k < flags.foreverUntil || step < flags.steps; ++step) {
           for (size_t i = 0; i < data.size(); ++i) {
             data[i] = static_cast<float>((i + static_cast<size_t>(step + me)) % 5);
+          }
+          if (k == 0 && step == flags.stuckAtStep) {
+            mark("stuck", k);
+            while (!std::filesystem::exists(flags.holdFile)) {
+              std::this_thread::sleep_for(milliseconds(5));  // polling a file the driver creates
+            }
           }
           comm->allReduce(data.data(), data.data(), data.size());
           for (size_t i = 0; i < data.size(); i += 997) {

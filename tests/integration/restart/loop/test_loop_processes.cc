@@ -300,6 +300,19 @@ class Job {
     return out;
   }
 
+  // The job's health reports (slow links, stragglers, stuck ranks), in order.
+  std::vector<json> healthReports() const {
+    const rp::JobKeys keys("default");
+    std::vector<json> out;
+    const auto count = client_->get(keys.healthReportCount());
+    for (int64_t i = 1; count && i <= std::stoll(*count); ++i) {
+      if (const auto v = client_->get(keys.healthReport(i))) {
+        out.push_back(json::parse(*v));
+      }
+    }
+    return out;
+  }
+
   std::optional<std::string> terminated(int r) const {
     return client_->get(rp::JobKeys("default").terminated(r));
   }
@@ -528,6 +541,81 @@ TEST_CASE(
     CHECK(msBetween(stoppedNs, entered) < 3000);
   }
   CHECK(enteredIterations(job.report(3)) == std::vector<int>{1});
+}
+
+// A rank alive but not entering the all-reduce the others wait in (it spins
+// without pinging) is named live by active rank 0's health comparison: rank,
+// communicator, collective, function, how long the others waited; a WARN and
+// a timeline entry on the rank named. Through the resilient plugin the
+// collectives are the profiler's; through the plain plugin (no profiler) the
+// host communicator's own (restart/comm/collective_arrivals.h): before it,
+// such a job named nobody until the soft timeout.
+TEST_CASE("a live rank that does not enter the collective its peers wait in is named a stuck "
+          "rank, with or without the resilient plugin",
+          "[loop-processes][stuck]") {
+  const bool plain = GENERATE(false, true);
+  CAPTURE(plain);
+  TempDir hold;
+  const std::string holdFile = (hold.path() / "go").string();
+  const std::vector<std::string> run = {"--steps", "6", "--hold-file", holdFile};
+  std::vector<std::string> stuck = run;
+  stuck.insert(stuck.end(), {"--stuck-at-step", "3"});
+  std::map<std::string, std::string> env = {
+      {"NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS", "1500"},
+      // Nothing but the stuck-rank comparison may act meanwhile.
+      {"NCCL_RESILIENT_RESTART_SOFT_TIMEOUT_MS", "60000"},
+      {"NCCL_RESILIENT_RESTART_HARD_TIMEOUT_MS", "90000"},
+      {"NCCL_RESILIENT_RESTART_BARRIER_TIMEOUT_MS", "120000"},
+      {"NCCL_RESILIENT_RESTART_COMPLETION_TIMEOUT_MS", "120000"}};
+  if (plain) {
+    env["ITEST_PLUGIN"] = envOr("ITEST_PLAIN_PLUGIN", "libnccl-net-tcp-plain.so");
+  }
+  Job job(3, {run, stuck, run}, env);
+  REQUIRE(job.waitMark("stuck", 1, 0, milliseconds(30000)));
+  const uint64_t stuckNs = monoNs();
+  std::optional<json> named;
+  const auto deadline = Clock::now() + milliseconds(20000);
+  while (!named && Clock::now() < deadline) {
+    for (const json& r : job.healthReports()) {
+      if (r.value("kind", "") == "stuck rank") {
+        named = r;
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(50));  // polling the store the ranks write
+  }
+  const double namedAfterMs = msBetween(stuckNs, monoNs());
+  // The rank named learns it at its next round (its WARN), before it is let go.
+  const auto learnt = Clock::now() + milliseconds(10000);
+  while (job.log(1).find("stuck rank rank 1") == std::string::npos && Clock::now() < learnt) {
+    std::this_thread::sleep_for(milliseconds(20));  // polling the log the rank writes
+  }
+  std::ofstream(holdFile).put('\n');
+  const std::vector<int> codes = job.waitRanks(kJobTimeout);
+  INFO(job.summary());
+  REQUIRE(named);
+  CAPTURE(named->dump());
+  CHECK((*named)["subject"]["rank"] == 1);
+  CHECK((*named)["coll_index"].get<uint64_t>() >= 4);  // the 4th all-reduce or later
+  CHECK((*named)["waiting_ranks"] == 2);
+  CHECK((*named)["waited_ns"].get<uint64_t>() >= 1500000000ull);
+  CHECK_FALSE((*named)["function"].get<std::string>().empty());
+  CHECK((*named)["restarts"] == false);
+  CHECK(namedAfterMs > 1500);   // not before the threshold
+  CHECK(namedAfterMs < 10000);  // the threshold, a round or two, a loaded machine
+  // Only the stuck rank is named, once.
+  int stuckReports = 0;
+  for (const json& r : job.healthReports()) {
+    stuckReports += r.value("kind", "") == "stuck rank" ? 1 : 0;
+  }
+  CHECK(stuckReports == 1);
+  CHECK(codes == std::vector<int>{0, 0, 0});  // a report, not a fault: the job goes on
+  bool onItsTimeline = false;
+  const json stuckReport = job.report(1);
+  for (const auto& e : stuckReport["timeline"]) {
+    onItsTimeline |= e["phase"] == "health report" &&
+                     e["detail"].get<std::string>().find("stuck rank rank 1") != std::string::npos;
+  }
+  CHECK(onItsTimeline);
 }
 
 TEST_CASE("a fault in initialize restarts every rank once, and all complete",
