@@ -171,9 +171,10 @@ class LogFollower:
             self.step = int(m.group(4))
 
 
-def run_job(args, name, procs, store_url, base_env, faults):
-    """Runs the 8 ranks; injects `faults` (dicts with signal, rank, iteration,
-    step) when the victim's log shows that step. Returns the job's data."""
+def run_job(args, name, procs, store_url, base_env, faults, extra_argv=()):
+    """Runs the 8 ranks (each with `extra_argv` too); injects `faults`
+    (dicts with signal, rank, iteration, step) when the victim's log shows
+    that step. Returns the job's data."""
     job_dir = os.path.join(procs.run_dir, name)
     os.makedirs(job_dir)
     common = [f"--run-dir={job_dir}", f"--steps={args.steps}",
@@ -190,6 +191,7 @@ def run_job(args, name, procs, store_url, base_env, faults):
             "--monitor=" + os.path.join(args.build, "restart", "monitor", "resilient-monitor")]
         if args.nccl:
             argv += ["--nccl"] + cuda_library_args(args)
+    argv += list(extra_argv)
     ranks, followers = [], []
     started = time.monotonic()
     for r in range(WORLD_SIZE):
@@ -219,10 +221,11 @@ def run_job(args, name, procs, store_url, base_env, faults):
                 break
             if ranks[fault["rank"]].poll() is not None:
                 raise DemoFailure(f"rank {fault['rank']} ended before its fault was injected")
+            at_wall_ns = time.time_ns()
             at_ns = time.monotonic_ns()
             os.kill(ranks[fault["rank"]].pid, fault["signal"])
-            injected.append(dict(fault, at_ns=at_ns, at_iteration=victim.iteration,
-                                 at_step=victim.step))
+            injected.append(dict(fault, at_ns=at_ns, at_wall_ns=at_wall_ns,
+                                 at_iteration=victim.iteration, at_step=victim.step))
             print(f"  [{name}] {signal.Signals(fault['signal']).name} rank {fault['rank']} "
                   f"after its step {victim.step} (iteration {victim.iteration})", flush=True)
             pending.pop(0)

@@ -64,6 +64,34 @@ def save_checkpoint(path, step, weights):
     os.replace(tmp, path)
 
 
+def stall(kind, seconds):
+    """An injected stuck rank (--stall): alive, not coming to the next
+    all_reduce: a pure-Python busy loop, or C code holding the GIL (libc's
+    sleep through ctypes.PyDLL, which keeps the GIL)."""
+    print(f"stall begin kind={kind} seconds={seconds} wall_ns={time.time_ns()} "
+          f"mono_ns={monotonic_ns()}", flush=True)
+    if kind == "busy":
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+    else:
+        import ctypes
+        ctypes.PyDLL(None).sleep(int(seconds))
+    print(f"stall end mono_ns={monotonic_ns()}", flush=True)
+
+
+def parse_stall(text):
+    """RANK@STEP:busy|gil:SECONDS"""
+    try:
+        who, kind, seconds = text.split(":")
+        rank, step = who.split("@")
+        if kind not in ("busy", "gil"):
+            raise ValueError(kind)
+        return int(rank), int(step), kind, float(seconds)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stall wants RANK@STEP:busy|gil:SECONDS, not {text!r}")
+
+
 def resources():
     return {"descriptors": len(os.listdir("/proc/self/fd")) - 1,
             "threads": len(os.listdir("/proc/self/task"))}
@@ -104,6 +132,9 @@ class Trainer:
         total = SAMPLES_PER_SHARD * args.shards
         for step in range(start, args.steps):
             time.sleep(args.step_ms / 1000.0)  # the simulated compute of a step
+            if args.stall and s.iteration == 0 and s.initial_rank == args.stall[0] \
+                    and step == args.stall[1]:
+                stall(args.stall[2], args.stall[3])
             err = x @ w - y
             # [sum of gradients..., sum of squared errors], summed in int64
             # fixed point: the same bits whatever order the backend adds in
@@ -138,6 +169,9 @@ def parse_args():
     p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
     p.add_argument("--monitor", default=None,
                    help="the resilient-monitor executable (default: beside the library)")
+    p.add_argument("--stall", type=parse_stall, default=None,
+                   help="RANK@STEP:busy|gil:SECONDS: in iteration 0, initial rank RANK stalls "
+                        "before the all_reduce of step STEP (a stuck rank, for benchmarks)")
     p.add_argument("--pg-timeout", type=float, default=150.0,
                    help="the process group's own timeout, s (above the hard timeout)")
     return p.parse_args()

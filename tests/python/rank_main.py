@@ -195,6 +195,49 @@ def torch_restart():
                       .AbortTorchDistributed(), **fast_options()), fn
 
 
+def torch_stuck(how):
+    """A gloo group; at its 4th all_reduce initial rank 1 does not come for
+    5 s: it spins in pure Python ("busy") or sleeps in C holding the GIL
+    ("gil": libc's sleep through ctypes.PyDLL, which keeps the GIL). The
+    others wait in the all_reduce. The stuck-rank comparison (timeout 1.5 s
+    by the test's environment) must name rank 1; its monitor's liveness link
+    must not take it for frozen (its answering thread is native); the job
+    completes."""
+    import ctypes
+
+    import torch
+    import torch.distributed as dist
+    from nccl_resilient import distributed as rdist
+
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        rdist.init_process_group(ctx, "gloo")
+        t = torch.ones(4)
+        for step in range(6):
+            if s.iteration == 0 and step == 3 and s.initial_rank == 1:
+                if how == "busy":
+                    end = time.monotonic() + 5
+                    while time.monotonic() < end:
+                        pass
+                else:
+                    ctypes.PyDLL(None).sleep(5)
+            rdist.wait(dist.all_reduce(t, async_op=True), op="all_reduce")
+            ctx.ping()
+        return t.tolist()
+    return nr.Wrapper(abort=__import__("nccl_resilient.distributed").distributed
+                      .AbortTorchDistributed(),
+                      **fast_options(soft_timeout=20, hard_timeout=30, barrier_timeout=60,
+                                     completion_timeout=60)), fn
+
+
+def torch_stuck_busy():
+    return torch_stuck("busy")
+
+
+def torch_stuck_gil():
+    return torch_stuck("gil")
+
+
 def main():
     scenario = globals()[os.environ["SCENARIO"]]
     result = {"rank": RANK, "outcome": "error", "message": "", "calls": calls}

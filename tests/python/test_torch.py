@@ -81,3 +81,27 @@ def test_process_group_through_the_store_across_a_restart(run_job):
         assert job.results[r]["returned"] == [3.0] * 4
     first = job.results[0]["calls"][0]
     assert first["iteration"] == 0 and first["interrupted_after_s"] < 10
+
+
+@pytest.mark.parametrize("how", ["busy", "gil"])
+def test_a_rank_that_does_not_come_to_the_collective_is_named_stuck(run_job, how):
+    # Issue 32: a rank alive but not entering the all_reduce its peers wait
+    # in (a Python busy loop; C code holding the GIL) is named live by the
+    # health comparison over the collectives nccl_resilient.distributed.wait
+    # marks (gloo: no profiler); its monitor does not kill it as frozen; the
+    # job completes. Before, nothing named it until the soft timeout.
+    job = run_job(f"torch_stuck_{how}", 3,
+                  env={"NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS": "1500"})
+    for r in range(3):
+        assert job.outcome(r) == "completed", job.results.get(r)
+    assert job.returncodes == [0, 0, 0]
+    # Rank 1's own timeline has the report (it learnt it while stuck).
+    assert [0, "health report"] in job.results[1]["phases"]
+    # Active rank 0 compared and said so: rank, collective, function.
+    log = (job.out_dir / "rank-0.log").read_text()
+    line = next(l for l in log.splitlines() if "stuck rank rank 1" in l)
+    assert "has not entered collective 4 (all_reduce)" in line
+    assert "2 of its ranks have waited for" in line
+    # Nobody else was named.
+    for r in (0, 2):
+        assert f"stuck rank rank {r} " not in log
