@@ -11,6 +11,7 @@
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "plugin/net/fault.h"
 #include "restart/monitor/post_mortem.h"
 #include "store/errors.h"
 
@@ -75,9 +76,9 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
     policy.jobToken = params.get<config::kJobToken>();
     policy.selfPid = static_cast<uint32_t>(::getpid());
     policy.selfHost = log::hostName();
-    link_.emplace(
-        policy, /*opener=*/true, config.livenessFd,
-        "rank " + std::to_string(config.rank) + " (pid " + std::to_string(rank_.pid()) + ")");
+    liveness_.emplace(
+        policy, config.livenessFd,
+        "rank " + std::to_string(config.rank) + " (pid " + std::to_string(rank_.pid()) + ")", page);
   }
 }
 
@@ -134,8 +135,8 @@ int Monitor::run() {
         return onRankEnded(RankEnd::kByItself);
       }
       const uint64_t now = monotonicNs();
-      if (link_) {
-        if (const int code = watchLiveness(now); code >= 0) {
+      if (liveness_) {
+        if (const int code = watchLiveness(); code >= 0) {
           return code;
         }
       }
@@ -172,12 +173,9 @@ int Monitor::run() {
       if (storeFailingSinceNs_ != 0) {
         due = std::min(due, after + toNs(std::min(config_.interval, Millis(50))));
       }
-      const bool watching = link_ && link_->open();
-      if (watching) {
-        due = std::min(due, link_->nextTickNs(after));
-      }
       const uint64_t waitNs = due > after ? due - after : 0;
-      rank_.waitForEnd(Millis((waitNs + 999999) / 1000000), watching ? link_->fd() : -1);
+      rank_.waitForEnd(Millis((waitNs + 999999) / 1000000),
+                       liveness_ && !linkEndLogged_ ? liveness_->wakeFd() : -1);
     }
   } catch (const std::exception& e) {
     return fail(e.what());
@@ -243,38 +241,29 @@ int Monitor::enforceHardTimeout(const ProgressView& view, uint64_t idleNs) {
                    /*graceful=*/true);
 }
 
-int Monitor::watchLiveness(uint64_t nowNs) {
-  if (link_->open()) {
-    link_->flush();
-    link_->onReadable(nowNs);
-  }
-  if (!link_->open()) {
-    if (!linkEndLogged_) {
-      linkEndLogged_ = true;
-      const std::string& death = link_->state().deathReason();
-      log_.write("liveness link with the rank ended (%s); its end is watched through %s",
-                 death.empty() ? "goodbye" : death.c_str(),
-                 rank_.usesPidfd() ? "its pidfd" : "its pid");
+int Monitor::watchLiveness() {
+  if (const std::optional<LivenessWatch::Verdict> v = liveness_->verdict()) {
+    if (rank_.ended()) {
+      return -1;  // a rank that ended goes the way of every death
     }
-    return -1;
+    // Named in the net plugin's words (net::describe of its liveness fault).
+    const net::RootCause root{net::FaultClass::kPeerUnresponsive,
+                              static_cast<uint32_t>(rank_.pid()),
+                              v->host.empty() ? log::hostName() : v->host, v->detail};
+    const std::string detail = "rank " + std::to_string(config_.rank) + ": " + net::describe(root) +
+                               " in phase " + protocol::rankPhaseName(page_.currentPhase()) +
+                               "; killed";
+    return terminate(FaultReason::kUnresponsive, "liveness timeout", detail,
+                     page_.iteration.load(std::memory_order_acquire), /*graceful=*/false);
   }
-  const RankPhase phase = page_.currentPhase();
-  if (phase == RankPhase::kDone || phase == RankPhase::kFailed) {
-    return -1;
+  if (!linkEndLogged_) {
+    if (const std::optional<std::string> why = liveness_->ended()) {
+      linkEndLogged_ = true;
+      log_.write("liveness link with the rank ended (%s); its end is watched through %s",
+                 why->c_str(), rank_.usesPidfd() ? "its pidfd" : "its pid");
+    }
   }
-  const std::optional<uint64_t> silentNs = link_->tick(nowNs);
-  if (!silentNs || rank_.ended()) {
-    return -1;  // a rank that ended goes the way of every death
-  }
-  // Named in the net plugin's words (net::describe of its liveness fault).
-  const net::Fault fault = link_->silenceFault(*silentNs);
-  const net::RootCause root{fault.cls, static_cast<uint32_t>(rank_.pid()),
-                            link_->state().helloSeen() ? link_->state().host() : log::hostName(),
-                            fault.detail};
-  const std::string detail = "rank " + std::to_string(config_.rank) + ": " + net::describe(root) +
-                             " in phase " + protocol::rankPhaseName(phase) + "; killed";
-  return terminate(FaultReason::kUnresponsive, "liveness timeout", detail,
-                   page_.iteration.load(std::memory_order_acquire), /*graceful=*/false);
+  return -1;
 }
 
 int Monitor::terminate(FaultReason reason, const char* what, const std::string& detail,

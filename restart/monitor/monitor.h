@@ -2,10 +2,11 @@
 // Heartbeat and SiblingMonitor threads folded into one loop): every interval
 // it keeps its rank's heartbeat, enforces the soft and hard timeouts and
 // checks its sibling; between checks it sleeps on the rank's pidfd, so the
-// rank's death is seen at once, and on its liveness link with the rank
-// (net::liveness::StreamLink, the net plugin's liveness frames and rules),
-// which it pings every quarter of NCCL_RESILIENT_LIVENESS_TIMEOUT_MS: a rank
-// that answers nothing for that long is frozen, recorded as unresponsive in
+// rank's death is seen at once, and on the news of its liveness link with
+// the rank (liveness_watch.h: a thread of its own pings the rank every
+// quarter of NCCL_RESILIENT_LIVENESS_TIMEOUT_MS with the net plugin's
+// liveness frames and rules): a rank that answers nothing for that long is
+// frozen, recorded as unresponsive in
 // the net plugin's words and killed at once (SIGKILL: a frozen process runs
 // no handler), whatever the job's topology and framework. docs/restart.md, "Monitor process", lists
 // what it writes to the store.
@@ -15,9 +16,9 @@
 #include <optional>
 #include <string>
 
-#include "plugin/net/liveness/stream_link.h"
 #include "restart/monitor/fault_publisher.h"
 #include "restart/monitor/heartbeat.h"
+#include "restart/monitor/liveness_watch.h"
 #include "restart/monitor/monitor_config.h"
 #include "restart/monitor/monitor_log.h"
 #include "restart/monitor/progress_timeouts.h"
@@ -51,9 +52,9 @@ class Monitor {
   bool tick(uint64_t nowNs, int* exitCode);
   void enforceSoftTimeout(const ProgressView& view, uint64_t idleNs);
   int enforceHardTimeout(const ProgressView& view, uint64_t idleNs);
-  // The liveness link: reads it, pings, judges the silence; returns the exit
-  // code once a frozen rank was killed, -1 otherwise.
-  int watchLiveness(uint64_t nowNs);
+  // The liveness link's news: returns the exit code once a frozen rank was
+  // killed, -1 otherwise.
+  int watchLiveness();
   // Records why the monitor ends its rank (before the kill, so that the
   // survivors learn why), kills it (SIGTERM and the grace first when
   // `graceful`) and records its end.
@@ -88,7 +89,7 @@ class Monitor {
   SiblingMonitor sibling_;
   ProgressTimeouts timeouts_;
   RankProcess rank_;
-  std::optional<net::liveness::StreamLink> link_;  // with the rank; none without --liveness-fd
+  std::optional<LivenessWatch> liveness_;  // none without --liveness-fd
   bool linkEndLogged_ = false;
   protocol::FaultReason killReason_ = protocol::FaultReason::kHardTimeout;
   std::string killWhat_;
