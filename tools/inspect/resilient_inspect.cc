@@ -5,9 +5,10 @@
 // plugin then fails at its next call. With several targets (one per rank),
 // or --compare, it lines up each communicator across them and names the
 // ranks that are behind. --job watches the ranks of a job live (the given
-// targets, or every live region in --dir): slow links and stragglers
-// (blackbox/slow_links.h, blackbox/stragglers.h), as the restart library
-// does through its store for jobs that use it.
+// targets, or every live region in --dir): slow links, stragglers and stuck
+// ranks (blackbox/slow_links.h, blackbox/stragglers.h,
+// blackbox/stuck_ranks.h), as the restart library does through its store for
+// jobs that use it.
 #include <bit>
 #include <chrono>
 #include <cinttypes>
@@ -26,6 +27,7 @@
 #include "blackbox/rank_progress.h"
 #include "blackbox/reader.h"
 #include "blackbox/snapshot_json.h"
+#include "blackbox/stuck_ranks.h"
 #include "blackbox/value_names.h"
 #include "common/clock.h"
 
@@ -129,6 +131,7 @@ struct JobWatchOptions {
   bool record = false;
   bb::SlowLinkOptions links;
   bb::StragglerOptions stragglers;
+  bb::StuckRankOptions stuckRanks;
 };
 
 // The regions of the job: the targets, or every live one in dir.
@@ -179,6 +182,7 @@ void printStandings(const bb::SlowLinkDetector& links, const bb::StragglerDetect
 int watchJob(const JobWatchOptions& o) {
   bb::SlowLinkDetector links(o.links);
   bb::StragglerDetector stragglers(o.stragglers);
+  bb::StuckRankDetector stuckRanks(o.stuckRanks);
   // Each round gives the arrivals since two intervals before the previous
   // round (the first, all the flight recorders hold): the detectors count an
   // arrival once however often it comes.
@@ -200,6 +204,9 @@ int watchJob(const JobWatchOptions& o) {
     sinceNs = roundNs - 2 * static_cast<uint64_t>(o.intervalMs) * 1000000;
     std::vector<bb::HealthReport> reports = links.update(samples);
     for (auto& r : stragglers.update(samples)) {
+      reports.push_back(std::move(r));
+    }
+    for (auto& r : stuckRanks.update(samples)) {
       reports.push_back(std::move(r));
     }
     for (const auto& r : reports) {
@@ -251,9 +258,10 @@ int run(int argc, char** argv) {
   int64_t slowWindowMs = 4000;
   int64_t lagMs = 20;
   int64_t stragglerWindowMs = 10000;
+  int64_t stuckRankTimeoutMs = 10000;
   app.add_flag("--job", job,
                "watch a job's ranks live (the targets, or every live blackbox in --dir): name "
-               "slow links and stragglers as they are found");
+               "slow links, stragglers and stuck ranks as they are found");
   app.add_option("--interval-ms", jobOptions.intervalMs, "--job: time between two looks")
       ->check(CLI::Range(10, 3600000));
   app.add_option("--seconds", jobOptions.seconds, "--job: stop after this long (0: never)")
@@ -269,6 +277,9 @@ int run(int argc, char** argv) {
   app.add_option("--straggler-window-ms", stragglerWindowMs,
                  "--job: NCCL_RESILIENT_STRAGGLER_WINDOW_MS")
       ->check(CLI::Range(100, 3600000));
+  app.add_option("--stuck-rank-timeout-ms", stuckRankTimeoutMs,
+                 "--job: NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS")
+      ->check(CLI::Range(100, 86400000));
   app.add_option("--dir", dir, "directory of blackbox files (NCCL_RESILIENT_BLACKBOX_DIR)");
   app.add_flag("--json", json, "print JSON");
   app.add_flag("--fail-fast", failFast, "set the fail-fast control bit of the process's plugin");
@@ -283,6 +294,7 @@ int run(int argc, char** argv) {
     jobOptions.links.windowNs = static_cast<uint64_t>(slowWindowMs) * 1000000ull;
     jobOptions.stragglers.minLagNs = static_cast<uint64_t>(lagMs) * 1000000ull;
     jobOptions.stragglers.windowNs = static_cast<uint64_t>(stragglerWindowMs) * 1000000ull;
+    jobOptions.stuckRanks.timeoutNs = static_cast<uint64_t>(stuckRankTimeoutMs) * 1000000ull;
     watchJob(jobOptions);
     return 0;
   }

@@ -6,8 +6,8 @@ output, or raw `resilient-blackbox-<pid>` regions, read through
 resilient-inspect), the restart loop's per-rank timelines (the demo's
 `rank-<n>.json` or a bare timeline array), the monitor processes'
 post-mortem dumps and their logs, the JSON lines of `resilient-inspect --job
---json` (slow-link and straggler reports, each round's standings) -- and
-writes:
+--json` (slow-link, straggler and stuck-rank reports, each round's
+standings) -- and writes:
 
   --chrome-trace FILE  one Trace Event Format file (chrome://tracing, Perfetto)
   --fr-dump DIR        PyTorch flight-recorder dumps, one pickle per rank
@@ -104,15 +104,17 @@ class Process:
 
 
 def is_report_fault(f):
-    """Report records in the fault ring (slow link, straggler) are findings, not faults."""
-    return bool(f.get("report")) or f.get("class") in ("slow link", "straggler")
+    """Report records in the fault ring (slow link, straggler, stuck rank) are findings,
+    not faults."""
+    return bool(f.get("report")) or f.get("class") in REPORT_KINDS
 
 
 class Job:
     def __init__(self, name):
         self.name = name
         self.processes = {}   # pid -> Process
-        self.reports = []     # slow links, stragglers as the inputs state them (make_report)
+        self.reports = []     # slow links, stragglers, stuck ranks as the inputs state them
+        #                       (make_report)
         self.standings = None  # the last round of resilient-inspect --job --json
         self.findings = None  # the reports of every record, one per finding (all_reports)
         self.comparisons = []  # resilient-inspect --compare --json communicators
@@ -696,14 +698,15 @@ def fault_rows(job):
 
 
 # ---------------------------------------------------------------------------
-# Slow-link and straggler reports
+# Slow-link, straggler and stuck-rank reports
 # ---------------------------------------------------------------------------
 
-REPORT_KINDS = ("slow link", "straggler")
+REPORT_KINDS = ("slow link", "straggler", "stuck rank")
 REPORT_NUMBERS = ("window_ns", "bytes_per_s", "reference_bytes_per_s", "ratio",
                   "against_history", "collectives", "waited", "min_lag_ns", "last_count",
-                  "lag_ns", "score", "restarts")
+                  "lag_ns", "score", "coll_index", "waiting_ranks", "waited_ns", "restarts")
 REPORT_FLAGS = ("against_history", "restarts")
+REPORT_STRINGS = ("function",)
 
 
 def _end_re(p):
@@ -719,6 +722,11 @@ _COMM_RE = r"(?: on communicator 0x(?P<comm>[0-9a-fA-F]+))?"
 STRAGGLER_TEXT_RE = re.compile(r"^straggler " + _end_re("s") + _COMM_RE)
 SLOW_LINK_TEXT_RE = re.compile(r"^slow link from " + _end_re("s") + " to " + _end_re("p") +
                                _COMM_RE)
+STUCK_RANK_TEXT_RE = re.compile(r"^stuck rank " + _end_re("s") + _COMM_RE)
+STUCK_RANK_COLL_RE = re.compile(r"has not entered collective (\d+) \(([^)]*)\)")
+STUCK_RANK_WAITED_RE = re.compile(
+    r"in which (\d+) of its ranks have waited for ([\d.]+) s \(threshold ([\d.]+) s\)")
+STUCK_RANK_NO_FUNCTION = "function unknown"
 STRAGGLER_WAITED_RE = re.compile(
     r"last to enqueue (\d+) of the (\d+) collectives that waited ([\d.]+) ms or more for "
     r"their last rank \(of (\d+) over ([\d.]+) s\)")
@@ -797,6 +805,17 @@ def parse_report_text(text):
         lag = STRAGGLER_LAG_RE.search(text)
         if lag:
             out["lag_ns"] = int(float(lag.group(1)) * 1e6)
+    elif STUCK_RANK_TEXT_RE.match(text):
+        m = STUCK_RANK_TEXT_RE.match(text)
+        out = {"kind": "stuck rank", "subject": _text_end(m, "s")}
+        c = STUCK_RANK_COLL_RE.search(text)
+        if c:
+            out["coll_index"] = int(c.group(1))
+            out["function"] = "" if c.group(2) == STUCK_RANK_NO_FUNCTION else c.group(2)
+        w = STUCK_RANK_WAITED_RE.search(text)
+        if w:
+            out.update(waiting_ranks=int(w.group(1)), waited_ns=int(float(w.group(2)) * 1e9),
+                       min_lag_ns=int(float(w.group(3)) * 1e9))
     else:
         m = SLOW_LINK_TEXT_RE.match(text)
         if m:
@@ -849,6 +868,11 @@ def make_report(raw, origin, source, reporter_pid=None):
         stated = isinstance(v, bool) if k in REPORT_FLAGS else number(v) is not None
         if stated:
             r[k] = v
+        elif k in parsed:
+            r[k] = parsed[k]
+    for k in REPORT_STRINGS:
+        if isinstance(raw.get(k), str):
+            r[k] = raw[k]
         elif k in parsed:
             r[k] = parsed[k]
     if isinstance(raw.get("ranks"), list):
@@ -936,8 +960,9 @@ def _end_key(job, end):
 
 
 def ring_reports(job):
-    """The report records of the fault rings (class slow link or straggler): the subject
-    is the record's rank and peer_pid (its text names both ends of a slow link)."""
+    """The report records of the fault rings (class slow link, straggler or stuck rank):
+    the subject is the record's rank and peer_pid (its text names both ends of a slow
+    link)."""
     out = []
     for proc in job.processes.values():
         for f in sorted(proc.faults.values(), key=lambda f: f.get("number", 0)):
@@ -971,10 +996,11 @@ def timeline_reports(job):
 
 
 def all_reports(job):
-    """Every slow-link and straggler finding of the job, by time: the reports of the
-    inputs' report lists, of resilient-inspect --job --json, of the fault rings and of
-    the timelines, one per kind, subject, peer (slow links) and communicator. A report
-    without a communicator or peer joins the finding it fits. `_times`: the most times
+    """Every slow-link, straggler and stuck-rank finding of the job, by time: the reports
+    of the inputs' report lists, of resilient-inspect --job --json, of the fault rings and
+    of the timelines, one per kind, subject, peer (slow links), collective (stuck ranks:
+    each is named once per collective) and communicator. A report without a
+    communicator, peer or collective joins the finding it fits. `_times`: the most times
     one record holds it (a finding reported again later); `_sources`: which records."""
     if job.findings is not None:
         return job.findings
@@ -987,18 +1013,21 @@ def all_reports(job):
         subject = (("ranks", tuple(r["ranks"])) if "ranks" in r
                    else _end_key(job, r.get("subject")))
         peer = _end_key(job, r.get("peer")) if r["kind"] == "slow link" else None
+        coll = r.get("coll_index") if r["kind"] == "stuck rank" else None
         comm = r["comm_id"]
         for g in groups:
             if (g["kind"] == r["kind"] and g["subject"] == subject
                     and (None in (g["comm"], comm) or g["comm"] == comm)
-                    and (None in (g["peer"], peer) or g["peer"] == peer)):
+                    and (None in (g["peer"], peer) or g["peer"] == peer)
+                    and (None in (g["coll"], coll) or g["coll"] == coll)):
                 g["members"].append(r)
                 g["comm"] = g["comm"] if g["comm"] is not None else comm
                 g["peer"] = g["peer"] if g["peer"] is not None else peer
+                g["coll"] = g["coll"] if g["coll"] is not None else coll
                 break
         else:
             groups.append({"kind": r["kind"], "subject": subject, "comm": comm, "peer": peer,
-                           "members": [r]})
+                           "coll": coll, "members": [r]})
     findings = []
     for g in groups:
         members = g["members"]
@@ -1058,8 +1087,16 @@ def rate_text(bytes_per_s):
     return f"{bytes_per_s / 1e3:.0f} kB/s"
 
 
+def collective_text(r):
+    """`collective 13 (AllReduce)`: the collective a stuck rank has not entered."""
+    if number(r.get("coll_index")) is None:
+        return "a collective"
+    return f"collective {r['coll_index']}" + (f" ({r['function']})" if r.get("function")
+                                               else "")
+
+
 def report_measure(r):
-    """A report's ratio (slow link) or lag (straggler), in words."""
+    """A report's ratio (slow link), lag (straggler) or wait (stuck rank), in words."""
     if r["kind"] == "slow link" and (number(r.get("ratio")) or
                                      number(r.get("reference_bytes_per_s")) == 0):
         against = ("its own best window" if r.get("against_history")
@@ -1079,6 +1116,16 @@ def report_measure(r):
                     f"that waited (of {r.get('collectives', '?')})")
         elif r.get("collectives"):
             out += f", last in {r.get('last_count', '?')} of {r['collectives']}"
+        return out + ("; the job restarts without it" if r.get("restarts") else "")
+    if r["kind"] == "stuck rank" and (number(r.get("waited_ns")) is not None or
+                                      number(r.get("coll_index")) is not None):
+        out = f"has not entered {collective_text(r)}"
+        if number(r.get("waited_ns")) is not None:
+            n = r.get("waiting_ranks")
+            out += (f", in which {n if number(n) is not None else 'the other'} "
+                    f"rank{'' if n == 1 else 's'} waited {r['waited_ns'] / 1e9:.1f} s")
+        if number(r.get("min_lag_ns")):
+            out += f" (threshold {r['min_lag_ns'] / 1e9:.1f} s)"
         return out + ("; the job restarts without it" if r.get("restarts") else "")
     return "-"
 
@@ -1190,9 +1237,9 @@ def chrome_trace(job):
 
 
 def report_events(job, pids):
-    """Each slow-link or straggler finding: a global instant at its time, on the faults
-    thread of its subject's process (the job's own track when the records do not hold
-    that process)."""
+    """Each slow-link, straggler or stuck-rank finding: a global instant at its time, on the
+    faults thread of its subject's process (the job's own track when the records do not
+    hold that process)."""
     ev = []
     for r in all_reports(job):
         if not r.get("wall_ns"):
@@ -1205,12 +1252,14 @@ def report_events(job, pids):
                 "subject": report_who(job, r), "measure": report_measure(r),
                 "communicator": comm_label(r["comm_id"]), "reported": r["_times"],
                 "records": r["_sources"]}
-        for k in REPORT_NUMBERS:
+        for k in REPORT_NUMBERS + REPORT_STRINGS:
             if k in r:
                 args[k] = r[k]
         who = ", ".join(str(x) for x in report_ranks(job, r)) or "?"
         if r["kind"] == "slow link" and r.get("peer"):
             who += " \u2192 " + end_label(job, r["peer"])
+        if r["kind"] == "stuck rank" and number(r.get("coll_index")) is not None:
+            who += f" not in {collective_text(r)}"
         ev.append({"name": f"{r['kind']}: rank {who}", "cat": "report", "ph": "i", "s": "g",
                    "ts": us(r["wall_ns"]), "pid": pid, "tid": tid, "args": args})
     if any(e["pid"] == JOB_PID for e in ev):
@@ -1796,8 +1845,8 @@ def prometheus_text(job):
         for rk in report_ranks(job, rep) or ["?"]:
             lab = {"kind": kind, "rank": str(rk)}
             m.add(P + "reports_total", "counter",
-                  "Slow-link and straggler reports about a rank (the subject), by kind.", lab,
-                  rep["_times"])
+                  "Slow-link, straggler and stuck-rank reports about a rank (the subject), by "
+                  "kind.", lab, rep["_times"])
             if isinstance(rep.get("score"), (int, float)):
                 m.set(P + "report_score", "gauge",
                       "The score a report gives a rank (as the report states it).", lab,
@@ -1807,10 +1856,32 @@ def prometheus_text(job):
                       "A reported slow link's busy throughput over its reference (the "
                       "median of the other links, or its own best window), when reported.",
                       {"rank": str(rk), "peer": end_label(job, rep.get("peer"))}, rep["ratio"])
+            if kind == "stuck rank":
+                stuck_rank_metrics(m, P, rep, str(rk))
     standings_metrics(job, m, P, reports)
     m.add(P + "report_generated_timestamp_seconds", "gauge",
           "When resilient-report read the records.", {}, time.time())
     return m.text()
+
+
+def stuck_rank_metrics(m, P, rep, rank):
+    """A stuck rank: counted per subject rank and communicator; how long the others had
+    waited in the collective it did not enter, when reported."""
+    comm = comm_label(rep["comm_id"])
+    m.add(P + "stuck_rank_reports_total", "counter",
+          "Stuck-rank reports about a rank (the subject: alive, inside no collective, but "
+          "not entering one the other ranks of the communicator waited in past "
+          "NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS), by communicator; one per collective.",
+          {"rank": rank, "comm": comm}, 1)
+    if number(rep.get("waited_ns")) is not None:
+        coll = rep.get("coll_index")
+        m.set(P + "stuck_rank_waited_seconds", "gauge",
+              "How long the other ranks of the communicator had waited in the collective a "
+              "stuck rank had not entered, when it was reported (by collective index and "
+              "function).",
+              {"rank": rank, "comm": comm,
+               "collective": str(coll) if number(coll) is not None else "?",
+               "function": rep.get("function") or "?"}, rep["waited_ns"] / 1e9)
 
 
 def standings_metrics(job, m, P, reports):
@@ -2146,7 +2217,7 @@ def html_page(job):
     summary = (f"ranks: {len(procs)}; faults the plugins recorded: "
                f"{sum(len(p.real_faults()) for p in procs)}; ranks ended (post-mortem): "
                f"{sum(1 for p in procs if p.post_mortem)}; restarts: {len(rsts)}; "
-               f"slow-link and straggler reports: {len(reps)}")
+               f"slow-link, straggler and stuck-rank reports: {len(reps)}")
     if rng:
         summary += f"; from {h(iso(rng[0]))} for {(rng[1] - rng[0]) / 1e9:.3f} s"
     parts.append(f'<p class="meta">{summary}.</p>')
@@ -2156,8 +2227,8 @@ def html_page(job):
     legend += "".join(f'<span><i class="sw" style="background:{c}"></i>NCCL op {h(k)}</span>'
                       for k, c in HTML_OP_FILL.items())
     legend += ('<span><i class="sw" style="background:#d0021b"></i>fault</span>'
-               f'<span><i class="sw" style="background:{HTML_REPORT_FILL}"></i>slow link or '
-               'straggler (on its subject\'s row)</span>'
+               f'<span><i class="sw" style="background:{HTML_REPORT_FILL}"></i>slow link, '
+               'straggler or stuck rank (on its subject\'s row)</span>'
                "<span>\u2716 rank ended (post-mortem)</span>"
                '<span><i class="sw" style="background:#888;height:2px"></i>process (blackbox)'
                "</span>"
@@ -2220,7 +2291,7 @@ def html_page(job):
         rows = [[h(comm_hex(c)), h(", ".join(str(b) for b in c.get("behind") or []) or "-"),
                  h(c.get("summary", ""))] for c in job.comparisons]
         parts.append(html_table(["communicator", "ranks behind", "summary"], rows))
-    parts.append("<h2>Slow links and stragglers</h2>")
+    parts.append("<h2>Slow links, stragglers and stuck ranks</h2>")
     parts.append(reports_html(job, reps, t0))
     if job.warnings:
         parts.append("<h2>Notes on the records</h2><ul>" +
@@ -2239,7 +2310,7 @@ def reports_html(job, reps, t0):
     standings round of resilient-inspect --job."""
     parts = []
     if reps:
-        head = ["time", "wall clock", "kind", "subject \u2192 peer", "ratio or lag",
+        head = ["time", "wall clock", "kind", "subject \u2192 peer", "ratio, lag or wait",
                 "communicator", "reported", "records", "text"]
         out = ["<table><thead><tr>" + "".join(f"<th>{h(x)}</th>" for x in head) +
                "</tr></thead>", "<tbody>"]
@@ -2339,7 +2410,8 @@ def summary_text(job):
         lines.append(f"  restart -> iteration {r['iteration']} at {iso(r['wall_ns'])}"
                      + (f", culprits {r['culprits']}" if r["culprits"] else ""))
     for r in all_reports(job):
-        lines.append(f"  report {iso(r.get('wall_ns'))} {r['kind']}: {report_who(job, r)}: "
+        comm = f" on communicator {comm_label(r['comm_id'])}" if r["comm_id"] is not None else ""
+        lines.append(f"  report {iso(r.get('wall_ns'))} {r['kind']}: {report_who(job, r)}{comm}: "
                      f"{report_measure(r)}")
     if job.standings is not None:
         st = job.standings

@@ -12,9 +12,15 @@ nccl job: NCCL 2.28.9's recorded profiler calls of a 2-rank job on an H200
 (tests/fixtures/nccl-2.28.9-h200/) replayed through the real profiler plugin
 (replay_profiler.py): rank 0 stops inside the last all-reduce, which hangs
 (NCCL_RESILIENT_COLL_TIMEOUT_MS=200 makes it a fault); rank 1 stops before
-enqueuing it (behind). Kept: rank 0's live snapshot (bb-<pid>.json), rank 1's
-raw region left by a SIGKILL (resilient-blackbox-<pid>) and
-resilient-inspect --compare --json of both (compare.json).
+enqueuing it (behind). While both are held, resilient-inspect --job --json
+--record watches the two live regions: rank 1, alive and inside no
+collective, has not entered the all-reduce rank 0 waits in, a stuck rank
+(NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS as --stuck-rank-timeout-ms 500); the
+report goes into rank 1's blackbox. Kept: rank 0's live snapshot
+(bb-<pid>.json), rank 1's raw region left by a SIGKILL
+(resilient-blackbox-<pid>, its fault ring holding the stuck-rank record),
+resilient-inspect --compare --json of both (compare.json) and the
+resilient-inspect --job --json lines (stuck.jsonl).
 
 health job: scripts/health_soak.py with a straggler (the demo's job, 6 active
 ranks and 2 spares, initial rank 2 computing 100 ms longer each step): active
@@ -373,6 +379,11 @@ def make_nccl_job(build, work):
             raise FixtureError(f"rank 0's region shows no hung collective: {snap}")
         with open(os.path.join(job, f"bb-{ranks[0].pid}.json"), "w") as f:
             json.dump(snap, f, indent=1)
+        stuck = watch_stuck_rank(b["inspect"], regions, os.path.join(job, "stuck.jsonl"))
+        if (stuck["subject"].get("pid") != ranks[1].pid or stuck["coll_index"] !=
+                snap_in_flight(snap)):
+            raise FixtureError(f"the stuck rank is not rank 1 (pid {ranks[1].pid}) missing "
+                               f"rank 0's collective in flight: {stuck}")
         ranks[1].send_signal(signal.SIGKILL)
         ranks[1].wait(timeout=10)
         raw = os.path.join(regions, f"resilient-blackbox-{ranks[1].pid}")
@@ -394,8 +405,41 @@ def make_nccl_job(build, work):
                 except subprocess.TimeoutExpired:
                     p.kill()
     with open(os.path.join(work, "info.json"), "w") as f:
-        json.dump({"pids": [p.pid for p in ranks]}, f)
+        json.dump({"pids": [p.pid for p in ranks], "stuck_rank_timeout_ms": STUCK_TIMEOUT_MS},
+                  f)
     shutil.rmtree(regions, ignore_errors=True)
+
+
+STUCK_TIMEOUT_MS = 500
+
+
+def snap_in_flight(snap):
+    """The index of the collective in flight on the snapshot's communicator, or None."""
+    for c in snap.get("communicators") or []:
+        oldest = c.get("oldest_in_flight")
+        if isinstance(oldest, dict) and oldest.get("coll_index"):
+            return oldest["coll_index"]
+    return None
+
+
+def watch_stuck_rank(inspect, regions, path):
+    """resilient-inspect --job --json --record over the live regions in `regions` for
+    2 s, into `path`; returns its one report, which must be a stuck rank (the straggler
+    threshold is out of reach: the replays' arrivals are as far apart as their starts)."""
+    with open(path, "w") as out:
+        p = subprocess.run([inspect, "--job", "--json", "--record", "--dir", regions,
+                            "--interval-ms", "200", "--seconds", "2",
+                            "--stuck-rank-timeout-ms", str(STUCK_TIMEOUT_MS),
+                            "--straggler-lag-ms", "3600000"], stdout=out,
+                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                           timeout=60)
+    with open(path) as f:
+        lines = f.read().splitlines()
+    reports = [json.loads(line)["report"] for line in lines if line.startswith('{"report"')]
+    if p.returncode != 0 or len(reports) != 1 or reports[0].get("kind") != "stuck rank":
+        raise FixtureError(f"resilient-inspect --job --record exited with {p.returncode} and "
+                           f"reported {reports}, not one stuck rank: {p.stderr[-2000:]}")
+    return reports[0]
 
 
 def demo_job(build):

@@ -16,6 +16,10 @@ job (a straggler named by the restart library and by resilient-inspect --job
                         types, utils); the analyzer itself when torch has it
   --check html          renders in headless Chromium (Debian chromium); the
                         screenshot is not blank; --screenshot keeps a copy
+  --check stuck-rank    the replayed NCCL job's stuck rank (rank 1 never enters the
+                        all-reduce rank 0 waits in), as resilient-inspect --job --json
+                        names it and as its fault-ring record states it: every output
+                        names the rank, communicator, collective and time waited
 
 Exit status 77 (skipped) when the package a check needs is missing or the
 build lacks a program the fixtures need.
@@ -66,6 +70,18 @@ def run_report(args, *extra, ok=True):
     if ok and p.returncode != 0:
         raise Failure(f"{' '.join(argv)} exited with {p.returncode}:\n{p.stderr}{p.stdout}")
     return p
+
+
+def frozen_rank_reason(demo):
+    """Why the demo's monitor ended its frozen rank 4 (its post-mortem dump's reason:
+    `unresponsive` since the liveness link, `hard-timeout` before)."""
+    names = [n for n in os.listdir(demo)
+             if re.match(r"^resilient-monitor-4-\d+\.postmortem\.json$", n)]
+    expect(len(names) == 1, f"demo: rank 4's post-mortem dump: {names}")
+    with open(os.path.join(demo, names[0])) as f:
+        reason = json.load(f).get("reason")
+    expect(reason in ("unresponsive", "hard-timeout"), f"demo: rank 4 ended {reason!r}")
+    return reason
 
 
 def info_of(job_dir):
@@ -944,7 +960,7 @@ def check_html(args, out):
     with open(page_path) as f:
         page = f.read()
     check_html_text(page, ["<svg", "restart \u2192 iteration 1", "restart \u2192 iteration 2",
-                           "hard-timeout", "<h2>Faults</h2>", "<h2>Ranks</h2>"])
+                           frozen_rank_reason(demo), "<h2>Faults</h2>", "<h2>Ranks</h2>"])
     png = os.path.join(out, "demo.png")
     screenshot(page_path, png)
     check_png(png)
@@ -967,7 +983,7 @@ def check_html(args, out):
     run_report(args, health, "--html", page_path)
     with open(page_path) as f:
         page = f.read()
-    check_html_text(page, ["<h2>Slow links and stragglers</h2>", "Last standings",
+    check_html_text(page, ["<h2>Slow links, stragglers and stuck ranks</h2>", "Last standings",
                            f"straggler rank {straggler} (", "median lag"])
     rows = re.findall(r'<tr class="report" data-kind="([^"]*)" data-subject="([^"]*)"', page)
     expect(rows == [("straggler", straggler)], f"health: report rows {rows}")
@@ -976,6 +992,100 @@ def check_html(args, out):
     png = os.path.join(out, "health.png")
     screenshot(page_path, png)
     check_png(png)
+
+
+# ---------------------------------------------------------------------------
+# Stuck ranks
+# ---------------------------------------------------------------------------
+
+@check("stuck-rank")
+def check_stuck_rank(args, out):
+    """The replayed NCCL job (fixtures.py): rank 1, alive, never enqueues the all-reduce
+    rank 0 waits in; resilient-inspect --job --json --record named it a stuck rank
+    (stuck.jsonl) and appended the report to rank 1's fault ring. One finding, on rank
+    1, not a fault; each output names the rank, the communicator, the collective and how
+    long rank 0 waited: first from both records (the report object), then from the
+    fault-ring record alone (its text parsed back)."""
+    nccl = fixtures.nccl_job(args.build)
+    info = info_of(nccl)
+    with open(os.path.join(nccl, "stuck.jsonl")) as f:
+        reports = [json.loads(line)["report"] for line in f.read().splitlines()
+                   if line.startswith('{"report"')]
+    expect(len(reports) == 1, f"stuck.jsonl: {len(reports)} reports")
+    rep = reports[0]
+    expect(rep["kind"] == "stuck rank" and rep["subject"]["rank"] == 1 and
+           rep["subject"]["pid"] == info["pids"][1] and rep["coll_index"] == 13 and
+           rep["function"] == "AllReduce" and rep["waiting_ranks"] == 1 and
+           rep["min_lag_ns"] == info["stuck_rank_timeout_ms"] * 10 ** 6 and
+           rep["waited_ns"] >= rep["min_lag_ns"], f"the stuck-rank report: {rep}")
+    check_stuck_rank_outputs(args, out, nccl, rep, "both", 2, rep["waited_ns"] / 1e9)
+    # The fault-ring record alone: the numbers are its text's (the wait to 0.1 s).
+    ring = os.path.join(out, "stuck-ring")
+    shutil.rmtree(ring, ignore_errors=True)
+    shutil.copytree(nccl, ring)
+    os.remove(os.path.join(ring, "stuck.jsonl"))
+    check_stuck_rank_outputs(args, out, ring, rep, "ring", 1,
+                             float(f"{rep['waited_ns'] / 1e9:.1f}"))
+
+
+def check_stuck_rank_outputs(args, out, job, rep, tag, records, waited_s):
+    comm = f"0x{rep['comm_id']:016x}"
+    waited_text = f"{waited_s:.1f} s"
+    where = f"stuck rank ({tag})"
+    trace, prom, page = (os.path.join(out, f"stuck-{tag}{ext}")
+                         for ext in (".trace.json", ".prom", ".html"))
+    run_report(args, job, "--chrome-trace", trace, "--prometheus", prom, "--html", page)
+
+    with open(trace) as f:
+        events, names = validate_trace(json.load(f))
+    found = [e for e in events if e.get("cat") == "report"]
+    expect(len(found) == 1, f"{where}: {len(found)} report events: {found}")
+    e, a = found[0], found[0]["args"]
+    expect(e["pid"] == process_of(names, 1) and a["kind"] == "stuck rank" and
+           a["ranks"] == [1], f"{where}: not on rank 1's process: {e}")
+    expect(e["name"] == "stuck rank: rank 1 not in collective 13 (AllReduce)",
+           f"{where}: event name {e['name']!r}")
+    expect(a["communicator"] == comm and a.get("coll_index") == 13 and
+           a.get("function") == "AllReduce" and a.get("waiting_ranks") == 1 and
+           abs(a.get("waited_ns", 0) / 1e9 - waited_s) < 1e-6, f"{where}: args {a}")
+    expect(f"has not entered collective 13 (AllReduce), in which 1 rank waited {waited_text}"
+           in a["measure"], f"{where}: measure {a['measure']!r}")
+    expect(len(a["records"]) == records, f"{where}: records {a['records']}")
+    expect(tag != "both" or e["ts"] == rep["wall_ns"] // 1000, f"{where}: ts {e['ts']}")
+    expect(not any(x.get("cat") == "fault" and "stuck rank" in x["name"] for x in events),
+           f"{where}: shown as a fault")
+
+    with open(prom) as f:
+        text = f.read()
+    check_exposition_text(text)
+    for needle in ('nccl_resilient_reports_total{kind="stuck rank",rank="1"} 1\n',
+                   f'nccl_resilient_stuck_rank_reports_total{{comm="{comm}",rank="1"}} 1\n'):
+        expect(needle in text, f"{where}: {needle.strip()} missing")
+    gauge = re.search(r'nccl_resilient_stuck_rank_waited_seconds\{collective="13",'
+                      rf'comm="{comm}",function="AllReduce",rank="1"\}} (\S+)\n', text)
+    expect(gauge and abs(float(gauge.group(1)) - waited_s) < 1e-6,
+           f"{where}: waited gauge {gauge.group(0) if gauge else None}, not {waited_s}")
+    expect(text.count("nccl_resilient_stuck_rank_reports_total{") == 1,
+           f"{where}: counted for more than its subject")
+    expect('class="stuck rank"' not in text, f"{where}: counted as a fault")
+
+    with open(page) as f:
+        html_text = f.read()
+    check_html_text(html_text, ["<h2>Slow links, stragglers and stuck ranks</h2>", comm,
+                                "has not entered collective 13 (AllReduce), in which 1 rank "
+                                f"waited {waited_text}", "stuck rank rank 1 ("])
+    rows = re.findall(r'<tr class="report" data-kind="([^"]*)" data-subject="([^"]*)"',
+                      html_text)
+    expect(rows == [("stuck rank", "1")], f"{where}: report rows {rows}")
+    marks = re.findall(r'<path class="report" data-kind="([^"]*)"', html_text)
+    expect(marks == ["stuck rank"], f"{where}: timeline marks {marks}")
+    expect(html_text.count("<td>stuck rank</td>") == 1, f"{where}: also in the faults table")
+
+    summary = run_report(args, job).stdout
+    line = next((x for x in summary.splitlines() if "stuck rank:" in x), "")
+    expect("stuck rank: rank 1 (" in line and f"on communicator {comm}" in line and
+           f"has not entered collective 13 (AllReduce), in which 1 rank waited {waited_text}"
+           in line, f"{where}: summary {summary}")
 
 
 # ---------------------------------------------------------------------------
@@ -1058,7 +1168,7 @@ def check_inputs(args, out):
     p = run_report(args, bad, ok=False)
     expect(p.returncode == 2 and "not a record" in p.stderr, f"unknown JSON: {p.stderr}")
     p = run_report(args, demo, ok=True)
-    expect("rank 4" in p.stdout and "hard-timeout" in p.stdout, f"summary: {p.stdout}")
+    expect("rank 4" in p.stdout and frozen_rank_reason(demo) in p.stdout, f"summary: {p.stdout}")
     check_inputs_health(args, out)
 
 

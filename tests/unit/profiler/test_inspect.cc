@@ -1,18 +1,24 @@
 // resilient-inspect on regions the profiler wrote: the communicator table and
-// flight recorder as JSON (live, and post-mortem from a copy), and the
-// cross-rank comparison that names who is behind.
+// flight recorder as JSON (live, and post-mortem from a copy), the
+// cross-rank comparison that names who is behind, and --job naming a stuck
+// rank from the live regions of a job's processes.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "abi_driver.h"
-#include "event_stream.h"
 #include "blackbox/writer.h"
+#include "common/clock.h"
+#include "event_stream.h"
 #include "plugin_scope.h"
 #include "tests/support/temp_dir.h"
 
@@ -47,13 +53,18 @@ nlohmann::json inspectJson(const std::string& args) {
 }
 
 // Replays `done` complete collectives, then `pending` that are only enqueued,
-// on communicator `commHash` as `rank`, and copies the region to `copyTo`.
-void rankScenario(const std::string& dir, uint64_t commHash, int rank, int done, int pending,
-                  const std::string& copyTo) {
+// on communicator `commHash` as `rank`, `agoNs` before the monotonic clock's
+// now (0: at the fake clock's start), and calls `whileLive` while the region
+// shows them.
+void replayRank(const std::string& dir, uint64_t commHash, int rank, int done, int pending,
+                uint64_t agoNs, const std::function<void()>& whileLive) {
   ScopeOptions o;
   o.blackboxDir = dir;
   o.flightOps = 16;
   PluginScope scope(o);
+  if (agoNs != 0) {
+    scope.clock.advance(monotonicNs() - agoNs - scope.clock.monoNs());
+  }
   auto driver = makeDriver(5);
   CommSpec comm;
   comm.commHash = commHash;
@@ -84,7 +95,88 @@ void rankScenario(const std::string& dir, uint64_t commHash, int rank, int done,
     }
   }
   scope.scan();
-  std::filesystem::copy_file(blackbox::regionPath(dir, static_cast<uint32_t>(getpid())), copyTo);
+  whileLive();
+}
+
+// The same, then copies the region to `copyTo`.
+void rankScenario(const std::string& dir, uint64_t commHash, int rank, int done, int pending,
+                  const std::string& copyTo) {
+  replayRank(dir, commHash, rank, done, pending, 0, [&] {
+    std::filesystem::copy_file(blackbox::regionPath(dir, static_cast<uint32_t>(getpid())), copyTo);
+  });
+}
+
+// One rank of a job in a process of its own (the detectors tell a job's
+// processes apart by pid): a child replays as replayRank into its live
+// region in `dir` and keeps it live until the object goes away.
+class RankProcess {
+ public:
+  RankProcess(const std::string& dir, uint64_t commHash, int rank, int done, int pending,
+              uint64_t agoNs) {
+    int ready[2];
+    int release[2];
+    REQUIRE(pipe(ready) == 0);
+    REQUIRE(pipe(release) == 0);
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      close(ready[0]);
+      close(release[1]);
+      int rc = 0;
+      try {
+        replayRank(dir, commHash, rank, done, pending, agoNs, [&] {
+          const char byte = 'r';
+          if (write(ready[1], &byte, 1) != 1) {
+            rc = 3;
+            return;
+          }
+          char c = 0;
+          while (read(release[0], &c, 1) > 0) {
+          }
+        });
+      } catch (...) {
+        rc = 2;
+      }
+      _exit(rc);  // no Catch2, no destructors of the parent's objects
+    }
+    close(ready[1]);
+    close(release[0]);
+    release_ = release[1];
+    char c = 0;
+    const ssize_t n = read(ready[0], &c, 1);
+    close(ready[0]);
+    if (n != 1) {  // the child failed: reap it before failing
+      close(release_);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      FAIL("rank " << rank << "'s process exited before its region was live: status " << status);
+    }
+  }
+  ~RankProcess() {
+    close(release_);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  RankProcess(const RankProcess&) = delete;
+  RankProcess& operator=(const RankProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int release_ = -1;
+};
+
+std::vector<nlohmann::json> jsonLines(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) {
+      lines.push_back(nlohmann::json::parse(line));
+    }
+  }
+  return lines;
 }
 
 }  // namespace
@@ -190,6 +282,77 @@ TEST_CASE("resilient-inspect compares ranks and names the one behind", "[profile
   CHECK(c["behind"] == nlohmann::json::array({1}));
   CAPTURE(c["summary"].get<std::string>());
   CHECK(c["summary"].get<std::string>().find("rank(s) 1 behind") != std::string::npos);
+}
+
+TEST_CASE(
+    "resilient-inspect --job names a live rank that has not entered the collective the other "
+    "waits in (stuck rank), prints it and records it in the stuck rank's blackbox",
+    "[profiler][inspect]") {
+  TempDir dir;
+  const std::string d = dir.path().string();
+  const uint64_t comm = 0x5a5a16f285f6c504ull;
+  // Rank 0 completed 7 collectives and has waited in the 8th for 3 s; rank 1
+  // completed the same 7 and is inside none (alive, not pinging).
+  RankProcess waiting(d, comm, 0, 7, 1, 3000000000ull);
+  RankProcess stuck(d, comm, 1, 7, 0, 3000000000ull);
+  const std::string job = "--job --dir " + d + " --interval-ms 100 --seconds 0.15 ";
+
+  int status = 0;
+  std::string out = inspect("--json " + job + "--stuck-rank-timeout-ms 1000 --record", &status);
+  INFO(out);
+  REQUIRE(status == 0);
+  std::vector<nlohmann::json> reports;
+  for (const auto& line : jsonLines(out)) {
+    if (line.contains("report")) {
+      reports.push_back(line["report"]);
+    } else {
+      CHECK(line["processes"] == 2);
+    }
+  }
+  REQUIRE(reports.size() == 1);  // once, however many rounds see it
+  const auto& r = reports[0];
+  CHECK(r["kind"] == "stuck rank");
+  CHECK(r["comm_id"] == comm);
+  CHECK(r["subject"]["rank"] == 1);
+  CHECK(r["subject"]["pid"] == stuck.pid());
+  CHECK(r["subject"]["host"] == "testhost");
+  CHECK(r["coll_index"] == 8);
+  CHECK(r["function"] == "AllReduce");
+  CHECK(r["waiting_ranks"] == 1);
+  CHECK(r["min_lag_ns"] == 1000000000ull);
+  CHECK(r["waited_ns"].get<uint64_t>() >= 3000000000ull);
+  CHECK(r["waited_ns"].get<uint64_t>() < 60000000000ull);
+  const std::string text = r["text"].get<std::string>();
+  CAPTURE(text);
+  CHECK(text.rfind("stuck rank rank 1 (testhost pid " + std::to_string(stuck.pid()) +
+                       ") on communicator 0x5a5a16f285f6c504: alive but has not entered "
+                       "collective 8 (AllReduce), in which 1 of its ranks have waited for ",
+                   0) == 0);
+  CHECK(text.find("(threshold 1.0 s); not a fault, nothing aborted") != std::string::npos);
+
+  // --record: the report is in the stuck rank's blackbox, as a report record,
+  // and not in the other's.
+  const auto stuckBox = inspectJson(blackbox::regionPath(d, static_cast<uint32_t>(stuck.pid())));
+  REQUIRE(stuckBox["faults"].size() == 1);
+  CHECK(stuckBox["faults"][0]["class"] == "stuck rank");
+  CHECK(stuckBox["faults"][0]["comm_id"] == comm);
+  CHECK(stuckBox["faults"][0]["text"] == text);
+  const auto waitingBox =
+      inspectJson(blackbox::regionPath(d, static_cast<uint32_t>(waiting.pid())));
+  CHECK(waitingBox["faults"].empty());
+
+  // As text.
+  out = inspect(job + "--stuck-rank-timeout-ms 1000", &status);
+  CAPTURE(out);
+  CHECK(status == 0);
+  CHECK(out.find("REPORT stuck rank rank 1 (testhost pid " + std::to_string(stuck.pid()) +
+                 ") on communicator 0x5a5a16f285f6c504: alive but has not entered collective 8 "
+                 "(AllReduce)") != std::string::npos);
+
+  // Not before the timeout: rank 0 has waited 3 s, not 60.
+  out = inspect(job + "--stuck-rank-timeout-ms 60000", &status);
+  CHECK(status == 0);
+  CHECK(out.find("REPORT") == std::string::npos);
 }
 
 }  // namespace resilient::test
