@@ -1,6 +1,6 @@
 // resilient-inspect on regions the profiler wrote: the communicator table and
-// flight recorder as JSON (live, and post-mortem from a copy), and the
-// cross-rank comparison that names who is behind.
+// flight recorder as JSON (live, and post-mortem from a copy; v7's user tags
+// and initial syncs), and the cross-rank comparison that names who is behind.
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "abi_driver.h"
-#include "event_stream.h"
 #include "blackbox/writer.h"
+#include "event_stream.h"
 #include "plugin_scope.h"
 #include "tests/support/temp_dir.h"
 
@@ -170,6 +170,39 @@ TEST_CASE(
   REQUIRE(pm["communicators"].size() == 1);
   CHECK(pm["communicators"][0]["flight_recorder"].size() == 5);
   CHECK(pm["communicators"][0]["oldest_in_flight"]["state"] == "hung");
+}
+
+TEST_CASE("resilient-inspect --json shows v7's user tag and GPU-timed initial sync",
+          "[profiler][inspect][v7]") {
+  TempDir dir;
+  ScopeOptions o;
+  o.blackboxDir = dir.path().string();
+  PluginScope scope(o);
+  auto driver = makeDriver(7);
+  CommSpec comm;
+  StreamBuilder b(7, comm.commHash, comm.rank);
+  CollSpec sym;
+  sym.symmetric = true;
+  sym.userTag = 424242;
+  sym.syncNs = {3000, 12000};
+  b.collective(sym);
+  CollSpec classic;
+  classic.seqNumber = 1;
+  b.collective(classic);
+  Replay r(*driver, comm);
+  r.run(b.events, false);
+  scope.scan();
+  const auto j = inspectJson(blackbox::regionPath(dir.path().string(), getpid()));
+  REQUIRE(j["communicators"].size() == 1);
+  CHECK(j["communicators"][0]["abi_version"] == 7);
+  const auto& flight = j["communicators"][0]["flight_recorder"];
+  REQUIRE(flight.size() == 2);
+  CHECK(flight[0]["user_tag"] == 424242);
+  CHECK(flight[0]["sync_wait_ns"] == 12000);
+  CHECK(flight[0]["symmetric"] == true);
+  CHECK(flight[1]["user_tag"] == 0);
+  CHECK(flight[1]["sync_wait_ns"] == 2100);
+  CHECK(flight[1]["symmetric"] == false);
 }
 
 TEST_CASE("resilient-inspect compares ranks and names the one behind", "[profiler][inspect]") {
