@@ -32,8 +32,8 @@ nlohmann::json sampleJson(const RankSample& s) {
   }
   nlohmann::json arrivals = nlohmann::json::array();
   for (const auto& a : s.arrivals) {
-    arrivals.push_back(
-        {a.commId, a.collIndex, a.rank, a.nranks, a.wallNs, a.prevEndWallNs, a.function});
+    arrivals.push_back({a.commId, a.collIndex, a.rank, a.nranks, a.wallNs, a.prevEndWallNs,
+                        a.function, a.syncWaitNs});
   }
   nlohmann::json inside = nlohmann::json::array();
   for (const auto& i : s.inside) {
@@ -65,14 +65,15 @@ Result<RankSample> sampleFromJson(const nlohmann::json& j) {
                          l.at("rtt_ns").get<uint64_t>()});
     }
     for (const auto& a : j.at("arrivals")) {
-      if (!a.is_array() || a.size() != 7) {
+      // Seven members from a build before the GPU-timed sync wait: unknown.
+      if (!a.is_array() || (a.size() != 7 && a.size() != 8)) {
         return invalidUsage(
             "health sample: an arrival is not [comm, index, rank, nranks, wall, previous end, "
-            "function]");
+            "function, sync wait]");
       }
       s.arrivals.push_back({a[0].get<uint64_t>(), a[1].get<uint64_t>(), a[2].get<int>(),
                             a[3].get<int>(), a[4].get<uint64_t>(), a[5].get<uint64_t>(),
-                            a[6].get<std::string>()});
+                            a[6].get<std::string>(), a.size() == 8 ? a[7].get<uint64_t>() : 0});
     }
     s.lastPingWallNs = j.at("last_ping_wall_ns").get<uint64_t>();
     s.waitingDeclared = j.at("waiting_declared").get<bool>();

@@ -15,8 +15,12 @@
 
 namespace resilient::blackbox {
 
+// An arrival is an array: [comm, index, rank, nranks, wall, previous end,
+// function, sync wait].
 nlohmann::json sampleJson(const RankSample& s);
-// Refuses a malformed sample (invalid usage naming the field).
+// Refuses a malformed sample (invalid usage naming the field). An arrival of
+// seven members (a build before the sync wait) reads with the sync wait
+// unknown.
 Result<RankSample> sampleFromJson(const nlohmann::json& j);
 
 nlohmann::json reportJson(const HealthReport& r);

@@ -64,10 +64,14 @@ RankSample sampleOf(const Snapshot& snap, int rank, uint64_t sinceWallNs) {
       prevIndex = op.collIndex;
       prevEnd = op.state == RESILIENT_BLACKBOX_OP_COMPLETED ? op.endMonoNs : 0;
       const uint64_t wall = toWall(op.enqueueMonoNs);
+      // The GPU-timed wait counts where it is one: a symmetric kernel's
+      // initial sync (its opening barrier), every channel reported.
+      const bool measured = (op.opFlags & RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC) != 0 &&
+                            op.state == RESILIENT_BLACKBOX_OP_COMPLETED;
       if (op.enqueueMonoNs != 0 && wall >= sinceWallNs) {
-        s.arrivals.push_back({comm.commId, op.collIndex, comm.rank, comm.nranks, wall,
-                              toWall(endBefore),
-                              std::string(op.func, strnlen(op.func, sizeof op.func))});
+        s.arrivals.push_back(
+            {comm.commId, op.collIndex, comm.rank, comm.nranks, wall, toWall(endBefore),
+             std::string(op.func, strnlen(op.func, sizeof op.func)), measured ? op.syncWaitNs : 0});
       }
     }
   }

@@ -1,7 +1,8 @@
 // What one rank contributes to the job's health comparison at one moment:
 // its send and receive links with their cumulative bytes and busy time (net
 // plugin), and the times it enqueued each collective (profiler's flight
-// recorder), on the wall clock so that ranks of several hosts line up.
+// recorder), on the wall clock so that ranks of several hosts line up, with
+// how long its kernel waited for the others where the GPU measured it.
 // Read from a blackbox snapshot (sampleOf) by resilient-inspect --job and by
 // the restart library's monitor thread, which also ships samples through the
 // store (health_json.h). Plain data; any thread.
@@ -40,6 +41,13 @@ struct Arrival {
   // not (it finished the previous one late: a slow link into it).
   uint64_t prevEndWallNs = 0;
   std::string function;  // "AllReduce", "allReduce", ...; empty unknown
+  // How long this rank's kernel waited at the collective's opening barrier
+  // for the last rank to arrive, GPU-timed (the flight recorder's syncWaitNs
+  // of a completed collective run by a symmetric kernel, profiler v7, NCCL
+  // 2.31+; include/resilient/blackbox.h RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC).
+  // 0 unknown: an earlier profiler version, a classic kernel (its initial
+  // sync is not a wait for the peers), or a sample of an older build.
+  uint64_t syncWaitNs = 0;
 };
 
 // A collective a rank is inside now: entered at `wallNs`, not ended.

@@ -89,6 +89,9 @@ nlohmann::json opJson(const resilient_blackbox_op& op) {
       {"gpu_start_ns", op.gpuStartNs},
       {"gpu_stop_ns", op.gpuStopNs},
       {"gpu_us", spanUs(op.gpuStartNs, op.gpuStopNs)},
+      {"user_tag", op.userTag},
+      {"sync_wait_ns", op.syncWaitNs},
+      {"symmetric", (op.opFlags & RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC) != 0},
   };
   j[op.kind == RESILIENT_BLACKBOX_OP_COLL ? "root" : "peer"] = op.rootOrPeer;
   return j;

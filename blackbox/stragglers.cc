@@ -32,6 +32,27 @@ uint64_t StragglerDetector::ownLag(const Collective& c, size_t lastRank, uint64_
   return std::min(own, arrivalLag);
 }
 
+std::pair<size_t, uint64_t> StragglerDetector::lastOf(const Collective& c) {
+  const bool gpuTimed =
+      std::all_of(c.syncWaitNs.begin(), c.syncWaitNs.end(), [](uint64_t ns) { return ns != 0; });
+  if (gpuTimed && c.syncWaitNs.size() > 1) {
+    // The rank that waited least at the opening barrier arrived last.
+    const auto least = std::min_element(c.syncWaitNs.begin(), c.syncWaitNs.end());
+    const auto lastRank = static_cast<size_t>(least - c.syncWaitNs.begin());
+    std::vector<uint64_t> others;
+    for (size_t r = 0; r < c.syncWaitNs.size(); ++r) {
+      if (r != lastRank) {
+        others.push_back(c.syncWaitNs[r]);
+      }
+    }
+    const uint64_t med = medianOf(others);
+    return {lastRank, med > *least ? med - *least : 0};
+  }
+  const auto last = std::max_element(c.wallNs.begin(), c.wallNs.end());
+  const auto lastRank = static_cast<size_t>(last - c.wallNs.begin());
+  return {lastRank, ownLag(c, lastRank, *last - medianOf(c.wallNs))};
+}
+
 std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample>& ranks) {
   uint64_t now = 0;
   for (const auto& sample : ranks) {
@@ -54,6 +75,7 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
       if (c.wallNs.empty()) {
         c.wallNs.assign(static_cast<size_t>(a.nranks), 0);
         c.prevEndNs.assign(static_cast<size_t>(a.nranks), 0);
+        c.syncWaitNs.assign(static_cast<size_t>(a.nranks), 0);
         c.firstNs = a.wallNs;
       }
       uint64_t& slot = c.wallNs[static_cast<size_t>(a.rank)];
@@ -62,14 +84,14 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
       }
       slot = a.wallNs;
       c.prevEndNs[static_cast<size_t>(a.rank)] = a.prevEndWallNs;
+      c.syncWaitNs[static_cast<size_t>(a.rank)] = a.syncWaitNs;
       c.firstNs = std::min(c.firstNs, a.wallNs);
       if (++c.seen < a.nranks) {
         continue;
       }
-      const auto last = std::max_element(c.wallNs.begin(), c.wallNs.end());
-      const auto lastRank = static_cast<size_t>(last - c.wallNs.begin());
-      comm.done.push_back({*last, a.collIndex, static_cast<int>(lastRank),
-                           ownLag(c, lastRank, *last - medianOf(c.wallNs))});
+      const auto [lastRank, lag] = lastOf(c);
+      comm.done.push_back({*std::max_element(c.wallNs.begin(), c.wallNs.end()), a.collIndex,
+                           static_cast<int>(lastRank), lag});
       ++compared_;
       comm.doneIndices.insert(a.collIndex);
       comm.pending.erase(a.collIndex);

@@ -1,24 +1,38 @@
-// Stragglers: per communicator, who enqueued each collective last and by how
-// much (the arrival skew), over a window; a rank that is persistently last by
-// more than a threshold is reported (docs/observability.md, "Stragglers").
+// Stragglers: per communicator, who arrived at each collective last and by
+// how much (the arrival skew), over a window; a rank that is persistently
+// last by more than a threshold is reported (docs/observability.md,
+// "Stragglers").
 //
 // Arrivals come from the profiler's flight recorder on every rank
-// (health_sample.h), on the wall clock: ranks of several hosts compare as
-// well as their clocks agree (NTP: well under the default threshold of
-// 20 ms). A collective counts once every rank of its communicator reported
-// it; the lag of the last rank is its arrival minus the median arrival, or
-// less: only the part that is its own (its time since its previous
-// collective ended, beyond the median rank's; a rank that finished late
-// because a slow link feeds it is not a straggler). Only
-// collectives whose last rank lagged by the threshold or more are judged
-// (those that waited for someone): a rank last in three quarters of at least
-// 8 of them in the window is the straggler. Single-threaded (the caller's).
+// (health_sample.h). A collective counts once every rank of its communicator
+// reported it. Who was last, and its lag, by one of two rules:
+//
+//  - GPU-timed, where every rank has the collective's sync wait (profiler v7,
+//    NCCL 2.31+, a symmetric kernel: how long its kernel waited at the
+//    opening barrier for the last rank, on its GPU's clock): the rank that
+//    waited least is the last to arrive, and its lag is the median of the
+//    others' waits minus its own. Durations on each GPU's own clock: no clock
+//    is compared across hosts, and it sees a rank whose GPU is late while its
+//    host enqueued in time. The host gaps below do not bound it (a host that
+//    enqueues ahead of its GPU has no gap to show).
+//  - Wall clock, where any rank lacks it: the last enqueue; its lag is its
+//    arrival minus the median arrival, or less: only the part that is its
+//    own (its time since its previous collective ended, beyond the median
+//    rank's; a rank that finished late because a slow link feeds it is not a
+//    straggler). Ranks of several hosts compare as well as their clocks agree
+//    (NTP: well under the default threshold of 20 ms).
+//
+// Only collectives whose last rank lagged by the threshold or more are
+// judged (those that waited for someone): a rank last in three quarters of at
+// least 8 of them in the window is the straggler. Single-threaded (the
+// caller's).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "blackbox/health_report.h"
@@ -59,8 +73,9 @@ class StragglerDetector {
 
  private:
   struct Collective {
-    std::vector<uint64_t> wallNs;     // by rank; 0 not yet
-    std::vector<uint64_t> prevEndNs;  // by rank: its previous collective's end; 0 unknown
+    std::vector<uint64_t> wallNs;      // by rank; 0 not yet
+    std::vector<uint64_t> prevEndNs;   // by rank: its previous collective's end; 0 unknown
+    std::vector<uint64_t> syncWaitNs;  // by rank: GPU-timed wait at the opening; 0 unknown
     int seen = 0;
     uint64_t firstNs = 0;
   };
@@ -83,6 +98,8 @@ class StragglerDetector {
   };
 
   static uint64_t ownLag(const Collective& c, size_t lastRank, uint64_t arrivalLag);
+  // The last rank of a complete collective and its lag (the rules above).
+  static std::pair<size_t, uint64_t> lastOf(const Collective& c);
 
   StragglerOptions options_;
   std::map<uint64_t, Comm> comms_;

@@ -18,25 +18,27 @@
  * writer wins) is an OR of them. NCCL samples the mask per operation at
  * enqueue time (ProxyCtrl reads it live). Enabling a child event implicitly
  * enables the parents that carry the hierarchy. All twelve v5 bits = 4095.
- * Bits 12..14 (copy-engine events) belong to v6 (NCCL 2.29+) and are not
- * part of the 2.28 ABI described here.
+ * Bits 12..14 (copy-engine events) belong to v6 (NCCL 2.29+), bit 15
+ * (kernel phases) to v7 (NCCL 2.31+; docs/reference/nccl-2.31-plugins.md
+ * §1.4): they are not part of the 2.28 ABI described in nccl-abi.md.
  */
 enum {
-  ncclProfileGroup = (1 << 0),        /* since v1: legacy group; parentObj NULL */
-  ncclProfileColl = (1 << 1),         /* since v1: collective, stopped when enqueued */
-  ncclProfileP2p = (1 << 2),          /* since v1: point-to-point, stopped when enqueued */
-  ncclProfileProxyOp = (1 << 3),      /* since v1: progress thread, per channel and peer */
-  ncclProfileProxyStep = (1 << 4),    /* since v1: progress thread, one network transfer */
-  ncclProfileProxyCtrl = (1 << 5),    /* since v1: progress thread state; parentObj NULL */
-  ncclProfileKernelCh = (1 << 6),     /* since v3: progress thread, GPU channel start/stop */
-  ncclProfileNetPlugin = (1 << 7),    /* since v3: emitted by the net plugin via NCCL */
-  ncclProfileGroupApi = (1 << 8),     /* since v5: user thread, outermost group */
-  ncclProfileCollApi = (1 << 9),      /* since v5: user thread, during the API call */
-  ncclProfileP2pApi = (1 << 10),      /* since v5: user thread, during the API call */
+  ncclProfileGroup = (1 << 0),         /* since v1: legacy group; parentObj NULL */
+  ncclProfileColl = (1 << 1),          /* since v1: collective, stopped when enqueued */
+  ncclProfileP2p = (1 << 2),           /* since v1: point-to-point, stopped when enqueued */
+  ncclProfileProxyOp = (1 << 3),       /* since v1: progress thread, per channel and peer */
+  ncclProfileProxyStep = (1 << 4),     /* since v1: progress thread, one network transfer */
+  ncclProfileProxyCtrl = (1 << 5),     /* since v1: progress thread state; parentObj NULL */
+  ncclProfileKernelCh = (1 << 6),      /* since v3: progress thread, GPU channel start/stop */
+  ncclProfileNetPlugin = (1 << 7),     /* since v3: emitted by the net plugin via NCCL */
+  ncclProfileGroupApi = (1 << 8),      /* since v5: user thread, outermost group */
+  ncclProfileCollApi = (1 << 9),       /* since v5: user thread, during the API call */
+  ncclProfileP2pApi = (1 << 10),       /* since v5: user thread, during the API call */
   ncclProfileKernelLaunch = (1 << 11), /* since v5: thread that launches the kernels */
   ncclProfileCeColl = (1 << 12),       /* since v6: a collective run by the copy engines */
   ncclProfileCeSync = (1 << 13),       /* since v6: a synchronization of a CE collective */
-  ncclProfileCeBatch = (1 << 14)       /* since v6: a batch of CE copies */
+  ncclProfileCeBatch = (1 << 14),      /* since v6: a batch of CE copies */
+  ncclProfileKernelPhase = (1 << 15)   /* since v7: a phase of a kernel channel; parent KernelCh */
 };
 
 /*
@@ -71,7 +73,14 @@ typedef enum {
   ncclProfilerNetPluginUpdate = 21,          /* since v4: args netPlugin.data = plugin's extData */
   ncclProfilerKernelChStop = 22,             /* since v4: args kernelCh.pTimer = GPU stop ns */
   ncclProfilerGroupStartApiStop = 23,        /* since v5: GroupApi; args may be NULL */
-  ncclProfilerGroupEndApiStart = 24          /* since v5: GroupApi; args may be NULL */
+  ncclProfilerGroupEndApiStart = 24,         /* since v5: GroupApi; args may be NULL */
+  ncclProfilerCeCollStart = 25,              /* since v6: copy-engine collective states */
+  ncclProfilerCeCollComplete = 26,           /* since v6 */
+  ncclProfilerCeSyncStart = 27,              /* since v6 */
+  ncclProfilerCeSyncComplete = 28,           /* since v6 */
+  ncclProfilerCeBatchStart = 29,             /* since v6 */
+  ncclProfilerCeBatchComplete = 30,          /* since v6 */
+  ncclProfilerKernelPhaseStop = 31           /* since v7: args kernelCh.pTimer = GPU phase end ns */
 } ncclProfilerEventState_t;
 
 NCCL_ABI_SIZE(ncclProfilerEventState_t, 4);
@@ -82,6 +91,8 @@ typedef ncclProfilerEventState_t ncclProfilerEventState_v2_t;
 typedef ncclProfilerEventState_t ncclProfilerEventState_v3_t;
 typedef ncclProfilerEventState_t ncclProfilerEventState_v4_t;
 typedef ncclProfilerEventState_t ncclProfilerEventState_v5_t;
+typedef ncclProfilerEventState_t ncclProfilerEventState_v6_t;
+typedef ncclProfilerEventState_t ncclProfilerEventState_v7_t;
 
 /* proxyOp.pid in every descriptor version is a 4-byte pid_t. */
 NCCL_ABI_SIZE(pid_t, 4);

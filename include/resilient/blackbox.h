@@ -1,5 +1,5 @@
 /*
- * nccl-resilient blackbox, layout version 3: the shared-memory region through
+ * nccl-resilient blackbox, layout version 4: the shared-memory region through
  * which the plugins (writers, inside NCCL) and their consumers (the restart
  * library, the monitor process, resilient-inspect) see each other.
  *
@@ -21,7 +21,10 @@
  * after faultOffset, the fault fields after text, the communicator table and
  * the flight recorder. 3 = adds the connection fields after updatedMonoNs
  * (busy time, liveness round trip) and the report classes of the fault ring
- * (slow link, straggler: findings, not faults).
+ * (slow link, straggler: findings, not faults). 4 = adds the operation fields
+ * after lastStepState (profiler ABI v7: the user tag, the GPU-timed initial
+ * sync, the operation's flags); the operation record grows from 200 to 224
+ * bytes, and with it the communicator slot (its `oldest`) from 504 to 528.
  *
  * Concurrency: every slot has one writer at a time and a sequence word
  * (seqlock): the writer makes it odd, writes, makes it even again; a reader
@@ -40,16 +43,16 @@
 #include <stdint.h>
 
 #define RESILIENT_BLACKBOX_MAGIC 0x58424c52u /* "RLBX" */
-#define RESILIENT_BLACKBOX_VERSION 3u
+#define RESILIENT_BLACKBOX_VERSION 4u
 #define RESILIENT_BLACKBOX_FILE_PREFIX "resilient-blackbox-"
 #define RESILIENT_BLACKBOX_CONNECTIONS 1024
 #define RESILIENT_BLACKBOX_FAULTS 64
 #define RESILIENT_BLACKBOX_ADDRESS_CHARS 48
 #define RESILIENT_BLACKBOX_HOST_CHARS 64
 #define RESILIENT_BLACKBOX_FAULT_TEXT_CHARS 640
-#define RESILIENT_BLACKBOX_COMMS 256            /* communicator slots */
-#define RESILIENT_BLACKBOX_FLIGHT_OPS_MAX 65536 /* longest flight-recorder ring per communicator \
-                                                 */
+#define RESILIENT_BLACKBOX_COMMS 256 /* communicator slots */
+/* The longest flight-recorder ring per communicator. */
+#define RESILIENT_BLACKBOX_FLIGHT_OPS_MAX 65536
 #define RESILIENT_BLACKBOX_COMM_NAME_CHARS 64
 #define RESILIENT_BLACKBOX_LABEL_CHARS 16 /* op, datatype, algorithm, protocol names */
 #define RESILIENT_BLACKBOX_FUNCS 12       /* NCCL's ncclFunc_t values 0..10, and 11 = other */
@@ -122,6 +125,17 @@
 #define RESILIENT_BLACKBOX_OP_HUNG 4u      /* in flight and reported as a fault */
 #define RESILIENT_BLACKBOX_OP_ABANDONED 5u /* the communicator was finalized or aborted first */
 
+/* Operation flags (version 4). */
+/* Run by a symmetric kernel (profiler v7 coll.isSymColl). Its initial sync
+ * ends when the kernel's opening barrier with every peer completes, so
+ * syncWaitNs is how long this rank waited for the last one to arrive: the
+ * arrival skew as the GPU measured it (NCCL 2.31.2 src/device/symmetric/:
+ * bar.wait, then ncclSymkProfilerPhase(AFTER_OPEN)). A classic kernel ends its
+ * initial sync before it exchanges anything with a peer (src/device/common.h,
+ * RunWorkBatch::run: the stamp precedes the work loop): there it is only the
+ * kernel's own prologue. */
+#define RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC 0x1u
+
 typedef struct {
   uint32_t seq;       /* seqlock word */
   uint32_t state;     /* RESILIENT_BLACKBOX_CONN_* */
@@ -155,8 +169,8 @@ typedef struct {
   uint32_t peerPid; /* the process blamed (root cause): the connection's peer, the first
                        fault that peer named, or this process for a local error; 0 unknown */
   uint32_t remote;  /* 1: ncclRemoteError; 0: local */
-  char peer[RESILIENT_BLACKBOX_ADDRESS_CHARS];         /* the connection's peer endpoint */
-  char peerHost[RESILIENT_BLACKBOX_HOST_CHARS];        /* the blamed process's host */
+  char peer[RESILIENT_BLACKBOX_ADDRESS_CHARS];    /* the connection's peer endpoint */
+  char peerHost[RESILIENT_BLACKBOX_HOST_CHARS];   /* the blamed process's host */
   char text[RESILIENT_BLACKBOX_FAULT_TEXT_CHARS]; /* the WARN that explained it */
   /* Version 2, filled by the profiler's faults (zero in the net plugin's). */
   int32_t rank;           /* this process's rank in commId; -1 unknown */
@@ -199,6 +213,12 @@ typedef struct {
   uint64_t gpuStopNs;     /* latest kernel channel stop */
   uint32_t proxyOps;      /* proxy operations started */
   uint32_t lastStepState; /* last proxy-step state (ncclProfilerEventState_t), 0 none */
+  /* Version 4 (profiler ABI v7, NCCL 2.31+; 0 with earlier versions). */
+  uint64_t userTag;    /* the call's ncclCollConfig_t.userProfilerTag; 0 untagged */
+  uint64_t syncWaitNs; /* the longest initial-sync kernel phase over its channels, GPU
+                          %globaltimer ns; 0 unknown (a measured 0 is stored as 1) */
+  uint32_t opFlags;    /* RESILIENT_BLACKBOX_OP_FLAG_* */
+  uint32_t reserved0;
 } resilient_blackbox_op;
 
 /* One communicator the profiler tracks. Counters are monotonic over the
@@ -211,7 +231,7 @@ typedef struct {
   int32_t rank;        /* -1 until known (profiler v1-v3 learn it from the first operation) */
   int32_t nranks;      /* 0 unknown (v1-v3) */
   int32_t nNodes;      /* 0 unknown (v1-v3) */
-  uint32_t abiVersion; /* profiler ABI version NCCL uses, 1..6 */
+  uint32_t abiVersion; /* profiler ABI version NCCL uses, 1..7 */
   char name[RESILIENT_BLACKBOX_COMM_NAME_CHARS]; /* ncclConfig_t.commName, may be empty */
   uint64_t initWallNs;
   uint64_t initMonoNs;
@@ -280,11 +300,15 @@ RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_connection, busyNs) == 232
 RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_fault) == 856, "blackbox v2 fault slot");
 RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_fault, rank) == 800, "blackbox v2 fault");
 RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_fault, op) == 840, "blackbox v2 fault");
-RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_op) == 200, "blackbox v2 operation");
+RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_op) == 224, "blackbox v4 operation");
 RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_op, func) == 72, "blackbox v2 operation");
 RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_op, channelsStarted) == 136,
                           "blackbox v2 operation");
-RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_comm) == 504, "blackbox v2 communicator");
+RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_op, userTag) == 200, "blackbox v4 operation");
+RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_op, syncWaitNs) == 208,
+                          "blackbox v4 operation");
+RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_op, opFlags) == 216, "blackbox v4 operation");
+RESILIENT_BLACKBOX_ASSERT(sizeof(resilient_blackbox_comm) == 528, "blackbox v4 communicator");
 RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_comm, completedByFunc) == 184,
                           "blackbox v2 communicator");
 RESILIENT_BLACKBOX_ASSERT(offsetof(resilient_blackbox_comm, oldest) == 304,

@@ -15,6 +15,8 @@ Context::Context(uint32_t idx, const CommIdentity& id, uint32_t cap, pid_t ourPi
       rank(id.rank),
       capacity(cap),
       slots(new OpSlot[cap]),
-      pool(cap) {}
+      pool(cap),
+      phases(new PhaseSlot[kPhaseSlots]),
+      phasePool(kPhaseSlots) {}
 
 }  // namespace resilient::profiler

@@ -1,6 +1,7 @@
 // One communicator as the profiler sees it: its identity, its pool of
-// operation slots (preallocated at init) and its counters. What NCCL gets as
-// the profiler `context` of init/startEvent/finalize.
+// operation slots and its table of kernel-phase slots (both preallocated at
+// init) and its counters. What NCCL gets as the profiler `context` of
+// init/startEvent/finalize.
 #pragma once
 
 #include <sys/types.h>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "plugin/profiler/index_pool.h"
+#include "plugin/profiler/kernel_phase.h"
 #include "plugin/profiler/names.h"
 #include "plugin/profiler/op_slot.h"
 
@@ -55,6 +57,10 @@ class Context {
   const uint32_t capacity;
   std::unique_ptr<OpSlot[]> slots;
   IndexPool pool;
+
+  // Kernel phases open now (v7), kPhaseSlots of them.
+  std::unique_ptr<PhaseSlot[]> phases;
+  IndexPool phasePool;
 
   // Counters (monotonic).
   std::atomic<uint64_t> opCounter{0};    // operations started

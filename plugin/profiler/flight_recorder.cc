@@ -32,6 +32,9 @@ resilient_blackbox_op makeOpRecord(const Context& ctx, const OpSlot& slot, const
   r.gpuStartNs = slot.gpuStartNs.load(std::memory_order_relaxed);
   r.gpuStopNs = slot.gpuStopNs.load(std::memory_order_relaxed);
   r.proxyOps = slot.proxyOps.load(std::memory_order_relaxed);
+  r.userTag = info.userTag;
+  r.syncWaitNs = slot.syncWaitNs.load(std::memory_order_relaxed);
+  r.opFlags = info.symmetric ? RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC : 0;
   // The step state of the first unfinished channel, else of the lowest one seen.
   uint64_t pending = r.channelsStarted & ~r.channelsDone;
   uint64_t seen = pending != 0 ? pending : r.channelsStarted;

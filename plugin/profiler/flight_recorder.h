@@ -1,9 +1,10 @@
 // The flight recorder: per communicator, a ring in the blackbox of the last
 // operations that finished (completed, or abandoned when the communicator
-// went away), each with its timings. Entries are written by the thread that
-// finishes the operation, once, lock-free (a seqlock per entry); the index
-// comes from the context's counter, so concurrent writers never share an
-// entry.
+// went away), each with its timings (v7: also its user tag and the longest
+// GPU-timed initial sync of its kernel channels, kernel_phase.h). Entries
+// are written by the thread that finishes the operation, once, lock-free (a
+// seqlock per entry); the index comes from the context's counter, so
+// concurrent writers never share an entry.
 #pragma once
 
 #include <cstdint>

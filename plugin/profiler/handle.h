@@ -7,7 +7,8 @@
 // stale (operation already released) or foreign value (a PXN proxy op's
 // parent from another process) is recognised and ignored, never followed.
 //
-//   bits  0..5   channel (NCCL's MAXCHANNELS is 64)
+//   bits  0..5   channel (NCCL's MAXCHANNELS is 64); for a kernel phase, its
+//                slot in the context's phase table (kernel_phase.h)
 //   bits  6..9   kind
 //   bits 10..19  context slot (kMaxContexts)
 //   bits 20..33  operation slot (kMaxOpsPerContext)
@@ -24,14 +25,16 @@ inline constexpr uint32_t kMaxOpsPerContext = 16384;
 inline constexpr uint32_t kGenerationMask = (1u << 30) - 1;
 
 enum class HandleKind : uint32_t {
-  kNone = 0,       // not a handle of ours (NULL decodes to this)
-  kOp = 1,         // a Coll or P2p event: one tracked operation
-  kProxyOp = 2,    // a proxy op of an operation, on one channel
-  kProxyStep = 3,  // a proxy step (shares its proxy op's operation and channel)
-  kKernelCh = 4,   // a kernel channel of an operation
-  kNetPlugin = 5,  // a net-plugin event under a proxy step
-  kPassive = 6,    // events we do not track (API, group, proxy control, PXN ops)
+  kNone = 0,         // not a handle of ours (NULL decodes to this)
+  kOp = 1,           // a Coll or P2p event: one tracked operation
+  kProxyOp = 2,      // a proxy op of an operation, on one channel
+  kProxyStep = 3,    // a proxy step (shares its proxy op's operation and channel)
+  kKernelCh = 4,     // a kernel channel of an operation
+  kNetPlugin = 5,    // a net-plugin event under a proxy step
+  kPassive = 6,      // events we do not track (API, group, proxy control, PXN ops)
+  kKernelPhase = 7,  // a phase of a kernel channel (v7): its operation, and its phase slot
 };
+inline constexpr uint32_t kLastHandleKind = static_cast<uint32_t>(HandleKind::kKernelPhase);
 
 struct Handle {
   HandleKind kind = HandleKind::kNone;
@@ -57,8 +60,7 @@ inline uint64_t handleBits(const void* handle) noexcept {
 }
 inline HandleKind handleKind(uint64_t v) noexcept {
   const auto kind = static_cast<uint32_t>((v >> 6) & 15u);
-  return kind > static_cast<uint32_t>(HandleKind::kPassive) ? HandleKind::kNone
-                                                            : static_cast<HandleKind>(kind);
+  return kind > kLastHandleKind ? HandleKind::kNone : static_cast<HandleKind>(kind);
 }
 inline uint32_t handleChannel(uint64_t v) noexcept {
   return static_cast<uint32_t>(v & 63u);
@@ -77,7 +79,7 @@ inline Handle decodeHandle(const void* handle) noexcept {
   const auto v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
   Handle h;
   const auto kind = static_cast<uint32_t>((v >> 6) & 15u);
-  if (kind == 0 || kind > static_cast<uint32_t>(HandleKind::kPassive)) {
+  if (kind == 0 || kind > kLastHandleKind) {
     return h;  // kNone
   }
   h.kind = static_cast<HandleKind>(kind);

@@ -20,6 +20,8 @@ void OpSlot::reset(int32_t initialRefs, uint32_t initialFlags) noexcept {
   endMonoNs.store(0, std::memory_order_relaxed);
   gpuStartNs.store(0, std::memory_order_relaxed);
   gpuStopNs.store(0, std::memory_order_relaxed);
+  syncWaitNs.store(0, std::memory_order_relaxed);
+  syncChannels.store(0, std::memory_order_relaxed);
   static_assert(sizeof stepState % 8 == 0 && sizeof proxyOpen % 8 == 0);
   for (size_t off = 0; off < sizeof stepState; off += 8) {
     __atomic_store_n(reinterpret_cast<Word*>(stepState + off), 0, __ATOMIC_RELAXED);

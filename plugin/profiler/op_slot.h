@@ -31,6 +31,7 @@ struct OpInfo {
   uint64_t count = 0;
   uint64_t bytes = 0;  // 0 unknown
   uint64_t enqueueMonoNs = 0;
+  uint64_t userTag = 0;        // v7: the call's user tag (0 untagged)
   const char* func = nullptr;  // NCCL's static strings (or ours for v1 codes)
   const char* datatype = nullptr;
   const char* algo = nullptr;
@@ -40,6 +41,7 @@ struct OpInfo {
   uint8_t funcIndex = 0;
   uint8_t nChannels = 0;  // 0 unknown
   Completion completion = Completion::kChildren;
+  bool symmetric = false;  // v7: run by a symmetric kernel (coll.isSymColl)
 };
 static_assert(sizeof(OpInfo) % 8 == 0 && std::is_trivially_copyable_v<OpInfo>);
 
@@ -69,6 +71,11 @@ struct alignas(64) OpSlot {
   std::atomic<uint64_t> endMonoNs{0};
   std::atomic<uint64_t> gpuStartNs{0};
   std::atomic<uint64_t> gpuStopNs{0};
+  // v7 kernel phases: the longest initial sync over the channels (GPU ns; 0
+  // none seen, a phase of no measurable length counts 1), and the channels
+  // whose initial_sync phase started.
+  std::atomic<uint64_t> syncWaitNs{0};
+  std::atomic<uint64_t> syncChannels{0};
   uint8_t stepState[kMaxChannels] = {};  // last proxy-step state per channel (__atomic builtins)
   uint8_t proxyOpen[kMaxChannels] = {};  // open proxy ops per channel (__atomic builtins)
   OpInfo info;                           // storeInfo / loadInfo only

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <memory>
 
@@ -165,6 +166,8 @@ void* Tracker::startOp(Context* ctx, const OpStart& op) noexcept {
                         ? Completion::kChannels
                         : Completion::kChildren;
   info.enqueueMonoNs = clock_.monoNs();
+  info.userTag = op.userTag;
+  info.symmetric = coll && op.symmetric;
   uint32_t flags = static_cast<uint32_t>(info.nChannels) << opflag::kChannelsShift;
   flags |= info.completion == Completion::kChildren ? opflag::kByChildren : 0;
   flags |= coll ? 0 : opflag::kP2p;
@@ -302,6 +305,48 @@ void* Tracker::startNetPlugin(Context* ctx, void* parent) noexcept {
                        .generation = t.generation()});
 }
 
+void* Tracker::startKernelPhase(Context* ctx, void* parent, uint32_t phase,
+                                uint64_t gpuStartNs) noexcept {
+  if (ctx == nullptr) {
+    return nullptr;
+  }
+  Target t;
+  if (!resolve(parent, &t) || t.kind() != HandleKind::kKernelCh) {
+    if (parent != nullptr) {
+      ctx->dropped.fetch_add(1, std::memory_order_relaxed);
+    }
+    return nullptr;
+  }
+  uint32_t index = 0;
+  if (!t.ctx->phasePool.pop(&index)) {
+    t.ctx->dropped.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  OpSlot& op = *t.op;
+  const uint64_t channel = channelBit(t.channel());
+  if (phase == kPhaseInitialSync) {
+    op.syncChannels.fetch_or(channel, std::memory_order_relaxed);
+  } else if (phase == kPhaseCompute &&
+             (op.syncChannels.load(std::memory_order_relaxed) & channel) == 0) {
+    // NCCL skips a phase of zero length (2.31.2 profilerFireKernelPhaseEvents):
+    // this channel's kernel did not wait at its initial sync. 1 ns: 0 is unknown.
+    storeMax(op.syncWaitNs, 1);
+  }
+  op.refs.fetch_add(1, std::memory_order_relaxed);  // held until the phase stops
+  void* handle = encodeHandle({.kind = HandleKind::kKernelPhase,
+                               .channel = index,
+                               .context = t.context(),
+                               .slot = t.slot(),
+                               .generation = t.generation()});
+  PhaseSlot& p = t.ctx->phases[index];
+  p.startNs.store(gpuStartNs, std::memory_order_relaxed);
+  p.phase.store(phase, std::memory_order_relaxed);
+  p.owner.store(handleBits(handle), std::memory_order_release);
+  bump(op.progress);
+  bump(t.ctx->progress);
+  return handle;
+}
+
 void* Tracker::startPassive(Context* ctx) noexcept {
   return ctx == nullptr ? nullptr
                         : encodeHandle({.kind = HandleKind::kPassive, .context = ctx->index});
@@ -343,6 +388,7 @@ void Tracker::stop(void* handle) noexcept {
       unref(*t.ctx, op, t.slot());  // this channel's reference
       return;
     }
+    case HandleKind::kKernelPhase: stopPhase(t); return;
     case HandleKind::kProxyStep:
     case HandleKind::kNetPlugin:
       bump(op.progress);
@@ -350,6 +396,39 @@ void Tracker::stop(void* handle) noexcept {
       return;
     default: return;
   }
+}
+
+void Tracker::stopPhase(const Target& t) noexcept {
+  // Only the handle that owns the slot frees it: a second stop of the same
+  // phase finds it free (or another phase's) and changes nothing.
+  const uint32_t index = t.channel();
+  uint64_t owner = t.bits;
+  if (!t.ctx->phases[index].owner.compare_exchange_strong(owner, 0, std::memory_order_acq_rel)) {
+    return;
+  }
+  t.ctx->phasePool.push(index);
+  bump(t.op->progress);
+  bump(t.ctx->progress);
+  unref(*t.ctx, *t.op, t.slot());
+}
+
+void Tracker::recordPhaseStop(void* handle, uint64_t gpuStopNs) noexcept {
+  Target t;
+  if (!resolve(handle, &t) || t.kind() != HandleKind::kKernelPhase) {
+    return;
+  }
+  const PhaseSlot& p = t.ctx->phases[t.channel()];
+  if (p.owner.load(std::memory_order_acquire) != t.bits) {
+    return;  // stopped already
+  }
+  const uint64_t startNs = p.startNs.load(std::memory_order_relaxed);
+  if (p.phase.load(std::memory_order_relaxed) == kPhaseInitialSync && startNs != 0 &&
+      gpuStopNs >= startNs) {
+    // The longest over the channels; one of no measurable length counts 1 ns.
+    storeMax(t.op->syncWaitNs, std::max<uint64_t>(gpuStopNs - startNs, 1));
+  }
+  bump(t.op->progress);
+  bump(t.ctx->progress);
 }
 
 void Tracker::recordKernelStop(void* handle, uint64_t gpuStopNs) noexcept {

@@ -6,12 +6,16 @@
 // An operation's life, in NCCL 2.28's emission order (docs/reference/nccl-abi.md §2.6):
 //   Coll/P2p start (user or host-callback thread)   -> enqueued, slot taken
 //   Coll/P2p stop  (right after the proxy ops are posted)
-//   ProxyOp / ProxyStep / KernelCh / NetPlugin events (proxy progress thread),
-//     any of which may come after the Coll/P2p stop
+//   ProxyOp / ProxyStep / KernelCh / NetPlugin events (proxy progress thread;
+//     NCCL 2.31: KernelCh from its profiler thread), any of which may come
+//     after the Coll/P2p stop
+//   v7: KernelPhase events under each KernelCh, before it stops
+//     (kernel_phase.h)
 //   completion: v4+ when nChannels KernelCh events stopped; v1-v3 when the
 //     last child stopped
 //   the slot returns to the pool when the Coll/P2p event and every
-//     ProxyOp/KernelCh child have stopped, and the operation is complete.
+//     ProxyOp/KernelCh/KernelPhase child have stopped, and the operation is
+//     complete.
 //
 // Thread safety: the hot-path calls (start*, stop, record) may come from any
 // thread at once; they take no lock, allocate nothing and never block. The
@@ -55,6 +59,8 @@ struct OpStart {
   uint8_t nChannels = 0;
   uint64_t commHash = 0;  // v1-v3 descriptors carry it; 0 otherwise
   int rank = -1;
+  uint64_t userTag = 0;    // v7: the call's user tag
+  bool symmetric = false;  // v7: coll.isSymColl
 };
 
 class Tracker {
@@ -80,11 +86,16 @@ class Tracker {
   void* startProxyStep(Context* ctx, void* parent) noexcept;
   void* startKernelCh(Context* ctx, void* parent, uint32_t channel, uint64_t gpuStartNs) noexcept;
   void* startNetPlugin(Context* ctx, void* parent) noexcept;
+  // v7: `parent` is the KernelCh event's handle; `gpuStartNs` the phase's
+  // GPU start. NULL when the parent is not ours or every phase slot is open.
+  void* startKernelPhase(Context* ctx, void* parent, uint32_t phase, uint64_t gpuStartNs) noexcept;
   void* startPassive(Context* ctx) noexcept;
   void stop(void* handle) noexcept;
   // recordEventState: KernelChStop with the GPU stop time, or any other state
   // (a ncclProfilerEventState_t value; proxy steps keep it per channel).
   void recordKernelStop(void* handle, uint64_t gpuStopNs) noexcept;
+  // v7: ncclProfilerKernelPhaseStop with the phase's GPU end.
+  void recordPhaseStop(void* handle, uint64_t gpuStopNs) noexcept;
   void recordState(void* handle, uint32_t state) noexcept;
 
   // Profiler v1, v2 only (no kernel-channel events): retires an operation
@@ -125,6 +136,7 @@ class Tracker {
   void firstChild(Context& ctx, OpSlot& op, uint32_t slot) noexcept;
   void complete(Context& ctx, OpSlot& op, uint32_t slot) noexcept;
   void unref(Context& ctx, OpSlot& op, uint32_t slot) noexcept;
+  void stopPhase(const Target& t) noexcept;
   void release(Context& ctx, OpSlot& op, uint32_t slot) noexcept;
   void publishComm(const Context& ctx, uint32_t state);
   uint32_t newGeneration() noexcept;

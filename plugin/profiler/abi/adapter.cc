@@ -15,6 +15,9 @@ int eventMask(int abiVersion, bool proxySteps) noexcept {
   if (abiVersion >= 3) {
     mask |= ncclProfileKernelCh;
   }
+  if (abiVersion >= 7) {
+    mask |= ncclProfileKernelPhase;
+  }
   return mask;
 }
 
@@ -112,6 +115,8 @@ ncclResult_t recordEvent(void* eHandle, uint32_t state, uint64_t kernelStopNs) n
     }
     if (state == ncclProfilerKernelChStop) {
       t->recordKernelStop(eHandle, kernelStopNs);
+    } else if (state == ncclProfilerKernelPhaseStop) {
+      t->recordPhaseStop(eHandle, kernelStopNs);
     } else {
       t->recordState(eHandle, state);
     }

@@ -1,5 +1,5 @@
 // Helpers shared by the profiler's per-version adapters (profiler_v1.cc …
-// profiler_v5.cc), which with descriptor.h are the only files that see NCCL's
+// profiler_v7.cc), which with descriptor.h are the only files that see NCCL's
 // versioned profiler structs. init, finalize, stop and record are the same
 // for every version; descriptor.h turns each version's descriptors into
 // Tracker calls.
@@ -23,7 +23,8 @@ namespace resilient::profiler::abi {
 inline constexpr const char* kPluginName = "Resilient";
 
 // The events we ask NCCL for under ABI `abiVersion`: Coll, P2p, ProxyOp,
-// ProxyStep (unless turned off), and KernelCh where the version has it (v3+).
+// ProxyStep (unless turned off), KernelCh where the version has it (v3+) and
+// KernelPhase (v7).
 int eventMask(int abiVersion, bool proxySteps) noexcept;
 
 // init for every version: acquires the plugin, creates the context and sets
@@ -38,14 +39,14 @@ ncclResult_t initMaskOnly(void** context, int* eActivationMask) noexcept {
   id.abiVersion = AbiVersion;
   return initContext(context, eActivationMask, id, nullptr);
 }
-// init for v4, v5, which get the communicator's identity (in another order).
+// init for v4+, which get the communicator's identity (v4 in another order).
 ncclResult_t initIdentified(int abiVersion, void** context, int* eActivationMask, uint64_t commHash,
                             const char* commName, int nNodes, int nranks, int rank,
                             ncclDebugLogger_t logger) noexcept;
 ncclResult_t finalizeContext(void* context) noexcept;
 ncclResult_t stopEvent(void* eHandle) noexcept;
 // `state` as NCCL passed it (any value), `kernelStopNs` the KernelChStop
-// argument (v4+), else 0.
+// (v4+) or KernelPhaseStop (v7) argument, else 0.
 ncclResult_t recordEvent(void* eHandle, uint32_t state, uint64_t kernelStopNs) noexcept;
 
 // The raw value of an event state: a newer NCCL may pass states our enum does

@@ -1,13 +1,13 @@
-// One translation of NCCL's versioned profiler descriptors (v1..v5) into
+// One translation of NCCL's versioned profiler descriptors (v1..v7) into
 // Tracker calls: the versions differ only in which members exist and how
 // some are typed (features.h), so every adapter instantiates the same code.
 #pragma once
 
 #include <cstdint>
 
+#include "common/boundary.h"
 #include "nccl/profiler_common.h"
 #include "nccl/result.h"
-#include "common/boundary.h"
 #include "plugin/profiler/abi/adapter.h"
 #include "plugin/profiler/abi/features.h"
 #include "plugin/profiler/names.h"
@@ -51,6 +51,9 @@ void setCommon(OpStart& op, const Member& m) noexcept {
   if constexpr (HasCommHash<Member>) {
     op.commHash = m.commHash;
   }
+  if constexpr (HasUserTag<Member>) {
+    op.userTag = m.userTag;
+  }
 }
 
 template <class Descr>
@@ -63,6 +66,9 @@ OpStart collOf(const Descr& d) noexcept {
   setCommon(op, d.coll);
   if constexpr (HasTrafficBytes<decltype(d.coll)>) {
     op.trafficBytes = d.coll.trafficBytes;
+  }
+  if constexpr (HasSymColl<decltype(d.coll)>) {
+    op.symmetric = d.coll.isSymColl;
   }
   return op;
 }
@@ -77,11 +83,18 @@ OpStart p2pOf(const Descr& d) noexcept {
   return op;
 }
 
-// The handle for one event; Group, ProxyCtrl, the v5 API events and events
-// the version does not define get a passive one. Inlined into startEvent, as
-// the hand-written adapters had it (no extra call per event).
+// The handle for one event; Group, ProxyCtrl, the v5 API events, the v6
+// copy-engine events and events the version does not define get a passive
+// one. Inlined into startEvent, as the hand-written adapters had it (no extra
+// call per event).
 template <class Descr>
 [[gnu::always_inline]] inline void* startOn(Tracker& t, Context* ctx, const Descr& d) noexcept {
+  if constexpr (HasKernelPhase<Descr>) {
+    // Outside the switch: bit 15 does not fit the uint8_t type of v1-v4.
+    if (d.type == ncclProfileKernelPhase) {
+      return t.startKernelPhase(ctx, d.parentObj, d.kernelPhase.phaseId, d.kernelPhase.pTimer);
+    }
+  }
   switch (d.type) {
     case ncclProfileColl: return t.startOp(ctx, collOf(d));
     case ncclProfileP2p: return t.startOp(ctx, p2pOf(d));
@@ -124,14 +137,16 @@ ncclResult_t startEvent(void* context, void** eHandle, Descr* d) noexcept {
   });
 }
 
-// recordEventState for every version: only KernelChStop's GPU stop time (v4+)
-// is read from the state arguments.
+// recordEventState for every version: only the GPU stop times of
+// KernelChStop (v4+) and KernelPhaseStop (v7, the same member) are read from
+// the state arguments.
 template <class Args>
 ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState, Args* args) noexcept {
   const uint32_t state = rawState(eState);
   uint64_t stopNs = 0;
   if constexpr (HasKernelStopTime<Args>) {
-    if (state == ncclProfilerKernelChStop && args != nullptr) {
+    if ((state == ncclProfilerKernelChStop || state == ncclProfilerKernelPhaseStop) &&
+        args != nullptr) {
       stopNs = args->kernelCh.pTimer;
     }
   }

@@ -8,6 +8,10 @@
 //   v3+     KernelCh (v4+: with GPU start and stop times) and NetPlugin events
 //   v4+     coll.nChannels, p2p.nChannels
 //   v5      type widened to 64 bits; API and kernel-launch events
+//   v6      copy-engine events (not tracked: nothing here)
+//   v7      coll/p2p userTag, coll.isSymColl; KernelPhase events, whose
+//           stop time comes in the state arguments' kernelCh.pTimer
+//           (docs/reference/nccl-2.31-plugins.md §1.2, §1.3)
 //
 // descriptor.h branches on these concepts; each adapter states what its
 // version must give (static_assert on featuresOf), so a renamed member
@@ -42,6 +46,14 @@ template <class M>
 concept HasTrafficBytes = requires(const M& m) {
   m.trafficBytes;
 };
+template <class M>
+concept HasUserTag = requires(const M& m) {
+  m.userTag;
+};
+template <class M>
+concept HasSymColl = requires(const M& m) {
+  m.isSymColl;
+};
 
 // D: a descriptor; A: state arguments.
 template <class D>
@@ -60,6 +72,11 @@ template <class D>
 concept HasNetPlugin = requires(const D& d) {
   d.netPlugin;
 };
+template <class D>
+concept HasKernelPhase = requires(const D& d) {
+  d.kernelPhase.phaseId;
+  d.kernelPhase.pTimer;
+};
 
 struct Features {
   bool stringNames = true;     // func/datatype/algo/proto as strings (v1: codes)
@@ -69,6 +86,9 @@ struct Features {
   bool kernelCh = false;       // KernelCh events (v3+)
   bool gpuTimes = false;       // KernelCh start and KernelChStop GPU times (v4+)
   bool netPlugin = false;      // NetPlugin events (v3+)
+  bool userTag = false;        // coll and p2p userTag (v7)
+  bool symColl = false;        // coll.isSymColl (v7)
+  bool kernelPhase = false;    // KernelPhase events, with GPU start and stop times (v7)
   constexpr bool operator==(const Features&) const = default;
 };
 
@@ -84,6 +104,9 @@ constexpr Features featuresOf() {
   f.kernelCh = HasKernelCh<D>;
   f.gpuTimes = HasKernelStartTime<D> && HasKernelStopTime<A>;
   f.netPlugin = HasNetPlugin<D>;
+  f.userTag = HasUserTag<Coll> && HasUserTag<P2p>;
+  f.symColl = HasSymColl<Coll>;
+  f.kernelPhase = HasKernelPhase<D> && HasKernelStopTime<A>;
   return f;
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The plugin libraries export exactly the structs NCCL looks up, nothing else.
 # Usage: check_exports.sh <kind> <library> [<kind> <library>]...
-#   kind: net (ncclNetPlugin_v6..v12), profiler (ncclProfiler_v1..v6), or
+#   kind: net (ncclNetPlugin_v6..v12), profiler (ncclProfiler_v1..v7), or
 #         net+profiler (both sets)
 set -u
 status=0
@@ -9,13 +9,13 @@ while [ $# -ge 2 ]; do
   kind=$1 lib=$2
   shift 2
   symbols=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort)
-  unexpected=$(printf '%s\n' "$symbols" | grep -v -E '^ncclNetPlugin_v(6|7|8|9|10|11|12)$|^ncclProfiler_v[1-6]$' || true)
+  unexpected=$(printf '%s\n' "$symbols" | grep -v -E '^ncclNetPlugin_v(6|7|8|9|10|11|12)$|^ncclProfiler_v[1-7]$' || true)
   nets=$(printf '%s\n' "$symbols" | grep -c -E '^ncclNetPlugin_v(6|7|8|9|10|11|12)$')
-  profilers=$(printf '%s\n' "$symbols" | grep -c -E '^ncclProfiler_v[1-6]$')
+  profilers=$(printf '%s\n' "$symbols" | grep -c -E '^ncclProfiler_v[1-7]$')
   case $kind in
     net) want_nets=7 want_profilers=0 ;;
-    profiler) want_nets=0 want_profilers=6 ;;
-    net+profiler) want_nets=7 want_profilers=6 ;;
+    profiler) want_nets=0 want_profilers=7 ;;
+    net+profiler) want_nets=7 want_profilers=7 ;;
     *) echo "FAIL: unknown kind $kind"; exit 2 ;;
   esac
   echo "$lib ($kind): $(printf '%s ' $symbols)"
@@ -26,7 +26,7 @@ while [ $# -ge 2 ]; do
     echo "FAIL: $lib exports $nets ncclNetPlugin_v6..v12 structs, expected $want_nets"; status=1
   fi
   if [ "$profilers" -ne "$want_profilers" ]; then
-    echo "FAIL: $lib exports $profilers ncclProfiler_v1..v6 structs, expected $want_profilers"; status=1
+    echo "FAIL: $lib exports $profilers ncclProfiler_v1..v7 structs, expected $want_profilers"; status=1
   fi
 done
 exit $status

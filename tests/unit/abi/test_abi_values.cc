@@ -1,6 +1,8 @@
 // Values of the ABI declarations (the sizes and offsets are checked by the
 // headers themselves with static_assert), and, where NCCL's public nccl.h is
 // installed at build time, a cross-check of what it declares against ours.
+#include <cstring>
+
 #include <catch2/catch.hpp>
 
 #include "nccl/collnet_v11.h"
@@ -20,12 +22,15 @@
 #include "nccl/profiler_v3.h"
 #include "nccl/profiler_v4.h"
 #include "nccl/profiler_v5.h"
+#include "nccl/profiler_v6.h"
+#include "nccl/profiler_v7.h"
 #include "nccl/result.h"
 #include "tests/unit/abi/public_nccl_layout.h"
 
 TEST_CASE("all ABI headers coexist in one C++ translation unit", "[abi]") {
   STATIC_REQUIRE(sizeof(ncclNet_v11_t) == 22 * sizeof(void*));
   STATIC_REQUIRE(sizeof(ncclProfiler_v5_t) == 6 * sizeof(void*));
+  STATIC_REQUIRE(sizeof(ncclProfiler_v7_t) == 6 * sizeof(void*));
 }
 
 TEST_CASE("constants have docs/reference/nccl-abi.md's values", "[abi]") {
@@ -70,6 +75,46 @@ TEST_CASE("profiler event bits and states have NCCL's values", "[abi]") {
   STATIC_REQUIRE(ncclProfilerNetPluginUpdate == 21);
   STATIC_REQUIRE(ncclProfilerKernelChStop == 22);
   STATIC_REQUIRE(ncclProfilerGroupEndApiStart == 24);
+  // v6, v7 (docs/reference/nccl-2.31-plugins.md §1.4, §1.5).
+  STATIC_REQUIRE(ncclProfileCeColl == 1 << 12);
+  STATIC_REQUIRE(ncclProfileCeBatch == 1 << 14);
+  STATIC_REQUIRE(ncclProfileKernelPhase == 1 << 15);
+  STATIC_REQUIRE(ncclProfilerCeCollStart == 25);
+  STATIC_REQUIRE(ncclProfilerCeBatchComplete == 30);
+  STATIC_REQUIRE(ncclProfilerKernelPhaseStop == 31);
+}
+
+TEST_CASE("profiler v7's descriptor: v6's members as prefixes, the new members at the end",
+          "[abi]") {
+  // docs/reference/nccl-2.31-plugins.md §1.2: 136 bytes (coll is the largest member).
+  STATIC_REQUIRE(sizeof(ncclProfilerEventDescr_v7_t) == 136);
+  STATIC_REQUIRE(sizeof(ncclProfilerEventDescr_v6_t) == 112);
+  STATIC_REQUIRE(sizeof(ncclProfilerEventStateArgs_v7_t) == 8);
+  STATIC_REQUIRE(offsetof(ncclProfilerEventDescr_v7_t, coll.userTag) == 128);
+  STATIC_REQUIRE(offsetof(ncclProfilerEventDescr_v7_t, coll.isSymColl) == 120);
+  STATIC_REQUIRE(offsetof(ncclProfilerEventDescr_v7_t, coll.kernelVariant) == 112);
+  STATIC_REQUIRE(offsetof(ncclProfilerEventDescr_v7_t, collApi.userTag) == 72);
+  STATIC_REQUIRE(offsetof(ncclProfilerEventDescr_v7_t, p2pApi.userTag) == 64);
+  STATIC_REQUIRE(offsetof(ncclProfilerEventDescr_v7_t, p2p.userTag) == 72);
+  STATIC_REQUIRE(offsetof(ncclProfilerEventDescr_v7_t, ceColl.userTag) == 112);
+  STATIC_REQUIRE(offsetof(ncclProfilerEventDescr_v7_t, kernelPhase.phaseId) == 25);
+  STATIC_REQUIRE(offsetof(ncclProfilerEventDescr_v7_t, kernelPhase.pTimer) == 40);
+  // A v7 descriptor read through the v6 layout (what NCCL's own v6 adapter
+  // relies on) sees the same coll members.
+  ncclProfilerEventDescr_v7_t v7{};
+  v7.type = ncclProfileColl;
+  v7.coll.seqNumber = 41;
+  v7.coll.nChannels = 3;
+  v7.coll.parentGroup = &v7;
+  v7.coll.userTag = 0x5eed;
+  ncclProfilerEventDescr_v6_t v6{};
+  std::memcpy(&v6, &v7, sizeof v6);
+  CHECK(v6.coll.seqNumber == 41);
+  CHECK(v6.coll.nChannels == 3);
+  CHECK(v6.coll.parentGroup == &v7);
+  uint64_t tag = 0;
+  std::memcpy(&tag, reinterpret_cast<const char*>(&v7) + 128, sizeof tag);
+  CHECK(tag == 0x5eed);
 }
 
 #if RESILIENT_HAVE_NCCL_H

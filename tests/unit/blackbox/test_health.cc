@@ -299,9 +299,108 @@ TEST_CASE("stragglers: an arrival shipped twice counts once; a rank gone leaves 
   }
 }
 
+namespace {
+
+// Rank r's host clock is off by skew[r]; its GPU waited sync[r] at the
+// collective's opening barrier (0: unknown).
+void arriveTimed(std::vector<RankSample>& ranks, uint64_t index, uint64_t base,
+                 const std::vector<int64_t>& skew, const std::vector<uint64_t>& sync) {
+  const int n = static_cast<int>(ranks.size());
+  for (int r = 0; r < n; ++r) {
+    const auto i = static_cast<size_t>(r);
+    const auto wall = static_cast<uint64_t>(static_cast<int64_t>(base) + skew[i]);
+    ranks[i].arrivals = {{9, index, r, n, wall, 0, "AllReduce", sync[i]}};
+    ranks[i].wallNs = wall;
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "stragglers: where every rank has its GPU-timed sync wait, the one that waited least is "
+    "last, whatever the wall clocks say",
+    "[health][gpu-sync]") {
+  // Rank 1's GPU reaches each collective 50 ms after the others: they wait
+  // ~50 ms at the opening barrier, it waits ~10 us. Its host clock runs 60 ms
+  // behind, and rank 3's 80 ms ahead: by the wall clock rank 3 is last every
+  // time and rank 1 early.
+  const std::vector<int64_t> skew = {0, -60 * static_cast<int64_t>(kMs), 0,
+                                     80 * static_cast<int64_t>(kMs)};
+  for (const bool gpuTimed : {true, false}) {
+    CAPTURE(gpuTimed);
+    blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+    auto ranks = ring(4);
+    std::vector<HealthReport> reports;
+    for (uint64_t i = 1; i <= 40; ++i) {
+      const std::vector<uint64_t> sync = {50 * kMs + i * 1000, 10000, 49 * kMs, 51 * kMs};
+      arriveTimed(ranks, i, i * 200 * kMs, skew, gpuTimed ? sync : std::vector<uint64_t>(4, 0));
+      for (auto& r : d.update(ranks)) {
+        reports.push_back(r);
+      }
+    }
+    REQUIRE(reports.size() == 1);
+    if (gpuTimed) {
+      CHECK(reports[0].subject.rank == 1);
+      // The median of the others' waits (50 ms and a little) minus its 10 us.
+      CHECK(reports[0].lagNs >= 49 * kMs);
+      CHECK(reports[0].lagNs <= 51 * kMs);
+      CHECK(reports[0].lastCount >= 8);
+    } else {
+      CHECK(reports[0].subject.rank == 3);  // the wall-clock rule, fooled by the clocks
+    }
+  }
+}
+
+TEST_CASE("stragglers: a rank without the sync wait leaves the collective to the wall clock",
+          "[health][gpu-sync]") {
+  // The GPU waits point at rank 1, but rank 0 does not know its own (an older
+  // build, a classic kernel): the wall clock names rank 2, 40 ms late.
+  blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  auto ranks = ring(3);
+  std::vector<HealthReport> reports;
+  for (uint64_t i = 1; i <= 20; ++i) {
+    arriveTimed(ranks, i, i * 200 * kMs, {0, 0, 40 * static_cast<int64_t>(kMs)},
+                {0, 10000, 45 * kMs});
+    for (auto& r : d.update(ranks)) {
+      reports.push_back(r);
+    }
+  }
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].subject.rank == 2);
+}
+
+TEST_CASE("health samples: the sync wait of a completed collective of a symmetric kernel only",
+          "[health][gpu-sync]") {
+  blackbox::Snapshot snap;
+  snap.header.pid = 7;
+  blackbox::CommView view;
+  view.comm.commId = 9;
+  view.comm.rank = 1;
+  view.comm.nranks = 2;
+  const auto op = [](uint64_t index, uint32_t state, uint32_t flags) {
+    resilient_blackbox_op o{};
+    o.kind = RESILIENT_BLACKBOX_OP_COLL;
+    o.collIndex = index;
+    o.state = state;
+    o.enqueueMonoNs = 1000 * index;
+    o.syncWaitNs = 5000 + index;
+    o.opFlags = flags;
+    return o;
+  };
+  view.flight = {op(1, RESILIENT_BLACKBOX_OP_COMPLETED, RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC),
+                 op(2, RESILIENT_BLACKBOX_OP_COMPLETED, 0),
+                 op(3, RESILIENT_BLACKBOX_OP_ABANDONED, RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC)};
+  snap.comms.push_back(view);
+  const RankSample s = blackbox::sampleOf(snap, 1);
+  REQUIRE(s.arrivals.size() == 3);
+  CHECK(s.arrivals[0].syncWaitNs == 5001);
+  CHECK(s.arrivals[1].syncWaitNs == 0);  // a classic kernel's initial sync is no wait for peers
+  CHECK(s.arrivals[2].syncWaitNs == 0);  // not every channel reported
+}
+
 TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refused", "[health]") {
   auto ranks = ring(2);
-  ranks[0].arrivals = {{9, 4, 0, 2, 123, 99, "AllReduce"}};
+  ranks[0].arrivals = {{9, 4, 0, 2, 123, 99, "AllReduce", 4567}};
   ranks[0].links[0].rttNs = 55;
   const auto back = blackbox::sampleFromJson(blackbox::sampleJson(ranks[0]));
   REQUIRE(back.ok());
@@ -311,6 +410,19 @@ TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refus
   REQUIRE(back->arrivals.size() == 1);
   CHECK(back->arrivals[0].wallNs == 123);
   CHECK(back->arrivals[0].prevEndWallNs == 99);
+  CHECK(back->arrivals[0].syncWaitNs == 4567);
+  // A sample of a build before the sync wait: seven members, the wait unknown.
+  nlohmann::json olderJson = blackbox::sampleJson(ranks[0]);
+  olderJson["arrivals"][0].erase(7);
+  const auto older = blackbox::sampleFromJson(olderJson);
+  REQUIRE(older.ok());
+  REQUIRE(older->arrivals.size() == 1);
+  CHECK(older->arrivals[0].prevEndWallNs == 99);
+  CHECK(older->arrivals[0].function == "AllReduce");
+  CHECK(older->arrivals[0].syncWaitNs == 0);
+  nlohmann::json longer = blackbox::sampleJson(ranks[0]);
+  longer["arrivals"][0].push_back(1);  // nine members
+  CHECK_FALSE(blackbox::sampleFromJson(longer).ok());
 
   HealthReport r;
   r.kind = HealthReport::Kind::kStraggler;

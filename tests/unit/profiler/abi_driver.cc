@@ -11,8 +11,12 @@
 #include "nccl/profiler_v3.h"
 #include "nccl/profiler_v4.h"
 #include "nccl/profiler_v5.h"
+#include "nccl/profiler_v6.h"
+#include "nccl/profiler_v7.h"
 
 extern "C" {
+extern const ncclProfiler_v7_t ncclProfiler_v7;
+extern const ncclProfiler_v6_t ncclProfiler_v6;
 extern const ncclProfiler_v5_t ncclProfiler_v5;
 extern const ncclProfiler_v4_t ncclProfiler_v4;
 extern const ncclProfiler_v3_t ncclProfiler_v3;
@@ -37,6 +41,7 @@ uint64_t typeBit(EventType t) {
     case EventType::kProxyCtrl: return ncclProfileProxyCtrl;
     case EventType::kKernelCh: return ncclProfileKernelCh;
     case EventType::kNetPlugin: return ncclProfileNetPlugin;
+    case EventType::kKernelPhase: return ncclProfileKernelPhase;
   }
   return 0;
 }
@@ -103,6 +108,9 @@ void fillOp(const Event& e, M& m) {
   if constexpr (requires { m.trafficBytes; }) {
     m.trafficBytes = e.count * 4;
   }
+  if constexpr (requires { m.userTag; }) {
+    m.userTag = e.userTag;
+  }
 }
 
 // v5 API events.
@@ -116,14 +124,31 @@ void fillApi(const Event& e, D& d) {
         d.collApi.count = e.count;
         d.collApi.datatype = e.datatype;
         d.collApi.root = e.rootOrPeer;
+        if constexpr (requires { d.collApi.userTag; }) {
+          d.collApi.userTag = e.userTag;
+        }
         break;
       case EventType::kP2pApi:
         d.p2pApi.func = e.func;
         d.p2pApi.count = e.count;
         d.p2pApi.datatype = e.datatype;
+        if constexpr (requires { d.p2pApi.userTag; }) {
+          d.p2pApi.userTag = e.userTag;
+        }
         break;
       default: break;
     }
+  }
+}
+
+// v7 kernel phases.
+template <class D>
+void fillPhase(const Event& e, D& d) {
+  if constexpr (requires { d.kernelPhase; }) {
+    d.kernelPhase.channelId = e.channel;
+    d.kernelPhase.phaseId = e.phaseId;
+    d.kernelPhase.phaseName = e.func;
+    d.kernelPhase.pTimer = e.pTimer;
   }
 }
 
@@ -137,6 +162,10 @@ void fill(const Event& e, D& d) {
       fillOp(e, d.coll);
       d.coll.seqNumber = e.seqNumber;
       d.coll.root = e.rootOrPeer;
+      if constexpr (requires { d.coll.isSymColl; }) {
+        d.coll.isSymColl = e.isSymColl;
+        d.coll.kernelVariant = e.isSymColl ? "AllReduce_RSxLD_AGxST" : nullptr;
+      }
       break;
     case EventType::kP2p:
       fillOp(e, d.p2p);
@@ -164,6 +193,7 @@ void fill(const Event& e, D& d) {
         d.netPlugin.id = 0x30001;
       }
       break;
+    case EventType::kKernelPhase: fillPhase(e, d); break;
     default: fillApi(e, d); break;
   }
 }
@@ -174,7 +204,7 @@ class Driver final : public AbiDriver {
   explicit Driver(const Plugin& plugin) : p_(plugin) {}
   int version() const override { return V; }
   ncclResult_t init(void** context, int* mask, const CommSpec& comm) override {
-    if constexpr (V == 5) {
+    if constexpr (V >= 5) {
       return p_.init(context, comm.commHash, mask, comm.name.c_str(), comm.nNodes, comm.nranks,
                      comm.rank, nullptr);
     } else if constexpr (V == 4) {
@@ -196,7 +226,7 @@ class Driver final : public AbiDriver {
   ncclResult_t record(void* handle, int state, uint64_t timer, bool nullArgs) override {
     Args a{};
     if constexpr (V >= 4) {
-      if (state == ncclProfilerKernelChStop) {
+      if (state == ncclProfilerKernelChStop || state == ncclProfilerKernelPhaseStop) {
         a.kernelCh.pTimer = timer;
       } else {
         a.proxyStep.transSize = 65536;
@@ -218,6 +248,12 @@ class Driver final : public AbiDriver {
 
 std::unique_ptr<AbiDriver> makeDriver(int version) {
   switch (version) {
+    case 7:
+      return std::make_unique<Driver<ncclProfiler_v7_t, ncclProfilerEventDescr_v7_t,
+                                     ncclProfilerEventStateArgs_v7_t, 7>>(ncclProfiler_v7);
+    case 6:
+      return std::make_unique<Driver<ncclProfiler_v6_t, ncclProfilerEventDescr_v6_t,
+                                     ncclProfilerEventStateArgs_v6_t, 6>>(ncclProfiler_v6);
     case 5:
       return std::make_unique<Driver<ncclProfiler_v5_t, ncclProfilerEventDescr_v5_t,
                                      ncclProfilerEventStateArgs_v5_t, 5>>(ncclProfiler_v5);

@@ -56,6 +56,7 @@ int StreamBuilder::userEvents(EventType opType, const Event& opDescr) {
     a.count = opDescr.count;
     a.datatype = opDescr.datatype;
     a.rootOrPeer = opDescr.rootOrPeer;
+    a.userTag = opDescr.userTag;
     events.push_back(a);
     events.push_back(record(groupApi, ncclProfilerGroupEndApiStart, 0));
     const int launch = newId();
@@ -83,9 +84,30 @@ int StreamBuilder::userEvents(EventType opType, const Event& opDescr) {
   return op;
 }
 
+void StreamBuilder::phaseEvents(std::vector<Event>& ev, int kernel, int channel, uint64_t beginNs,
+                                uint64_t syncNs, uint64_t endNs) {
+  // BEGIN, AFTER_OPEN, BEFORE_CLOSE, END; phases of zero length are left out.
+  const uint64_t ts[4] = {beginNs, beginNs + syncNs, endNs - 300, endNs};
+  static const char* const kNames[3] = {"initial_sync", "compute", "final_sync"};
+  for (uint8_t i = 0; i < 3; ++i) {
+    if (ts[i] == ts[i + 1]) {
+      continue;
+    }
+    const int phase = newId();
+    Event p = start(phase, EventType::kKernelPhase, kernel, 1);
+    p.channel = static_cast<uint8_t>(channel);
+    p.phaseId = i;
+    p.func = kNames[i];  // the descriptor's phaseName
+    p.pTimer = ts[i];
+    ev.push_back(p);
+    ev.push_back(record(phase, ncclProfilerKernelPhaseStop, 1, ts[i + 1]));
+    ev.push_back(stop(phase, 1));
+  }
+}
+
 void StreamBuilder::progressEvents(int opId, uint8_t nChannels, int nSteps, bool network,
                                    const std::set<int>& neverStop, const std::set<int>& neverStart,
-                                   int peer) {
+                                   int peer, const std::vector<uint64_t>& syncNs) {
   const bool kernelCh = version_ >= 3;
   std::vector<std::vector<Event>> perChannel(nChannels);
   for (int ch = 0; ch < nChannels; ++ch) {
@@ -156,9 +178,14 @@ void StreamBuilder::progressEvents(int opId, uint8_t nChannels, int nSteps, bool
       }
     }
     if (kernelCh && !hangs) {
+      const uint64_t stopNs = gpuNs_ + 50000 + static_cast<uint64_t>(ch);
+      if (version_ >= 7) {
+        const auto c = static_cast<size_t>(ch);
+        phaseEvents(ev, kernel, ch, gpuNs_ + static_cast<uint64_t>(ch) * 100,
+                    c < syncNs.size() ? syncNs[c] : 2000 + 100 * c, stopNs);
+      }
       if (version_ >= 4) {
-        ev.push_back(record(kernel, ncclProfilerKernelChStop, 1,
-                            gpuNs_ + 50000 + static_cast<uint64_t>(ch)));
+        ev.push_back(record(kernel, ncclProfilerKernelChStop, 1, stopNs));
       }
       ev.push_back(stop(kernel, 1));
     }
@@ -192,6 +219,8 @@ int StreamBuilder::collective(const CollSpec& spec) {
   d.count = spec.count;
   d.rootOrPeer = spec.root;
   d.nChannels = spec.nChannels;
+  d.userTag = spec.userTag;
+  d.isSymColl = spec.symmetric;
   const int op = userEvents(EventType::kColl, d);
   if (spec.proxyCtrl) {
     const int ctrl = newId();
@@ -200,7 +229,8 @@ int StreamBuilder::collective(const CollSpec& spec) {
     events.push_back(record(ctrl, ncclProfilerProxyCtrlAppendEnd, 1));
     events.push_back(stop(ctrl, 1));
   }
-  progressEvents(op, spec.nChannels, spec.nSteps, spec.network, spec.neverStop, spec.neverStart, 1);
+  progressEvents(op, spec.nChannels, spec.nSteps, spec.network, spec.neverStop, spec.neverStart, 1,
+                 spec.syncNs);
   return op;
 }
 
@@ -210,8 +240,9 @@ int StreamBuilder::p2p(const P2pSpec& spec) {
   d.count = spec.count;
   d.rootOrPeer = spec.peer;
   d.nChannels = spec.nChannels;
+  d.userTag = spec.userTag;
   const int op = userEvents(EventType::kP2p, d);
-  progressEvents(op, spec.nChannels, spec.nSteps, true, {}, {}, spec.peer);
+  progressEvents(op, spec.nChannels, spec.nSteps, true, {}, {}, spec.peer, {});
   return op;
 }
 

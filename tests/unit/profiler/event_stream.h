@@ -16,6 +16,12 @@
 //     SendWait; recv: RecvWait, RecvFlushWait, RecvGPUWait), NetPlugin
 //     events under send steps (v3+), KernelCh KernelChStop state + stop
 //     (v4+; v3 stop only), ProxyOp stops.
+//   v7 (NCCL 2.31.2 src/plugin/profiler.cc, profilerFireKernelPhaseEvents):
+//     right before a channel's KernelChStop, its kernel phases one after the
+//     other, each KernelPhase start (parent the KernelCh) / record
+//     KernelPhaseStop / stop: initial_sync (left out when of zero length, as
+//     NCCL does), compute, final_sync. Coll and P2p carry a user tag, Coll
+//     isSymColl.
 //
 // Events name each other by small integer ids; a replay keeps the handle
 // each start returned under its id and passes it as the children's parentObj.
@@ -43,6 +49,7 @@ enum class EventType {
   kProxyCtrl,
   kKernelCh,
   kNetPlugin,
+  kKernelPhase,
 };
 
 struct Event {
@@ -69,6 +76,9 @@ struct Event {
   int groupDepth = 1;
   uint64_t commHash = 0;  // v1-v3 Coll/P2p descriptors
   int rank = 0;
+  uint64_t userTag = 0;    // v7 Coll/P2p (and their API events)
+  bool isSymColl = false;  // v7 Coll
+  uint8_t phaseId = 0;     // v7 KernelPhase (with channel, pTimer)
   // record
   int state = 0;
   uint64_t stateTimer = 0;
@@ -85,6 +95,11 @@ struct CollSpec {
   std::set<int> neverStop;   // channels that hang: kernel (v3+) and recv proxy never stop
   std::set<int> neverStart;  // channels whose kernel and proxy never start (no event at all)
   bool proxyCtrl = false;    // add a proxy-control event (passive for the plugin)
+  uint64_t userTag = 0;      // v7
+  bool symmetric = false;    // v7: coll.isSymColl
+  // v7: each channel's initial-sync phase, GPU ns (0: of zero length, left
+  // out); channels beyond the list: 2000 + 100 x channel.
+  std::vector<uint64_t> syncNs;
 };
 
 struct P2pSpec {
@@ -93,6 +108,7 @@ struct P2pSpec {
   int peer = 1;
   uint8_t nChannels = 1;
   int nSteps = 1;
+  uint64_t userTag = 0;  // v7
 };
 
 class StreamBuilder {
@@ -112,7 +128,11 @@ class StreamBuilder {
   // User-thread events of an operation; returns the id of the Coll/P2p event.
   int userEvents(EventType opType, const Event& opDescr);
   void progressEvents(int opId, uint8_t nChannels, int nSteps, bool network,
-                      const std::set<int>& neverStop, const std::set<int>& neverStart, int peer);
+                      const std::set<int>& neverStop, const std::set<int>& neverStart, int peer,
+                      const std::vector<uint64_t>& syncNs);
+  // v7: a channel's kernel phases between its GPU start and stop.
+  void phaseEvents(std::vector<Event>& ev, int kernel, int channel, uint64_t beginNs,
+                   uint64_t syncNs, uint64_t endNs);
 
   int version_;
   uint64_t commHash_;

@@ -31,9 +31,12 @@ TEST_CASE("handles encode kind, context, slot, generation and channel; junk deco
   CHECK(d.generation == kGenerationMask);
   CHECK(d.channel == 63);
   CHECK(decodeHandle(nullptr).kind == HandleKind::kNone);
-  // Kind bits 0 or above kPassive: not ours.
+  // Kind bits 0 or above kKernelPhase: not ours.
   CHECK(decodeHandle(opaque(0x3f)).kind == HandleKind::kNone);
+  CHECK(decodeHandle(opaque(uintptr_t{8} << 6)).kind == HandleKind::kNone);
   CHECK(decodeHandle(opaque(uintptr_t{15} << 6)).kind == HandleKind::kNone);
+  CHECK(decodeHandle(encodeHandle({.kind = HandleKind::kKernelPhase, .channel = 63})).kind ==
+        HandleKind::kKernelPhase);
   CHECK(encodeHandle({.kind = HandleKind::kPassive}) != nullptr);
 }
 

@@ -1,6 +1,7 @@
 // The flight recorder and the communicator table in the blackbox, read back
 // with the reader consumers use: ring wrap-around, timings, identity and
-// counters; the region shared by two writers of one process.
+// counters, v7's user tags and GPU-timed initial syncs; the region shared by
+// two writers of one process.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -11,9 +12,11 @@
 #include <catch2/catch.hpp>
 
 #include "abi_driver.h"
-#include "event_stream.h"
 #include "blackbox/reader.h"
 #include "blackbox/writer.h"
+#include "event_stream.h"
+#include "nccl/profiler_common.h"
+#include "plugin/profiler/context.h"
 #include "plugin_scope.h"
 #include "resilient/blackbox.h"
 #include "tests/support/temp_dir.h"
@@ -22,7 +25,7 @@ namespace resilient::test {
 
 TEST_CASE("the flight recorder keeps the last N operations, oldest first, after wrap-around",
           "[profiler][flight]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   CAPTURE(version);
   TempDir dir;
   ScopeOptions o;
@@ -40,10 +43,12 @@ TEST_CASE("the flight recorder keeps the last N operations, oldest first, after 
     c.seqNumber = 100 + static_cast<uint64_t>(i);
     c.count = 1000 + static_cast<size_t>(i);
     c.nChannels = 2;
+    c.userTag = 0x7a00 + static_cast<uint64_t>(i);  // v7 only
     b.collective(c);
   }
   P2pSpec p;
   p.peer = 3;
+  p.userTag = 0xfeed;
   b.p2p(p);
 
   Replay r(*driver, comm);
@@ -108,13 +113,71 @@ TEST_CASE("the flight recorder keeps the last N operations, oldest first, after 
         CHECK(op.gpuStartNs != 0);
         CHECK(op.gpuStopNs > op.gpuStartNs);
       }
+      // v7: the longer of the two channels' initial syncs (2000, 2100 ns).
+      CHECK(op.syncWaitNs == (version >= 7 ? 2100 : 0));
+      CHECK(op.userTag == (version >= 7 ? 0x7a00 + 13 + k : 0));
+      CHECK(op.opFlags == 0);
     } else {
       CHECK(op.kind == RESILIENT_BLACKBOX_OP_P2P);
       CHECK(op.collIndex == 0);
       CHECK(std::string(op.func) == "Send");
       CHECK(op.rootOrPeer == 3);
+      CHECK(op.userTag == (version >= 7 ? 0xfeed : 0));
     }
   }
+}
+
+TEST_CASE(
+    "profiler v7: each collective keeps its user tag and its longest GPU-timed initial sync; a "
+    "symmetric kernel is flagged",
+    "[profiler][flight][v7]") {
+  TempDir dir;
+  ScopeOptions o;
+  o.blackboxDir = dir.path().string();
+  PluginScope scope(o);
+  auto driver = makeDriver(7);
+  CommSpec comm;
+  StreamBuilder b(7, comm.commHash, comm.rank);
+  CollSpec sym;  // waited 9 us on its slowest channel for the last rank
+  sym.nChannels = 3;
+  sym.symmetric = true;
+  sym.userTag = 0x1234;
+  sym.syncNs = {5000, 9000, 7000};
+  b.collective(sym);
+  CollSpec noWait;  // the last rank: no measurable wait on any channel (no initial_sync phase)
+  noWait.seqNumber = 1;
+  noWait.symmetric = true;
+  noWait.syncNs = {0, 0};
+  b.collective(noWait);
+  CollSpec classic;  // one channel without an initial_sync phase, one with
+  classic.seqNumber = 2;
+  classic.syncNs = {0, 4000};
+  b.collective(classic);
+  Replay r(*driver, comm);
+  REQUIRE(r.context() != nullptr);
+  CHECK((r.mask() & ncclProfileKernelPhase) != 0);
+  r.run(b.events, false);
+  CHECK(r.allCallsSucceeded());
+  CHECK(r.nullHandles() == 0);
+
+  auto snap = blackbox::readRegion(blackbox::regionPath(dir.path().string(), getpid()));
+  REQUIRE(snap.ok());
+  REQUIRE(snap->comms.size() == 1);
+  const auto& flight = snap->comms[0].flight;
+  REQUIRE(flight.size() == 3);
+  CHECK(flight[0].state == RESILIENT_BLACKBOX_OP_COMPLETED);
+  CHECK(flight[0].syncWaitNs == 9000);
+  CHECK(flight[0].userTag == 0x1234);
+  CHECK(flight[0].opFlags == RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC);
+  CHECK(flight[1].syncWaitNs == 1);  // measured, no wait: 0 would mean unknown
+  CHECK(flight[1].userTag == 0);
+  CHECK(flight[1].opFlags == RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC);
+  CHECK(flight[2].syncWaitNs == 4000);
+  CHECK(flight[2].opFlags == 0);
+  // The phases held no slot: every operation and phase slot is free again.
+  auto* ctx = static_cast<profiler::Context*>(r.context());
+  CHECK(ctx->pool.countFree() == ctx->capacity);
+  CHECK(ctx->phasePool.countFree() == profiler::kPhaseSlots);
 }
 
 TEST_CASE("blackbox v2: writers of one process share the region; the last one removes it",

@@ -8,9 +8,9 @@
 #include <catch2/catch.hpp>
 
 #include "abi_driver.h"
-#include "event_stream.h"
 #include "blackbox/reader.h"
 #include "blackbox/writer.h"
+#include "event_stream.h"
 #include "plugin/profiler/context.h"
 #include "plugin_scope.h"
 #include "resilient/blackbox.h"
@@ -97,7 +97,7 @@ TEST_CASE(
     "a stream where one channel never stops yields exactly one hang fault naming the "
     "communicator, the operation and the channel, within the timeout + 200 ms",
     "[profiler][hang]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   CAPTURE(version);
   TempDir dir;
   ScopeOptions o;
@@ -181,7 +181,7 @@ TEST_CASE(
 
 TEST_CASE("a channel whose kernel never starts keeps the operation incomplete: one hang fault",
           "[profiler][hang]") {
-  const int version = GENERATE(4, 5);
+  const int version = GENERATE(4, 5, 6, 7);
   CAPTURE(version);
   PluginScope scope;  // timeout 1000 ms
   auto driver = makeDriver(version);
@@ -209,7 +209,7 @@ TEST_CASE("a channel whose kernel never starts keeps the operation incomplete: o
 
 TEST_CASE("operations enqueued with no proxy-thread event at all are a silent-progress fault",
           "[profiler][hang][silent]") {
-  const int version = GENERATE(3, 4, 5);
+  const int version = GENERATE(3, 4, 5, 6, 7);
   CAPTURE(version);
   PluginScope scope;  // timeout 1000 ms
   auto driver = makeDriver(version);
@@ -255,7 +255,7 @@ TEST_CASE("operations enqueued with no proxy-thread event at all are a silent-pr
 
 TEST_CASE("a progress thread that dies in the middle of a running operation is one hang fault",
           "[profiler][hang][silent]") {
-  const int version = GENERATE(3, 4, 5);
+  const int version = GENERATE(3, 4, 5, 6, 7);
   CAPTURE(version);
   PluginScope scope;
   auto driver = makeDriver(version);
@@ -279,7 +279,7 @@ TEST_CASE("a progress thread that dies in the middle of a running operation is o
 
 TEST_CASE("slow but steady progress, idle communicators and a disabled timeout raise nothing",
           "[profiler][hang]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   CAPTURE(version);
   SECTION("a proxy event every 600 ms with a 1000 ms timeout") {
     PluginScope scope;

@@ -44,7 +44,7 @@ void checkFreshInitWorks(int version) {
 
 TEST_CASE("an init that cannot track its communicator disables the plugin for it, not NCCL",
           "[profiler][replay][init]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   CAPTURE(version);
   ScopeOptions o;
   o.opsPerContext = 16;
@@ -85,7 +85,7 @@ TEST_CASE("an init that cannot track its communicator disables the plugin for it
 
 TEST_CASE("an init with unusable options, or with the profiler off, succeeds and holds nothing",
           "[profiler][replay][init]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   const bool off = GENERATE(false, true);  // NCCL_RESILIENT_PROFILER=0
   CAPTURE(version, off);
   {

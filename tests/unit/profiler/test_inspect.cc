@@ -1,7 +1,7 @@
 // resilient-inspect on regions the profiler wrote: the communicator table and
-// flight recorder as JSON (live, and post-mortem from a copy), the
-// cross-rank comparison that names who is behind, and --job naming a stuck
-// rank from the live regions of a job's processes.
+// flight recorder as JSON (live, and post-mortem from a copy; v7's user tags
+// and initial syncs), the cross-rank comparison that names who is behind, and
+// --job naming a stuck rank from the live regions of a job's processes.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -262,6 +262,39 @@ TEST_CASE(
   REQUIRE(pm["communicators"].size() == 1);
   CHECK(pm["communicators"][0]["flight_recorder"].size() == 5);
   CHECK(pm["communicators"][0]["oldest_in_flight"]["state"] == "hung");
+}
+
+TEST_CASE("resilient-inspect --json shows v7's user tag and GPU-timed initial sync",
+          "[profiler][inspect][v7]") {
+  TempDir dir;
+  ScopeOptions o;
+  o.blackboxDir = dir.path().string();
+  PluginScope scope(o);
+  auto driver = makeDriver(7);
+  CommSpec comm;
+  StreamBuilder b(7, comm.commHash, comm.rank);
+  CollSpec sym;
+  sym.symmetric = true;
+  sym.userTag = 424242;
+  sym.syncNs = {3000, 12000};
+  b.collective(sym);
+  CollSpec classic;
+  classic.seqNumber = 1;
+  b.collective(classic);
+  Replay r(*driver, comm);
+  r.run(b.events, false);
+  scope.scan();
+  const auto j = inspectJson(blackbox::regionPath(dir.path().string(), getpid()));
+  REQUIRE(j["communicators"].size() == 1);
+  CHECK(j["communicators"][0]["abi_version"] == 7);
+  const auto& flight = j["communicators"][0]["flight_recorder"];
+  REQUIRE(flight.size() == 2);
+  CHECK(flight[0]["user_tag"] == 424242);
+  CHECK(flight[0]["sync_wait_ns"] == 12000);
+  CHECK(flight[0]["symmetric"] == true);
+  CHECK(flight[1]["user_tag"] == 0);
+  CHECK(flight[1]["sync_wait_ns"] == 2100);
+  CHECK(flight[1]["symmetric"] == false);
 }
 
 TEST_CASE("resilient-inspect compares ranks and names the one behind", "[profiler][inspect]") {

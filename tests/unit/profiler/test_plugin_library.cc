@@ -2,8 +2,9 @@
 // alone, and inside libnccl-net-resilient.so. Nothing runs at load time, the
 // detector thread starts at the first init and is gone after the last
 // finalize, load/init/finalize/unload cycles leave no thread or descriptor
-// behind, and the net plugin and the profiler (also from two libraries) share
-// one blackbox region.
+// behind, the net plugin and the profiler (also from two libraries) share
+// one blackbox region, and both libraries offer v6 and v7 (NCCL 2.29+,
+// 2.31+).
 #include <dirent.h>
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -16,11 +17,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "blackbox/reader.h"
+#include "blackbox/writer.h"
 #include "nccl/net_v11.h"
 #include "nccl/profiler_v5.h"
 #include "nccl/profiler_v6.h"
-#include "blackbox/reader.h"
-#include "blackbox/writer.h"
+#include "nccl/profiler_v7.h"
 #include "tests/support/temp_dir.h"
 
 #ifndef RESILIENT_PROFILER_PLUGIN_PATH
@@ -265,6 +267,104 @@ TEST_CASE("ncclProfiler_v6 (NCCL 2.29+) tracks collectives; copy-engine events a
   CHECK(c.collEnqueued == 1);
   CHECK(c.inFlight == 0);
   CHECK(c.droppedEvents == 0);
+  CHECK(p->finalize(ctx) == ncclSuccess);
+}
+
+namespace {
+
+// Reads the region until its one communicator shows `collectives` completed
+// and nothing in flight (the detector thread writes the table; at most 5 s).
+blackbox::CommView waitForCompleted(const std::string& region, uint64_t collectives) {
+  blackbox::CommView view;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  do {
+    auto snap = blackbox::readRegion(region);
+    REQUIRE(snap.ok());
+    REQUIRE(snap->comms.size() == 1);
+    view = snap->comms[0];
+    if (view.comm.collCompleted == collectives && view.comm.inFlight == 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < until);
+  return view;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "ncclProfiler_v7 (NCCL 2.31+), from either library: kernel phases and the user tag reach "
+    "the flight recorder",
+    "[profiler][library][v7]") {
+  const bool inNet = GENERATE(false, true);
+  CAPTURE(inNet);
+  TempDir dir;
+  Environment env(dir.path().string());
+  const std::string region = blackbox::regionPath(dir.path().string(), getpid());
+  Library lib(inNet ? RESILIENT_NET_PLUGIN_PATH : RESILIENT_PROFILER_PLUGIN_PATH);
+  REQUIRE(lib.loaded());
+  const auto* p = lib.symbol<ncclProfiler_v7_t>("ncclProfiler_v7");
+  REQUIRE(p != nullptr);
+  CHECK(lib.symbol<ncclProfiler_v6_t>("ncclProfiler_v6") != nullptr);  // older NCCLs
+  void* ctx = nullptr;
+  int mask = 0;
+  REQUIRE(p->init(&ctx, 0x77, &mask, "v7", 1, 2, 0, quietLogger) == ncclSuccess);
+  REQUIRE(ctx != nullptr);
+  CHECK((mask & ncclProfileKernelCh) != 0);
+  CHECK((mask & ncclProfileKernelPhase) != 0);
+
+  ncclProfilerEventDescr_v7_t coll{};
+  coll.type = ncclProfileColl;
+  coll.coll.func = "AllReduce";
+  coll.coll.datatype = "ncclFloat32";
+  coll.coll.count = 1024;
+  coll.coll.nChannels = 1;
+  coll.coll.algo = "RING";
+  coll.coll.proto = "";
+  coll.coll.kernelVariant = "AllReduce_RSxLD_AGxST";
+  coll.coll.isSymColl = true;
+  coll.coll.userTag = 0xabc;
+  void* collHandle = nullptr;
+  REQUIRE(p->startEvent(ctx, &collHandle, &coll) == ncclSuccess);
+  REQUIRE(collHandle != nullptr);
+  CHECK(p->stopEvent(collHandle) == ncclSuccess);
+  ncclProfilerEventDescr_v7_t ch{};
+  ch.type = ncclProfileKernelCh;
+  ch.parentObj = collHandle;
+  ch.kernelCh.pTimer = 1000;
+  void* chHandle = nullptr;
+  REQUIRE(p->startEvent(ctx, &chHandle, &ch) == ncclSuccess);
+  REQUIRE(chHandle != nullptr);
+  // NCCL's order: each phase started, its Stop state, stopped; then the channel.
+  const uint64_t bounds[4] = {1000, 3500, 9000, 9400};
+  for (uint8_t i = 0; i < 3; ++i) {
+    ncclProfilerEventDescr_v7_t phase{};
+    phase.type = ncclProfileKernelPhase;
+    phase.parentObj = chHandle;
+    phase.kernelPhase.phaseId = i;
+    phase.kernelPhase.phaseName = i == 0 ? "initial_sync" : i == 1 ? "compute" : "final_sync";
+    phase.kernelPhase.pTimer = bounds[i];
+    void* phaseHandle = nullptr;
+    REQUIRE(p->startEvent(ctx, &phaseHandle, &phase) == ncclSuccess);
+    REQUIRE(phaseHandle != nullptr);
+    ncclProfilerEventStateArgs_v7_t args{};
+    args.kernelCh.pTimer = bounds[i + 1];
+    CHECK(p->recordEventState(phaseHandle, ncclProfilerKernelPhaseStop, &args) == ncclSuccess);
+    CHECK(p->stopEvent(phaseHandle) == ncclSuccess);
+  }
+  ncclProfilerEventStateArgs_v7_t stop{};
+  stop.kernelCh.pTimer = 9400;
+  CHECK(p->recordEventState(chHandle, ncclProfilerKernelChStop, &stop) == ncclSuccess);
+  CHECK(p->stopEvent(chHandle) == ncclSuccess);
+
+  const blackbox::CommView view = waitForCompleted(region, 1);
+  CHECK(view.comm.abiVersion == 7);
+  CHECK(view.comm.droppedEvents == 0);
+  REQUIRE(view.flight.size() == 1);
+  CHECK(view.flight[0].userTag == 0xabc);
+  CHECK(view.flight[0].syncWaitNs == 2500);
+  CHECK(view.flight[0].opFlags == RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC);
+  CHECK(view.flight[0].gpuStopNs == 9400);
   CHECK(p->finalize(ctx) == ncclSuccess);
 }
 

@@ -1,18 +1,20 @@
-// Replays of NCCL 2.28 event streams through every ABI version's exported
-// struct (ncclProfiler_v1..v5): tracking, completion, slot reuse, threads,
-// NULL handles and an abort in the middle of a stream.
+// Replays of NCCL 2.28 event streams (v7: with 2.31's kernel phases) through
+// every ABI version's exported struct (ncclProfiler_v1..v7): tracking,
+// completion, slot reuse, threads, NULL handles and an abort in the middle
+// of a stream.
 #include <unistd.h>
 
+#include <set>
 #include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "abi_driver.h"
-#include "event_stream.h"
-#include "nccl/profiler_common.h"
 #include "blackbox/reader.h"
 #include "blackbox/writer.h"
+#include "event_stream.h"
+#include "nccl/profiler_common.h"
 #include "plugin/profiler/context.h"
 #include "plugin/profiler/names.h"
 #include "plugin_scope.h"
@@ -26,7 +28,8 @@ using profiler::Context;
 
 int expectedMask(int version) {
   int m = ncclProfileColl | ncclProfileP2p | ncclProfileProxyOp | ncclProfileProxyStep;
-  return version >= 3 ? m | ncclProfileKernelCh : m;
+  m |= version >= 3 ? ncclProfileKernelCh : 0;
+  return version >= 7 ? m | ncclProfileKernelPhase : m;
 }
 
 // 40 collectives (1-4 channels, some without network work, some with proxy
@@ -97,6 +100,7 @@ class BusyComms {
       CHECK(ctx->collCompleted.load() == static_cast<uint64_t>(collectives_));
       CHECK(ctx->p2pCompleted.load() == 8);
       CHECK(ctx->pool.countFree() == ctx->capacity);
+      CHECK(ctx->phasePool.countFree() == profiler::kPhaseSlots);
     }
   }
   void finalize() { replays_.clear(); }
@@ -112,7 +116,7 @@ class BusyComms {
 
 TEST_CASE("replays in NCCL 2.28's order complete every operation and free every slot",
           "[profiler][replay]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   const bool threaded = GENERATE(false, true);
   CAPTURE(version, threaded);
   PluginScope scope;
@@ -142,6 +146,7 @@ TEST_CASE("replays in NCCL 2.28's order complete every operation and free every 
   CHECK(ctx->flightWritten.load() == 48);
   CHECK(ctx->dropped.load() == 0);
   CHECK(ctx->pool.countFree() == ctx->capacity);  // every slot went back
+  CHECK(ctx->phasePool.countFree() == profiler::kPhaseSlots);
   for (uint32_t i = 0; i < ctx->capacity; ++i) {
     CHECK(ctx->slots[i].generation.load() == 0);
   }
@@ -152,7 +157,7 @@ TEST_CASE("replays in NCCL 2.28's order complete every operation and free every 
 }
 
 TEST_CASE("several communicators replayed on several threads at once", "[profiler][replay]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   CAPTURE(version);
   PluginScope scope;
   auto driver = makeDriver(version);
@@ -173,7 +178,7 @@ TEST_CASE("several communicators replayed on several threads at once", "[profile
 
 TEST_CASE("a slot pool smaller than the operations in flight hands out NULL handles safely",
           "[profiler][replay][null]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   CAPTURE(version);
   ScopeOptions o;
   o.opsPerContext = 16;
@@ -219,7 +224,7 @@ TEST_CASE("a slot pool smaller than the operations in flight hands out NULL hand
 
 TEST_CASE("every hook tolerates NULL and foreign handles, NULL arguments and NULL contexts",
           "[profiler][replay][null]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   CAPTURE(version);
   PluginScope scope;
   auto driver = makeDriver(version);
@@ -269,10 +274,91 @@ TEST_CASE("every hook tolerates NULL and foreign handles, NULL arguments and NUL
 }
 
 TEST_CASE(
+    "v7 kernel phases: a stop state after the stop and a second stop change nothing; a parent "
+    "that is no kernel channel, or no free phase slot, gives NULL",
+    "[profiler][replay][null][v7]") {
+  TempDir dir;
+  ScopeOptions o;
+  o.blackboxDir = dir.path().string();
+  PluginScope scope(o);
+  auto driver = makeDriver(7);
+  CommSpec comm;
+  Replay r(*driver, comm);
+  REQUIRE(r.context() != nullptr);
+  Context* ctx = contextOf(r);
+  Event coll;
+  coll.type = EventType::kColl;
+  coll.nChannels = 1;
+  void* op = nullptr;
+  REQUIRE(driver->start(r.context(), &op, coll, nullptr) == ncclSuccess);
+  REQUIRE(op != nullptr);
+  Event kernel;
+  kernel.type = EventType::kKernelCh;
+  kernel.pTimer = 100;
+  void* ch = nullptr;
+  REQUIRE(driver->start(r.context(), &ch, kernel, op) == ncclSuccess);
+  REQUIRE(ch != nullptr);
+
+  Event sync;
+  sync.type = EventType::kKernelPhase;
+  sync.phaseId = 0;
+  sync.pTimer = 100;
+  void* phase = nullptr;
+  REQUIRE(driver->start(r.context(), &phase, sync, ch) == ncclSuccess);
+  REQUIRE(phase != nullptr);
+  CHECK(driver->record(phase, ncclProfilerKernelPhaseStop, 600, false) == ncclSuccess);
+  CHECK(driver->stop(phase) == ncclSuccess);
+  // Late and repeated calls on the stopped phase: ignored.
+  CHECK(driver->record(phase, ncclProfilerKernelPhaseStop, 900000, false) == ncclSuccess);
+  CHECK(driver->stop(phase) == ncclSuccess);
+  CHECK(ctx->phasePool.countFree() == profiler::kPhaseSlots);
+
+  // Parents that are not a kernel channel of ours.
+  const uint64_t droppedBefore = ctx->dropped.load();
+  void* h = opaque(1);
+  CHECK(driver->start(r.context(), &h, sync, op) == ncclSuccess);  // the operation itself
+  CHECK(h == nullptr);
+  CHECK(driver->start(r.context(), &h, sync, nullptr) == ncclSuccess);  // untracked parent
+  CHECK(h == nullptr);
+  CHECK(ctx->dropped.load() == droppedBefore + 1);
+
+  // Every phase slot open at once: each phase its own slot, then NULL.
+  Event compute = sync;
+  compute.phaseId = 1;
+  compute.pTimer = 700;
+  std::set<void*> open;
+  for (uint32_t i = 0; i < profiler::kPhaseSlots; ++i) {
+    void* p = nullptr;
+    CHECK(driver->start(r.context(), &p, compute, ch) == ncclSuccess);
+    CHECK(p != nullptr);
+    open.insert(p);
+  }
+  CHECK(open.size() == profiler::kPhaseSlots);
+  CHECK(driver->start(r.context(), &h, compute, ch) == ncclSuccess);
+  CHECK(h == nullptr);
+  CHECK(ctx->dropped.load() == droppedBefore + 2);
+  for (void* p : open) {
+    CHECK(driver->stop(p) == ncclSuccess);
+  }
+  CHECK(ctx->phasePool.countFree() == profiler::kPhaseSlots);
+
+  CHECK(driver->record(ch, ncclProfilerKernelChStop, 5000, false) == ncclSuccess);
+  CHECK(driver->stop(ch) == ncclSuccess);
+  CHECK(driver->stop(op) == ncclSuccess);
+  CHECK(ctx->collCompleted.load() == 1);
+  CHECK(ctx->pool.countFree() == ctx->capacity);
+  auto snap = blackbox::readRegion(blackbox::regionPath(dir.path().string(), getpid()));
+  REQUIRE(snap.ok());
+  REQUIRE(snap->comms.size() == 1);
+  REQUIRE(snap->comms[0].flight.size() == 1);
+  CHECK(snap->comms[0].flight[0].syncWaitNs == 500);  // 600 - 100; the late 900000 ignored
+}
+
+TEST_CASE(
     "an abort in the middle of a stream abandons what was in flight; late events are "
     "ignored",
     "[profiler][replay][abort]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   CAPTURE(version);
   TempDir dir;
   ScopeOptions o;
@@ -338,7 +424,7 @@ TEST_CASE(
 
 TEST_CASE("one communicator aborted and another created while others replay on their threads",
           "[profiler][replay][abort]") {
-  const int version = GENERATE(1, 2, 3, 4, 5);
+  const int version = GENERATE(1, 2, 3, 4, 5, 6, 7);
   CAPTURE(version);
   PluginScope scope;
   auto driver = makeDriver(version);
