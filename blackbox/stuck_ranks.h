@@ -38,7 +38,7 @@
 namespace resilient::blackbox {
 
 struct StuckRankOptions {
-  uint64_t timeoutNs = 10000000000ull;  // NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS
+  uint64_t timeoutNs = 8000000000ull;  // NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS
 };
 
 class StuckRankDetector {

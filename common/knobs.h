@@ -595,13 +595,14 @@ inline constexpr EnumKnob<HealthAction> kStragglerAction{{
 
 inline constexpr IntKnob kStuckRankTimeoutMs{{
     .name = "NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS",
-    .defaultValue = "10000",
+    .defaultValue = "8000",
     .min = 100,
     .max = 86400000,
     .unit = "ms",
     .doc = "A live rank that has not entered a collective which other ranks of its "
            "communicator have waited in this long, while it is inside no collective itself and "
-           "neither pings nor has hang protection off, is reported as a stuck rank.",
+           "neither pings nor has hang protection off, is reported as a stuck rank (at most a "
+           "health interval later: within 10 s of the others' wait by default).",
 }};
 
 inline constexpr EnumKnob<HealthAction> kStuckRankAction{{

@@ -10,7 +10,7 @@ library's default timeouts, one fault per trial on active rank 2:
   busy   before the all_reduce of its step 30 it spins in Python for 15 s
   gil    ... it sleeps 15 s in C holding the GIL (ctypes.PyDLL)
          busy and gil are stuck ranks: named by the health comparison
-         (NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS, 10 s), not faults
+         (NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS, 8 s), not faults
 
 For kill and stop, from the signal (CLOCK_MONOTONIC and wall clock read just
 before os.kill) to: the fault record in the store (its wall time: the

@@ -258,7 +258,7 @@ int run(int argc, char** argv) {
   int64_t slowWindowMs = 4000;
   int64_t lagMs = 20;
   int64_t stragglerWindowMs = 10000;
-  int64_t stuckRankTimeoutMs = 10000;
+  int64_t stuckRankTimeoutMs = 8000;
   app.add_flag("--job", job,
                "watch a job's ranks live (the targets, or every live blackbox in --dir): name "
                "slow links, stragglers and stuck ranks as they are found");

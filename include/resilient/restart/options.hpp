@@ -89,7 +89,7 @@ struct Options {
   Millis stragglerLag{20};
   Millis stragglerWindow{10000};
   bool stragglerRestart = false;
-  Millis stuckRankTimeout{10000};
+  Millis stuckRankTimeout{8000};
   bool stuckRankRestart = false;
 
   // The monitor process: its executable (empty: `resilient-monitor` next to
