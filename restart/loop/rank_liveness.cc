@@ -10,9 +10,7 @@
 #include <string>
 
 #include "common/clock.h"
-#include "common/knobs.h"
 #include "common/log.h"
-#include "common/params.h"
 #include "plugin/net/liveness/stream_link.h"
 #include "resilient/restart/errors.hpp"
 
@@ -58,13 +56,8 @@ void RankLiveness::stop() noexcept {
 
 void RankLiveness::run(int linkFd) noexcept {
   try {
-    const config::Params& params = config::Params::global();
-    net::liveness::Policy policy;
-    policy.timeoutMs = params.get<config::kLivenessTimeoutMs>();
-    policy.jobToken = params.get<config::kJobToken>();
-    policy.selfPid = static_cast<uint32_t>(::getpid());
-    policy.selfHost = log::hostName();
-    net::liveness::StreamLink link(policy, /*opener=*/false, linkFd, "its monitor process");
+    net::liveness::StreamLink link(net::liveness::thisProcessPolicy(), /*opener=*/false, linkFd,
+                                   "its monitor process");
     for (;;) {
       pollfd fds[2] = {
           {link.fd(), static_cast<short>(POLLIN | (link.wantsWrite() ? POLLOUT : 0)), 0},

@@ -8,10 +8,9 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "common/knobs.h"
 #include "common/log.h"
-#include "common/params.h"
 #include "plugin/net/fault.h"
+#include "plugin/net/liveness/stream_link.h"
 #include "restart/monitor/post_mortem.h"
 #include "store/errors.h"
 
@@ -70,14 +69,8 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
       timeouts_(config.softTimeout, config.hardTimeout, config.barrierTimeout, startNs_),
       rank_(static_cast<pid_t>(page.rankPid.load(std::memory_order_acquire))) {
   if (config.livenessFd >= 0) {
-    const config::Params& params = config::Params::global();
-    net::liveness::Policy policy;
-    policy.timeoutMs = params.get<config::kLivenessTimeoutMs>();
-    policy.jobToken = params.get<config::kJobToken>();
-    policy.selfPid = static_cast<uint32_t>(::getpid());
-    policy.selfHost = log::hostName();
     liveness_.emplace(
-        policy, config.livenessFd,
+        net::liveness::thisProcessPolicy(), config.livenessFd,
         "rank " + std::to_string(config.rank) + " (pid " + std::to_string(rank_.pid()) + ")", page);
   }
 }

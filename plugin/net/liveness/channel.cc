@@ -1,8 +1,8 @@
 #include "plugin/net/liveness/channel.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -445,45 +445,23 @@ void Channel::handleLink(PeerLink* link, uint32_t events, uint64_t now) {
   if ((events & (EventLoop::kReadable | EventLoop::kErrorOrHangup)) == 0 || link->fd < 0) {
     return;
   }
-  std::array<char, 4096> buf{};
-  while (link->fd >= 0) {
-    const ssize_t n = ::recv(link->fd, buf.data(), buf.size(), MSG_DONTWAIT);
-    const int err = n < 0 ? errno : 0;
-    if (n > 0) {
-      link->decoder.feed(buf.data(), static_cast<size_t>(n));
-      Frame frame;
-      std::string error;
-      while (true) {
-        const auto r = link->decoder.next(&frame, &error);
-        if (r == Decoder::Result::kNeedMore) {
-          break;
-        }
-        if (r == Decoder::Result::kError) {
-          RES_WARN(NCCL_NET, "liveness channel from %s: %s; dropping the connection",
-                   link->state.addressText().c_str(), error.c_str());
-          markDead(link, "liveness channel from " + link->state.addressText() +
-                             " sent invalid data: " + error);
-          return;
-        }
-        onFrame(link, frame, now);
-        if (link->fd < 0) {
-          return;
-        }
-      }
-      continue;
-    }
-    if (err == EINTR) {
-      continue;
-    }
-    if (err == EAGAIN || err == EWOULDBLOCK) {
-      return;
-    }
-    if (const auto death = link->state.endOfStream(err)) {
+  int error = 0;
+  std::string invalid;
+  const ReadEnd end = readFrames(link->fd, link->decoder, &error, &invalid, [&](const Frame& f) {
+    onFrame(link, f, now);
+    return link->fd >= 0;
+  });
+  if (end == ReadEnd::kInvalid) {
+    RES_WARN(NCCL_NET, "liveness channel from %s: %s; dropping the connection",
+             link->state.addressText().c_str(), invalid.c_str());
+    markDead(link, "liveness channel from " + link->state.addressText() +
+                       " sent invalid data: " + invalid);
+  } else if (end == ReadEnd::kEndOfStream) {
+    if (const auto death = link->state.endOfStream(error)) {
       markDead(link, *death);
     } else {
       closeLink(link);  // orderly: goodbye, then EOF
     }
-    return;
   }
 }
 

@@ -36,12 +36,12 @@ struct PeerLink {
   const SocketAddress address;
   int fd = -1;
   Decoder decoder;
-  std::string out;       // bytes waiting to be written
-  std::string held;      // frames waiting for the handshake to end (PeerState::authenticated)
+  std::string out;        // bytes waiting to be written
+  std::string held;       // frames waiting for the handshake to end (PeerState::authenticated)
   uint64_t openedNs = 0;  // accepted: when (the handshake's deadline counts from it)
-  int connections = 0;   // connections that use the link
-  bool retired = false;  // closed and unused: freed by the channel at the end of its tick
-  bool busy = false;     // a connection of it had requests outstanding at this tick
+  int connections = 0;    // connections that use the link
+  bool retired = false;   // closed and unused: freed by the channel at the end of its tick
+  bool busy = false;      // a connection of it had requests outstanding at this tick
   PeerState state;
   // The fault notices the peer sent, by communicator: the peer's side of each
   // goes down, so a connection of it fails as soon as it is busy (deathOf),

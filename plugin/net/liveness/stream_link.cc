@@ -4,13 +4,25 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <utility>
 
+#include "common/knobs.h"
+#include "common/log.h"
+#include "common/params.h"
 #include "common/status.h"
 
 namespace resilient::net::liveness {
+
+Policy thisProcessPolicy() {
+  const config::Params& params = config::Params::global();
+  Policy policy;
+  policy.timeoutMs = params.get<config::kLivenessTimeoutMs>();
+  policy.jobToken = params.get<config::kJobToken>();
+  policy.selfPid = static_cast<uint32_t>(::getpid());
+  policy.selfHost = log::hostName();
+  return policy;
+}
 
 StreamLink::StreamLink(const Policy& policy, bool opener, int fd, std::string peerText)
     : state_(policy, opener, std::move(peerText)),
@@ -69,46 +81,30 @@ void StreamLink::die(const std::string& reason) {
 }
 
 void StreamLink::onReadable(uint64_t now) {
-  std::array<char, 1024> buf{};
-  while (fd_ >= 0 && state_.phase() != PeerState::Phase::kDead) {
-    const ssize_t n = ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
-    const int err = n < 0 ? errno : 0;
-    if (n > 0) {
-      decoder_.feed(buf.data(), static_cast<size_t>(n));
-      Frame frame;
-      std::string error;
-      for (;;) {
-        const Decoder::Result r = decoder_.next(&frame, &error);
-        if (r == Decoder::Result::kNeedMore) {
-          break;
-        }
-        if (r == Decoder::Result::kError) {
-          die("liveness link from " + state_.addressText() + " sent invalid data: " + error);
-          return;
-        }
-        const PeerState::Reaction reaction = state_.received(frame, now);
-        if (reaction.reply) {
-          send(*reaction.reply);
-        }
-        if (reaction.death) {
-          die(*reaction.death);
-          return;
-        }
-      }
-      continue;
+  if (fd_ < 0 || state_.phase() == PeerState::Phase::kDead) {
+    return;
+  }
+  int error = 0;
+  std::string invalid;
+  const ReadEnd end = readFrames(fd_, decoder_, &error, &invalid, [&](const Frame& frame) {
+    const PeerState::Reaction reaction = state_.received(frame, now);
+    if (reaction.reply) {
+      send(*reaction.reply);
     }
-    if (err == EINTR) {
-      continue;
+    if (reaction.death) {
+      die(*reaction.death);
+      return false;
     }
-    if (err == EAGAIN || err == EWOULDBLOCK) {
-      return;
-    }
-    if (const auto death = state_.endOfStream(err)) {
+    return true;
+  });
+  if (end == ReadEnd::kInvalid) {
+    die("liveness link from " + state_.addressText() + " sent invalid data: " + invalid);
+  } else if (end == ReadEnd::kEndOfStream) {
+    if (const auto death = state_.endOfStream(error)) {
       die(*death);
     } else {
       state_.closed();  // orderly: goodbye, then EOF
     }
-    return;
   }
 }
 

@@ -23,6 +23,11 @@
 
 namespace resilient::net::liveness {
 
+// The liveness settings of this process's end of a stream link: the knobs
+// (NCCL_RESILIENT_LIVENESS_TIMEOUT_MS, NCCL_RESILIENT_JOB_TOKEN; environment
+// or nccl.conf), its pid and host name.
+Policy thisProcessPolicy();
+
 class StreamLink {
  public:
   // `fd`: a connected stream socket (owned: closed by the destructor), made

@@ -40,8 +40,8 @@ bool getText(const char* body, uint32_t length, size_t* at, size_t max, std::str
 
 }  // namespace
 
-std::string authTranscript(uint32_t openerPid, const std::string& openerHost,
-                           uint32_t acceptorPid, const std::string& acceptorHost) {
+std::string authTranscript(uint32_t openerPid, const std::string& openerHost, uint32_t acceptorPid,
+                           const std::string& acceptorHost) {
   std::string t;
   put<uint32_t>(&t, openerPid);
   putText(&t, openerHost, kMaxHostName);

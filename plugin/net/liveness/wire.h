@@ -7,6 +7,10 @@
 // channel with the watchdog's mutex held.
 #pragma once
 
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -25,15 +29,15 @@ inline constexpr size_t kMaxHostName = 255;
 inline constexpr size_t kMaxGoodbyeDetail = 200;
 
 enum class Type : uint16_t {
-  kHello = 1,    // opener -> acceptor, first: its nonce, pid, host name
-  kBind = 2,     // opener -> acceptor: "my connection to your (listen or connection) key N uses
-                 // this link"
-  kPing = 3,     // sent while requests to the peer are outstanding
-  kPong = 4,     // answer to a ping, from the peer's watchdog thread
-  kGoodbye = 5,  // we close: the EOF that follows is not a fault; may say why (a fault)
-  kRefused = 6,  // the peer's proof of the job token failed; the link closes
-  kFault = 7,    // the sender detected a fault in communicator commId (its reason, as in a
-                 // goodbye); the link stays, the sender's side of that communicator goes
+  kHello = 1,      // opener -> acceptor, first: its nonce, pid, host name
+  kBind = 2,       // opener -> acceptor: "my connection to your (listen or connection) key N uses
+                   // this link"
+  kPing = 3,       // sent while requests to the peer are outstanding
+  kPong = 4,       // answer to a ping, from the peer's watchdog thread
+  kGoodbye = 5,    // we close: the EOF that follows is not a fault; may say why (a fault)
+  kRefused = 6,    // the peer's proof of the job token failed; the link closes
+  kFault = 7,      // the sender detected a fault in communicator commId (its reason, as in a
+                   // goodbye); the link stays, the sender's side of that communicator goes
   kChallenge = 8,  // acceptor -> opener, answering the hello: its nonce, pid, host, its proof
   kProof = 9,      // opener -> acceptor: its proof; the link is authenticated both ways
 };
@@ -41,8 +45,8 @@ enum class Type : uint16_t {
 // The label and transcript the proofs of a link vouch for (common/job_auth.h):
 // both nonces, and who each side said it is.
 inline constexpr std::string_view kAuthProtocol = "resilient-liveness-v3";
-std::string authTranscript(uint32_t openerPid, const std::string& openerHost,
-                           uint32_t acceptorPid, const std::string& acceptorHost);
+std::string authTranscript(uint32_t openerPid, const std::string& openerHost, uint32_t acceptorPid,
+                           const std::string& acceptorHost);
 
 // A reason, in a goodbye when the sender closes because of a fault and in a
 // fault notice: value is the FaultClass + 1 (0, goodbye only: a plain close,
@@ -50,10 +54,10 @@ std::string authTranscript(uint32_t openerPid, const std::string& openerHost,
 // explanation.
 struct Frame {
   Type type = Type::kPing;
-  uint64_t value = 0;  // kBind: key; kPing/kPong: sequence
-  uint32_t pid = 0;    // kHello, kChallenge, kGoodbye, kFault
-  std::string host;    // kHello, kChallenge, kGoodbye, kFault
-  std::string detail;  // kGoodbye, kFault
+  uint64_t value = 0;   // kBind: key; kPing/kPong: sequence
+  uint32_t pid = 0;     // kHello, kChallenge, kGoodbye, kFault
+  std::string host;     // kHello, kChallenge, kGoodbye, kFault
+  std::string detail;   // kGoodbye, kFault
   uint64_t commId = 0;  // kFault: the communicator the fault was detected in (NCCL's comm hash)
   auth::Nonce nonce{};  // kHello, kChallenge: the sender's
   auth::Proof proof{};  // kChallenge, kProof: the sender's proof of the job token
@@ -115,5 +119,51 @@ class Decoder {
  private:
   std::string buffer_;
 };
+
+// How reading a link's socket ended (readFrames).
+enum class ReadEnd {
+  kDrained,      // nothing more for now
+  kStopped,      // onFrame said stop
+  kEndOfStream,  // recv returned 0 (*error 0) or failed (*error: its errno)
+  kInvalid,      // the peer sent what is no frame (*invalid: why)
+};
+
+// Reads what the non-blocking stream socket `fd` holds through `decoder`
+// and hands each whole frame to `onFrame` (bool(const Frame&); false: stop
+// now). The one read loop of the liveness channel's links and of a stream
+// link (stream_link.h).
+template <class OnFrame>
+ReadEnd readFrames(int fd, Decoder& decoder, int* error, std::string* invalid, OnFrame&& onFrame) {
+  std::array<char, 4096> buf{};
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      decoder.feed(buf.data(), static_cast<size_t>(n));
+      Frame frame;
+      for (;;) {
+        const Decoder::Result r = decoder.next(&frame, invalid);
+        if (r == Decoder::Result::kNeedMore) {
+          break;
+        }
+        if (r == Decoder::Result::kError) {
+          return ReadEnd::kInvalid;
+        }
+        if (!onFrame(static_cast<const Frame&>(frame))) {
+          return ReadEnd::kStopped;
+        }
+      }
+      continue;
+    }
+    const int err = n < 0 ? errno : 0;
+    if (err == EINTR) {
+      continue;
+    }
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      return ReadEnd::kDrained;
+    }
+    *error = err;
+    return ReadEnd::kEndOfStream;
+  }
+}
 
 }  // namespace resilient::net::liveness
