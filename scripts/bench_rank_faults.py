@@ -20,7 +20,13 @@ start (the rank's log line) to the stuck-rank report (the store record's
 time: the named rank's sample that proved it) and to the named rank's own
 timeline entry. Prints a table and writes JSON (--json FILE).
 
+With --nccl (a GPU; the GPU kit's rank-faults-nccl step) the backend is NCCL
+through our plugins on GPU 0 (scripts/demo.py --pytorch --nccl's settings):
+the collectives cross our net plugin, and the stuck rank is named from the
+profiler's in-flight operations.
+
 usage: bench_rank_faults.py [--build DIR] [--trials N] [--faults F ...] [--json FILE]
+                            [--nccl [--python PY] [--cuda-library PATH]]
 """
 import argparse
 import json
@@ -120,11 +126,13 @@ def main():
     p.add_argument("--faults", nargs="+", default=["kill", "stop", "busy", "gil"],
                    choices=["kill", "stop", "busy", "gil"])
     p.add_argument("--python", default="/usr/bin/python3")
+    p.add_argument("--nccl", action="store_true", help="NCCL on GPU 0 instead of gloo")
+    p.add_argument("--cuda-library", default=None, help="the CUDA runtime (with --nccl)")
     p.add_argument("--json")
     a = p.parse_args()
     args = argparse.Namespace(build=os.path.abspath(a.build), python=a.python, pytorch=True,
-                              nccl=False, steps=60, checkpoint_every=20, step_ms=20,
-                              job_timeout=180)
+                              nccl=a.nccl, cuda_library=a.cuda_library, steps=60,
+                              checkpoint_every=20, step_ms=20, job_timeout=180)
     run_dir = tempfile.mkdtemp(prefix="resilient-bench-faults-")
     blackbox_dir = tempfile.mkdtemp(prefix="resilient-bench-bb-", dir="/dev/shm")
     procs = demo.Processes(run_dir, blackbox_dir)
@@ -134,6 +142,8 @@ def main():
     base_env = dict(os.environ, NCCL_RESILIENT_SOCKET_IFNAME="lo",
                     NCCL_RESILIENT_BLACKBOX_DIR=blackbox_dir,
                     PYTHONPATH=os.path.join(REPO, "python"), BUILD_DIR=args.build)
+    if args.nccl:
+        base_env.update(demo.nccl_env(args))
     rows = []
     try:
         _, url = demo.start_store(procs, os.path.join(args.build, "tools", "store",
@@ -147,7 +157,8 @@ def main():
                 rows.append(row)
     finally:
         procs.stop_all()
-    print(f"\n{platform.node()}, {os.cpu_count()} CPUs; torch demo (gloo, 8 ranks: 6 active, "
+    print(f"\n{platform.node()}, {os.cpu_count()} CPUs; torch demo "
+          f"({'NCCL on GPU 0' if args.nccl else 'gloo'}, 8 ranks: 6 active, "
           f"2 spares), library defaults; {a.trials} trials each; median (max)\n")
     print("| fault | first signal | published / named | survivors detect (first-last) | "
           "survivors re-enter |")

@@ -344,8 +344,21 @@ class ValidateTest(unittest.TestCase):
         total = next(line for line in lines if line.startswith("total"))
         self.assertEqual(int(total.split()[1]), validate.plan_seconds())
 
+    def test_rank_faults_step_runs_the_bench_on_nccl(self):
+        step = next(s for s in validate.PLAN if s.name == "rank-faults-nccl")
+        ctx = {"kit": type("K", (), {"build_dir": "/kit/build"})(), "out": "/logs",
+               "env": {"cudart_library": "/usr/lib/libcudart.so.13"}}
+        argv = step.argv(ctx)
+        self.assertTrue(argv[1].endswith("scripts/bench_rank_faults.py"), argv)
+        for want in ("--nccl", "/kit/build", "--cuda-library=/usr/lib/libcudart.so.13",
+                     "/logs/rank_faults.json"):
+            self.assertIn(want, argv)
+        self.assertEqual(argv[argv.index("--faults") + 1:argv.index("--faults") + 3],
+                         ["stop", "busy"])
+
     def test_what_was_cut_stays_on_request(self):
-        cut = {"collectives-2", "fault-stall", "fault-error", "bandwidth", "recordings"}
+        cut = {"collectives-2", "fault-stall", "fault-error", "bandwidth", "recordings",
+               "rank-faults-nccl"}
         self.assertEqual({s.name for s in validate.PLAN if s.on_request}, cut)
         self.assertEqual(validate.plan_seconds(), sum(s.budget_s for s in validate.PLAN if s.name not in cut))
         self.assertNotIn("bandwidth", [s.name for s in validate.select_steps(None)])

@@ -98,6 +98,17 @@ def pytorch_demo_argv(ctx):
     return argv
 
 
+def rank_faults_argv(ctx):
+    """scripts/bench_rank_faults.py --nccl: one SIGSTOP and one busy rank."""
+    env = ctx["env"]
+    argv = [sys.executable, os.path.join(REPO, "scripts", "bench_rank_faults.py"), "--build",
+            ctx["kit"].build_dir, "--nccl", "--python", sys.executable, "--trials", "1",
+            "--faults", "stop", "busy", "--json", os.path.join(ctx["out"], "rank_faults.json")]
+    if env.get("cudart_library"):
+        argv.append(f"--cuda-library={env['cudart_library']}")
+    return argv
+
+
 PLAN = [
     Step("demo-nccl", 2 * DEMO_JOB_TIMEOUT_S + DEMO_OVERHEAD_S,
          "the restart library on real NCCL: scripts/demo.py --nccl re-forms the job after a kill and a "
@@ -147,6 +158,10 @@ PLAN = [
     Step("bandwidth", 35, "busbw of a 2-rank all-reduce, 1-256 MiB: NCCL Socket vs plain TCP plugin vs "
          "resilient(TCP)", lambda c: py("bandwidth.py", "--seconds-per-transport", "10", *c["common"]),
          on_request=True),
+    Step("rank-faults-nccl", 150, "issue 32 on real NCCL: the torch demo on NCCL through our plugins, a "
+         "SIGSTOPped rank found by its monitor's liveness link and a busy rank named a stuck rank from "
+         "the profiler's in-flight collectives (communicator, collective, function)",
+         rank_faults_argv, on_request=True),
     Step("recordings", 30, "real net-plugin call sequences and profiler event streams, recorded through "
          "libnccl-resilient-recorder.so", lambda c: py("collectives.py", "--ranks", "2", "--record",
                                                         "--seconds", "28", *c["common"]), on_request=True),
@@ -490,7 +505,8 @@ def main(argv=None):
             return SKIPPED
         print(f"validate: {e}", file=sys.stderr)
         return 2
-    ctx = {"kit": k, "env_json": os.path.join(log_dir, "environment.json"), "env": {}}
+    ctx = {"kit": k, "env_json": os.path.join(log_dir, "environment.json"), "env": {},
+           "out": log_dir}
     ctx["common"] = ["--kit", k.root, "--env-json", ctx["env_json"], "--out", log_dir]
     ctx["ld_library_path"] = ":".join(k.library_dirs() + [os.environ.get("LD_LIBRARY_PATH", "")]).rstrip(":")
     results, gpu = {}, None
