@@ -664,8 +664,24 @@ def watch_nccl(ctx: CallContext, group=None) -> bool:
     return True
 
 
+def _marked_group(group) -> Optional[Tuple[str, int, int]]:
+    """(name, rank, size) under which wait() marks a collective of ``group``
+    (None: init_process_group's group), or None: not marked (an NCCL group,
+    whose profiler sees it; a group without a name every rank shares)."""
+    if _default_group is None:
+        return None
+    if group is None:
+        return _default_group
+    dist = _dist()
+    name = getattr(group, "group_name", None) or \
+        getattr(dist.distributed_c10d, "_pg_names", {}).get(group)
+    if not name:
+        return None
+    return (f"{_default_group[0]}/{name}", dist.get_rank(group), dist.get_world_size(group))
+
+
 def wait(work, poll_seconds: float = 0.0002, ping_seconds: float = 0.05,
-         op: str = "collective") -> None:
+         op: Optional[str] = None, group=None) -> None:
     """Waits for an async torch work (``all_reduce(..., async_op=True)``)
     while staying interruptible: a restart's RankShouldRestart arrives at
     once, even where the backend cannot be aborted (gloo before 2.6). Then
@@ -673,13 +689,17 @@ def wait(work, poll_seconds: float = 0.0002, ping_seconds: float = 0.05,
 
     A rank waiting here for its peers is alive: it pings the running
     CallContext every ``ping_seconds``, so that the soft timeout names the
-    rank that stopped (a frozen peer), not the ones waiting for it. On a
-    group of ``init_process_group`` that no NCCL profiler sees (gloo), the
-    work is also the group's next collective (``op`` names it) for the
-    library's health comparison (``CallContext.enter_collective``): a rank
-    that never comes to one its peers wait in is named a stuck rank."""
+    rank that stopped (a frozen peer), not the ones waiting for it.
+
+    With ``op`` (the collective's name, e.g. "all_reduce"), on a group no
+    NCCL profiler sees (gloo), the work is also its group's next collective
+    for the library's health comparison (``CallContext.enter_collective``):
+    a rank that never comes to one its peers wait in is named a stuck rank.
+    ``group``: the work's process group when it is not init_process_group's
+    (every rank of it must mark the same collectives in the same order, as
+    torch requires of the calls themselves)."""
     ctx = current_context()
-    group = _default_group if ctx is not None else None
+    group = _marked_group(group) if ctx is not None and op else None
     if group is not None:
         ctx.enter_collective(group[0], op, group[1], group[2])
     try:
