@@ -15,6 +15,7 @@
 #include "restart/loop/behind_ranks.h"
 #include "restart/loop/culprits.h"
 #include "restart/loop/loop.h"
+#include "restart/loop/options_from.h"
 #include "restart/loop/sliced_wait.h"
 #include "restart/monitor/spawn.h"
 #include "restart/protocol/terminated_ranks.h"
@@ -134,7 +135,9 @@ void Loop::setup() {
                         .chunk = std::min(options_.monitorThreadInterval, milliseconds(100)),
                         .storeSilence = options_.barrierTimeout,
                         .progress = [this] { touchProgress(); }});
-  blackbox_ = std::make_unique<BlackboxWatch>(options_.blackboxDir);
+  // A C++ Options left empty means the plugins' directory: without it the
+  // loop watched no blackbox (no plugin fault, no health sample).
+  blackbox_ = std::make_unique<BlackboxWatch>(blackboxDirOf(options_));
   std::vector<HealthCheckFn> checks{options_.healthCheck};  // the last runs first
   if (options_.automaticHealthChecks) {
     checks.push_back(nicHealthCheck());  // its counters' baseline is taken now
@@ -194,7 +197,7 @@ void Loop::startMonitorProcess() {
   config.grace = options_.terminationGraceTime;
   config.logFile = options_.monitorLogFile;
   config.pidFile = options_.monitorPidFile;
-  config.blackboxDir = options_.blackboxDir;
+  config.blackboxDir = blackboxDirOf(options_);
   liveness_ = std::make_unique<RankLiveness>();
   config.livenessFd = liveness_->monitorEnd();
   const pid_t pid = monitor::spawnMonitor(config, options_.monitorExecutable);

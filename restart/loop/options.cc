@@ -5,11 +5,20 @@
 
 #include "common/params.h"
 #include "resilient/restart/errors.hpp"
+#include "restart/loop/options_from.h"
 
 namespace resilient::restart {
 
 Options Options::fromEnvironment() {
-  const config::Params& p = config::Params::global();
+  return optionsFrom(config::Params::global());
+}
+
+std::string blackboxDirOf(const Options& options, const config::Params& params) {
+  return options.blackboxDir.empty() ? std::string(params.get<config::kBlackboxDir>())
+                                     : options.blackboxDir;
+}
+
+Options optionsFrom(const config::Params& p) {
   Options o;
   o.storeUrl = p.get<config::kStoreUrl>();
   o.jobId = p.get<config::kRestartJob>();
