@@ -20,7 +20,7 @@
  * enables the parents that carry the hierarchy. All twelve v5 bits = 4095.
  * Bits 12..14 (copy-engine events) belong to v6 (NCCL 2.29+), bit 15
  * (kernel phases) to v7 (NCCL 2.31+; docs/reference/nccl-2.31-plugins.md
- * §1.4): they are not part of the 2.28 ABI described in nccl-abi.md.
+ * §1.4): they are not part of the 2.28 ABI described in docs/reference/nccl-abi.md.
  */
 enum {
   ncclProfileGroup = (1 << 0),         /* since v1: legacy group; parentObj NULL */

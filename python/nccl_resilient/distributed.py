@@ -672,10 +672,20 @@ def _marked_group(group) -> Optional[Tuple[str, int, int]]:
         return None
     if group is None:
         return _default_group
+    # The group's name, the same on every rank of it, where the running torch
+    # keeps it: ProcessGroup.group_name (torch >= 2.2: c10d ProcessGroup's
+    # getGroupName, bound in torch/csrc/distributed/c10d/init.cpp);
+    # distributed_c10d._get_process_group_name (torch 2.x:
+    # _world.pg_names.get(pg, "None")); distributed_c10d._pg_names (torch
+    # 1.13: the dict new_group fills). Unnamed: not marked.
     dist = _dist()
-    name = getattr(group, "group_name", None) or \
-        getattr(dist.distributed_c10d, "_pg_names", {}).get(group)
-    if not name:
+    c10d = dist.distributed_c10d
+    name = getattr(group, "group_name", None)
+    if not name and hasattr(c10d, "_get_process_group_name"):
+        name = c10d._get_process_group_name(group)
+    if not name and hasattr(c10d, "_pg_names"):
+        name = c10d._pg_names.get(group)
+    if not name or name == "None":
         return None
     return (f"{_default_group[0]}/{name}", dist.get_rank(group), dist.get_world_size(group))
 
@@ -704,6 +714,9 @@ def wait(work, poll_seconds: float = 0.0002, ping_seconds: float = 0.05,
         ctx.enter_collective(group[0], op, group[1], group[2])
     try:
         next_ping = time.monotonic() + ping_seconds
+        # Work.is_completed() polls without blocking (torch 1.13 and 2.x:
+        # c10d Work::isCompleted, ProcessGroupGloo's AsyncWork sets it when
+        # its thread finishes the collective).
         while not work.is_completed():
             time.sleep(poll_seconds)
             if ctx is not None and time.monotonic() >= next_ping:

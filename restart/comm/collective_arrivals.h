@@ -4,6 +4,10 @@
 // says so (CallContext::enterCollective). Per group (a name every rank of it
 // gives alike), each collective's index (1, 2, ... in call order, the same on
 // every rank), function, entry time and whether the process is inside it;
+// the index names one collective on every rank because a group's ranks call
+// its collectives in the same order (torch's requirement; ProcessGroupGloo
+// pairs them by that order: ProcessGroupGloo.cpp nextTag(), torch 1.13 and
+// 2.x; the host engine runs them in call order, hostengine/engine.h);
 // the health exchange ships them with the profiler's arrivals
 // (blackbox::Arrival, commId = a hash of the group's name), so that
 // stragglers and stuck ranks are found in such jobs too.

@@ -63,8 +63,8 @@ struct HostCommunicator::Impl {
   std::optional<he::Fault> fault;  // the first fault an operation saw (sticky)
 
   // The group of this communicator's operations in the process's arrivals:
-  // the same on every rank of the iteration's communicator.
-  std::string arrivalsGroup() const { return "host/" + name + "/" + std::to_string(iteration); }
+  // the same on every rank of the iteration's communicator (set once made).
+  std::string arrivalsGroup;
 
   std::string describe() const {
     std::string text = "host comm '" + name + "' iteration " + std::to_string(iteration) +
@@ -112,11 +112,11 @@ struct HostCommunicator::Impl {
     // stragglers and stuck ranks).
     const bool mark = !engine->profiled();
     if (mark) {
-      CollectiveArrivals::process().enter(arrivalsGroup(), op, rank, size);
+      CollectiveArrivals::process().enter(arrivalsGroup, op, rank, size);
     }
     std::optional<he::Fault> f = engineCall(*engine);
     if (mark) {
-      CollectiveArrivals::process().leave(arrivalsGroup());
+      CollectiveArrivals::process().leave(arrivalsGroup);
     }
     if (!f) {
       return;
@@ -143,6 +143,7 @@ std::shared_ptr<HostCommunicator> HostCommunicator::create(const CommunicatorSet
   auto impl = std::make_unique<Impl>();
   impl->name = setup.name;
   impl->iteration = state.iteration;
+  impl->arrivalsGroup = "host/" + setup.name + "/" + std::to_string(state.iteration);
   impl->rank = state.activeRank;
   impl->size = state.activeWorldSize;
   if (impl->size == 1) {
