@@ -79,9 +79,4 @@ void CollectiveArrivals::addTo(blackbox::RankSample* sample, uint64_t sinceWallN
   }
 }
 
-void CollectiveArrivals::clear() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  groups_.clear();
-}
-
 }  // namespace resilient::restart

@@ -40,8 +40,6 @@ class CollectiveArrivals {
   // Adds the arrivals since `sinceWallNs` and the collectives it is inside
   // now to `sample`.
   void addTo(blackbox::RankSample* sample, uint64_t sinceWallNs);
-  // Forgets every group (tests).
-  void clear();
 
   // The commId of a group's collectives in samples and reports.
   static uint64_t commIdOf(std::string_view group) noexcept;
