@@ -260,6 +260,18 @@ class Job {
     return cached;
   }
 
+  // Waits until rank r's monitor has written its pid file. A test that kills
+  // a rank which never reports (a spare) must know its monitor first: the
+  // monitor removes the file when it exits, and the killed rank leaves no
+  // timeline to read the pid from.
+  pid_t waitMonitorPid(int r, milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (monitorPid(r) <= 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(5));  // polling a file the monitor creates
+    }
+    return monitorPid(r);
+  }
+
   // The monitor processes end on their own once their rank is done or dead
   // and recorded: their exit codes (-1: still running at the deadline).
   std::vector<int> waitMonitors(milliseconds timeout) {
@@ -900,6 +912,10 @@ TEST_CASE("a spare's death leaves the pool without interrupting the active ranks
   for (int r = 0; r < 3; ++r) {
     REQUIRE(job.waitMark("running", r, 0, milliseconds(30000)));
   }
+  // CI (ASan) once killed the spare before its monitor had written its pid
+  // file: the monitor exited, the file went with it, and the test could not
+  // wait for that monitor.
+  REQUIRE(job.waitMonitorPid(3, milliseconds(30000)) > 0);
   job.rank(3).kill(SIGKILL);  // the spare
   CHECK(job.waitRank(3, milliseconds(5000)) == 128 + SIGKILL);
   // Its death is recorded before the active ranks go on.
