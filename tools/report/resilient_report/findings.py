@@ -28,7 +28,7 @@ REPORT_STRINGS = ("function",)
 
 
 def _end_re(p):
-    """One end of a report's text (blackbox/health_report.cc, endText):
+    """One end of a report's text (jobhealth/report.cc, endText):
     `rank R (host pid P address)`, `?` for what is unknown."""
     return (rf"rank (?P<{p}rank>\d+|\?) \((?P<{p}host>\S+) pid (?P<{p}pid>\d+|\?)"
             rf"(?: (?P<{p}address>[^)]*))?\)")
@@ -131,7 +131,7 @@ def _text_end(m, p):
 
 
 def parse_report_text(text):
-    """What a report's text (blackbox/health_report.cc, describe) states, for the records
+    """What a report's text (jobhealth/report.cc, describe) states, for the records
     that hold only the text: the timeline's "health report" entries, the fault ring."""
     text = text or ""
     out = {}
@@ -194,7 +194,7 @@ def parse_report_text(text):
 
 def make_report(raw, origin, source, reporter_pid=None):
     """A report as one input states it: kind, text, wall_ns, comm_id, subject and peer
-    ({rank, host, pid, address}) and the numbers of blackbox/health_json.cc's report
+    ({rank, host, pid, address}) and the numbers of jobhealth/json.cc's report
     objects; what the object lacks is taken from its text. `origin` names the record
     that holds it (a file, a process's fault ring or timeline): all_reports merges the
     same finding's reports from several records."""

@@ -14,7 +14,7 @@
 
 #include "blackbox/reader.h"
 
-namespace resilient::blackbox {
+namespace resilient::jobhealth {
 
 struct LinkSample {
   uint64_t commId = 0;
@@ -82,6 +82,6 @@ struct RankSample {
 // communicator in the profiler's table, if any). Arrivals before
 // `sinceWallNs` are left out (already shipped: the detectors count an
 // arrival once however often it comes, so an overlap is harmless).
-RankSample sampleOf(const Snapshot& snap, int rank, uint64_t sinceWallNs = 0);
+RankSample sampleOf(const blackbox::Snapshot& snap, int rank, uint64_t sinceWallNs = 0);
 
-}  // namespace resilient::blackbox
+}  // namespace resilient::jobhealth

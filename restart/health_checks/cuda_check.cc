@@ -7,7 +7,7 @@
 #include "common/params.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
-#include "restart/health/gpu_device.h"
+#include "restart/health_checks/gpu_device.h"
 #include "restart/hooks/bounded_call.h"
 
 namespace resilient::restart {

@@ -1,8 +1,8 @@
-#include "blackbox/stragglers.h"
+#include "jobhealth/stragglers.h"
 
 #include <algorithm>
 
-namespace resilient::blackbox {
+namespace resilient::jobhealth {
 namespace {
 
 uint64_t medianOf(std::vector<uint64_t> v) {
@@ -164,4 +164,4 @@ std::vector<HealthReport> StragglerDetector::update(const std::vector<RankSample
   return found;
 }
 
-}  // namespace resilient::blackbox
+}  // namespace resilient::jobhealth

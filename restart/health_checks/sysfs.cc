@@ -1,4 +1,4 @@
-#include "restart/health/sysfs.h"
+#include "restart/health_checks/sysfs.h"
 
 #include <algorithm>
 #include <charconv>

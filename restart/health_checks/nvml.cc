@@ -1,4 +1,4 @@
-#include "restart/health/nvml.h"
+#include "restart/health_checks/nvml.h"
 
 #include <dlfcn.h>
 

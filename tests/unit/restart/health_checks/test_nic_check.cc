@@ -7,9 +7,9 @@
 
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
-#include "restart/health/ethernet_link.h"
-#include "restart/health/infiniband_port.h"
-#include "tests/unit/restart/health/fake_sysfs.h"
+#include "restart/health_checks/ethernet_link.h"
+#include "restart/health_checks/infiniband_port.h"
+#include "tests/unit/restart/health_checks/fake_sysfs.h"
 
 using namespace resilient::restart;
 using resilient::test::FakeSysfs;

@@ -1,13 +1,13 @@
-#include "blackbox/health_sample.h"
+#include "jobhealth/sample.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "common/clock.h"
 
-namespace resilient::blackbox {
+namespace resilient::jobhealth {
 
-RankSample sampleOf(const Snapshot& snap, int rank, uint64_t sinceWallNs) {
+RankSample sampleOf(const blackbox::Snapshot& snap, int rank, uint64_t sinceWallNs) {
   RankSample s;
   s.pid = snap.header.pid;
   s.host = std::string(snap.header.host, strnlen(snap.header.host, sizeof snap.header.host));
@@ -78,4 +78,4 @@ RankSample sampleOf(const Snapshot& snap, int rank, uint64_t sinceWallNs) {
   return s;
 }
 
-}  // namespace resilient::blackbox
+}  // namespace resilient::jobhealth

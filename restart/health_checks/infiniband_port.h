@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "restart/health/ethernet_link.h"
+#include "restart/health_checks/ethernet_link.h"
 
 namespace resilient::restart::detail {
 

@@ -1,10 +1,10 @@
-#include "blackbox/rank_progress.h"
+#include "jobhealth/rank_progress.h"
 
 #include <algorithm>
 #include <map>
 #include <tuple>
 
-namespace resilient::blackbox {
+namespace resilient::jobhealth {
 namespace {
 
 std::tuple<uint64_t, uint64_t> progressKey(const resilient_blackbox_comm& c) {
@@ -13,7 +13,7 @@ std::tuple<uint64_t, uint64_t> progressKey(const resilient_blackbox_comm& c) {
 
 }  // namespace
 
-std::vector<CommComparison> compareRanks(const std::vector<Snapshot>& snapshots) {
+std::vector<CommComparison> compareRanks(const std::vector<blackbox::Snapshot>& snapshots) {
   std::map<uint64_t, CommComparison> byComm;
   for (const auto& snap : snapshots) {
     for (const auto& view : snap.comms) {
@@ -76,4 +76,4 @@ std::vector<CommComparison> compareRanks(const std::vector<Snapshot>& snapshots)
   return out;
 }
 
-}  // namespace resilient::blackbox
+}  // namespace resilient::jobhealth

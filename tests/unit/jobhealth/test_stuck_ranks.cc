@@ -1,4 +1,4 @@
-// The stuck-rank comparison (blackbox/stuck_ranks.h) over hand-made samples:
+// The stuck-rank comparison (jobhealth/stuck_ranks.h) over hand-made samples:
 // who is named, when, and every healthy divergence it must leave alone (the
 // first collective of a communicator, a rank that pings or declared itself
 // busy, a rank waiting elsewhere, a sample not yet past the threshold).
@@ -7,10 +7,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "blackbox/health_json.h"
-#include "blackbox/stuck_ranks.h"
+#include "jobhealth/json.h"
+#include "jobhealth/stuck_ranks.h"
 
-using namespace resilient::blackbox;
+using namespace resilient::jobhealth;
 
 namespace {
 

@@ -1,11 +1,11 @@
-#include "restart/health/ethernet_link.h"
+#include "restart/health_checks/ethernet_link.h"
 
 #include <algorithm>
 #include <charconv>
 #include <iterator>
 
 #include "common/net/interfaces.h"
-#include "restart/health/sysfs.h"
+#include "restart/health_checks/sysfs.h"
 
 namespace resilient::restart::detail {
 namespace {

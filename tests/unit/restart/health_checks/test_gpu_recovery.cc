@@ -7,8 +7,8 @@
 
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
-#include "restart/health/gpu_recovery.h"
-#include "restart/health/nvml.h"
+#include "restart/health_checks/gpu_recovery.h"
+#include "restart/health_checks/nvml.h"
 #include "tests/support/mock_logger.h"
 
 using namespace resilient::restart;

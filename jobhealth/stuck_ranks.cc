@@ -1,8 +1,8 @@
-#include "blackbox/stuck_ranks.h"
+#include "jobhealth/stuck_ranks.h"
 
 #include <algorithm>
 
-namespace resilient::blackbox {
+namespace resilient::jobhealth {
 
 std::vector<HealthReport> StuckRankDetector::update(const std::vector<RankSample>& ranks) {
   const auto member = [this](uint64_t commId, int rank, const RankSample& s) -> Member& {
@@ -90,4 +90,4 @@ std::vector<HealthReport> StuckRankDetector::update(const std::vector<RankSample
   return found;
 }
 
-}  // namespace resilient::blackbox
+}  // namespace resilient::jobhealth

@@ -1,4 +1,4 @@
-#include "tests/unit/restart/health/fake_sysfs.h"
+#include "tests/unit/restart/health_checks/fake_sysfs.h"
 
 #include <filesystem>
 #include <fstream>

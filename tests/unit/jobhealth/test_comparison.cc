@@ -1,4 +1,4 @@
-// The job's health comparison (blackbox/slow_links.h, blackbox/stragglers.h)
+// The job's health comparison (jobhealth/slow_links.h, jobhealth/stragglers.h)
 // on synthetic rounds of samples: a link far slower than its peers, or
 // slower than its own history, is named once with both ends; a rank that
 // enqueues most collectives last by more than the lag threshold is named;
@@ -11,16 +11,16 @@
 
 #include <catch2/catch.hpp>
 
-#include "blackbox/health_json.h"
+#include "jobhealth/json.h"
 #include "blackbox/reader.h"
-#include "blackbox/slow_links.h"
-#include "blackbox/stragglers.h"
+#include "jobhealth/slow_links.h"
+#include "jobhealth/stragglers.h"
 #include "blackbox/writer.h"
 #include "tests/support/temp_dir.h"
 
 using namespace resilient;
-using blackbox::HealthReport;
-using blackbox::RankSample;
+using jobhealth::HealthReport;
+using jobhealth::RankSample;
 
 namespace {
 
@@ -65,7 +65,7 @@ void advance(std::vector<RankSample>& ranks, uint64_t now, uint64_t bytes,
 }  // namespace
 
 TEST_CASE("slow links: the one link far below its peers is named once, both ends", "[health]") {
-  blackbox::SlowLinkDetector d({.ratio = 0.3, .windowNs = 4 * kSecond});
+  jobhealth::SlowLinkDetector d({.ratio = 0.3, .windowNs = 4 * kSecond});
   auto ranks = ring(4);
   std::vector<HealthReport> reports;
   uint64_t firstAt = 0;
@@ -93,7 +93,7 @@ TEST_CASE("slow links: the one link far below its peers is named once, both ends
   CHECK_FALSE(r.againstHistory);
   // A full window of data, then half a window below: 4 s + 2 s after the first sample.
   CHECK(firstAt <= 8);
-  const std::string text = blackbox::describe(r);
+  const std::string text = jobhealth::describe(r);
   CHECK(text.find("slow link from rank 2 (node pid 102 10.0.0.2:1) to rank 3") !=
         std::string::npos);
   // The live view marks it.
@@ -107,7 +107,7 @@ TEST_CASE("slow links: the one link far below its peers is named once, both ends
 
 TEST_CASE("slow links: a link hovering at the threshold is reported once; again after recovering",
           "[health]") {
-  blackbox::SlowLinkDetector d({.ratio = 0.3, .windowNs = 2 * kSecond});
+  jobhealth::SlowLinkDetector d({.ratio = 0.3, .windowNs = 2 * kSecond});
   auto ranks = ring(4);
   int reports = 0;
   uint64_t t = 0;
@@ -134,7 +134,7 @@ TEST_CASE("slow links: a link hovering at the threshold is reported once; again 
 }
 
 TEST_CASE("slow links: balanced links, idle links and brief dips are not reported", "[health]") {
-  blackbox::SlowLinkDetector d({.ratio = 0.3, .windowNs = 4 * kSecond});
+  jobhealth::SlowLinkDetector d({.ratio = 0.3, .windowNs = 4 * kSecond});
   auto ranks = ring(4);
   for (uint64_t t = 1; t <= 30; ++t) {
     // Busy shares that wander between 40 % and 60 %: the same speed.
@@ -156,7 +156,7 @@ TEST_CASE("slow links: balanced links, idle links and brief dips are not reporte
 }
 
 TEST_CASE("slow links: a link that falls far below its own history is named", "[health]") {
-  blackbox::SlowLinkDetector d({.ratio = 0.3, .windowNs = 2 * kSecond});
+  jobhealth::SlowLinkDetector d({.ratio = 0.3, .windowNs = 2 * kSecond});
   // Two ranks: one link each way, no peers to compare with.
   auto ranks = ring(2);
   std::vector<HealthReport> reports;
@@ -191,7 +191,7 @@ void arrive(std::vector<RankSample>& ranks, uint64_t index, uint64_t base,
 }  // namespace
 
 TEST_CASE("stragglers: a rank persistently last by more than the threshold is named", "[health]") {
-  blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  jobhealth::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
   auto ranks = ring(4);
   std::vector<HealthReport> reports;
   for (uint64_t i = 1; i <= 60; ++i) {
@@ -208,7 +208,7 @@ TEST_CASE("stragglers: a rank persistently last by more than the threshold is na
   CHECK(reports[0].subject.pid == 101);
   CHECK(reports[0].lagNs >= 45 * kMs);
   CHECK(reports[0].lastCount >= 6);
-  CHECK(blackbox::describe(reports[0]).find("straggler rank 1") != std::string::npos);
+  CHECK(jobhealth::describe(reports[0]).find("straggler rank 1") != std::string::npos);
 }
 
 TEST_CASE("stragglers: a step of several collectives: the one after the compute shows it",
@@ -216,7 +216,7 @@ TEST_CASE("stragglers: a step of several collectives: the one after the compute 
   // Each step all-reduces twice: the delayed rank comes late to the first
   // one only; the second starts level. It is last in half of the
   // collectives, and in all of those that waited for someone.
-  blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  jobhealth::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
   auto ranks = ring(4);
   std::vector<HealthReport> reports;
   uint64_t index = 0;
@@ -235,7 +235,7 @@ TEST_CASE("stragglers: a step of several collectives: the one after the compute 
   CHECK(reports[0].subject.rank == 2);
   CHECK(reports[0].waited == reports[0].lastCount);
   CHECK(reports[0].collectives >= 2 * reports[0].waited - 2);
-  CHECK(blackbox::describe(reports[0]).find("collectives that waited 20 ms or more") !=
+  CHECK(jobhealth::describe(reports[0]).find("collectives that waited 20 ms or more") !=
         std::string::npos);
 }
 
@@ -246,7 +246,7 @@ TEST_CASE("stragglers: last because the previous collective ended late is not it
   // arrive every time, by 30 ms, and not a straggler. The same arrivals with
   // rank 2 taking 30 ms longer since its own previous end: a straggler.
   for (const bool ownDelay : {false, true}) {
-    blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+    jobhealth::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
     auto ranks = ring(4);
     int reports = 0;
     for (uint64_t i = 1; i <= 60; ++i) {
@@ -266,7 +266,7 @@ TEST_CASE("stragglers: last because the previous collective ended late is not it
 }
 
 TEST_CASE("stragglers: ranks taking turns, or always last by little, are not named", "[health]") {
-  blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  jobhealth::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
   auto ranks = ring(4);
   for (uint64_t i = 1; i <= 100; ++i) {
     std::vector<uint64_t> offset(4, 0);
@@ -274,7 +274,7 @@ TEST_CASE("stragglers: ranks taking turns, or always last by little, are not nam
     arrive(ranks, i, i * 200 * kMs, offset);
     CHECK(d.update(ranks).empty());
   }
-  blackbox::StragglerDetector e({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  jobhealth::StragglerDetector e({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
   for (uint64_t i = 1; i <= 100; ++i) {
     arrive(ranks, i, i * 200 * kMs, {0, 0, 0, 3 * kMs});  // always last, by 3 ms
     CHECK(e.update(ranks).empty());
@@ -288,7 +288,7 @@ TEST_CASE("stragglers: ranks taking turns, or always last by little, are not nam
 
 TEST_CASE("stragglers: an arrival shipped twice counts once; a rank gone leaves no verdict",
           "[health]") {
-  blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  jobhealth::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
   auto ranks = ring(3);
   for (uint64_t i = 1; i <= 20; ++i) {
     arrive(ranks, i, i * 200 * kMs, {0, 0, 100 * kMs});
@@ -328,7 +328,7 @@ TEST_CASE(
                                      80 * static_cast<int64_t>(kMs)};
   for (const bool gpuTimed : {true, false}) {
     CAPTURE(gpuTimed);
-    blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+    jobhealth::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
     auto ranks = ring(4);
     std::vector<HealthReport> reports;
     for (uint64_t i = 1; i <= 40; ++i) {
@@ -355,7 +355,7 @@ TEST_CASE("stragglers: a rank without the sync wait leaves the collective to the
           "[health][gpu-sync]") {
   // The GPU waits point at rank 1, but rank 0 does not know its own (an older
   // build, a classic kernel): the wall clock names rank 2, 40 ms late.
-  blackbox::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
+  jobhealth::StragglerDetector d({.minLagNs = 20 * kMs, .windowNs = 10 * kSecond});
   auto ranks = ring(3);
   std::vector<HealthReport> reports;
   for (uint64_t i = 1; i <= 20; ++i) {
@@ -391,7 +391,7 @@ TEST_CASE("health samples: the sync wait of a completed collective of a symmetri
                  op(2, RESILIENT_BLACKBOX_OP_COMPLETED, 0),
                  op(3, RESILIENT_BLACKBOX_OP_ABANDONED, RESILIENT_BLACKBOX_OP_FLAG_SYMMETRIC)};
   snap.comms.push_back(view);
-  const RankSample s = blackbox::sampleOf(snap, 1);
+  const RankSample s = jobhealth::sampleOf(snap, 1);
   REQUIRE(s.arrivals.size() == 3);
   CHECK(s.arrivals[0].syncWaitNs == 5001);
   CHECK(s.arrivals[1].syncWaitNs == 0);  // a classic kernel's initial sync is no wait for peers
@@ -402,7 +402,7 @@ TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refus
   auto ranks = ring(2);
   ranks[0].arrivals = {{9, 4, 0, 2, 123, 99, "AllReduce", 4567}};
   ranks[0].links[0].rttNs = 55;
-  const auto back = blackbox::sampleFromJson(blackbox::sampleJson(ranks[0]));
+  const auto back = jobhealth::sampleFromJson(jobhealth::sampleJson(ranks[0]));
   REQUIRE(back.ok());
   CHECK(back->links.size() == 2);
   CHECK(back->links[0].rttNs == 55);
@@ -412,17 +412,17 @@ TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refus
   CHECK(back->arrivals[0].prevEndWallNs == 99);
   CHECK(back->arrivals[0].syncWaitNs == 4567);
   // A sample of a build before the sync wait: seven members, the wait unknown.
-  nlohmann::json olderJson = blackbox::sampleJson(ranks[0]);
+  nlohmann::json olderJson = jobhealth::sampleJson(ranks[0]);
   olderJson["arrivals"][0].erase(7);
-  const auto older = blackbox::sampleFromJson(olderJson);
+  const auto older = jobhealth::sampleFromJson(olderJson);
   REQUIRE(older.ok());
   REQUIRE(older->arrivals.size() == 1);
   CHECK(older->arrivals[0].prevEndWallNs == 99);
   CHECK(older->arrivals[0].function == "AllReduce");
   CHECK(older->arrivals[0].syncWaitNs == 0);
-  nlohmann::json longer = blackbox::sampleJson(ranks[0]);
+  nlohmann::json longer = jobhealth::sampleJson(ranks[0]);
   longer["arrivals"][0].push_back(1);  // nine members
-  CHECK_FALSE(blackbox::sampleFromJson(longer).ok());
+  CHECK_FALSE(jobhealth::sampleFromJson(longer).ok());
 
   HealthReport r;
   r.kind = HealthReport::Kind::kStraggler;
@@ -430,21 +430,21 @@ TEST_CASE("health JSON: samples and reports round-trip; malformed ones are refus
   r.lagNs = 77;
   r.waited = 5;
   r.minLagNs = 20;
-  const auto rb = blackbox::reportFromJson(blackbox::reportJson(r));
+  const auto rb = jobhealth::reportFromJson(jobhealth::reportJson(r));
   REQUIRE(rb.ok());
   CHECK(rb->subject.rank == 3);
   CHECK(rb->lagNs == 77);
   CHECK(rb->waited == 5);
   CHECK(rb->minLagNs == 20);
 
-  CHECK_FALSE(blackbox::sampleFromJson(nlohmann::json::parse(R"({"rank": 1})")).ok());
+  CHECK_FALSE(jobhealth::sampleFromJson(nlohmann::json::parse(R"({"rank": 1})")).ok());
   CHECK_FALSE(
-      blackbox::sampleFromJson(
+      jobhealth::sampleFromJson(
           nlohmann::json::parse(
               R"({"rank":1,"pid":2,"host":"h","wall_ns":3,"links":[],"arrivals":[[1,2,3,4,5]]})"))
           .ok());
-  CHECK_FALSE(blackbox::reportFromJson(nlohmann::json::parse(R"({"kind": "gremlin"})")).ok());
-  CHECK_FALSE(blackbox::sampleFromJson(nlohmann::json::parse("[]")).ok());
+  CHECK_FALSE(jobhealth::reportFromJson(nlohmann::json::parse(R"({"kind": "gremlin"})")).ok());
+  CHECK_FALSE(jobhealth::sampleFromJson(nlohmann::json::parse("[]")).ok());
 }
 
 TEST_CASE("a report appended to a region reads back as a report, numbered with the faults",
@@ -460,7 +460,7 @@ TEST_CASE("a report appended to a region reads back as a report, numbered with t
   HealthReport r;
   r.subject = {1, "node", 42, "a:1"};
   r.peer = {2, "node", 43, "b:2"};
-  REQUIRE(blackbox::recordReport((*w)->path(), blackbox::toBlackboxRecord(r)).ok());
+  REQUIRE(blackbox::recordReport((*w)->path(), jobhealth::toBlackboxRecord(r)).ok());
   const auto snap = blackbox::readRegion((*w)->path());
   REQUIRE(snap.ok());
   REQUIRE(snap->faults.size() == 2);

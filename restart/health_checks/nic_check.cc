@@ -11,8 +11,8 @@
 #include "common/params.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
-#include "restart/health/ethernet_link.h"
-#include "restart/health/infiniband_port.h"
+#include "restart/health_checks/ethernet_link.h"
+#include "restart/health_checks/infiniband_port.h"
 
 namespace resilient::restart {
 namespace {

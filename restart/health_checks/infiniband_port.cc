@@ -1,4 +1,4 @@
-#include "restart/health/infiniband_port.h"
+#include "restart/health_checks/infiniband_port.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "restart/health/sysfs.h"
+#include "restart/health_checks/sysfs.h"
 
 namespace resilient::restart::detail {
 namespace {

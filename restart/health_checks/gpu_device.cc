@@ -1,4 +1,4 @@
-#include "restart/health/gpu_device.h"
+#include "restart/health_checks/gpu_device.h"
 
 #include <charconv>
 #include <cstdlib>

@@ -1,10 +1,10 @@
-#include "blackbox/health_report.h"
+#include "jobhealth/report.h"
 
 #include <cstdio>
 
 #include "blackbox/writer.h"
 
-namespace resilient::blackbox {
+namespace resilient::jobhealth {
 namespace {
 
 std::string endText(const ProcessEnd& e) {
@@ -100,10 +100,10 @@ resilient_blackbox_fault toBlackboxRecord(const HealthReport& r) {
   f.peerPid = r.subject.pid;
   f.rank = r.subject.rank;
   f.remote = 0;
-  copyText(f.peer, r.subject.address.c_str());
-  copyText(f.peerHost, r.subject.host.c_str());
-  copyText(f.text, describe(r).c_str());
+  blackbox::copyText(f.peer, r.subject.address.c_str());
+  blackbox::copyText(f.peerHost, r.subject.host.c_str());
+  blackbox::copyText(f.text, describe(r).c_str());
   return f;
 }
 
-}  // namespace resilient::blackbox
+}  // namespace resilient::jobhealth

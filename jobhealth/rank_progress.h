@@ -15,7 +15,7 @@
 #include "blackbox/reader.h"
 #include "resilient/blackbox.h"
 
-namespace resilient::blackbox {
+namespace resilient::jobhealth {
 
 struct RankProgress {
   std::string source;  // the region file
@@ -33,6 +33,6 @@ struct CommComparison {
 
 // Groups the active (and, when no active one exists for a rank, finalized)
 // communicator slots of `snapshots` by commId; sorted by commId.
-std::vector<CommComparison> compareRanks(const std::vector<Snapshot>& snapshots);
+std::vector<CommComparison> compareRanks(const std::vector<blackbox::Snapshot>& snapshots);
 
-}  // namespace resilient::blackbox
+}  // namespace resilient::jobhealth

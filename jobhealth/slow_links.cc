@@ -1,9 +1,9 @@
-#include "blackbox/slow_links.h"
+#include "jobhealth/slow_links.h"
 
 #include <algorithm>
 #include <limits>
 
-namespace resilient::blackbox {
+namespace resilient::jobhealth {
 namespace {
 
 constexpr double kFast = std::numeric_limits<double>::infinity();
@@ -154,4 +154,4 @@ std::vector<HealthReport> SlowLinkDetector::update(const std::vector<RankSample>
   return found;
 }
 
-}  // namespace resilient::blackbox
+}  // namespace resilient::jobhealth

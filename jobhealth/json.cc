@@ -1,9 +1,9 @@
-#include "blackbox/health_json.h"
+#include "jobhealth/json.h"
 
 #include <exception>
 #include <string>
 
-namespace resilient::blackbox {
+namespace resilient::jobhealth {
 namespace {
 
 nlohmann::json endJson(const ProcessEnd& e) {
@@ -184,4 +184,4 @@ nlohmann::json standingsJson(const std::vector<LinkStanding>& links,
   return out;
 }
 
-}  // namespace resilient::blackbox
+}  // namespace resilient::jobhealth

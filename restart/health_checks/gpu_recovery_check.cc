@@ -9,9 +9,9 @@
 #include "common/log.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
-#include "restart/health/gpu_device.h"
-#include "restart/health/gpu_recovery.h"
-#include "restart/health/nvml.h"
+#include "restart/health_checks/gpu_device.h"
+#include "restart/health_checks/gpu_recovery.h"
+#include "restart/health_checks/nvml.h"
 
 namespace resilient::restart {
 namespace detail {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "restart/health/nvml.h"
+#include "restart/health_checks/nvml.h"
 
 namespace resilient::restart::detail {
 
