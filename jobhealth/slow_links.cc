@@ -29,14 +29,8 @@ int rankOf(const std::vector<RankSample>& ranks, const std::string& host, uint32
 
 }  // namespace
 
-std::vector<HealthReport> SlowLinkDetector::update(const std::vector<RankSample>& ranks) {
-  struct Measured {
-    History* history;
-    LinkStanding standing;
-    double value;  // bytes/s while busy; kFast when it was never busy
-    bool evaluated;
-    uint64_t nowNs;
-  };
+std::vector<SlowLinkDetector::Measured> SlowLinkDetector::measureLinks(
+    const std::vector<RankSample>& ranks) {
   std::vector<Measured> measured;
   uint64_t latest = 0;
   for (const auto& rank : ranks) {
@@ -83,73 +77,89 @@ std::vector<HealthReport> SlowLinkDetector::update(const std::vector<RankSample>
       measured.push_back(std::move(m));
     }
   }
-  // Links of processes gone from the rounds are forgotten after two windows.
   for (auto it = links_.begin(); it != links_.end();) {
     it = it->second.lastSeenNs + 2 * options_.windowNs < latest ? links_.erase(it) : std::next(it);
   }
+  return measured;
+}
 
+SlowLinkDetector::Comparison SlowLinkDetector::compare(std::vector<Measured>& measured,
+                                                       size_t i) {
+  Measured& m = measured[i];
+  History& h = *m.history;
+  Comparison c;
+  if (!m.evaluated) {
+    return c;
+  }
+  std::vector<double> others;
+  for (size_t j = 0; j < measured.size(); ++j) {
+    if (j != i) {
+      others.push_back(measured[j].value);
+    }
+  }
+  if (others.size() >= 2) {
+    c.reference = lowerMedian(others);
+    m.standing.ratio = c.reference == kFast ? 0 : m.value / c.reference;
+    c.below = m.standing.ratio < options_.ratio;
+  }
+  if (!c.below && h.bestBytesPerS > 0 && m.value < options_.ratio * h.bestBytesPerS) {
+    c.below = true;
+    c.againstHistory = true;
+    c.reference = h.bestBytesPerS;
+    m.standing.ratio = m.value / c.reference;
+  }
+  if (!c.below) {
+    h.bestBytesPerS = std::max(h.bestBytesPerS, m.value);
+  }
+  return c;
+}
+
+std::optional<HealthReport> SlowLinkDetector::track(const Measured& m, const Comparison& c) {
+  History& h = *m.history;
+  if (!c.below) {
+    h.belowSinceNs = 0;
+    // Reported again only after a full window back above the threshold.
+    if (h.aboveSinceNs == 0) {
+      h.aboveSinceNs = m.nowNs;
+    }
+    if (m.nowNs >= h.aboveSinceNs + options_.windowNs) {
+      h.reported = false;
+    }
+    return std::nullopt;
+  }
+  h.aboveSinceNs = 0;
+  if (h.belowSinceNs == 0) {
+    h.belowSinceNs = m.nowNs;
+  }
+  if (h.reported || m.nowNs < h.belowSinceNs + options_.windowNs / 2) {
+    return std::nullopt;
+  }
+  h.reported = true;
+  HealthReport r;
+  r.kind = HealthReport::Kind::kSlowLink;
+  r.commId = m.standing.commId;
+  r.wallNs = m.nowNs;
+  r.subject = m.standing.from;
+  r.peer = m.standing.to;
+  r.bytesPerS = m.value;
+  r.referenceBytesPerS = c.reference == kFast ? 0 : c.reference;
+  r.ratio = m.standing.ratio;
+  r.againstHistory = c.againstHistory;
+  r.windowNs = options_.windowNs;
+  return r;
+}
+
+std::vector<HealthReport> SlowLinkDetector::update(const std::vector<RankSample>& ranks) {
+  std::vector<Measured> measured = measureLinks(ranks);
   std::vector<HealthReport> found;
   standings_.clear();
   for (size_t i = 0; i < measured.size(); ++i) {
-    Measured& m = measured[i];
-    History& h = *m.history;
-    bool below = false;
-    double reference = 0;
-    bool againstHistory = false;
-    if (m.evaluated) {
-      std::vector<double> others;
-      for (size_t j = 0; j < measured.size(); ++j) {
-        if (j != i) {
-          others.push_back(measured[j].value);
-        }
-      }
-      if (others.size() >= 2) {
-        reference = lowerMedian(others);
-        m.standing.ratio = reference == kFast ? 0 : m.value / reference;
-        below = m.standing.ratio < options_.ratio;
-      }
-      if (!below && h.bestBytesPerS > 0 && m.value < options_.ratio * h.bestBytesPerS) {
-        below = true;
-        againstHistory = true;
-        reference = h.bestBytesPerS;
-        m.standing.ratio = m.value / reference;
-      }
-      if (!below) {
-        h.bestBytesPerS = std::max(h.bestBytesPerS, m.value);
-      }
+    const Comparison c = compare(measured, i);
+    measured[i].standing.slow = c.below;
+    if (std::optional<HealthReport> r = track(measured[i], c)) {
+      found.push_back(std::move(*r));
     }
-    m.standing.slow = below;
-    if (!below) {
-      h.belowSinceNs = 0;
-      // Reported again only after a full window back above the threshold.
-      if (h.aboveSinceNs == 0) {
-        h.aboveSinceNs = m.nowNs;
-      }
-      if (m.nowNs >= h.aboveSinceNs + options_.windowNs) {
-        h.reported = false;
-      }
-    } else {
-      h.aboveSinceNs = 0;
-      if (h.belowSinceNs == 0) {
-        h.belowSinceNs = m.nowNs;
-      }
-      if (!h.reported && m.nowNs >= h.belowSinceNs + options_.windowNs / 2) {
-        h.reported = true;
-        HealthReport r;
-        r.kind = HealthReport::Kind::kSlowLink;
-        r.commId = m.standing.commId;
-        r.wallNs = m.nowNs;
-        r.subject = m.standing.from;
-        r.peer = m.standing.to;
-        r.bytesPerS = m.value;
-        r.referenceBytesPerS = reference == kFast ? 0 : reference;
-        r.ratio = m.standing.ratio;
-        r.againstHistory = againstHistory;
-        r.windowNs = options_.windowNs;
-        found.push_back(std::move(r));
-      }
-    }
-    standings_.push_back(m.standing);
+    standings_.push_back(measured[i].standing);
   }
   return found;
 }

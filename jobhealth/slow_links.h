@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -75,6 +76,29 @@ class SlowLinkDetector {
     double bestBytesPerS = 0;
     uint64_t lastSeenNs = 0;
   };
+  // One link's window in this round.
+  struct Measured {
+    History* history;
+    LinkStanding standing;
+    double value;  // bytes/s while busy; infinity when it was never busy
+    bool evaluated;
+    uint64_t nowNs;
+  };
+  // Where a link stands against the others and its own best.
+  struct Comparison {
+    bool below = false;
+    double reference = 0;  // what it was compared with (bytes/s); infinity: all never busy
+    bool againstHistory = false;
+  };
+
+  // The window of every sending link with a new point; links of processes gone
+  // from the rounds forgotten after two windows.
+  std::vector<Measured> measureLinks(const std::vector<RankSample>& ranks);
+  // measured[i] against the lower median of the others, then its own best.
+  Comparison compare(std::vector<Measured>& measured, size_t i);
+  // The link's time below (or above) the threshold: a report once it has been
+  // below for half a window, again only after a full window back above.
+  std::optional<HealthReport> track(const Measured& m, const Comparison& c);
 
   SlowLinkOptions options_;
   std::map<Key, History> links_;
