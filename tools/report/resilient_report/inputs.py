@@ -207,13 +207,22 @@ def set_rank(proc, rank, source, job):
     proc.rank_source = source
 
 
-def add_snapshot(job, snap, source):
-    pid = snap.get("pid")
+def record_process(job, data, source, what):
+    """The process a record names by its pid, with the record's source noted; None
+    (and a warning) when it names none."""
+    pid = data.get("pid")
     if not isinstance(pid, int) or pid <= 0:
-        job.warn(f"{source}: blackbox snapshot without a pid; skipped")
-        return
+        job.warn(f"{source}: {what} without a pid; skipped")
+        return None
     proc = job.process(pid)
     proc.sources.append(source)
+    return proc
+
+
+def add_snapshot(job, snap, source):
+    proc = record_process(job, snap, source, "blackbox snapshot")
+    if proc is None:
+        return
     proc.host = proc.host or snap.get("host")
     for f in snap.get("faults") or []:
         key = f.get("number", len(proc.faults) + 1)
@@ -279,12 +288,9 @@ def add_timeline(job, events, source):
 
 
 def add_post_mortem(job, data, source):
-    pid = data.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        job.warn(f"{source}: post-mortem without a pid; skipped")
+    proc = record_process(job, data, source, "post-mortem")
+    if proc is None:
         return
-    proc = job.process(pid)
-    proc.sources.append(source)
     set_rank(proc, data.get("rank"), "post-mortem", job)
     proc.post_mortem = {k: v for k, v in data.items() if k != "blackbox"}
     try:
