@@ -7,11 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/status.h"
 #include "jobhealth/report.h"
 #include "jobhealth/sample.h"
 #include "jobhealth/slow_links.h"
 #include "jobhealth/stragglers.h"
-#include "common/status.h"
 
 namespace resilient::jobhealth {
 

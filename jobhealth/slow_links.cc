@@ -83,8 +83,7 @@ std::vector<SlowLinkDetector::Measured> SlowLinkDetector::measureLinks(
   return measured;
 }
 
-SlowLinkDetector::Comparison SlowLinkDetector::compare(std::vector<Measured>& measured,
-                                                       size_t i) {
+SlowLinkDetector::Comparison SlowLinkDetector::compare(std::vector<Measured>& measured, size_t i) {
   Measured& m = measured[i];
   History& h = *m.history;
   Comparison c;

@@ -145,8 +145,7 @@ void runSteps(CallContext& ctx, const BenchArgs& a, std::map<int, long>& stepsPe
       }
       if (data[i] != want) {
         throw std::runtime_error("wrong all-reduce result in iteration " +
-                                 std::to_string(ctx.iteration()) + " step " +
-                                 std::to_string(step));
+                                 std::to_string(ctx.iteration()) + " step " + std::to_string(step));
       }
     }
     ctx.ping();

@@ -388,8 +388,7 @@ class BarrierRounds {
       // TCP stack's delayed ACKs of the previous round fire within 200 ms;
       // etcd's watches start right after each arrival), so the straggler's
       // release is measured on its own, as in a job between two steps.
-      std::this_thread::sleep_for(
-          std::chrono::milliseconds(target_.backend == "etcd" ? 500 : 250));
+      std::this_thread::sleep_for(std::chrono::milliseconds(target_.backend == "etcd" ? 500 : 250));
     }
     workers_[0].send("H");
     for (auto& w : workers_) {

@@ -49,7 +49,7 @@ class CollectiveArrivals {
     uint64_t commId = 0;
     uint64_t nextIndex = 1;
     bool inside = false;
-    uint64_t lastEndWallNs = 0;            // when the last collective was left
+    uint64_t lastEndWallNs = 0;             // when the last collective was left
     std::deque<jobhealth::Arrival> recent;  // the last few, oldest first
   };
   std::mutex mutex_;

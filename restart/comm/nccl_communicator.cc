@@ -264,8 +264,8 @@ struct NcclCommunicator::Impl::Creation {
         timeout(s.timeout > std::chrono::milliseconds(0) ? s.timeout : kDefaultCreateTimeout),
         deadline(Clock::now() + timeout),
         config(makeConfig(o.netName, i.commName)),
-        joiner(std::binary_search(s.joinedRanks.begin(), s.joinedRanks.end(),
-                                  s.state.activeRank)) {}
+        joiner(std::binary_search(s.joinedRanks.begin(), s.joinedRanks.end(), s.state.activeRank)) {
+  }
 
   const CommunicatorSetup& setup;
   const NcclOptions& options;
@@ -363,8 +363,8 @@ struct NcclCommunicator::Impl::Creation {
   // Every member's vote gathered: the path they all take.
   Path choosePath(NcclCommunicator* previous, std::unique_lock<std::mutex>& previousLock) {
     const bool mayShrink = setup.onlyRemovals && options.useShrink;
-    const bool mayGrow = !setup.onlyRemovals && !setup.removedRanks.empty() &&
-                         options.useShrink && options.useGrow && joinersLast(setup);
+    const bool mayGrow = !setup.onlyRemovals && !setup.removedRanks.empty() && options.useShrink &&
+                         options.useGrow && joinersLast(setup);
     if (!mayShrink && !mayGrow) {
       return Path::kInit;
     }

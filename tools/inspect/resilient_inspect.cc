@@ -23,13 +23,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "jobhealth/json.h"
-#include "jobhealth/rank_progress.h"
 #include "blackbox/reader.h"
 #include "blackbox/snapshot_json.h"
-#include "jobhealth/stuck_ranks.h"
 #include "blackbox/value_names.h"
 #include "common/clock.h"
+#include "jobhealth/json.h"
+#include "jobhealth/rank_progress.h"
+#include "jobhealth/stuck_ranks.h"
 
 namespace bb = resilient::blackbox;
 namespace jh = resilient::jobhealth;

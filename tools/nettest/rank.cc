@@ -124,16 +124,14 @@ OutOfBand joinOutOfBand(const RankState& s, uint16_t port) {
   if (s.rank == 0) {
     Result<std::unique_ptr<he::RendezvousServer>> server = he::serveRendezvous(place);
     if (!server.ok()) {
-      std::fprintf(stderr, "# rank 0: rendezvous server: %s\n",
-                   server.status().toString().c_str());
+      std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", server.status().toString().c_str());
       return oob;
     }
     oob.server = std::move(server).value();
   }
   Result<std::unique_ptr<he::RendezvousClient>> client = he::joinRendezvous(place);
   if (!client.ok()) {
-    std::fprintf(stderr, "# rank %d: rendezvous: %s\n", s.rank,
-                 client.status().toString().c_str());
+    std::fprintf(stderr, "# rank %d: rendezvous: %s\n", s.rank, client.status().toString().c_str());
     return oob;
   }
   oob.client = std::move(client).value();
@@ -378,9 +376,9 @@ int runRank(const Config& c, const he::Environment& env) {
     return tools::kExitUsage;
   }
 
-  s.result = json{{"rank", s.rank},      {"pid", static_cast<int>(::getpid())},
-                  {"setup_ok", false},   {"fault", nullptr},
-                  {"errors", 0},         {"sizes", json::array()},
+  s.result = json{{"rank", s.rank},        {"pid", static_cast<int>(::getpid())},
+                  {"setup_ok", false},     {"fault", nullptr},
+                  {"errors", 0},           {"sizes", json::array()},
                   {"rows", json::array()}, {"window_expired", false}};
   std::unique_ptr<transport::Transport> transport = loadTransport(s);
   if (!transport) {

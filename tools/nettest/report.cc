@@ -197,8 +197,7 @@ Injections injectionsOf(const Config& c, const LaunchedRun& run) {
            {"at_ms", i.atMs},
            {"sent", sent}};
     if (sent) {
-      j["sent_after_start_ms"] =
-          static_cast<double>(target.injectedNs - run.outcome.startNs) / 1e6;
+      j["sent_after_start_ms"] = static_cast<double>(target.injectedNs - run.outcome.startNs) / 1e6;
       out.firstNs = out.firstNs == 0 ? target.injectedNs : std::min(out.firstNs, target.injectedNs);
     }
     out.list.push_back(j);
@@ -337,7 +336,7 @@ uint64_t firstGiveUpNs(const Config& c, const LaunchedRun& run, const std::vecto
 
 // One rank of a fault-mode run, judged.
 struct RankVerdict {
-  std::string state;         // the outcome column
+  std::string state;           // the outcome column
   double sinceInjection = -1;  // ms from the first injection to its detection; -1: none
   bool good = false;
 };
@@ -392,11 +391,11 @@ void printRankLine(int r, const RankVerdict& v, const json& f) {
   if (!f.is_null()) {
     std::snprintf(inIter, sizeof(inIter), "%.3f", f["since_iteration_start_ms"].get<double>());
   }
-  std::printf("  %4d  %-14s %-12s %4s %12s %12s  %s\n", r, v.state.c_str(),
-              f.is_null() ? "-" : f["call"].get<std::string>().c_str(),
-              f.is_null() || f["peer"].get<int>() < 0 ? "-"
-                                                      : std::to_string(f["peer"].get<int>()).c_str(),
-              detect, inIter, f.is_null() ? "" : f["status"].get<std::string>().c_str());
+  std::printf(
+      "  %4d  %-14s %-12s %4s %12s %12s  %s\n", r, v.state.c_str(),
+      f.is_null() ? "-" : f["call"].get<std::string>().c_str(),
+      f.is_null() || f["peer"].get<int>() < 0 ? "-" : std::to_string(f["peer"].get<int>()).c_str(),
+      detect, inIter, f.is_null() ? "" : f["status"].get<std::string>().c_str());
   if (!f.is_null() && !f["plugin_warning"].get<std::string>().empty()) {
     std::printf("  %4s  plugin: %s\n", "", f["plugin_warning"].get<std::string>().c_str());
   }

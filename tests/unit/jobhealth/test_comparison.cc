@@ -11,11 +11,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "jobhealth/json.h"
 #include "blackbox/reader.h"
+#include "blackbox/writer.h"
+#include "jobhealth/json.h"
 #include "jobhealth/slow_links.h"
 #include "jobhealth/stragglers.h"
-#include "blackbox/writer.h"
 #include "tests/support/temp_dir.h"
 
 using namespace resilient;

@@ -41,12 +41,13 @@ std::vector<RankSample> samples(uint64_t now) {
 
 }  // namespace
 
-TEST_CASE("a live rank that never enters the collective its peers wait in is named once the "
-          "threshold passes",
-          "[stuck]") {
+TEST_CASE(
+    "a live rank that never enters the collective its peers wait in is named once the "
+    "threshold passes",
+    "[stuck]") {
   StuckRankDetector d({.timeoutNs = 10 * kS});
-  CHECK(d.update(samples(kT0 + 5 * kS)).empty());   // waited 5 s
-  CHECK(d.update(samples(kT0 + 9 * kS)).empty());   // 9 s
+  CHECK(d.update(samples(kT0 + 5 * kS)).empty());  // waited 5 s
+  CHECK(d.update(samples(kT0 + 9 * kS)).empty());  // 9 s
   const auto found = d.update(samples(kT0 + 11 * kS));
   REQUIRE(found.size() == 1);
   const HealthReport& r = found[0];
