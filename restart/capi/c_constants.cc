@@ -33,6 +33,7 @@ static_assert(sizeof(resilient_restart_slot) ==
   {"state", #name, static_cast<int>(offsetof(resilient_restart_state, name))},
 #define RESILIENT_SLOT_ROW(name) \
   {"slot", #name, static_cast<int>(offsetof(resilient_restart_slot, name))},
+// clang-format off
 constexpr resilient_restart_constant kConstants[] = {
     RESILIENT_RESTART_STATUSES(RESILIENT_STATUS_ROW)
     RESILIENT_RESTART_MODES(RESILIENT_MODE_ROW)
@@ -44,6 +45,7 @@ constexpr resilient_restart_constant kConstants[] = {
     {"size", "slot", static_cast<int>(sizeof(resilient_restart_slot))},
     {"size", "option_info", static_cast<int>(sizeof(resilient_restart_option_info))},
 };
+// clang-format on
 #undef RESILIENT_STATUS_ROW
 #undef RESILIENT_MODE_ROW
 #undef RESILIENT_HOOK_ROW

@@ -9,16 +9,16 @@
 #pragma once
 
 // STATUS(ID, name, text): RESILIENT_RESTART_<ID>; text: status_name's.
-#define RESILIENT_RESTART_STATUSES(STATUS)                      \
-  STATUS(OK, "ok", "ok")                                        \
-  STATUS(SHOULD_RESTART, "should_restart", "should restart")    \
-  STATUS(ABORTED, "aborted", "restart aborted")                 \
-  STATUS(DISCARDED, "discarded", "rank discarded")              \
-  STATUS(HEALTH_CHECK, "health_check", "health check failed")   \
-  STATUS(TIMEOUT, "timeout", "timeout")                         \
-  STATUS(CONFIG, "config", "configuration error")               \
-  STATUS(COMMUNICATOR, "communicator", "communicator error")    \
-  STATUS(ERROR, "error", "error")                               \
+#define RESILIENT_RESTART_STATUSES(STATUS)                    \
+  STATUS(OK, "ok", "ok")                                      \
+  STATUS(SHOULD_RESTART, "should_restart", "should restart")  \
+  STATUS(ABORTED, "aborted", "restart aborted")               \
+  STATUS(DISCARDED, "discarded", "rank discarded")            \
+  STATUS(HEALTH_CHECK, "health_check", "health check failed") \
+  STATUS(TIMEOUT, "timeout", "timeout")                       \
+  STATUS(CONFIG, "config", "configuration error")             \
+  STATUS(COMMUNICATOR, "communicator", "communicator error")  \
+  STATUS(ERROR, "error", "error")                             \
   STATUS(STORE_UNAVAILABLE, "store_unavailable", "store unavailable")
 
 // MODE(ID, name): RESILIENT_RESTART_MODE_<ID>.
@@ -29,12 +29,12 @@
   MODE(INITIALIZED, "initialized")
 
 // HOOK(ID, name, member): RESILIENT_RESTART_HOOK_<ID>, the Options field it sets.
-#define RESILIENT_RESTART_HOOKS(HOOK)                \
-  HOOK(INITIALIZE, "initialize", initialize)         \
-  HOOK(ABORT, "abort", abort)                        \
-  HOOK(FINALIZE, "finalize", finalize)               \
-  HOOK(HEALTH_CHECK, "health_check", healthCheck)    \
-  HOOK(COMPLETION, "completion", completion)         \
+#define RESILIENT_RESTART_HOOKS(HOOK)             \
+  HOOK(INITIALIZE, "initialize", initialize)      \
+  HOOK(ABORT, "abort", abort)                     \
+  HOOK(FINALIZE, "finalize", finalize)            \
+  HOOK(HEALTH_CHECK, "health_check", healthCheck) \
+  HOOK(COMPLETION, "completion", completion)      \
   HOOK(TERMINATE, "terminate", terminate)
 
 // OPTION_TYPE(ID, name): RESILIENT_RESTART_OPTION_<ID>.
@@ -43,11 +43,19 @@
   OPTION_TYPE(STRING, "string")
 
 // FIELD(name): a field of resilient_restart_state, in order.
-#define RESILIENT_RESTART_STATE_FIELDS(FIELD)                                                  \
-  FIELD(initial_rank)                                                                          \
-  FIELD(initial_world_size)                                                                    \
-  FIELD(rank) FIELD(world_size) FIELD(active_rank) FIELD(active_world_size) FIELD(iteration) \
-  FIELD(mode) FIELD(fn_failed) FIELD(culprit)
+// clang-format off
+#define RESILIENT_RESTART_STATE_FIELDS(FIELD) \
+  FIELD(initial_rank)                         \
+  FIELD(initial_world_size)                   \
+  FIELD(rank)                                 \
+  FIELD(world_size)                           \
+  FIELD(active_rank)                          \
+  FIELD(active_world_size)                    \
+  FIELD(iteration)                            \
+  FIELD(mode)                                 \
+  FIELD(fn_failed)                            \
+  FIELD(culprit)
+// clang-format on
 
 // FIELD(name): a field of resilient_restart_slot, in order.
 #define RESILIENT_RESTART_SLOT_FIELDS(FIELD) FIELD(rank) FIELD(mode) FIELD(active_rank)

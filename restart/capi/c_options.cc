@@ -165,7 +165,9 @@ std::string* stringOption(const resilient_restart_options* o, int id) {
   std::string* field = nullptr;
   switch (id) {
 #define RESILIENT_STRING_OPTION(ID, name, member, knob) \
-  case RESILIENT_RESTART_OPT_##ID: field = stringField(o->options.member); break;
+  case RESILIENT_RESTART_OPT_##ID:                      \
+    field = stringField(o->options.member);             \
+    break;
 #define RESILIENT_NO_POLICY(ID, name, member)
     RESILIENT_RESTART_OPTIONS(RESILIENT_STRING_OPTION, RESILIENT_NO_POLICY)
 #undef RESILIENT_STRING_OPTION
@@ -182,7 +184,8 @@ std::string* stringOption(const resilient_restart_options* o, int id) {
 const char* knobOf(int id) noexcept {
   switch (id) {
 #define RESILIENT_KNOB_OF(ID, name, member, knob) \
-  case RESILIENT_RESTART_OPT_##ID: return knobName<knob>();
+  case RESILIENT_RESTART_OPT_##ID:                \
+    return knobName<knob>();
 #define RESILIENT_NO_KNOB(ID, name, member) \
   case RESILIENT_RESTART_OPT_##ID: return nullptr;
     RESILIENT_RESTART_OPTIONS(RESILIENT_KNOB_OF, RESILIENT_NO_KNOB)
@@ -277,9 +280,13 @@ int resilient_restart_options_set_int(resilient_restart_options* o, int option, 
     const resilient_restart_option_info& info = optionOfType(option, RESILIENT_RESTART_OPTION_INT);
     switch (option) {
 #define RESILIENT_SET_OPTION(ID, name, member, knob) \
-  case RESILIENT_RESTART_OPT_##ID: setInteger(o->options.member, value, name); break;
+  case RESILIENT_RESTART_OPT_##ID:                   \
+    setInteger(o->options.member, value, name);      \
+    break;
 #define RESILIENT_SET_POLICY(ID, name, member) \
-  case RESILIENT_RESTART_OPT_##ID: setInteger(o->member, value, name); break;
+  case RESILIENT_RESTART_OPT_##ID:             \
+    setInteger(o->member, value, name);        \
+    break;
       RESILIENT_RESTART_OPTIONS(RESILIENT_SET_OPTION, RESILIENT_SET_POLICY)
 #undef RESILIENT_SET_OPTION
 #undef RESILIENT_SET_POLICY
@@ -300,9 +307,13 @@ int resilient_restart_options_get_int(const resilient_restart_options* o, int op
     const resilient_restart_option_info& info = optionOfType(option, RESILIENT_RESTART_OPTION_INT);
     switch (option) {
 #define RESILIENT_GET_OPTION(ID, name, member, knob) \
-  case RESILIENT_RESTART_OPT_##ID: *value = integerOf(o->options.member, name); break;
+  case RESILIENT_RESTART_OPT_##ID:                   \
+    *value = integerOf(o->options.member, name);     \
+    break;
 #define RESILIENT_GET_POLICY(ID, name, member) \
-  case RESILIENT_RESTART_OPT_##ID: *value = integerOf(o->member, name); break;
+  case RESILIENT_RESTART_OPT_##ID:             \
+    *value = integerOf(o->member, name);       \
+    break;
       RESILIENT_RESTART_OPTIONS(RESILIENT_GET_OPTION, RESILIENT_GET_POLICY)
 #undef RESILIENT_GET_OPTION
 #undef RESILIENT_GET_POLICY
@@ -353,7 +364,9 @@ int resilient_restart_options_set_hook(resilient_restart_options* o, int kind,
     Options& opt = o->options;
     switch (kind) {
 #define RESILIENT_SET_HOOK(ID, name, member) \
-  case RESILIENT_RESTART_HOOK_##ID: opt.member = fn; break;
+  case RESILIENT_RESTART_HOOK_##ID:          \
+    opt.member = fn;                         \
+    break;
       RESILIENT_RESTART_HOOKS(RESILIENT_SET_HOOK)
 #undef RESILIENT_SET_HOOK
       default:

@@ -21,13 +21,12 @@ std::string blackboxDirOf(const Options& options, const config::Params& params) 
 }
 
 // Each name is its id and its field in snake case, "_ms" exactly for a duration.
-#define RESILIENT_CHECK_OPTION(ID, name, member, knob)                                      \
-  static_assert(isNameOfId(#ID, name), "option " name ": its name is not its id's");      \
-  static_assert(isNameOfField(#member, name,                                               \
-                              std::is_same_v<decltype(Options::member), Millis>),          \
+#define RESILIENT_CHECK_OPTION(ID, name, member, knob)                                           \
+  static_assert(isNameOfId(#ID, name), "option " name ": its name is not its id's");             \
+  static_assert(isNameOfField(#member, name, std::is_same_v<decltype(Options::member), Millis>), \
                 "option " name ": its name is not its field's");
-#define RESILIENT_CHECK_POLICY(ID, name, member)                                            \
-  static_assert(isNameOfId(#ID, name) && isNameOfField(#member, name, false),              \
+#define RESILIENT_CHECK_POLICY(ID, name, member)                              \
+  static_assert(isNameOfId(#ID, name) && isNameOfField(#member, name, false), \
                 "option " name ": its name is not its id's and its field's");
 RESILIENT_RESTART_OPTIONS(RESILIENT_CHECK_OPTION, RESILIENT_CHECK_POLICY)
 #undef RESILIENT_CHECK_OPTION

@@ -237,19 +237,23 @@ int main(void) {
     CHECK(resilient_restart_options_get_string(o, info->id, text, sizeof text, &length) ==
           RESILIENT_RESTART_OK);
     CHECK(length == 6 && strcmp(text, "memory") == 0);
-    CHECK(resilient_restart_options_get_string(o, info->id, text, 4, &length) == RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_options_get_string(o, info->id, text, 4, &length) ==
+          RESILIENT_RESTART_OK);
     CHECK(length == 6 && strcmp(text, "mem") == 0);
     long long value = 0;
     CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS, 2500) ==
           RESILIENT_RESTART_OK);
-    CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS, &value) ==
-              RESILIENT_RESTART_OK && value == 2500);
+    CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS,
+                                            &value) == RESILIENT_RESTART_OK &&
+          value == 2500);
     CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_SLOW_LINK_RESTART, 7) ==
           RESILIENT_RESTART_OK);
     CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_SLOW_LINK_RESTART, &value) ==
-              RESILIENT_RESTART_OK && value == 1);
+              RESILIENT_RESTART_OK &&
+          value == 1);
     CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_MAX_ITERATIONS, &value) ==
-              RESILIENT_RESTART_OK && value == -1);
+              RESILIENT_RESTART_OK &&
+          value == -1);
     CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_JOB_ID, &value) ==
           RESILIENT_RESTART_CONFIG);
     CHECK(resilient_restart_options_get_string(o, RESILIENT_RESTART_OPT_RANK, text, sizeof text,

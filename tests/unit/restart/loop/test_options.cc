@@ -1,7 +1,7 @@
 // Options::validate(): the reference's ordering rules, named in the error.
-#include <catch2/catch.hpp>
-
 #include <string_view>
+
+#include <catch2/catch.hpp>
 
 #include "common/params.h"
 #include "resilient/restart/errors.hpp"
@@ -73,17 +73,17 @@ TEST_CASE("every option's default is its knob's default", "[restart][options]") 
   const Options d;
   // Every option of the list (restart/loop/option_list.h) that has a knob.
   int compared = 0;
-#define RESILIENT_COMPARE_DEFAULT(ID, name, member, knob)                 \
-  if constexpr (kHasKnob<knob>) {                                       \
-    INFO("option " name " and its knob " << knobName<knob>());         \
-    if (std::string_view(name) == "blackbox_dir") {                     \
-      /* Empty in a C++ Options means the knob's directory. */          \
-      CHECK(blackboxDirOf(d, params) == k.blackboxDir);                 \
-      CHECK(blackboxDirOf(d, params) == "/dev/shm");                    \
-    } else {                                                            \
-      CHECK(k.member == d.member);                                      \
-    }                                                                   \
-    ++compared;                                                         \
+#define RESILIENT_COMPARE_DEFAULT(ID, name, member, knob)      \
+  if constexpr (kHasKnob<knob>) {                              \
+    INFO("option " name " and its knob " << knobName<knob>()); \
+    if (std::string_view(name) == "blackbox_dir") {            \
+      /* Empty in a C++ Options means the knob's directory. */ \
+      CHECK(blackboxDirOf(d, params) == k.blackboxDir);        \
+      CHECK(blackboxDirOf(d, params) == "/dev/shm");           \
+    } else {                                                   \
+      CHECK(k.member == d.member);                             \
+    }                                                          \
+    ++compared;                                                \
   }
 #define RESILIENT_NO_POLICY(ID, name, member)
   RESILIENT_RESTART_OPTIONS(RESILIENT_COMPARE_DEFAULT, RESILIENT_NO_POLICY)
