@@ -192,7 +192,8 @@ def _check(table: dict) -> None:
 def constant(group: str, name: str) -> int:
     """A constant of restart.h as the library knows it: constant("status",
     "should_restart"), constant("hook", "abort"), ..."""
-    library()
+    if _lib is None:
+        library()
     try:
         return _constants[group][name]
     except KeyError:

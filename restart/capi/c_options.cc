@@ -135,16 +135,6 @@ long long integerOf(const T& field, const char* name) {
   }
 }
 
-// A string option's field (the other kinds are not: optionOfType refused them).
-template <class T>
-std::string* stringField(T& field) {
-  if constexpr (std::is_same_v<std::remove_const_t<T>, std::string>) {
-    return const_cast<std::string*>(&field);
-  } else {
-    return nullptr;
-  }
-}
-
 // The option `id` when it has `type`; ConfigError naming it otherwise.
 const resilient_restart_option_info& optionOfType(int id, int type) {
   const resilient_restart_option_info* info = resilient_restart_option_by_id(id);
@@ -160,24 +150,37 @@ const resilient_restart_option_info& optionOfType(int id, int type) {
   return *info;
 }
 
-// The field of string option `id` (optionOfType accepted it as one).
-std::string* stringOption(const resilient_restart_options* o, int id) {
-  std::string* field = nullptr;
+// Calls f(field, name) with the field that option `id` sets: in o->options,
+// or for a policy option in *o (O: resilient_restart_options, const or not).
+// InternalError for an id that is no option (optionOfType refused it before).
+template <class O, class F>
+void visitOption(O* o, int id, F&& f) {
   switch (id) {
-#define RESILIENT_STRING_OPTION(ID, name, member, knob) \
-  case RESILIENT_RESTART_OPT_##ID:                      \
-    field = stringField(o->options.member);             \
-    break;
-#define RESILIENT_NO_POLICY(ID, name, member)
-    RESILIENT_RESTART_OPTIONS(RESILIENT_STRING_OPTION, RESILIENT_NO_POLICY)
-#undef RESILIENT_STRING_OPTION
-#undef RESILIENT_NO_POLICY
-    default: break;
+#define RESILIENT_VISIT_OPTION(ID, name, member, knob) \
+  case RESILIENT_RESTART_OPT_##ID:                     \
+    f(o->options.member, name);                        \
+    return;
+#define RESILIENT_VISIT_POLICY(ID, name, member) \
+  case RESILIENT_RESTART_OPT_##ID: f(o->member, name); return;
+    RESILIENT_RESTART_OPTIONS(RESILIENT_VISIT_OPTION, RESILIENT_VISIT_POLICY)
+#undef RESILIENT_VISIT_OPTION
+#undef RESILIENT_VISIT_POLICY
+    default: throw InternalError("no option has id " + std::to_string(id));
   }
-  if (field == nullptr) {
-    throw InternalError("option " + std::to_string(id) + " has no string field");
-  }
-  return field;
+}
+
+// The string that option `id` sets (optionOfType accepted it as a string).
+template <class O>
+auto& stringOption(O* o, int id) {
+  decltype(&o->options.storeUrl) out = nullptr;
+  visitOption(o, id, [&](auto& field, const char* name) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(field)>, std::string>) {
+      out = &field;
+    } else {
+      throw InternalError(std::string("option ") + name + " is no string");
+    }
+  });
+  return *out;
 }
 
 // The variable option `id`'s default comes from, or nullptr.
@@ -277,23 +280,8 @@ int resilient_restart_options_set_int(resilient_restart_options* o, int option, 
     if (o == nullptr) {
       throw resilient::restart::ConfigError("set_int: null options");
     }
-    const resilient_restart_option_info& info = optionOfType(option, RESILIENT_RESTART_OPTION_INT);
-    switch (option) {
-#define RESILIENT_SET_OPTION(ID, name, member, knob) \
-  case RESILIENT_RESTART_OPT_##ID:                   \
-    setInteger(o->options.member, value, name);      \
-    break;
-#define RESILIENT_SET_POLICY(ID, name, member) \
-  case RESILIENT_RESTART_OPT_##ID:             \
-    setInteger(o->member, value, name);        \
-    break;
-      RESILIENT_RESTART_OPTIONS(RESILIENT_SET_OPTION, RESILIENT_SET_POLICY)
-#undef RESILIENT_SET_OPTION
-#undef RESILIENT_SET_POLICY
-      default:
-        throw resilient::restart::InternalError(std::string("set_int: option ") + info.name +
-                                                " has no setter");
-    }
+    optionOfType(option, RESILIENT_RESTART_OPTION_INT);
+    visitOption(o, option, [&](auto& field, const char* name) { setInteger(field, value, name); });
     return 0;
   });
 }
@@ -304,23 +292,9 @@ int resilient_restart_options_get_int(const resilient_restart_options* o, int op
     if (o == nullptr || value == nullptr) {
       throw resilient::restart::ConfigError("get_int: null options or value");
     }
-    const resilient_restart_option_info& info = optionOfType(option, RESILIENT_RESTART_OPTION_INT);
-    switch (option) {
-#define RESILIENT_GET_OPTION(ID, name, member, knob) \
-  case RESILIENT_RESTART_OPT_##ID:                   \
-    *value = integerOf(o->options.member, name);     \
-    break;
-#define RESILIENT_GET_POLICY(ID, name, member) \
-  case RESILIENT_RESTART_OPT_##ID:             \
-    *value = integerOf(o->member, name);       \
-    break;
-      RESILIENT_RESTART_OPTIONS(RESILIENT_GET_OPTION, RESILIENT_GET_POLICY)
-#undef RESILIENT_GET_OPTION
-#undef RESILIENT_GET_POLICY
-      default:
-        throw resilient::restart::InternalError(std::string("get_int: option ") + info.name +
-                                                " has no getter");
-    }
+    optionOfType(option, RESILIENT_RESTART_OPTION_INT);
+    visitOption(o, option,
+                [&](const auto& field, const char* name) { *value = integerOf(field, name); });
     return 0;
   });
 }
@@ -333,7 +307,7 @@ int resilient_restart_options_get_string(const resilient_restart_options* o, int
           "get_string: null options or length, or a null buffer of size > 0");
     }
     optionOfType(option, RESILIENT_RESTART_OPTION_STRING);
-    copyText(*stringOption(o, option), buffer, size, length);
+    copyText(stringOption(o, option), buffer, size, length);
     return 0;
   });
 }
@@ -349,7 +323,7 @@ int resilient_restart_options_set_string(resilient_restart_options* o, int optio
       throw resilient::restart::ConfigError("set_string: null options or value");
     }
     optionOfType(option, RESILIENT_RESTART_OPTION_STRING);
-    *stringOption(o, option) = value;
+    stringOption(o, option) = value;
     return 0;
   });
 }
