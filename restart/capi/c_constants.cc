@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "resilient/restart.h"
-#include "restart/loop/option_list.h"
+#include "restart/loop/options/option_list.h"
 
 namespace resilient::restart::capi {
 namespace {

@@ -9,7 +9,7 @@
 #include "resilient/restart/host_communicator.hpp"
 #include "restart/capi/c_constants.h"
 #include "restart/capi/c_status.h"
-#include "restart/loop/option_list.h"
+#include "restart/loop/options/option_list.h"
 
 namespace resilient::restart::capi {
 

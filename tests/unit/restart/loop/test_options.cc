@@ -6,8 +6,8 @@
 #include "common/params.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/options.hpp"
-#include "restart/loop/option_list.h"
-#include "restart/loop/options_from.h"
+#include "restart/loop/options/option_list.h"
+#include "restart/loop/options/options_from.h"
 
 using namespace resilient::restart;
 namespace config = resilient::config;
@@ -71,7 +71,7 @@ TEST_CASE("every option's default is its knob's default", "[restart][options]") 
       resilient::config::ConfigSources::fromEnvironment(empty, "", "/nonexistent/nccl.conf"));
   const Options k = optionsFrom(params);
   const Options d;
-  // Every option of the list (restart/loop/option_list.h) that has a knob.
+  // Every option of the list (restart/loop/options/option_list.h) that has a knob.
   int compared = 0;
 #define RESILIENT_COMPARE_DEFAULT(ID, name, member, knob)      \
   if constexpr (kHasKnob<knob>) {                              \

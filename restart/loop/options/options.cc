@@ -6,8 +6,8 @@
 
 #include "common/params.h"
 #include "resilient/restart/errors.hpp"
-#include "restart/loop/option_list.h"
-#include "restart/loop/options_from.h"
+#include "restart/loop/options/option_list.h"
+#include "restart/loop/options/options_from.h"
 
 namespace resilient::restart {
 
