@@ -91,7 +91,7 @@ std::function<void(const State&)> wrapHook(resilient_restart_hook hook, void* us
   };
 }
 
-// Every option of the C API, in id order (option_list.h).
+// Every option of the C API, in id order (restart/loop/options/option_list.h).
 template <class T>
 constexpr int kTypeOf =
     std::is_same_v<T, std::string> ? RESILIENT_RESTART_OPTION_STRING : RESILIENT_RESTART_OPTION_INT;
@@ -122,6 +122,7 @@ void setInteger(T& field, long long value, const char* name) {
   }
 }
 
+// An integer option's value (a policy not set: -1); `name` for the error.
 template <class T>
 long long integerOf(const T& field, const char* name) {
   if constexpr (std::is_same_v<T, Millis>) {
