@@ -5,7 +5,7 @@
  * again on every restart.
  *
  *   resilient_restart_options* o = resilient_restart_options_from_environment();
- *   resilient_restart_options_set_int(o, "max_active_world_size", 6);
+ *   resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MAX_ACTIVE_WORLD_SIZE, 6);
  *   resilient_restart_options_add_host_communicator(o, "dp", NULL);
  *   resilient_restart_wrapper* w = resilient_restart_wrapper_create(o);
  *   resilient_restart_options_destroy(o);

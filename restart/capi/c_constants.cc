@@ -2,6 +2,7 @@
 #include "restart/capi/c_constants.h"
 
 #include <cstddef>
+#include <iterator>
 
 #include "resilient/restart.h"
 #include "restart/loop/options/option_list.h"
@@ -18,12 +19,12 @@ RESILIENT_RESTART_OPTION_TYPES(RESILIENT_CHECK_NAME)
 #undef RESILIENT_CHECK_NAME
 
 // Every field of the structs is listed: they hold ints only.
-#define RESILIENT_COUNT_FIELD(name) +1
-static_assert(sizeof(resilient_restart_state) ==
-              sizeof(int) * (0 RESILIENT_RESTART_STATE_FIELDS(RESILIENT_COUNT_FIELD)));
-static_assert(sizeof(resilient_restart_slot) ==
-              sizeof(int) * (0 RESILIENT_RESTART_SLOT_FIELDS(RESILIENT_COUNT_FIELD)));
-#undef RESILIENT_COUNT_FIELD
+#define RESILIENT_FIELD_NAME(name) #name,
+constexpr const char* kStateFields[] = {RESILIENT_RESTART_STATE_FIELDS(RESILIENT_FIELD_NAME)};
+constexpr const char* kSlotFields[] = {RESILIENT_RESTART_SLOT_FIELDS(RESILIENT_FIELD_NAME)};
+#undef RESILIENT_FIELD_NAME
+static_assert(sizeof(resilient_restart_state) == sizeof(int) * std::size(kStateFields));
+static_assert(sizeof(resilient_restart_slot) == sizeof(int) * std::size(kSlotFields));
 
 #define RESILIENT_STATUS_ROW(ID, name, text) {"status", name, RESILIENT_RESTART_##ID},
 #define RESILIENT_MODE_ROW(ID, name) {"mode", name, RESILIENT_RESTART_MODE_##ID},

@@ -2,6 +2,7 @@
 #include "restart/capi/c_options.h"
 
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <type_traits>
 
@@ -104,6 +105,16 @@ constexpr resilient_restart_option_info kOptionTable[] = {
 #undef RESILIENT_OPTION_ROW
 #undef RESILIENT_POLICY_ROW
 
+// The variable each option's default comes from (nullptr: none), row for row
+// with kOptionTable.
+#define RESILIENT_OPTION_KNOB(ID, name, member, knob) knobName<knob>(),
+#define RESILIENT_POLICY_KNOB(ID, name, member) nullptr,
+constexpr const char* kOptionKnobs[] = {
+    RESILIENT_RESTART_OPTIONS(RESILIENT_OPTION_KNOB, RESILIENT_POLICY_KNOB)};
+#undef RESILIENT_OPTION_KNOB
+#undef RESILIENT_POLICY_KNOB
+static_assert(std::size(kOptionKnobs) == std::size(kOptionTable));
+
 // An integer option's field = `value`; `name` for the error.
 template <class T>
 void setInteger(T& field, long long value, const char* name) {
@@ -182,21 +193,6 @@ auto& stringOption(O* o, int id) {
     }
   });
   return *out;
-}
-
-// The variable option `id`'s default comes from, or nullptr.
-const char* knobOf(int id) noexcept {
-  switch (id) {
-#define RESILIENT_KNOB_OF(ID, name, member, knob) \
-  case RESILIENT_RESTART_OPT_##ID:                \
-    return knobName<knob>();
-#define RESILIENT_NO_KNOB(ID, name, member) \
-  case RESILIENT_RESTART_OPT_##ID: return nullptr;
-    RESILIENT_RESTART_OPTIONS(RESILIENT_KNOB_OF, RESILIENT_NO_KNOB)
-#undef RESILIENT_KNOB_OF
-#undef RESILIENT_NO_KNOB
-    default: return nullptr;
-  }
 }
 
 }  // namespace
@@ -314,7 +310,8 @@ int resilient_restart_options_get_string(const resilient_restart_options* o, int
 }
 
 const char* resilient_restart_option_knob(int id) {
-  return knobOf(id);
+  const resilient_restart_option_info* info = resilient_restart_option_by_id(id);
+  return info == nullptr ? nullptr : kOptionKnobs[info - std::begin(kOptionTable)];
 }
 
 int resilient_restart_options_set_string(resilient_restart_options* o, int option,

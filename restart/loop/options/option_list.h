@@ -22,6 +22,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -101,21 +102,32 @@ inline constexpr NoKnob kNoKnob{};
 template <const auto& K>
 inline constexpr bool kHasKnob = !std::is_same_v<std::remove_cvref_t<decltype(K)>, NoKnob>;
 
-// `field` = the knob K as `params` resolve it, as the field's type (a health
-// action knob sets a bool: restart or not); nothing for kNoKnob.
+// An option's field from its knob's value: the types that go together (a
+// health action knob sets a bool: restart or not); any other pair does not
+// compile.
+inline void assignKnob(std::chrono::milliseconds& field, int64_t value) {
+  field = std::chrono::milliseconds(value);
+}
+inline void assignKnob(int& field, int64_t value) {
+  field = static_cast<int>(value);
+}
+inline void assignKnob(bool& field, bool value) {
+  field = value;
+}
+inline void assignKnob(bool& field, config::HealthAction value) {
+  field = value == config::HealthAction::kRestart;
+}
+inline void assignKnob(std::string& field, const std::string& value) {
+  field = value;
+}
+template <class Field, class Value>
+void assignKnob(Field& field, const Value& value) = delete;
+
+// `field` = the knob K as `params` resolve it; nothing for kNoKnob.
 template <const auto& K, class T>
 void readKnob(T& field, const config::Params& params) {
   if constexpr (kHasKnob<K>) {
-    const auto value = params.get<K>();
-    if constexpr (std::is_same_v<T, std::chrono::milliseconds>) {
-      field = std::chrono::milliseconds(value);
-    } else if constexpr (std::is_same_v<decltype(value), const config::HealthAction>) {
-      field = value == config::HealthAction::kRestart;
-    } else if constexpr (std::is_same_v<T, int>) {
-      field = static_cast<int>(value);
-    } else {
-      field = value;
-    }
+    assignKnob(field, params.get<K>());
   }
 }
 
@@ -145,19 +157,18 @@ consteval bool isNameOfId(std::string_view id, std::string_view name) {
 
 // "softTimeout" and "soft_timeout_ms" (a duration) or "soft_timeout".
 consteval bool isNameOfField(std::string_view field, std::string_view name, bool duration) {
-  std::string snake;
+  size_t at = 0;
+  const auto next = [&](char c) { return at < name.size() && name[at++] == c; };
   for (const char c : field) {
-    if (c >= 'A' && c <= 'Z') {
-      snake += '_';
-      snake += static_cast<char>(c - 'A' + 'a');
-    } else {
-      snake += c;
+    const bool upper = c >= 'A' && c <= 'Z';
+    if (upper ? !next('_') || !next(static_cast<char>(c - 'A' + 'a')) : !next(c)) {
+      return false;
     }
   }
-  if (duration) {
-    snake += "_ms";
+  if (duration && !(next('_') && next('m') && next('s'))) {
+    return false;
   }
-  return snake == name;
+  return at == name.size();
 }
 
 }  // namespace resilient::restart
