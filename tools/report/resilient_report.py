@@ -597,7 +597,7 @@ RECOVERY_PHASES = {"fault detected", "abort begun", "abort done", "finalized", "
                    "iteration barrier", "culprits", "back-off"}
 END_PHASES = {"function returned", "completion decided", "completed", "terminated"}
 # Timeline entries that are no phase of the loop: a report the process was named in
-# (restart/loop/health_exchange.cc), shown as a report. ("health compared", active rank
+# (restart/loop/job/health_exchange.cc), shown as a report. ("health compared", active rank
 # 0's summary at the end of an iteration, is a phase.)
 HEALTH_REPORT_PHASE = "health report"
 
@@ -982,7 +982,7 @@ def ring_reports(job):
 
 
 def timeline_reports(job):
-    """The timelines' "health report" entries (restart/loop/health_exchange.cc: each
+    """The timelines' "health report" entries (restart/loop/job/health_exchange.cc: each
     process a report names records it, its text as the detail)."""
     out = []
     for proc in job.processes.values():

@@ -500,7 +500,7 @@ TEST_CASE(
 }
 
 // A frozen rank (SIGSTOP) is found by its monitor's liveness link
-// (restart/loop/rank_liveness.h) at the liveness timeout (500 ms here) plus
+// (restart/loop/monitoring/rank_liveness.h) at the liveness timeout (500 ms here) plus
 // one ping interval, named unresponsive in the net plugin's words and killed
 // at once, whatever the host communicator's plugin: through the resilient
 // plugin, whose own liveness may name it first, and through the plain TCP
