@@ -1,6 +1,6 @@
 // Transitional: the job's health comparison moved from blackbox/ to
-// jobhealth/ (namespace resilient::jobhealth). restart/loop/health_exchange.*,
-// being split in another change, still includes the old paths
+// jobhealth/ (namespace resilient::jobhealth). restart/loop/job/health_exchange.*
+// (another engineer's folder) still includes the old paths
 // (blackbox/health_report.h, health_json.h, slow_links.h, stragglers.h,
 // stuck_ranks.h, each now one line that includes this) and names these types
 // blackbox::...; this header gives them those names. Remove it and the five

@@ -1,3 +1,3 @@
-// Transitional, for restart/loop/health_exchange.*: blackbox/jobhealth_names.h.
+// Transitional, for restart/loop/job/health_exchange.*: blackbox/jobhealth_names.h.
 #pragma once
 #include "blackbox/jobhealth_names.h"

@@ -5,7 +5,7 @@
  * again on every restart.
  *
  *   resilient_restart_options* o = resilient_restart_options_from_environment();
- *   resilient_restart_options_set_int(o, "max_active_world_size", 6);
+ *   resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MAX_ACTIVE_WORLD_SIZE, 6);
  *   resilient_restart_options_add_host_communicator(o, "dp", NULL);
  *   resilient_restart_wrapper* w = resilient_restart_wrapper_create(o);
  *   resilient_restart_options_destroy(o);
@@ -85,6 +85,21 @@ const char* resilient_restart_version(void);
 const char* resilient_restart_last_error(void);
 const char* resilient_restart_status_name(int status);
 
+/* This header's constants as the library knows them, for bindings that read
+ * them at run time instead of copying them (the Python package): group
+ * "status", "mode", "hook", "option_type" (each enumerator, named by its
+ * suffix in lower case: "should_restart"), "state" and "slot" (each field of
+ * resilient_restart_state / resilient_restart_slot, value its byte offset),
+ * "size" ("state", "slot", "option_info": sizeof). */
+typedef struct {
+  const char* group;
+  const char* name;
+  int value;
+} resilient_restart_constant;
+/* Every constant in turn: NULL gives the first, then each the next; NULL after the last. */
+const resilient_restart_constant* resilient_restart_constant_next(
+    const resilient_restart_constant* previous);
+
 /* Options: the defaults with the NCCL_RESILIENT_RESTART_* knobs applied. */
 resilient_restart_options* resilient_restart_options_from_environment(void);
 void resilient_restart_options_destroy(resilient_restart_options* options);
@@ -136,6 +151,17 @@ typedef enum {
   RESILIENT_RESTART_OPT_MONITOR_LOG_FILE = 43,
   RESILIENT_RESTART_OPT_MONITOR_PID_FILE = 44,
   RESILIENT_RESTART_OPT_BLACKBOX_DIR = 45,
+  /* the job's health comparison (docs/observability.md): integers, durations
+     in milliseconds, booleans (restart: the finding is also a fault) */
+  RESILIENT_RESTART_OPT_HEALTH_INTERVAL_MS = 50, /* 0: no comparison */
+  RESILIENT_RESTART_OPT_SLOW_LINK_PERCENT = 51,
+  RESILIENT_RESTART_OPT_SLOW_LINK_WINDOW_MS = 52,
+  RESILIENT_RESTART_OPT_SLOW_LINK_RESTART = 53,
+  RESILIENT_RESTART_OPT_STRAGGLER_LAG_MS = 54,
+  RESILIENT_RESTART_OPT_STRAGGLER_WINDOW_MS = 55,
+  RESILIENT_RESTART_OPT_STRAGGLER_RESTART = 56,
+  RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS = 57,
+  RESILIENT_RESTART_OPT_STUCK_RANK_RESTART = 58,
 } resilient_restart_option_id;
 
 typedef struct {
@@ -152,12 +178,24 @@ const resilient_restart_option_info* resilient_restart_option_by_id(int id);
 const resilient_restart_option_info* resilient_restart_option_next(
     const resilient_restart_option_info* previous);
 
+/* The NCCL_RESILIENT_* variable an option's default comes from, or NULL (the
+ * default is the C++ Options'): docs/configuration.md. */
+const char* resilient_restart_option_knob(int id);
+
 /* RESILIENT_RESTART_CONFIG for an unknown id, an option of the other type or
  * a value out of range (integers: -1 to 2^30). */
 int resilient_restart_options_set_int(resilient_restart_options* options, int option,
                                       long long value);
 int resilient_restart_options_set_string(resilient_restart_options* options, int option,
                                          const char* value);
+/* An option's value (durations in milliseconds, booleans 0 or 1, -1 for
+ * max_active_world_size ... min_active_world_size when not set). A string is
+ * copied as resilient_restart_timeline_json copies its text.
+ * RESILIENT_RESTART_CONFIG for an unknown id or an option of the other type. */
+int resilient_restart_options_get_int(const resilient_restart_options* options, int option,
+                                      long long* value);
+int resilient_restart_options_get_string(const resilient_restart_options* options, int option,
+                                         char* buffer, size_t size, size_t* length);
 
 /* A hook returns 0 when it succeeded; anything else is a failure of this rank
  * (for initialize: RESILIENT_RESTART_ABORTED stops restarting). */

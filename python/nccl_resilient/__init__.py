@@ -18,7 +18,7 @@ from .health import (CudaHealthCheck, FaultCounter, GpuRecoveryCheck, NicHealthC
                      ThreadedFinalize)
 from .state import Mode, State
 from .store import Store
-from .wrapper import CallContext, Wrapper, current_context, options_table
+from .wrapper import CallContext, Wrapper, current_context, option_defaults, options_table
 
 __all__ = [
     "ActivateAllRanks", "ActiveWorldSizeDivisibleBy", "CallContext", "CommunicatorError",
@@ -28,7 +28,7 @@ __all__ = [
     "Mode", "Policy", "RankDiscarded", "RankShouldRestart", "RestartAbort", "RestartError",
     "ShiftRanks", "Slot", "State", "Store", "StoreUnavailable", "TimeoutError", "Wrapper",
     "current_context",
-    "library_version", "options",
+    "library_version", "option_defaults", "options",
 ]
 
 

@@ -57,8 +57,12 @@ def _declare(lib: ctypes.CDLL) -> None:
         "resilient_restart_options_destroy": (None, [c_void_p]),
         "resilient_restart_option_by_name": (ctypes.POINTER(OptionInfo), [c_char_p]),
         "resilient_restart_option_next": (ctypes.POINTER(OptionInfo), [ctypes.POINTER(OptionInfo)]),
+        "resilient_restart_option_knob": (c_char_p, [c_int]),
         "resilient_restart_options_set_int": (c_int, [c_void_p, c_int, c_ll]),
         "resilient_restart_options_set_string": (c_int, [c_void_p, c_int, c_char_p]),
+        "resilient_restart_options_get_int": (c_int, [c_void_p, c_int, ctypes.POINTER(c_ll)]),
+        "resilient_restart_options_get_string":
+            (c_int, [c_void_p, c_int, c_char_p, c_size, ctypes.POINTER(c_size)]),
         "resilient_restart_options_set_hook": (c_int, [c_void_p, c_int, HOOK, c_void_p]),
         "resilient_restart_options_add_host_communicator": (c_int, [c_void_p, c_char_p, c_char_p]),
         "resilient_restart_policy_stock": (c_void_p, [c_char_p, c_ll]),
@@ -117,24 +121,29 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn.argtypes = argtypes
 
 
-class CState(ctypes.Structure):
-    """resilient_restart_state."""
+class LibraryMismatch(ImportError):
+    """The library's constants or structs are not what this package expects."""
 
-    _fields_ = [(name, ctypes.c_int) for name in (
-        "initial_rank", "initial_world_size", "rank", "world_size", "active_rank",
-        "active_world_size", "iteration", "mode", "fn_failed", "culprit")]
+
+class CState(ctypes.Structure):
+    """resilient_restart_state: its fields (ints) and their offsets are the
+    library's, read when it is loaded (_layout)."""
+
+
+class Slot(ctypes.Structure):
+    """resilient_restart_slot, laid out as CState."""
 
 
 class OptionInfo(ctypes.Structure):
-    """resilient_restart_option_info."""
+    """resilient_restart_option_info (its size is checked against the library's)."""
 
     _fields_ = [("name", ctypes.c_char_p), ("id", ctypes.c_int), ("type", ctypes.c_int)]
 
 
-class Slot(ctypes.Structure):
-    """resilient_restart_slot."""
+class Constant(ctypes.Structure):
+    """resilient_restart_constant."""
 
-    _fields_ = [("rank", ctypes.c_int), ("mode", ctypes.c_int), ("active_rank", ctypes.c_int)]
+    _fields_ = [("group", ctypes.c_char_p), ("name", ctypes.c_char_p), ("value", ctypes.c_int)]
 
 
 HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(CState), ctypes.c_void_p)
@@ -143,12 +152,63 @@ POLICY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Slot), ctypes.c_int,
                           ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int,
                           ctypes.c_void_p)
 
-# resilient_restart_status
-(OK, SHOULD_RESTART, ABORTED, DISCARDED, HEALTH_CHECK, TIMEOUT, CONFIG, COMMUNICATOR, ERROR,
- STORE_UNAVAILABLE) = range(10)
-# resilient_restart_hook_kind
-HOOK_KINDS = {"initialize": 0, "abort": 1, "finalize": 2, "health_check": 3, "completion": 4,
-              "terminate": 5}
+_constants: dict = {}  # {group: {name: value}}, the library's (resilient_restart_constant_next)
+
+
+def _read_constants(lib: ctypes.CDLL) -> dict:
+    next_constant = lib.resilient_restart_constant_next
+    next_constant.restype = ctypes.POINTER(Constant)
+    next_constant.argtypes = [ctypes.POINTER(Constant)]
+    table: dict = {}
+    row = next_constant(None)
+    while row:
+        c = row.contents
+        table.setdefault(c.group.decode(), {})[c.name.decode()] = c.value
+        row = next_constant(row)
+    return table
+
+
+def _layout(cls, group: str, table: dict) -> None:
+    """cls's fields from the library's offsets: ints, in offset order, no gap."""
+    offsets = table.get(group, {})
+    names = sorted(offsets, key=offsets.get)
+    width = ctypes.sizeof(ctypes.c_int)
+    if ([offsets[n] for n in names] != [i * width for i in range(len(names))]
+            or table.get("size", {}).get(group) != width * len(names)):
+        raise LibraryMismatch(f"{LIBRARY}: resilient_restart_{group} is not a row of ints "
+                              f"({offsets}, size {table.get('size', {}).get(group)})")
+    cls._fields_ = [(n, ctypes.c_int) for n in names]
+
+
+def _check(table: dict) -> None:
+    from .state import Mode  # noqa: PLC0415 - state.py is a leaf; imported once, here
+    mine = {m.name.lower(): m.value for m in Mode}
+    if mine != table.get("mode"):
+        raise LibraryMismatch(f"{LIBRARY}: modes {table.get('mode')}, the package's {mine}")
+    if table.get("size", {}).get("option_info") != ctypes.sizeof(OptionInfo):
+        raise LibraryMismatch(f"{LIBRARY}: resilient_restart_option_info has another size")
+
+
+def constant(group: str, name: str) -> int:
+    """A constant of restart.h as the library knows it: constant("status",
+    "should_restart"), constant("hook", "abort"), ..."""
+    if _lib is None:
+        library()
+    try:
+        return _constants[group][name]
+    except KeyError:
+        raise LibraryMismatch(f"{LIBRARY} has no {group} {name!r}") from None
+
+
+def constants(group: str) -> dict:
+    """{name: value} of one group of the library's constants."""
+    library()
+    return dict(_constants.get(group, {}))
+
+
+def status(name: str) -> int:
+    """The code of a status of the C API, by its name ("ok", "should_restart", ...)."""
+    return constant("status", name)
 
 
 def library() -> ctypes.CDLL:
@@ -173,7 +233,12 @@ def library() -> ctypes.CDLL:
                     f"{LIBRARY} not found (tried {', '.join(tried)} and the system's loader: {e}); "
                     "build the project (meson setup build && ninja -C build) or install it") from e
             _dir = None
+        table = _read_constants(lib)
+        _layout(CState, "state", table)
+        _layout(Slot, "slot", table)
+        _check(table)
         _declare(lib)
+        _constants.update(table)
         _lib = lib
         return lib
 

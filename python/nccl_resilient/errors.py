@@ -54,41 +54,39 @@ class CommunicatorError(RestartError):
     """A communicator operation failed."""
 
 
+# The exception of each status of the C API, by the status's name (its code
+# is the library's: _native.status).
 _BY_STATUS = {
-    _native.ABORTED: RestartAbort,
-    _native.DISCARDED: RankDiscarded,
-    _native.HEALTH_CHECK: HealthCheckError,
-    _native.TIMEOUT: TimeoutError,
-    _native.CONFIG: ConfigError,
-    _native.COMMUNICATOR: CommunicatorError,
-    _native.STORE_UNAVAILABLE: StoreUnavailable,
+    "aborted": RestartAbort,
+    "discarded": RankDiscarded,
+    "health_check": HealthCheckError,
+    "timeout": TimeoutError,
+    "config": ConfigError,
+    "communicator": CommunicatorError,
+    "store_unavailable": StoreUnavailable,
 }
 
 
 def error_for(status: int, what: str = "") -> BaseException:
     """The exception for a status of the C API, with the library's message."""
-    if status == _native.SHOULD_RESTART:
+    if status == _native.status("should_restart"):
         return RankShouldRestart(what or _native.last_error())
     message = _native.last_error() or what
-    return _BY_STATUS.get(status, RestartError)(message)
+    names = {code: name for name, code in _native.constants("status").items()}
+    return _BY_STATUS.get(names.get(status, ""), RestartError)(message)
 
 
 def check(status: int, what: str = "") -> None:
     """Raises the exception for a non-OK status."""
-    if status != _native.OK:
+    if status != _native.status("ok"):
         raise error_for(status, what)
 
 
 def status_of(error: BaseException) -> int:
     """The C API status a Python exception stands for (hooks, the function)."""
     if isinstance(error, RankShouldRestart):
-        return _native.SHOULD_RESTART
-    if isinstance(error, RestartAbort):
-        return _native.ABORTED
-    if isinstance(error, StoreUnavailable):
-        return _native.STORE_UNAVAILABLE
-    if isinstance(error, HealthCheckError):
-        return _native.HEALTH_CHECK
-    if isinstance(error, TimeoutError):
-        return _native.TIMEOUT
-    return _native.ERROR
+        return _native.status("should_restart")
+    for name in ("aborted", "store_unavailable", "health_check", "timeout"):
+        if isinstance(error, _BY_STATUS[name]):
+            return _native.status(name)
+    return _native.status("error")

@@ -25,10 +25,10 @@ Seconds = Union[None, int, float, datetime.timedelta]
 
 
 def _c_state(state: State) -> _native.CState:
-    return _native.CState(state.initial_rank, state.initial_world_size, state.rank,
-                          state.world_size, state.active_rank, state.active_world_size,
-                          state.iteration, int(state.mode), int(state.fn_failed),
-                          int(state.culprit))
+    """Each field of the library's state from the State's attribute of its name."""
+    _native.library()  # lays CState out
+    return _native.CState(**{name: int(getattr(state, name))
+                             for name, _ in _native.CState._fields_})
 
 
 class _StockCheck:
@@ -51,8 +51,8 @@ class _StockCheck:
     def __call__(self, state: State) -> None:
         c = _c_state(state)
         status = self._lib.resilient_restart_health_check_run(self._handle, ctypes.byref(c))
-        if status != _native.OK:
-            if self._error is not None and status == _native.HEALTH_CHECK:
+        if status != _native.status("ok"):
+            if self._error is not None and status == _native.status("health_check"):
                 raise self._error(_native.last_error())
             raise error_for(status)
 

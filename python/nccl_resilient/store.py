@@ -40,7 +40,7 @@ class _Connection:
         self.url = url
         self.ptr = self.lib.resilient_restart_store_open(url.encode(), _ms(timeout))
         if not self.ptr:
-            raise error_for(_native.ERROR)
+            raise error_for(_native.status("error"))
 
     def __del__(self) -> None:
         ptr = getattr(self, "ptr", None)

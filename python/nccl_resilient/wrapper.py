@@ -25,7 +25,7 @@ import inspect
 import json
 import os
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 from . import _native
 from .assignment import Policy, install
@@ -38,8 +38,6 @@ Hook = Callable[[State], None]
 HookArg = Union[None, Hook, Sequence[Hook]]
 Duration = Union[int, float, datetime.timedelta]
 
-_HOOKS = ("initialize", "abort", "finalize", "health_check", "completion", "terminate")
-
 _current: Optional["CallContext"] = None  # the context of the function running now
 
 
@@ -48,20 +46,66 @@ def current_context() -> Optional["CallContext"]:
     return _current
 
 
-def options_table() -> Dict[str, tuple]:
-    """{python name: (C name, id, type, is_duration)} of every option of the
-    library. Durations drop the C name's "_ms" and take seconds (or a
-    timedelta)."""
+class OptionSpec(NamedTuple):
+    """One option of the library (resilient_restart_option_info)."""
+
+    c_name: str          # "soft_timeout_ms"
+    id: int              # resilient_restart_option_id
+    string: bool         # a string (else an integer: a number, a flag or a duration)
+    duration: bool       # milliseconds in C, seconds (or a timedelta) here
+    knob: Optional[str]  # the NCCL_RESILIENT_* variable of its default (None: the library's)
+
+
+def options_table() -> Dict[str, OptionSpec]:
+    """{python name: OptionSpec} of every option of the library. Durations
+    drop the C name's "_ms" and take seconds (or a timedelta)."""
     lib = _native.library()
+    string = _native.constant("option_type", "string")
     table = {}
     info = lib.resilient_restart_option_next(None)
     while info:
         c_name = info.contents.name.decode()
         duration = c_name.endswith("_ms")
-        table[c_name[:-3] if duration else c_name] = (c_name, info.contents.id,
-                                                     info.contents.type, duration)
+        knob = lib.resilient_restart_option_knob(info.contents.id)
+        table[c_name[:-3] if duration else c_name] = OptionSpec(
+            c_name, info.contents.id, info.contents.type == string, duration,
+            knob.decode() if knob else None)
         info = lib.resilient_restart_option_next(info)
     return table
+
+
+def _option_values(c_options: int) -> Dict[str, Any]:
+    """{python name: value} of every option in `c_options` (durations in seconds)."""
+    lib = _native.library()
+    values: Dict[str, Any] = {}
+    for name, spec in options_table().items():
+        if spec.string:
+            length = ctypes.c_size_t()
+            check(lib.resilient_restart_options_get_string(c_options, spec.id, None, 0,
+                                                           ctypes.byref(length)))
+            buf = ctypes.create_string_buffer(length.value + 1)
+            check(lib.resilient_restart_options_get_string(c_options, spec.id, buf, len(buf),
+                                                           ctypes.byref(length)))
+            values[name] = buf.value.decode(errors="replace")
+        else:
+            number = ctypes.c_longlong()
+            check(lib.resilient_restart_options_get_int(c_options, spec.id, ctypes.byref(number)))
+            values[name] = number.value / 1000 if spec.duration else number.value
+    return values
+
+
+def option_defaults() -> Dict[str, Any]:
+    """{python name: value} that each option not given to a Wrapper takes:
+    its knob's (environment, nccl.conf, else the knob's default), the
+    library's where it has none. Durations in seconds."""
+    lib = _native.library()
+    c_options = lib.resilient_restart_options_from_environment()
+    if not c_options:
+        raise ConfigError(_native.last_error())
+    try:
+        return _option_values(c_options)
+    finally:
+        lib.resilient_restart_options_destroy(c_options)
 
 
 def _milliseconds(name: str, value: Duration) -> int:
@@ -219,7 +263,9 @@ class Wrapper:
     (``soft_timeout``, ``max_iterations``, ``store_url``, ...; durations in
     seconds or as timedeltas); each not given comes from its
     ``NCCL_RESILIENT_RESTART_*`` knob (environment or nccl.conf), as in C++.
-    ``nccl_resilient.options()`` lists them.
+    ``nccl_resilient.options()`` lists them, ``nccl_resilient.option_defaults()``
+    gives what each not given takes; ``wrapper.options`` holds every option's
+    value in effect.
 
     Hooks (each a callable taking a State, or a list of them: the last runs
     first): ``initialize``, ``abort`` (from the library's monitor thread,
@@ -258,8 +304,9 @@ class Wrapper:
             raise ConfigError(_native.last_error())
         try:
             self._apply_options(c_options, options)
-            for kind in _HOOKS:
-                self._set_hook(c_options, kind, _compose(kind, hooks[kind]))
+            self.options = _option_values(c_options)
+            for kind, hook in hooks.items():
+                self._set_hook(c_options, kind, _compose(kind, hook))
             if rank_assignment is not None:
                 self._keep += install(c_options, rank_assignment)
             for name in host_communicators:
@@ -282,19 +329,19 @@ class Wrapper:
         for name, value in options.items():
             if name not in table:
                 raise ConfigError(f"no option {name!r} (options: {', '.join(sorted(table))})")
-            c_name, opt_id, opt_type, duration = table[name]
+            spec = table[name]
             if value is None:
                 continue
-            if opt_type == 1:
-                rc = self._lib.resilient_restart_options_set_string(c_options, opt_id,
+            if spec.string:
+                rc = self._lib.resilient_restart_options_set_string(c_options, spec.id,
                                                                     str(value).encode())
             else:
-                number = _milliseconds(name, value) if duration else value
+                number = _milliseconds(name, value) if spec.duration else value
                 if isinstance(number, bool):
                     number = int(number)
                 if not isinstance(number, int):
                     raise ConfigError(f"{name}: an integer, not {value!r}")
-                rc = self._lib.resilient_restart_options_set_int(c_options, opt_id, number)
+                rc = self._lib.resilient_restart_options_set_int(c_options, spec.id, number)
             if rc != 0:
                 raise error_for(rc)
 
@@ -320,7 +367,7 @@ class Wrapper:
 
         callback = _native.HOOK(trampoline)
         self._keep.append(callback)
-        check(self._lib.resilient_restart_options_set_hook(c_options, _native.HOOK_KINDS[kind],
+        check(self._lib.resilient_restart_options_set_hook(c_options, _native.constant("hook", kind),
                                                            callback, None))
 
     @property
@@ -348,7 +395,7 @@ class Wrapper:
         self._fn_exception = None
 
         def call(ctx_ptr, _user):
-            status = _native.ERROR
+            status = _native.status("error")
             try:
                 try:
                     ctx = CallContext(ctx_ptr, self)
@@ -363,15 +410,15 @@ class Wrapper:
                     _current = ctx
                     self._interrupter.enter()
                     self._result = fn(*call_args, **call_kwargs)
-                    status = _native.OK
+                    status = _native.status("ok")
                 except RankShouldRestart:
-                    status = _native.SHOULD_RESTART
+                    status = _native.status("should_restart")
                 except BaseException as e:
                     if self._lib.resilient_restart_cancelled(ctx_ptr) and not isinstance(
                             e, RestartAbort):
                         # Raised after a restart began: the abort's doing (an
                         # aborted process group's error), not a fault of this rank.
-                        status = _native.SHOULD_RESTART
+                        status = _native.status("should_restart")
                         return status
                     self._fn_exception = e
                     status = _native.callback_failed(e, status_of(e))
@@ -380,7 +427,7 @@ class Wrapper:
                     _current = None
             except RankShouldRestart:  # delivered in this frame before leave() took its lock
                 self._interrupter.leave()
-                status = _native.SHOULD_RESTART
+                status = _native.status("should_restart")
             return status
 
         callback = _native.FUNCTION(call)

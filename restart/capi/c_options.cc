@@ -4,10 +4,13 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <type_traits>
 
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/host_communicator.hpp"
+#include "restart/capi/c_constants.h"
 #include "restart/capi/c_status.h"
+#include "restart/loop/options/option_list.h"
 
 namespace resilient::restart::capi {
 
@@ -89,70 +92,58 @@ std::function<void(const State&)> wrapHook(resilient_restart_hook hook, void* us
   };
 }
 
-// Every option of the C API, in id order: the one table of names, ids and types.
-constexpr int kInt = RESILIENT_RESTART_OPTION_INT;
-constexpr int kString = RESILIENT_RESTART_OPTION_STRING;
+// Every option of the C API, in id order (restart/loop/options/option_list.h).
+template <class T>
+constexpr int kTypeOf =
+    std::is_same_v<T, std::string> ? RESILIENT_RESTART_OPTION_STRING : RESILIENT_RESTART_OPTION_INT;
+#define RESILIENT_OPTION_ROW(ID, name, member, knob) \
+  {name, RESILIENT_RESTART_OPT_##ID, kTypeOf<decltype(Options::member)>},
+#define RESILIENT_POLICY_ROW(ID, name, member) \
+  {name, RESILIENT_RESTART_OPT_##ID, RESILIENT_RESTART_OPTION_INT},
 constexpr resilient_restart_option_info kOptionTable[] = {
-    {"rank", RESILIENT_RESTART_OPT_RANK, kInt},
-    {"world_size", RESILIENT_RESTART_OPT_WORLD_SIZE, kInt},
-    {"max_active_world_size", RESILIENT_RESTART_OPT_MAX_ACTIVE_WORLD_SIZE, kInt},
-    {"active_world_size_divisible_by", RESILIENT_RESTART_OPT_ACTIVE_WORLD_SIZE_DIVISIBLE_BY, kInt},
-    {"max_iterations", RESILIENT_RESTART_OPT_MAX_ITERATIONS, kInt},
-    {"min_world_size", RESILIENT_RESTART_OPT_MIN_WORLD_SIZE, kInt},
-    {"min_active_world_size", RESILIENT_RESTART_OPT_MIN_ACTIVE_WORLD_SIZE, kInt},
-    {"enabled", RESILIENT_RESTART_OPT_ENABLED, kInt},
-    {"use_monitor_process", RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS, kInt},
-    {"terminate_culprits", RESILIENT_RESTART_OPT_TERMINATE_CULPRITS, kInt},
-    {"host_store", RESILIENT_RESTART_OPT_HOST_STORE, kInt},
-    {"storm_limit", RESILIENT_RESTART_OPT_STORM_LIMIT, kInt},
-    {"automatic_health_checks", RESILIENT_RESTART_OPT_AUTOMATIC_HEALTH_CHECKS, kInt},
-    {"soft_timeout_ms", RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS, kInt},
-    {"hard_timeout_ms", RESILIENT_RESTART_OPT_HARD_TIMEOUT_MS, kInt},
-    {"barrier_timeout_ms", RESILIENT_RESTART_OPT_BARRIER_TIMEOUT_MS, kInt},
-    {"completion_timeout_ms", RESILIENT_RESTART_OPT_COMPLETION_TIMEOUT_MS, kInt},
-    {"heartbeat_interval_ms", RESILIENT_RESTART_OPT_HEARTBEAT_INTERVAL_MS, kInt},
-    {"heartbeat_timeout_ms", RESILIENT_RESTART_OPT_HEARTBEAT_TIMEOUT_MS, kInt},
-    {"last_call_wait_ms", RESILIENT_RESTART_OPT_LAST_CALL_WAIT_MS, kInt},
-    {"monitor_thread_interval_ms", RESILIENT_RESTART_OPT_MONITOR_THREAD_INTERVAL_MS, kInt},
-    {"monitor_process_interval_ms", RESILIENT_RESTART_OPT_MONITOR_PROCESS_INTERVAL_MS, kInt},
-    {"progress_watchdog_interval_ms", RESILIENT_RESTART_OPT_PROGRESS_WATCHDOG_INTERVAL_MS, kInt},
-    {"termination_grace_time_ms", RESILIENT_RESTART_OPT_TERMINATION_GRACE_TIME_MS, kInt},
-    {"finalize_timeout_ms", RESILIENT_RESTART_OPT_FINALIZE_TIMEOUT_MS, kInt},
-    {"health_check_timeout_ms", RESILIENT_RESTART_OPT_HEALTH_CHECK_TIMEOUT_MS, kInt},
-    {"communicator_timeout_ms", RESILIENT_RESTART_OPT_COMMUNICATOR_TIMEOUT_MS, kInt},
-    {"storm_window_ms", RESILIENT_RESTART_OPT_STORM_WINDOW_MS, kInt},
-    {"restart_backoff_ms", RESILIENT_RESTART_OPT_RESTART_BACKOFF_MS, kInt},
-    {"restart_backoff_max_ms", RESILIENT_RESTART_OPT_RESTART_BACKOFF_MAX_MS, kInt},
-    {"store_url", RESILIENT_RESTART_OPT_STORE_URL, kString},
-    {"job_id", RESILIENT_RESTART_OPT_JOB_ID, kString},
-    {"monitor_executable", RESILIENT_RESTART_OPT_MONITOR_EXECUTABLE, kString},
-    {"monitor_log_file", RESILIENT_RESTART_OPT_MONITOR_LOG_FILE, kString},
-    {"monitor_pid_file", RESILIENT_RESTART_OPT_MONITOR_PID_FILE, kString},
-    {"blackbox_dir", RESILIENT_RESTART_OPT_BLACKBOX_DIR, kString},
-};
+    RESILIENT_RESTART_OPTIONS(RESILIENT_OPTION_ROW, RESILIENT_POLICY_ROW)};
+#undef RESILIENT_OPTION_ROW
+#undef RESILIENT_POLICY_ROW
 
-// The duration an option id sets, or nullptr.
-Millis Options::*durationMember(int id) noexcept {
-  switch (id) {
-    case RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS: return &Options::softTimeout;
-    case RESILIENT_RESTART_OPT_HARD_TIMEOUT_MS: return &Options::hardTimeout;
-    case RESILIENT_RESTART_OPT_BARRIER_TIMEOUT_MS: return &Options::barrierTimeout;
-    case RESILIENT_RESTART_OPT_COMPLETION_TIMEOUT_MS: return &Options::completionTimeout;
-    case RESILIENT_RESTART_OPT_HEARTBEAT_INTERVAL_MS: return &Options::heartbeatInterval;
-    case RESILIENT_RESTART_OPT_HEARTBEAT_TIMEOUT_MS: return &Options::heartbeatTimeout;
-    case RESILIENT_RESTART_OPT_LAST_CALL_WAIT_MS: return &Options::lastCallWait;
-    case RESILIENT_RESTART_OPT_MONITOR_THREAD_INTERVAL_MS: return &Options::monitorThreadInterval;
-    case RESILIENT_RESTART_OPT_MONITOR_PROCESS_INTERVAL_MS: return &Options::monitorProcessInterval;
-    case RESILIENT_RESTART_OPT_PROGRESS_WATCHDOG_INTERVAL_MS:
-      return &Options::progressWatchdogInterval;
-    case RESILIENT_RESTART_OPT_TERMINATION_GRACE_TIME_MS: return &Options::terminationGraceTime;
-    case RESILIENT_RESTART_OPT_FINALIZE_TIMEOUT_MS: return &Options::finalizeTimeout;
-    case RESILIENT_RESTART_OPT_HEALTH_CHECK_TIMEOUT_MS: return &Options::healthCheckTimeout;
-    case RESILIENT_RESTART_OPT_COMMUNICATOR_TIMEOUT_MS: return &Options::communicatorTimeout;
-    case RESILIENT_RESTART_OPT_STORM_WINDOW_MS: return &Options::stormWindow;
-    case RESILIENT_RESTART_OPT_RESTART_BACKOFF_MS: return &Options::restartBackoff;
-    case RESILIENT_RESTART_OPT_RESTART_BACKOFF_MAX_MS: return &Options::restartBackoffMax;
-    default: return nullptr;
+// The variable each option's default comes from (nullptr: none), row for row
+// with kOptionTable.
+#define RESILIENT_OPTION_KNOB(ID, name, member, knob) knobName<knob>(),
+#define RESILIENT_POLICY_KNOB(ID, name, member) nullptr,
+constexpr const char* kOptionKnobs[] = {
+    RESILIENT_RESTART_OPTIONS(RESILIENT_OPTION_KNOB, RESILIENT_POLICY_KNOB)};
+#undef RESILIENT_OPTION_KNOB
+#undef RESILIENT_POLICY_KNOB
+static_assert(std::size(kOptionKnobs) == std::size(kOptionTable));
+
+// An integer option's field = `value`; `name` for the error.
+template <class T>
+void setInteger(T& field, long long value, const char* name) {
+  if constexpr (std::is_same_v<T, Millis>) {
+    field = Millis(value);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    field = value != 0;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    throw InternalError(std::string("option ") + name + " is a string");
+  } else {  // int, std::optional<int>
+    if (value < -1 || value > (1LL << 30)) {
+      throw ConfigError(std::string("option ") + name + ": " + std::to_string(value) +
+                        " is out of range");
+    }
+    field = static_cast<int>(value);
+  }
+}
+
+// An integer option's value (a policy not set: -1); `name` for the error.
+template <class T>
+long long integerOf(const T& field, const char* name) {
+  if constexpr (std::is_same_v<T, Millis>) {
+    return field.count();
+  } else if constexpr (std::is_same_v<T, std::optional<int>>) {
+    return field.value_or(-1);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    throw InternalError(std::string("option ") + name + " is a string");
+  } else {
+    return static_cast<long long>(field);
   }
 }
 
@@ -169,6 +160,39 @@ const resilient_restart_option_info& optionOfType(int id, int type) {
                       (info->type == RESILIENT_RESTART_OPTION_INT ? "int" : "string"));
   }
   return *info;
+}
+
+// Calls f(field, name) with the field that option `id` sets: in o->options,
+// or for a policy option in *o (O: resilient_restart_options, const or not).
+// InternalError for an id that is no option (optionOfType refused it before).
+template <class O, class F>
+void visitOption(O* o, int id, F&& f) {
+  switch (id) {
+#define RESILIENT_VISIT_OPTION(ID, name, member, knob) \
+  case RESILIENT_RESTART_OPT_##ID:                     \
+    f(o->options.member, name);                        \
+    return;
+#define RESILIENT_VISIT_POLICY(ID, name, member) \
+  case RESILIENT_RESTART_OPT_##ID: f(o->member, name); return;
+    RESILIENT_RESTART_OPTIONS(RESILIENT_VISIT_OPTION, RESILIENT_VISIT_POLICY)
+#undef RESILIENT_VISIT_OPTION
+#undef RESILIENT_VISIT_POLICY
+    default: throw InternalError("no option has id " + std::to_string(id));
+  }
+}
+
+// The string that option `id` sets (optionOfType accepted it as a string).
+template <class O>
+auto& stringOption(O* o, int id) {
+  decltype(&o->options.storeUrl) out = nullptr;
+  visitOption(o, id, [&](auto& field, const char* name) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(field)>, std::string>) {
+      out = &field;
+    } else {
+      throw InternalError(std::string("option ") + name + " is no string");
+    }
+  });
+  return *out;
 }
 
 }  // namespace
@@ -245,15 +269,7 @@ const resilient_restart_option_info* resilient_restart_option_by_id(int id) {
 
 const resilient_restart_option_info* resilient_restart_option_next(
     const resilient_restart_option_info* previous) {
-  const auto* first = std::begin(kOptionTable);
-  const auto* end = std::end(kOptionTable);
-  if (previous == nullptr) {
-    return first;
-  }
-  if (previous < first || previous + 1 >= end) {
-    return nullptr;
-  }
-  return previous + 1;
+  return nextRow(kOptionTable, previous);
 }
 
 int resilient_restart_options_set_int(resilient_restart_options* o, int option, long long value) {
@@ -261,43 +277,41 @@ int resilient_restart_options_set_int(resilient_restart_options* o, int option, 
     if (o == nullptr) {
       throw resilient::restart::ConfigError("set_int: null options");
     }
-    const resilient_restart_option_info& info = optionOfType(option, RESILIENT_RESTART_OPTION_INT);
-    Options& opt = o->options;
-    if (Millis Options::*duration = durationMember(option)) {
-      opt.*duration = Millis(value);
-      return 0;
-    }
-    const auto asInt = [&]() {
-      if (value < -1 || value > (1LL << 30)) {
-        throw resilient::restart::ConfigError(std::string("option ") + info.name + ": " +
-                                              std::to_string(value) + " is out of range");
-      }
-      return static_cast<int>(value);
-    };
-    switch (option) {
-      case RESILIENT_RESTART_OPT_RANK: opt.rank = asInt(); break;
-      case RESILIENT_RESTART_OPT_WORLD_SIZE: opt.worldSize = asInt(); break;
-      case RESILIENT_RESTART_OPT_MAX_ACTIVE_WORLD_SIZE: o->maxActiveWorldSize = asInt(); break;
-      case RESILIENT_RESTART_OPT_ACTIVE_WORLD_SIZE_DIVISIBLE_BY:
-        o->activeWorldSizeDivisibleBy = asInt();
-        break;
-      case RESILIENT_RESTART_OPT_MAX_ITERATIONS: o->maxIterations = asInt(); break;
-      case RESILIENT_RESTART_OPT_MIN_WORLD_SIZE: o->minWorldSize = asInt(); break;
-      case RESILIENT_RESTART_OPT_MIN_ACTIVE_WORLD_SIZE: o->minActiveWorldSize = asInt(); break;
-      case RESILIENT_RESTART_OPT_ENABLED: opt.enabled = value != 0; break;
-      case RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS: opt.useMonitorProcess = value != 0; break;
-      case RESILIENT_RESTART_OPT_TERMINATE_CULPRITS: opt.terminateCulprits = value != 0; break;
-      case RESILIENT_RESTART_OPT_HOST_STORE: opt.hostStore = value != 0; break;
-      case RESILIENT_RESTART_OPT_STORM_LIMIT: opt.stormLimit = asInt(); break;
-      case RESILIENT_RESTART_OPT_AUTOMATIC_HEALTH_CHECKS:
-        opt.automaticHealthChecks = value != 0;
-        break;
-      default:
-        throw resilient::restart::InternalError(std::string("set_int: option ") + info.name +
-                                                " has no setter");
-    }
+    optionOfType(option, RESILIENT_RESTART_OPTION_INT);
+    visitOption(o, option, [&](auto& field, const char* name) { setInteger(field, value, name); });
     return 0;
   });
+}
+
+int resilient_restart_options_get_int(const resilient_restart_options* o, int option,
+                                      long long* value) {
+  return guarded([&] {
+    if (o == nullptr || value == nullptr) {
+      throw resilient::restart::ConfigError("get_int: null options or value");
+    }
+    optionOfType(option, RESILIENT_RESTART_OPTION_INT);
+    visitOption(o, option,
+                [&](const auto& field, const char* name) { *value = integerOf(field, name); });
+    return 0;
+  });
+}
+
+int resilient_restart_options_get_string(const resilient_restart_options* o, int option,
+                                         char* buffer, size_t size, size_t* length) {
+  return guarded([&] {
+    if (o == nullptr || length == nullptr || (buffer == nullptr && size != 0)) {
+      throw resilient::restart::ConfigError(
+          "get_string: null options or length, or a null buffer of size > 0");
+    }
+    optionOfType(option, RESILIENT_RESTART_OPTION_STRING);
+    copyText(stringOption(o, option), buffer, size, length);
+    return 0;
+  });
+}
+
+const char* resilient_restart_option_knob(int id) {
+  const resilient_restart_option_info* info = resilient_restart_option_by_id(id);
+  return info == nullptr ? nullptr : kOptionKnobs[info - std::begin(kOptionTable)];
 }
 
 int resilient_restart_options_set_string(resilient_restart_options* o, int option,
@@ -307,16 +321,7 @@ int resilient_restart_options_set_string(resilient_restart_options* o, int optio
       throw resilient::restart::ConfigError("set_string: null options or value");
     }
     optionOfType(option, RESILIENT_RESTART_OPTION_STRING);
-    Options& opt = o->options;
-    switch (option) {
-      case RESILIENT_RESTART_OPT_STORE_URL: opt.storeUrl = value; break;
-      case RESILIENT_RESTART_OPT_JOB_ID: opt.jobId = value; break;
-      case RESILIENT_RESTART_OPT_MONITOR_EXECUTABLE: opt.monitorExecutable = value; break;
-      case RESILIENT_RESTART_OPT_MONITOR_LOG_FILE: opt.monitorLogFile = value; break;
-      case RESILIENT_RESTART_OPT_MONITOR_PID_FILE: opt.monitorPidFile = value; break;
-      case RESILIENT_RESTART_OPT_BLACKBOX_DIR: opt.blackboxDir = value; break;
-      default: break;  // optionOfType accepted only these
-    }
+    stringOption(o, option) = value;
     return 0;
   });
 }
@@ -330,15 +335,12 @@ int resilient_restart_options_set_hook(resilient_restart_options* o, int kind,
     auto fn = resilient::restart::capi::wrapHook(hook, user, kind);
     Options& opt = o->options;
     switch (kind) {
-      case RESILIENT_RESTART_HOOK_INITIALIZE: opt.initialize = fn; break;
-      case RESILIENT_RESTART_HOOK_ABORT:
-        // An abort must not throw: failures are reported by the loop's log.
-        opt.abort = fn;
-        break;
-      case RESILIENT_RESTART_HOOK_FINALIZE: opt.finalize = fn; break;
-      case RESILIENT_RESTART_HOOK_HEALTH_CHECK: opt.healthCheck = fn; break;
-      case RESILIENT_RESTART_HOOK_COMPLETION: opt.completion = fn; break;
-      case RESILIENT_RESTART_HOOK_TERMINATE: opt.terminate = fn; break;
+#define RESILIENT_SET_HOOK(ID, name, member) \
+  case RESILIENT_RESTART_HOOK_##ID:          \
+    opt.member = fn;                         \
+    break;
+      RESILIENT_RESTART_HOOKS(RESILIENT_SET_HOOK)
+#undef RESILIENT_SET_HOOK
       default:
         throw resilient::restart::ConfigError("set_hook: no hook kind " + std::to_string(kind));
     }

@@ -1,10 +1,13 @@
 #include "restart/capi/c_status.h"
 
+#include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/host_communicator.hpp"
 #include "resilient/version.h"
+#include "restart/capi/c_constants.h"
 
 namespace resilient::restart::capi {
 
@@ -39,6 +42,15 @@ std::string takeCallbackError() noexcept {
 std::string callbackFailure(const std::string& fallback) {
   std::string own = takeCallbackError();
   return own.empty() ? fallback : own;
+}
+
+void copyText(const std::string& text, char* buffer, size_t size, size_t* length) noexcept {
+  *length = text.size();
+  if (size > 0) {
+    const size_t n = std::min(size - 1, text.size());
+    std::memcpy(buffer, text.data(), n);
+    buffer[n] = '\0';
+  }
 }
 
 int statusOf(const std::exception_ptr& error) noexcept {
@@ -90,16 +102,10 @@ extern "C" const char* resilient_restart_last_error(void) {
 
 extern "C" const char* resilient_restart_status_name(int status) {
   switch (status) {
-    case RESILIENT_RESTART_OK: return "ok";
-    case RESILIENT_RESTART_SHOULD_RESTART: return "should restart";
-    case RESILIENT_RESTART_ABORTED: return "restart aborted";
-    case RESILIENT_RESTART_DISCARDED: return "rank discarded";
-    case RESILIENT_RESTART_HEALTH_CHECK: return "health check failed";
-    case RESILIENT_RESTART_TIMEOUT: return "timeout";
-    case RESILIENT_RESTART_CONFIG: return "configuration error";
-    case RESILIENT_RESTART_COMMUNICATOR: return "communicator error";
-    case RESILIENT_RESTART_ERROR: return "error";
-    case RESILIENT_RESTART_STORE_UNAVAILABLE: return "store unavailable";
+#define RESILIENT_STATUS_TEXT(ID, name, text) \
+  case RESILIENT_RESTART_##ID: return text;
+    RESILIENT_RESTART_STATUSES(RESILIENT_STATUS_TEXT)
+#undef RESILIENT_STATUS_TEXT
     default: return "unknown status";
   }
 }

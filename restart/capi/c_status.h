@@ -3,6 +3,7 @@
 // the message for resilient_restart_last_error() (per thread).
 #pragma once
 
+#include <cstddef>
 #include <exception>
 #include <string>
 
@@ -18,6 +19,10 @@ void setCallbackError(const char* message);
 std::string takeCallbackError() noexcept;
 // The callback's own message, or `fallback`; clears it.
 std::string callbackFailure(const std::string& fallback);
+
+// The C API's way to return text: *length = its length without the NUL; as
+// much as fits into `buffer` of `size` bytes, NUL-terminated (size 0: none).
+void copyText(const std::string& text, char* buffer, size_t size, size_t* length) noexcept;
 
 template <class F>
 int guarded(F&& body) noexcept {

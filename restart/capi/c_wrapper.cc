@@ -1,7 +1,5 @@
 // resilient_restart_wrapper_*, resilient_restart_run and the context calls
 // (restart.h).
-#include <algorithm>
-#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -106,13 +104,7 @@ int resilient_restart_timeline_json(const resilient_restart_wrapper* w, char* bu
     if (w == nullptr || length == nullptr || (buffer == nullptr && size != 0)) {
       throw r::ConfigError("timeline_json: null wrapper or length, or a null buffer of size > 0");
     }
-    const std::string json = r::timelineJson(w->wrapper->timeline());
-    *length = json.size();
-    if (size > 0) {
-      const size_t n = std::min(size - 1, json.size());
-      std::memcpy(buffer, json.data(), n);
-      buffer[n] = '\0';
-    }
+    r::capi::copyText(r::timelineJson(w->wrapper->timeline()), buffer, size, length);
     return 0;
   });
 }

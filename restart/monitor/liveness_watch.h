@@ -1,4 +1,4 @@
-// The monitor's end of its rank's liveness link (restart/loop/rank_liveness.h
+// The monitor's end of its rank's liveness link (restart/loop/monitoring/rank_liveness.h
 // is the rank's), on a thread of its own: it pings the rank every quarter of
 // NCCL_RESILIENT_LIVENESS_TIMEOUT_MS and judges its silence with the net
 // plugin's rules (net::liveness::StreamLink), whatever the monitor's loop is

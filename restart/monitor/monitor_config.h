@@ -19,7 +19,7 @@ struct MonitorConfig {
   // The monitor's end of its liveness link with the rank (a connected stream
   // socket, inherited; -1: none): the monitor pings the rank through it and
   // a rank silent for NCCL_RESILIENT_LIVENESS_TIMEOUT_MS is frozen
-  // (restart/loop/rank_liveness.h).
+  // (restart/loop/monitoring/rank_liveness.h).
   int livenessFd = -1;
   std::string storeUrl;   // openStore's URL
   std::string jobId;      // protocol::JobKeys

@@ -58,7 +58,7 @@ class JobKeys {
     return ofIteration(iteration, "completion");
   }
   std::string terminationBarrier() const { return prefix_ + "termination"; }
-  // The job's health comparison (restart/loop/health_exchange.h): active
+  // The job's health comparison (restart/loop/job/health_exchange.h): active
   // rank r's latest sample in iteration k, and the reports found so far
   // (a counter, and one key per report numbered from 1).
   std::string healthSample(int iteration, int activeRank) const {

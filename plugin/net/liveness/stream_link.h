@@ -3,7 +3,7 @@
 // of the peer's state machine (liveness/peer_state.h), exactly as a link of
 // the net plugin's liveness channel (liveness/channel.h), without the
 // channel's listener, binds and connections. The restart library uses it
-// between a rank and its monitor process (restart/loop/rank_liveness.h, the
+// between a rank and its monitor process (restart/loop/monitoring/rank_liveness.h, the
 // rank's end, which answers; restart/monitor/monitor.h, the monitor's end,
 // which pings and judges the silence): so a rank that no NCCL byte reaches
 // through the net plugin (one node over NVLink, gloo, a path around the

@@ -328,7 +328,7 @@ def ring_reports(job):
 
 
 def timeline_reports(job):
-    """The timelines' "health report" entries (restart/loop/health_exchange.cc: each
+    """The timelines' "health report" entries (restart/loop/job/health_exchange.cc: each
     process a report names records it, its text as the detail)."""
     out = []
     for proc in job.processes.values():

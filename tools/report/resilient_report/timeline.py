@@ -12,7 +12,7 @@ END_PHASES = {"function returned", "completion decided", "completed", "terminate
 
 
 # Timeline entries that are no phase of the loop: a report the process was named in
-# (restart/loop/health_exchange.cc), shown as a report. ("health compared", active rank
+# (restart/loop/job/health_exchange.cc), shown as a report. ("health compared", active rank
 # 0's summary at the end of an iteration, is a phase.)
 HEALTH_REPORT_PHASE = "health report"
 

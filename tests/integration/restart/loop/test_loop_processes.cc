@@ -193,6 +193,14 @@ class Job {
   // Freezes (SIGSTOP) or thaws (SIGCONT) the store server.
   void signalStore(int sig) { store_->kill(sig); }
   ChildProcess& rank(int r) { return *ranks_[static_cast<size_t>(r)]; }
+  // Signals rank r once its monitor's pid is known: a killed rank leaves no
+  // timeline to read it from, and its monitor removes its pid file when it
+  // exits (CI under ASan killed a rank first and could not wait for that
+  // monitor: -3).
+  void signalRank(int r, int sig) {
+    waitMonitorPid(r, milliseconds(30000));
+    rank(r).kill(sig);
+  }
 
   // Rank r's exit code, remembered once reaped (-1: running at the deadline).
   int waitRank(int r, milliseconds timeout) {
@@ -453,7 +461,7 @@ TEST_CASE(
   }
   const pid_t victim = job.rank(1).pid();
   const uint64_t killedNs = monoNs();
-  job.rank(1).kill(SIGKILL);
+  job.signalRank(1, SIGKILL);
   CHECK(job.waitRank(1, milliseconds(5000)) == 128 + SIGKILL);
 
   const std::vector<int> codes = job.waitRanks(kJobTimeout);
@@ -492,7 +500,7 @@ TEST_CASE(
 }
 
 // A frozen rank (SIGSTOP) is found by its monitor's liveness link
-// (restart/loop/rank_liveness.h) at the liveness timeout (500 ms here) plus
+// (restart/loop/monitoring/rank_liveness.h) at the liveness timeout (500 ms here) plus
 // one ping interval, named unresponsive in the net plugin's words and killed
 // at once, whatever the host communicator's plugin: through the resilient
 // plugin, whose own liveness may name it first, and through the plain TCP
@@ -515,7 +523,7 @@ TEST_CASE(
     REQUIRE(job.waitMark("running", r, 0, milliseconds(30000)));
   }
   const uint64_t stoppedNs = monoNs();
-  job.rank(1).kill(SIGSTOP);
+  job.signalRank(1, SIGSTOP);
   const int frozenExit = job.waitRank(1, milliseconds(20000));
   const uint64_t endedNs = monoNs();
   const std::vector<int> codes = job.waitRanks(kJobTimeout);
@@ -737,7 +745,7 @@ TEST_CASE(
     REQUIRE(job.waitMark("finalized", r, 0, milliseconds(10000)));
   }
   const uint64_t killedNs = monoNs();
-  job.rank(2).kill(SIGKILL);
+  job.signalRank(2, SIGKILL);
   const std::vector<int> codes = job.waitRanks(kJobTimeout);
   INFO(job.summary());
   CHECK(codes == std::vector<int>{0, 0, 128 + SIGKILL, 0, 0});
@@ -912,11 +920,7 @@ TEST_CASE("a spare's death leaves the pool without interrupting the active ranks
   for (int r = 0; r < 3; ++r) {
     REQUIRE(job.waitMark("running", r, 0, milliseconds(30000)));
   }
-  // CI (ASan) once killed the spare before its monitor had written its pid
-  // file: the monitor exited, the file went with it, and the test could not
-  // wait for that monitor.
-  REQUIRE(job.waitMonitorPid(3, milliseconds(30000)) > 0);
-  job.rank(3).kill(SIGKILL);  // the spare
+  job.signalRank(3, SIGKILL);  // the spare
   CHECK(job.waitRank(3, milliseconds(5000)) == 128 + SIGKILL);
   // Its death is recorded before the active ranks go on.
   const auto recorded = Clock::now() + milliseconds(10000);

@@ -3,6 +3,7 @@
  * succeeds, hooks called with the right state, bad options refused with a
  * message, and the retry limit ending the job. Exit status 0 when every
  * check holds; each failed check prints itself. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -226,11 +227,67 @@ int main(void) {
       last_id = i->id;
       ++count;
     }
-    CHECK(count == 36);
+    CHECK(count == 45);
     resilient_restart_options* o = resilient_restart_options_from_environment();
     info = resilient_restart_option_by_name("store_url");
     CHECK(info != NULL && resilient_restart_options_set_string(o, info->id, "memory") == RESILIENT_RESTART_OK);
+    /* Values read back, typed as they are set; unset policies are -1. */
+    char text[8];
+    size_t length = 0;
+    CHECK(resilient_restart_options_get_string(o, info->id, text, sizeof text, &length) ==
+          RESILIENT_RESTART_OK);
+    CHECK(length == 6 && strcmp(text, "memory") == 0);
+    CHECK(resilient_restart_options_get_string(o, info->id, text, 4, &length) ==
+          RESILIENT_RESTART_OK);
+    CHECK(length == 6 && strcmp(text, "mem") == 0);
+    long long value = 0;
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS, 2500) ==
+          RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS,
+                                            &value) == RESILIENT_RESTART_OK &&
+          value == 2500);
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_SLOW_LINK_RESTART, 7) ==
+          RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_SLOW_LINK_RESTART, &value) ==
+              RESILIENT_RESTART_OK &&
+          value == 1);
+    CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_MAX_ITERATIONS, &value) ==
+              RESILIENT_RESTART_OK &&
+          value == -1);
+    CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_JOB_ID, &value) ==
+          RESILIENT_RESTART_CONFIG);
+    CHECK(resilient_restart_options_get_string(o, RESILIENT_RESTART_OPT_RANK, text, sizeof text,
+                                               &length) == RESILIENT_RESTART_CONFIG);
+    CHECK(resilient_restart_options_get_int(o, 0, &value) == RESILIENT_RESTART_CONFIG);
     resilient_restart_options_destroy(o);
+    /* Where each default comes from. */
+    CHECK(strcmp(resilient_restart_option_knob(RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS),
+                 "NCCL_RESILIENT_RESTART_SOFT_TIMEOUT_MS") == 0);
+    CHECK(resilient_restart_option_knob(RESILIENT_RESTART_OPT_RANK) == NULL);
+    CHECK(resilient_restart_option_knob(0) == NULL);
+  }
+  /* The header's constants as the library knows them. */
+  {
+    int statuses = 0;
+    int state_fields = 0;
+    for (const resilient_restart_constant* c = resilient_restart_constant_next(NULL); c != NULL;
+         c = resilient_restart_constant_next(c)) {
+      if (strcmp(c->group, "status") == 0) {
+        ++statuses;
+      } else if (strcmp(c->group, "state") == 0) {
+        ++state_fields;
+      }
+      if (strcmp(c->group, "status") == 0 && strcmp(c->name, "store_unavailable") == 0) {
+        CHECK(c->value == RESILIENT_RESTART_STORE_UNAVAILABLE);
+      }
+      if (strcmp(c->group, "state") == 0 && strcmp(c->name, "culprit") == 0) {
+        CHECK(c->value == (int)offsetof(resilient_restart_state, culprit));
+      }
+      if (strcmp(c->group, "size") == 0 && strcmp(c->name, "state") == 0) {
+        CHECK(c->value == (int)sizeof(resilient_restart_state));
+      }
+    }
+    CHECK(statuses == 10 && state_fields == 10);
   }
   /* The store client, on an in-process store. */
   {

@@ -2,7 +2,7 @@
 // than its peers agree on is the culprit of a hang.
 #include <catch2/catch.hpp>
 
-#include "restart/loop/behind_ranks.h"
+#include "restart/loop/job/behind_ranks.h"
 #include "store/memory_store.h"
 
 using namespace resilient;

@@ -1,7 +1,7 @@
 // Fault records in the store and the culprits of an iteration.
 #include <catch2/catch.hpp>
 
-#include "restart/loop/culprits.h"
+#include "restart/loop/job/culprits.h"
 #include "restart/protocol/fault_log.h"
 #include "store/memory_store.h"
 

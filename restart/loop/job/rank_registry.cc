@@ -1,4 +1,4 @@
-#include "restart/loop/rank_registry.h"
+#include "restart/loop/job/rank_registry.h"
 
 #include <unistd.h>
 

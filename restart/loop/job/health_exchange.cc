@@ -1,4 +1,4 @@
-#include "restart/loop/health_exchange.h"
+#include "restart/loop/job/health_exchange.h"
 
 #include <unistd.h>
 

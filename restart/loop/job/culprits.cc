@@ -1,4 +1,4 @@
-#include "restart/loop/culprits.h"
+#include "restart/loop/job/culprits.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "restart/loop/behind_ranks.h"
+#include "restart/loop/job/behind_ranks.h"
 
 #include <stdexcept>
 

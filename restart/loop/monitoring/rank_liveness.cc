@@ -1,4 +1,4 @@
-#include "restart/loop/rank_liveness.h"
+#include "restart/loop/monitoring/rank_liveness.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>

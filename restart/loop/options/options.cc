@@ -2,10 +2,12 @@
 #include "resilient/restart/options.hpp"
 
 #include <string>
+#include <type_traits>
 
 #include "common/params.h"
 #include "resilient/restart/errors.hpp"
-#include "restart/loop/options_from.h"
+#include "restart/loop/options/option_list.h"
+#include "restart/loop/options/options_from.h"
 
 namespace resilient::restart {
 
@@ -18,42 +20,25 @@ std::string blackboxDirOf(const Options& options, const config::Params& params) 
                                      : options.blackboxDir;
 }
 
+// Each name is its id and its field in snake case, "_ms" exactly for a duration.
+#define RESILIENT_CHECK_OPTION(ID, name, member, knob)                                           \
+  static_assert(isNameOfId(#ID, name), "option " name ": its name is not its id's");             \
+  static_assert(isNameOfField(#member, name, std::is_same_v<decltype(Options::member), Millis>), \
+                "option " name ": its name is not its field's");
+#define RESILIENT_CHECK_POLICY(ID, name, member)                              \
+  static_assert(isNameOfId(#ID, name) && isNameOfField(#member, name, false), \
+                "option " name ": its name is not its id's and its field's");
+RESILIENT_RESTART_OPTIONS(RESILIENT_CHECK_OPTION, RESILIENT_CHECK_POLICY)
+#undef RESILIENT_CHECK_OPTION
+#undef RESILIENT_CHECK_POLICY
+
 Options optionsFrom(const config::Params& p) {
   Options o;
-  o.storeUrl = p.get<config::kStoreUrl>();
-  o.jobId = p.get<config::kRestartJob>();
-  o.enabled = p.get<config::kRestartEnabled>();
-  o.useMonitorProcess = p.get<config::kRestartMonitorProcess>();
-  o.terminateCulprits = p.get<config::kRestartTerminateCulprits>();
-  o.automaticHealthChecks = p.get<config::kRestartAutoHealthChecks>();
-  o.blackboxDir = p.get<config::kBlackboxDir>();
-  o.monitorThreadInterval = Millis(p.get<config::kRestartMonitorThreadIntervalMs>());
-  o.monitorProcessInterval = Millis(p.get<config::kRestartMonitorProcessIntervalMs>());
-  o.heartbeatInterval = Millis(p.get<config::kRestartHeartbeatIntervalMs>());
-  o.progressWatchdogInterval = Millis(p.get<config::kRestartProgressWatchdogIntervalMs>());
-  o.softTimeout = Millis(p.get<config::kRestartSoftTimeoutMs>());
-  o.hardTimeout = Millis(p.get<config::kRestartHardTimeoutMs>());
-  o.heartbeatTimeout = Millis(p.get<config::kRestartHeartbeatTimeoutMs>());
-  o.barrierTimeout = Millis(p.get<config::kRestartBarrierTimeoutMs>());
-  o.completionTimeout = Millis(p.get<config::kRestartCompletionTimeoutMs>());
-  o.lastCallWait = Millis(p.get<config::kRestartLastCallWaitMs>());
-  o.terminationGraceTime = Millis(p.get<config::kRestartTerminationGraceMs>());
-  o.finalizeTimeout = Millis(p.get<config::kRestartFinalizeTimeoutMs>());
-  o.healthCheckTimeout = Millis(p.get<config::kRestartHealthCheckTimeoutMs>());
-  o.communicatorTimeout = Millis(p.get<config::kRestartCommunicatorTimeoutMs>());
-  o.stormLimit = static_cast<int>(p.get<config::kRestartStormLimit>());
-  o.stormWindow = Millis(p.get<config::kRestartStormWindowMs>());
-  o.restartBackoff = Millis(p.get<config::kRestartBackoffMs>());
-  o.restartBackoffMax = Millis(p.get<config::kRestartBackoffMaxMs>());
-  o.healthInterval = Millis(p.get<config::kHealthIntervalMs>());
-  o.slowLinkPercent = static_cast<int>(p.get<config::kSlowLinkPercent>());
-  o.slowLinkWindow = Millis(p.get<config::kSlowLinkWindowMs>());
-  o.slowLinkRestart = p.get<config::kSlowLinkAction>() == config::HealthAction::kRestart;
-  o.stragglerLag = Millis(p.get<config::kStragglerLagMs>());
-  o.stragglerWindow = Millis(p.get<config::kStragglerWindowMs>());
-  o.stragglerRestart = p.get<config::kStragglerAction>() == config::HealthAction::kRestart;
-  o.stuckRankTimeout = Millis(p.get<config::kStuckRankTimeoutMs>());
-  o.stuckRankRestart = p.get<config::kStuckRankAction>() == config::HealthAction::kRestart;
+#define RESILIENT_READ_OPTION(ID, name, member, knob) readKnob<knob>(o.member, p);
+#define RESILIENT_NO_POLICY(ID, name, member)
+  RESILIENT_RESTART_OPTIONS(RESILIENT_READ_OPTION, RESILIENT_NO_POLICY)
+#undef RESILIENT_READ_OPTION
+#undef RESILIENT_NO_POLICY
   return o;
 }
 

@@ -1,4 +1,4 @@
-#include "restart/loop/timeline.h"
+#include "restart/loop/text/timeline.h"
 
 #include <utility>
 

@@ -24,8 +24,8 @@ namespace resilient::restart {
 
 struct JobBarrierOptions {
   int initialRank = 0;
-  int worldSize = 0;                   // the job's initial world size
-  std::chrono::milliseconds chunk{0};  // the longest store wait between two checks
+  int worldSize = 0;                          // the job's initial world size
+  std::chrono::milliseconds chunk{0};         // the longest store wait between two checks
   std::chrono::milliseconds storeSilence{0};  // 0: no limit but the wait's timeout
   std::function<void()> progress;             // between chunks (may be empty)
 };

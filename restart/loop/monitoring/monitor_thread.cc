@@ -1,4 +1,4 @@
-#include "restart/loop/monitor_thread.h"
+#include "restart/loop/monitoring/monitor_thread.h"
 
 #include <string>
 #include <utility>
@@ -11,7 +11,6 @@ namespace resilient::restart {
 
 using protocol::FaultReason;
 using protocol::FaultRecord;
-
 
 MonitorThread::MonitorThread(store::Store& store, const protocol::JobKeys& keys,
                              protocol::FaultLog& faults, RankRegistry& registry,

@@ -1,4 +1,4 @@
-#include "restart/loop/blackbox_watch.h"
+#include "restart/loop/monitoring/blackbox_watch.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "restart/loop/job_barrier.h"
+#include "restart/loop/job/barrier.h"
 
 #include "resilient/restart/errors.hpp"
 #include "restart/loop/sliced_wait.h"

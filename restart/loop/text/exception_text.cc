@@ -1,4 +1,4 @@
-#include "restart/loop/exception_text.h"
+#include "restart/loop/text/exception_text.h"
 
 namespace resilient::restart {
 

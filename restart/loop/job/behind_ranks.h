@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "restart/loop/blackbox_watch.h"
+#include "restart/loop/monitoring/blackbox_watch.h"
 #include "restart/protocol/job_keys.h"
 #include "store/store.h"
 

@@ -18,9 +18,9 @@
 #include <stop_token>
 #include <thread>
 
-#include "restart/loop/blackbox_watch.h"
 #include "restart/loop/interruption.h"
-#include "restart/loop/rank_registry.h"
+#include "restart/loop/job/rank_registry.h"
+#include "restart/loop/monitoring/blackbox_watch.h"
 #include "restart/protocol/fault_log.h"
 #include "restart/protocol/status_page.h"
 
