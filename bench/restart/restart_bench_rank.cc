@@ -47,10 +47,8 @@ void touch(const std::string& path) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"One rank of the restart-latency benchmark (run by scripts/bench_restart.py)."};
+// The command line.
+struct BenchArgs {
   std::string storeUrl;
   std::string jobId = "bench";
   int rank = -1;
@@ -69,115 +67,140 @@ int main(int argc, char** argv) {
   int64_t heartbeatTimeoutMs = 10000;
   int64_t progressMs = 100;
   bool monitorProcess = true;
-  app.add_option("--store", storeUrl, "tcp://HOST:PORT of the resilient-store")->required();
-  app.add_option("--job", jobId, "job id (the store's key prefix)");
-  app.add_option("--rank", rank, "initial rank")->required();
-  app.add_option("--world", world, "initial world size")->required();
-  app.add_option("--out", out, "write the timeline here as JSON at exit")->required();
-  app.add_option("--ready-dir", readyDir, "create <dir>/<rank> after --ready-steps steps")
-      ->required();
-  app.add_option("--log-dir", logDir, "monitor process logs and pid files (absolute)")->required();
-  app.add_option("--ready-steps", readySteps, "steps of iteration 0 before the ready file");
-  app.add_option("--steps-after", stepsAfter,
-                 "steps of a later iteration, then return (0: at once)");
-  app.add_option("--count", count, "floats per all-reduce");
-  app.add_option("--compute-us", computeUs, "sleep per step (stands in for compute)");
-  app.add_option("--last-call-wait-ms", lastCallWaitMs, "Options::lastCallWait");
-  app.add_option("--monitor-thread-interval-ms", monitorThreadMs, "Options::monitorThreadInterval");
-  app.add_option("--monitor-process-interval-ms", monitorProcessMs,
-                 "Options::monitorProcessInterval");
-  app.add_option("--heartbeat-interval-ms", heartbeatMs, "Options::heartbeatInterval");
-  app.add_option("--heartbeat-timeout-ms", heartbeatTimeoutMs, "Options::heartbeatTimeout");
-  app.add_option("--progress-interval-ms", progressMs, "Options::progressWatchdogInterval");
-  app.add_option("--monitor-process", monitorProcess, "Options::useMonitorProcess");
-  CLI11_PARSE(app, argc, argv);
+};
 
+void addOptions(CLI::App& app, BenchArgs& a) {
+  app.add_option("--store", a.storeUrl, "tcp://HOST:PORT of the resilient-store")->required();
+  app.add_option("--job", a.jobId, "job id (the store's key prefix)");
+  app.add_option("--rank", a.rank, "initial rank")->required();
+  app.add_option("--world", a.world, "initial world size")->required();
+  app.add_option("--out", a.out, "write the timeline here as JSON at exit")->required();
+  app.add_option("--ready-dir", a.readyDir, "create <dir>/<rank> after --ready-steps steps")
+      ->required();
+  app.add_option("--log-dir", a.logDir, "monitor process logs and pid files (absolute)")
+      ->required();
+  app.add_option("--ready-steps", a.readySteps, "steps of iteration 0 before the ready file");
+  app.add_option("--steps-after", a.stepsAfter,
+                 "steps of a later iteration, then return (0: at once)");
+  app.add_option("--count", a.count, "floats per all-reduce");
+  app.add_option("--compute-us", a.computeUs, "sleep per step (stands in for compute)");
+  app.add_option("--last-call-wait-ms", a.lastCallWaitMs, "Options::lastCallWait");
+  app.add_option("--monitor-thread-interval-ms", a.monitorThreadMs,
+                 "Options::monitorThreadInterval");
+  app.add_option("--monitor-process-interval-ms", a.monitorProcessMs,
+                 "Options::monitorProcessInterval");
+  app.add_option("--heartbeat-interval-ms", a.heartbeatMs, "Options::heartbeatInterval");
+  app.add_option("--heartbeat-timeout-ms", a.heartbeatTimeoutMs, "Options::heartbeatTimeout");
+  app.add_option("--progress-interval-ms", a.progressMs, "Options::progressWatchdogInterval");
+  app.add_option("--monitor-process", a.monitorProcess, "Options::useMonitorProcess");
+}
+
+Options optionsOf(const BenchArgs& a) {
   Options options = Options::fromEnvironment();
-  options.storeUrl = storeUrl;
-  options.jobId = jobId;
-  options.rank = rank;
-  options.worldSize = world;
-  options.lastCallWait = milliseconds(lastCallWaitMs);
-  options.monitorThreadInterval = milliseconds(monitorThreadMs);
-  options.monitorProcessInterval = milliseconds(monitorProcessMs);
-  options.heartbeatInterval = milliseconds(heartbeatMs);
-  options.heartbeatTimeout = milliseconds(heartbeatTimeoutMs);
-  options.progressWatchdogInterval = milliseconds(progressMs);
-  options.useMonitorProcess = monitorProcess;
+  options.storeUrl = a.storeUrl;
+  options.jobId = a.jobId;
+  options.rank = a.rank;
+  options.worldSize = a.world;
+  options.lastCallWait = milliseconds(a.lastCallWaitMs);
+  options.monitorThreadInterval = milliseconds(a.monitorThreadMs);
+  options.monitorProcessInterval = milliseconds(a.monitorProcessMs);
+  options.heartbeatInterval = milliseconds(a.heartbeatMs);
+  options.heartbeatTimeout = milliseconds(a.heartbeatTimeoutMs);
+  options.progressWatchdogInterval = milliseconds(a.progressMs);
+  options.useMonitorProcess = a.monitorProcess;
   options.monitorExecutable = RESILIENT_BENCH_MONITOR;
-  options.monitorLogFile = logDir + "/monitor-{rank}.log";
-  options.monitorPidFile = logDir + "/monitor-{rank}.pid";
+  options.monitorLogFile = a.logDir + "/monitor-{rank}.log";
+  options.monitorPidFile = a.logDir + "/monitor-{rank}.pid";
   HostCommunicatorOptions host;
   host.plugin = RESILIENT_BENCH_PLUGIN;
   host.bufferBytes = size_t{256} << 10;
   options.communicators = {{"bench", hostCommunicatorFactory(host)}};
+  return options;
+}
 
-  std::map<int, long> stepsPerIteration;
-  std::string error;
-  int rc = 0;
-  std::unique_ptr<Wrapper> wrapper;
-  try {
-    wrapper = std::make_unique<Wrapper>(options);
-    wrapper->run([&](CallContext& ctx) {
-      // The only factory is hostCommunicatorFactory.
-      auto* comm = static_cast<HostCommunicator*>(ctx.communicator());
-      if (comm == nullptr) {
-        throw std::runtime_error("no host communicator in this iteration");
-      }
-      const int me = ctx.state().activeRank;
-      const int n = ctx.state().activeWorldSize;
-      std::vector<float> data(count);
-      for (long step = 0;; ++step) {
-        if (ctx.iteration() > 0 && step >= stepsAfter) {
-          return;
-        }
-        for (size_t i = 0; i < count; ++i) {
-          data[i] = static_cast<float>((i + static_cast<size_t>(step + me)) % 7);
-        }
-        comm->allReduce(data.data(), data.data(), count);
-        for (size_t i = 0; i < count; ++i) {
-          float want = 0;
-          for (int r = 0; r < n; ++r) {
-            want += static_cast<float>((i + static_cast<size_t>(step + r)) % 7);
-          }
-          if (data[i] != want) {
-            throw std::runtime_error("wrong all-reduce result in iteration " +
-                                     std::to_string(ctx.iteration()) + " step " +
-                                     std::to_string(step));
-          }
-        }
-        ctx.ping();
-        stepsPerIteration[ctx.iteration()] = step + 1;
-        if (ctx.iteration() == 0 && step + 1 == readySteps) {
-          touch(readyDir + "/" + std::to_string(rank));
-        }
-        if (computeUs > 0) {
-          std::this_thread::sleep_for(std::chrono::microseconds(computeUs));
-        }
-      }
-    });
-  } catch (const std::exception& e) {
-    error = e.what();
-    rc = 2;
+// The wrapped function: checked all-reduces, one per step, until the restart
+// (iteration 0) or --steps-after steps (later ones).
+void runSteps(CallContext& ctx, const BenchArgs& a, std::map<int, long>& stepsPerIteration) {
+  // The only factory is hostCommunicatorFactory.
+  auto* comm = static_cast<HostCommunicator*>(ctx.communicator());
+  if (comm == nullptr) {
+    throw std::runtime_error("no host communicator in this iteration");
   }
+  const int me = ctx.state().activeRank;
+  const int n = ctx.state().activeWorldSize;
+  const size_t count = a.count;
+  std::vector<float> data(count);
+  for (long step = 0;; ++step) {
+    if (ctx.iteration() > 0 && step >= a.stepsAfter) {
+      return;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      data[i] = static_cast<float>((i + static_cast<size_t>(step + me)) % 7);
+    }
+    comm->allReduce(data.data(), data.data(), count);
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) {
+        want += static_cast<float>((i + static_cast<size_t>(step + r)) % 7);
+      }
+      if (data[i] != want) {
+        throw std::runtime_error("wrong all-reduce result in iteration " +
+                                 std::to_string(ctx.iteration()) + " step " + std::to_string(step));
+      }
+    }
+    ctx.ping();
+    stepsPerIteration[ctx.iteration()] = step + 1;
+    if (ctx.iteration() == 0 && step + 1 == a.readySteps) {
+      touch(a.readyDir + "/" + std::to_string(a.rank));
+    }
+    if (a.computeUs > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(a.computeUs));
+    }
+  }
+}
 
+void writeReport(const BenchArgs& a, const std::map<int, long>& stepsPerIteration,
+                 const std::string& error, int rc, const Wrapper* wrapper) {
   nlohmann::json steps = nlohmann::json::object();
   for (const auto& [it, stepsDone] : stepsPerIteration) {
     steps[std::to_string(it)] = stepsDone;
   }
   const nlohmann::json report = {
-      {"rank", rank},
-      {"world", world},
+      {"rank", a.rank},
+      {"world", a.world},
       {"pid", ::getpid()},
       {"ok", rc == 0},
       {"error", error},
       {"steps", steps},
       {"timeline", nlohmann::json::parse(timelineJson(wrapper ? wrapper->timeline()
                                                               : std::vector<TimelineEvent>{}))}};
-  std::ofstream(out) << report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
-                     << '\n';
+  std::ofstream(a.out) << report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
+                       << '\n';
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"One rank of the restart-latency benchmark (run by scripts/bench_restart.py)."};
+  BenchArgs a;
+  addOptions(app, a);
+  CLI11_PARSE(app, argc, argv);
+
+  const Options options = optionsOf(a);
+  std::map<int, long> stepsPerIteration;
+  std::string error;
+  int rc = 0;
+  std::unique_ptr<Wrapper> wrapper;
+  try {
+    wrapper = std::make_unique<Wrapper>(options);
+    wrapper->run([&](CallContext& ctx) { runSteps(ctx, a, stepsPerIteration); });
+  } catch (const std::exception& e) {
+    error = e.what();
+    rc = 2;
+  }
+  writeReport(a, stepsPerIteration, error, rc, wrapper.get());
   if (rc != 0) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, error.c_str());
+    std::fprintf(stderr, "rank %d: %s\n", a.rank, error.c_str());
   }
   return rc;
 }

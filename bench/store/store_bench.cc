@@ -336,13 +336,8 @@ struct RunOptions {
   bool burst = true;      // rounds where all clients arrive at once
 };
 
-Row runOne(const Target& target, const RunOptions& run) {
-  const int clients = run.clients;
-  const int processes = std::max(1, std::min(run.processes, clients));
-  Row row;
-  row.clients = clients;
-  row.processes = processes;
-  const uint64_t t0 = monotonicNs();
+// `clients` clients spread over `processes` forked processes, each connected.
+std::vector<Channel> startWorkers(const Target& target, int clients, int processes) {
   std::vector<Channel> workers;
   int rank = 0;
   for (int p = 0; p < processes; ++p) {
@@ -359,20 +354,88 @@ Row runOne(const Target& target, const RunOptions& run) {
       throw std::runtime_error("a worker failed to connect");
     }
   }
-  row.connectSeconds = static_cast<double>(monotonicNs() - t0) / 1e9;
-  Probe probe(target);
-  const std::string name = "bench/" + std::to_string(clients) + "/" + std::to_string(::getpid());
-  std::vector<double> stragglerMs;
-  std::vector<double> burstMs;
-  std::vector<double> spreadMs;
-  uint64_t gen = 0;
-  // Burst: the last arrival is the last send of any worker.
-  const auto collectBurst = [&](std::vector<double>* out) {
+  return workers;
+}
+
+// The barrier rounds of one row, each a fresh generation of the same barrier.
+class BarrierRounds {
+ public:
+  BarrierRounds(const Target& target, std::vector<Channel>& workers, int clients)
+      : target_(target),
+        workers_(workers),
+        clients_(clients),
+        probe_(target),
+        name_("bench/" + std::to_string(clients) + "/" + std::to_string(::getpid())) {}
+
+  // Every client but worker 0's first one arrives; once the store counted them,
+  // the held one does. Adds the round's numbers when `measured`.
+  void straggler(bool measured) {
+    const uint64_t g = gen_++;
+    const uint64_t roundStart = monotonicNs();
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      workers_[i].send("B " + name_ + " " + std::to_string(g) + " " + std::to_string(clients_) +
+                       (i == 0 ? " 1" : " 0"));
+    }
+    for (auto& w : workers_) {
+      w.receive();  // sent
+    }
+    if (clients_ > 1) {
+      awaitAllButHeld(g);
+      if (measured) {
+        arrivalsS_.push_back(static_cast<double>(monotonicNs() - roundStart) / 1e9);
+      }
+      // The others have been waiting: let the machine settle first (the
+      // TCP stack's delayed ACKs of the previous round fire within 200 ms;
+      // etcd's watches start right after each arrival), so the straggler's
+      // release is measured on its own, as in a job between two steps.
+      std::this_thread::sleep_for(std::chrono::milliseconds(target_.backend == "etcd" ? 500 : 250));
+    }
+    workers_[0].send("H");
+    for (auto& w : workers_) {
+      w.send("W");
+    }
+    // The held send time comes back as worker 0's lastSendNs.
+    uint64_t held = 0;
+    uint64_t lastRelease = 0;
+    uint64_t firstRelease = UINT64_MAX;
+    uint64_t released = 0;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      const std::vector<std::string> r = split(workers_[i].receive());
+      if (i == 0) {
+        held = std::stoull(r[1]);
+      }
+      firstRelease = std::min<uint64_t>(firstRelease, std::stoull(r[2]));
+      lastRelease = std::max<uint64_t>(lastRelease, std::stoull(r[3]));
+      released += std::stoull(r[4]);
+      if (std::stoull(r[5]) != 0) {
+        throw std::runtime_error("barrier errors");
+      }
+    }
+    if (released != static_cast<uint64_t>(clients_)) {
+      throw std::runtime_error("straggler round incomplete");
+    }
+    if (measured) {
+      stragglerMs_.push_back(static_cast<double>(lastRelease - held) / 1e6);
+      spreadMs_.push_back(static_cast<double>(lastRelease - firstRelease) / 1e6);
+    }
+  }
+
+  // Every client arrives at once. Adds the round's number when `measured`.
+  void burst(bool measured) {
+    const uint64_t g = gen_++;
+    for (auto& w : workers_) {
+      w.send("B " + name_ + " " + std::to_string(g) + " " + std::to_string(clients_) + " 0");
+      w.send("W");
+    }
+    for (auto& w : workers_) {
+      w.receive();  // sent
+    }
+    // The last arrival is the last send of any worker.
     uint64_t lastArrival = 0;
     uint64_t lastRelease = 0;
     uint64_t released = 0;
     uint64_t errors = 0;
-    for (auto& w : workers) {
+    for (auto& w : workers_) {
       const std::vector<std::string> r = split(w.receive());
       if (r.size() != 6 || r[0] != "rel") {
         throw std::runtime_error("unexpected worker answer");
@@ -382,114 +445,94 @@ Row runOne(const Target& target, const RunOptions& run) {
       released += std::stoull(r[4]);
       errors += std::stoull(r[5]);
     }
-    if (released != static_cast<uint64_t>(clients) || errors != 0) {
+    if (released != static_cast<uint64_t>(clients_) || errors != 0) {
       throw std::runtime_error("barrier round incomplete: " + std::to_string(released) + " of " +
-                               std::to_string(clients) + " released, " + std::to_string(errors) +
+                               std::to_string(clients_) + " released, " + std::to_string(errors) +
                                " errors");
     }
-    out->push_back(static_cast<double>(lastRelease - lastArrival) / 1e6);
-  };
-  // Warm-up round (not counted): first-touch allocations on both sides.
-  std::vector<double> arrivalsS;
-  for (int round = -run.warmup; round < run.rounds; ++round) {
-    if (run.straggler) {
-      const uint64_t g = gen++;
-      const uint64_t roundStart = monotonicNs();
-      for (size_t i = 0; i < workers.size(); ++i) {
-        workers[i].send("B " + name + " " + std::to_string(g) + " " + std::to_string(clients) +
-                        (i == 0 ? " 1" : " 0"));
-      }
-      for (auto& w : workers) {
-        w.receive();  // sent
-      }
-      if (clients > 1) {
-        // Wait until the store has counted every rank but the held one.
-        const uint64_t giveUp = monotonicNs() + 1800ull * 1000000000ull;
-        while (probe.arrived(name, g, clients) < static_cast<uint32_t>(clients - 1)) {
-          if (monotonicNs() > giveUp) {
-            throw std::runtime_error("ranks did not all arrive within 1800 s");
-          }
-          // etcd: each probe is a transaction queued behind thousands of
-          // arrivals, so it polls less often, not to compete with them.
-          std::this_thread::sleep_for(
-              std::chrono::milliseconds(target.backend == "etcd" ? 100 : 2));
-        }
-        if (round >= 0) {
-          arrivalsS.push_back(static_cast<double>(monotonicNs() - roundStart) / 1e9);
-        }
-        // The others have been waiting: let the machine settle first (the
-        // TCP stack's delayed ACKs of the previous round fire within 200 ms;
-        // etcd's watches start right after each arrival), so the straggler's
-        // release is measured on its own, as in a job between two steps.
-        std::this_thread::sleep_for(
-            std::chrono::milliseconds(target.backend == "etcd" ? 500 : 250));
-      }
-      workers[0].send("H");
-      for (auto& w : workers) {
-        w.send("W");
-      }
-      // The held send time comes back as worker 0's lastSendNs.
-      uint64_t held = 0;
-      uint64_t lastRelease = 0;
-      uint64_t firstRelease = UINT64_MAX;
-      uint64_t released = 0;
-      for (size_t i = 0; i < workers.size(); ++i) {
-        const std::vector<std::string> r = split(workers[i].receive());
-        if (i == 0) {
-          held = std::stoull(r[1]);
-        }
-        firstRelease = std::min<uint64_t>(firstRelease, std::stoull(r[2]));
-        lastRelease = std::max<uint64_t>(lastRelease, std::stoull(r[3]));
-        released += std::stoull(r[4]);
-        if (std::stoull(r[5]) != 0) {
-          throw std::runtime_error("barrier errors");
-        }
-      }
-      if (released != static_cast<uint64_t>(clients)) {
-        throw std::runtime_error("straggler round incomplete");
-      }
-      if (round >= 0) {
-        stragglerMs.push_back(static_cast<double>(lastRelease - held) / 1e6);
-        spreadMs.push_back(static_cast<double>(lastRelease - firstRelease) / 1e6);
-      }
-    }
-    if (run.burst) {
-      const uint64_t g = gen++;
-      for (auto& w : workers) {
-        w.send("B " + name + " " + std::to_string(g) + " " + std::to_string(clients) + " 0");
-        w.send("W");
-      }
-      for (auto& w : workers) {
-        w.receive();  // sent
-      }
-      std::vector<double> sink;
-      collectBurst(round >= 0 ? &burstMs : &sink);
+    if (measured) {
+      burstMs_.push_back(static_cast<double>(lastRelease - lastArrival) / 1e6);
     }
   }
-  row.straggler = summarize(stragglerMs);
-  row.burst = summarize(burstMs);
-  row.firstToLastReleaseMs = summarize(spreadMs).median;
-  row.arrivalsSeconds = summarize(arrivalsS).median;
-  if (run.opsMs > 0) {
-    for (const char* op : {"set", "get", "add"}) {
-      // Every operation completed counts, those still in flight at the end
-      // of the window included, over the time until the last one finished:
-      // a call slower than the window (etcd with thousands of clients) is
-      // not lost from the rate.
-      uint64_t total = 0;
-      const uint64_t start = monotonicNs();
-      for (auto& w : workers) {
-        w.send(std::string("O ") + op + " " + std::to_string(run.opsMs));
+
+  void summarizeInto(Row& row) const {
+    row.straggler = summarize(stragglerMs_);
+    row.burst = summarize(burstMs_);
+    row.firstToLastReleaseMs = summarize(spreadMs_).median;
+    row.arrivalsSeconds = summarize(arrivalsS_).median;
+  }
+
+ private:
+  // Waits until the store has counted every rank but the held one.
+  void awaitAllButHeld(uint64_t g) {
+    const uint64_t giveUp = monotonicNs() + 1800ull * 1000000000ull;
+    while (probe_.arrived(name_, g, clients_) < static_cast<uint32_t>(clients_ - 1)) {
+      if (monotonicNs() > giveUp) {
+        throw std::runtime_error("ranks did not all arrive within 1800 s");
       }
-      for (auto& w : workers) {
-        total += std::stoull(split(w.receive())[1]);
-      }
-      const double seconds = static_cast<double>(monotonicNs() - start) / 1e9;
-      const double rate = static_cast<double>(total) / seconds;
-      (std::string(op) == "set"   ? row.setOps
-       : std::string(op) == "get" ? row.getOps
-                                  : row.addOps) = rate;
+      // etcd: each probe is a transaction queued behind thousands of
+      // arrivals, so it polls less often, not to compete with them.
+      std::this_thread::sleep_for(std::chrono::milliseconds(target_.backend == "etcd" ? 100 : 2));
     }
+  }
+
+  const Target& target_;
+  std::vector<Channel>& workers_;
+  const int clients_;
+  Probe probe_;
+  const std::string name_;
+  uint64_t gen_ = 0;
+  std::vector<double> stragglerMs_;
+  std::vector<double> burstMs_;
+  std::vector<double> spreadMs_;
+  std::vector<double> arrivalsS_;
+};
+
+// The set, get and add throughput of every client together, each for `opsMs`.
+void measureOps(std::vector<Channel>& workers, int opsMs, Row& row) {
+  for (const char* op : {"set", "get", "add"}) {
+    // Every operation completed counts, those still in flight at the end
+    // of the window included, over the time until the last one finished:
+    // a call slower than the window (etcd with thousands of clients) is
+    // not lost from the rate.
+    uint64_t total = 0;
+    const uint64_t start = monotonicNs();
+    for (auto& w : workers) {
+      w.send(std::string("O ") + op + " " + std::to_string(opsMs));
+    }
+    for (auto& w : workers) {
+      total += std::stoull(split(w.receive())[1]);
+    }
+    const double seconds = static_cast<double>(monotonicNs() - start) / 1e9;
+    const double rate = static_cast<double>(total) / seconds;
+    (std::string(op) == "set"   ? row.setOps
+     : std::string(op) == "get" ? row.getOps
+                                : row.addOps) = rate;
+  }
+}
+
+Row runOne(const Target& target, const RunOptions& run) {
+  const int clients = run.clients;
+  const int processes = std::max(1, std::min(run.processes, clients));
+  Row row;
+  row.clients = clients;
+  row.processes = processes;
+  const uint64_t t0 = monotonicNs();
+  std::vector<Channel> workers = startWorkers(target, clients, processes);
+  row.connectSeconds = static_cast<double>(monotonicNs() - t0) / 1e9;
+  BarrierRounds rounds(target, workers, clients);
+  // Warm-up rounds (not counted): first-touch allocations on both sides.
+  for (int round = -run.warmup; round < run.rounds; ++round) {
+    if (run.straggler) {
+      rounds.straggler(round >= 0);
+    }
+    if (run.burst) {
+      rounds.burst(round >= 0);
+    }
+  }
+  rounds.summarizeInto(row);
+  if (run.opsMs > 0) {
+    measureOps(workers, run.opsMs, row);
   }
   for (auto& w : workers) {
     w.send("Q");
@@ -508,8 +551,8 @@ std::string machine() {
          std::to_string(std::thread::hardware_concurrency()) + " cpus";
 }
 
-int run(int argc, char** argv) {
-  CLI::App app{"Barrier latency and ops/s of the store with many simulated clients."};
+// The command line.
+struct BenchArgs {
   std::vector<int> clientCounts{64, 1024, 4096, 16384};
   int processes = 4;
   int rounds = 20;
@@ -528,49 +571,51 @@ int run(int argc, char** argv) {
   // rank is on its own host and costs the server's cores no wake-up, and a
   // release time is taken when the reply is read, so polling only adds.
   int batchUs = 1000;
-  app.add_option("--client-batch-us", batchUs,
+};
+
+void addOptions(CLI::App& app, BenchArgs& a) {
+  app.add_option("--client-batch-us", a.batchUs,
                  "TCP: a simulated client process sleeps this long after handling a batch of "
                  "releases before its next wait (0: woken per reply)")
       ->capture_default_str();
-  app.add_option("--backend", backend, "tcp or etcd")->capture_default_str();
-  app.add_option("--etcd", etcdEndpoints, "etcd members HOST:PORT,... (--backend etcd)");
-  app.add_option("--etcd-driver", etcdDriver,
+  app.add_option("--backend", a.backend, "tcp or etcd")->capture_default_str();
+  app.add_option("--etcd", a.etcdEndpoints, "etcd members HOST:PORT,... (--backend etcd)");
+  app.add_option("--etcd-driver", a.etcdDriver,
                  "etcd: 'threads' (a thread per rank calling EtcdStore) or 'event' (every rank of "
                  "a worker on one thread over libcurl multi, the same requests)")
       ->check(CLI::IsMember({"threads", "event"}))
       ->capture_default_str();
-  app.add_option("--clients", clientCounts, "simulated client counts")
+  app.add_option("--clients", a.clientCounts, "simulated client counts")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--processes", processes, "worker processes per client count")
+  app.add_option("--processes", a.processes, "worker processes per client count")
       ->capture_default_str();
-  app.add_option("--rounds", rounds, "barrier rounds per mode and count")->capture_default_str();
-  app.add_option("--warmup", warmup, "uncounted warm-up rounds before them")->capture_default_str();
-  app.add_option("--ops-ms", opsMs, "duration of each throughput run (0: skip)")
+  app.add_option("--rounds", a.rounds, "barrier rounds per mode and count")->capture_default_str();
+  app.add_option("--warmup", a.warmup, "uncounted warm-up rounds before them")
       ->capture_default_str();
-  app.add_option("--mode", mode, "straggler, burst or both")->capture_default_str();
-  app.add_option("--json", jsonPath, "also write the results as JSON to this file");
-  app.add_option("--connect", connect,
+  app.add_option("--ops-ms", a.opsMs, "duration of each throughput run (0: skip)")
+      ->capture_default_str();
+  app.add_option("--mode", a.mode, "straggler, burst or both")->capture_default_str();
+  app.add_option("--json", a.jsonPath, "also write the results as JSON to this file");
+  app.add_option("--connect", a.connect,
                  "HOST:PORT of a running resilient-store (default: fork one)");
-  app.add_option("--token", token, "job token")->capture_default_str();
-  app.add_option("--send-threads", sendThreads,
+  app.add_option("--token", a.token, "job token")->capture_default_str();
+  app.add_option("--send-threads", a.sendThreads,
                  "server helper threads for reply bursts (-1: one per extra core, at most 3)")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+}
 
-  const int maxClients = *std::max_element(clientCounts.begin(), clientCounts.end());
-  raiseFdLimit(static_cast<size_t>(maxClients) + 64);
-  ::signal(SIGPIPE, SIG_IGN);
-
-  Target target;
-  target.backend = backend;
+// The store the clients use: etcd's members, a running resilient-store, or
+// (by default) a TCP store server forked here, whose channel is returned.
+Channel startTarget(const BenchArgs& a, Target& target) {
+  target.backend = a.backend;
   target.host = "127.0.0.1";
-  target.token = token;
-  target.batchUs = batchUs;
-  target.etcdDriver = etcdDriver;
+  target.token = a.token;
+  target.batchUs = a.batchUs;
+  target.etcdDriver = a.etcdDriver;
   Channel server;
-  if (backend == "etcd") {
-    std::istringstream in(etcdEndpoints);
+  if (a.backend == "etcd") {
+    std::istringstream in(a.etcdEndpoints);
     for (std::string ep; std::getline(in, ep, ',');) {
       if (!ep.empty()) {
         target.etcd.push_back(ep);
@@ -579,69 +624,60 @@ int run(int argc, char** argv) {
     if (target.etcd.empty()) {
       throw CLI::ValidationError("--etcd", "the etcd backend needs --etcd HOST:PORT,...");
     }
-  } else if (backend != "tcp") {
+  } else if (a.backend != "tcp") {
     throw CLI::ValidationError("--backend", "tcp or etcd");
-  } else if (connect.empty()) {
+  } else if (a.connect.empty()) {
     // The server in a process of its own, as in a job (launcher or monitor).
     server = forkProcess([&](Channel& self) {
       tcp::ServerOptions o;
       o.host = target.host;
-      o.token = token;
-      o.sendThreads = sendThreads;
+      o.token = a.token;
+      o.sendThreads = a.sendThreads;
       tcp::StoreServer srv(o);
       self.send(std::to_string(srv.port()));
       self.receive();  // until told to stop (or the parent's end closes)
     });
     target.port = static_cast<uint16_t>(std::stoi(server.receive()));
   } else {
-    const resilient::HostPort hp = valueOrThrow(resilient::parseHostPort(connect));
+    const resilient::HostPort hp = valueOrThrow(resilient::parseHostPort(a.connect));
     target.host = hp.host;
     target.port = hp.port;
   }
+  return server;
+}
 
-  std::vector<Row> rows;
-  if (backend == "etcd") {
-    std::printf("etcd store benchmark: %s, driver %s, %s\n", etcdEndpoints.c_str(),
-                etcdDriver.c_str(), machine().c_str());
+void printTableHead(const BenchArgs& a, const Target& target) {
+  if (a.backend == "etcd") {
+    std::printf("etcd store benchmark: %s, driver %s, %s\n", a.etcdEndpoints.c_str(),
+                a.etcdDriver.c_str(), machine().c_str());
   } else {
     std::printf("TCP store benchmark: server %s:%u (send threads %d, client batch %d us), %s\n",
-                target.host.c_str(), target.port, sendThreads, batchUs, machine().c_str());
+                target.host.c_str(), target.port, a.sendThreads, a.batchUs, machine().c_str());
   }
   std::printf("%8s %5s %9s | %-27s | %-27s | %9s | %10s %10s %10s\n", "clients", "procs",
               "connect s", "straggler ms med/p90/max", "burst ms med/p90/max", "spread ms",
               "set op/s", "get op/s", "add op/s");
-  for (int n : clientCounts) {
-    Row r = runOne(target, {.clients = n,
-                            .processes = processes,
-                            .rounds = rounds,
-                            .warmup = warmup,
-                            .opsMs = opsMs,
-                            .straggler = mode != "burst",
-                            .burst = mode != "straggler"});
-    std::printf(
-        "%8d %5d %9.2f | %8.2f %8.2f %9.2f | %8.2f %8.2f %9.2f | %9.2f | %10.0f %10.0f %10.0f\n",
-        r.clients, r.processes, r.connectSeconds, r.straggler.median, r.straggler.p90,
-        r.straggler.max, r.burst.median, r.burst.p90, r.burst.max, r.firstToLastReleaseMs, r.setOps,
-        r.getOps, r.addOps);
-    if (mode != "burst" && n > 1) {
-      std::printf(
-          "%8s straggler rounds: %d-1 ranks counted %.2f s after the round began (median)\n", "", n,
-          r.arrivalsSeconds);
-    }
-    std::fflush(stdout);
-    rows.push_back(r);
-  }
-  if (server.pid > 0) {
-    server.send("stop");
-    int status = 0;
-    ::waitpid(server.pid, &status, 0);
-  }
+}
 
+void printRow(const BenchArgs& a, int n, const Row& r) {
+  std::printf(
+      "%8d %5d %9.2f | %8.2f %8.2f %9.2f | %8.2f %8.2f %9.2f | %9.2f | %10.0f %10.0f %10.0f\n",
+      r.clients, r.processes, r.connectSeconds, r.straggler.median, r.straggler.p90,
+      r.straggler.max, r.burst.median, r.burst.p90, r.burst.max, r.firstToLastReleaseMs, r.setOps,
+      r.getOps, r.addOps);
+  if (a.mode != "burst" && n > 1) {
+    std::printf("%8s straggler rounds: %d-1 ranks counted %.2f s after the round began (median)\n",
+                "", n, r.arrivalsSeconds);
+  }
+  std::fflush(stdout);
+}
+
+std::string resultsJson(const BenchArgs& a, const std::vector<Row>& rows) {
   std::ostringstream json;
-  json << "{\"benchmark\":\"" << backend << "-store\",\"machine\":\"" << machine()
-       << "\",\"etcd_driver\":\"" << (backend == "etcd" ? etcdDriver : std::string("-"))
-       << "\",\"send_threads\":" << sendThreads << ",\"client_batch_us\":" << batchUs
-       << ",\"rounds\":" << rounds << ",\"ops_ms\":" << opsMs << ",\"results\":[";
+  json << "{\"benchmark\":\"" << a.backend << "-store\",\"machine\":\"" << machine()
+       << "\",\"etcd_driver\":\"" << (a.backend == "etcd" ? a.etcdDriver : std::string("-"))
+       << "\",\"send_threads\":" << a.sendThreads << ",\"client_batch_us\":" << a.batchUs
+       << ",\"rounds\":" << a.rounds << ",\"ops_ms\":" << a.opsMs << ",\"results\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     json << (i ? "," : "") << "{\"clients\":" << r.clients << ",\"processes\":" << r.processes
@@ -655,9 +691,44 @@ int run(int argc, char** argv) {
          << ",\"add\":" << r.addOps << "}}";
   }
   json << "]}";
-  std::printf("%s\n", json.str().c_str());
-  if (!jsonPath.empty()) {
-    std::ofstream(jsonPath) << json.str() << "\n";
+  return json.str();
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Barrier latency and ops/s of the store with many simulated clients."};
+  BenchArgs a;
+  addOptions(app, a);
+  CLI11_PARSE(app, argc, argv);
+
+  const int maxClients = *std::max_element(a.clientCounts.begin(), a.clientCounts.end());
+  raiseFdLimit(static_cast<size_t>(maxClients) + 64);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  Target target;
+  Channel server = startTarget(a, target);
+  std::vector<Row> rows;
+  printTableHead(a, target);
+  for (int n : a.clientCounts) {
+    Row r = runOne(target, {.clients = n,
+                            .processes = a.processes,
+                            .rounds = a.rounds,
+                            .warmup = a.warmup,
+                            .opsMs = a.opsMs,
+                            .straggler = a.mode != "burst",
+                            .burst = a.mode != "straggler"});
+    printRow(a, n, r);
+    rows.push_back(r);
+  }
+  if (server.pid > 0) {
+    server.send("stop");
+    int status = 0;
+    ::waitpid(server.pid, &status, 0);
+  }
+
+  const std::string json = resultsJson(a, rows);
+  std::printf("%s\n", json.c_str());
+  if (!a.jsonPath.empty()) {
+    std::ofstream(a.jsonPath) << json << "\n";
   }
   return 0;
 }

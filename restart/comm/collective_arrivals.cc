@@ -38,7 +38,7 @@ uint64_t CollectiveArrivals::enter(std::string_view group, std::string_view func
   if (g.inside) {
     g.lastEndWallNs = now;
   }
-  blackbox::Arrival a;
+  jobhealth::Arrival a;
   a.commId = g.commId;
   a.collIndex = g.nextIndex++;
   a.rank = rank;
@@ -64,7 +64,7 @@ void CollectiveArrivals::leave(std::string_view group) {
   }
 }
 
-void CollectiveArrivals::addTo(blackbox::RankSample* sample, uint64_t sinceWallNs) {
+void CollectiveArrivals::addTo(jobhealth::RankSample* sample, uint64_t sinceWallNs) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [name, g] : groups_) {
     for (const auto& a : g.recent) {
@@ -73,7 +73,7 @@ void CollectiveArrivals::addTo(blackbox::RankSample* sample, uint64_t sinceWallN
       }
     }
     if (g.inside && !g.recent.empty()) {
-      const blackbox::Arrival& a = g.recent.back();
+      const jobhealth::Arrival& a = g.recent.back();
       sample->inside.push_back({g.commId, a.collIndex, a.wallNs, a.function});
     }
   }

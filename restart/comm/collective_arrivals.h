@@ -9,7 +9,7 @@
 // pairs them by that order: ProcessGroupGloo.cpp nextTag(), torch 1.13 and
 // 2.x; the host engine runs them in call order, hostengine/engine.h);
 // the health exchange ships them with the profiler's arrivals
-// (blackbox::Arrival, commId = a hash of the group's name), so that
+// (jobhealth::Arrival, commId = a hash of the group's name), so that
 // stragglers and stuck ranks are found in such jobs too.
 //
 // Threads: any; a mutex (one enter and one leave per collective, never on
@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "blackbox/health_sample.h"
+#include "jobhealth/sample.h"
 
 namespace resilient::restart {
 
@@ -39,7 +39,7 @@ class CollectiveArrivals {
   void leave(std::string_view group);
   // Adds the arrivals since `sinceWallNs` and the collectives it is inside
   // now to `sample`.
-  void addTo(blackbox::RankSample* sample, uint64_t sinceWallNs);
+  void addTo(jobhealth::RankSample* sample, uint64_t sinceWallNs);
 
   // The commId of a group's collectives in samples and reports.
   static uint64_t commIdOf(std::string_view group) noexcept;
@@ -49,8 +49,8 @@ class CollectiveArrivals {
     uint64_t commId = 0;
     uint64_t nextIndex = 1;
     bool inside = false;
-    uint64_t lastEndWallNs = 0;            // when the last collective was left
-    std::deque<blackbox::Arrival> recent;  // the last few, oldest first
+    uint64_t lastEndWallNs = 0;             // when the last collective was left
+    std::deque<jobhealth::Arrival> recent;  // the last few, oldest first
   };
   std::mutex mutex_;
   std::map<std::string, Group, std::less<>> groups_;

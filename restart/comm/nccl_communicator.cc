@@ -141,6 +141,9 @@ struct NcclCommunicator::Impl {
     }
     return text;
   }
+
+  // One run of NcclCommunicator::create (below).
+  struct Creation;
 };
 
 namespace {
@@ -245,125 +248,69 @@ void recordCall(const CommunicatorSetup& setup, const char* call, Clock::time_po
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSetup& setup,
-                                                           const NcclOptions& options) {
-  comm::requireActiveMember(setup, "nccl");
-  const State& state = setup.state;
-  auto impl = std::make_unique<Impl>();
-  impl->lib = comm::NcclLibrary::load(options.library);
-  impl->options = options;
-  impl->name = setup.name;
-  impl->commName = options.commName.empty() ? setup.name + "/" + std::to_string(state.iteration)
-                                            : options.commName;
-  impl->iteration = state.iteration;
-  impl->rank = state.activeRank;
-  impl->size = state.activeWorldSize;
-  const comm::NcclLibrary& lib = *impl->lib;
-  const std::chrono::milliseconds timeout =
-      setup.timeout > std::chrono::milliseconds(0) ? setup.timeout : kDefaultCreateTimeout;
-  const Clock::time_point deadline = Clock::now() + timeout;
-  auto remaining = [&] {
-    return std::max(std::chrono::milliseconds(1),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-  };
-  ncclConfig_t config = makeConfig(options.netName, impl->commName);
-
+// One run of NcclCommunicator::create for `impl`: its deadline and config, and
+// the shrunk communicator a grow starts from until the new one is ready.
+struct NcclCommunicator::Impl::Creation {
   // The path, decided together, since every member must make the matching
   // call: shrink (only removals), shrink then grow (removals, and spares
   // joined as the last ranks), or a full init.
   enum class Path { kInit, kShrink, kGrow };
-  auto* previous = dynamic_cast<NcclCommunicator*>(setup.previous.get());
-  std::unique_lock<std::mutex> previousLock;
-  Path path = Path::kInit;
-  const bool joiner =
-      std::binary_search(setup.joinedRanks.begin(), setup.joinedRanks.end(), state.activeRank);
-  const bool mayShrink = setup.onlyRemovals && options.useShrink;
-  const bool mayGrow = !setup.onlyRemovals && !setup.removedRanks.empty() && options.useShrink &&
-                       options.useGrow && joinersLast(setup);
-  if (mayShrink || mayGrow) {
-    std::string mine = "init";
-    if (joiner) {
-      mine = mayGrow && lib.hasGrow() ? "join" : "init";
-    } else if (previous != nullptr && previous->impl_->lib == impl->lib) {
-      previousLock = std::unique_lock<std::mutex>(previous->impl_->mutex);
-      const Impl& p = *previous->impl_;
-      const OldComm old{.rank = p.rank,
-                        .size = p.size,
-                        .comm = p.comm.load(),
-                        .aborted = p.state.load() == CommState::kAborted};
-      const bool shrinkable = mayShrink && canShrink(setup, previous, lib, old);
-      const bool keepable = !shrinkable && mayGrow && canKeep(setup, previous, lib, old);
-      // A shrink (and a grow's shrink) needs a parent that settled clean:
-      // ncclCommInitChildComm calls ncclCommEnsureReady(parent), which
-      // returns the parent's proxy error of the failed transfer, kept
-      // through the revoke (NCCL: init.cc ncclCommGetAsyncError reads
-      // proxyState->asyncResult, which nothing clears). Such a member votes
-      // for a full init, which every member then makes in this restart.
-      if (shrinkable || keepable) {
-        const ncclResult_t settled =
-            waitReady(lib, old.comm, deadline, options.pollInterval, &setup.rendezvous);
-        if (settled == ncclSuccess) {
-          mine = shrinkable ? "shrink" : "keep";
-        } else if (setup.record) {
-          setup.record("nccl previous", p.describe() + " reads " + lib.describe(settled) +
-                                            ": NCCL would refuse to shrink it");
-        }
-      }
-    }
-    const std::vector<std::string> votes =
-        setup.rendezvous.allGather(setup.name + "/nccl-create", mine, remaining());
-    const auto all = [&](auto pred) { return std::all_of(votes.begin(), votes.end(), pred); };
-    if (mayShrink && all([](const std::string& v) { return v == "shrink"; })) {
-      path = Path::kShrink;
-    } else if (mayGrow && all([](const std::string& v) { return v == "keep" || v == "join"; }) &&
-               std::count(votes.begin(), votes.end(), "keep") > 0) {
-      path = Path::kGrow;
-    }
-  }
-  if (path == Path::kInit) {
-    previousLock = {};
-  }
-  if (setup.record) {
-    setup.record("nccl path", path == Path::kShrink ? "ncclCommShrink"
-                              : path == Path::kGrow ? "ncclCommShrink + ncclCommGrow"
-                                                    : "ncclCommInitRankConfig");
+
+  Creation(const CommunicatorSetup& s, const NcclOptions& o, Impl& i)
+      : setup(s),
+        options(o),
+        impl(i),
+        lib(*i.lib),
+        timeout(s.timeout > std::chrono::milliseconds(0) ? s.timeout : kDefaultCreateTimeout),
+        deadline(Clock::now() + timeout),
+        config(makeConfig(o.netName, i.commName)),
+        joiner(std::binary_search(s.joinedRanks.begin(), s.joinedRanks.end(), s.state.activeRank)) {
   }
 
-  ncclComm_t newComm = nullptr;
-  ncclResult_t r = ncclSuccess;
-  const char* call = path == Path::kShrink ? "ncclCommShrink"
-                     : path == Path::kGrow ? "ncclCommGrow"
-                                           : "ncclCommInitRankConfig";
+  const CommunicatorSetup& setup;
+  const NcclOptions& options;
+  Impl& impl;
+  const comm::NcclLibrary& lib;
+  const std::chrono::milliseconds timeout;
+  const Clock::time_point deadline;
+  ncclConfig_t config;
+  const bool joiner;  // a spare joined as one of the last ranks
   // The shrunk communicator a grow starts from (ours to free): aborted on any
   // failure, finalized and destroyed once the grow is done with it.
   ncclComm_t shrunk = nullptr;
-  auto abortShrunk = [&] {
+
+  std::chrono::milliseconds remaining() const {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  }
+
+  void abortShrunk() {
     if (shrunk != nullptr) {
       (void)lib.commAbort(shrunk);
       shrunk = nullptr;
     }
-  };
+  }
+
   // The id active rank 0 published under `key` (its failure text otherwise).
-  auto awaitId = [&](const std::string& key, const char* what) {
+  ncclUniqueId awaitId(const std::string& key, const char* what) {
     const std::string value = setup.rendezvous.lookup(key, remaining());
     if (value.size() != sizeof(ncclUniqueId::internal)) {
       abortShrunk();
-      throw RestartError(impl->describe() + ": no NCCL " + what + " from active rank 0: " + value);
+      throw RestartError(impl.describe() + ": no NCCL " + what + " from active rank 0: " + value);
     }
     ncclUniqueId id;
     std::memcpy(id.internal, value.data(), sizeof(id.internal));
     return id;
-  };
+  }
+
   // A creation call that did not get ready: TimeoutError when still in
   // progress at the deadline, RestartError with NCCL's words otherwise; `c`
   // is aborted (after its last error was read).
-  auto notReady = [&](const char* what, ncclResult_t ready, ncclComm_t c) {
+  [[noreturn]] void notReady(const char* what, ncclResult_t ready, ncclComm_t c) {
     const std::string text = ready == ncclInProgress
-                                 ? impl->describe() + ": " + what + " did not complete within " +
+                                 ? impl.describe() + ": " + what + " did not complete within " +
                                        millis(timeout) + "; aborted"
-                                 : impl->failure(what, ready, c);
+                                 : impl.failure(what, ready, c);
     if (c != nullptr) {
       (void)lib.commAbort(c);
     }
@@ -372,20 +319,85 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
       throw TimeoutError(text);
     }
     throw RestartError(text);
-  };
-  if (path == Path::kShrink || (path == Path::kGrow && !joiner)) {
+  }
+
+  // This member's vote: "init", "join" (a joiner), or, when `previous` settled
+  // clean, "shrink" or "keep" (grow it). Locks previous's mutex when it is
+  // this library's.
+  std::string vote(NcclCommunicator* previous, bool mayShrink, bool mayGrow,
+                   std::unique_lock<std::mutex>& previousLock) {
+    if (joiner) {
+      return mayGrow && lib.hasGrow() ? "join" : "init";
+    }
+    if (previous == nullptr || previous->impl_->lib != impl.lib) {
+      return "init";
+    }
+    previousLock = std::unique_lock<std::mutex>(previous->impl_->mutex);
+    const Impl& p = *previous->impl_;
+    const OldComm old{.rank = p.rank,
+                      .size = p.size,
+                      .comm = p.comm.load(),
+                      .aborted = p.state.load() == CommState::kAborted};
+    const bool shrinkable = mayShrink && canShrink(setup, previous, lib, old);
+    const bool keepable = !shrinkable && mayGrow && canKeep(setup, previous, lib, old);
+    // A shrink (and a grow's shrink) needs a parent that settled clean:
+    // ncclCommInitChildComm calls ncclCommEnsureReady(parent), which
+    // returns the parent's proxy error of the failed transfer, kept
+    // through the revoke (NCCL: init.cc ncclCommGetAsyncError reads
+    // proxyState->asyncResult, which nothing clears). Such a member votes
+    // for a full init, which every member then makes in this restart.
+    if (shrinkable || keepable) {
+      const ncclResult_t settled =
+          waitReady(lib, old.comm, deadline, options.pollInterval, &setup.rendezvous);
+      if (settled == ncclSuccess) {
+        return shrinkable ? "shrink" : "keep";
+      }
+      if (setup.record) {
+        setup.record("nccl previous", p.describe() + " reads " + lib.describe(settled) +
+                                          ": NCCL would refuse to shrink it");
+      }
+    }
+    return "init";
+  }
+
+  // Every member's vote gathered: the path they all take.
+  Path choosePath(NcclCommunicator* previous, std::unique_lock<std::mutex>& previousLock) {
+    const bool mayShrink = setup.onlyRemovals && options.useShrink;
+    const bool mayGrow = !setup.onlyRemovals && !setup.removedRanks.empty() && options.useShrink &&
+                         options.useGrow && joinersLast(setup);
+    if (!mayShrink && !mayGrow) {
+      return Path::kInit;
+    }
+    const std::string mine = vote(previous, mayShrink, mayGrow, previousLock);
+    const std::vector<std::string> votes =
+        setup.rendezvous.allGather(setup.name + "/nccl-create", mine, remaining());
+    const auto all = [&](auto pred) { return std::all_of(votes.begin(), votes.end(), pred); };
+    if (mayShrink && all([](const std::string& v) { return v == "shrink"; })) {
+      return Path::kShrink;
+    }
+    if (mayGrow && all([](const std::string& v) { return v == "keep" || v == "join"; }) &&
+        std::count(votes.begin(), votes.end(), "keep") > 0) {
+      return Path::kGrow;
+    }
+    return Path::kInit;
+  }
+
+  // ncclCommShrink of `p` (the previous communicator), waited for: the new
+  // communicator (kShrink) or the one a grow starts from (`shrunk`). What
+  // ncclCommShrink returned.
+  ncclResult_t shrink(Impl& p, Path path, ncclComm_t& newComm) {
     // The parent settled clean before the vote. A non-blocking shrink
     // returns ncclSuccess with the child still NULL (NCCL: init.cc
     // ncclCommInitChildComm sets *newcomm = NCCL_COMM_NULL; the group's
     // ncclInProgress passes NCCLCHECK): its job, attached to the parent, stores
     // the child into the parent's slot when it ends. NCCL's recipe polls the
     // parent (docs/userguide usage/communicators.rst, "shrink"), then the child.
-    Impl& p = *previous->impl_;
     ncclComm_t parent = p.comm.load();
     std::vector<int> excluded = setup.removedRanks;
     const Clock::time_point start = Clock::now();
     __atomic_store_n(&p.shrinkOut, nullptr, __ATOMIC_RELEASE);
-    r = lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &p.shrinkOut,
+    const ncclResult_t r =
+        lib.commShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &p.shrinkOut,
                        &config, NCCL_SHRINK_ABORT);
     recordCall(setup, "ncclCommShrink", start, r == ncclInProgress ? ncclSuccess : r);
     ncclResult_t ready = r;
@@ -409,46 +421,56 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
     recordCall(setup, "ncclCommShrink done", start, ncclSuccess);
     if (path == Path::kShrink) {
       newComm = std::exchange(shrunk, nullptr);
-      impl->shrunk = true;
+      impl.shrunk = true;
     }
+    return r;
   }
-  if (path == Path::kGrow) {
+
+  // ncclCommGrow: active rank 0 publishes the grow id from `shrunk`, the
+  // joiners and the other members wait for it. What ncclCommGrow returned.
+  ncclResult_t grow(ncclComm_t& newComm) {
     const std::string idKey = setup.name + "/nccl-grow-id";
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));
     const Clock::time_point start = Clock::now();
+    ncclResult_t r = ncclSuccess;
     if (joiner) {
       id = awaitId(idKey, "grow id");
-      r = lib.commGrow(nullptr, impl->size, &id, impl->rank, &impl->growOut, &config);
-    } else if (impl->rank == 0) {
+      r = lib.commGrow(nullptr, impl.size, &id, impl.rank, &impl.growOut, &config);
+    } else if (impl.rank == 0) {
       r = lib.commGetUniqueId(shrunk, &id);
       if (r != ncclSuccess) {
-        const std::string text = impl->failure("ncclCommGetUniqueId", r, shrunk);
+        const std::string text = impl.failure("ncclCommGetUniqueId", r, shrunk);
         setup.rendezvous.publish(idKey, text);  // the others learn why there is none
         abortShrunk();
         throw RestartError(text);
       }
       setup.rendezvous.publish(idKey, std::string_view(id.internal, sizeof(id.internal)));
-      r = lib.commGrow(shrunk, impl->size, &id, -1, &impl->growOut, &config);
+      r = lib.commGrow(shrunk, impl.size, &id, -1, &impl.growOut, &config);
     } else {
       // Only the root's id lets the joiners in: without it this grow would
       // wait for them until the deadline.
       (void)awaitId(idKey, "grow id");
-      r = lib.commGrow(shrunk, impl->size, nullptr, -1, &impl->growOut, &config);
+      r = lib.commGrow(shrunk, impl.size, nullptr, -1, &impl.growOut, &config);
     }
     // Stored before the call returned (NCCL: v2.29.7-1 init.cc ncclCommGrow),
     // and again by its job.
-    newComm = __atomic_load_n(&impl->growOut, __ATOMIC_ACQUIRE);
+    newComm = __atomic_load_n(&impl.growOut, __ATOMIC_ACQUIRE);
     recordCall(setup, "ncclCommGrow", start, r == ncclInProgress ? ncclSuccess : r);
-    impl->grown = true;
-  } else if (path == Path::kInit) {
+    impl.grown = true;
+    return r;
+  }
+
+  // ncclCommInitRankConfig with the unique id active rank 0 publishes. What it
+  // returned.
+  ncclResult_t init(ncclComm_t& newComm) {
     const std::string idKey = setup.name + "/nccl-unique-id";
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));
-    if (impl->rank == 0) {
-      r = lib.getUniqueId(&id);
+    if (impl.rank == 0) {
+      const ncclResult_t r = lib.getUniqueId(&id);
       if (r != ncclSuccess) {
-        const std::string text = impl->failure("ncclGetUniqueId", r, nullptr);
+        const std::string text = impl.failure("ncclGetUniqueId", r, nullptr);
         // Anything but an id tells the other members why there is none.
         setup.rendezvous.publish(idKey, text);
         throw RestartError(text);
@@ -458,23 +480,74 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSet
       id = awaitId(idKey, "unique id");
     }
     const Clock::time_point start = Clock::now();
-    r = lib.commInitRankConfig(&newComm, impl->size, id, impl->rank, &config);
+    const ncclResult_t r = lib.commInitRankConfig(&newComm, impl.size, id, impl.rank, &config);
     recordCall(setup, "ncclCommInitRankConfig", start, r == ncclInProgress ? ncclSuccess : r);
+    return r;
   }
-  if (r != ncclSuccess && r != ncclInProgress) {
-    notReady(call, r, newComm);
+
+  // The new communicator along `path`, ready; the shrunk one a grow started
+  // from freed.
+  ncclComm_t make(Path path, NcclCommunicator* previous) {
+    ncclComm_t newComm = nullptr;
+    ncclResult_t r = ncclSuccess;
+    const char* call = path == Path::kShrink ? "ncclCommShrink"
+                       : path == Path::kGrow ? "ncclCommGrow"
+                                             : "ncclCommInitRankConfig";
+    if (path == Path::kShrink || (path == Path::kGrow && !joiner)) {
+      r = shrink(*previous->impl_, path, newComm);
+    }
+    if (path == Path::kGrow) {
+      r = grow(newComm);
+    } else if (path == Path::kInit) {
+      r = init(newComm);
+    }
+    if (r != ncclSuccess && r != ncclInProgress) {
+      notReady(call, r, newComm);
+    }
+    const Clock::time_point waitStart = Clock::now();
+    r = waitReady(lib, newComm, deadline, options.pollInterval, &setup.rendezvous);
+    if (r != ncclSuccess) {
+      notReady(call, r, newComm);
+    }
+    recordCall(setup, (std::string(call) + " done").c_str(), waitStart, ncclSuccess);
+    if (shrunk != nullptr) {  // the grow is done with it
+      freeComm(lib, std::exchange(shrunk, nullptr), true, Clock::now() + options.destroyTimeout,
+               options.pollInterval);
+    }
+    return newComm;
   }
-  const Clock::time_point waitStart = Clock::now();
-  r = waitReady(lib, newComm, deadline, options.pollInterval, &setup.rendezvous);
-  if (r != ncclSuccess) {
-    notReady(call, r, newComm);
+};
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::shared_ptr<NcclCommunicator> NcclCommunicator::create(const CommunicatorSetup& setup,
+                                                           const NcclOptions& options) {
+  comm::requireActiveMember(setup, "nccl");
+  const State& state = setup.state;
+  auto impl = std::make_unique<Impl>();
+  impl->lib = comm::NcclLibrary::load(options.library);
+  impl->options = options;
+  impl->name = setup.name;
+  impl->commName = options.commName.empty() ? setup.name + "/" + std::to_string(state.iteration)
+                                            : options.commName;
+  impl->iteration = state.iteration;
+  impl->rank = state.activeRank;
+  impl->size = state.activeWorldSize;
+  Impl::Creation creation(setup, options, *impl);
+  using Path = Impl::Creation::Path;
+
+  auto* previous = dynamic_cast<NcclCommunicator*>(setup.previous.get());
+  std::unique_lock<std::mutex> previousLock;  // held until the new communicator is ready
+  const Path path = creation.choosePath(previous, previousLock);
+  if (path == Path::kInit) {
+    previousLock = {};
   }
-  recordCall(setup, (std::string(call) + " done").c_str(), waitStart, ncclSuccess);
-  if (shrunk != nullptr) {  // the grow is done with it
-    freeComm(lib, std::exchange(shrunk, nullptr), true, Clock::now() + options.destroyTimeout,
-             options.pollInterval);
+  if (setup.record) {
+    setup.record("nccl path", path == Path::kShrink ? "ncclCommShrink"
+                              : path == Path::kGrow ? "ncclCommShrink + ncclCommGrow"
+                                                    : "ncclCommInitRankConfig");
   }
-  impl->comm.store(newComm);
+  impl->comm.store(creation.make(path, previous));
   return std::shared_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
 }
 

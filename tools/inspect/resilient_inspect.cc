@@ -6,8 +6,8 @@
 // or --compare, it lines up each communicator across them and names the
 // ranks that are behind. --job watches the ranks of a job live (the given
 // targets, or every live region in --dir): slow links, stragglers and stuck
-// ranks (blackbox/slow_links.h, blackbox/stragglers.h,
-// blackbox/stuck_ranks.h), as the restart library does through its store for
+// ranks (jobhealth/slow_links.h, jobhealth/stragglers.h,
+// jobhealth/stuck_ranks.h), as the restart library does through its store for
 // jobs that use it.
 #include <bit>
 #include <chrono>
@@ -23,15 +23,16 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "blackbox/health_json.h"
-#include "blackbox/rank_progress.h"
 #include "blackbox/reader.h"
 #include "blackbox/snapshot_json.h"
-#include "blackbox/stuck_ranks.h"
 #include "blackbox/value_names.h"
 #include "common/clock.h"
+#include "jobhealth/json.h"
+#include "jobhealth/rank_progress.h"
+#include "jobhealth/stuck_ranks.h"
 
 namespace bb = resilient::blackbox;
+namespace jh = resilient::jobhealth;
 
 namespace {
 
@@ -94,7 +95,7 @@ void printTable(const bb::Snapshot& s) {
   }
 }
 
-nlohmann::json comparisonJson(const std::vector<bb::CommComparison>& cmp) {
+nlohmann::json comparisonJson(const std::vector<jh::CommComparison>& cmp) {
   nlohmann::json out = {{"communicators", nlohmann::json::array()}};
   for (const auto& c : cmp) {
     nlohmann::json ranks = nlohmann::json::array();
@@ -129,9 +130,9 @@ struct JobWatchOptions {
   double seconds = 0;  // 0: until interrupted
   bool json = false;
   bool record = false;
-  bb::SlowLinkOptions links;
-  bb::StragglerOptions stragglers;
-  bb::StuckRankOptions stuckRanks;
+  jh::SlowLinkOptions links;
+  jh::StragglerOptions stragglers;
+  jh::StuckRankOptions stuckRanks;
 };
 
 // The regions of the job: the targets, or every live one in dir.
@@ -159,7 +160,7 @@ std::string rateText(double bytesPerS) {
   return bytesPerS > 0 ? buf : "-";
 }
 
-void printStandings(const bb::SlowLinkDetector& links, const bb::StragglerDetector& ranks) {
+void printStandings(const jh::SlowLinkDetector& links, const jh::StragglerDetector& ranks) {
   std::printf("%-6s %-6s %-24s %-24s %12s %6s %7s  %s\n", "from", "to", "local", "peer",
               "busy rate", "busy", "ratio", "");
   for (const auto& l : links.standings()) {
@@ -180,9 +181,9 @@ void printStandings(const bb::SlowLinkDetector& links, const bb::StragglerDetect
 // found (and, with --record, appends it to the region of the process it
 // names). Returns the number of reports.
 int watchJob(const JobWatchOptions& o) {
-  bb::SlowLinkDetector links(o.links);
-  bb::StragglerDetector stragglers(o.stragglers);
-  bb::StuckRankDetector stuckRanks(o.stuckRanks);
+  jh::SlowLinkDetector links(o.links);
+  jh::StragglerDetector stragglers(o.stragglers);
+  jh::StuckRankDetector stuckRanks(o.stuckRanks);
   // Each round gives the arrivals since two intervals before the previous
   // round (the first, all the flight recorders hold): the detectors count an
   // arrival once however often it comes.
@@ -192,17 +193,17 @@ int watchJob(const JobWatchOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   while (true) {
     const uint64_t roundNs = resilient::wallClockNs();
-    std::vector<bb::RankSample> samples;
+    std::vector<jh::RankSample> samples;
     for (const auto& path : jobRegions(o)) {
       auto snap = bb::readRegion(path);
       if (!snap.ok() || !snap->processAlive) {
         continue;  // gone, or not a region this tool reads
       }
       regionOfPid[snap->header.pid] = path;
-      samples.push_back(bb::sampleOf(*snap, -1, sinceNs));
+      samples.push_back(jh::sampleOf(*snap, -1, sinceNs));
     }
     sinceNs = roundNs - 2 * static_cast<uint64_t>(o.intervalMs) * 1000000;
-    std::vector<bb::HealthReport> reports = links.update(samples);
+    std::vector<jh::HealthReport> reports = links.update(samples);
     for (auto& r : stragglers.update(samples)) {
       reports.push_back(std::move(r));
     }
@@ -212,18 +213,18 @@ int watchJob(const JobWatchOptions& o) {
     for (const auto& r : reports) {
       ++found;
       if (o.json) {
-        std::printf("%s\n", nlohmann::json({{"report", bb::reportJson(r)}}).dump().c_str());
+        std::printf("%s\n", nlohmann::json({{"report", jh::reportJson(r)}}).dump().c_str());
       } else {
-        std::printf("REPORT %s\n", bb::describe(r).c_str());
+        std::printf("REPORT %s\n", jh::describe(r).c_str());
       }
       if (o.record && regionOfPid.count(r.subject.pid) != 0) {
-        (void)bb::recordReport(regionOfPid[r.subject.pid], bb::toBlackboxRecord(r));
+        (void)bb::recordReport(regionOfPid[r.subject.pid], jh::toBlackboxRecord(r));
       }
     }
     if (o.json) {
       std::printf("%s\n", nlohmann::json({{"wall_ns", resilient::wallClockNs()},
                                           {"processes", samples.size()},
-                                          {"standings", bb::standingsJson(links.standings(),
+                                          {"standings", jh::standingsJson(links.standings(),
                                                                           stragglers.standings())}})
                               .dump()
                               .c_str());
@@ -321,7 +322,7 @@ int run(int argc, char** argv) {
     snaps.push_back(std::move(snap).value());
   }
   if (compare || snaps.size() > 1) {
-    const auto cmp = bb::compareRanks(snaps);
+    const auto cmp = jh::compareRanks(snaps);
     if (json) {
       std::printf("%s\n", comparisonJson(cmp).dump(2).c_str());
       return 0;

@@ -191,6 +191,230 @@ void printSize(const Config& c, const SizeBlocks& s) {
   std::fflush(stdout);
 }
 
+// Every transport of --transport, opened (a plugin as NCCL loads it, or "raw");
+// nullopt after saying which could not be.
+std::optional<std::vector<std::unique_ptr<resilient::transport::Transport>>> openTransports(
+    const Config& c, int rank, const he::LaunchedRank& launch) {
+  std::vector<std::unique_ptr<resilient::transport::Transport>> transports;
+  for (const std::string& spec : c.options.transports) {
+    he::RawTcpOptions raw;
+    raw.bindHost = he::localAddressToward(launch.master);
+    raw.sockets = c.options.rawSockets;
+    raw.socketBufferBytes = c.options.rawSocketBuffer;
+    raw.token = launch.token;
+    raw.connectTimeoutMs = c.timeoutMs;
+    auto t =
+        he::openTransport(spec == "raw" ? std::nullopt : std::optional<std::string>(spec), raw);
+    if (!t.ok()) {
+      std::fprintf(stderr, "# rank %d: transport %s: %s\n", rank, spec.c_str(),
+                   t.status().toString().c_str());
+      return std::nullopt;
+    }
+    transports.push_back(std::move(t).value());
+  }
+  return transports;
+}
+
+// Out of band: rank 0 serves the rendezvous, both connect to it. The client is
+// null when either failed (said on stderr).
+struct OutOfBand {
+  std::unique_ptr<he::RendezvousServer> server;
+  std::unique_ptr<he::RendezvousClient> client;
+};
+
+OutOfBand joinOutOfBand(const Config& c, int rank, uint16_t port, const he::LaunchedRank& launch) {
+  he::RendezvousPlace place;
+  place.master = launch.master;
+  place.port = port;
+  place.rank = rank;
+  place.world = kRanks;
+  place.token = launch.token;
+  place.timeoutMs = c.timeoutMs;
+  if (launch.listenFd.value_or(-1) >= 0) {
+    place.inheritedListenFd = launch.listenFd;
+  }
+  place.serverSocket = launch.serverSocket;
+  OutOfBand oob;
+  if (rank == 0) {
+    auto s = he::serveRendezvous(place);
+    if (!s.ok()) {
+      std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", s.status().toString().c_str());
+      return oob;
+    }
+    oob.server = std::move(s).value();
+  }
+  auto client = he::joinRendezvous(place);
+  if (!client.ok()) {
+    std::fprintf(stderr, "# rank %d: rendezvous: %s\n", rank, client.status().toString().c_str());
+    return oob;
+  }
+  oob.client = std::move(client).value();
+  return oob;
+}
+
+void printHeader(const Config& c) {
+  std::printf("# resilient-net-ab: host engine on host buffers (test infrastructure, not NCCL)\n");
+  std::printf(
+      "# %s on 2 ranks; per size %d warm-up, then %d or more blocks of %d iterations "
+      "per transport (order drawn per block), every byte checked\n",
+      he::patternName(c.pattern), c.options.warmup, c.options.blocks, c.options.iters);
+  std::printf(
+      "# per transport: median over blocks of the slowest rank's time (us) and busbw "
+      "(GB/s); from the second on, its bandwidth against the one before, paired per "
+      "block (median)\n#\n%12s",
+      "bytes");
+  for (size_t t = 0; t < c.options.transports.size(); ++t) {
+    const std::string& spec = c.options.transports[t];
+    std::printf("  [%zu] %s%s", t, spec.substr(spec.rfind('/') + 1).c_str(),
+                t > 0 ? " (us bw %)" : " (us bw)");
+  }
+  std::printf("  errors\n");
+  std::fflush(stdout);
+}
+
+// One rank's engines, one per transport, over the same out-of-band client, and
+// what runs them.
+class AbRank {
+ public:
+  AbRank(const Config& c, int rank, he::RendezvousClient& oob) : c_(c), rank_(rank), oob_(oob) {}
+  AbRank(const AbRank&) = delete;
+  AbRank& operator=(const AbRank&) = delete;
+
+  // False after saying which setup failed (the peer told, every engine closed).
+  bool setUp(std::vector<std::unique_ptr<resilient::transport::Transport>>& transports,
+             uint64_t token) {
+    for (size_t t = 0; t < transports.size(); ++t) {
+      he::EngineOptions eo;
+      eo.rank = rank_;
+      eo.nranks = kRanks;
+      eo.pattern = c_.pattern;
+      eo.multiRecv = c_.options.multiRecv;
+      eo.timeoutMs = c_.timeoutMs;
+      eo.commId = token ^ (0x61622d0000ull + t);
+      engines_.push_back(std::make_unique<he::Engine>(*transports[t], oob_, eo));
+      if (std::optional<he::Fault> f = engines_.back()->setup(c_.maxBytes)) {
+        std::fprintf(stderr, "# rank %d: setup of %s: %s\n", rank_,
+                     c_.options.transports[t].c_str(), f->describe().c_str());
+        oob_.abort("setup failed");
+        closeAll();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // One size: every transport's warm-up, then the blocks, each transport in an
+  // order drawn from `random` (the same on both ranks). nullopt after a fault or
+  // a failed gather (said; every engine closed).
+  std::optional<SizeBlocks> measure(size_t bytes, std::mt19937_64& random,
+                                    std::vector<size_t>& order) {
+    const size_t n = engines_.size();
+    SizeBlocks s;
+    s.bytes = he::effectiveBytes(c_.pattern, kRanks, bytes);
+    for (size_t t = 0; t < n; ++t) {
+      double ignored = 0;
+      if (!runIters(t, bytes, c_.options.warmup, &ignored, s)) {
+        return std::nullopt;
+      }
+    }
+    const int blocks = blocksFor(c_, bytes);
+    for (int b = 0; b < blocks; ++b) {
+      std::vector<double> mine(n, 0);
+      std::shuffle(order.begin(), order.end(), random);
+      for (size_t t : order) {
+        double sum = 0;
+        if (!runIters(t, bytes, c_.options.iters, &sum, s)) {
+          return std::nullopt;
+        }
+        mine[t] = sum / c_.options.iters;
+      }
+      std::optional<std::vector<double>> slowest = slowestOf(mine);
+      if (!slowest) {
+        return std::nullopt;
+      }
+      s.seconds.push_back(*slowest);
+    }
+    return s;
+  }
+
+  void closeAll() {
+    for (auto& e : engines_) {
+      e->close();
+    }
+  }
+
+  size_t transports() const { return engines_.size(); }
+
+ private:
+  // `count` iterations of transport t; their seconds added to *seconds, their
+  // errors to s.
+  bool runIters(size_t t, size_t bytes, int count, double* seconds, SizeBlocks& s) {
+    for (int i = 0; i < count; ++i) {
+      he::IterationResult r = engines_[t]->run(bytes, iteration_++, {.barrier = true});
+      s.errors += r.errors;
+      if (r.fault) {
+        std::fprintf(stderr, "# rank %d: %s: %s\n", rank_, c_.options.transports[t].c_str(),
+                     r.fault->describe().c_str());
+        oob_.abort("fault");
+        closeAll();
+        return false;
+      }
+      *seconds += r.seconds;
+    }
+    return true;
+  }
+
+  // Both ranks' seconds per iteration of one block, gathered: the slower's, per
+  // transport.
+  std::optional<std::vector<double>> slowestOf(const std::vector<double>& mine) {
+    std::string text;
+    for (double v : mine) {
+      char number[32];
+      std::snprintf(number, sizeof number, "%.9g ", v);
+      text += number;
+    }
+    auto all = oob_.allGather(text);
+    if (!all.ok()) {
+      std::fprintf(stderr, "# rank %d: gather: %s\n", rank_, all.status().toString().c_str());
+      closeAll();
+      return std::nullopt;
+    }
+    std::vector<double> slowest(mine.size(), 0);
+    for (const std::string& part : *all) {
+      const char* p = part.c_str();
+      for (size_t t = 0; t < mine.size(); ++t) {
+        char* end = nullptr;
+        slowest[t] = std::max(slowest[t], std::strtod(p, &end));
+        p = end;
+      }
+    }
+    return slowest;
+  }
+
+  const Config& c_;
+  const int rank_;
+  he::RendezvousClient& oob_;
+  std::vector<std::unique_ptr<he::Engine>> engines_;
+  uint64_t iteration_ = 0;
+};
+
+void writeReport(const Config& c, const json& sizes, uint64_t totalErrors, bool gathered) {
+  const json report{{"tool", "resilient-net-ab"},
+                    {"pattern", he::patternName(c.pattern)},
+                    {"ranks", kRanks},
+                    {"iterations", c.options.iters},
+                    {"warmup", c.options.warmup},
+                    {"blocks", c.options.blocks},
+                    {"seed", c.options.seed},
+                    {"size_bytes", c.bytesPerSize},
+                    {"raw_socket_buffer", c.options.rawSocketBuffer},
+                    {"transports", c.options.transports},
+                    {"sizes", sizes},
+                    {"errors", totalErrors},
+                    {"ok", gathered && totalErrors == 0}};
+  resilient::tools::writeFileAtomically(c.options.jsonPath, report.dump(1) + "\n");
+}
+
 int runRank(const Config& c, const he::Environment& env) {
   const int rank = envInt(env, "RANK", -1);
   const int world = envInt(env, "WORLD_SIZE", -1);
@@ -200,173 +424,42 @@ int runRank(const Config& c, const he::Environment& env) {
     return kExitUsage;
   }
   const he::LaunchedRank launch = he::readLaunchedRank(env, kLaunchEnvNames);
-  const std::string& master = launch.master;
-  const uint64_t token = launch.token;
-
-  std::vector<std::unique_ptr<resilient::transport::Transport>> transports;
-  for (const std::string& spec : c.options.transports) {
-    he::RawTcpOptions raw;
-    raw.bindHost = he::localAddressToward(master);
-    raw.sockets = c.options.rawSockets;
-    raw.socketBufferBytes = c.options.rawSocketBuffer;
-    raw.token = token;
-    raw.connectTimeoutMs = c.timeoutMs;
-    auto t =
-        he::openTransport(spec == "raw" ? std::nullopt : std::optional<std::string>(spec), raw);
-    if (!t.ok()) {
-      std::fprintf(stderr, "# rank %d: transport %s: %s\n", rank, spec.c_str(),
-                   t.status().toString().c_str());
-      return kExitUsage;
-    }
-    transports.push_back(std::move(t).value());
-  }
-
-  he::RendezvousPlace place;
-  place.master = master;
-  place.port = static_cast<uint16_t>(port);
-  place.rank = rank;
-  place.world = kRanks;
-  place.token = token;
-  place.timeoutMs = c.timeoutMs;
-  if (launch.listenFd.value_or(-1) >= 0) {
-    place.inheritedListenFd = launch.listenFd;
-  }
-  place.serverSocket = launch.serverSocket;
-  std::unique_ptr<he::RendezvousServer> server;
-  if (rank == 0) {
-    auto s = he::serveRendezvous(place);
-    if (!s.ok()) {
-      std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", s.status().toString().c_str());
-      return kExitUsage;
-    }
-    server = std::move(s).value();
-  }
-  auto client = he::joinRendezvous(place);
-  if (!client.ok()) {
-    std::fprintf(stderr, "# rank %d: rendezvous: %s\n", rank, client.status().toString().c_str());
+  auto transports = openTransports(c, rank, launch);
+  if (!transports) {
     return kExitUsage;
   }
-  he::RendezvousClient& oob = **client;
-
-  std::vector<std::unique_ptr<he::Engine>> engines;
-  auto closeAll = [&] {
-    for (auto& e : engines) {
-      e->close();
-    }
-  };
-  for (size_t t = 0; t < transports.size(); ++t) {
-    he::EngineOptions eo;
-    eo.rank = rank;
-    eo.nranks = kRanks;
-    eo.pattern = c.pattern;
-    eo.multiRecv = c.options.multiRecv;
-    eo.timeoutMs = c.timeoutMs;
-    eo.commId = token ^ (0x61622d0000ull + t);
-    engines.push_back(std::make_unique<he::Engine>(*transports[t], oob, eo));
-    if (std::optional<he::Fault> f = engines.back()->setup(c.maxBytes)) {
-      std::fprintf(stderr, "# rank %d: setup of %s: %s\n", rank, c.options.transports[t].c_str(),
-                   f->describe().c_str());
-      oob.abort("setup failed");
-      closeAll();
-      return kExitFault;
-    }
+  OutOfBand outOfBand = joinOutOfBand(c, rank, static_cast<uint16_t>(port), launch);
+  if (!outOfBand.client) {
+    return kExitUsage;
+  }
+  he::RendezvousClient& oob = *outOfBand.client;
+  AbRank ab(c, rank, oob);
+  if (!ab.setUp(*transports, launch.token)) {
+    return kExitFault;
   }
   if (rank == 0) {
     if (launch.startFd.value_or(-1) >= 0) {
       he::signalStart(*launch.startFd, resilient::monotonicNs());
     }
-    std::printf(
-        "# resilient-net-ab: host engine on host buffers (test infrastructure, not NCCL)\n");
-    std::printf(
-        "# %s on 2 ranks; per size %d warm-up, then %d or more blocks of %d iterations "
-        "per transport (order drawn per block), every byte checked\n",
-        he::patternName(c.pattern), c.options.warmup, c.options.blocks, c.options.iters);
-    std::printf(
-        "# per transport: median over blocks of the slowest rank's time (us) and busbw "
-        "(GB/s); from the second on, its bandwidth against the one before, paired per "
-        "block (median)\n#\n%12s",
-        "bytes");
-    for (size_t t = 0; t < transports.size(); ++t) {
-      const std::string& spec = c.options.transports[t];
-      std::printf("  [%zu] %s%s", t, spec.substr(spec.rfind('/') + 1).c_str(),
-                  t > 0 ? " (us bw %)" : " (us bw)");
-    }
-    std::printf("  errors\n");
-    std::fflush(stdout);
+    printHeader(c);
   }
 
-  const size_t n = engines.size();
   // Both ranks draw the same orders: same seed, same draws.
   std::mt19937_64 random(c.options.seed);
-  std::vector<size_t> order(n);
+  std::vector<size_t> order(ab.transports());
   std::iota(order.begin(), order.end(), size_t{0});
-  uint64_t iteration = 0;
   uint64_t totalErrors = 0;
   json sizes = json::array();
   for (size_t bytes : c.sizes) {
-    SizeBlocks s;
-    s.bytes = he::effectiveBytes(c.pattern, kRanks, bytes);
-    // `count` iterations of transport t; their seconds added to *seconds.
-    auto runIters = [&](size_t t, int count, double* seconds) -> bool {
-      for (int i = 0; i < count; ++i) {
-        he::IterationResult r = engines[t]->run(bytes, iteration++, {.barrier = true});
-        s.errors += r.errors;
-        if (r.fault) {
-          std::fprintf(stderr, "# rank %d: %s: %s\n", rank, c.options.transports[t].c_str(),
-                       r.fault->describe().c_str());
-          oob.abort("fault");
-          closeAll();
-          return false;
-        }
-        *seconds += r.seconds;
-      }
-      return true;
-    };
-    for (size_t t = 0; t < n; ++t) {
-      double ignored = 0;
-      if (!runIters(t, c.options.warmup, &ignored)) {
-        return kExitFault;
-      }
+    std::optional<SizeBlocks> s = ab.measure(bytes, random, order);
+    if (!s) {
+      return kExitFault;
     }
-    const int blocks = blocksFor(c, bytes);
-    for (int b = 0; b < blocks; ++b) {
-      std::vector<double> mine(n, 0);
-      std::shuffle(order.begin(), order.end(), random);
-      for (size_t t : order) {
-        double sum = 0;
-        if (!runIters(t, c.options.iters, &sum)) {
-          return kExitFault;
-        }
-        mine[t] = sum / c.options.iters;
-      }
-      std::string text;
-      for (double v : mine) {
-        char number[32];
-        std::snprintf(number, sizeof number, "%.9g ", v);
-        text += number;
-      }
-      auto all = oob.allGather(text);
-      if (!all.ok()) {
-        std::fprintf(stderr, "# rank %d: gather: %s\n", rank, all.status().toString().c_str());
-        closeAll();
-        return kExitFault;
-      }
-      std::vector<double> slowest(n, 0);
-      for (const std::string& part : *all) {
-        const char* p = part.c_str();
-        for (size_t t = 0; t < n; ++t) {
-          char* end = nullptr;
-          slowest[t] = std::max(slowest[t], std::strtod(p, &end));
-          p = end;
-        }
-      }
-      s.seconds.push_back(slowest);
-    }
-    totalErrors += s.errors;
+    totalErrors += s->errors;
     if (rank == 0) {
-      printSize(c, s);
+      printSize(c, *s);
     }
-    sizes.push_back(json{{"bytes", s.bytes}, {"seconds", s.seconds}, {"errors", s.errors}});
+    sizes.push_back(json{{"bytes", s->bytes}, {"seconds", s->seconds}, {"errors", s->errors}});
   }
   auto all = oob.allGather(std::to_string(totalErrors));
   if (all.ok()) {
@@ -376,25 +469,12 @@ int runRank(const Config& c, const he::Environment& env) {
     }
   }
   (void)oob.finish();
-  closeAll();
-  if (server) {
-    server->stop();
+  ab.closeAll();
+  if (outOfBand.server) {
+    outOfBand.server->stop();
   }
   if (rank == 0 && !c.options.jsonPath.empty()) {
-    const json report{{"tool", "resilient-net-ab"},
-                      {"pattern", he::patternName(c.pattern)},
-                      {"ranks", kRanks},
-                      {"iterations", c.options.iters},
-                      {"warmup", c.options.warmup},
-                      {"blocks", c.options.blocks},
-                      {"seed", c.options.seed},
-                      {"size_bytes", c.bytesPerSize},
-                      {"raw_socket_buffer", c.options.rawSocketBuffer},
-                      {"transports", c.options.transports},
-                      {"sizes", sizes},
-                      {"errors", totalErrors},
-                      {"ok", all.ok() && totalErrors == 0}};
-    resilient::tools::writeFileAtomically(c.options.jsonPath, report.dump(1) + "\n");
+    writeReport(c, sizes, totalErrors, all.ok());
   }
   if (rank == 0) {
     std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(totalErrors),

@@ -48,6 +48,306 @@ Result<int> envInt(const he::Environment& env, const char* name) {
   }
 }
 
+// What one rank knows of itself, and the result it writes at the end: the file its
+// launcher reads, or (a rank started by hand in fault mode) --json.
+struct RankState {
+  const Config& c;
+  int rank = 0;
+  int world = 0;
+  he::LaunchedRank launch;
+  std::optional<std::string> resultDir;  // set: started by our launcher
+  json result;
+
+  bool launched() const { return resultDir.has_value(); }
+
+  int finish(int code) {
+    result["exit_code"] = code;
+    if (resultDir) {
+      tools::writeFileAtomically(*resultDir + "/rank" + std::to_string(rank) + ".json",
+                                 result.dump(1));
+    } else if (c.faultMode && !c.options.jsonPath.empty()) {
+      // A rank started by hand in fault mode: its own outcome (fault, peer, times).
+      tools::writeFileAtomically(c.options.jsonPath, result.dump(2) + "\n");
+    }
+    return code;
+  }
+
+  void reportFault(const he::Fault& f, const char* when) {
+    if (!launched()) {  // under our launcher, the launcher reports for every rank
+      std::fprintf(stderr, "# rank %d: FAULT %s (detected at CLOCK_MONOTONIC %llu ns): %s\n", rank,
+                   when, static_cast<unsigned long long>(f.detectedNs), f.describe().c_str());
+      std::fflush(stderr);
+    }
+    result["fault"] = faultJson(f);
+  }
+};
+
+// The transport: a plugin loaded as NCCL loads it, or our raw TCP pump. Null when
+// it cannot be loaded (said on stderr and in the result).
+std::unique_ptr<transport::Transport> loadTransport(RankState& s) {
+  const Config& c = s.c;
+  he::RawTcpOptions raw;
+  raw.bindHost = he::localAddressToward(s.launch.master);
+  raw.sockets = c.options.rawSockets;
+  raw.token = s.launch.token;
+  raw.connectTimeoutMs = c.timeoutMs;
+  auto opened = he::openTransport(
+      c.options.rawTcp ? std::nullopt : std::optional<std::string>(c.options.plugin), raw);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "# rank %d: cannot load the plugin: %s\n", s.rank,
+                 opened.status().toString().c_str());
+    s.result["load_error"] = opened.status().toString();
+    return nullptr;
+  }
+  return std::move(opened).value();
+}
+
+// Out of band: rank 0 serves the rendezvous, everybody connects to it. The client
+// is null when either failed (said on stderr).
+struct OutOfBand {
+  std::unique_ptr<he::RendezvousServer> server;
+  std::unique_ptr<he::RendezvousClient> client;
+};
+
+OutOfBand joinOutOfBand(const RankState& s, uint16_t port) {
+  he::RendezvousPlace place;
+  place.master = s.launch.master;
+  place.port = port;
+  place.rank = s.rank;
+  place.world = s.world;
+  place.token = s.launch.token;
+  place.timeoutMs = s.c.timeoutMs;
+  place.inheritedListenFd = s.launch.listenFd;
+  place.listenWhenNotInherited = true;  // a rank 0 started by hand
+  place.serverSocket = s.launch.serverSocket;
+  OutOfBand oob;
+  if (s.rank == 0) {
+    Result<std::unique_ptr<he::RendezvousServer>> server = he::serveRendezvous(place);
+    if (!server.ok()) {
+      std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", server.status().toString().c_str());
+      return oob;
+    }
+    oob.server = std::move(server).value();
+  }
+  Result<std::unique_ptr<he::RendezvousClient>> client = he::joinRendezvous(place);
+  if (!client.ok()) {
+    std::fprintf(stderr, "# rank %d: rendezvous: %s\n", s.rank, client.status().toString().c_str());
+    return oob;
+  }
+  oob.client = std::move(client).value();
+  return oob;
+}
+
+he::EngineOptions engineOptions(const RankState& s) {
+  const Config& c = s.c;
+  he::EngineOptions eo;
+  eo.rank = s.rank;
+  eo.nranks = s.world;
+  eo.pattern = c.pattern;
+  eo.device = c.options.device;
+  eo.depth = c.options.depth;
+  eo.chunkBytes = c.chunkBytes;
+  eo.multiRecv = c.options.multiRecv;
+  eo.minPieceBytes = c.minPieceBytes;
+  eo.timeoutMs = c.timeoutMs;
+  eo.commId = s.launch.token ^ 0x6e657474657374ull;
+  return eo;
+}
+
+he::Fault outOfBandFault(const char* call, const Status& st) {
+  he::Fault f;
+  f.call = call;
+  f.status = st;
+  f.detectedNs = monotonicNs();
+  return f;
+}
+
+// What the measured phase found.
+struct Measured {
+  std::vector<he::SizeResult> rows;  // without fault mode: one per size, every rank's slowest
+  std::optional<he::Fault> fault;
+  uint64_t totalErrors = 0;
+  uint64_t iteration = 0;  // iterations run
+  bool windowExpired = false;
+};
+
+// One size's warm-up and timed iterations; the timed iterations' seconds, summed.
+// Stops at a fault or, in fault mode, at the window's end (m says which).
+double timeSize(const Config& c, he::Engine& engine, size_t size, uint64_t windowEnd,
+                uint64_t& sizeErrors, Measured& m) {
+  double timed = 0;
+  const int total = c.options.warmup + c.options.iters;
+  for (int i = 0; i < total; ++i) {
+    he::IterationResult r = engine.run(size, m.iteration++, {.barrier = !c.faultMode});
+    sizeErrors += r.errors;
+    if (r.fault) {
+      m.fault = std::move(r.fault);
+      break;
+    }
+    if (i >= c.options.warmup) {
+      timed += r.seconds;
+    }
+    if (c.faultMode && monotonicNs() > windowEnd) {
+      m.windowExpired = true;
+      break;
+    }
+  }
+  return timed;
+}
+
+// Without fault mode: every rank's mean and errors for one size, gathered out of band;
+// the row (the slowest rank's time, everybody's errors), which rank 0 prints.
+void gatherRow(const RankState& s, he::RendezvousClient& oob, size_t size, double mean,
+               uint64_t sizeErrors, Measured& m) {
+  char mine[64];
+  std::snprintf(mine, sizeof(mine), "%.9g %llu", mean, static_cast<unsigned long long>(sizeErrors));
+  Result<std::vector<std::string>> all = oob.allGather(mine);
+  if (!all.ok()) {
+    m.fault = outOfBandFault("gather of results (out of band)", all.status());
+    return;
+  }
+  double slowest = 0;
+  uint64_t errors = 0;
+  for (const std::string& part : *all) {
+    double t = 0;
+    unsigned long long e = 0;
+    if (std::sscanf(part.c_str(), "%lg %llu", &t, &e) == 2) {
+      slowest = std::max(slowest, t);
+      errors += e;
+    }
+  }
+  m.rows.push_back(he::makeSizeResult({.pattern = s.c.pattern,
+                                       .nranks = s.world,
+                                       .bytes = size,
+                                       .seconds = slowest,
+                                       .errors = errors}));
+  if (s.rank == 0) {
+    std::printf("%s\n", he::tableRow(s.c.pattern, m.rows.back()).c_str());
+    std::fflush(stdout);
+  }
+}
+
+// Every size, once; in fault mode again and again until a fault or the window's end.
+Measured measure(RankState& s, he::Engine& engine, he::RendezvousClient& oob, uint64_t startNs) {
+  const Config& c = s.c;
+  const uint64_t windowEnd = startNs + static_cast<uint64_t>(c.faultWindowMs) * 1000000ull;
+  Measured m;
+  for (int cycle = 0; !m.fault && !m.windowExpired; ++cycle) {
+    for (size_t size : c.sizes) {
+      uint64_t sizeErrors = 0;
+      const double timed = timeSize(c, engine, size, windowEnd, sizeErrors, m);
+      m.totalErrors += sizeErrors;
+      if (m.fault || m.windowExpired) {
+        break;
+      }
+      const double mean = timed / c.options.iters;
+      if (cycle == 0) {
+        s.result["sizes"].push_back(json{{"bytes", he::effectiveBytes(c.pattern, s.world, size)},
+                                         {"seconds", mean},
+                                         {"errors", sizeErrors}});
+      }
+      if (!c.faultMode) {
+        gatherRow(s, oob, size, mean, sizeErrors, m);
+        if (m.fault) {
+          break;
+        }
+      }
+    }
+    if (!c.faultMode) {
+      break;
+    }
+  }
+  return m;
+}
+
+// After the measured phase: the fault reported and the others told, or rank 0's
+// summary (and, started by hand, its report). The rank's exit status.
+int endRun(RankState& s, const Measured& m, const json& rowsJson, he::Engine& engine,
+           he::RendezvousClient& oob) {
+  const Config& c = s.c;
+  if (m.fault) {
+    s.reportFault(*m.fault, ("in iteration " + std::to_string(m.fault->iteration) + " (" +
+                             std::to_string(m.fault->bytes) + " B)")
+                                .c_str());
+    // NCCL's abort: close every comm with whatever is outstanding; tell the others.
+    engine.close();
+    oob.abort("rank " + std::to_string(s.rank) + ": " + m.fault->describe());
+    return tools::kExitFault;
+  }
+  if (s.rank == 0 && !c.faultMode) {
+    printSummary(m.rows);
+    if (!s.launched()) {
+      printConformance(s.result["conformance_notes"]);
+    }
+    if (!s.launched() && !c.options.jsonPath.empty()) {
+      const json report = reportJson(c, RunReport{.nranks = s.world,
+                                                  .transport = s.result["transport"],
+                                                  .rows = rowsJson,
+                                                  .conformance = s.result["conformance_notes"],
+                                                  .ok = m.totalErrors == 0});
+      tools::writeFileAtomically(c.options.jsonPath, report.dump(2) + "\n");
+    }
+  }
+  if (!c.faultMode) {
+    (void)oob.finish();
+  }
+  engine.close();
+  if (c.faultMode) {
+    std::fprintf(stderr, "# rank %d: no fault detected within %lld ms\n", s.rank,
+                 static_cast<long long>(c.faultWindowMs));
+    return tools::kExitFault;
+  }
+  return m.totalErrors > 0 ? tools::kExitDataErrors : tools::kExitOk;
+}
+
+// Set up, the measured phase, the end: the rank's exit status, its result filled. Rank 0
+// stops its rendezvous server after the measured phase.
+int runConnected(RankState& s, transport::Transport& transport, OutOfBand& outOfBand) {
+  he::RendezvousClient& oob = *outOfBand.client;
+  const Config& c = s.c;
+  he::Engine engine(transport, oob, engineOptions(s));
+  if (std::optional<he::Fault> f = engine.setup(c.maxBytes)) {
+    s.reportFault(*f, "during setup");
+    oob.abort("rank " + std::to_string(s.rank) + " setup failed: " + f->describe());
+    engine.close();
+    return tools::kExitFault;
+  }
+  s.result["setup_ok"] = true;
+  s.result["transport"] = transportJson(c, transport, engine);
+  s.result["transport_text"] = describeTransport(c, transport, engine);
+
+  if (Status st = oob.barrier(); !st.ok()) {
+    s.reportFault(outOfBandFault("barrier (out of band)", st), "before the measured phase");
+    engine.close();
+    return tools::kExitFault;
+  }
+  const uint64_t startNs = monotonicNs();
+  s.result["start_ns"] = startNs;
+  if (s.rank == 0) {
+    if (s.launch.startFd) {
+      he::signalStart(*s.launch.startFd, startNs);
+    }
+    printRunHeader(c, s.world, describeTransport(c, transport, engine), engine);
+    std::fflush(stdout);
+  }
+
+  const Measured m = measure(s, engine, oob, startNs);
+  s.result["errors"] = m.totalErrors;
+  s.result["conformance_notes"] = conformanceNotes(engine.conformance());
+  s.result["window_expired"] = m.windowExpired;
+  s.result["iterations_run"] = m.iteration;
+  json rowsJson = json::array();
+  for (const auto& r : m.rows) {
+    rowsJson.push_back(rowJson(c.pattern, r));
+  }
+  s.result["rows"] = rowsJson;
+  const int code = endRun(s, m, rowsJson, engine, oob);
+  if (outOfBand.server) {
+    outOfBand.server->stop();
+  }
+  return code;
+}
+
 }  // namespace
 
 int runRank(const Config& c, const he::Environment& env) {
@@ -58,256 +358,37 @@ int runRank(const Config& c, const he::Environment& env) {
                  (!rankR.ok() ? rankR : worldR).status().toString().c_str());
     return tools::kExitUsage;
   }
-  const int rank = *rankR;
-  const int world = *worldR;
-  resilient::log::setRank(rank);
-  const std::optional<std::string> resultDir = env.get(kEnvDir);
-  const bool launched = resultDir.has_value();
-  const he::LaunchedRank launch = he::readLaunchedRank(env, kLaunchEnvNames);
-  const uint64_t token = launch.token;
-  const std::string& master = launch.master;
+  resilient::log::setRank(*rankR);
+  RankState s{.c = c,
+              .rank = *rankR,
+              .world = *worldR,
+              .launch = he::readLaunchedRank(env, kLaunchEnvNames),
+              .resultDir = env.get(kEnvDir),
+              .result = json()};
   Result<int> portR = envInt(env, "MASTER_PORT");
-  if (world < 2 || rank >= world || !portR.ok() || *portR > 65535) {
+  if (s.world < 2 || s.rank >= s.world || !portR.ok() || *portR > 65535) {
     std::fprintf(stderr,
                  "resilient-nettest: rank mode needs RANK < WORLD_SIZE (>= 2) and MASTER_PORT\n");
     return tools::kExitUsage;
   }
-  if (c.pattern == he::Pattern::kPingPong && world != 2) {
+  if (c.pattern == he::Pattern::kPingPong && s.world != 2) {
     std::fprintf(stderr, "resilient-nettest: pingpong needs WORLD_SIZE=2\n");
     return tools::kExitUsage;
   }
 
-  json result{{"rank", rank},          {"pid", static_cast<int>(::getpid())},
-              {"setup_ok", false},     {"fault", nullptr},
-              {"errors", 0},           {"sizes", json::array()},
-              {"rows", json::array()}, {"window_expired", false}};
-  auto finish = [&](int code) {
-    result["exit_code"] = code;
-    if (resultDir) {
-      tools::writeFileAtomically(*resultDir + "/rank" + std::to_string(rank) + ".json",
-                                 result.dump(1));
-    } else if (c.faultMode && !c.options.jsonPath.empty()) {
-      // A rank started by hand in fault mode: its own outcome (fault, peer, times).
-      tools::writeFileAtomically(c.options.jsonPath, result.dump(2) + "\n");
-    }
-    return code;
-  };
-  auto reportFault = [&](const he::Fault& f, const char* when) {
-    if (!launched) {  // under our launcher, the launcher reports for every rank
-      std::fprintf(stderr, "# rank %d: FAULT %s (detected at CLOCK_MONOTONIC %llu ns): %s\n", rank,
-                   when, static_cast<unsigned long long>(f.detectedNs), f.describe().c_str());
-      std::fflush(stderr);
-    }
-    result["fault"] = faultJson(f);
-  };
-
-  // The transport: a plugin loaded as NCCL loads it, or our raw TCP pump.
-  he::RawTcpOptions raw;
-  raw.bindHost = he::localAddressToward(master);
-  raw.sockets = c.options.rawSockets;
-  raw.token = token;
-  raw.connectTimeoutMs = c.timeoutMs;
-  auto opened = he::openTransport(
-      c.options.rawTcp ? std::nullopt : std::optional<std::string>(c.options.plugin), raw);
-  if (!opened.ok()) {
-    std::fprintf(stderr, "# rank %d: cannot load the plugin: %s\n", rank,
-                 opened.status().toString().c_str());
-    result["load_error"] = opened.status().toString();
-    return finish(tools::kExitUsage);
+  s.result = json{{"rank", s.rank},        {"pid", static_cast<int>(::getpid())},
+                  {"setup_ok", false},     {"fault", nullptr},
+                  {"errors", 0},           {"sizes", json::array()},
+                  {"rows", json::array()}, {"window_expired", false}};
+  std::unique_ptr<transport::Transport> transport = loadTransport(s);
+  if (!transport) {
+    return s.finish(tools::kExitUsage);
   }
-  std::unique_ptr<resilient::transport::Transport> transport = std::move(opened).value();
-
-  // Out of band: rank 0 serves the rendezvous, everybody connects to it.
-  he::RendezvousPlace place;
-  place.master = master;
-  place.port = static_cast<uint16_t>(*portR);
-  place.rank = rank;
-  place.world = world;
-  place.token = token;
-  place.timeoutMs = c.timeoutMs;
-  place.inheritedListenFd = launch.listenFd;
-  place.listenWhenNotInherited = true;  // a rank 0 started by hand
-  place.serverSocket = launch.serverSocket;
-  std::unique_ptr<he::RendezvousServer> server;
-  if (rank == 0) {
-    Result<std::unique_ptr<he::RendezvousServer>> s = he::serveRendezvous(place);
-    if (!s.ok()) {
-      std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", s.status().toString().c_str());
-      return finish(tools::kExitUsage);
-    }
-    server = std::move(s).value();
+  OutOfBand oob = joinOutOfBand(s, static_cast<uint16_t>(*portR));
+  if (!oob.client) {
+    return s.finish(tools::kExitUsage);
   }
-  Result<std::unique_ptr<he::RendezvousClient>> clientR = he::joinRendezvous(place);
-  if (!clientR.ok()) {
-    std::fprintf(stderr, "# rank %d: rendezvous: %s\n", rank, clientR.status().toString().c_str());
-    return finish(tools::kExitUsage);
-  }
-  he::RendezvousClient& oob = **clientR;
-
-  he::EngineOptions eo;
-  eo.rank = rank;
-  eo.nranks = world;
-  eo.pattern = c.pattern;
-  eo.device = c.options.device;
-  eo.depth = c.options.depth;
-  eo.chunkBytes = c.chunkBytes;
-  eo.multiRecv = c.options.multiRecv;
-  eo.minPieceBytes = c.minPieceBytes;
-  eo.timeoutMs = c.timeoutMs;
-  eo.commId = token ^ 0x6e657474657374ull;
-  he::Engine engine(*transport, oob, eo);
-  if (std::optional<he::Fault> f = engine.setup(c.maxBytes)) {
-    reportFault(*f, "during setup");
-    oob.abort("rank " + std::to_string(rank) + " setup failed: " + f->describe());
-    engine.close();
-    return finish(tools::kExitFault);
-  }
-  result["setup_ok"] = true;
-  result["transport"] = transportJson(c, *transport, engine);
-  result["transport_text"] = describeTransport(c, *transport, engine);
-
-  if (Status st = oob.barrier(); !st.ok()) {
-    he::Fault f;
-    f.call = "barrier (out of band)";
-    f.status = st;
-    f.detectedNs = monotonicNs();
-    reportFault(f, "before the measured phase");
-    engine.close();
-    return finish(tools::kExitFault);
-  }
-  const uint64_t startNs = monotonicNs();
-  result["start_ns"] = startNs;
-  if (rank == 0) {
-    if (launch.startFd) {
-      he::signalStart(*launch.startFd, startNs);
-    }
-    printRunHeader(c, world, describeTransport(c, *transport, engine), engine);
-    std::fflush(stdout);
-  }
-
-  const uint64_t windowEnd = startNs + static_cast<uint64_t>(c.faultWindowMs) * 1000000ull;
-  std::vector<he::SizeResult> rows;
-  std::optional<he::Fault> fault;
-  uint64_t totalErrors = 0;
-  uint64_t iteration = 0;
-  bool windowExpired = false;
-  for (int cycle = 0; !fault && !windowExpired; ++cycle) {
-    for (size_t size : c.sizes) {
-      double timed = 0;
-      uint64_t sizeErrors = 0;
-      const int total = c.options.warmup + c.options.iters;
-      int i = 0;
-      for (; i < total; ++i) {
-        he::IterationResult r = engine.run(size, iteration++, {.barrier = !c.faultMode});
-        sizeErrors += r.errors;
-        if (r.fault) {
-          fault = std::move(r.fault);
-          break;
-        }
-        if (i >= c.options.warmup) {
-          timed += r.seconds;
-        }
-        if (c.faultMode && monotonicNs() > windowEnd) {
-          windowExpired = true;
-          break;
-        }
-      }
-      totalErrors += sizeErrors;
-      if (fault || windowExpired) {
-        break;
-      }
-      const double mean = timed / c.options.iters;
-      if (cycle == 0) {
-        result["sizes"].push_back(json{{"bytes", he::effectiveBytes(c.pattern, world, size)},
-                                       {"seconds", mean},
-                                       {"errors", sizeErrors}});
-      }
-      if (!c.faultMode) {
-        char mine[64];
-        std::snprintf(mine, sizeof(mine), "%.9g %llu", mean,
-                      static_cast<unsigned long long>(sizeErrors));
-        Result<std::vector<std::string>> all = oob.allGather(mine);
-        if (!all.ok()) {
-          he::Fault f;
-          f.call = "gather of results (out of band)";
-          f.status = all.status();
-          f.detectedNs = monotonicNs();
-          fault = f;
-          break;
-        }
-        double slowest = 0;
-        uint64_t errors = 0;
-        for (const std::string& part : *all) {
-          double t = 0;
-          unsigned long long e = 0;
-          if (std::sscanf(part.c_str(), "%lg %llu", &t, &e) == 2) {
-            slowest = std::max(slowest, t);
-            errors += e;
-          }
-        }
-        rows.push_back(he::makeSizeResult({.pattern = c.pattern,
-                                           .nranks = world,
-                                           .bytes = size,
-                                           .seconds = slowest,
-                                           .errors = errors}));
-        if (rank == 0) {
-          std::printf("%s\n", he::tableRow(c.pattern, rows.back()).c_str());
-          std::fflush(stdout);
-        }
-      }
-    }
-    if (!c.faultMode) {
-      break;
-    }
-  }
-  result["errors"] = totalErrors;
-  result["conformance_notes"] = conformanceNotes(engine.conformance());
-  result["window_expired"] = windowExpired;
-  result["iterations_run"] = iteration;
-  json rowsJson = json::array();
-  for (const auto& r : rows) {
-    rowsJson.push_back(rowJson(c.pattern, r));
-  }
-  result["rows"] = rowsJson;
-
-  int code = totalErrors > 0 ? tools::kExitDataErrors : tools::kExitOk;
-  if (fault) {
-    reportFault(*fault, ("in iteration " + std::to_string(fault->iteration) + " (" +
-                         std::to_string(fault->bytes) + " B)")
-                            .c_str());
-    // NCCL's abort: close every comm with whatever is outstanding; tell the others.
-    engine.close();
-    oob.abort("rank " + std::to_string(rank) + ": " + fault->describe());
-    code = tools::kExitFault;
-  } else {
-    if (rank == 0 && !c.faultMode) {
-      printSummary(rows);
-      if (!launched) {
-        printConformance(result["conformance_notes"]);
-      }
-      if (!launched && !c.options.jsonPath.empty()) {
-        const json report = reportJson(c, RunReport{.nranks = world,
-                                                    .transport = result["transport"],
-                                                    .rows = rowsJson,
-                                                    .conformance = result["conformance_notes"],
-                                                    .ok = totalErrors == 0});
-        tools::writeFileAtomically(c.options.jsonPath, report.dump(2) + "\n");
-      }
-    }
-    if (!c.faultMode) {
-      (void)oob.finish();
-    }
-    engine.close();
-    if (c.faultMode) {
-      std::fprintf(stderr, "# rank %d: no fault detected within %lld ms\n", rank,
-                   static_cast<long long>(c.faultWindowMs));
-      code = tools::kExitFault;
-    }
-  }
-  if (server) {
-    server->stop();
-  }
-  return finish(code);
+  return s.finish(runConnected(s, *transport, oob));
 }
 
 }  // namespace resilient::nettest

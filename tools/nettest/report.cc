@@ -161,12 +161,11 @@ void printRunHeader(const Config& c, int world, const std::string& transportText
   }
 }
 
-int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
-  const int n = c.options.ranks;
-  const he::LaunchPlan& plan = run.plan;
-  const he::LaunchOutcome& outcome = run.outcome;
-  const std::vector<std::optional<json>>& results = run.results;
-  std::vector<bool> victim(static_cast<size_t>(n), false);
+namespace {
+
+// The ranks a fault is injected into (killed, stopped or given NCCL_RESILIENT_FAULT).
+std::vector<bool> victimsOf(const Config& c) {
+  std::vector<bool> victim(static_cast<size_t>(c.options.ranks), false);
   for (const auto& k : c.kills) {
     victim[static_cast<size_t>(k.rank)] = true;
   }
@@ -176,218 +175,273 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
   for (const auto& f : c.faults) {
     victim[static_cast<size_t>(f.rank)] = true;
   }
-  // The earliest signal sent is the reference of the detection times.
-  uint64_t injectedNs = 0;
-  json injections = json::array();
-  bool allInjected = true;
-  for (const he::Injection& i : plan.injections) {
-    const he::RankOutcome& target = outcome.ranks[static_cast<size_t>(i.rank)];
+  return victim;
+}
+
+// What was injected: the report's list, the earliest signal sent (the reference of
+// the detection times; 0 when none was) and whether every planned signal was sent.
+struct Injections {
+  json list = json::array();
+  uint64_t firstNs = 0;
+  bool allSent = true;
+};
+
+Injections injectionsOf(const Config& c, const LaunchedRun& run) {
+  Injections out;
+  for (const he::Injection& i : run.plan.injections) {
+    const he::RankOutcome& target = run.outcome.ranks[static_cast<size_t>(i.rank)];
     const bool sent = target.injectedSignal == i.signal && target.injectedNs != 0;
-    allInjected = allInjected && sent;
+    out.allSent = out.allSent && sent;
     json j{{"kind", i.signal == SIGKILL ? "kill" : "stop"},
            {"rank", i.rank},
            {"at_ms", i.atMs},
            {"sent", sent}};
     if (sent) {
-      j["sent_after_start_ms"] = static_cast<double>(target.injectedNs - outcome.startNs) / 1e6;
-      injectedNs = injectedNs == 0 ? target.injectedNs : std::min(injectedNs, target.injectedNs);
+      j["sent_after_start_ms"] = static_cast<double>(target.injectedNs - run.outcome.startNs) / 1e6;
+      out.firstNs = out.firstNs == 0 ? target.injectedNs : std::min(out.firstNs, target.injectedNs);
     }
-    injections.push_back(j);
+    out.list.push_back(j);
   }
   for (const he::RankFault& f : c.faults) {
-    injections.push_back(json{{"kind", "fault"}, {"rank", f.rank}, {"spec", f.spec}});
+    out.list.push_back(json{{"kind", "fault"}, {"rank", f.rank}, {"spec", f.spec}});
   }
+  return out;
+}
 
-  json transport = json::object();
+// The first rank's transport description that came back.
+json transportOf(const std::vector<std::optional<json>>& results) {
   for (const auto& r : results) {
     if (r && r->contains("transport")) {
-      transport = (*r)["transport"];
-      break;
+      return (*r)["transport"];
     }
   }
-  json rows = json::array();
-  bool ok = true;
-  json faults = json::array();
+  return json::object();
+}
 
-  if (!c.faultMode) {
-    if (results[0] && (*results[0])["rows"].is_array()) {
-      rows = (*results[0])["rows"];
+// What the run amounts to: the report's rows and faults, and whether it passed.
+struct Verdict {
+  json rows = json::array();
+  json faults = json::array();
+  bool ok = true;
+};
+
+// Without fault mode: rank 0's rows; every rank that did not exit 0, said.
+void judgeMeasuredRun(const Config& c, const LaunchedRun& run, Verdict& v) {
+  const std::vector<std::optional<json>>& results = run.results;
+  if (results[0] && (*results[0])["rows"].is_array()) {
+    v.rows = (*results[0])["rows"];
+  }
+  for (int r = 0; r < c.options.ranks; ++r) {
+    const he::RankOutcome& o = run.outcome.ranks[static_cast<size_t>(r)];
+    const auto& res = results[static_cast<size_t>(r)];
+    if (!o.exited || o.exitCode != 0) {
+      v.ok = false;
+      std::printf("# rank %d: %s%s\n", r, he::describeExit(o).c_str(),
+                  res && !(*res)["fault"].is_null()
+                      ? (": " + (*res)["fault"]["status"].get<std::string>()).c_str()
+                      : "");
     }
-    for (int r = 0; r < n; ++r) {
-      const he::RankOutcome& o = outcome.ranks[static_cast<size_t>(r)];
-      const auto& res = results[static_cast<size_t>(r)];
-      if (!o.exited || o.exitCode != 0) {
-        ok = false;
-        std::printf("# rank %d: %s%s\n", r, he::describeExit(o).c_str(),
-                    res && !(*res)["fault"].is_null()
-                        ? (": " + (*res)["fault"]["status"].get<std::string>()).c_str()
-                        : "");
-      }
-      if (res && !(*res)["fault"].is_null()) {
-        json f = (*res)["fault"];
-        f["rank"] = r;
-        f["outcome"] = "unexpected fault";
-        faults.push_back(f);
-      }
+    if (res && !(*res)["fault"].is_null()) {
+      json f = (*res)["fault"];
+      f["rank"] = r;
+      f["outcome"] = "unexpected fault";
+      v.faults.push_back(f);
     }
-    if (outcome.startTimedOut) {
-      std::printf("# the ranks did not finish their setup within %lld ms\n",
-                  static_cast<long long>(plan.startTimeoutMs));
-      ok = false;
+  }
+  if (run.outcome.startTimedOut) {
+    std::printf("# the ranks did not finish their setup within %lld ms\n",
+                static_cast<long long>(run.plan.startTimeoutMs));
+    v.ok = false;
+  }
+}
+
+// Fault mode: per size, the slowest surviving rank, over the sizes every survivor
+// completed (printed as a table, added to v's rows). The number of survivors.
+int survivorsTable(const Config& c, const LaunchedRun& run, const std::vector<bool>& victim,
+                   Verdict& v) {
+  std::map<size_t, std::pair<double, uint64_t>> bySize;
+  std::map<size_t, int> seen;
+  int survivors = 0;
+  for (int r = 0; r < c.options.ranks; ++r) {
+    const auto& res = run.results[static_cast<size_t>(r)];
+    if (victim[static_cast<size_t>(r)]) {
+      continue;
+    }
+    ++survivors;
+    if (!res) {
+      continue;
+    }
+    for (const json& s : (*res)["sizes"]) {
+      const size_t bytes = s["bytes"].get<size_t>();
+      auto& slot = bySize[bytes];
+      slot.first = std::max(slot.first, s["seconds"].get<double>());
+      slot.second += s["errors"].get<uint64_t>();
+      ++seen[bytes];
+    }
+  }
+  std::vector<he::SizeResult> table;
+  for (const auto& [bytes, sizeResult] : bySize) {
+    if (seen[bytes] == survivors) {
+      table.push_back(he::makeSizeResult({.pattern = c.pattern,
+                                          .nranks = c.options.ranks,
+                                          .bytes = bytes,
+                                          .seconds = sizeResult.first,
+                                          .errors = sizeResult.second}));
+      v.rows.push_back(rowJson(c.pattern, table.back()));
+    }
+  }
+  if (!table.empty()) {
+    std::printf("# sizes completed by every surviving rank before the fault:\n%s\n",
+                he::tableHeader(c.pattern).c_str());
+    for (const auto& row : table) {
+      std::printf("%s\n", he::tableRow(c.pattern, row).c_str());
+    }
+  }
+  return survivors;
+}
+
+void printInjections(const json& injections, const he::LaunchOutcome& outcome) {
+  for (const json& i : injections) {
+    if (i["kind"] == "fault") {
+      std::printf("# injected: NCCL_RESILIENT_FAULT=%s on rank %d\n",
+                  i["spec"].get<std::string>().c_str(), i["rank"].get<int>());
+    } else if (i["sent"].get<bool>()) {
+      std::printf("# injected: %s to rank %d at %lld ms (sent %.3f ms after the start)\n",
+                  i["kind"] == "kill" ? "SIGKILL" : "SIGSTOP", i["rank"].get<int>(),
+                  static_cast<long long>(i["at_ms"].get<int64_t>()),
+                  i["sent_after_start_ms"].get<double>());
+    } else {
+      std::printf("# NOT injected: %s to rank %d at %lld ms (%s)\n",
+                  i["kind"] == "kill" ? "SIGKILL" : "SIGSTOP", i["rank"].get<int>(),
+                  static_cast<long long>(i["at_ms"].get<int64_t>()),
+                  outcome.started ? "the rank had ended before" : "the run never started");
+    }
+  }
+}
+
+// A survivor that gave up on its own deadline closes its comms, and its peers then
+// see that close: what they see after it is not a detection of the injected fault.
+// The first such give-up (UINT64_MAX: none).
+uint64_t firstGiveUpNs(const Config& c, const LaunchedRun& run, const std::vector<bool>& victim) {
+  uint64_t first = UINT64_MAX;
+  for (int r = 0; r < c.options.ranks; ++r) {
+    const auto& res = run.results[static_cast<size_t>(r)];
+    if (!victim[static_cast<size_t>(r)] && res && !(*res)["fault"].is_null() &&
+        (*res)["fault"]["timed_out"].get<bool>()) {
+      first = std::min(first, (*res)["fault"]["detected_ns"].get<uint64_t>());
+    }
+  }
+  return first;
+}
+
+// One rank of a fault-mode run, judged.
+struct RankVerdict {
+  std::string state;           // the outcome column
+  double sinceInjection = -1;  // ms from the first injection to its detection; -1: none
+  bool good = false;
+};
+
+RankVerdict judgeRank(const Config& c, const he::RankOutcome& o, const std::optional<json>& res,
+                      const json& f, bool isVictim, uint64_t injectedNs, uint64_t giveUpNs) {
+  RankVerdict v;
+  if (f.is_null()) {
+    if (isVictim) {
+      v.state = o.injectedSignal == SIGSTOP ? std::string("stopped (injected)")
+                : o.injectedSignal != 0     ? he::describeExit(o) + " (injected)"
+                                            : he::describeExit(o);
+      v.good = true;
+    } else if (!res) {
+      v.state = "no result (" + he::describeExit(o) + ")";
+    } else if ((*res)["window_expired"].get<bool>()) {
+      v.state = "not detected";
+    } else {
+      v.state = "no fault";
     }
   } else {
-    // Per size: the slowest surviving rank, over the sizes every survivor completed.
-    std::map<size_t, std::pair<double, uint64_t>> bySize;
-    std::map<size_t, int> seen;
-    int survivors = 0;
-    for (int r = 0; r < n; ++r) {
-      const auto& res = results[static_cast<size_t>(r)];
-      if (victim[static_cast<size_t>(r)]) {
-        continue;
-      }
-      ++survivors;
-      if (!res) {
-        continue;
-      }
-      for (const json& s : (*res)["sizes"]) {
-        const size_t bytes = s["bytes"].get<size_t>();
-        auto& slot = bySize[bytes];
-        slot.first = std::max(slot.first, s["seconds"].get<double>());
-        slot.second += s["errors"].get<uint64_t>();
-        ++seen[bytes];
-      }
+    const uint64_t at = f["detected_ns"].get<uint64_t>();
+    if (injectedNs != 0 && at >= injectedNs) {
+      v.sinceInjection = static_cast<double>(at - injectedNs) / 1e6;
     }
-    std::vector<he::SizeResult> table;
-    for (const auto& [bytes, v] : bySize) {
-      if (seen[bytes] == survivors) {
-        table.push_back(he::makeSizeResult({.pattern = c.pattern,
-                                            .nranks = n,
-                                            .bytes = bytes,
-                                            .seconds = v.first,
-                                            .errors = v.second}));
-        rows.push_back(rowJson(c.pattern, table.back()));
-      }
+    if (f["timed_out"].get<bool>()) {
+      v.state = "not detected";  // our deadline, not the transport's error
+    } else if (injectedNs != 0 && at < injectedNs) {
+      v.state = "early fault";
+    } else if (v.sinceInjection > static_cast<double>(c.timeoutMs)) {
+      v.state = "late";
+    } else if (at >= giveUpNs) {
+      v.state = "after a timeout";
+    } else {
+      v.state = isVictim ? "detected (victim)" : "detected";
+      v.good = true;
     }
-    if (!table.empty()) {
-      std::printf("# sizes completed by every surviving rank before the fault:\n%s\n",
-                  he::tableHeader(c.pattern).c_str());
-      for (const auto& row : table) {
-        std::printf("%s\n", he::tableRow(c.pattern, row).c_str());
-      }
-    }
-    std::printf("#\n");
-    for (const json& i : injections) {
-      if (i["kind"] == "fault") {
-        std::printf("# injected: NCCL_RESILIENT_FAULT=%s on rank %d\n",
-                    i["spec"].get<std::string>().c_str(), i["rank"].get<int>());
-      } else if (i["sent"].get<bool>()) {
-        std::printf("# injected: %s to rank %d at %lld ms (sent %.3f ms after the start)\n",
-                    i["kind"] == "kill" ? "SIGKILL" : "SIGSTOP", i["rank"].get<int>(),
-                    static_cast<long long>(i["at_ms"].get<int64_t>()),
-                    i["sent_after_start_ms"].get<double>());
-      } else {
-        std::printf("# NOT injected: %s to rank %d at %lld ms (%s)\n",
-                    i["kind"] == "kill" ? "SIGKILL" : "SIGSTOP", i["rank"].get<int>(),
-                    static_cast<long long>(i["at_ms"].get<int64_t>()),
-                    outcome.started ? "the rank had ended before" : "the run never started");
-      }
-    }
-    std::printf("# %4s  %-14s %-12s %4s %12s %12s  %s\n", "rank", "outcome", "call", "peer",
-                "detect(ms)", "in-iter(ms)", "status");
-    int detected = 0;
-    const double timeoutMs = static_cast<double>(c.timeoutMs);
-    // A survivor that gave up on its own deadline closes its comms, and its
-    // peers then see that close: what they see after it is not a detection
-    // of the injected fault.
-    uint64_t firstGiveUpNs = UINT64_MAX;
-    for (int r = 0; r < n; ++r) {
-      const auto& res = results[static_cast<size_t>(r)];
-      if (!victim[static_cast<size_t>(r)] && res && !(*res)["fault"].is_null() &&
-          (*res)["fault"]["timed_out"].get<bool>()) {
-        firstGiveUpNs = std::min(firstGiveUpNs, (*res)["fault"]["detected_ns"].get<uint64_t>());
-      }
-    }
-    for (int r = 0; r < n; ++r) {
-      const he::RankOutcome& o = outcome.ranks[static_cast<size_t>(r)];
-      const auto& res = results[static_cast<size_t>(r)];
-      const bool isVictim = victim[static_cast<size_t>(r)];
-      std::string state;
-      json f = res && !(*res)["fault"].is_null() ? (*res)["fault"] : json();
-      double sinceInjection = -1;
-      bool good = false;
-      if (f.is_null()) {
-        if (isVictim) {
-          state = o.injectedSignal == SIGSTOP ? std::string("stopped (injected)")
-                  : o.injectedSignal != 0     ? he::describeExit(o) + " (injected)"
-                                              : he::describeExit(o);
-          good = true;
-        } else if (!res) {
-          state = "no result (" + he::describeExit(o) + ")";
-        } else if ((*res)["window_expired"].get<bool>()) {
-          state = "not detected";
-        } else {
-          state = "no fault";
-        }
-      } else {
-        const uint64_t at = f["detected_ns"].get<uint64_t>();
-        if (injectedNs != 0 && at >= injectedNs) {
-          sinceInjection = static_cast<double>(at - injectedNs) / 1e6;
-        }
-        if (f["timed_out"].get<bool>()) {
-          state = "not detected";  // our deadline, not the transport's error
-        } else if (injectedNs != 0 && at < injectedNs) {
-          state = "early fault";
-        } else if (sinceInjection > timeoutMs) {
-          state = "late";
-        } else if (at >= firstGiveUpNs) {
-          state = "after a timeout";
-        } else {
-          state = isVictim ? "detected (victim)" : "detected";
-          good = true;
-        }
-      }
-      if (res && (*res)["errors"].get<uint64_t>() > 0) {
-        state += ", data errors";
-        good = false;
-      }
-      if (!isVictim) {
-        detected += good ? 1 : 0;
-        ok = ok && good;
-      }
-      char detect[32] = "-";
-      char inIter[32] = "-";
-      if (sinceInjection >= 0) {
-        std::snprintf(detect, sizeof(detect), "%.3f", sinceInjection);
-      }
-      if (!f.is_null()) {
-        std::snprintf(inIter, sizeof(inIter), "%.3f", f["since_iteration_start_ms"].get<double>());
-      }
-      std::printf("  %4d  %-14s %-12s %4s %12s %12s  %s\n", r, state.c_str(),
-                  f.is_null() ? "-" : f["call"].get<std::string>().c_str(),
-                  f.is_null() || f["peer"].get<int>() < 0
-                      ? "-"
-                      : std::to_string(f["peer"].get<int>()).c_str(),
-                  detect, inIter, f.is_null() ? "" : f["status"].get<std::string>().c_str());
-      if (!f.is_null() && !f["plugin_warning"].get<std::string>().empty()) {
-        std::printf("  %4s  plugin: %s\n", "", f["plugin_warning"].get<std::string>().c_str());
-      }
-      json entry = f.is_null() ? json::object() : f;
-      entry["rank"] = r;
-      entry["outcome"] = state;
-      entry["victim"] = isVictim;
-      entry["exit"] = he::describeExit(o);
-      if (sinceInjection >= 0) {
-        entry["since_injection_ms"] = sinceInjection;
-      }
-      faults.push_back(entry);
-    }
-    if (!allInjected || !outcome.started) {
-      ok = false;
-    }
-    std::printf("# %d of %d surviving ranks detected the fault within %g s: %s\n", detected,
-                survivors, c.options.timeoutSec, ok ? "OK" : "FAILED");
   }
-  // Every rank's notes, each text once.
+  if (res && (*res)["errors"].get<uint64_t>() > 0) {
+    v.state += ", data errors";
+    v.good = false;
+  }
+  return v;
+}
+
+void printRankLine(int r, const RankVerdict& v, const json& f) {
+  char detect[32] = "-";
+  char inIter[32] = "-";
+  if (v.sinceInjection >= 0) {
+    std::snprintf(detect, sizeof(detect), "%.3f", v.sinceInjection);
+  }
+  if (!f.is_null()) {
+    std::snprintf(inIter, sizeof(inIter), "%.3f", f["since_iteration_start_ms"].get<double>());
+  }
+  std::printf(
+      "  %4d  %-14s %-12s %4s %12s %12s  %s\n", r, v.state.c_str(),
+      f.is_null() ? "-" : f["call"].get<std::string>().c_str(),
+      f.is_null() || f["peer"].get<int>() < 0 ? "-" : std::to_string(f["peer"].get<int>()).c_str(),
+      detect, inIter, f.is_null() ? "" : f["status"].get<std::string>().c_str());
+  if (!f.is_null() && !f["plugin_warning"].get<std::string>().empty()) {
+    std::printf("  %4s  plugin: %s\n", "", f["plugin_warning"].get<std::string>().c_str());
+  }
+}
+
+// Fault mode: the survivors' table, what was injected, and every rank's detection.
+void judgeFaultRun(const Config& c, const LaunchedRun& run, const Injections& injections,
+                   Verdict& v) {
+  const std::vector<bool> victim = victimsOf(c);
+  const int survivors = survivorsTable(c, run, victim, v);
+  std::printf("#\n");
+  printInjections(injections.list, run.outcome);
+  std::printf("# %4s  %-14s %-12s %4s %12s %12s  %s\n", "rank", "outcome", "call", "peer",
+              "detect(ms)", "in-iter(ms)", "status");
+  int detected = 0;
+  const uint64_t giveUpNs = firstGiveUpNs(c, run, victim);
+  for (int r = 0; r < c.options.ranks; ++r) {
+    const he::RankOutcome& o = run.outcome.ranks[static_cast<size_t>(r)];
+    const auto& res = run.results[static_cast<size_t>(r)];
+    const bool isVictim = victim[static_cast<size_t>(r)];
+    json f = res && !(*res)["fault"].is_null() ? (*res)["fault"] : json();
+    const RankVerdict rv = judgeRank(c, o, res, f, isVictim, injections.firstNs, giveUpNs);
+    if (!isVictim) {
+      detected += rv.good ? 1 : 0;
+      v.ok = v.ok && rv.good;
+    }
+    printRankLine(r, rv, f);
+    json entry = f.is_null() ? json::object() : f;
+    entry["rank"] = r;
+    entry["outcome"] = rv.state;
+    entry["victim"] = isVictim;
+    entry["exit"] = he::describeExit(o);
+    if (rv.sinceInjection >= 0) {
+      entry["since_injection_ms"] = rv.sinceInjection;
+    }
+    v.faults.push_back(entry);
+  }
+  if (!injections.allSent || !run.outcome.started) {
+    v.ok = false;
+  }
+  std::printf("# %d of %d surviving ranks detected the fault within %g s: %s\n", detected,
+              survivors, c.options.timeoutSec, v.ok ? "OK" : "FAILED");
+}
+
+// Every rank's notes, each text once.
+json mergedConformance(const std::vector<std::optional<json>>& results) {
   json conformance = json::array();
   for (const auto& r : results) {
     if (r && r->contains("conformance_notes")) {
@@ -398,23 +452,38 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
       }
     }
   }
+  return conformance;
+}
+
+}  // namespace
+
+int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
+  const Injections injections = injectionsOf(c, run);
+  const json transport = transportOf(run.results);
+  Verdict v;
+  if (!c.faultMode) {
+    judgeMeasuredRun(c, run, v);
+  } else {
+    judgeFaultRun(c, run, injections, v);
+  }
+  const json conformance = mergedConformance(run.results);
   printConformance(conformance);
   if (!c.options.jsonPath.empty()) {
-    const json report = reportJson(c, RunReport{.nranks = n,
+    const json report = reportJson(c, RunReport{.nranks = c.options.ranks,
                                                 .transport = transport,
-                                                .rows = rows,
-                                                .faults = faults,
-                                                .injections = injections,
+                                                .rows = v.rows,
+                                                .faults = v.faults,
+                                                .injections = injections.list,
                                                 .conformance = conformance,
-                                                .ok = ok});
+                                                .ok = v.ok});
     tools::writeFileAtomically(c.options.jsonPath, report.dump(2) + "\n");
   }
   std::fflush(stdout);
-  if (ok) {
+  if (v.ok) {
     return tools::kExitOk;
   }
   bool dataErrors = false;
-  for (const json& r : rows) {
+  for (const json& r : v.rows) {
     dataErrors = dataErrors || r["errors"].get<uint64_t>() > 0;
   }
   return dataErrors ? tools::kExitDataErrors : tools::kExitFault;

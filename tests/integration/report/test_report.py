@@ -1108,7 +1108,7 @@ def check_inputs(args, out):
     with open(os.path.join(d, "timeline-0.json"), "w") as f:
         json.dump(report0["timeline"], f)
     wall = snap0["heartbeat_wall_ns"]
-    # A report list (the shape of blackbox/health_json.cc's reports) and a
+    # A report list (the shape of jobhealth/json.cc's reports) and a
     # report record in the fault ring: findings, not faults.
     snap0["reports"] = [{"kind": "straggler", "comm_id": 1, "wall_ns": wall,
                          "subject": {"rank": 3, "host": "vm", "pid": 3, "address": ""},
@@ -1244,7 +1244,7 @@ def check_inputs_health(args, out):
 
 def check_slow_link_records(args, out, health, pids):
     """One slow link as resilient-inspect --job --json reports it and as both its ends
-    record it in their fault rings (blackbox/health_report.cc's text): one finding, on
+    record it in their fault rings (jobhealth/report.cc's text): one finding, on
     its subject (the inspect's rank for it is its communicator rank: mapped by pid)."""
     d = os.path.join(out, "slow-link")
     shutil.rmtree(d, ignore_errors=True)

@@ -56,9 +56,15 @@ std::mutex gMutex;
 std::condition_variable gCv;
 
 // NCCL keeps the last WARN of the process (debug.cc: ncclLastError).
+// Copied in, not formatted in place: ncclGetLastError reads it without the
+// lock, and glibc's vsnprintf first ends the buffer at its first byte, so a
+// rank's thread reading while another rank's thread wrote the same text saw no
+// last error (restart-comm-nccl, "NCCL's refusal ... at the call", under load).
 char gLastError[256] = "";
 void warn(const std::string& text) {
-  std::snprintf(gLastError, sizeof(gLastError), "%s", text.c_str());
+  const size_t n = std::min(text.size(), sizeof(gLastError) - 1);
+  std::memcpy(gLastError, text.data(), n);
+  gLastError[n] = '\0';
 }
 
 // NCCL: group.cc, __thread ncclGroupDepth, ncclGroupError and the jobs
