@@ -35,6 +35,10 @@ was true then) and python/README.md.
 (c) Names. Every NCCL_RESILIENT_* name is a knob, or, written NAME_*, the
     prefix of one.
 
+Versions and names are checked in code blocks too (the README's layout is one);
+defaults only in prose and tables, since a block of program output shows the
+values of its own run. HTML comments are skipped.
+
 Each finding is printed as FILE:LINE: message; the exit status is 1 when there
 is any. The self-test runs the checker on FIXTURE_DIR/docs/*.md with the facts
 of FIXTURE_DIR/code (export maps and a registry rendering): every line marked
@@ -281,6 +285,20 @@ def quoted(text, pos):
     return (before.count('"') + before.count('\u201c') - before.count('\u201d')) % 2 == 1
 
 
+def check_knob_names(text, facts, report):
+    for m in KNOB.finditer(text):
+        name = m.group(0)
+        CHECKED['knob names'] += 1
+        if name == 'NCCL_RESILIENT_*':
+            continue
+        if name.endswith('*'):
+            prefix = name[:-1]
+            if not any(k.startswith(prefix) for k in facts.knobs):
+                report(line_of(text, m.start()), f'{name}: no knob starts with {prefix}')
+        elif name not in facts.knobs:
+            report(line_of(text, m.start()), f'{name}: no such knob in the registry')
+
+
 def check_knobs(text, facts, report):
     flat = text.replace('\n', ' ')  # clauses run over line ends; positions unchanged
 
@@ -289,16 +307,7 @@ def check_knobs(text, facts, report):
 
     for m in KNOB.finditer(flat):
         name = m.group(0)
-        CHECKED['knob names'] += 1
-        if name == 'NCCL_RESILIENT_*':
-            continue
-        if name.endswith('*'):
-            prefix = name[:-1]
-            if not any(k.startswith(prefix) for k in facts.knobs):
-                report(lineno(m.start()), f'{name}: no knob starts with {prefix}')
-            continue
         if name not in facts.knobs:
-            report(lineno(m.start()), f'{name}: no such knob in the registry')
             continue
         after = flat[m.end():m.end() + 80]
         after = re.split(r'\. |;|\|', after)[0]
@@ -372,15 +381,18 @@ def check_tables(text, facts, report):
 def check_file(path, facts):
     with open(path, encoding='utf-8') as f:
         raw = f.read()
-    text = strip_code_blocks(raw)
-    text = re.sub(r'<!--.*?-->', lambda m: ' ' * len(m.group(0)), text)
+    # Versions and names are checked in code blocks too (the README's layout is one);
+    # defaults are not: a block of program output shows the values of its run.
+    full = re.sub(r'<!--.*?-->', lambda m: ' ' * len(m.group(0)), raw)
+    prose = strip_code_blocks(full)
     findings = []
 
     def report(line, msg):
         findings.append((line, msg))
-    check_abi(text, facts, report)
-    check_knobs(text, facts, report)
-    check_tables(text, facts, report)
+    check_abi(full, facts, report)
+    check_knob_names(full, facts, report)
+    check_knobs(prose, facts, report)
+    check_tables(prose, facts, report)
     return raw, sorted(set(findings))
 
 
