@@ -30,7 +30,8 @@ was true then) and python/README.md.
     - "default: `KNOB`, V";
     - a table with a "default" column, in a row whose cell is a knob;
     - a knob's usual name without the variable ("liveness timeout (1 s)",
-      "soft timeout (60 s by default)", "default timeouts (soft 60 s, hard 90 s").
+      "soft timeout (60 s by default)", "at the 1 s liveness timeout", "default
+      timeouts (soft 60 s, hard 90 s").
     Durations compare in milliseconds (ms, s, min), sizes in bytes.
 (c) Names. Every NCCL_RESILIENT_* name is a knob, or, written NAME_*, the
     prefix of one.
@@ -340,7 +341,8 @@ def check_knobs(text, facts, report):
                 r'\b' + a + r'\s*\((' + VALUE + r')\s+by default\)',
                 r'\b' + a + r',\s*(' + VALUE + r')\s+by default',
                 r'\b' + a + r'\s+defaults\s+to\s+(' + VALUE + r')',
-                r'\bdefault\s+' + a + r'\s*(?:\(|,|of)\s*(' + VALUE + r')']
+                r'\bdefault\s+' + a + r'\s*(?:\(|,|of)\s*(' + VALUE + r')',
+                r'\bthe\s+(' + VALUE + r')\s+(?:default\s+)?' + a + r'\b']
         for p in pats:
             for v in re.finditer(p, flat, re.I):
                 if quoted(text, v.start()):
