@@ -36,6 +36,10 @@ was true then) and python/README.md.
 (c) Names. Every NCCL_RESILIENT_* name is a knob, or, written NAME_*, the
     prefix of one.
 
+(d) Links. A link to a section (`[..](performance.md#the-test-command)`,
+    `[..](#section)`) must name a heading of that file (GitHub's anchors), so
+    that moving or renaming a section cannot leave a link behind.
+
 Versions and names are checked in code blocks too (the README's layout is one);
 defaults only in prose and tables, since a block of program output shows the
 values of its own run. HTML comments are skipped.
@@ -380,6 +384,29 @@ def check_tables(text, facts, report):
                 report(n, f'{knob}: the table says {cells[col]}, the registry\'s default is `{default}`')
 
 
+def heading_anchors(path):
+    with open(path, encoding='utf-8') as f:
+        text = strip_code_blocks(f.read())
+    found, seen = set(), {}
+    for m in re.finditer(r'^#+\s+(.*?)\s*$', text, re.M):
+        base = re.sub(r'[^\w\- ]', '', m.group(1).strip().lower()).replace(' ', '-')
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        found.add(base if n == 0 else f'{base}-{n}')
+    return found
+
+
+def check_links(path, text, report):
+    for m in re.finditer(r'\]\(([^)\s#]*)#([^)\s]+)\)', text):
+        target = os.path.normpath(os.path.join(os.path.dirname(path), m.group(1))) if m.group(1) else path
+        CHECKED['section links'] += 1
+        if not os.path.exists(target):
+            report(line_of(text, m.start()), f'link to {m.group(1)}: no such file')
+        elif target.endswith('.md') and m.group(2) not in heading_anchors(target):
+            report(line_of(text, m.start()),
+                   f'link to {m.group(1) or "this file"}#{m.group(2)}: no such section')
+
+
 def check_file(path, facts):
     with open(path, encoding='utf-8') as f:
         raw = f.read()
@@ -395,6 +422,7 @@ def check_file(path, facts):
     check_knob_names(full, facts, report)
     check_knobs(prose, facts, report)
     check_tables(prose, facts, report)
+    check_links(path, prose, report)
     return raw, sorted(set(findings))
 
 
