@@ -247,10 +247,9 @@ def normalize(knob, kind, text):
                 num *= UNITS_MS[unit]
             elif knob.endswith('_BYTES') and unit in UNITS_BYTES:
                 num *= UNITS_BYTES[unit]
-            elif not (knob.endswith(('_MS', '_BYTES'))):
-                pass  # "40 %", "100 errors": the number is the value
-            else:
-                return None
+            elif knob.endswith(('_MS', '_BYTES')):
+                return f'{t} (not a unit of {knob})'  # never equal to the default
+            # else "40 %", "100 errors": the number is the value
         return str(int(num)) if num == int(num) else str(num)
     if kind == 'bool':
         return {'1': '1', 'on': '1', 'true': '1', 'yes': '1',
