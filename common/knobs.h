@@ -208,7 +208,7 @@ inline constexpr StringKnob kBlackboxDir{{
 inline constexpr BoolKnob kProfiler{{
     .name = "NCCL_RESILIENT_PROFILER",
     .defaultValue = "1",
-    .doc = "Enables the profiler plugin (ncclProfiler_v5..v1 of both libraries); 0 makes its "
+    .doc = "Enables the profiler plugin (ncclProfiler_v7..v1 of both libraries); 0 makes its "
            "init ask NCCL for no events, so it tracks nothing and costs nothing.",
 }};
 
