@@ -131,7 +131,7 @@ class Transport {
   }
   // Whether a send comm has bytes the network has not taken yet, now (the
   // watchdog samples it at each tick: the share of time a link is backlogged
-  // is how long it was the limit; blackbox/slow_links.h). Transports that
+  // is how long it was the limit; jobhealth/slow_links.h). Transports that
   // cannot tell return false and the resilient layer samples whether
   // requests are outstanding instead.
   virtual bool linkBacklogged(void* comm, bool* backlogged) noexcept {

@@ -10,9 +10,9 @@
 #include <optional>
 #include <vector>
 
-#include "blackbox/health_json.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "jobhealth/json.h"
 #include "restart/comm/collective_arrivals.h"
 #include "store/errors.h"
 
@@ -91,12 +91,12 @@ void HealthExchange::ship() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(config_.interval).count());
   const uint64_t now = wallClockNs();
   const uint64_t since = now > 3 * intervalNs ? now - 3 * intervalNs : 0;
-  blackbox::RankSample sample;
+  jobhealth::RankSample sample;
   if (std::optional<blackbox::Snapshot> snap = blackbox_.snapshot()) {
     if (host_.empty()) {
       host_ = std::string(snap->header.host, strnlen(snap->header.host, sizeof snap->header.host));
     }
-    sample = blackbox::sampleOf(*snap, config_.activeRank, since);
+    sample = jobhealth::sampleOf(*snap, config_.activeRank, since);
   } else {
     // No plugin in this process (gloo, a plugin-less engine): the sample
     // still says the rank is alive, with the collectives no profiler sees.
@@ -119,7 +119,7 @@ void HealthExchange::ship() {
     sample.waitingDeclared = activity.hangProtectionOff;
   }
   store_.set(keys_.healthSample(config_.iteration, config_.activeRank),
-             blackbox::sampleJson(sample).dump(), callTimeout_);
+             jobhealth::sampleJson(sample).dump(), callTimeout_);
 }
 
 void HealthExchange::compare() {
@@ -127,13 +127,13 @@ void HealthExchange::compare() {
   for (int r = 0; r < config_.activeWorldSize; ++r) {
     keys.push_back(keys_.healthSample(config_.iteration, r));
   }
-  std::vector<blackbox::RankSample> samples;
+  std::vector<jobhealth::RankSample> samples;
   for (const auto& value : store_.multiGet(keys, callTimeout_)) {
     if (!value) {
       continue;  // that rank has not shipped one yet
     }
     const auto json = nlohmann::json::parse(*value, nullptr, false);
-    auto sample = blackbox::sampleFromJson(json);
+    auto sample = jobhealth::sampleFromJson(json);
     if (!sample.ok()) {
       RES_INFO(log::kRestart, "restart: health comparison: %s", sample.status().toString().c_str());
       continue;
@@ -142,7 +142,7 @@ void HealthExchange::compare() {
   }
   ++rounds_;
   samples_ += samples.size();
-  std::vector<blackbox::HealthReport> found = links_.update(samples);
+  std::vector<jobhealth::HealthReport> found = links_.update(samples);
   for (auto& r : stragglers_.update(samples)) {
     found.push_back(std::move(r));
   }
@@ -151,18 +151,22 @@ void HealthExchange::compare() {
   }
   for (auto& r : found) {
     switch (r.kind) {
-      case blackbox::HealthReport::Kind::kSlowLink: r.restarts = config_.restartOnSlowLink; break;
-      case blackbox::HealthReport::Kind::kStraggler: r.restarts = config_.restartOnStraggler; break;
-      case blackbox::HealthReport::Kind::kStuckRank: r.restarts = config_.restartOnStuckRank; break;
+      case jobhealth::HealthReport::Kind::kSlowLink: r.restarts = config_.restartOnSlowLink; break;
+      case jobhealth::HealthReport::Kind::kStraggler:
+        r.restarts = config_.restartOnStraggler;
+        break;
+      case jobhealth::HealthReport::Kind::kStuckRank:
+        r.restarts = config_.restartOnStuckRank;
+        break;
     }
-    RES_WARN(log::kRestart, "restart: %s", blackbox::describe(r).c_str());
+    RES_WARN(log::kRestart, "restart: %s", jobhealth::describe(r).c_str());
     const int64_t number = store_.add(keys_.healthReportCount(), 1, callTimeout_);
-    store_.set(keys_.healthReport(number), blackbox::reportJson(r).dump(), callTimeout_);
+    store_.set(keys_.healthReport(number), jobhealth::reportJson(r).dump(), callTimeout_);
     act(r);
   }
 }
 
-void HealthExchange::act(const blackbox::HealthReport& r) {
+void HealthExchange::act(const jobhealth::HealthReport& r) {
   if (!r.restarts) {
     return;
   }
@@ -172,7 +176,7 @@ void HealthExchange::act(const blackbox::HealthReport& r) {
   f.reason = protocol::FaultReason::kHealthReport;
   f.culprit = registry_.find(r.subject.host, r.subject.pid);
   f.subject = f.culprit;
-  f.detail = blackbox::describe(r);
+  f.detail = jobhealth::describe(r);
   publishAndRaise(faults_, f, interruption_);
 }
 
@@ -185,21 +189,21 @@ void HealthExchange::readReports() {
       return;  // counted, not written yet: the next look
     }
     ++reportsSeen_;
-    auto report = blackbox::reportFromJson(nlohmann::json::parse(*value, nullptr, false));
+    auto report = jobhealth::reportFromJson(nlohmann::json::parse(*value, nullptr, false));
     if (!report.ok()) {
       continue;
     }
-    const auto isMe = [this](const blackbox::ProcessEnd& e) {
+    const auto isMe = [this](const jobhealth::ProcessEnd& e) {
       return e.pid == pid_ && (e.host.empty() || host_.empty() || e.host == host_);
     };
     if (!isMe(report->subject) && !isMe(report->peer)) {
       continue;
     }
-    const std::string text = blackbox::describe(*report);
+    const std::string text = jobhealth::describe(*report);
     if (config_.activeRank != 0) {
       RES_WARN(log::kRestart, "restart: %s", text.c_str());
     }
-    blackbox_.recordReport(blackbox::toBlackboxRecord(*report));
+    blackbox_.recordReport(jobhealth::toBlackboxRecord(*report));
     timeline_.record(config_.iteration, "health report", text);
   }
 }

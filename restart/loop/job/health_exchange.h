@@ -9,8 +9,8 @@
 //    its last ping, hang protection) to the store under the iteration's
 //    health key of its active rank;
 //  - on active rank 0 only: reads every active rank's sample (one
-//    multi-get), feeds the detectors (blackbox/slow_links.h,
-//    blackbox/stragglers.h) and writes each new report to the store (a
+//    multi-get), feeds the detectors (jobhealth/slow_links.h,
+//    jobhealth/stragglers.h) and writes each new report to the store (a
 //    numbered record); logs one WARN per report; with the report's action
 //    "restart", publishes a fault naming the rank (reason health-report), so
 //    that the job restarts and the culprit is replaced like any other;
@@ -32,10 +32,10 @@
 #include <string>
 #include <thread>
 
-#include "blackbox/health_report.h"
-#include "blackbox/slow_links.h"
-#include "blackbox/stragglers.h"
-#include "blackbox/stuck_ranks.h"
+#include "jobhealth/report.h"
+#include "jobhealth/slow_links.h"
+#include "jobhealth/stragglers.h"
+#include "jobhealth/stuck_ranks.h"
 #include "restart/loop/interruption.h"
 #include "restart/loop/job/rank_registry.h"
 #include "restart/loop/monitoring/blackbox_watch.h"
@@ -59,9 +59,9 @@ struct HealthExchangeConfig {
   int activeRank = 0;
   int activeWorldSize = 1;
   std::chrono::milliseconds interval{1000};
-  blackbox::SlowLinkOptions links;
-  blackbox::StragglerOptions stragglers;
-  blackbox::StuckRankOptions stuckRanks;
+  jobhealth::SlowLinkOptions links;
+  jobhealth::StragglerOptions stragglers;
+  jobhealth::StuckRankOptions stuckRanks;
   bool restartOnSlowLink = false;
   bool restartOnStraggler = false;
   bool restartOnStuckRank = false;
@@ -82,7 +82,7 @@ class HealthExchange {
   void ship();
   void compare();
   void readReports();
-  void act(const blackbox::HealthReport& report);
+  void act(const jobhealth::HealthReport& report);
 
   store::Store& store_;
   const protocol::JobKeys& keys_;
@@ -92,9 +92,9 @@ class HealthExchange {
   Interruption& interruption_;
   Timeline& timeline_;
   const HealthExchangeConfig config_;
-  blackbox::SlowLinkDetector links_;
-  blackbox::StragglerDetector stragglers_;
-  blackbox::StuckRankDetector stuck_;
+  jobhealth::SlowLinkDetector links_;
+  jobhealth::StragglerDetector stragglers_;
+  jobhealth::StuckRankDetector stuck_;
   std::string host_;
   uint32_t pid_ = 0;
   const std::chrono::milliseconds callTimeout_;
