@@ -110,7 +110,17 @@ class Loop {
   static void checkThread(const std::vector<CommunicatorPtr>& comms, const char* when);
   void publish(protocol::FaultReason reason, const std::string& detail, int culprit = -1);
   void recover();  // after a fault: through the iteration barrier to the next World
-  void finish();   // after completion
+  // recover()'s steps, in order. tearDown: the function stopped, finalize,
+  // the communicators aborted and the thread checked, the health checks;
+  // what made the rank unhealthy, or empty.
+  std::string tearDown(int k);
+  void passIterationBarrier(int k);  // missing ranks recorded and terminated
+  // The culprits of iteration k named (and terminated when the options say
+  // so, into `terminated`).
+  std::set<int> nameCulprits(int k, const std::vector<protocol::FaultRecord>& records,
+                             std::set<int>& terminated);
+  void reassign(int k, const std::set<int>& terminated);  // the next World
+  void finish();                                          // after completion
   // The completion barrier of the iteration, and the one decision every rank
   // follows: true to complete, false to restart.
   bool completeTogether();

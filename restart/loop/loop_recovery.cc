@@ -135,19 +135,43 @@ void Loop::applyStormPolicy(int k, const std::vector<FaultRecord>& records) {
 
 void Loop::recover() {
   const int k = state_.iteration;
+  if (const std::string unhealthy = tearDown(k); !unhealthy.empty()) {
+    publish(FaultReason::kHealthCheck, unhealthy, state_.initialRank);
+    leave(std::make_exception_ptr(HealthCheckError(unhealthy)));
+  }
+  // What this rank's communicators had enqueued, for "who is behind".
+  const CommProgress progress = commProgressOf(*blackbox_);
+  if (!progress.empty()) {
+    publishCommProgress(*store_, *keys_, k, state_.initialRank, progress);
+  }
+  passIterationBarrier(k);
+
+  const std::vector<FaultRecord> records = faults_->recordsOf(k);
+  std::set<int> terminated = barrier_->terminated();
+  const std::set<int> culprits = nameCulprits(k, records, terminated);
+  if (terminated.count(state_.initialRank) != 0) {
+    leave(std::make_exception_ptr(RankDiscarded(
+        "rank " + std::to_string(state_.initialRank) + " was terminated in iteration " +
+        std::to_string(k) +
+        (culprits.count(state_.initialRank) != 0 ? " as the culprit of a fault" : ""))));
+  }
+  state_.culprit = culprits.count(state_.initialRank) != 0;
+  applyStormPolicy(k, records);
+  reassign(k, terminated);
+}
+
+std::string Loop::tearDown(int k) {
   interruption_->raise("the iteration failed");
   while (!interruption_->waitAborted(milliseconds(1000))) {
   }
   health_.reset();
   monitor_.reset();
   setPhase(RankPhase::kRestarting);
-  bool healthy = true;
   std::string unhealthy;
   try {
     runBounded("finalize", options_.finalize, options_.finalizeTimeout);
     timeline_.record(k, "finalized");
   } catch (...) {
-    healthy = false;
     unhealthy = "finalize failed: " + describeException(std::current_exception());
   }
   std::vector<CommunicatorPtr> aborted;
@@ -157,42 +181,32 @@ void Loop::recover() {
     previousComms_ = std::move(comms_);
     comms_.clear();
     userComms_.clear();
-    if (healthy && !abortHung_.empty()) {
-      healthy = false;
+    if (unhealthy.empty() && !abortHung_.empty()) {
       unhealthy = std::exchange(abortHung_, {});
     }
   }
   // A group left open on this (the training) thread swallows every later
   // collective of it, silently: asked before anything is made anew.
-  if (healthy) {
+  if (unhealthy.empty()) {
     try {
       checkThread(aborted, "after the abort");
     } catch (const std::exception& e) {
-      healthy = false;
       unhealthy = e.what();
     }
   }
   rendezvous_.reset();
-  if (healthy) {
+  if (unhealthy.empty()) {
     try {
       runBounded("health check", restartChecks_, options_.healthCheckTimeout);
       timeline_.record(k, "health checked");
     } catch (...) {
-      healthy = false;
       unhealthy = "health check failed: " + describeException(std::current_exception());
     }
   }
-  if (!healthy) {
-    publish(FaultReason::kHealthCheck, unhealthy, state_.initialRank);
-    leave(std::make_exception_ptr(HealthCheckError(unhealthy)));
-  }
+  return unhealthy;
+}
 
-  // What this rank's communicators had enqueued, for "who is behind".
-  const CommProgress progress = commProgressOf(*blackbox_);
-  if (!progress.empty()) {
-    publishCommProgress(*store_, *keys_, k, state_.initialRank, progress);
-  }
-
+void Loop::passIterationBarrier(int k) {
   setPhase(RankPhase::kIterationBarrier);
   for (;;) {
     // Between slices: a culprit the records already name (once the window
@@ -226,9 +240,10 @@ void Loop::recover() {
     }
   }
   timeline_.record(k, "iteration barrier");
+}
 
-  const std::vector<FaultRecord> records = faults_->recordsOf(k);
-  std::set<int> terminated = barrier_->terminated();
+std::set<int> Loop::nameCulprits(int k, const std::vector<FaultRecord>& records,
+                                 std::set<int>& terminated) {
   std::set<int> culprits = culpritsOf(records, options_.lastCallWait);
   const bool hang = std::any_of(records.begin(), records.end(), [](const FaultRecord& r) {
     return r.reason == FaultReason::kCollectiveHung || r.reason == FaultReason::kSoftTimeout;
@@ -256,15 +271,10 @@ void Loop::recover() {
       }
     }
   }
-  if (terminated.count(state_.initialRank) != 0) {
-    leave(std::make_exception_ptr(RankDiscarded(
-        "rank " + std::to_string(state_.initialRank) + " was terminated in iteration " +
-        std::to_string(k) +
-        (culprits.count(state_.initialRank) != 0 ? " as the culprit of a fault" : ""))));
-  }
-  state_.culprit = culprits.count(state_.initialRank) != 0;
-  applyStormPolicy(k, records);
+  return culprits;
+}
 
+void Loop::reassign(int k, const std::set<int>& terminated) {
   AssignmentContext context;
   context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
   for (const int r : terminated) {
