@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "hostengine/launcher.h"
+#include "tools/harness/launcher.h"
 #include "tools/nettest/config.h"
 
 namespace resilient::nettest {
@@ -19,10 +19,11 @@ inline constexpr const char* kEnvDir = "RESILIENT_NETTEST_DIR";  // where ranks 
 inline constexpr const char* kEnvListenFd = "RESILIENT_NETTEST_LISTEN_FD";
 inline constexpr const char* kEnvStartFd = "RESILIENT_NETTEST_START_FD";
 inline constexpr const char* kEnvFault = "NCCL_RESILIENT_FAULT";
-inline constexpr he::LaunchEnvNames kLaunchEnvNames{
+inline constexpr harness::LaunchEnvNames kLaunchEnvNames{
     .token = kEnvToken, .listenFd = kEnvListenFd, .startFd = kEnvStartFd};
 
 // The run's exit status (tools/common/host_tool.h).
-int runLauncher(const Config& c, const he::Environment& env, const std::vector<std::string>& argv);
+int runLauncher(const Config& c, const harness::Environment& env,
+                const std::vector<std::string>& argv);
 
 }  // namespace resilient::nettest

@@ -17,12 +17,12 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "hostengine/engine.h"
-#include "hostengine/launched_rank.h"
-#include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
-#include "hostengine/report.h"
-#include "hostengine/transport_choice.h"
+#include "plugin/transport/raw/raw_transport.h"
 #include "tools/common/host_tool.h"
+#include "tools/harness/launched_rank.h"
+#include "tools/harness/report.h"
+#include "tools/harness/transport_choice.h"
 #include "tools/nettest/launcher.h"
 #include "tools/nettest/report.h"
 
@@ -31,7 +31,7 @@ namespace {
 
 using resilient::monotonicNs;
 
-Result<int> envInt(const he::Environment& env, const char* name) {
+Result<int> envInt(const harness::Environment& env, const char* name) {
   std::optional<std::string> v = env.get(name);
   if (!v) {
     return resilient::invalidUsage(std::string(name) + " is not set");
@@ -50,7 +50,7 @@ Result<int> envInt(const he::Environment& env, const char* name) {
 
 }  // namespace
 
-int runRank(const Config& c, const he::Environment& env) {
+int runRank(const Config& c, const harness::Environment& env) {
   Result<int> rankR = envInt(env, "RANK");
   Result<int> worldR = envInt(env, "WORLD_SIZE");
   if (!rankR.ok() || !worldR.ok()) {
@@ -63,7 +63,7 @@ int runRank(const Config& c, const he::Environment& env) {
   resilient::log::setRank(rank);
   const std::optional<std::string> resultDir = env.get(kEnvDir);
   const bool launched = resultDir.has_value();
-  const he::LaunchedRank launch = he::readLaunchedRank(env, kLaunchEnvNames);
+  const harness::LaunchedRank launch = harness::readLaunchedRank(env, kLaunchEnvNames);
   const uint64_t token = launch.token;
   const std::string& master = launch.master;
   Result<int> portR = envInt(env, "MASTER_PORT");
@@ -102,12 +102,12 @@ int runRank(const Config& c, const he::Environment& env) {
   };
 
   // The transport: a plugin loaded as NCCL loads it, or our raw TCP pump.
-  he::RawTcpOptions raw;
-  raw.bindHost = he::localAddressToward(master);
+  transport::raw::RawTcpOptions raw;
+  raw.bindHost = transport::raw::localAddressToward(master);
   raw.sockets = c.options.rawSockets;
   raw.token = token;
   raw.connectTimeoutMs = c.timeoutMs;
-  auto opened = he::openTransport(
+  auto opened = harness::openTransport(
       c.options.rawTcp ? std::nullopt : std::optional<std::string>(c.options.plugin), raw);
   if (!opened.ok()) {
     std::fprintf(stderr, "# rank %d: cannot load the plugin: %s\n", rank,
@@ -118,7 +118,7 @@ int runRank(const Config& c, const he::Environment& env) {
   std::unique_ptr<resilient::transport::Transport> transport = std::move(opened).value();
 
   // Out of band: rank 0 serves the rendezvous, everybody connects to it.
-  he::RendezvousPlace place;
+  harness::RendezvousPlace place;
   place.master = master;
   place.port = static_cast<uint16_t>(*portR);
   place.rank = rank;
@@ -130,14 +130,14 @@ int runRank(const Config& c, const he::Environment& env) {
   place.serverSocket = launch.serverSocket;
   std::unique_ptr<he::RendezvousServer> server;
   if (rank == 0) {
-    Result<std::unique_ptr<he::RendezvousServer>> s = he::serveRendezvous(place);
+    Result<std::unique_ptr<he::RendezvousServer>> s = harness::serveRendezvous(place);
     if (!s.ok()) {
       std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", s.status().toString().c_str());
       return finish(tools::kExitUsage);
     }
     server = std::move(s).value();
   }
-  Result<std::unique_ptr<he::RendezvousClient>> clientR = he::joinRendezvous(place);
+  Result<std::unique_ptr<he::RendezvousClient>> clientR = harness::joinRendezvous(place);
   if (!clientR.ok()) {
     std::fprintf(stderr, "# rank %d: rendezvous: %s\n", rank, clientR.status().toString().c_str());
     return finish(tools::kExitUsage);
@@ -179,14 +179,14 @@ int runRank(const Config& c, const he::Environment& env) {
   result["start_ns"] = startNs;
   if (rank == 0) {
     if (launch.startFd) {
-      he::signalStart(*launch.startFd, startNs);
+      harness::signalStart(*launch.startFd, startNs);
     }
     printRunHeader(c, world, describeTransport(c, *transport, engine), engine);
     std::fflush(stdout);
   }
 
   const uint64_t windowEnd = startNs + static_cast<uint64_t>(c.faultWindowMs) * 1000000ull;
-  std::vector<he::SizeResult> rows;
+  std::vector<harness::SizeResult> rows;
   std::optional<he::Fault> fault;
   uint64_t totalErrors = 0;
   uint64_t iteration = 0;
@@ -245,13 +245,13 @@ int runRank(const Config& c, const he::Environment& env) {
             errors += e;
           }
         }
-        rows.push_back(he::makeSizeResult({.pattern = c.pattern,
-                                           .nranks = world,
-                                           .bytes = size,
-                                           .seconds = slowest,
-                                           .errors = errors}));
+        rows.push_back(harness::makeSizeResult({.pattern = c.pattern,
+                                                .nranks = world,
+                                                .bytes = size,
+                                                .seconds = slowest,
+                                                .errors = errors}));
         if (rank == 0) {
-          std::printf("%s\n", he::tableRow(c.pattern, rows.back()).c_str());
+          std::printf("%s\n", harness::tableRow(c.pattern, rows.back()).c_str());
           std::fflush(stdout);
         }
       }

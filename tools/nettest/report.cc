@@ -39,7 +39,7 @@ json faultJson(const he::Fault& f) {
               {"iteration", f.iteration}};
 }
 
-json rowJson(he::Pattern pattern, const he::SizeResult& r) {
+json rowJson(he::Pattern pattern, const harness::SizeResult& r) {
   return json{{"bytes", r.bytes},    {"count", r.count},      {"type", he::elementType(pattern)},
               {"time_us", r.timeUs}, {"algbw_gbps", r.algBw}, {"busbw_gbps", r.busBw},
               {"errors", r.errors}};
@@ -125,7 +125,7 @@ void printConformance(const json& notes) {
   }
 }
 
-void printSummary(const std::vector<he::SizeResult>& rows) {
+void printSummary(const std::vector<harness::SizeResult>& rows) {
   uint64_t errors = 0;
   double sum = 0;
   for (const auto& r : rows) {
@@ -157,14 +157,14 @@ void printRunHeader(const Config& c, int world, const std::string& transportText
     std::printf("# fault mode: ranks run until a fault is detected or %lld ms have passed\n",
                 static_cast<long long>(c.faultWindowMs));
   } else {
-    std::printf("#\n%s\n", he::tableHeader(c.pattern).c_str());
+    std::printf("#\n%s\n", harness::tableHeader(c.pattern).c_str());
   }
 }
 
 int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
   const int n = c.options.ranks;
-  const he::LaunchPlan& plan = run.plan;
-  const he::LaunchOutcome& outcome = run.outcome;
+  const harness::LaunchPlan& plan = run.plan;
+  const harness::LaunchOutcome& outcome = run.outcome;
   const std::vector<std::optional<json>>& results = run.results;
   std::vector<bool> victim(static_cast<size_t>(n), false);
   for (const auto& k : c.kills) {
@@ -180,8 +180,8 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
   uint64_t injectedNs = 0;
   json injections = json::array();
   bool allInjected = true;
-  for (const he::Injection& i : plan.injections) {
-    const he::RankOutcome& target = outcome.ranks[static_cast<size_t>(i.rank)];
+  for (const harness::Injection& i : plan.injections) {
+    const harness::RankOutcome& target = outcome.ranks[static_cast<size_t>(i.rank)];
     const bool sent = target.injectedSignal == i.signal && target.injectedNs != 0;
     allInjected = allInjected && sent;
     json j{{"kind", i.signal == SIGKILL ? "kill" : "stop"},
@@ -194,7 +194,7 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
     }
     injections.push_back(j);
   }
-  for (const he::RankFault& f : c.faults) {
+  for (const harness::RankFault& f : c.faults) {
     injections.push_back(json{{"kind", "fault"}, {"rank", f.rank}, {"spec", f.spec}});
   }
 
@@ -214,11 +214,11 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
       rows = (*results[0])["rows"];
     }
     for (int r = 0; r < n; ++r) {
-      const he::RankOutcome& o = outcome.ranks[static_cast<size_t>(r)];
+      const harness::RankOutcome& o = outcome.ranks[static_cast<size_t>(r)];
       const auto& res = results[static_cast<size_t>(r)];
       if (!o.exited || o.exitCode != 0) {
         ok = false;
-        std::printf("# rank %d: %s%s\n", r, he::describeExit(o).c_str(),
+        std::printf("# rank %d: %s%s\n", r, harness::describeExit(o).c_str(),
                     res && !(*res)["fault"].is_null()
                         ? (": " + (*res)["fault"]["status"].get<std::string>()).c_str()
                         : "");
@@ -257,22 +257,22 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
         ++seen[bytes];
       }
     }
-    std::vector<he::SizeResult> table;
+    std::vector<harness::SizeResult> table;
     for (const auto& [bytes, v] : bySize) {
       if (seen[bytes] == survivors) {
-        table.push_back(he::makeSizeResult({.pattern = c.pattern,
-                                            .nranks = n,
-                                            .bytes = bytes,
-                                            .seconds = v.first,
-                                            .errors = v.second}));
+        table.push_back(harness::makeSizeResult({.pattern = c.pattern,
+                                                 .nranks = n,
+                                                 .bytes = bytes,
+                                                 .seconds = v.first,
+                                                 .errors = v.second}));
         rows.push_back(rowJson(c.pattern, table.back()));
       }
     }
     if (!table.empty()) {
       std::printf("# sizes completed by every surviving rank before the fault:\n%s\n",
-                  he::tableHeader(c.pattern).c_str());
+                  harness::tableHeader(c.pattern).c_str());
       for (const auto& row : table) {
-        std::printf("%s\n", he::tableRow(c.pattern, row).c_str());
+        std::printf("%s\n", harness::tableRow(c.pattern, row).c_str());
       }
     }
     std::printf("#\n");
@@ -308,7 +308,7 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
       }
     }
     for (int r = 0; r < n; ++r) {
-      const he::RankOutcome& o = outcome.ranks[static_cast<size_t>(r)];
+      const harness::RankOutcome& o = outcome.ranks[static_cast<size_t>(r)];
       const auto& res = results[static_cast<size_t>(r)];
       const bool isVictim = victim[static_cast<size_t>(r)];
       std::string state;
@@ -318,11 +318,11 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
       if (f.is_null()) {
         if (isVictim) {
           state = o.injectedSignal == SIGSTOP ? std::string("stopped (injected)")
-                  : o.injectedSignal != 0     ? he::describeExit(o) + " (injected)"
-                                              : he::describeExit(o);
+                  : o.injectedSignal != 0     ? harness::describeExit(o) + " (injected)"
+                                              : harness::describeExit(o);
           good = true;
         } else if (!res) {
-          state = "no result (" + he::describeExit(o) + ")";
+          state = "no result (" + harness::describeExit(o) + ")";
         } else if ((*res)["window_expired"].get<bool>()) {
           state = "not detected";
         } else {
@@ -375,7 +375,7 @@ int reportLaunchedRun(const Config& c, const LaunchedRun& run) {
       entry["rank"] = r;
       entry["outcome"] = state;
       entry["victim"] = isVictim;
-      entry["exit"] = he::describeExit(o);
+      entry["exit"] = harness::describeExit(o);
       if (sinceInjection >= 0) {
         entry["since_injection_ms"] = sinceInjection;
       }
