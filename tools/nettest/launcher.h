@@ -1,5 +1,5 @@
 // resilient-nettest's launcher: without RANK/WORLD_SIZE in its environment
-// the tool starts its N ranks itself (hostengine/launcher.h: the tool run
+// the tool starts its N ranks itself (tools/harness/launcher.h: the tool run
 // again per rank, the rendezvous socket bound first, the start pipe, a job
 // token), sends --kill/--stop, sets --fault in one rank's environment,
 // collects each rank's result file and reports the run (report.h).
