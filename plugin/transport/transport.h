@@ -5,7 +5,7 @@
 // instead of an ncclResult_t, sizes are size_t, comms and requests are opaque
 // pointers owned by the transport. Implementations mirror each other's file
 // names: tcp/ (our own TCP), external/ (another NCCL net plugin .so, loaded
-// through its own ABI version) and fault/ (a fault-injecting decorator).
+// through its own ABI version), fault/ (fault injection) and raw/ (the tools' TCP baseline).
 //
 // Contract (what NCCL, and therefore the resilient layer, relies on):
 // - No call blocks. connect/accept return ok with *comm == nullptr to be

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "hostengine/engine.h"
-#include "hostengine/transport_choice.h"
+#include "hostengine/loaded_plugin.h"
 #include "restart/comm/active_member.h"
 #include "restart/comm/collective_arrivals.h"
 #include "restart/comm/net_plugin_path.h"

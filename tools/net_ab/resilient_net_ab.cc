@@ -34,16 +34,18 @@
 
 #include "common/clock.h"
 #include "hostengine/engine.h"
-#include "hostengine/launched_rank.h"
-#include "hostengine/launcher.h"
 #include "hostengine/pattern.h"
-#include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
-#include "hostengine/report.h"
-#include "hostengine/transport_choice.h"
+#include "plugin/transport/raw/raw_transport.h"
 #include "tools/common/host_tool.h"
+#include "tools/harness/launched_rank.h"
+#include "tools/harness/launcher.h"
+#include "tools/harness/report.h"
+#include "tools/harness/transport_choice.h"
 
+namespace harness = resilient::harness;
 namespace he = resilient::hostengine;
+namespace raw = resilient::transport::raw;
 using json = nlohmann::json;
 using resilient::Result;
 
@@ -56,7 +58,7 @@ using resilient::tools::kExitUsage;
 constexpr const char* kEnvListenFd = "RESILIENT_AB_LISTEN_FD";
 constexpr const char* kEnvStartFd = "RESILIENT_AB_START_FD";
 constexpr const char* kEnvToken = "RESILIENT_AB_TOKEN";
-constexpr he::LaunchEnvNames kLaunchEnvNames{
+constexpr harness::LaunchEnvNames kLaunchEnvNames{
     .token = kEnvToken, .listenFd = kEnvListenFd, .startFd = kEnvStartFd};
 constexpr int kRanks = 2;
 
@@ -119,26 +121,26 @@ Result<Config> makeConfig(const Options& o) {
     return resilient::invalidUsage("--raw-socket-buffer must be >= 0");
   }
   if (!o.sizeBytes.empty()) {
-    Result<size_t> b = he::parseSize(o.sizeBytes);
+    Result<size_t> b = harness::parseSize(o.sizeBytes);
     if (!b.ok()) {
       return b.status();
     }
     c.bytesPerSize = *b;
   }
-  if (o.rawSockets < 1 || o.rawSockets > he::kRawTcpMaxSockets) {
+  if (o.rawSockets < 1 || o.rawSockets > raw::kRawTcpMaxSockets) {
     return resilient::invalidUsage("--raw-sockets must be 1.." +
-                                   std::to_string(he::kRawTcpMaxSockets));
+                                   std::to_string(raw::kRawTcpMaxSockets));
   }
   if (!(o.timeoutSec > 0) || o.timeoutSec > 86400) {
     return resilient::invalidUsage("--timeout must be in (0, 86400] seconds");
   }
   c.timeoutMs = static_cast<int64_t>(o.timeoutSec * 1000);
-  Result<size_t> minBytes = he::parseSize(o.minBytes);
-  Result<size_t> maxBytes = he::parseSize(o.maxBytes);
+  Result<size_t> minBytes = harness::parseSize(o.minBytes);
+  Result<size_t> maxBytes = harness::parseSize(o.maxBytes);
   if (!minBytes.ok() || !maxBytes.ok()) {
     return (!minBytes.ok() ? minBytes : maxBytes).status();
   }
-  Result<std::vector<size_t>> sizes = he::sizeSweep(*minBytes, *maxBytes, o.factor);
+  Result<std::vector<size_t>> sizes = harness::sizeSweep(*minBytes, *maxBytes, o.factor);
   if (!sizes.ok()) {
     return sizes.status();
   }
@@ -147,7 +149,7 @@ Result<Config> makeConfig(const Options& o) {
   return c;
 }
 
-int envInt(const he::Environment& env, const char* name, int fallback) {
+int envInt(const harness::Environment& env, const char* name, int fallback) {
   const std::optional<std::string> v = env.get(name);
   return v ? std::atoi(v->c_str()) : fallback;
 }
@@ -194,17 +196,17 @@ void printSize(const Config& c, const SizeBlocks& s) {
 // Every transport of --transport, opened (a plugin as NCCL loads it, or "raw");
 // nullopt after saying which could not be.
 std::optional<std::vector<std::unique_ptr<resilient::transport::Transport>>> openTransports(
-    const Config& c, int rank, const he::LaunchedRank& launch) {
+    const Config& c, int rank, const harness::LaunchedRank& launch) {
   std::vector<std::unique_ptr<resilient::transport::Transport>> transports;
   for (const std::string& spec : c.options.transports) {
-    he::RawTcpOptions raw;
-    raw.bindHost = he::localAddressToward(launch.master);
+    raw::RawTcpOptions raw;
+    raw.bindHost = raw::localAddressToward(launch.master);
     raw.sockets = c.options.rawSockets;
     raw.socketBufferBytes = c.options.rawSocketBuffer;
     raw.token = launch.token;
     raw.connectTimeoutMs = c.timeoutMs;
-    auto t =
-        he::openTransport(spec == "raw" ? std::nullopt : std::optional<std::string>(spec), raw);
+    auto t = harness::openTransport(spec == "raw" ? std::nullopt : std::optional<std::string>(spec),
+                                    raw);
     if (!t.ok()) {
       std::fprintf(stderr, "# rank %d: transport %s: %s\n", rank, spec.c_str(),
                    t.status().toString().c_str());
@@ -222,8 +224,9 @@ struct OutOfBand {
   std::unique_ptr<he::RendezvousClient> client;
 };
 
-OutOfBand joinOutOfBand(const Config& c, int rank, uint16_t port, const he::LaunchedRank& launch) {
-  he::RendezvousPlace place;
+OutOfBand joinOutOfBand(const Config& c, int rank, uint16_t port,
+                        const harness::LaunchedRank& launch) {
+  harness::RendezvousPlace place;
   place.master = launch.master;
   place.port = port;
   place.rank = rank;
@@ -236,14 +239,14 @@ OutOfBand joinOutOfBand(const Config& c, int rank, uint16_t port, const he::Laun
   place.serverSocket = launch.serverSocket;
   OutOfBand oob;
   if (rank == 0) {
-    auto s = he::serveRendezvous(place);
+    auto s = harness::serveRendezvous(place);
     if (!s.ok()) {
       std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", s.status().toString().c_str());
       return oob;
     }
     oob.server = std::move(s).value();
   }
-  auto client = he::joinRendezvous(place);
+  auto client = harness::joinRendezvous(place);
   if (!client.ok()) {
     std::fprintf(stderr, "# rank %d: rendezvous: %s\n", rank, client.status().toString().c_str());
     return oob;
@@ -415,7 +418,7 @@ void writeReport(const Config& c, const json& sizes, uint64_t totalErrors, bool 
   resilient::tools::writeFileAtomically(c.options.jsonPath, report.dump(1) + "\n");
 }
 
-int runRank(const Config& c, const he::Environment& env) {
+int runRank(const Config& c, const harness::Environment& env) {
   const int rank = envInt(env, "RANK", -1);
   const int world = envInt(env, "WORLD_SIZE", -1);
   const int port = envInt(env, "MASTER_PORT", -1);
@@ -423,7 +426,7 @@ int runRank(const Config& c, const he::Environment& env) {
     std::fprintf(stderr, "resilient-net-ab: rank mode needs RANK < WORLD_SIZE = 2, MASTER_PORT\n");
     return kExitUsage;
   }
-  const he::LaunchedRank launch = he::readLaunchedRank(env, kLaunchEnvNames);
+  const harness::LaunchedRank launch = harness::readLaunchedRank(env, kLaunchEnvNames);
   auto transports = openTransports(c, rank, launch);
   if (!transports) {
     return kExitUsage;
@@ -439,7 +442,7 @@ int runRank(const Config& c, const he::Environment& env) {
   }
   if (rank == 0) {
     if (launch.startFd.value_or(-1) >= 0) {
-      he::signalStart(*launch.startFd, resilient::monotonicNs());
+      harness::signalStart(*launch.startFd, resilient::monotonicNs());
     }
     printHeader(c);
   }
@@ -484,30 +487,31 @@ int runRank(const Config& c, const he::Environment& env) {
 }
 
 int runLauncher(const Config& c, const std::vector<std::string>& argv) {
-  he::LocalLaunchOptions launch;
+  harness::LocalLaunchOptions launch;
   launch.host = "127.0.0.1";
   launch.port = 0;  // any free port
   launch.nranks = kRanks;
   launch.argv = argv;
-  launch.base = he::currentEnvironment();
+  launch.base = harness::currentEnvironment();
   launch.names = kLaunchEnvNames;
-  Result<he::LocalLaunch> local = he::planLocalLaunch(launch);
+  Result<harness::LocalLaunch> local = harness::planLocalLaunch(launch);
   if (!local.ok()) {
     std::fprintf(stderr, "resilient-net-ab: %s\n", local.status().toString().c_str());
     return kExitUsage;
   }
-  he::LaunchPlan& plan = local->plan;
+  harness::LaunchPlan& plan = local->plan;
   plan.startTimeoutMs = c.timeoutMs * static_cast<int64_t>(c.options.transports.size()) + 30000;
   plan.pinRanks = c.options.pinCpus;
-  Result<he::LaunchOutcome> launched = he::launchLocal(*local);
+  Result<harness::LaunchOutcome> launched = harness::launchLocal(*local);
   if (!launched.ok()) {
     std::fprintf(stderr, "resilient-net-ab: %s\n", launched.status().toString().c_str());
     return kExitUsage;
   }
   int code = kExitOk;
-  for (const he::RankOutcome& o : launched->ranks) {
+  for (const harness::RankOutcome& o : launched->ranks) {
     if (!o.exited || o.exitCode != 0) {
-      std::fprintf(stderr, "resilient-net-ab: rank %d: %s\n", o.rank, he::describeExit(o).c_str());
+      std::fprintf(stderr, "resilient-net-ab: rank %d: %s\n", o.rank,
+                   harness::describeExit(o).c_str());
       // The worst: usage (a transport that does not load) over faults over data errors.
       const int mine = o.exited && (o.exitCode == kExitDataErrors || o.exitCode == kExitUsage)
                            ? o.exitCode
@@ -569,7 +573,7 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   resilient::tools::ignoreSigpipe();
-  const he::Environment env = he::Environment::snapshot();
+  const harness::Environment env = harness::Environment::snapshot();
   if (env.get("RANK") && env.get("WORLD_SIZE")) {
     return runRank(*config, env);
   }

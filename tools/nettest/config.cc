@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
-#include "hostengine/report.h"
+#include "plugin/transport/raw/raw_transport.h"
+#include "tools/harness/report.h"
 
 namespace resilient::nettest {
 
@@ -88,14 +88,14 @@ Result<Config> makeConfig(const Options& o) {
   if (o.multiRecv < 1 || o.multiRecv > he::kMaxPieces) {
     return resilient::invalidUsage("--multi-recv must be 1.." + std::to_string(he::kMaxPieces));
   }
-  if (o.rawSockets < 1 || o.rawSockets > he::kRawTcpMaxSockets) {
+  if (o.rawSockets < 1 || o.rawSockets > transport::raw::kRawTcpMaxSockets) {
     return resilient::invalidUsage("--raw-sockets must be 1.." +
-                                   std::to_string(he::kRawTcpMaxSockets));
+                                   std::to_string(transport::raw::kRawTcpMaxSockets));
   }
-  Result<size_t> minBytes = he::parseSize(o.minBytes);
-  Result<size_t> maxBytes = he::parseSize(o.maxBytes);
-  Result<size_t> chunk = he::parseSize(o.chunk);
-  Result<size_t> minPiece = he::parseSize(o.minPiece);
+  Result<size_t> minBytes = harness::parseSize(o.minBytes);
+  Result<size_t> maxBytes = harness::parseSize(o.maxBytes);
+  Result<size_t> chunk = harness::parseSize(o.chunk);
+  Result<size_t> minPiece = harness::parseSize(o.minPiece);
   for (const Result<size_t>* r : {&minBytes, &maxBytes, &chunk, &minPiece}) {
     if (!r->ok()) {
       return r->status();
@@ -106,7 +106,7 @@ Result<Config> makeConfig(const Options& o) {
   }
   c.chunkBytes = *chunk;
   c.minPieceBytes = *minPiece;
-  Result<std::vector<size_t>> sizes = he::sizeSweep(*minBytes, *maxBytes, o.factor);
+  Result<std::vector<size_t>> sizes = harness::sizeSweep(*minBytes, *maxBytes, o.factor);
   if (!sizes.ok()) {
     return sizes.status();
   }
@@ -114,7 +114,7 @@ Result<Config> makeConfig(const Options& o) {
   c.maxBytes = *maxBytes;
   int64_t latest = 0;
   for (const std::string& k : o.kills) {
-    Result<he::TimedSignal> s = he::parseTimedSignal(k);
+    Result<harness::TimedSignal> s = harness::parseTimedSignal(k);
     if (!s.ok()) {
       return Status(resilient::invalidUsage("--kill: " + s.status().message()));
     }
@@ -122,7 +122,7 @@ Result<Config> makeConfig(const Options& o) {
     latest = std::max(latest, s->atMs);
   }
   for (const std::string& k : o.stops) {
-    Result<he::TimedSignal> s = he::parseTimedSignal(k);
+    Result<harness::TimedSignal> s = harness::parseTimedSignal(k);
     if (!s.ok()) {
       return Status(resilient::invalidUsage("--stop: " + s.status().message()));
     }
@@ -130,7 +130,7 @@ Result<Config> makeConfig(const Options& o) {
     latest = std::max(latest, s->atMs);
   }
   for (const std::string& f : o.faults) {
-    Result<he::RankFault> s = he::parseRankFault(f);
+    Result<harness::RankFault> s = harness::parseRankFault(f);
     if (!s.ok()) {
       return Status(resilient::invalidUsage("--fault: " + s.status().message()));
     }

@@ -11,8 +11,8 @@
 
 #include "common/status.h"
 #include "hostengine/engine.h"
-#include "hostengine/launcher.h"
 #include "hostengine/pattern.h"
+#include "tools/harness/launcher.h"
 
 namespace resilient::nettest {
 
@@ -51,9 +51,9 @@ struct Config {
   std::vector<size_t> sizes;
   size_t maxBytes = 0;
   int64_t timeoutMs = 30000;
-  std::vector<he::TimedSignal> kills;
-  std::vector<he::TimedSignal> stops;
-  std::vector<he::RankFault> faults;
+  std::vector<harness::TimedSignal> kills;
+  std::vector<harness::TimedSignal> stops;
+  std::vector<harness::RankFault> faults;
   bool faultMode = false;
   int64_t faultWindowMs = 0;  // fault mode: how long ranks keep running after the start
   size_t chunkBytes = he::kDefaultChunkBytes;

@@ -31,7 +31,8 @@ std::optional<json> readJsonFile(const std::string& path) {
 
 }  // namespace
 
-int runLauncher(const Config& c, const he::Environment& env, const std::vector<std::string>& argv) {
+int runLauncher(const Config& c, const harness::Environment& env,
+                const std::vector<std::string>& argv) {
   const int n = c.options.ranks;
   const std::string master = env.get("MASTER_ADDR", "127.0.0.1");
   int port = 0;
@@ -44,7 +45,7 @@ int runLauncher(const Config& c, const he::Environment& env, const std::vector<s
     return tools::kExitUsage;
   }
   const std::string dir = tmpl;
-  he::LocalLaunchOptions launch;
+  harness::LocalLaunchOptions launch;
   launch.host = master;
   launch.port = static_cast<uint16_t>(port);
   launch.nranks = n;
@@ -52,20 +53,20 @@ int runLauncher(const Config& c, const he::Environment& env, const std::vector<s
   launch.base = env.list();
   launch.names = kLaunchEnvNames;
   launch.extra = [&](int r) {
-    he::EnvironmentList extra = {{kEnvDir, dir}};
-    for (const he::RankFault& f : c.faults) {
+    harness::EnvironmentList extra = {{kEnvDir, dir}};
+    for (const harness::RankFault& f : c.faults) {
       if (f.rank == r) {
         extra.emplace_back(kEnvFault, f.spec);
       }
     }
     return extra;
   };
-  Result<he::LocalLaunch> local = he::planLocalLaunch(launch);
+  Result<harness::LocalLaunch> local = harness::planLocalLaunch(launch);
   if (!local.ok()) {
     std::fprintf(stderr, "resilient-nettest: %s\n", local.status().toString().c_str());
     return tools::kExitUsage;
   }
-  he::LaunchPlan& plan = local->plan;
+  harness::LaunchPlan& plan = local->plan;
   for (const auto& k : c.kills) {
     plan.injections.push_back({k.rank, SIGKILL, k.atMs});
   }
@@ -76,12 +77,12 @@ int runLauncher(const Config& c, const he::Environment& env, const std::vector<s
   plan.pinRanks = c.options.pinCpus;
   plan.runTimeoutMs = c.faultMode ? c.faultWindowMs + 15000 : 0;
 
-  Result<he::LaunchOutcome> launched = he::launchLocal(*local);
+  Result<harness::LaunchOutcome> launched = harness::launchLocal(*local);
   if (!launched.ok()) {
     std::fprintf(stderr, "resilient-nettest: %s\n", launched.status().toString().c_str());
     return tools::kExitUsage;
   }
-  const he::LaunchOutcome& outcome = *launched;
+  const harness::LaunchOutcome& outcome = *launched;
 
   std::vector<std::optional<json>> results(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {

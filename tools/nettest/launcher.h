@@ -1,5 +1,5 @@
 // resilient-nettest's launcher: without RANK/WORLD_SIZE in its environment
-// the tool starts its N ranks itself (hostengine/launcher.h: the tool run
+// the tool starts its N ranks itself (tools/harness/launcher.h: the tool run
 // again per rank, the rendezvous socket bound first, the start pipe, a job
 // token), sends --kill/--stop, sets --fault in one rank's environment,
 // collects each rank's result file and reports the run (report.h).
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "hostengine/launcher.h"
+#include "tools/harness/launcher.h"
 #include "tools/nettest/config.h"
 
 namespace resilient::nettest {
@@ -19,10 +19,11 @@ inline constexpr const char* kEnvDir = "RESILIENT_NETTEST_DIR";  // where ranks 
 inline constexpr const char* kEnvListenFd = "RESILIENT_NETTEST_LISTEN_FD";
 inline constexpr const char* kEnvStartFd = "RESILIENT_NETTEST_START_FD";
 inline constexpr const char* kEnvFault = "NCCL_RESILIENT_FAULT";
-inline constexpr he::LaunchEnvNames kLaunchEnvNames{
+inline constexpr harness::LaunchEnvNames kLaunchEnvNames{
     .token = kEnvToken, .listenFd = kEnvListenFd, .startFd = kEnvStartFd};
 
 // The run's exit status (tools/common/host_tool.h).
-int runLauncher(const Config& c, const he::Environment& env, const std::vector<std::string>& argv);
+int runLauncher(const Config& c, const harness::Environment& env,
+                const std::vector<std::string>& argv);
 
 }  // namespace resilient::nettest

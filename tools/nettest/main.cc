@@ -17,8 +17,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common/log.h"
-#include "hostengine/launcher.h"
 #include "tools/common/host_tool.h"
+#include "tools/harness/launcher.h"
 #include "tools/nettest/config.h"
 #include "tools/nettest/launcher.h"
 #include "tools/nettest/rank.h"
@@ -37,7 +37,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "resilient-nettest: %s\n", config.status().message().c_str());
     return tools::kExitUsage;
   }
-  const he::Environment env = he::Environment::snapshot();
+  const harness::Environment env = harness::Environment::snapshot();
   if (std::optional<std::string> level = env.get("NCCL_DEBUG")) {
     if (auto parsed = resilient::log::parseLevel(*level)) {
       unsigned long mask = ~0ul;

@@ -17,12 +17,12 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "hostengine/engine.h"
-#include "hostengine/launched_rank.h"
-#include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
-#include "hostengine/report.h"
-#include "hostengine/transport_choice.h"
+#include "plugin/transport/raw/raw_transport.h"
 #include "tools/common/host_tool.h"
+#include "tools/harness/launched_rank.h"
+#include "tools/harness/report.h"
+#include "tools/harness/transport_choice.h"
 #include "tools/nettest/launcher.h"
 #include "tools/nettest/report.h"
 
@@ -31,7 +31,7 @@ namespace {
 
 using resilient::monotonicNs;
 
-Result<int> envInt(const he::Environment& env, const char* name) {
+Result<int> envInt(const harness::Environment& env, const char* name) {
   std::optional<std::string> v = env.get(name);
   if (!v) {
     return resilient::invalidUsage(std::string(name) + " is not set");
@@ -54,7 +54,7 @@ struct RankState {
   const Config& c;
   int rank = 0;
   int world = 0;
-  he::LaunchedRank launch;
+  harness::LaunchedRank launch;
   std::optional<std::string> resultDir;  // set: started by our launcher
   json result;
 
@@ -86,12 +86,12 @@ struct RankState {
 // it cannot be loaded (said on stderr and in the result).
 std::unique_ptr<transport::Transport> loadTransport(RankState& s) {
   const Config& c = s.c;
-  he::RawTcpOptions raw;
-  raw.bindHost = he::localAddressToward(s.launch.master);
+  transport::raw::RawTcpOptions raw;
+  raw.bindHost = transport::raw::localAddressToward(s.launch.master);
   raw.sockets = c.options.rawSockets;
   raw.token = s.launch.token;
   raw.connectTimeoutMs = c.timeoutMs;
-  auto opened = he::openTransport(
+  auto opened = harness::openTransport(
       c.options.rawTcp ? std::nullopt : std::optional<std::string>(c.options.plugin), raw);
   if (!opened.ok()) {
     std::fprintf(stderr, "# rank %d: cannot load the plugin: %s\n", s.rank,
@@ -110,7 +110,7 @@ struct OutOfBand {
 };
 
 OutOfBand joinOutOfBand(const RankState& s, uint16_t port) {
-  he::RendezvousPlace place;
+  harness::RendezvousPlace place;
   place.master = s.launch.master;
   place.port = port;
   place.rank = s.rank;
@@ -122,14 +122,14 @@ OutOfBand joinOutOfBand(const RankState& s, uint16_t port) {
   place.serverSocket = s.launch.serverSocket;
   OutOfBand oob;
   if (s.rank == 0) {
-    Result<std::unique_ptr<he::RendezvousServer>> server = he::serveRendezvous(place);
+    Result<std::unique_ptr<he::RendezvousServer>> server = harness::serveRendezvous(place);
     if (!server.ok()) {
       std::fprintf(stderr, "# rank 0: rendezvous server: %s\n", server.status().toString().c_str());
       return oob;
     }
     oob.server = std::move(server).value();
   }
-  Result<std::unique_ptr<he::RendezvousClient>> client = he::joinRendezvous(place);
+  Result<std::unique_ptr<he::RendezvousClient>> client = harness::joinRendezvous(place);
   if (!client.ok()) {
     std::fprintf(stderr, "# rank %d: rendezvous: %s\n", s.rank, client.status().toString().c_str());
     return oob;
@@ -164,7 +164,7 @@ he::Fault outOfBandFault(const char* call, const Status& st) {
 
 // What the measured phase found.
 struct Measured {
-  std::vector<he::SizeResult> rows;  // without fault mode: one per size, every rank's slowest
+  std::vector<harness::SizeResult> rows;  // without fault mode: one per size, every rank's slowest
   std::optional<he::Fault> fault;
   uint64_t totalErrors = 0;
   uint64_t iteration = 0;  // iterations run
@@ -216,13 +216,13 @@ void gatherRow(const RankState& s, he::RendezvousClient& oob, size_t size, doubl
       errors += e;
     }
   }
-  m.rows.push_back(he::makeSizeResult({.pattern = s.c.pattern,
-                                       .nranks = s.world,
-                                       .bytes = size,
-                                       .seconds = slowest,
-                                       .errors = errors}));
+  m.rows.push_back(harness::makeSizeResult({.pattern = s.c.pattern,
+                                            .nranks = s.world,
+                                            .bytes = size,
+                                            .seconds = slowest,
+                                            .errors = errors}));
   if (s.rank == 0) {
-    std::printf("%s\n", he::tableRow(s.c.pattern, m.rows.back()).c_str());
+    std::printf("%s\n", harness::tableRow(s.c.pattern, m.rows.back()).c_str());
     std::fflush(stdout);
   }
 }
@@ -325,7 +325,7 @@ int runConnected(RankState& s, transport::Transport& transport, OutOfBand& outOf
   s.result["start_ns"] = startNs;
   if (s.rank == 0) {
     if (s.launch.startFd) {
-      he::signalStart(*s.launch.startFd, startNs);
+      harness::signalStart(*s.launch.startFd, startNs);
     }
     printRunHeader(c, s.world, describeTransport(c, transport, engine), engine);
     std::fflush(stdout);
@@ -350,7 +350,7 @@ int runConnected(RankState& s, transport::Transport& transport, OutOfBand& outOf
 
 }  // namespace
 
-int runRank(const Config& c, const he::Environment& env) {
+int runRank(const Config& c, const harness::Environment& env) {
   Result<int> rankR = envInt(env, "RANK");
   Result<int> worldR = envInt(env, "WORLD_SIZE");
   if (!rankR.ok() || !worldR.ok()) {
@@ -362,7 +362,7 @@ int runRank(const Config& c, const he::Environment& env) {
   RankState s{.c = c,
               .rank = *rankR,
               .world = *worldR,
-              .launch = he::readLaunchedRank(env, kLaunchEnvNames),
+              .launch = harness::readLaunchedRank(env, kLaunchEnvNames),
               .resultDir = env.get(kEnvDir),
               .result = json()};
   Result<int> portR = envInt(env, "MASTER_PORT");

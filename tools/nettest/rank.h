@@ -5,12 +5,12 @@
 // (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), rank 0 prints the table.
 #pragma once
 
-#include "hostengine/launcher.h"
+#include "tools/harness/launcher.h"
 #include "tools/nettest/config.h"
 
 namespace resilient::nettest {
 
 // The rank's exit status (tools/common/host_tool.h).
-int runRank(const Config& c, const he::Environment& env);
+int runRank(const Config& c, const harness::Environment& env);
 
 }  // namespace resilient::nettest

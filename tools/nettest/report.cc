@@ -39,7 +39,7 @@ json faultJson(const he::Fault& f) {
               {"iteration", f.iteration}};
 }
 
-json rowJson(he::Pattern pattern, const he::SizeResult& r) {
+json rowJson(he::Pattern pattern, const harness::SizeResult& r) {
   return json{{"bytes", r.bytes},    {"count", r.count},      {"type", he::elementType(pattern)},
               {"time_us", r.timeUs}, {"algbw_gbps", r.algBw}, {"busbw_gbps", r.busBw},
               {"errors", r.errors}};
@@ -125,7 +125,7 @@ void printConformance(const json& notes) {
   }
 }
 
-void printSummary(const std::vector<he::SizeResult>& rows) {
+void printSummary(const std::vector<harness::SizeResult>& rows) {
   uint64_t errors = 0;
   double sum = 0;
   for (const auto& r : rows) {
@@ -157,7 +157,7 @@ void printRunHeader(const Config& c, int world, const std::string& transportText
     std::printf("# fault mode: ranks run until a fault is detected or %lld ms have passed\n",
                 static_cast<long long>(c.faultWindowMs));
   } else {
-    std::printf("#\n%s\n", he::tableHeader(c.pattern).c_str());
+    std::printf("#\n%s\n", harness::tableHeader(c.pattern).c_str());
   }
 }
 
@@ -188,8 +188,8 @@ struct Injections {
 
 Injections injectionsOf(const Config& c, const LaunchedRun& run) {
   Injections out;
-  for (const he::Injection& i : run.plan.injections) {
-    const he::RankOutcome& target = run.outcome.ranks[static_cast<size_t>(i.rank)];
+  for (const harness::Injection& i : run.plan.injections) {
+    const harness::RankOutcome& target = run.outcome.ranks[static_cast<size_t>(i.rank)];
     const bool sent = target.injectedSignal == i.signal && target.injectedNs != 0;
     out.allSent = out.allSent && sent;
     json j{{"kind", i.signal == SIGKILL ? "kill" : "stop"},
@@ -202,7 +202,7 @@ Injections injectionsOf(const Config& c, const LaunchedRun& run) {
     }
     out.list.push_back(j);
   }
-  for (const he::RankFault& f : c.faults) {
+  for (const harness::RankFault& f : c.faults) {
     out.list.push_back(json{{"kind", "fault"}, {"rank", f.rank}, {"spec", f.spec}});
   }
   return out;
@@ -232,11 +232,11 @@ void judgeMeasuredRun(const Config& c, const LaunchedRun& run, Verdict& v) {
     v.rows = (*results[0])["rows"];
   }
   for (int r = 0; r < c.options.ranks; ++r) {
-    const he::RankOutcome& o = run.outcome.ranks[static_cast<size_t>(r)];
+    const harness::RankOutcome& o = run.outcome.ranks[static_cast<size_t>(r)];
     const auto& res = results[static_cast<size_t>(r)];
     if (!o.exited || o.exitCode != 0) {
       v.ok = false;
-      std::printf("# rank %d: %s%s\n", r, he::describeExit(o).c_str(),
+      std::printf("# rank %d: %s%s\n", r, harness::describeExit(o).c_str(),
                   res && !(*res)["fault"].is_null()
                       ? (": " + (*res)["fault"]["status"].get<std::string>()).c_str()
                       : "");
@@ -279,28 +279,28 @@ int survivorsTable(const Config& c, const LaunchedRun& run, const std::vector<bo
       ++seen[bytes];
     }
   }
-  std::vector<he::SizeResult> table;
+  std::vector<harness::SizeResult> table;
   for (const auto& [bytes, sizeResult] : bySize) {
     if (seen[bytes] == survivors) {
-      table.push_back(he::makeSizeResult({.pattern = c.pattern,
-                                          .nranks = c.options.ranks,
-                                          .bytes = bytes,
-                                          .seconds = sizeResult.first,
-                                          .errors = sizeResult.second}));
+      table.push_back(harness::makeSizeResult({.pattern = c.pattern,
+                                               .nranks = c.options.ranks,
+                                               .bytes = bytes,
+                                               .seconds = sizeResult.first,
+                                               .errors = sizeResult.second}));
       v.rows.push_back(rowJson(c.pattern, table.back()));
     }
   }
   if (!table.empty()) {
     std::printf("# sizes completed by every surviving rank before the fault:\n%s\n",
-                he::tableHeader(c.pattern).c_str());
+                harness::tableHeader(c.pattern).c_str());
     for (const auto& row : table) {
-      std::printf("%s\n", he::tableRow(c.pattern, row).c_str());
+      std::printf("%s\n", harness::tableRow(c.pattern, row).c_str());
     }
   }
   return survivors;
 }
 
-void printInjections(const json& injections, const he::LaunchOutcome& outcome) {
+void printInjections(const json& injections, const harness::LaunchOutcome& outcome) {
   for (const json& i : injections) {
     if (i["kind"] == "fault") {
       std::printf("# injected: NCCL_RESILIENT_FAULT=%s on rank %d\n",
@@ -341,17 +341,18 @@ struct RankVerdict {
   bool good = false;
 };
 
-RankVerdict judgeRank(const Config& c, const he::RankOutcome& o, const std::optional<json>& res,
-                      const json& f, bool isVictim, uint64_t injectedNs, uint64_t giveUpNs) {
+RankVerdict judgeRank(const Config& c, const harness::RankOutcome& o,
+                      const std::optional<json>& res, const json& f, bool isVictim,
+                      uint64_t injectedNs, uint64_t giveUpNs) {
   RankVerdict v;
   if (f.is_null()) {
     if (isVictim) {
       v.state = o.injectedSignal == SIGSTOP ? std::string("stopped (injected)")
-                : o.injectedSignal != 0     ? he::describeExit(o) + " (injected)"
-                                            : he::describeExit(o);
+                : o.injectedSignal != 0     ? harness::describeExit(o) + " (injected)"
+                                            : harness::describeExit(o);
       v.good = true;
     } else if (!res) {
-      v.state = "no result (" + he::describeExit(o) + ")";
+      v.state = "no result (" + harness::describeExit(o) + ")";
     } else if ((*res)["window_expired"].get<bool>()) {
       v.state = "not detected";
     } else {
@@ -413,7 +414,7 @@ void judgeFaultRun(const Config& c, const LaunchedRun& run, const Injections& in
   int detected = 0;
   const uint64_t giveUpNs = firstGiveUpNs(c, run, victim);
   for (int r = 0; r < c.options.ranks; ++r) {
-    const he::RankOutcome& o = run.outcome.ranks[static_cast<size_t>(r)];
+    const harness::RankOutcome& o = run.outcome.ranks[static_cast<size_t>(r)];
     const auto& res = run.results[static_cast<size_t>(r)];
     const bool isVictim = victim[static_cast<size_t>(r)];
     json f = res && !(*res)["fault"].is_null() ? (*res)["fault"] : json();
@@ -427,7 +428,7 @@ void judgeFaultRun(const Config& c, const LaunchedRun& run, const Injections& in
     entry["rank"] = r;
     entry["outcome"] = rv.state;
     entry["victim"] = isVictim;
-    entry["exit"] = he::describeExit(o);
+    entry["exit"] = harness::describeExit(o);
     if (rv.sinceInjection >= 0) {
       entry["since_injection_ms"] = rv.sinceInjection;
     }

@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "hostengine/engine.h"
-#include "hostengine/launcher.h"
-#include "hostengine/report.h"
 #include "plugin/transport/transport.h"
+#include "tools/harness/launcher.h"
+#include "tools/harness/report.h"
 #include "tools/nettest/config.h"
 
 namespace resilient::nettest {
@@ -24,7 +24,7 @@ using nlohmann::json;
 std::string humanBytes(size_t bytes);
 
 json faultJson(const he::Fault& f);
-json rowJson(he::Pattern pattern, const he::SizeResult& r);
+json rowJson(he::Pattern pattern, const harness::SizeResult& r);
 
 // The transport of a set-up engine: "plugin "X" from PATH (ncclNetPlugin_vN),
 // device ...", and as JSON.
@@ -52,14 +52,14 @@ json reportJson(const Config& c, const RunReport& report);
 void printRunHeader(const Config& c, int world, const std::string& transportText,
                     const he::Engine& engine);
 // The last lines of the table: wrong values and the mean bus bandwidth.
-void printSummary(const std::vector<he::SizeResult>& rows);
+void printSummary(const std::vector<harness::SizeResult>& rows);
 
 // The launcher's report of a whole run, from the ranks' exits and result
 // files (results[r]: rank r's, if it wrote one): the fault-mode table or
 // the failed ranks, --json; returns the exit status of the run.
 struct LaunchedRun {
-  const he::LaunchPlan& plan;
-  const he::LaunchOutcome& outcome;
+  const harness::LaunchPlan& plan;
+  const harness::LaunchOutcome& outcome;
   const std::vector<std::optional<json>>& results;
 };
 int reportLaunchedRun(const Config& c, const LaunchedRun& run);

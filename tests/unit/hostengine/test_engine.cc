@@ -14,13 +14,14 @@
 #include "hostengine/engine.h"
 #include "hostengine/pipeline.h"
 #include "hostengine/plugin_log.h"
-#include "hostengine/raw_tcp_transport.h"
 #include "hostengine/rendezvous.h"
+#include "plugin/transport/raw/raw_transport.h"
 #include "tests/support/memory_transport.h"
 #include "tests/support/mock_logger.h"
 #include "tests/unit/hostengine/rank_threads.h"
 
 namespace he = resilient::hostengine;
+namespace raw = resilient::transport::raw;
 using resilient::monotonicNs;
 using resilient::resolveAddress;
 using resilient::transport::Transport;
@@ -136,8 +137,8 @@ TEST_CASE("a plugin whose test() reports no sizes moves data as under NCCL, with
   for (const he::Pattern pattern :
        {he::Pattern::kSendRecv, he::Pattern::kAllReduce, he::Pattern::kAllToAll}) {
     CAPTURE(static_cast<int>(pattern));
-    auto runs = runRanks(
-        3, pattern, {4, 4099, 300001}, [&](int) -> Transport& { return transport; });
+    auto runs =
+        runRanks(3, pattern, {4, 4099, 300001}, [&](int) -> Transport& { return transport; });
     requireClean(runs);  // no fault, no wrong element
   }
   CHECK(logger.count(NCCL_LOG_WARN, "test() did not report the sizes of completed receives") >= 1);
@@ -149,12 +150,12 @@ TEST_CASE("the patterns run over the raw TCP pump", "[hostengine][rawtcp]") {
          {he::Pattern::kAllReduce, he::Pattern::kAllToAll, he::Pattern::kSendRecv}) {
       CAPTURE(sockets, he::patternName(pattern));
       const int n = 3;
-      std::vector<std::unique_ptr<he::RawTcpTransport>> transports;
+      std::vector<std::unique_ptr<raw::RawTcpTransport>> transports;
       for (int r = 0; r < n; ++r) {
-        he::RawTcpOptions raw;
+        raw::RawTcpOptions raw;
         raw.sockets = sockets;
         raw.token = kToken;
-        transports.push_back(std::make_unique<he::RawTcpTransport>(raw));
+        transports.push_back(std::make_unique<raw::RawTcpTransport>(raw));
       }
       he::EngineOptions o;
       o.chunkBytes = 128 << 10;
@@ -259,12 +260,12 @@ TEST_CASE("a stalled transport is a timeout fault, never a hang", "[hostengine][
 }
 
 TEST_CASE("the raw TCP pump refuses a peer of another job", "[hostengine][rawtcp]") {
-  he::RawTcpOptions mine;
+  raw::RawTcpOptions mine;
   mine.token = 1;
-  he::RawTcpOptions theirs;
+  raw::RawTcpOptions theirs;
   theirs.token = 2;
-  he::RawTcpTransport a(mine);
-  he::RawTcpTransport b(theirs);
+  raw::RawTcpTransport a(mine);
+  raw::RawTcpTransport b(theirs);
   char handle[resilient::transport::kHandleSize] = {};
   void* listenComm = nullptr;
   REQUIRE(a.listen(nullptr, 0, handle, &listenComm).ok());

@@ -22,7 +22,7 @@
 #include "blackbox/reader.h"
 #include "blackbox/writer.h"
 #include "hostengine/engine.h"
-#include "hostengine/transport_choice.h"
+#include "hostengine/loaded_plugin.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/hostengine/rank_threads.h"
 

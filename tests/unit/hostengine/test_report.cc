@@ -1,7 +1,8 @@
 // Sizes on the command line, the size sweep, bus factors and table rows.
 #include "hostengine/pattern.h"
-#include "hostengine/report.h"
+#include "tools/harness/report.h"
 
+namespace harness = resilient::harness;
 namespace he = resilient::hostengine;
 
 TEST_CASE("sizes parse with K/M/G suffixes", "[hostengine][sizes]") {
@@ -25,7 +26,7 @@ TEST_CASE("sizes parse with K/M/G suffixes", "[hostengine][sizes]") {
   };
   for (const Case& c : cases) {
     CAPTURE(c.text);
-    auto r = he::parseSize(c.text);
+    auto r = harness::parseSize(c.text);
     REQUIRE(r.ok());
     CHECK(*r == c.bytes);
   }
@@ -35,7 +36,7 @@ TEST_CASE("bad sizes are refused with the accepted syntax", "[hostengine][sizes]
   for (const char* bad : {"", "K", "-1", "1.5M", "1X", "1MM", "1Ki", "1 M", "0x10", "2T",
                           "99999999999999999999", "1iB"}) {
     CAPTURE(bad);
-    auto r = he::parseSize(bad);
+    auto r = harness::parseSize(bad);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().kind() == resilient::ErrorKind::kInvalidUsage);
     CHECK(r.status().message().find("K, M or G") != std::string::npos);
@@ -43,23 +44,23 @@ TEST_CASE("bad sizes are refused with the accepted syntax", "[hostengine][sizes]
 }
 
 TEST_CASE("the size sweep multiplies up to the maximum", "[hostengine][sizes]") {
-  auto s = he::sizeSweep(8, 64u << 20, 4);
+  auto s = harness::sizeSweep(8, 64u << 20, 4);
   REQUIRE(s.ok());
   REQUIRE(s->size() == 12);
   CHECK(s->front() == 8);
   CHECK(s->back() == (32u << 20));  // 8 * 4^11; 64M is not reached exactly
-  auto exact = he::sizeSweep(1024, 8192, 2);
+  auto exact = harness::sizeSweep(1024, 8192, 2);
   REQUIRE(exact.ok());
   CHECK(*exact == std::vector<size_t>{1024, 2048, 4096, 8192});
-  auto one = he::sizeSweep(100, 100, 2);
+  auto one = harness::sizeSweep(100, 100, 2);
   REQUIRE(one.ok());
   CHECK(*one == std::vector<size_t>{100});
-  auto zero = he::sizeSweep(0, 4, 2);
+  auto zero = harness::sizeSweep(0, 4, 2);
   REQUIRE(zero.ok());
   CHECK(*zero == std::vector<size_t>{0, 1, 2, 4});
-  CHECK_FALSE(he::sizeSweep(8, 4, 2).ok());
-  CHECK_FALSE(he::sizeSweep(8, 64, 1).ok());
-  CHECK_FALSE(he::sizeSweep(8, 64, 0).ok());
+  CHECK_FALSE(harness::sizeSweep(8, 4, 2).ok());
+  CHECK_FALSE(harness::sizeSweep(8, 64, 1).ok());
+  CHECK_FALSE(harness::sizeSweep(8, 64, 0).ok());
 }
 
 TEST_CASE("bus factors are nccl-tests'", "[hostengine][busfactor]") {
@@ -82,23 +83,23 @@ TEST_CASE("sizes round to whole elements and blocks", "[hostengine][busfactor]")
 }
 
 TEST_CASE("a row has algbw = bytes / time and busbw = algbw * factor", "[hostengine][busfactor]") {
-  const he::SizeResult r = he::makeSizeResult({.pattern = he::Pattern::kAllReduce,
-                                               .nranks = 4,
-                                               .bytes = 1u << 30,
-                                               .seconds = 0.5,
-                                               .errors = 3});
+  const harness::SizeResult r = harness::makeSizeResult({.pattern = he::Pattern::kAllReduce,
+                                                         .nranks = 4,
+                                                         .bytes = 1u << 30,
+                                                         .seconds = 0.5,
+                                                         .errors = 3});
   CHECK(r.bytes == (1u << 30));
   CHECK(r.count == (1u << 28));
   CHECK(r.timeUs == Approx(500000));
   CHECK(r.algBw == Approx(2.147483648));
   CHECK(r.busBw == Approx(2.147483648 * 1.5));
   CHECK(r.errors == 3);
-  const std::string row = he::tableRow(he::Pattern::kAllReduce, r);
+  const std::string row = harness::tableRow(he::Pattern::kAllReduce, r);
   CHECK(row.find("1073741824") != std::string::npos);
   CHECK(row.find("float") != std::string::npos);
-  CHECK(he::tableHeader(he::Pattern::kAllReduce).find("busbw") != std::string::npos);
-  const he::SizeResult untimed =
-      he::makeSizeResult({.pattern = he::Pattern::kSendRecv, .nranks = 2, .bytes = 8});
+  CHECK(harness::tableHeader(he::Pattern::kAllReduce).find("busbw") != std::string::npos);
+  const harness::SizeResult untimed =
+      harness::makeSizeResult({.pattern = he::Pattern::kSendRecv, .nranks = 2, .bytes = 8});
   CHECK(untimed.algBw == 0);
 }
 

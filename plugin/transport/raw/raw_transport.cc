@@ -1,4 +1,4 @@
-#include "hostengine/raw_tcp_transport.h"
+#include "plugin/transport/raw/raw_transport.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -18,7 +18,7 @@
 #include "common/little_endian.h"
 #include "common/net/socket_address.h"
 
-namespace resilient::hostengine {
+namespace resilient::transport::raw {
 namespace {
 
 constexpr uint32_t kHandleMagic = 0x54574152;  // "RAWT"
@@ -605,4 +605,4 @@ Status RawTcpTransport::closeListen(void* listenComm) {
   return {};
 }
 
-}  // namespace resilient::hostengine
+}  // namespace resilient::transport::raw

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "common/status.h"
-#include "hostengine/launcher.h"
 #include "hostengine/rendezvous.h"
+#include "tools/harness/launcher.h"
 
-namespace resilient::hostengine {
+namespace resilient::harness {
 
 // What planLocalLaunch set for a rank, read back. Set by hand (a rank
 // started by a job launcher), only MASTER_ADDR may be there.
@@ -23,7 +23,7 @@ struct LaunchedRank {
   uint64_t token = 0;  // names.token (hexadecimal), 0 when unset
   // Started by the launcher (names.token set): the rendezvous socket was
   // open before any rank started.
-  ServerSocket serverSocket = ServerSocket::kMayNotListenYet;
+  hostengine::ServerSocket serverSocket = hostengine::ServerSocket::kMayNotListenYet;
   std::optional<int> listenFd;  // rank 0: names.listenFd, the rendezvous socket it inherited
   std::optional<int> startFd;   // rank 0: names.startFd, the start pipe's write end
 };
@@ -37,7 +37,8 @@ struct RendezvousPlace {
   int world = 0;
   uint64_t token = 0;
   int64_t timeoutMs = 30000;  // joining: how long to retry while the server is not up
-  ServerSocket serverSocket = ServerSocket::kMayNotListenYet;  // LaunchedRank's
+  hostengine::ServerSocket serverSocket =
+      hostengine::ServerSocket::kMayNotListenYet;  // LaunchedRank's
   // Rank 0's serving socket: the one it inherited, if any; without one,
   // listen on master:port itself when `listenWhenNotInherited` (a rank 0
   // started by hand), else fail.
@@ -46,12 +47,12 @@ struct RendezvousPlace {
 };
 
 // Rank 0: the rendezvous server for `place.world` ranks.
-Result<std::unique_ptr<RendezvousServer>> serveRendezvous(const RendezvousPlace& place);
+Result<std::unique_ptr<hostengine::RendezvousServer>> serveRendezvous(const RendezvousPlace& place);
 // Every rank, rank 0 included: the client connected to master:port.
-Result<std::unique_ptr<RendezvousClient>> joinRendezvous(const RendezvousPlace& place);
+Result<std::unique_ptr<hostengine::RendezvousClient>> joinRendezvous(const RendezvousPlace& place);
 
 // Rank 0, when the measured phase starts: writes `startNs` (its
 // CLOCK_MONOTONIC time, 8 bytes) to the launcher's start pipe and closes it.
 void signalStart(int startFd, uint64_t startNs);
 
-}  // namespace resilient::hostengine
+}  // namespace resilient::harness

@@ -1,10 +1,10 @@
-#include "hostengine/report.h"
+#include "tools/harness/report.h"
 
 #include <cctype>
 #include <cstdio>
 #include <limits>
 
-namespace resilient::hostengine {
+namespace resilient::harness {
 namespace {
 
 Status badSize(std::string_view text, const char* why) {
@@ -95,13 +95,13 @@ SizeResult makeSizeResult(const SizeMeasurement& m) {
   r.count = elementCount(m.pattern, m.nranks, m.bytes);
   r.timeUs = m.seconds * 1e6;
   r.algBw = m.seconds > 0 ? static_cast<double>(r.bytes) / 1e9 / m.seconds : 0;
-  r.busBw = r.algBw * busFactor(m.pattern, m.nranks);
+  r.busBw = r.algBw * hostengine::busFactor(m.pattern, m.nranks);
   r.errors = m.errors;
   return r;
 }
 
-std::string tableHeader(Pattern pattern) {
-  const char* timeWhat = pattern == Pattern::kPingPong ? "one-way" : "time";
+std::string tableHeader(hostengine::Pattern pattern) {
+  const char* timeWhat = pattern == hostengine::Pattern::kPingPong ? "one-way" : "time";
   char text[256];
   std::snprintf(text, sizeof(text),
                 "#%13s %13s %7s %10s %8s %8s %8s\n#%13s %13s %7s %10s %8s %8s %8s", "size", "count",
@@ -110,7 +110,7 @@ std::string tableHeader(Pattern pattern) {
   return text;
 }
 
-std::string tableRow(Pattern pattern, const SizeResult& row) {
+std::string tableRow(hostengine::Pattern pattern, const SizeResult& row) {
   char text[160];
   std::snprintf(text, sizeof(text), " %13zu %13zu %7s %10.2f %8.3f %8.3f %8llu", row.bytes,
                 row.count, elementType(pattern), row.timeUs, row.algBw, row.busBw,
@@ -118,4 +118,4 @@ std::string tableRow(Pattern pattern, const SizeResult& row) {
   return text;
 }
 
-}  // namespace resilient::hostengine
+}  // namespace resilient::harness

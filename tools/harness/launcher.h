@@ -23,7 +23,7 @@
 
 #include "common/status.h"
 
-namespace resilient::hostengine {
+namespace resilient::harness {
 
 // "RANK@MS": a signal to one rank MS milliseconds into the measured phase.
 struct TimedSignal {
@@ -142,4 +142,4 @@ std::string selfExecutable();
 // "exit 0", "exit 3", "SIGKILL", ...
 std::string describeExit(const RankOutcome& rank);
 
-}  // namespace resilient::hostengine
+}  // namespace resilient::harness

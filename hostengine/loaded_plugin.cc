@@ -1,4 +1,4 @@
-#include "hostengine/transport_choice.h"
+#include "hostengine/loaded_plugin.h"
 
 #include "hostengine/plugin_log.h"
 #include "plugin/transport/external/loader.h"
@@ -19,18 +19,6 @@ Result<LoadedPlugin> loadPlugin(const std::string& spec) {
   out.abiVersion = loaded.value()->abiVersion();
   out.transport = std::move(loaded).value();
   return out;
-}
-
-Result<std::unique_ptr<transport::Transport>> openTransport(
-    const std::optional<std::string>& plugin, const RawTcpOptions& raw) {
-  if (!plugin) {
-    return std::unique_ptr<transport::Transport>(std::make_unique<RawTcpTransport>(raw));
-  }
-  auto loaded = loadPlugin(*plugin);
-  if (!loaded.ok()) {
-    return loaded.status();
-  }
-  return std::move(std::move(loaded).value().transport);
 }
 
 }  // namespace resilient::hostengine

@@ -1,4 +1,4 @@
-#include "hostengine/launcher.h"
+#include "tools/harness/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,7 +21,7 @@
 #include "common/net/socket.h"
 #include "common/net/socket_address.h"
 
-namespace resilient::hostengine {
+namespace resilient::harness {
 namespace {
 
 Result<int64_t> parseNumber(std::string_view text, const char* what, std::string_view whole) {
@@ -395,4 +395,4 @@ std::string selfExecutable() {
   return path;
 }
 
-}  // namespace resilient::hostengine
+}  // namespace resilient::harness

@@ -1,4 +1,4 @@
-#include "hostengine/launched_rank.h"
+#include "tools/harness/launched_rank.h"
 
 #include <unistd.h>
 
@@ -8,14 +8,14 @@
 #include "common/net/socket.h"
 #include "common/net/socket_address.h"
 
-namespace resilient::hostengine {
+namespace resilient::harness {
 
 LaunchedRank readLaunchedRank(const Environment& env, const LaunchEnvNames& names) {
   LaunchedRank launched;
   launched.master = env.get("MASTER_ADDR", "127.0.0.1");
   if (std::optional<std::string> token = env.get(names.token)) {
     launched.token = std::strtoull(token->c_str(), nullptr, 16);
-    launched.serverSocket = ServerSocket::kOpenedByLauncher;
+    launched.serverSocket = hostengine::ServerSocket::kOpenedByLauncher;
   }
   if (std::optional<std::string> fd = env.get(names.listenFd)) {
     launched.listenFd = std::atoi(fd->c_str());
@@ -26,7 +26,8 @@ LaunchedRank readLaunchedRank(const Environment& env, const LaunchEnvNames& name
   return launched;
 }
 
-Result<std::unique_ptr<RendezvousServer>> serveRendezvous(const RendezvousPlace& place) {
+Result<std::unique_ptr<hostengine::RendezvousServer>> serveRendezvous(
+    const RendezvousPlace& place) {
   Result<FileDescriptor> listenFd = invalidUsage("no rendezvous socket");
   if (place.inheritedListenFd) {
     listenFd = FileDescriptor(*place.inheritedListenFd);
@@ -36,20 +37,21 @@ Result<std::unique_ptr<RendezvousServer>> serveRendezvous(const RendezvousPlace&
   if (!listenFd.ok()) {
     return listenFd.status();
   }
-  return RendezvousServer::start(std::move(listenFd).value(), static_cast<uint32_t>(place.world),
-                                 place.token);
+  return hostengine::RendezvousServer::start(std::move(listenFd).value(),
+                                             static_cast<uint32_t>(place.world), place.token);
 }
 
-Result<std::unique_ptr<RendezvousClient>> joinRendezvous(const RendezvousPlace& place) {
+Result<std::unique_ptr<hostengine::RendezvousClient>> joinRendezvous(const RendezvousPlace& place) {
   Result<SocketAddress> server = resolveAddress(place.master, place.port);
   if (!server.ok()) {
     return server.status();
   }
-  return RendezvousClient::connect(*server, {.rank = static_cast<uint32_t>(place.rank),
-                                             .worldSize = static_cast<uint32_t>(place.world),
-                                             .token = place.token,
-                                             .timeoutMs = place.timeoutMs,
-                                             .serverSocket = place.serverSocket});
+  return hostengine::RendezvousClient::connect(*server,
+                                               {.rank = static_cast<uint32_t>(place.rank),
+                                                .worldSize = static_cast<uint32_t>(place.world),
+                                                .token = place.token,
+                                                .timeoutMs = place.timeoutMs,
+                                                .serverSocket = place.serverSocket});
 }
 
 void signalStart(int startFd, uint64_t startNs) {
@@ -57,4 +59,4 @@ void signalStart(int startFd, uint64_t startNs) {
   ::close(startFd);
 }
 
-}  // namespace resilient::hostengine
+}  // namespace resilient::harness

@@ -18,7 +18,7 @@
 #include "common/net/socket.h"
 #include "plugin/transport/transport.h"
 
-namespace resilient::hostengine {
+namespace resilient::transport::raw {
 
 inline constexpr int kRawTcpMaxSockets = 16;
 
@@ -73,4 +73,4 @@ class RawTcpTransport final : public transport::Transport {
 // "127.0.0.1" for a loopback host). Falls back to `host` itself.
 std::string localAddressToward(const std::string& host);
 
-}  // namespace resilient::hostengine
+}  // namespace resilient::transport::raw

@@ -12,7 +12,7 @@
 #include "common/status.h"
 #include "hostengine/pattern.h"
 
-namespace resilient::hostengine {
+namespace resilient::harness {
 
 // Largest size accepted anywhere (1 TiB).
 inline constexpr size_t kMaxSizeBytes = size_t{1} << 40;
@@ -38,7 +38,7 @@ struct SizeResult {
 
 // What one size measured, from which makeSizeResult computes a row.
 struct SizeMeasurement {
-  Pattern pattern = Pattern::kAllReduce;
+  hostengine::Pattern pattern = hostengine::Pattern::kAllReduce;
   int nranks = 0;
   size_t bytes = 0;     // the size asked for
   double seconds = 0;   // per operation, slowest rank
@@ -48,7 +48,7 @@ struct SizeMeasurement {
 SizeResult makeSizeResult(const SizeMeasurement& m);
 
 // The two header lines and one line per row (no trailing newline).
-std::string tableHeader(Pattern pattern);
-std::string tableRow(Pattern pattern, const SizeResult& row);
+std::string tableHeader(hostengine::Pattern pattern);
+std::string tableRow(hostengine::Pattern pattern, const SizeResult& row);
 
-}  // namespace resilient::hostengine
+}  // namespace resilient::harness
