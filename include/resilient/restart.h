@@ -34,9 +34,9 @@ typedef enum {
   RESILIENT_RESTART_DISCARDED = 3,      /* this rank left the job (terminated) */
   RESILIENT_RESTART_HEALTH_CHECK = 4,   /* a health check failed on this rank */
   RESILIENT_RESTART_TIMEOUT = 5,
-  RESILIENT_RESTART_CONFIG = 6,       /* bad option name, value or ordering */
-  RESILIENT_RESTART_COMMUNICATOR = 7, /* a communicator operation failed */
-  RESILIENT_RESTART_ERROR = 8,        /* any other failure (see last_error) */
+  RESILIENT_RESTART_CONFIG = 6,            /* bad option name, value or ordering */
+  RESILIENT_RESTART_COMMUNICATOR = 7,      /* a communicator operation failed */
+  RESILIENT_RESTART_ERROR = 8,             /* any other failure (see last_error) */
   RESILIENT_RESTART_STORE_UNAVAILABLE = 9, /* the store did not answer within an operation's
                                               bound (a TIMEOUT; the rank left the loop) */
 } resilient_restart_status;
@@ -71,7 +71,7 @@ typedef struct resilient_restart_context resilient_restart_context;
  * revokes it (NCCL >= 2.28.7), the library never frees it. `library`: the
  * libnccl that made it (NULL: "libnccl.so.2"). For this iteration only. */
 int resilient_restart_context_watch_nccl_comm(resilient_restart_context* context, void* comm,
-                                               const char* library);
+                                              const char* library);
 
 /* A callback of the library (the wrapped function, a hook, a policy) about
  * to return a failure gives its message here, from the thread it runs on:

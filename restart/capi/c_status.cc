@@ -25,13 +25,17 @@ void setLastError(const std::string& message) noexcept {
   }
 }
 
-const char* lastError() noexcept { return tLastError.c_str(); }
+const char* lastError() noexcept {
+  return tLastError.c_str();
+}
 
 namespace {
 thread_local std::string tCallbackError;
 }  // namespace
 
-void setCallbackError(const char* message) { tCallbackError = message; }
+void setCallbackError(const char* message) {
+  tCallbackError = message;
+}
 
 std::string takeCallbackError() noexcept {
   std::string out;
@@ -94,7 +98,9 @@ int statusOf(const std::exception_ptr& error) noexcept {
 
 }  // namespace resilient::restart::capi
 
-extern "C" const char* resilient_restart_version(void) { return RESILIENT_VERSION_STRING; }
+extern "C" const char* resilient_restart_version(void) {
+  return RESILIENT_VERSION_STRING;
+}
 
 extern "C" const char* resilient_restart_last_error(void) {
   return resilient::restart::capi::lastError();

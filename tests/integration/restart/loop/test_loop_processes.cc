@@ -570,9 +570,10 @@ TEST_CASE(
 // collectives are the profiler's; through the plain plugin (no profiler) the
 // host communicator's own (restart/comm/collective_arrivals.h): before it,
 // such a job named nobody until the soft timeout.
-TEST_CASE("a live rank that does not enter the collective its peers wait in is named a stuck "
-          "rank, with or without the resilient plugin",
-          "[loop-processes][stuck]") {
+TEST_CASE(
+    "a live rank that does not enter the collective its peers wait in is named a stuck "
+    "rank, with or without the resilient plugin",
+    "[loop-processes][stuck]") {
   const bool plain = GENERATE(false, true);
   CAPTURE(plain);
   TempDir hold;

@@ -12,13 +12,13 @@
 
 static int failures = 0;
 
-#define CHECK(cond)                                              \
-  do {                                                           \
-    if (!(cond)) {                                               \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
       fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              resilient_restart_last_error());                  \
-      ++failures;                                                \
-    }                                                            \
+              resilient_restart_last_error());                                                 \
+      ++failures;                                                                              \
+    }                                                                                          \
   } while (0)
 
 struct counters {
@@ -27,7 +27,7 @@ struct counters {
   int finalize;
   int completion;
   int terminate;
-  int fail_until;  /* the function fails while iteration < fail_until */
+  int fail_until; /* the function fails while iteration < fail_until */
 };
 
 static int on_initialize(const resilient_restart_state* s, void* user) {
@@ -91,8 +91,7 @@ static int last_rank_spare(resilient_restart_slot* slots, int n, const int* term
 
 static int failing_policy(resilient_restart_slot* slots, int n, const int* terminated,
                           int terminated_count, int first_iteration, void* user) {
-  (void)slots, (void)n, (void)terminated, (void)terminated_count, (void)first_iteration,
-      (void)user;
+  (void)slots, (void)n, (void)terminated, (void)terminated_count, (void)first_iteration, (void)user;
   resilient_restart_set_callback_error("no layout fits");
   return 1;
 }
@@ -107,20 +106,26 @@ static int fail_with_text(resilient_restart_context* ctx, void* user) {
 static resilient_restart_options* one_rank_options(struct counters* c) {
   resilient_restart_options* o = resilient_restart_options_from_environment();
   CHECK(o != NULL);
-  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_RANK, 0) == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_WORLD_SIZE, 1) == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS, 0) == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_string(o, RESILIENT_RESTART_OPT_STORE_URL, "memory") == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_string(o, RESILIENT_RESTART_OPT_BLACKBOX_DIR, "") == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_LAST_CALL_WAIT_MS, 0) == RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MONITOR_THREAD_INTERVAL_MS, 20) ==
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_RANK, 0) ==
         RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_INITIALIZE, on_initialize, c) ==
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_WORLD_SIZE, 1) ==
         RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_USE_MONITOR_PROCESS, 0) ==
+        RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_string(o, RESILIENT_RESTART_OPT_STORE_URL, "memory") ==
+        RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_string(o, RESILIENT_RESTART_OPT_BLACKBOX_DIR, "") ==
+        RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_LAST_CALL_WAIT_MS, 0) ==
+        RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MONITOR_THREAD_INTERVAL_MS,
+                                          20) == RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_INITIALIZE, on_initialize,
+                                           c) == RESILIENT_RESTART_OK);
   CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_FINALIZE, on_finalize, c) ==
         RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_COMPLETION, on_completion, c) ==
-        RESILIENT_RESTART_OK);
+  CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_COMPLETION, on_completion,
+                                           c) == RESILIENT_RESTART_OK);
   CHECK(resilient_restart_options_set_hook(o, RESILIENT_RESTART_HOOK_TERMINATE, on_terminate, c) ==
         RESILIENT_RESTART_OK);
   return o;
@@ -159,7 +164,8 @@ int main(void) {
       CHECK(strstr(json, "\"iteration\":2") != NULL);
       CHECK(strstr(json, "\"mono_ns\":") != NULL);
       char small[5];
-      CHECK(resilient_restart_timeline_json(w, small, sizeof small, &again) == RESILIENT_RESTART_OK);
+      CHECK(resilient_restart_timeline_json(w, small, sizeof small, &again) ==
+            RESILIENT_RESTART_OK);
       CHECK(again == length && strlen(small) == 4 && strncmp(small, json, 4) == 0);
       CHECK(resilient_restart_timeline_json(w, NULL, 4, &again) == RESILIENT_RESTART_CONFIG);
       resilient_restart_wrapper_destroy(w);
@@ -169,7 +175,8 @@ int main(void) {
   {
     struct counters c = {0, 0, 0, 0, 0, 1000};
     resilient_restart_options* o = one_rank_options(&c);
-    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MAX_ITERATIONS, 3) == RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_MAX_ITERATIONS, 3) ==
+          RESILIENT_RESTART_OK);
     resilient_restart_wrapper* w = resilient_restart_wrapper_create(o);
     resilient_restart_options_destroy(o);
     CHECK(w != NULL);
@@ -196,20 +203,23 @@ int main(void) {
           RESILIENT_RESTART_CONFIG);
     CHECK(strstr(resilient_restart_last_error(), "rank: 1099511627776 is out of range") != NULL);
     CHECK(resilient_restart_options_set_hook(o, 99, on_finalize, NULL) == RESILIENT_RESTART_CONFIG);
-    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS, 100000) == RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_SOFT_TIMEOUT_MS, 100000) ==
+          RESILIENT_RESTART_OK);
     CHECK(resilient_restart_wrapper_create(o) == NULL); /* soft >= hard */
     CHECK(strstr(resilient_restart_last_error(), "softTimeout") != NULL);
     CHECK(resilient_restart_run(NULL, train, NULL) == RESILIENT_RESTART_CONFIG);
-    CHECK(strcmp(resilient_restart_status_name(RESILIENT_RESTART_DISCARDED), "rank discarded") == 0);
+    CHECK(strcmp(resilient_restart_status_name(RESILIENT_RESTART_DISCARDED), "rank discarded") ==
+          0);
     resilient_restart_options_destroy(o);
   }
   /* The library's version is the headers'. */
   CHECK(strcmp(resilient_restart_version(), RESILIENT_VERSION_STRING) == 0);
-  CHECK(RESILIENT_VERSION_NUMBER == RESILIENT_VERSION_MAJOR * 10000 + RESILIENT_VERSION_MINOR * 100 +
-                                        RESILIENT_VERSION_PATCH);
+  CHECK(RESILIENT_VERSION_NUMBER ==
+        RESILIENT_VERSION_MAJOR * 10000 + RESILIENT_VERSION_MINOR * 100 + RESILIENT_VERSION_PATCH);
   /* Options by name (the second path) and in turn: one entry per id. */
   {
-    const resilient_restart_option_info* info = resilient_restart_option_by_name("heartbeat_timeout_ms");
+    const resilient_restart_option_info* info =
+        resilient_restart_option_by_name("heartbeat_timeout_ms");
     CHECK(info != NULL && info->id == RESILIENT_RESTART_OPT_HEARTBEAT_TIMEOUT_MS &&
           info->type == RESILIENT_RESTART_OPTION_INT);
     info = resilient_restart_option_by_id(RESILIENT_RESTART_OPT_BLACKBOX_DIR);
@@ -230,7 +240,8 @@ int main(void) {
     CHECK(count == 45);
     resilient_restart_options* o = resilient_restart_options_from_environment();
     info = resilient_restart_option_by_name("store_url");
-    CHECK(info != NULL && resilient_restart_options_set_string(o, info->id, "memory") == RESILIENT_RESTART_OK);
+    CHECK(info != NULL &&
+          resilient_restart_options_set_string(o, info->id, "memory") == RESILIENT_RESTART_OK);
     /* Values read back, typed as they are set; unset policies are -1. */
     char text[8];
     size_t length = 0;
@@ -300,10 +311,12 @@ int main(void) {
       char* value = NULL;
       size_t length = 0;
       int found = 0;
-      CHECK(resilient_restart_store_get(st, "k", &value, &length, &found, -1) == RESILIENT_RESTART_OK);
+      CHECK(resilient_restart_store_get(st, "k", &value, &length, &found, -1) ==
+            RESILIENT_RESTART_OK);
       CHECK(found == 1 && length == 3 && memcmp(value, "v\0w", 3) == 0);
       resilient_restart_free(value);
-      CHECK(resilient_restart_store_get(st, "none", &value, &length, &found, -1) == RESILIENT_RESTART_OK);
+      CHECK(resilient_restart_store_get(st, "none", &value, &length, &found, -1) ==
+            RESILIENT_RESTART_OK);
       CHECK(found == 0 && value == NULL);
       long long n = 0;
       CHECK(resilient_restart_store_add(st, "n", 7, &n, -1) == RESILIENT_RESTART_OK && n == 7);
@@ -337,9 +350,9 @@ int main(void) {
     CHECK(strstr(resilient_restart_last_error(), "shift_ranks") != NULL);
     CHECK(resilient_restart_policy_stock("max_active_world_size", 0) == NULL);
     int calls = 0;
-    resilient_restart_policy* p[2] = {resilient_restart_policy_callback("LastRankSpare",
-                                                                        last_rank_spare, &calls),
-                                      resilient_restart_policy_stock("shift_ranks", 0)};
+    resilient_restart_policy* p[2] = {
+        resilient_restart_policy_callback("LastRankSpare", last_rank_spare, &calls),
+        resilient_restart_policy_stock("shift_ranks", 0)};
     CHECK(p[0] != NULL && p[1] != NULL);
     struct counters c = {0, 0, 0, 0, 0, 0};
     resilient_restart_options* o = one_rank_options(&c);
