@@ -176,115 +176,239 @@ void RendezvousServer::stop() noexcept {
   }
 }
 
-void RendezvousServer::serve() noexcept {
+// serve()'s state: the connections, the round being gathered, and who left.
+struct RendezvousServer::Serving {
+  explicit Serving(RendezvousServer& s)
+      : server(s), byRank(s.worldSize_, nullptr), parts(s.worldSize_), have(s.worldSize_, false) {}
+
+  void send(Client& c, RendezvousFrame type, std::string_view payload);
+  void abortAll(const std::string& reason);
+  void refuse(Client& c, const std::string& why);
+  void handle(Client& c, const RendezvousHeader& h, std::string_view payload);
+  void hello(Client& c, const RendezvousHeader& h);
+  void gather(Client& c, const RendezvousHeader& h, std::string_view payload);
+  void acceptAll();
+  void readFrom(Client& c);
+  void sweep();
+
+  RendezvousServer& server;
   std::vector<std::unique_ptr<Client>> clients;
-  std::vector<Client*> byRank(worldSize_, nullptr);
-  std::vector<std::string> parts(worldSize_);
-  std::vector<bool> have(worldSize_, false);
+  std::vector<Client*> byRank;
+  std::vector<std::string> parts;
+  std::vector<bool> have;
   uint32_t haveCount = 0;
   uint32_t round = 0;
   uint32_t gone = 0;  // ranks that said BYE or left
   bool aborted = false;
   std::string abortReason;
+};
 
-  auto send = [&](Client& c, RendezvousFrame type, std::string_view payload) {
-    if (c.dead) {
-      return;
-    }
-    RendezvousHeader h;
-    h.type = type;
-    h.token = token_;
-    h.rank = static_cast<uint32_t>(c.rank);
-    h.worldSize = worldSize_;
-    h.round = round;
-    h.length = static_cast<uint32_t>(payload.size());
-    const std::string frame = frameBytes(h, payload);
-    const Status s = sendAll(c.fd.get(), frame.data(), frame.size(),
-                             monotonicNs() + kServerSendTimeoutNs, "a rendezvous reply");
-    if (!s.ok()) {
-      RES_WARN(NCCL_INIT, "rendezvous: cannot answer rank %d: %s", c.rank, s.toString().c_str());
-      c.dead = true;
-    }
-  };
-  auto abortAll = [&](const std::string& reason) {
-    if (aborted) {
-      return;
-    }
-    aborted = true;
-    abortReason = reason;
-    for (Client* c : byRank) {
-      if (c != nullptr) {
-        send(*c, RendezvousFrame::kAbort, abortReason);
-      }
-    }
-  };
-  auto refuse = [&](Client& c, const std::string& why) {
-    refused_.fetch_add(1, std::memory_order_relaxed);
-    RES_WARN(NCCL_INIT, "rendezvous: refusing a connection%s: %s",
-             c.rank >= 0 ? (" of rank " + std::to_string(c.rank)).c_str() : "", why.c_str());
+void RendezvousServer::Serving::send(Client& c, RendezvousFrame type, std::string_view payload) {
+  if (c.dead) {
+    return;
+  }
+  RendezvousHeader h;
+  h.type = type;
+  h.token = server.token_;
+  h.rank = static_cast<uint32_t>(c.rank);
+  h.worldSize = server.worldSize_;
+  h.round = round;
+  h.length = static_cast<uint32_t>(payload.size());
+  const std::string frame = frameBytes(h, payload);
+  const Status s = sendAll(c.fd.get(), frame.data(), frame.size(),
+                           monotonicNs() + kServerSendTimeoutNs, "a rendezvous reply");
+  if (!s.ok()) {
+    RES_WARN(NCCL_INIT, "rendezvous: cannot answer rank %d: %s", c.rank, s.toString().c_str());
     c.dead = true;
-  };
-  // A frame from a connection; false when the connection must go.
-  auto handle = [&](Client& c, const RendezvousHeader& h, std::string_view payload) {
-    if (c.rank < 0) {
-      if (h.type != RendezvousFrame::kHello) {
-        refuse(c, "first frame is not HELLO");
-      } else if (h.token != token_) {
-        refuse(c, "wrong job token");
-      } else if (h.worldSize != worldSize_) {
-        refuse(c, "world size " + std::to_string(h.worldSize) + ", this job has " +
-                      std::to_string(worldSize_));
-      } else if (byRank[h.rank] != nullptr) {
-        refuse(c, "rank " + std::to_string(h.rank) + " is already registered");
-      } else {
-        c.rank = static_cast<int>(h.rank);
-        byRank[h.rank] = &c;
-        if (aborted) {
-          send(c, RendezvousFrame::kAbort, abortReason);
+  }
+}
+
+void RendezvousServer::Serving::abortAll(const std::string& reason) {
+  if (aborted) {
+    return;
+  }
+  aborted = true;
+  abortReason = reason;
+  for (Client* c : byRank) {
+    if (c != nullptr) {
+      send(*c, RendezvousFrame::kAbort, abortReason);
+    }
+  }
+}
+
+void RendezvousServer::Serving::refuse(Client& c, const std::string& why) {
+  server.refused_.fetch_add(1, std::memory_order_relaxed);
+  RES_WARN(NCCL_INIT, "rendezvous: refusing a connection%s: %s",
+           c.rank >= 0 ? (" of rank " + std::to_string(c.rank)).c_str() : "", why.c_str());
+  c.dead = true;
+}
+
+// The first frame of a connection: registers its rank if the HELLO is valid.
+void RendezvousServer::Serving::hello(Client& c, const RendezvousHeader& h) {
+  if (h.type != RendezvousFrame::kHello) {
+    refuse(c, "first frame is not HELLO");
+  } else if (h.token != server.token_) {
+    refuse(c, "wrong job token");
+  } else if (h.worldSize != server.worldSize_) {
+    refuse(c, "world size " + std::to_string(h.worldSize) + ", this job has " +
+                  std::to_string(server.worldSize_));
+  } else if (byRank[h.rank] != nullptr) {
+    refuse(c, "rank " + std::to_string(h.rank) + " is already registered");
+  } else {
+    c.rank = static_cast<int>(h.rank);
+    byRank[h.rank] = &c;
+    if (aborted) {
+      send(c, RendezvousFrame::kAbort, abortReason);
+    }
+  }
+}
+
+// A rank's contribution to the round; the last one sends everybody the REPLY.
+void RendezvousServer::Serving::gather(Client& c, const RendezvousHeader& h,
+                                       std::string_view payload) {
+  if (aborted) {
+    send(c, RendezvousFrame::kAbort, abortReason);
+  } else if (h.round != round || have[h.rank]) {
+    refuse(c, "round " + std::to_string(h.round) + " out of order (serving round " +
+                  std::to_string(round) + ")");
+  } else {
+    parts[h.rank] = std::string(payload);
+    have[h.rank] = true;
+    if (++haveCount == server.worldSize_) {
+      const std::string reply = encodeGathered(parts);
+      for (Client* r : byRank) {
+        if (r != nullptr) {
+          send(*r, RendezvousFrame::kReply, reply);
         }
       }
-      return;
+      ++round;
+      haveCount = 0;
+      std::fill(have.begin(), have.end(), false);
     }
-    if (h.token != token_ || h.rank != static_cast<uint32_t>(c.rank) || h.worldSize != worldSize_) {
-      refuse(c, "token, rank or world size changed after HELLO");
-      return;
-    }
-    switch (h.type) {
-      case RendezvousFrame::kGather:
-        if (aborted) {
-          send(c, RendezvousFrame::kAbort, abortReason);
-        } else if (h.round != round || have[h.rank]) {
-          refuse(c, "round " + std::to_string(h.round) + " out of order (serving round " +
-                        std::to_string(round) + ")");
-        } else {
-          parts[h.rank] = std::string(payload);
-          have[h.rank] = true;
-          if (++haveCount == worldSize_) {
-            const std::string reply = encodeGathered(parts);
-            for (Client* r : byRank) {
-              if (r != nullptr) {
-                send(*r, RendezvousFrame::kReply, reply);
-              }
-            }
-            ++round;
-            haveCount = 0;
-            std::fill(have.begin(), have.end(), false);
-          }
-        }
-        return;
-      case RendezvousFrame::kAbort:
-        abortAll("rank " + std::to_string(c.rank) + " aborted: " + std::string(payload));
-        return;
-      case RendezvousFrame::kBye:
-        byRank[h.rank] = nullptr;
-        c.rank = -2;  // done; not a refusal
-        c.dead = true;
-        ++gone;
-        return;
-      default: refuse(c, "unexpected frame type"); return;
-    }
-  };
+  }
+}
 
+// A frame from a connection; marks the connection dead when it must go.
+void RendezvousServer::Serving::handle(Client& c, const RendezvousHeader& h,
+                                       std::string_view payload) {
+  if (c.rank < 0) {
+    hello(c, h);
+    return;
+  }
+  if (h.token != server.token_ || h.rank != static_cast<uint32_t>(c.rank) ||
+      h.worldSize != server.worldSize_) {
+    refuse(c, "token, rank or world size changed after HELLO");
+    return;
+  }
+  switch (h.type) {
+    case RendezvousFrame::kGather: gather(c, h, payload); return;
+    case RendezvousFrame::kAbort:
+      abortAll("rank " + std::to_string(c.rank) + " aborted: " + std::string(payload));
+      return;
+    case RendezvousFrame::kBye:
+      byRank[h.rank] = nullptr;
+      c.rank = -2;  // done; not a refusal
+      c.dead = true;
+      ++gone;
+      return;
+    default: refuse(c, "unexpected frame type"); return;
+  }
+}
+
+// Takes every pending connection, up to kMaxPendingConnections without HELLO.
+void RendezvousServer::Serving::acceptAll() {
+  for (;;) {
+    FileDescriptor fd = acceptConnection(server.listen_.get());
+    if (!fd.valid()) {
+      break;
+    }
+    size_t pending = 0;
+    for (const auto& c : clients) {
+      pending += c->rank == -1 ? 1 : 0;
+    }
+    if (pending >= kMaxPendingConnections) {
+      server.refused_.fetch_add(1, std::memory_order_relaxed);
+      continue;  // closed by FileDescriptor
+    }
+    (void)applySocketOptions(fd.get(), SocketOptions{});
+    auto c = std::make_unique<Client>();
+    c->fd = std::move(fd);
+    c->sinceNs = monotonicNs();
+    if (server.events_.add(c->fd.get(), EventLoop::kReadable, c.get()).ok()) {
+      clients.push_back(std::move(c));
+    }
+  }
+}
+
+// Reads what a ready connection has and handles every whole frame in it.
+void RendezvousServer::Serving::readFrom(Client& c) {
+  char buffer[65536];
+  bool closed = false;
+  for (;;) {
+    const ssize_t got = ::recv(c.fd.get(), buffer, sizeof(buffer), 0);
+    if (got > 0) {
+      c.in.append(buffer, static_cast<size_t>(got));
+      if (c.in.size() > kRendezvousHeaderBytes + kRendezvousMaxPayload) {
+        break;  // more than one frame's worth: parse what is there first
+      }
+      continue;
+    }
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    closed = got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    break;
+  }
+  // Not a rendezvous peer: no need to wait for a whole header to tell.
+  if (c.in.size() >= 4 && c.in.size() < kRendezvousHeaderBytes &&
+      getU32(reinterpret_cast<const uint8_t*>(c.in.data())) != kRendezvousMagic) {
+    refuse(c, "bad magic (not a rendezvous peer)");
+  }
+  size_t at = 0;
+  while (!c.dead && c.in.size() - at >= kRendezvousHeaderBytes) {
+    RendezvousHeader h;
+    const Status s = decodeRendezvousHeader(reinterpret_cast<const uint8_t*>(c.in.data() + at), &h);
+    if (!s.ok()) {
+      refuse(c, s.message());
+      break;
+    }
+    if (c.in.size() - at - kRendezvousHeaderBytes < h.length) {
+      break;
+    }
+    handle(c, h, std::string_view(c.in).substr(at + kRendezvousHeaderBytes, h.length));
+    at += kRendezvousHeaderBytes + h.length;
+  }
+  c.in.erase(0, at);
+  if (closed && !c.dead) {
+    c.dead = true;
+  }
+}
+
+// Sweep: connections that never said HELLO, and ranks that left without BYE.
+void RendezvousServer::Serving::sweep() {
+  const uint64_t now = monotonicNs();
+  for (auto& c : clients) {
+    if (c->rank == -1 && !c->dead && now - c->sinceNs > kHelloTimeoutNs) {
+      refuse(*c, "no HELLO within 10 s");
+    }
+  }
+  for (auto it = clients.begin(); it != clients.end();) {
+    Client& c = **it;
+    if (!c.dead) {
+      ++it;
+      continue;
+    }
+    if (c.rank >= 0) {
+      byRank[static_cast<size_t>(c.rank)] = nullptr;
+      ++gone;
+      abortAll("rank " + std::to_string(c.rank) + " left the rendezvous without BYE");
+    }
+    it = clients.erase(it);
+  }
+}
+
+void RendezvousServer::serve() noexcept {
+  Serving serving(*this);
   std::vector<Client*> ready;
   for (;;) {
     bool listenerReady = false;
@@ -304,96 +428,15 @@ void RendezvousServer::serve() noexcept {
       return;
     }
     if (listenerReady) {
-      for (;;) {
-        FileDescriptor fd = acceptConnection(listen_.get());
-        if (!fd.valid()) {
-          break;
-        }
-        size_t pending = 0;
-        for (const auto& c : clients) {
-          pending += c->rank == -1 ? 1 : 0;
-        }
-        if (pending >= kMaxPendingConnections) {
-          refused_.fetch_add(1, std::memory_order_relaxed);
-          continue;  // closed by FileDescriptor
-        }
-        (void)applySocketOptions(fd.get(), SocketOptions{});
-        auto c = std::make_unique<Client>();
-        c->fd = std::move(fd);
-        c->sinceNs = monotonicNs();
-        if (events_.add(c->fd.get(), EventLoop::kReadable, c.get()).ok()) {
-          clients.push_back(std::move(c));
-        }
+      serving.acceptAll();
+    }
+    for (Client* c : ready) {
+      if (!c->dead) {
+        serving.readFrom(*c);
       }
     }
-    for (Client* ready_client : ready) {
-      Client& c = *ready_client;
-      if (c.dead) {
-        continue;
-      }
-      char buffer[65536];
-      bool closed = false;
-      for (;;) {
-        const ssize_t got = ::recv(c.fd.get(), buffer, sizeof(buffer), 0);
-        if (got > 0) {
-          c.in.append(buffer, static_cast<size_t>(got));
-          if (c.in.size() > kRendezvousHeaderBytes + kRendezvousMaxPayload) {
-            break;  // more than one frame's worth: parse what is there first
-          }
-          continue;
-        }
-        if (got < 0 && errno == EINTR) {
-          continue;
-        }
-        closed = got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-        break;
-      }
-      // Not a rendezvous peer: no need to wait for a whole header to tell.
-      if (c.in.size() >= 4 && c.in.size() < kRendezvousHeaderBytes &&
-          getU32(reinterpret_cast<const uint8_t*>(c.in.data())) != kRendezvousMagic) {
-        refuse(c, "bad magic (not a rendezvous peer)");
-      }
-      size_t at = 0;
-      while (!c.dead && c.in.size() - at >= kRendezvousHeaderBytes) {
-        RendezvousHeader h;
-        const Status s =
-            decodeRendezvousHeader(reinterpret_cast<const uint8_t*>(c.in.data() + at), &h);
-        if (!s.ok()) {
-          refuse(c, s.message());
-          break;
-        }
-        if (c.in.size() - at - kRendezvousHeaderBytes < h.length) {
-          break;
-        }
-        handle(c, h, std::string_view(c.in).substr(at + kRendezvousHeaderBytes, h.length));
-        at += kRendezvousHeaderBytes + h.length;
-      }
-      c.in.erase(0, at);
-      if (closed && !c.dead) {
-        c.dead = true;
-      }
-    }
-    // Sweep: connections that never said HELLO, and ranks that left without BYE.
-    const uint64_t now = monotonicNs();
-    for (auto& c : clients) {
-      if (c->rank == -1 && !c->dead && now - c->sinceNs > kHelloTimeoutNs) {
-        refuse(*c, "no HELLO within 10 s");
-      }
-    }
-    for (auto it = clients.begin(); it != clients.end();) {
-      Client& c = **it;
-      if (!c.dead) {
-        ++it;
-        continue;
-      }
-      if (c.rank >= 0) {
-        byRank[static_cast<size_t>(c.rank)] = nullptr;
-        ++gone;
-        abortAll("rank " + std::to_string(c.rank) + " left the rendezvous without BYE");
-      }
-      it = clients.erase(it);
-    }
-    if (gone >= worldSize_) {
+    serving.sweep();
+    if (serving.gone >= worldSize_) {
       return;
     }
   }

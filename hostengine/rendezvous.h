@@ -100,6 +100,7 @@ class RendezvousServer {
 
  private:
   struct Client;
+  struct Serving;
   RendezvousServer(FileDescriptor listenFd, uint32_t worldSize, uint64_t token);
   void serve() noexcept;
 
