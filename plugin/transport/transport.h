@@ -1,23 +1,34 @@
 // The inner transport seam of the net plugin: what the resilient layer wraps.
 //
 // One version-neutral interface with the semantics of NCCL's newest net ABI
-// (v11, docs/reference/nccl-abi.md §1.5 and §1.8), in C++ types: every call returns a Status
-// instead of an ncclResult_t, sizes are size_t, comms and requests are opaque
-// pointers owned by the transport. Implementations mirror each other's file
-// names: tcp/ (our own TCP), external/ (another NCCL net plugin .so, loaded
-// through its own ABI version), fault/ (fault injection) and raw/ (the tools' TCP baseline).
+// (docs/reference/nccl-abi.md §1.5 and §1.8) in owned, typed C++ objects:
+// a Transport makes Listeners and SendComms, a Listener accepts RecvComms,
+// and each comm owns its Requests (a fixed pool, request_pool.h) and makes
+// its MemoryRegions. Every call returns a Status instead of an ncclResult_t;
+// sizes are size_t. NCCL's untyped pointers are turned into these objects at
+// the two edges only: the net plugin's ABI adapters (plugin/net/abi/) and the
+// adapter of another plugin .so (plugin/transport/external/). Implementations
+// mirror each other's file names: tcp/ (our own TCP), external/ (another NCCL
+// net plugin .so, loaded through its own ABI version), fault/ (a decorator
+// injecting faults) and raw/ (the tools' TCP baseline).
 //
 // Contract (what NCCL, and therefore the resilient layer, relies on):
-// - No call blocks. connect/accept return ok with *comm == nullptr to be
-//   polled again; isend/irecv return ok with *request == nullptr for "cannot
-//   post now, retry".
+// - No call blocks. connect/accept return ok with an empty pointer to be
+//   polled again; isend/irecv/iflush return ok with *request == nullptr for
+//   "cannot post now, retry".
 // - Calls on one comm come from one thread at a time (NCCL's proxy threads),
 //   calls on different comms may run concurrently.
-// - connect() gets the caller's handle buffer, writable and the same across the
-//   polls of one connection: NCCL's own socket and IB plugins keep their
+// - connect() gets the caller's handle buffer, writable and the same across
+//   the polls of one connection: NCCL's own socket and IB plugins keep their
 //   connect state in it between polls.
 // - A failed comm stays failed: every later call on it returns an error.
-// - test() reports done once; the request is then released by the transport.
+// - Request::test() reports done once; the request then goes back to its
+//   comm and must not be used again (irecvConsumed excepted, see there).
+// - close() releases what the object holds and says whether that went well;
+//   destroying an object that was not closed closes it, ignoring the status.
+//   A Transport outlives every object it made; a Listener does not need to
+//   outlive the comms it accepted; a comm outlives its requests and regions
+//   (NCCL deregisters before it closes).
 #pragma once
 
 #include <cstddef>
@@ -69,6 +80,101 @@ struct Endpoint {
   char text[64] = {};
 };
 
+// NCCL's profiler handle of one request (v9+), passed through untouched to
+// the transport that reports to NCCL's profiler; never defined.
+struct ProfilerHandle;
+
+// Per-communicator state of a transport (NCCL v11 init/finalize).
+class Context {
+ public:
+  virtual ~Context() = default;
+  virtual Status finalize() = 0;
+};
+
+// One registration of memory with a comm (regMr). Owned by whoever holds the
+// unique_ptr until Comm::deregMr takes it back.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+};
+
+// One posted send, receive or flush, owned by its comm.
+class Request {
+ public:
+  // sizes: nullptr, or 1 (send) / n (receive) ints that receive the sizes.
+  // Once it reports *done = 1 the request belongs to its comm again.
+  virtual Status test(int* done, int* sizes) = 0;
+
+ protected:
+  ~Request() = default;
+};
+
+// What send and receive comms share.
+class Comm {
+ public:
+  virtual ~Comm() = default;
+
+  virtual Status regMr(std::byte* data, size_t size, int type,
+                       std::unique_ptr<MemoryRegion>* region) = 0;
+  virtual Status deregMr(std::unique_ptr<MemoryRegion> region) = 0;
+  virtual Status close() = 0;
+
+  // Optional observations the resilient layer uses when the transport has them.
+  // Bytes moved so far (both directions); monotonic. Comms that cannot tell
+  // return false and the layer counts completed requests instead.
+  virtual bool bytesMoved(uint64_t* bytes) noexcept {
+    (void)bytes;
+    return false;
+  }
+  // The local and peer addresses, when the transport knows them.
+  virtual bool endpoints(Endpoint* local, Endpoint* peer) noexcept {
+    (void)local;
+    (void)peer;
+    return false;
+  }
+};
+
+class SendComm : public Comm {
+ public:
+  // phandle: NCCL's profiler handle (may be nullptr).
+  virtual Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region,
+                       ProfilerHandle* phandle, Request** request) = 0;
+  // Whether bytes the network has not taken yet wait on this comm now (the
+  // watchdog samples it at each tick: the share of time a link is backlogged
+  // is how long it was the limit; jobhealth/slow_links.h). Comms that cannot
+  // tell return false and the resilient layer samples whether requests are
+  // outstanding instead.
+  virtual bool linkBacklogged(bool* backlogged) noexcept {
+    (void)backlogged;
+    return false;
+  }
+};
+
+class RecvComm : public Comm {
+ public:
+  virtual Status irecv(int n, std::byte** data, const size_t* sizes, const int* tags,
+                       MemoryRegion** regions, ProfilerHandle** phandles, Request** request) = 0;
+  virtual Status iflush(int n, std::byte** data, const int* sizes, MemoryRegion** regions,
+                        Request** request) = 0;
+  // irecvConsumed (v7+, optional, Transport::hasIrecvConsumed): NCCL calls it
+  // once per completed receive, in order, with that receive's request after
+  // its test() said done, once the data was consumed; a comm with it keeps
+  // such a request until then. Does nothing on comms without it.
+  virtual Status irecvConsumed(int n, Request* request) {
+    (void)n;
+    (void)request;
+    return {};
+  }
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // *comm stays empty while no connection is ready (poll again).
+  virtual Status accept(std::unique_ptr<RecvComm>* comm) = 0;
+  virtual Status close() = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -76,10 +182,10 @@ class Transport {
   // Short name for logs ("tcp", or the wrapped plugin's name).
   virtual const char* name() const noexcept = 0;
 
-  // Per-communicator context (NCCL v11 init/finalize). Transports without
-  // per-communicator state return nullptr in *ctx.
-  virtual Status initContext(uint64_t commId, const CommConfig& config, void** ctx) = 0;
-  virtual Status finalizeContext(void* ctx) = 0;
+  // Per-communicator context (NCCL v11 init). Transports without
+  // per-communicator state leave *ctx empty; listen and connect then get nullptr.
+  virtual Status initContext(uint64_t commId, const CommConfig& config,
+                             std::unique_ptr<Context>* ctx) = 0;
 
   virtual Status devices(int* ndev) = 0;
   virtual Status properties(int dev, Properties* props) = 0;
@@ -88,64 +194,16 @@ class Transport {
   // resilient layer uses the bytes after it.
   virtual size_t handleBytes() const noexcept = 0;
 
-  virtual Status listen(void* ctx, int dev, void* handle, void** listenComm) = 0;
-  virtual Status connect(void* ctx, int dev, void* handle, void** sendComm) = 0;
-  virtual Status accept(void* listenComm, void** recvComm) = 0;
+  // handle: kHandleSize bytes.
+  virtual Status listen(Context* ctx, int dev, std::byte* handle,
+                        std::unique_ptr<Listener>* listener) = 0;
+  // *comm stays empty while the connection is not made yet (poll again with
+  // the same handle).
+  virtual Status connect(Context* ctx, int dev, std::byte* handle,
+                         std::unique_ptr<SendComm>* comm) = 0;
 
-  virtual Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
-  virtual Status deregMr(void* comm, void* mhandle) = 0;
-
-  // phandle/phandles: NCCL's profiler handles, passed through (may be nullptr).
-  virtual Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
-                       void* phandle, void** request) = 0;
-  virtual Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-                       void** mhandles, void** phandles, void** request) = 0;
-  virtual Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                        void** request) = 0;
-  // sizes: nullptr, or 1 (send) / n (receive) ints that receive the sizes.
-  virtual Status test(void* request, int* done, int* sizes) = 0;
-
-  virtual Status closeSend(void* sendComm) = 0;
-  virtual Status closeRecv(void* recvComm) = 0;
-  virtual Status closeListen(void* listenComm) = 0;
-
-  // irecvConsumed (v7+, optional): NCCL calls it once per completed receive,
-  // in order, with that receive's (already completed) request, after the
-  // data was consumed. hasIrecvConsumed: whether the plugin has one; the
-  // call does nothing otherwise.
+  // Whether its receive comms have irecvConsumed (device-unpack plugins).
   virtual bool hasIrecvConsumed() const noexcept { return false; }
-  virtual Status irecvConsumed(void* recvComm, int n, void* request) {
-    (void)recvComm;
-    (void)n;
-    (void)request;
-    return {};
-  }
-
-  // Optional observations the resilient layer uses when the transport has them.
-  // Bytes moved so far on a comm (both directions); monotonic. Transports that
-  // cannot tell return false and the layer counts completed requests instead.
-  virtual bool bytesMoved(void* comm, uint64_t* bytes) noexcept {
-    (void)comm;
-    (void)bytes;
-    return false;
-  }
-  // Whether a send comm has bytes the network has not taken yet, now (the
-  // watchdog samples it at each tick: the share of time a link is backlogged
-  // is how long it was the limit; jobhealth/slow_links.h). Transports that
-  // cannot tell return false and the resilient layer samples whether
-  // requests are outstanding instead.
-  virtual bool linkBacklogged(void* comm, bool* backlogged) noexcept {
-    (void)comm;
-    (void)backlogged;
-    return false;
-  }
-  // The local and peer addresses of a connected comm, when the transport knows them.
-  virtual bool endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept {
-    (void)comm;
-    (void)local;
-    (void)peer;
-    return false;
-  }
 };
 
 }  // namespace resilient::transport
