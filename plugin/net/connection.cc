@@ -2,28 +2,32 @@
 
 namespace resilient::net {
 
-ConnectionRecord::ConnectionRecord(Direction dir, uint64_t commId, void* inner, int poolSize)
-    : dir_(dir), commId_(commId), inner_(inner), pool_(static_cast<size_t>(poolSize)) {
-  for (auto it = pool_.rbegin(); it != pool_.rend(); ++it) {
-    it->conn = this;
-    it->nextFree = free_;
-    free_ = &*it;
+ConnectionRecord::ConnectionRecord(Direction dir, uint64_t commId, int poolSize)
+    : dir_(dir), commId_(commId), pool_(static_cast<size_t>(poolSize)) {
+  for (RequestRecord& r : pool_.slots()) {
+    r.conn = this;
   }
 }
 
+ConnectionRecord::ConnectionRecord(uint64_t commId, std::unique_ptr<transport::SendComm> inner,
+                                   int poolSize)
+    : ConnectionRecord(Direction::kSend, commId, poolSize) {
+  send_ = std::move(inner);
+}
+
+ConnectionRecord::ConnectionRecord(uint64_t commId, std::unique_ptr<transport::RecvComm> inner,
+                                   int poolSize)
+    : ConnectionRecord(Direction::kRecv, commId, poolSize) {
+  recv_ = std::move(inner);
+}
+
 RequestRecord* ConnectionRecord::acquire() noexcept {
-  RequestRecord* r = free_;
-  if (r != nullptr) {
-    free_ = r->nextFree;
-    r->nextFree = nullptr;
-  }
-  return r;
+  return pool_.acquire();
 }
 
 void ConnectionRecord::release(RequestRecord* r) noexcept {
   r->inner = nullptr;
-  r->nextFree = free_;
-  free_ = r;
+  pool_.release(r);
 }
 
 namespace {

@@ -1,5 +1,5 @@
 // One send or receive comm of the resilient layer: the inner transport's
-// comm, who is at the other end, the counters the watchdog reads, the sticky
+// comm (owned), who is at the other end, the counters the watchdog reads, the sticky
 // fault, and a fixed pool of request wrappers (no allocation per request).
 //
 // Threads: the data path (isend/irecv/test) runs on one NCCL proxy thread per
@@ -19,6 +19,7 @@
 
 #include "plugin/net/fault.h"
 #include "plugin/net/introduction.h"
+#include "plugin/transport/request_pool.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::net {
@@ -30,9 +31,8 @@ struct PeerLink;
 
 struct RequestRecord {
   ConnectionRecord* conn = nullptr;
-  void* inner = nullptr;
+  transport::Request* inner = nullptr;
   uint64_t bytes = 0;  // posted bytes (send size, or the sum of receive sizes)
-  RequestRecord* nextFree = nullptr;
 };
 
 // The transport-level addresses of a connection (the peer process's host
@@ -46,14 +46,20 @@ class ConnectionRecord {
  public:
   enum class Direction { kSend, kRecv };
 
-  ConnectionRecord(Direction dir, uint64_t commId, void* inner, int poolSize);
+  ConnectionRecord(uint64_t commId, std::unique_ptr<transport::SendComm> inner, int poolSize);
+  ConnectionRecord(uint64_t commId, std::unique_ptr<transport::RecvComm> inner, int poolSize);
   ConnectionRecord(const ConnectionRecord&) = delete;
   ConnectionRecord& operator=(const ConnectionRecord&) = delete;
 
   Direction direction() const noexcept { return dir_; }
   const char* directionName() const noexcept { return dir_ == Direction::kSend ? "send" : "recv"; }
   uint64_t commId() const noexcept { return commId_; }
-  void* inner() const noexcept { return inner_; }
+  transport::Comm& inner() const noexcept {
+    return send_ != nullptr ? static_cast<transport::Comm&>(*send_) : *recv_;
+  }
+  // The inner comm as what it is: non-null for its direction only.
+  transport::SendComm* sendComm() const noexcept { return send_.get(); }
+  transport::RecvComm* recvComm() const noexcept { return recv_.get(); }
 
   // Data path (owning thread only).
   RequestRecord* acquire() noexcept;
@@ -106,11 +112,13 @@ class ConnectionRecord {
   std::unique_ptr<Introduction> introduction;
 
  private:
+  ConnectionRecord(Direction dir, uint64_t commId, int poolSize);
+
   const Direction dir_;
   const uint64_t commId_;
-  void* const inner_;
-  std::vector<RequestRecord> pool_;
-  RequestRecord* free_ = nullptr;
+  std::unique_ptr<transport::SendComm> send_;  // one of the two, by direction
+  std::unique_ptr<transport::RecvComm> recv_;
+  transport::RequestPool<RequestRecord> pool_;
   std::atomic<int> outstanding_{0};
   std::atomic<uint64_t> outstandingBytes_{0};
   std::atomic<uint64_t> completed_{0};

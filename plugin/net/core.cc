@@ -27,27 +27,10 @@ std::mutex gMutex;
 Core* gCore = nullptr;
 std::atomic<Core*> gLive{nullptr};  // == gCore, readable without the mutex
 
-struct Context {
-  uint64_t commId = 0;
-  void* inner = nullptr;
-};
-
-struct ListenComm {
-  uint64_t commId = 0;
-  void* inner = nullptr;
-  uint64_t nonce = 0;
-  int dev = 0;
-  bool introduced = false;  // no trailer in its handle: connections introduce themselves
-};
-
 // Pool sizes: NCCL keeps at most kMaxRequests outstanding per comm; the sender
 // side must allow kMaxRequests times the receiver's largest multi-receive.
 constexpr int kRecvPool = transport::kMaxRequests;
 constexpr int kSendPool = transport::kMaxRequests * 8;
-
-ConnectionRecord& connOf(void* comm) {
-  return *static_cast<ConnectionRecord*>(comm);
-}
 
 std::string describeEnds(const ConnectionRecord& conn) {
   std::string s = "local ";
@@ -110,7 +93,7 @@ Core::Core(std::unique_ptr<transport::Transport> inner, const WatchdogOptions& w
            std::unique_ptr<blackbox::Writer> blackbox)
     : inner_(std::move(inner)),
       blackbox_(std::move(blackbox)),
-      watchdog_(std::make_unique<Watchdog>(*inner_, static_cast<FaultSink&>(*this), watchdog,
+      watchdog_(std::make_unique<Watchdog>(static_cast<FaultSink&>(*this), watchdog,
                                            blackbox_.get(), clock_)),
       hostName_(watchdog.hostName) {
   inner_log::attach(blackbox_.get());
@@ -131,8 +114,9 @@ Core::~Core() {
   blackbox_.reset();  // a clean finish removes the region
 }
 
-Status Core::initContext(uint64_t commId, const transport::CommConfig& config, void** ctx) {
-  auto c = std::make_unique<Context>();
+Status Core::initContext(uint64_t commId, const transport::CommConfig& config,
+                         CommContext** ctx) {
+  auto c = std::make_unique<CommContext>();
   c->commId = commId;
   RESILIENT_TRY(inner_->initContext(commId, config, &c->inner));
   *ctx = c.release();
@@ -147,12 +131,12 @@ Status Core::initContext(uint64_t commId, const transport::CommConfig& config, v
   return {};
 }
 
-Status Core::finalizeContext(void* ctx) {
-  std::unique_ptr<Context> c(static_cast<Context*>(ctx));
-  if (c == nullptr) {
+Status Core::finalizeContext(CommContext* ctx) {
+  std::unique_ptr<CommContext> c(ctx);
+  if (c == nullptr || c->inner == nullptr) {
     return {};
   }
-  return inner_->finalizeContext(c->inner);
+  return c->inner->finalize();
 }
 
 Status Core::devices(int* ndev) {
@@ -190,13 +174,12 @@ bool Core::canIntroduceOn(int dev) {
   return false;
 }
 
-Status Core::listen(void* ctx, int dev, void* handle, void** listenComm) {
-  auto* c = static_cast<Context*>(ctx);
-  auto l = std::make_unique<ListenComm>();
-  l->commId = c != nullptr ? c->commId : 0;
+Status Core::listen(CommContext* ctx, int dev, std::byte* handle, ListenRecord** listener) {
+  auto l = std::make_unique<ListenRecord>();
+  l->commId = ctx != nullptr ? ctx->commId : 0;
   l->dev = dev;
   std::memset(handle, 0, transport::kHandleSize);
-  RESILIENT_TRY(inner_->listen(c != nullptr ? c->inner : nullptr, dev, handle, &l->inner));
+  RESILIENT_TRY(inner_->listen(ctx != nullptr ? ctx->inner.get() : nullptr, dev, handle, &l->inner));
   l->nonce = watchdog_->newListenNonce();
   if (!writeTrailer(handle, inner_->handleBytes(), trailerFor(l->nonce))) {
     // No room: each connection introduces itself in band instead.
@@ -208,24 +191,24 @@ Status Core::listen(void* ctx, int dev, void* handle, void** listenComm) {
                inner_->name());
     }
   }
-  *listenComm = l.release();
+  *listener = l.release();
   return {};
 }
 
-Status Core::connect(void* ctx, int dev, void* handle, void** sendComm) {
-  auto* c = static_cast<Context*>(ctx);
-  void* innerComm = nullptr;
+Status Core::connect(CommContext* ctx, int dev, std::byte* handle, ConnectionRecord** sendComm) {
   *sendComm = nullptr;
   // Read before the inner connect: some plugins keep connect state in the handle.
   HandleTrailer trailer;
   const bool hasTrailer = readTrailer(handle, inner_->handleBytes(), &trailer);
-  RESILIENT_TRY(inner_->connect(c != nullptr ? c->inner : nullptr, dev, handle, &innerComm));
+  std::unique_ptr<transport::SendComm> innerComm;
+  RESILIENT_TRY(
+      inner_->connect(ctx != nullptr ? ctx->inner.get() : nullptr, dev, handle, &innerComm));
   if (innerComm == nullptr) {
     return {};  // poll again
   }
-  auto conn = std::make_unique<ConnectionRecord>(
-      ConnectionRecord::Direction::kSend, c != nullptr ? c->commId : 0, innerComm, kSendPool);
-  inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
+  auto conn = std::make_unique<ConnectionRecord>(ctx != nullptr ? ctx->commId : 0,
+                                                 std::move(innerComm), kSendPool);
+  conn->inner().endpoints(&conn->identity.local, &conn->identity.peer);
   describeLocalEnd(*conn, dev);
   conn->abortEpoch = blackbox_ != nullptr ? blackbox_->abortEpoch() : 0;
   if (hasTrailer) {
@@ -240,11 +223,9 @@ Status Core::connect(void* ctx, int dev, void* handle, void** sendComm) {
     if (ours.liveness.ss_family != AF_UNSPEC) {
       watchdog_->awaitLink(*conn, ours.listenNonce);
     }
-    if (Status s = Introduction::start(*inner_, innerComm, Introduction::Side::kConnector, ours,
-                                       &conn->introduction);
-        !s.ok()) {
+    if (Status s = Introduction::start(*conn->sendComm(), ours, &conn->introduction); !s.ok()) {
       watchdog_->remove(conn.get());
-      (void)inner_->closeSend(innerComm);
+      (void)conn->inner().close();
       return s;
     }
   }
@@ -253,30 +234,26 @@ Status Core::connect(void* ctx, int dev, void* handle, void** sendComm) {
   return {};
 }
 
-Status Core::accept(void* listenComm, void** recvComm) {
-  auto* l = static_cast<ListenComm*>(listenComm);
-  void* innerComm = nullptr;
+Status Core::accept(ListenRecord& l, ConnectionRecord** recvComm) {
   *recvComm = nullptr;
-  RESILIENT_TRY(inner_->accept(l->inner, &innerComm));
+  std::unique_ptr<transport::RecvComm> innerComm;
+  RESILIENT_TRY(l.inner->accept(&innerComm));
   if (innerComm == nullptr) {
     return {};
   }
-  auto conn = std::make_unique<ConnectionRecord>(ConnectionRecord::Direction::kRecv, l->commId,
-                                                 innerComm, kRecvPool);
-  inner_->endpoints(innerComm, &conn->identity.local, &conn->identity.peer);
-  describeLocalEnd(*conn, l->dev);
+  auto conn = std::make_unique<ConnectionRecord>(l.commId, std::move(innerComm), kRecvPool);
+  conn->inner().endpoints(&conn->identity.local, &conn->identity.peer);
+  describeLocalEnd(*conn, l.dev);
   conn->abortEpoch = blackbox_ != nullptr ? blackbox_->abortEpoch() : 0;
-  if (l->introduced) {
+  if (l.introduced) {
     // The connector's trailer is the first message: its receive is posted
     // before any of NCCL's (Introduction).
-    if (Status s = Introduction::start(*inner_, innerComm, Introduction::Side::kAcceptor,
-                                       HandleTrailer{}, &conn->introduction);
-        !s.ok()) {
-      (void)inner_->closeRecv(innerComm);
+    if (Status s = Introduction::start(*conn->recvComm(), &conn->introduction); !s.ok()) {
+      (void)conn->inner().close();
       return s;
     }
   } else {
-    watchdog_->awaitLink(*conn, l->nonce);
+    watchdog_->awaitLink(*conn, l.nonce);
   }
   watchdog_->add(conn.get());
   *recvComm = conn.release();
@@ -302,12 +279,16 @@ Status Core::postIntroduction(ConnectionRecord& c, bool* posted) {
   return {};
 }
 
-Status Core::regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  return inner_->regMr(connOf(comm).inner(), data, size, type, mhandle);
+Status Core::regMr(ConnectionRecord& comm, std::byte* data, size_t size, int type,
+                   transport::MemoryRegion** region) {
+  std::unique_ptr<transport::MemoryRegion> r;
+  RESILIENT_TRY(comm.inner().regMr(data, size, type, &r));
+  *region = r.release();
+  return {};
 }
 
-Status Core::deregMr(void* comm, void* mhandle) {
-  return inner_->deregMr(connOf(comm).inner(), mhandle);
+Status Core::deregMr(ConnectionRecord& comm, transport::MemoryRegion* region) {
+  return comm.inner().deregMr(std::unique_ptr<transport::MemoryRegion>(region));
 }
 
 Status Core::checkUsable(ConnectionRecord& conn) noexcept {
@@ -321,9 +302,9 @@ Status Core::checkUsable(ConnectionRecord& conn) noexcept {
   return {};
 }
 
-Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
-                   void** request) {
-  ConnectionRecord& c = connOf(sendComm);
+Status Core::isend(ConnectionRecord& c, std::byte* data, size_t size, int tag,
+                   transport::MemoryRegion* region, transport::ProfilerHandle* phandle,
+                   RequestRecord** request) {
   *request = nullptr;
   RESILIENT_TRY(checkUsable(c));
   if (c.introduction != nullptr && !c.introduction->posted()) {
@@ -337,8 +318,8 @@ Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhand
   if (r == nullptr) {
     return {};  // NCCL retries later
   }
-  void* innerReq = nullptr;
-  Status s = inner_->isend(c.inner(), data, size, tag, mhandle, phandle, &innerReq);
+  transport::Request* innerReq = nullptr;
+  Status s = c.sendComm()->isend(data, size, tag, region, phandle, &innerReq);
   if (!s.ok() || innerReq == nullptr) {
     c.release(r);
     return s.ok() ? s : failTransport(c, s, "isend");
@@ -350,9 +331,9 @@ Status Core::isend(void* sendComm, void* data, size_t size, int tag, void* mhand
   return {};
 }
 
-Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-                   void** mhandles, void** phandles, void** request) {
-  ConnectionRecord& c = connOf(recvComm);
+Status Core::irecv(ConnectionRecord& c, int n, std::byte** data, const size_t* sizes,
+                   const int* tags, transport::MemoryRegion** regions,
+                   transport::ProfilerHandle** phandles, RequestRecord** request) {
   *request = nullptr;  // always overwrite: NCCL may have stored 0x1 there
   RESILIENT_TRY(checkUsable(c));
   if (c.introduction != nullptr && !c.introduction->posted()) {
@@ -366,8 +347,8 @@ Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, cons
   if (r == nullptr) {
     return {};
   }
-  void* innerReq = nullptr;
-  Status s = inner_->irecv(c.inner(), n, data, sizes, tags, mhandles, phandles, &innerReq);
+  transport::Request* innerReq = nullptr;
+  Status s = c.recvComm()->irecv(n, data, sizes, tags, regions, phandles, &innerReq);
   if (!s.ok() || innerReq == nullptr) {
     c.release(r);
     return s.ok() ? s : failTransport(c, s, "irecv");
@@ -383,17 +364,16 @@ Status Core::irecv(void* recvComm, int n, void** data, const size_t* sizes, cons
   return {};
 }
 
-Status Core::iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                    void** request) {
-  ConnectionRecord& c = connOf(recvComm);
+Status Core::iflush(ConnectionRecord& c, int n, std::byte** data, const int* sizes,
+                    transport::MemoryRegion** regions, RequestRecord** request) {
   *request = nullptr;
   RESILIENT_TRY(checkUsable(c));
   RequestRecord* r = c.acquire();
   if (r == nullptr) {
     return internalError("iflush: no free request slot");
   }
-  void* innerReq = nullptr;
-  Status s = inner_->iflush(c.inner(), n, data, sizes, mhandles, &innerReq);
+  transport::Request* innerReq = nullptr;
+  Status s = c.recvComm()->iflush(n, data, sizes, regions, &innerReq);
   if (!s.ok() || innerReq == nullptr) {
     c.release(r);
     return s.ok() ? s : failTransport(c, s, "iflush");
@@ -405,15 +385,15 @@ Status Core::iflush(void* recvComm, int n, void** data, const int* sizes, void**
   return {};
 }
 
-Status Core::test(void* request, int* done, int* sizes) {
-  auto* r = static_cast<RequestRecord*>(request);
+Status Core::test(RequestRecord& request, int* done, int* sizes) {
+  RequestRecord* r = &request;
   ConnectionRecord& c = *r->conn;
   *done = 0;
   RESILIENT_TRY(checkUsable(c));
   if (c.introduction != nullptr && !c.introduction->done()) {
     RESILIENT_TRY(introduce(c));
   }
-  Status s = inner_->test(r->inner, done, sizes);
+  Status s = r->inner->test(done, sizes);
   if (!s.ok()) {
     return failTransport(c, s, "test");
   }
@@ -424,28 +404,26 @@ Status Core::test(void* request, int* done, int* sizes) {
   return {};
 }
 
-Status Core::closeSend(void* sendComm) {
-  std::unique_ptr<ConnectionRecord> c(static_cast<ConnectionRecord*>(sendComm));
+Status Core::close(std::unique_ptr<ConnectionRecord> c) {
   watchdog_->remove(c.get());
   if (c->introduction != nullptr) {
     c->introduction->release();
   }
-  return inner_->closeSend(c->inner());
+  return c->inner().close();
 }
 
-Status Core::closeRecv(void* recvComm) {
-  std::unique_ptr<ConnectionRecord> c(static_cast<ConnectionRecord*>(recvComm));
-  watchdog_->remove(c.get());
-  if (c->introduction != nullptr) {
-    c->introduction->release();
-  }
-  return inner_->closeRecv(c->inner());
+Status Core::closeSend(ConnectionRecord* sendComm) {
+  return close(std::unique_ptr<ConnectionRecord>(sendComm));
 }
 
-Status Core::closeListen(void* listenComm) {
-  std::unique_ptr<ListenComm> l(static_cast<ListenComm*>(listenComm));
+Status Core::closeRecv(ConnectionRecord* recvComm) {
+  return close(std::unique_ptr<ConnectionRecord>(recvComm));
+}
+
+Status Core::closeListen(ListenRecord* listener) {
+  std::unique_ptr<ListenRecord> l(listener);
   watchdog_->forgetListenNonce(l->nonce);
-  return inner_->closeListen(l->inner);
+  return l->inner->close();
 }
 
 void Core::report(ConnectionRecord& conn, const Fault& fault) {

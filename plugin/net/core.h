@@ -34,6 +34,21 @@ struct SelfIdentity {
   size_t count = 0;
 };
 
+// A communicator's context: its id and the inner transport's context.
+struct CommContext {
+  uint64_t commId = 0;
+  std::unique_ptr<transport::Context> inner;  // may be empty
+};
+
+// A listen comm: the inner listener and what its connections inherit.
+struct ListenRecord {
+  uint64_t commId = 0;
+  std::unique_ptr<transport::Listener> inner;
+  uint64_t nonce = 0;
+  int dev = 0;
+  bool introduced = false;  // no trailer in its handle: connections introduce themselves
+};
+
 // Core is the FaultSink of its watchdog: the liveness channel's and the
 // progress monitor's faults become Core::fail.
 class Core final : private FaultSink {
@@ -46,26 +61,41 @@ class Core final : private FaultSink {
   // finalize); nullptr if there is none.
   static Core* live() noexcept;
 
-  Status initContext(uint64_t commId, const transport::CommConfig& config, void** ctx);
-  Status finalizeContext(void* ctx);
+  // What NCCL holds between calls, each handed to it as a pointer the ABI
+  // adapters (plugin/net/abi/) give back: NCCL's untyped pointers become
+  // these there and nowhere else. The same names in PlainCore.
+  using ContextHandle = CommContext;
+  using ListenHandle = ListenRecord;
+  using CommHandle = ConnectionRecord;  // a send or a receive comm
+  using RequestHandle = RequestRecord;
+  using RegionHandle = transport::MemoryRegion;
+
+  // Each call that makes an object hands its ownership to the caller through
+  // the raw pointer; the matching finalize, close or deregMr takes it back.
+  Status initContext(uint64_t commId, const transport::CommConfig& config, CommContext** ctx);
+  Status finalizeContext(CommContext* ctx);
 
   Status devices(int* ndev);
   Status properties(int dev, transport::Properties* props);
-  Status listen(void* ctx, int dev, void* handle, void** listenComm);
-  Status connect(void* ctx, int dev, void* handle, void** sendComm);
-  Status accept(void* listenComm, void** recvComm);
-  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle);
-  Status deregMr(void* comm, void* mhandle);
-  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
-               void** request);
-  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-               void** mhandles, void** phandles, void** request);
-  Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                void** request);
-  Status test(void* request, int* done, int* sizes);
-  Status closeSend(void* sendComm);
-  Status closeRecv(void* recvComm);
-  Status closeListen(void* listenComm);
+  // ctx may be nullptr (no per-communicator context); handle: kHandleSize bytes.
+  Status listen(CommContext* ctx, int dev, std::byte* handle, ListenRecord** listener);
+  Status connect(CommContext* ctx, int dev, std::byte* handle, ConnectionRecord** sendComm);
+  Status accept(ListenRecord& listener, ConnectionRecord** recvComm);
+  Status regMr(ConnectionRecord& comm, std::byte* data, size_t size, int type,
+               transport::MemoryRegion** region);
+  Status deregMr(ConnectionRecord& comm, transport::MemoryRegion* region);
+  Status isend(ConnectionRecord& sendComm, std::byte* data, size_t size, int tag,
+               transport::MemoryRegion* region, transport::ProfilerHandle* phandle,
+               RequestRecord** request);
+  Status irecv(ConnectionRecord& recvComm, int n, std::byte** data, const size_t* sizes,
+               const int* tags, transport::MemoryRegion** regions,
+               transport::ProfilerHandle** phandles, RequestRecord** request);
+  Status iflush(ConnectionRecord& recvComm, int n, std::byte** data, const int* sizes,
+                transport::MemoryRegion** regions, RequestRecord** request);
+  Status test(RequestRecord& request, int* done, int* sizes);
+  Status closeSend(ConnectionRecord* sendComm);
+  Status closeRecv(ConnectionRecord* recvComm);
+  Status closeListen(ListenRecord* listener);
 
   transport::Transport& inner() noexcept { return *inner_; }
 
@@ -103,6 +133,8 @@ class Core final : private FaultSink {
   // transport gives none (external plugins: NCCL's API has no endpoints).
   void describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept;
   void report(ConnectionRecord& conn, const Fault& fault) override;
+  // Takes the connection out of the watchdog and closes its inner comm.
+  Status close(std::unique_ptr<ConnectionRecord> conn);
 
   std::unique_ptr<transport::Transport> inner_;
   const SystemClock clock_;                     // the watchdog's; outlives it (declared before)

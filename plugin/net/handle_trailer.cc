@@ -37,8 +37,8 @@ T get(const unsigned char* base, size_t off) {
 
 }  // namespace
 
-void encodeTrailer(const HandleTrailer& trailer, void* out) noexcept {
-  auto* base = static_cast<unsigned char*>(out);
+void encodeTrailer(const HandleTrailer& trailer, std::byte* out) noexcept {
+  auto* base = reinterpret_cast<unsigned char*>(out);
   std::memset(base, 0, kTrailerSize);
   put<uint32_t>(base, 0, kTrailerMagic);
   put<uint16_t>(base, 4, kTrailerVersion);
@@ -57,8 +57,8 @@ void encodeTrailer(const HandleTrailer& trailer, void* out) noexcept {
   put<uint64_t>(base, kChecksumOffset, checksum(base, kChecksumOffset));
 }
 
-bool decodeTrailer(const void* in, HandleTrailer* out) noexcept {
-  const auto* base = static_cast<const unsigned char*>(in);
+bool decodeTrailer(const std::byte* in, HandleTrailer* out) noexcept {
+  const auto* base = reinterpret_cast<const unsigned char*>(in);
   if (get<uint32_t>(base, 0) != kTrailerMagic || get<uint16_t>(base, 4) != kTrailerVersion ||
       get<uint64_t>(base, kChecksumOffset) != checksum(base, kChecksumOffset)) {
     return false;
@@ -84,13 +84,13 @@ bool decodeTrailer(const void* in, HandleTrailer* out) noexcept {
   return true;
 }
 
-bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer) noexcept {
+bool writeTrailer(std::byte* handle, size_t innerBytes, const HandleTrailer& trailer) noexcept {
   if (innerBytes > kOffset && innerBytes < transport::kHandleSize) {
     return false;  // known to overlap
   }
-  auto* base = static_cast<unsigned char*>(handle) + kOffset;
+  std::byte* base = handle + kOffset;
   for (size_t i = 0; i < kTrailerSize; ++i) {
-    if (base[i] != 0) {
+    if (base[i] != std::byte{0}) {
       return false;  // the inner transport wrote here after all
     }
   }
@@ -98,11 +98,11 @@ bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer)
   return true;
 }
 
-bool readTrailer(const void* handle, size_t innerBytes, HandleTrailer* out) noexcept {
+bool readTrailer(const std::byte* handle, size_t innerBytes, HandleTrailer* out) noexcept {
   if (innerBytes > kOffset && innerBytes < transport::kHandleSize) {
     return false;
   }
-  return decodeTrailer(static_cast<const unsigned char*>(handle) + kOffset, out);
+  return decodeTrailer(handle + kOffset, out);
 }
 
 }  // namespace resilient::net

@@ -28,15 +28,15 @@ struct HandleTrailer {
 
 // The kTrailerSize bytes of a trailer, and back (false: not a trailer, or a
 // corrupted one).
-void encodeTrailer(const HandleTrailer& trailer, void* out) noexcept;
-bool decodeTrailer(const void* in, HandleTrailer* out) noexcept;
+void encodeTrailer(const HandleTrailer& trailer, std::byte* out) noexcept;
+bool decodeTrailer(const std::byte* in, HandleTrailer* out) noexcept;
 
 // Writes the trailer after the inner transport's `innerBytes`; false (nothing
 // written) when the inner transport leaves no room for it. A transport that
 // cannot tell its size declares the whole handle (an external plugin): the
 // trailer then goes in only if the inner listen left its bytes zero.
-bool writeTrailer(void* handle, size_t innerBytes, const HandleTrailer& trailer) noexcept;
+bool writeTrailer(std::byte* handle, size_t innerBytes, const HandleTrailer& trailer) noexcept;
 // Reads it back; false when the handle carries none (or a corrupted one).
-bool readTrailer(const void* handle, size_t innerBytes, HandleTrailer* out) noexcept;
+bool readTrailer(const std::byte* handle, size_t innerBytes, HandleTrailer* out) noexcept;
 
 }  // namespace resilient::net

@@ -2,8 +2,11 @@
 
 namespace resilient::net {
 
-Introduction::Introduction(transport::Transport& inner, void* innerComm, Side side)
-    : inner_(inner), comm_(innerComm), side_(side) {}
+Introduction::Introduction(transport::SendComm* send, transport::RecvComm* recv)
+    : send_(send),
+      recv_(recv),
+      comm_(send != nullptr ? static_cast<transport::Comm&>(*send) : *recv),
+      side_(send != nullptr ? Side::kConnector : Side::kAcceptor) {}
 
 Introduction::~Introduction() = default;
 
@@ -12,18 +15,25 @@ bool canIntroduce(transport::Transport& inner, int dev) {
   return inner.properties(dev, &props).ok() && (props.ptrSupport & transport::kPtrHost) != 0;
 }
 
-Status Introduction::start(transport::Transport& inner, void* innerComm, Side side,
-                           const HandleTrailer& ours, std::unique_ptr<Introduction>* out) {
+Status Introduction::start(transport::SendComm& comm, const HandleTrailer& ours,
+                           std::unique_ptr<Introduction>* out) {
+  std::unique_ptr<Introduction> intro(new Introduction(&comm, nullptr));
+  encodeTrailer(ours, intro->buffer_);
+  return begin(std::move(intro), out);
+}
+
+Status Introduction::start(transport::RecvComm& comm, std::unique_ptr<Introduction>* out) {
+  return begin(std::unique_ptr<Introduction>(new Introduction(nullptr, &comm)), out);
+}
+
+Status Introduction::begin(std::unique_ptr<Introduction> intro,
+                           std::unique_ptr<Introduction>* out) {
   const auto failed = [](const Status& s) {
     return Status::error(s.kind(), "introducing the connection in band: " + s.message(),
                          s.sysErrno());
   };
-  std::unique_ptr<Introduction> intro(new Introduction(inner, innerComm, side));
-  if (side == Side::kConnector) {
-    encodeTrailer(ours, intro->buffer_);
-  }
-  if (Status s = inner.regMr(innerComm, intro->buffer_, sizeof intro->buffer_,
-                             transport::kPtrHost, &intro->mhandle_);
+  if (Status s = intro->comm_.regMr(intro->buffer_, sizeof intro->buffer_, transport::kPtrHost,
+                                    &intro->region_);
       !s.ok()) {
     return failed(s);
   }
@@ -38,14 +48,15 @@ Status Introduction::start(transport::Transport& inner, void* innerComm, Side si
 
 Status Introduction::post(bool* posted) noexcept {
   if (!posted_) {
-    void* data = buffer_;
-    if (side_ == Side::kConnector) {
-      RESILIENT_TRY(inner_.isend(comm_, data, sizeof buffer_, kIntroductionTag, mhandle_, nullptr,
-                                 &request_));
+    std::byte* data = buffer_;
+    transport::MemoryRegion* region = region_.get();
+    if (send_ != nullptr) {
+      RESILIENT_TRY(
+          send_->isend(data, sizeof buffer_, kIntroductionTag, region, nullptr, &request_));
     } else {
       const size_t size = sizeof buffer_;
       const int tag = kIntroductionTag;
-      RESILIENT_TRY(inner_.irecv(comm_, 1, &data, &size, &tag, &mhandle_, nullptr, &request_));
+      RESILIENT_TRY(recv_->irecv(1, &data, &size, &tag, &region, nullptr, &request_));
     }
     posted_ = request_ != nullptr;
   }
@@ -60,7 +71,7 @@ Status Introduction::progress(bool* arrived, HandleTrailer* theirs) noexcept {
   }
   int complete = 0;
   int size = 0;
-  RESILIENT_TRY(inner_.test(request_, &complete, &size));
+  RESILIENT_TRY(request_->test(&complete, &size));
   if (complete == 0) {
     return {};
   }
@@ -80,9 +91,8 @@ Status Introduction::progress(bool* arrived, HandleTrailer* theirs) noexcept {
 }
 
 void Introduction::release() noexcept {
-  if (mhandle_ != nullptr) {
-    (void)inner_.deregMr(comm_, mhandle_);
-    mhandle_ = nullptr;
+  if (region_ != nullptr) {
+    (void)comm_.deregMr(std::move(region_));
   }
 }
 

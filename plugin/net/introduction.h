@@ -37,11 +37,13 @@ class Introduction {
  public:
   enum class Side { kConnector, kAcceptor };
 
-  // Registers the buffer on `innerComm` and posts the send (connector, of
+  // Registers the buffer on the inner comm and posts the send (connector, of
   // `ours`) or the receive (acceptor). An error: the connection cannot be
   // introduced, and must not be used (its peer expects the introduction).
-  static Status start(transport::Transport& inner, void* innerComm, Side side,
-                      const HandleTrailer& ours, std::unique_ptr<Introduction>* out);
+  // The comm outlives the introduction's use of it (release() comes first).
+  static Status start(transport::SendComm& comm, const HandleTrailer& ours,
+                      std::unique_ptr<Introduction>* out);
+  static Status start(transport::RecvComm& comm, std::unique_ptr<Introduction>* out);
   ~Introduction();
   Introduction(const Introduction&) = delete;
   Introduction& operator=(const Introduction&) = delete;
@@ -60,14 +62,16 @@ class Introduction {
   void release() noexcept;
 
  private:
-  Introduction(transport::Transport& inner, void* innerComm, Side side);
+  Introduction(transport::SendComm* send, transport::RecvComm* recv);
+  static Status begin(std::unique_ptr<Introduction> intro, std::unique_ptr<Introduction>* out);
 
-  transport::Transport& inner_;
-  void* const comm_;
+  transport::SendComm* const send_;  // the connector's, or
+  transport::RecvComm* const recv_;  // the acceptor's
+  transport::Comm& comm_;
   const Side side_;
-  alignas(64) unsigned char buffer_[kTrailerSize] = {};
-  void* mhandle_ = nullptr;
-  void* request_ = nullptr;
+  alignas(64) std::byte buffer_[kTrailerSize] = {};
+  std::unique_ptr<transport::MemoryRegion> region_;
+  transport::Request* request_ = nullptr;
   bool posted_ = false;
   bool done_ = false;
 };

@@ -24,10 +24,9 @@ liveness::ChannelOptions channelOptions(const WatchdogOptions& o) {
 
 }  // namespace
 
-Watchdog::Watchdog(transport::Transport& inner, FaultSink& sink, const WatchdogOptions& options,
-                   blackbox::Writer* blackbox, const Clock& clock)
-    : inner_(inner),
-      sink_(sink),
+Watchdog::Watchdog(FaultSink& sink, const WatchdogOptions& options, blackbox::Writer* blackbox,
+                   const Clock& clock)
+    : sink_(sink),
       livenessTimeoutMs_(options.livenessTimeoutMs),
       blackbox_(blackbox),
       clock_(clock),
@@ -150,7 +149,7 @@ void Watchdog::tick(uint64_t now) {
       continue;
     }
     uint64_t bytes = 0;
-    const bool counted = inner_.bytesMoved(conn->inner(), &bytes);
+    const bool counted = conn->inner().bytesMoved(&bytes);
     const bool progressed =
         progress_.observe(*conn, counted ? std::optional<uint64_t>(bytes) : std::nullopt, now);
     if (progressed && conn->direction() == ConnectionRecord::Direction::kRecv) {
@@ -182,8 +181,8 @@ void Watchdog::sampleBusy(ConnectionRecord& conn, uint64_t now) noexcept {
       conn.outstanding() > 0 || completed != conn.busyBytesSeen || conn.backlogged;
   conn.busyBytesSeen = completed;
   bool busy = false;
-  if (conn.direction() != ConnectionRecord::Direction::kSend || conn.fault() != nullptr ||
-      !mayHoldBytes || !inner_.linkBacklogged(conn.inner(), &busy)) {
+  if (conn.sendComm() == nullptr || conn.fault() != nullptr || !mayHoldBytes ||
+      !conn.sendComm()->linkBacklogged(&busy)) {
     busy = conn.outstanding() > 0;
   }
   conn.backlogged = busy;

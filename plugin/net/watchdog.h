@@ -51,11 +51,11 @@ struct WatchdogOptions {
 
 class Watchdog {
  public:
-  // `inner`: the transport whose bytesMoved() shows progress; `sink`: where
-  // faults go; `blackbox` (may be null) receives a snapshot of every
-  // connection each tick; `clock`: the time of the ticks. All outlive it.
-  Watchdog(transport::Transport& inner, FaultSink& sink, const WatchdogOptions& options,
-           blackbox::Writer* blackbox, const Clock& clock);
+  // `sink`: where faults go; `blackbox` (may be null) receives a snapshot of
+  // every connection each tick (progress read from each connection's inner
+  // comm, Comm::bytesMoved); `clock`: the time of the ticks. All outlive it.
+  Watchdog(FaultSink& sink, const WatchdogOptions& options, blackbox::Writer* blackbox,
+           const Clock& clock);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -109,7 +109,6 @@ class Watchdog {
   // (Transport::linkBacklogged), else with requests outstanding.
   void sampleBusy(ConnectionRecord& conn, uint64_t now) noexcept;
 
-  transport::Transport& inner_;
   FaultSink& sink_;
   const int64_t livenessTimeoutMs_;
   blackbox::Writer* const blackbox_;

@@ -5,6 +5,8 @@
 // shared_calls.h and legacy_calls.h.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -28,6 +30,54 @@ using CoreImpl = net::Core;
 inline constexpr const char* kPluginName = "Resilient";
 #endif
 
+// What NCCL holds between calls is what the core handed out: each untyped
+// pointer NCCL passes back is one of these (NCCL returns the pointers our
+// listen/connect/accept/regMr/isend/irecv/iflush/init gave it, unchanged).
+// This is the only place that turns them back into types.
+using CoreContext = CoreImpl::ContextHandle;
+using CoreListen = CoreImpl::ListenHandle;
+using CoreComm = CoreImpl::CommHandle;
+using CoreRequest = CoreImpl::RequestHandle;
+using CoreRegion = CoreImpl::RegionHandle;
+
+template <class T>
+T* as(void* p) noexcept {
+  return static_cast<T*>(p);
+}
+
+// Hands an object the core made to NCCL as its untyped pointer.
+template <class T>
+void handOut(T* object, void** out) noexcept {
+  *out = object;
+}
+
+// The pieces of a grouped receive or a flush, typed: NCCL's arrays of
+// untyped buffers, memory handles and profiler handles (n <= NCCL_PROXY_MAX_SUBS).
+struct Pieces {
+  std::array<std::byte*, NCCL_PROXY_MAX_SUBS> data{};
+  std::array<transport::MemoryRegion*, NCCL_PROXY_MAX_SUBS> regions{};
+  std::array<transport::ProfilerHandle*, NCCL_PROXY_MAX_SUBS> phandles{};
+  bool profiled = false;
+
+  // False when n is out of range.
+  bool fill(int n, void** buffers, void** mhandles, void** profilerHandles) noexcept {
+    if (n < 0 || n > NCCL_PROXY_MAX_SUBS) {
+      return false;
+    }
+    profiled = profilerHandles != nullptr;
+    for (int i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(i);
+      data[k] = static_cast<std::byte*>(buffers[i]);
+      regions[k] = mhandles != nullptr ? as<CoreRegion>(mhandles[i]) : nullptr;
+      phandles[k] = profiled ? static_cast<transport::ProfilerHandle*>(profilerHandles[i]) : nullptr;
+    }
+    return true;
+  }
+  transport::ProfilerHandle** profilerHandles() noexcept {
+    return profiled ? phandles.data() : nullptr;
+  }
+};
+
 // Our own exported net structs, so that the inner-plugin loader can refuse to
 // load this library as its own inner transport.
 const net::SelfIdentity& selfIdentity() noexcept;
@@ -48,7 +98,7 @@ ncclResult_t onCore(const char* entry, Body&& body) noexcept {
 // one shared context for the process, created by the first init and released
 // when the library is unloaded (those versions have no finalize).
 ncclResult_t legacyInit(ncclDebugLogger_t logger) noexcept;
-void* legacyContext() noexcept;
+CoreContext* legacyContext() noexcept;
 
 // Fills a version's properties struct: the fields every version has, and
 // those the version added (checked against the struct, so each version gets

@@ -21,11 +21,14 @@ inline ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* c
     }
     transport::CommConfig cc;
     cc.trafficClass = config != nullptr ? config->trafficClass : -1;
-    Status s = core->initContext(commId, cc, ctx);
+    CoreContext* context = nullptr;
+    Status s = core->initContext(commId, cc, &context);
     if (!s.ok()) {
       CoreImpl::releaseRef(core);
+      return s;
     }
-    return s;
+    handOut(context, ctx);
+    return {};
   });
 }
 
@@ -35,14 +38,16 @@ inline ncclResult_t finalize(void* ctx) noexcept {
     if (ctx == nullptr || core == nullptr) {
       return {};  // NCCL calls finalize even after a failed init
     }
-    Status s = core->finalizeContext(ctx);
+    Status s = core->finalizeContext(as<CoreContext>(ctx));
     CoreImpl::releaseRef(core);
     return s;
   });
 }
 
 inline ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) noexcept {
-  return onCore("listen", [&](CoreImpl& c) { return c.listen(ctx, dev, handle, listenComm); });
+  return onCore("listen", [&](CoreImpl& c) {
+    return shared::listenOn(c, as<CoreContext>(ctx), dev, handle, listenComm);
+  });
 }
 
 inline ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
@@ -50,20 +55,22 @@ inline ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
   if (sendDevComm != nullptr) {
     *sendDevComm = nullptr;  // host plugin: no device offload
   }
-  return onCore("connect", [&](CoreImpl& c) { return c.connect(ctx, dev, handle, sendComm); });
+  return onCore("connect", [&](CoreImpl& c) {
+    return shared::connectOn(c, as<CoreContext>(ctx), dev, handle, sendComm);
+  });
 }
 
 inline ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                           void* phandle, void** request) noexcept {
   return onCore("isend", [&](CoreImpl& c) {
-    return c.isend(sendComm, data, size, tag, mhandle, phandle, request);
+    return shared::postSend(c, sendComm, data, size, tag, mhandle, phandle, request);
   });
 }
 
 inline ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
                           void** mhandles, void** phandles, void** request) noexcept {
   return onCore("irecv", [&](CoreImpl& c) {
-    return c.irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request);
+    return shared::postRecv(c, recvComm, n, data, sizes, tags, mhandles, phandles, request);
   });
 }
 

@@ -12,14 +12,16 @@
 namespace resilient::abi::legacy {
 
 inline ncclResult_t listen(int dev, void* handle, void** listenComm) noexcept {
-  return onCore("listen",
-                [&](CoreImpl& c) { return c.listen(legacyContext(), dev, handle, listenComm); });
+  return onCore("listen", [&](CoreImpl& c) {
+    return shared::listenOn(c, legacyContext(), dev, handle, listenComm);
+  });
 }
 
 // connect of v6 (no device handle).
 inline ncclResult_t connect(int dev, void* handle, void** sendComm) noexcept {
-  return onCore("connect",
-                [&](CoreImpl& c) { return c.connect(legacyContext(), dev, handle, sendComm); });
+  return onCore("connect", [&](CoreImpl& c) {
+    return shared::connectOn(c, legacyContext(), dev, handle, sendComm);
+  });
 }
 
 // connect of v7–v9: a host plugin leaves the device handle NULL.
@@ -33,7 +35,7 @@ ncclResult_t connectDev(int dev, void* handle, void** sendComm, DevHandle** devC
 
 // accept of v6 (no device handle).
 inline ncclResult_t accept(void* listenComm, void** recvComm) noexcept {
-  return onCore("accept", [&](CoreImpl& c) { return c.accept(listenComm, recvComm); });
+  return shared::accept<void>(listenComm, recvComm, nullptr);
 }
 
 // regMr of v6–v7 (int size).
@@ -45,14 +47,14 @@ inline ncclResult_t regMrInt(void* comm, void* data, int size, int type, void** 
 inline ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                           void** request) noexcept {
   return onCore("isend", [&](CoreImpl& c) {
-    return c.isend(sendComm, data, size, tag, mhandle, nullptr, request);
+    return shared::postSend(c, sendComm, data, size, tag, mhandle, nullptr, request);
   });
 }
 
 inline ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
                           void** mhandles, void** request) noexcept {
   return onCore("irecv", [&](CoreImpl& c) {
-    return c.irecv(recvComm, n, data, sizes, tags, mhandles, nullptr, request);
+    return shared::postRecv(c, recvComm, n, data, sizes, tags, mhandles, nullptr, request);
   });
 }
 

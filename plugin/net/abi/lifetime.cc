@@ -27,7 +27,7 @@ namespace {
 
 std::mutex gLegacyMutex;
 CoreImpl* gLegacyCore = nullptr;
-void* gLegacyContext = nullptr;
+CoreContext* gLegacyContext = nullptr;
 
 const void* const kSelfSymbols[] = {&ncclNetPlugin_v12, &ncclNetPlugin_v11, &ncclNetPlugin_v10,
                                     &ncclNetPlugin_v9,  &ncclNetPlugin_v8,  &ncclNetPlugin_v7,
@@ -73,7 +73,7 @@ ncclResult_t legacyInit(ncclDebugLogger_t logger) noexcept {
   });
 }
 
-void* legacyContext() noexcept {
+CoreContext* legacyContext() noexcept {
   std::lock_guard<std::mutex> lock(gLegacyMutex);
   return gLegacyContext;
 }

@@ -8,6 +8,48 @@
 
 namespace resilient::abi::shared {
 
+// The data path's posts, shared by every version: typed, then onto the core.
+inline Status postSend(CoreImpl& c, void* sendComm, void* data, size_t size, int tag,
+                       void* mhandle, void* phandle, void** request) {
+  *request = nullptr;
+  CoreRequest* r = nullptr;
+  RESILIENT_TRY(c.isend(*as<CoreComm>(sendComm), static_cast<std::byte*>(data), size, tag,
+                        as<CoreRegion>(mhandle), static_cast<transport::ProfilerHandle*>(phandle),
+                        &r));
+  handOut(r, request);
+  return {};
+}
+
+inline Status postRecv(CoreImpl& c, void* recvComm, int n, void** data, const size_t* sizes,
+                       const int* tags, void** mhandles, void** phandles, void** request) {
+  *request = nullptr;  // always overwrite: NCCL may have stored 0x1 there
+  Pieces p;
+  if (!p.fill(n, data, mhandles, phandles)) {
+    return internalError("irecv: more pieces than NCCL can group");
+  }
+  CoreRequest* r = nullptr;
+  RESILIENT_TRY(c.irecv(*as<CoreComm>(recvComm), n, p.data.data(), sizes, tags,
+                        p.regions.data(), p.profilerHandles(), &r));
+  handOut(r, request);
+  return {};
+}
+
+// listen and connect: on a context (v11+) or the legacy one.
+inline Status listenOn(CoreImpl& c, CoreContext* ctx, int dev, void* handle, void** listenComm) {
+  CoreListen* l = nullptr;
+  RESILIENT_TRY(c.listen(ctx, dev, static_cast<std::byte*>(handle), &l));
+  handOut(l, listenComm);
+  return {};
+}
+
+inline Status connectOn(CoreImpl& c, CoreContext* ctx, int dev, void* handle, void** sendComm) {
+  *sendComm = nullptr;
+  CoreComm* s = nullptr;
+  RESILIENT_TRY(c.connect(ctx, dev, static_cast<std::byte*>(handle), &s));
+  handOut(s, sendComm);
+  return {};
+}
+
 inline ncclResult_t devices(int* ndev) noexcept {
   return onCore("devices", [&](CoreImpl& c) { return c.devices(ndev); });
 }
@@ -29,38 +71,58 @@ ncclResult_t accept(void* listenComm, void** recvComm, DevHandle** devComm) noex
   if (devComm != nullptr) {
     *devComm = nullptr;
   }
-  return onCore("accept", [&](CoreImpl& c) { return c.accept(listenComm, recvComm); });
+  return onCore("accept", [&](CoreImpl& c) -> Status {
+    CoreComm* comm = nullptr;
+    RESILIENT_TRY(c.accept(*as<CoreListen>(listenComm), &comm));
+    handOut(comm, recvComm);
+    return {};
+  });
 }
 
 // regMr of v8+ (size_t size).
 inline ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) noexcept {
-  return onCore("regMr", [&](CoreImpl& c) { return c.regMr(comm, data, size, type, mhandle); });
+  return onCore("regMr", [&](CoreImpl& c) -> Status {
+    CoreRegion* region = nullptr;
+    RESILIENT_TRY(c.regMr(*as<CoreComm>(comm), static_cast<std::byte*>(data), size, type, &region));
+    handOut(region, mhandle);
+    return {};
+  });
 }
 
 inline ncclResult_t deregMr(void* comm, void* mhandle) noexcept {
-  return onCore("deregMr", [&](CoreImpl& c) { return c.deregMr(comm, mhandle); });
+  return onCore("deregMr",
+                [&](CoreImpl& c) { return c.deregMr(*as<CoreComm>(comm), as<CoreRegion>(mhandle)); });
 }
 
 inline ncclResult_t iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles,
                            void** request) noexcept {
-  return onCore("iflush",
-                [&](CoreImpl& c) { return c.iflush(recvComm, n, data, sizes, mhandles, request); });
+  return onCore("iflush", [&](CoreImpl& c) -> Status {
+    *request = nullptr;
+    Pieces p;
+    if (!p.fill(n, data, mhandles, nullptr)) {
+      return internalError("iflush: more pieces than NCCL can group");
+    }
+    CoreRequest* r = nullptr;
+    RESILIENT_TRY(c.iflush(*as<CoreComm>(recvComm), n, p.data.data(), sizes, p.regions.data(), &r));
+    handOut(r, request);
+    return {};
+  });
 }
 
 inline ncclResult_t test(void* request, int* done, int* sizes) noexcept {
-  return onCore("test", [&](CoreImpl& c) { return c.test(request, done, sizes); });
+  return onCore("test", [&](CoreImpl& c) { return c.test(*as<CoreRequest>(request), done, sizes); });
 }
 
 inline ncclResult_t closeSend(void* sendComm) noexcept {
-  return onCore("closeSend", [&](CoreImpl& c) { return c.closeSend(sendComm); });
+  return onCore("closeSend", [&](CoreImpl& c) { return c.closeSend(as<CoreComm>(sendComm)); });
 }
 
 inline ncclResult_t closeRecv(void* recvComm) noexcept {
-  return onCore("closeRecv", [&](CoreImpl& c) { return c.closeRecv(recvComm); });
+  return onCore("closeRecv", [&](CoreImpl& c) { return c.closeRecv(as<CoreComm>(recvComm)); });
 }
 
 inline ncclResult_t closeListen(void* listenComm) noexcept {
-  return onCore("closeListen", [&](CoreImpl& c) { return c.closeListen(listenComm); });
+  return onCore("closeListen", [&](CoreImpl& c) { return c.closeListen(as<CoreListen>(listenComm)); });
 }
 
 }  // namespace resilient::abi::shared

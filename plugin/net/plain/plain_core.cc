@@ -46,26 +46,49 @@ PlainCore* PlainCore::live() noexcept {
   return gLive.load(std::memory_order_acquire);
 }
 
-namespace {
-struct PlainContext {
-  void* inner = nullptr;
-};
-}  // namespace
-
-Status PlainCore::initContext(uint64_t commId, const transport::CommConfig& config, void** ctx) {
-  auto c = std::make_unique<PlainContext>();
+Status PlainCore::initContext(uint64_t commId, const transport::CommConfig& config,
+                              CommContext** ctx) {
+  auto c = std::make_unique<CommContext>();
+  c->commId = commId;
   RESILIENT_TRY(inner_->initContext(commId, config, &c->inner));
   *ctx = c.release();
   return {};
 }
 
-Status PlainCore::finalizeContext(void* ctx) {
-  std::unique_ptr<PlainContext> c(static_cast<PlainContext*>(ctx));
-  return c != nullptr ? inner_->finalizeContext(c->inner) : Status();
+Status PlainCore::finalizeContext(CommContext* ctx) {
+  std::unique_ptr<CommContext> c(ctx);
+  return c != nullptr && c->inner != nullptr ? c->inner->finalize() : Status();
 }
 
-void* PlainCore::innerContext(void* ctx) noexcept {
-  return ctx != nullptr ? static_cast<PlainContext*>(ctx)->inner : nullptr;
+Status PlainCore::listen(CommContext* ctx, int dev, std::byte* handle,
+                         transport::Listener** listener) {
+  std::unique_ptr<transport::Listener> l;
+  RESILIENT_TRY(inner_->listen(innerContext(ctx), dev, handle, &l));
+  *listener = l.release();
+  return {};
+}
+
+Status PlainCore::connect(CommContext* ctx, int dev, std::byte* handle,
+                          transport::Comm** sendComm) {
+  std::unique_ptr<transport::SendComm> c;
+  RESILIENT_TRY(inner_->connect(innerContext(ctx), dev, handle, &c));
+  *sendComm = c.release();
+  return {};
+}
+
+Status PlainCore::accept(transport::Listener& listener, transport::Comm** recvComm) {
+  std::unique_ptr<transport::RecvComm> c;
+  RESILIENT_TRY(listener.accept(&c));
+  *recvComm = c.release();
+  return {};
+}
+
+Status PlainCore::regMr(transport::Comm& comm, std::byte* data, size_t size, int type,
+                        transport::MemoryRegion** region) {
+  std::unique_ptr<transport::MemoryRegion> r;
+  RESILIENT_TRY(comm.regMr(data, size, type, &r));
+  *region = r.release();
+  return {};
 }
 
 }  // namespace resilient::net

@@ -21,45 +21,64 @@ class PlainCore {
   static void releaseRef(PlainCore* core);
   static PlainCore* live() noexcept;
 
-  // Contexts are never NULL (NCCL's finalize(NULL) means "init failed"), so the
-  // inner transport's context, which may be NULL, is wrapped.
-  Status initContext(uint64_t commId, const transport::CommConfig& config, void** ctx);
-  Status finalizeContext(void* ctx);
+  // What NCCL holds between calls (see Core): here the inner transport's own
+  // objects, unwrapped, but for the context, which is never NULL (NCCL's
+  // finalize(NULL) means "init failed") while the inner one may be.
+  using ContextHandle = CommContext;
+  using ListenHandle = transport::Listener;
+  // A send or a receive comm, as their common base (NCCL's regMr and deregMr
+  // take either): isend and irecv get back the SendComm or RecvComm it is.
+  using CommHandle = transport::Comm;
+  using RequestHandle = transport::Request;
+  using RegionHandle = transport::MemoryRegion;
+
+  Status initContext(uint64_t commId, const transport::CommConfig& config, CommContext** ctx);
+  Status finalizeContext(CommContext* ctx);
   Status devices(int* ndev) { return inner_->devices(ndev); }
   Status properties(int dev, transport::Properties* props) {
     return inner_->properties(dev, props);
   }
-  Status listen(void* ctx, int dev, void* handle, void** listenComm) {
-    return inner_->listen(innerContext(ctx), dev, handle, listenComm);
+  Status listen(CommContext* ctx, int dev, std::byte* handle, transport::Listener** listener);
+  Status connect(CommContext* ctx, int dev, std::byte* handle, transport::Comm** sendComm);
+  Status accept(transport::Listener& listener, transport::Comm** recvComm);
+  Status regMr(transport::Comm& comm, std::byte* data, size_t size, int type,
+               transport::MemoryRegion** region);
+  Status deregMr(transport::Comm& comm, transport::MemoryRegion* region) {
+    return comm.deregMr(std::unique_ptr<transport::MemoryRegion>(region));
   }
-  Status connect(void* ctx, int dev, void* handle, void** sendComm) {
-    return inner_->connect(innerContext(ctx), dev, handle, sendComm);
+  Status isend(transport::Comm& comm, std::byte* data, size_t size, int tag,
+               transport::MemoryRegion* region, transport::ProfilerHandle* phandle,
+               transport::Request** request) {
+    return static_cast<transport::SendComm&>(comm).isend(data, size, tag, region, phandle,
+                                                         request);
   }
-  Status accept(void* listenComm, void** recvComm) { return inner_->accept(listenComm, recvComm); }
-  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-    return inner_->regMr(comm, data, size, type, mhandle);
+  Status irecv(transport::Comm& comm, int n, std::byte** data, const size_t* sizes,
+               const int* tags, transport::MemoryRegion** regions,
+               transport::ProfilerHandle** phandles, transport::Request** request) {
+    return static_cast<transport::RecvComm&>(comm).irecv(n, data, sizes, tags, regions, phandles,
+                                                         request);
   }
-  Status deregMr(void* comm, void* mhandle) { return inner_->deregMr(comm, mhandle); }
-  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
-               void** request) {
-    return inner_->isend(sendComm, data, size, tag, mhandle, phandle, request);
+  Status iflush(transport::Comm& comm, int n, std::byte** data, const int* sizes,
+                transport::MemoryRegion** regions, transport::Request** request) {
+    return static_cast<transport::RecvComm&>(comm).iflush(n, data, sizes, regions, request);
   }
-  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-               void** mhandles, void** phandles, void** request) {
-    return inner_->irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request);
+  Status test(transport::Request& request, int* done, int* sizes) {
+    return request.test(done, sizes);
   }
-  Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                void** request) {
-    return inner_->iflush(recvComm, n, data, sizes, mhandles, request);
-  }
-  Status test(void* request, int* done, int* sizes) { return inner_->test(request, done, sizes); }
-  Status closeSend(void* sendComm) { return inner_->closeSend(sendComm); }
-  Status closeRecv(void* recvComm) { return inner_->closeRecv(recvComm); }
-  Status closeListen(void* listenComm) { return inner_->closeListen(listenComm); }
+  Status closeSend(transport::Comm* comm) { return closeOwned(comm); }
+  Status closeRecv(transport::Comm* comm) { return closeOwned(comm); }
+  Status closeListen(transport::Listener* listener) { return closeOwned(listener); }
 
  private:
   explicit PlainCore(std::unique_ptr<transport::Transport> inner) : inner_(std::move(inner)) {}
-  static void* innerContext(void* ctx) noexcept;
+  static transport::Context* innerContext(CommContext* ctx) noexcept {
+    return ctx != nullptr ? ctx->inner.get() : nullptr;
+  }
+  template <class T>
+  static Status closeOwned(T* object) {
+    std::unique_ptr<T> owned(object);
+    return owned->close();
+  }
   std::unique_ptr<transport::Transport> inner_;
   int refs_ = 0;
 };

@@ -27,7 +27,7 @@ HandleTrailer ipv4Trailer() {
 }  // namespace
 
 TEST_CASE("the handle trailer round-trips after the inner handle", "[net][trailer]") {
-  std::array<unsigned char, resilient::transport::kHandleSize> handle{};
+  std::array<std::byte, resilient::transport::kHandleSize> handle{};
   std::memset(handle.data(), 0xab, 40);  // what an inner transport wrote
   REQUIRE(writeTrailer(handle.data(), 40, ipv4Trailer()));
   HandleTrailer back;
@@ -39,11 +39,11 @@ TEST_CASE("the handle trailer round-trips after the inner handle", "[net][traile
   CHECK(ntohs(a->sin_port) == 40123);
   char text[INET_ADDRSTRLEN];
   CHECK(std::string(inet_ntop(AF_INET, &a->sin_addr, text, sizeof text)) == "10.1.2.3");
-  CHECK(handle[39] == 0xab);  // the inner bytes are untouched
+  CHECK(handle[39] == std::byte{0xab});  // the inner bytes are untouched
 }
 
 TEST_CASE("IPv6 liveness addresses fit too", "[net][trailer]") {
-  std::array<unsigned char, resilient::transport::kHandleSize> handle{};
+  std::array<std::byte, resilient::transport::kHandleSize> handle{};
   HandleTrailer t;
   t.listenNonce = 7;
   auto* a = reinterpret_cast<sockaddr_in6*>(&t.liveness);
@@ -58,7 +58,7 @@ TEST_CASE("IPv6 liveness addresses fit too", "[net][trailer]") {
 }
 
 TEST_CASE("no trailer where the inner transport needs the room", "[net][trailer]") {
-  std::array<unsigned char, resilient::transport::kHandleSize> handle{};
+  std::array<std::byte, resilient::transport::kHandleSize> handle{};
   SECTION("declared to overlap") {
     CHECK_FALSE(writeTrailer(handle.data(), 100, ipv4Trailer()));
   }
@@ -68,17 +68,17 @@ TEST_CASE("no trailer where the inner transport needs the room", "[net][trailer]
     CHECK(readTrailer(handle.data(), resilient::transport::kHandleSize, &back));
   }
   SECTION("size unknown and the bytes used") {
-    handle[resilient::transport::kHandleSize - 5] = 7;
+    handle[resilient::transport::kHandleSize - 5] = std::byte{7};
     CHECK_FALSE(writeTrailer(handle.data(), resilient::transport::kHandleSize, ipv4Trailer()));
   }
   SECTION("bytes written in the trailer's place") {
-    handle[resilient::transport::kHandleSize - 1] = 1;
+    handle[resilient::transport::kHandleSize - 1] = std::byte{1};
     CHECK_FALSE(writeTrailer(handle.data(), 16, ipv4Trailer()));
   }
 }
 
 TEST_CASE("a handle without a valid trailer is recognised", "[net][trailer]") {
-  std::array<unsigned char, resilient::transport::kHandleSize> handle{};
+  std::array<std::byte, resilient::transport::kHandleSize> handle{};
   HandleTrailer back;
   CHECK_FALSE(readTrailer(handle.data(), 16, &back));  // all zero
   REQUIRE(writeTrailer(handle.data(), 16, ipv4Trailer()));
@@ -86,7 +86,7 @@ TEST_CASE("a handle without a valid trailer is recognised", "[net][trailer]") {
     for (size_t i = resilient::transport::kHandleSize - kTrailerSize; i < handle.size(); ++i) {
       CAPTURE(i);
       auto copy = handle;
-      copy[i] ^= 0x40;
+      copy[i] ^= std::byte{0x40};
       CHECK_FALSE(readTrailer(copy.data(), 16, &back));
     }
   }
