@@ -52,7 +52,7 @@ class TestConnection {
  public:
   explicit TestConnection(const char* peerText = "", net::ConnectionRecord::Direction dir =
                                                          net::ConnectionRecord::Direction::kRecv)
-      : conn_(dir, 0xc0ffee, nullptr, 8) {
+      : conn_(make(dir)) {
     snprintf(conn_.identity.peer.text, sizeof conn_.identity.peer.text, "%s", peerText);
   }
 
@@ -71,6 +71,14 @@ class TestConnection {
   }
 
  private:
+  // No inner comm: the tests drive the counters, nothing reaches a transport.
+  static net::ConnectionRecord make(net::ConnectionRecord::Direction dir) {
+    if (dir == net::ConnectionRecord::Direction::kSend) {
+      return net::ConnectionRecord(0xc0ffee, std::unique_ptr<transport::SendComm>(), 8);
+    }
+    return net::ConnectionRecord(0xc0ffee, std::unique_ptr<transport::RecvComm>(), 8);
+  }
+
   net::ConnectionRecord conn_;
   std::vector<net::RequestRecord*> posted_;
 };
