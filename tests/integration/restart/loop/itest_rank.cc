@@ -18,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -138,6 +139,145 @@ std::string textOf(const std::exception_ptr& e) {
   }
 }
 
+// DIR/mark-<what>-<rank>-<iteration>: a phase reached, for the driver.
+void mark(const std::string& dir, const std::string& what, const std::string& tag, int iteration) {
+  std::ofstream(dir + "/mark-" + what + "-" + tag + "-" + std::to_string(iteration)).put('\n');
+}
+
+// The library's log lines go to this rank's log file.
+void logTo(const std::string& path) {
+  const int logFd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (logFd >= 0) {
+    ::dup2(logFd, 2);
+    ::close(logFd);
+  }
+}
+
+// The environment's options with the hooks the flags ask for.
+rr::Options optionsFor(const Flags& flags, const std::string& tag) {
+  rr::Options o = rr::Options::fromEnvironment();
+  o.monitorLogFile = flags.dir + "/monitor-{rank}.log";
+  o.monitorPidFile = flags.dir + "/monitor-{rank}.pid";
+  rr::HostCommunicatorOptions hco;
+  hco.plugin = flags.plugin;
+  hco.operationTimeout = milliseconds(20000);
+  o.communicators = {{"dp", rr::hostCommunicatorFactory(hco)}};
+  if (flags.maxActive > 0) {
+    o.rankAssignment = rr::compose(
+        {rr::maxActiveWorldSize(flags.maxActive), rr::activateAllRanks(), rr::shiftRanks()});
+  }
+  std::vector<rr::InitializeFn> init;
+  if (flags.maxIterations > 0) {
+    init.push_back(rr::retryController(flags.maxIterations));
+  }
+  if (const int failAt = flags.failInitializeAt; failAt >= 0) {
+    init.push_back([failAt](const rr::State& s) {
+      if (s.iteration == failAt) {
+        throw std::runtime_error("itest: initialize fails in iteration " +
+                                 std::to_string(s.iteration));
+      }
+    });
+  }
+  o.initialize = rr::composeInitialize(init);
+  if (const int unhealthyAt = flags.unhealthyAt; unhealthyAt >= 0) {
+    o.healthCheck = [unhealthyAt, tag](const rr::State& s) {
+      if (s.iteration == unhealthyAt) {
+        throw rr::HealthCheckError("itest: rank " + tag + " unhealthy in iteration " +
+                                   std::to_string(s.iteration));
+      }
+    };
+  }
+  const int sleepMs = flags.finalizeSleepMs;
+  const int blockAt = flags.finalizeBlockAt;
+  const std::string dir = flags.dir;
+  o.finalize = [sleepMs, blockAt, dir, tag](const rr::State& s) {
+    if (s.iteration == blockAt) {
+      mark(dir, "finalize-blocked", tag, s.iteration);
+      std::this_thread::sleep_for(milliseconds(60000));  // killed by the driver meanwhile
+    }
+    if (sleepMs > 0) {
+      std::this_thread::sleep_for(milliseconds(sleepMs));  // overruns finalizeTimeout
+    }
+    mark(dir, "finalized", tag, s.iteration);
+  };
+  return o;
+}
+
+// Waits, polling, for a file the driver creates.
+void waitForFile(const std::string& path, const std::function<void()>& meanwhile = {}) {
+  while (!std::filesystem::exists(path)) {
+    if (meanwhile) {
+      meanwhile();
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
+// One all-reduce of step `step` over the active ranks, its result checked.
+void checkedAllReduce(rr::HostCommunicator& comm, std::vector<float>& data, int step, int me,
+                      int n) {
+  for (size_t i = 0; i < data.size(); ++i) {
+    data[i] = static_cast<float>((i + static_cast<size_t>(step + me)) % 5);
+  }
+  comm.allReduce(data.data(), data.data(), data.size());
+  for (size_t i = 0; i < data.size(); i += 997) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) {
+      want += static_cast<float>((i + static_cast<size_t>(step + r)) % 5);
+    }
+    if (data[i] != want) {
+      throw std::logic_error("all-reduce result wrong at step " + std::to_string(step));
+    }
+  }
+}
+
+// The wrapped function: the flags' steps, faults and holds.
+void train(rr::CallContext& ctx, const Flags& flags, const std::string& tag,
+           std::vector<float>& data, nlohmann::json& report) {
+  const int k = ctx.iteration();
+  report["entries"].push_back({{"iteration", k},
+                               {"fds", entriesOf("/proc/self/fd")},
+                               {"threads", entriesOf("/proc/self/task")},
+                               {"rssKb", rssKb()},
+                               {"activeRank", ctx.state().activeRank}});
+  // Through the library's exported type information.
+  auto* comm = dynamic_cast<rr::HostCommunicator*>(ctx.communicator("dp"));
+  if (comm == nullptr) {
+    throw std::logic_error("no host communicator 'dp' on an active rank");
+  }
+  for (int step = 0; k < flags.foreverUntil || step < flags.steps; ++step) {
+    if (k == 0 && step == flags.stuckAtStep) {
+      mark(flags.dir, "stuck", tag, k);
+      waitForFile(flags.holdFile);  // alive, not pinging, not in the collective
+    }
+    checkedAllReduce(*comm, data, step, ctx.state().activeRank, ctx.state().activeWorldSize);
+    ctx.ping();
+    if (step == 0) {
+      mark(flags.dir, "running", tag, k);
+      if (k < flags.throwUntil) {
+        throw std::runtime_error("itest: rank " + tag + " throws in iteration " +
+                                 std::to_string(k));
+      }
+    }
+  }
+  if (!flags.holdFile.empty()) {
+    waitForFile(flags.holdFile, [&] {
+      if (flags.holdSilent == 0) {
+        ctx.ping();
+      }
+    });
+  }
+  report["steps"] = flags.steps;
+}
+
+void writeReport(const std::string& path, const nlohmann::json& report) {
+  {
+    std::ofstream out(path + ".tmp");
+    out << report.dump(1) << '\n';
+  }
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,123 +291,15 @@ int main(int argc, char** argv) {
   const char* rankText = std::getenv("RANK");  // NOLINT(concurrency-mt-unsafe): before threads
   const int rank = rankText != nullptr ? std::atoi(rankText) : -1;
   const std::string tag = std::to_string(rank);
-  // The library's log lines go to this rank's log file.
-  const std::string logPath = flags.dir + "/rank-" + tag + ".log";
-  const int logFd = ::open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (logFd >= 0) {
-    ::dup2(logFd, 2);
-    ::close(logFd);
-  }
-  const auto mark = [&](const std::string& what, int iteration) {
-    const std::string path =
-        flags.dir + "/mark-" + what + "-" + tag + "-" + std::to_string(iteration);
-    std::ofstream(path).put('\n');
-  };
+  logTo(flags.dir + "/rank-" + tag + ".log");
 
   nlohmann::json report = {{"rank", rank}, {"pid", ::getpid()}, {"entries", nlohmann::json::array()}};
   int exitCode = 0;
   try {
-    rr::Options o = rr::Options::fromEnvironment();
-    o.monitorLogFile = flags.dir + "/monitor-{rank}.log";
-    o.monitorPidFile = flags.dir + "/monitor-{rank}.pid";
-    rr::HostCommunicatorOptions hco;
-    hco.plugin = flags.plugin;
-    hco.operationTimeout = milliseconds(20000);
-    o.communicators = {{"dp", rr::hostCommunicatorFactory(hco)}};
-    if (flags.maxActive > 0) {
-      o.rankAssignment = rr::compose(
-          {rr::maxActiveWorldSize(flags.maxActive), rr::activateAllRanks(), rr::shiftRanks()});
-    }
-    std::vector<rr::InitializeFn> init;
-    if (flags.maxIterations > 0) {
-      init.push_back(rr::retryController(flags.maxIterations));
-    }
-    if (flags.failInitializeAt >= 0) {
-      init.push_back([&](const rr::State& s) {
-        if (s.iteration == flags.failInitializeAt) {
-          throw std::runtime_error("itest: initialize fails in iteration " +
-                                   std::to_string(s.iteration));
-        }
-      });
-    }
-    o.initialize = rr::composeInitialize(init);
-    if (flags.unhealthyAt >= 0) {
-      o.healthCheck = [&](const rr::State& s) {
-        if (s.iteration == flags.unhealthyAt) {
-          throw rr::HealthCheckError("itest: rank " + tag + " unhealthy in iteration " +
-                                     std::to_string(s.iteration));
-        }
-      };
-    }
-    const int sleepMs = flags.finalizeSleepMs;
-    const int blockAt = flags.finalizeBlockAt;
-    const std::string dir = flags.dir;
-    o.finalize = [sleepMs, blockAt, dir, tag](const rr::State& s) {
-      if (s.iteration == blockAt) {
-        std::ofstream(dir + "/mark-finalize-blocked-" + tag + "-" + std::to_string(s.iteration))
-            .put('\n');
-        std::this_thread::sleep_for(milliseconds(60000));  // killed by the driver meanwhile
-      }
-      if (sleepMs > 0) {
-        std::this_thread::sleep_for(milliseconds(sleepMs));  // overruns finalizeTimeout
-      }
-      std::ofstream(dir + "/mark-finalized-" + tag + "-" + std::to_string(s.iteration)).put('\n');
-    };
-
-    rr::Wrapper wrapper(o);
+    rr::Wrapper wrapper(optionsFor(flags, tag));
     std::vector<float> data(static_cast<size_t>(flags.count));
     try {
-      wrapper.run([&](rr::CallContext& ctx) {
-        const int k = ctx.iteration();
-        report["entries"].push_back({{"iteration", k},
-                                     {"fds", entriesOf("/proc/self/fd")},
-                                     {"threads", entriesOf("/proc/self/task")},
-                                     {"rssKb", rssKb()},
-                                     {"activeRank", ctx.state().activeRank}});
-        // Through the library's exported type information.
-        auto* comm = dynamic_cast<rr::HostCommunicator*>(ctx.communicator("dp"));
-        if (comm == nullptr) {
-          throw std::logic_error("no host communicator 'dp' on an active rank");
-        }
-        const int n = ctx.state().activeWorldSize;
-        const int me = ctx.state().activeRank;
-        for (int step = 0; k < flags.foreverUntil || step < flags.steps; ++step) {
-          for (size_t i = 0; i < data.size(); ++i) {
-            data[i] = static_cast<float>((i + static_cast<size_t>(step + me)) % 5);
-          }
-          if (k == 0 && step == flags.stuckAtStep) {
-            mark("stuck", k);
-            while (!std::filesystem::exists(flags.holdFile)) {
-              std::this_thread::sleep_for(milliseconds(5));  // polling a file the driver creates
-            }
-          }
-          comm->allReduce(data.data(), data.data(), data.size());
-          for (size_t i = 0; i < data.size(); i += 997) {
-            float want = 0;
-            for (int r = 0; r < n; ++r) {
-              want += static_cast<float>((i + static_cast<size_t>(step + r)) % 5);
-            }
-            if (data[i] != want) {
-              throw std::logic_error("all-reduce result wrong at step " + std::to_string(step));
-            }
-          }
-          ctx.ping();
-          if (step == 0) {
-            mark("running", k);
-            if (k < flags.throwUntil) {
-              throw std::runtime_error("itest: rank " + tag + " throws in iteration " +
-                                       std::to_string(k));
-            }
-          }
-        }
-        while (!flags.holdFile.empty() && !std::filesystem::exists(flags.holdFile)) {
-          if (flags.holdSilent == 0) {
-            ctx.ping();
-          }
-          std::this_thread::sleep_for(milliseconds(5));  // polling a file the driver creates
-        }
-        report["steps"] = flags.steps;
-      });
+      wrapper.run([&](rr::CallContext& ctx) { train(ctx, flags, tag, data, report); });
       report["outcome"] = "completed";
     } catch (...) {
       report["outcome"] = typeOf(std::current_exception());
@@ -284,11 +316,6 @@ int main(int argc, char** argv) {
     report["error"] = textOf(std::current_exception());
     exitCode = 1;
   }
-  const std::string path = flags.dir + "/report-" + tag + ".json";
-  {
-    std::ofstream out(path + ".tmp");
-    out << report.dump(1) << '\n';
-  }
-  std::rename((path + ".tmp").c_str(), path.c_str());
+  writeReport(flags.dir + "/report-" + tag + ".json", report);
   return exitCode;
 }
