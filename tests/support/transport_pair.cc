@@ -86,9 +86,8 @@ Status roundTrip(TransportPair& pair, size_t size, uint32_t seed, int tag, int t
   std::vector<uint8_t> dst(size + 1, 0xee);
   transport::Request* rreq = nullptr;
   transport::Request* sreq = nullptr;
-  RESILIENT_TRY(postRecv(pair, reinterpret_cast<std::byte*>(dst.data()), dst.size(), tag, &rreq));
-  RESILIENT_TRY(pair.sendComm->isend(reinterpret_cast<std::byte*>(src.data()), size, tag, nullptr,
-                                     nullptr, &sreq));
+  RESILIENT_TRY(postRecv(pair, asBytes(dst.data()), dst.size(), tag, &rreq));
+  RESILIENT_TRY(pair.sendComm->isend(asBytes(src.data()), size, tag, nullptr, nullptr, &sreq));
   if (rreq == nullptr || sreq == nullptr) {
     return internalError(what + ": a request was refused (null request)");
   }

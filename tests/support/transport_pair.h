@@ -58,6 +58,12 @@ Status postRecv(TransportPair& pair, std::byte* buf, size_t size, int tag,
 Status roundTrip(TransportPair& pair, size_t size, uint32_t seed, int tag = 3,
                  int timeoutMs = 20000);
 
+// The bytes of a test buffer, as the transports take them (std::byte*).
+template <class T>
+std::byte* asBytes(T* data) {
+  return reinterpret_cast<std::byte*>(data);
+}
+
 // Fills `buf` with a pattern derived from `seed`.
 void fillPattern(std::vector<uint8_t>* buf, uint32_t seed);
 // Index of the first byte that differs from the pattern, or -1.

@@ -21,12 +21,6 @@ transport::tcp::TcpOptions loopbackOptions(int family = 0);
 // A blocking TCP connection to the address in a listen handle (-1 on failure).
 int rawConnect(const std::byte* handle);
 
-// The bytes of a test buffer, as the transport takes them.
-template <class T>
-std::byte* asBytes(T* data) {
-  return reinterpret_cast<std::byte*>(data);
-}
-
 // A request that is not null, to see a call clear *request (NCCL may pre-store
 // 0x1); never tested.
 transport::Request* anyRequest();
