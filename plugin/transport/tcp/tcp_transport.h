@@ -2,9 +2,12 @@
 // interface; a connection is one control socket plus nSocks data sockets
 // served by nThreads helper threads (see comm.h, stripe_engine.h, wire.h).
 //
-// Lifetime: the transport must outlive every listener and comm it created. Devices are
-// enumerated at the first devices()/properties()/listen()/connect() call,
-// never at construction.
+// Objects: listen() makes a TcpListener (listener.h), whose accept() makes
+// TcpRecvComms; connect() makes TcpSendComms (connector.h, comm.h).
+//
+// Lifetime: the transport must outlive every listener and comm it created.
+// Devices are enumerated at the first devices()/properties()/listen()/
+// connect() call, never at construction.
 #pragma once
 
 #include <atomic>
@@ -45,7 +48,6 @@ class TcpTransport final : public Transport {
 
   size_t handleBytes() const noexcept override;
 
-  // *listener: a TcpListener; *comm: a TcpSendComm (comm.h).
   Status listen(Context* ctx, int dev, std::byte* handle,
                 std::unique_ptr<Listener>* listener) override;
   Status connect(Context* ctx, int dev, std::byte* handle,
