@@ -21,6 +21,9 @@
 // The helper threads are stopped at the failure, so user buffers are not
 // touched after an error has been returned.
 //
+// close() stops the helper threads and shuts the sockets down without waiting
+// on the peer; destroying a comm that was not closed does the same.
+//
 // Threads: one proxy thread at a time calls isend/irecv/test; bytesMoved(),
 // linkBacklogged() and the endpoints may be read from any thread.
 #pragma once
@@ -79,7 +82,7 @@ class TcpConnection {
  protected:
   TcpConnection(FileDescriptor control, PeerInfo peer, StripeEngine::Direction direction,
                 uint32_t chunkBytes);
-  // Shuts the connection down (the owning comm's close() ran it already).
+  // Shuts the sockets down (again: the comm's destructor did) and closes them.
   ~TcpConnection();
 
   // Stops the helper threads and shuts every socket down; never waits on the
