@@ -118,6 +118,9 @@ class TcpRecvComm;
 // One posted send: a slot of its comm's ring, test() goes to the comm.
 class SendRequest final : public Request {
  public:
+  // Public and virtual, as for any final class with virtual functions (the
+  // comm's ring destroys its requests).
+  virtual ~SendRequest() = default;
   Status test(int* done, int* sizes) override;
 
   TcpSendComm* comm = nullptr;
@@ -179,6 +182,9 @@ class RecvRequest final : public Request {
     bool matched = false;
   };
 
+  // Public and virtual, as for any final class with virtual functions (the
+  // comm's ring destroys its requests).
+  virtual ~RecvRequest() = default;
   Status test(int* done, int* sizes) override;
 
   TcpRecvComm* comm = nullptr;

@@ -148,7 +148,7 @@ Status TcpTransport::connect(Context* ctx, int dev, std::byte* handle,
     }
     connector = it->second.get();
   }
-  const Status status = connector->poll(comm);
+  Status status = connector->poll(comm);
   if (!status.ok() || *comm != nullptr) {
     std::lock_guard<std::mutex> lock(connectingMutex_);
     connecting_.erase(handle);
