@@ -32,6 +32,7 @@ namespace {
 // What anyRequest() points to.
 class NeverTested final : public transport::Request {
  public:
+  virtual ~NeverTested() = default;
   Status test(int* done, int* sizes) override {
     (void)sizes;
     *done = 0;
