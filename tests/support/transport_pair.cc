@@ -13,13 +13,16 @@ uint64_t monotonicMs() {
 
 TransportPair::~TransportPair() {
   if (sendComm != nullptr) {
-    (void)sender->closeSend(sendComm);
+    (void)sendComm->close();
+    sendComm.reset();
   }
   if (recvComm != nullptr) {
-    (void)receiver->closeRecv(recvComm);
+    (void)recvComm->close();
+    recvComm.reset();
   }
-  if (listenComm != nullptr) {
-    (void)receiver->closeListen(listenComm);
+  if (listener != nullptr) {
+    (void)listener->close();
+    listener.reset();
   }
 }
 
@@ -30,13 +33,13 @@ Status listenOn(transport::Transport* receiver, TransportPair* pair) {
   if (ndev < 1) {
     return internalError("no device");
   }
-  return receiver->listen(pair->receiverCtx, 0, pair->handle, &pair->listenComm);
+  return receiver->listen(pair->receiverCtx, 0, pair->handle, &pair->listener);
 }
 
 Status connectPair(transport::Transport* sender, transport::Transport* receiver,
                    TransportPair* pair, int timeoutMs) {
   pair->sender = sender;
-  if (pair->listenComm == nullptr) {
+  if (pair->listener == nullptr) {
     RESILIENT_TRY(listenOn(receiver, pair));
   }
   const uint64_t deadline = monotonicMs() + static_cast<uint64_t>(timeoutMs);
@@ -45,7 +48,7 @@ Status connectPair(transport::Transport* sender, transport::Transport* receiver,
       RESILIENT_TRY(sender->connect(pair->senderCtx, 0, pair->handle, &pair->sendComm));
     }
     if (pair->recvComm == nullptr) {
-      RESILIENT_TRY(receiver->accept(pair->listenComm, &pair->recvComm));
+      RESILIENT_TRY(pair->listener->accept(&pair->recvComm));
     }
     if (monotonicMs() > deadline) {
       return timeoutError("connect/accept did not complete");
@@ -55,11 +58,11 @@ Status connectPair(transport::Transport* sender, transport::Transport* receiver,
   return {};
 }
 
-Status waitRequest(transport::Transport* t, void* request, int* sizes, int timeoutMs) {
+Status waitRequest(transport::Request* request, int* sizes, int timeoutMs) {
   const uint64_t deadline = monotonicMs() + static_cast<uint64_t>(timeoutMs);
   for (;;) {
     int done = 0;
-    RESILIENT_TRY(t->test(request, &done, sizes));
+    RESILIENT_TRY(request->test(&done, sizes));
     if (done != 0) {
       return {};
     }
@@ -70,9 +73,10 @@ Status waitRequest(transport::Transport* t, void* request, int* sizes, int timeo
   }
 }
 
-Status postRecv(TransportPair& pair, void* buf, size_t size, int tag, void** request) {
-  void* mhandles[1] = {nullptr};
-  return pair.receiver->irecv(pair.recvComm, 1, &buf, &size, &tag, mhandles, nullptr, request);
+Status postRecv(TransportPair& pair, std::byte* buf, size_t size, int tag,
+                transport::Request** request) {
+  transport::MemoryRegion* regions[1] = {nullptr};
+  return pair.recvComm->irecv(1, &buf, &size, &tag, regions, nullptr, request);
 }
 
 Status roundTrip(TransportPair& pair, size_t size, uint32_t seed, int tag, int timeoutMs) {
@@ -80,10 +84,10 @@ Status roundTrip(TransportPair& pair, size_t size, uint32_t seed, int tag, int t
   std::vector<uint8_t> src(size);
   fillPattern(&src, seed);
   std::vector<uint8_t> dst(size + 1, 0xee);
-  void* rreq = nullptr;
-  void* sreq = nullptr;
-  RESILIENT_TRY(postRecv(pair, dst.data(), dst.size(), tag, &rreq));
-  RESILIENT_TRY(pair.sender->isend(pair.sendComm, src.data(), size, tag, nullptr, nullptr, &sreq));
+  transport::Request* rreq = nullptr;
+  transport::Request* sreq = nullptr;
+  RESILIENT_TRY(postRecv(pair, asBytes(dst.data()), dst.size(), tag, &rreq));
+  RESILIENT_TRY(pair.sendComm->isend(asBytes(src.data()), size, tag, nullptr, nullptr, &sreq));
   if (rreq == nullptr || sreq == nullptr) {
     return internalError(what + ": a request was refused (null request)");
   }
@@ -94,10 +98,10 @@ Status roundTrip(TransportPair& pair, size_t size, uint32_t seed, int tag, int t
   const uint64_t deadline = monotonicMs() + static_cast<uint64_t>(timeoutMs);
   while (sendDone == 0 || recvDone == 0) {
     if (sendDone == 0) {
-      RESILIENT_TRY(pair.sender->test(sreq, &sendDone, &sendSize));
+      RESILIENT_TRY(sreq->test(&sendDone, &sendSize));
     }
     if (recvDone == 0) {
-      RESILIENT_TRY(pair.receiver->test(rreq, &recvDone, recvSizes));
+      RESILIENT_TRY(rreq->test(&recvDone, recvSizes));
     }
     if (monotonicMs() > deadline) {
       return timeoutError(what + ": the round trip did not complete");

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/status.h"
@@ -12,17 +13,19 @@
 
 namespace resilient::test {
 
-// A listen comm, its handle and, once connected, both comms. Closes what it holds.
+// A listener, its handle and, once connected, both comms. Closes what it
+// holds: the send comm, the receive comm, then the listener.
 struct TransportPair {
   transport::Transport* sender = nullptr;
   transport::Transport* receiver = nullptr;
-  // Per-communicator contexts (initContext); nullptr for transports without them.
-  void* senderCtx = nullptr;
-  void* receiverCtx = nullptr;
-  uint8_t handle[transport::kHandleSize] = {};
-  void* listenComm = nullptr;
-  void* sendComm = nullptr;
-  void* recvComm = nullptr;
+  // Per-communicator contexts (initContext), owned by the caller; nullptr for
+  // transports without them.
+  transport::Context* senderCtx = nullptr;
+  transport::Context* receiverCtx = nullptr;
+  std::byte handle[transport::kHandleSize] = {};
+  std::unique_ptr<transport::Listener> listener;
+  std::unique_ptr<transport::SendComm> sendComm;
+  std::unique_ptr<transport::RecvComm> recvComm;
 
   TransportPair() = default;
   TransportPair(const TransportPair&) = delete;
@@ -38,13 +41,13 @@ Status listenOn(transport::Transport* receiver, TransportPair* pair);
 Status connectPair(transport::Transport* sender, transport::Transport* receiver,
                    TransportPair* pair, int timeoutMs = 5000);
 
-// Polls test() until done or error (or timeoutMs: timeoutError).
-Status waitRequest(transport::Transport* t, void* request, int* sizes = nullptr,
-                   int timeoutMs = 10000);
+// Polls request->test() until done or error (or timeoutMs: timeoutError).
+Status waitRequest(transport::Request* request, int* sizes = nullptr, int timeoutMs = 10000);
 
 // Posts one receive of `size` bytes into `buf` with `tag` on the pair's
-// receive comm (a null memory handle, as for unregistered host memory).
-Status postRecv(TransportPair& pair, void* buf, size_t size, int tag, void** request);
+// receive comm (a null memory region, as for unregistered host memory).
+Status postRecv(TransportPair& pair, std::byte* buf, size_t size, int tag,
+                transport::Request** request);
 
 // Sends `size` bytes of fillPattern(seed) through the pair with `tag` and
 // checks what arrives: the sizes test() reports, every byte, and nothing
@@ -54,6 +57,12 @@ Status postRecv(TransportPair& pair, void* buf, size_t size, int tag, void** req
 // test(), so waiting on a large send alone would wait forever.
 Status roundTrip(TransportPair& pair, size_t size, uint32_t seed, int tag = 3,
                  int timeoutMs = 20000);
+
+// The bytes of a test buffer, as the transports take them (std::byte*).
+template <class T>
+std::byte* asBytes(T* data) {
+  return reinterpret_cast<std::byte*>(data);
+}
 
 // Fills `buf` with a pattern derived from `seed`.
 void fillPattern(std::vector<uint8_t>* buf, uint32_t seed);

@@ -29,9 +29,9 @@ constexpr uint64_t kPeerCheckIntervalNs = 1000000;
 
 // ---- TcpConnection ------------------------------------------------------------
 
-TcpConnection::TcpConnection(CommKind kind, FileDescriptor control, PeerInfo peer,
+TcpConnection::TcpConnection(FileDescriptor control, PeerInfo peer,
                              StripeEngine::Direction direction, uint32_t chunkBytes)
-    : CommBase(kind),
+    : direction_(direction),
       control_(std::move(control)),
       peer_(std::move(peer)),
       local_(toEndpoint(localAddressOf(control_.get()))),
@@ -39,7 +39,7 @@ TcpConnection::TcpConnection(CommKind kind, FileDescriptor control, PeerInfo pee
       engine_(direction, chunkBytes, &bytes_) {}
 
 TcpConnection::~TcpConnection() {
-  close();
+  shutdownSockets();
 }
 
 Status TcpConnection::start(std::vector<FileDescriptor> dataSockets, int nThreads) {
@@ -58,7 +58,16 @@ bool TcpConnection::networkBacklogged(bool* backlogged) const noexcept {
   return true;
 }
 
-void TcpConnection::close() noexcept {
+void TcpConnection::copyEndpoints(Endpoint* local, Endpoint* peer) const noexcept {
+  if (local != nullptr) {
+    *local = local_;
+  }
+  if (peer != nullptr) {
+    *peer = peerEndpoint_;
+  }
+}
+
+void TcpConnection::shutdownSockets() noexcept {
   if (control_.valid()) {
     ::shutdown(control_.get(), SHUT_RDWR);
   }
@@ -81,8 +90,9 @@ Status TcpConnection::checkHelpers() {
   if (!engine_.failed(&err, &socket)) {
     return {};
   }
-  const std::string what = std::string(kind() == CommKind::kSend ? "send" : "receive") +
-                           " on data socket " + std::to_string(socket + 1);
+  const std::string what =
+      std::string(direction_ == StripeEngine::Direction::kSend ? "send" : "receive") +
+      " on data socket " + std::to_string(socket + 1);
   return fail(connectionError(err, what.c_str(), peer_.address));
 }
 
@@ -94,19 +104,72 @@ Status TcpConnection::pumpInline() {
   return checkHelpers();
 }
 
-// ---- SendComm -----------------------------------------------------------------
+Status registerHost(int type, std::unique_ptr<MemoryRegion>* region) {
+  region->reset();
+  if (type != kPtrHost) {
+    return invalidUsage("tcp: only host memory can be registered (type " + std::to_string(type) +
+                        ")");
+  }
+  *region = std::make_unique<HostRegion>();
+  return {};
+}
 
-SendComm::SendComm(FileDescriptor control, PeerInfo peer, size_t inlineBytes, uint32_t chunkBytes)
-    : TcpConnection(CommKind::kSend, std::move(control), std::move(peer),
-                    StripeEngine::Direction::kSend, chunkBytes),
+// ---- TcpSendComm --------------------------------------------------------------
+
+Status SendRequest::test(int* done, int* sizes) {
+  return comm->test(this, done, sizes);
+}
+
+TcpSendComm::TcpSendComm(FileDescriptor control, PeerInfo peer, size_t inlineBytes,
+                         uint32_t chunkBytes)
+    : TcpConnection(std::move(control), std::move(peer), StripeEngine::Direction::kSend,
+                    chunkBytes),
       inlineBytes_(inlineBytes) {
   for (SendRequest& r : requests_) {
-    r.kind = CommKind::kSend;
     r.comm = this;
   }
 }
 
-Status SendComm::isend(void* data, size_t size, int tag, void** request) {
+// The helper threads stop before the requests they count down go away.
+TcpSendComm::~TcpSendComm() {
+  shutdownSockets();
+}
+
+Status TcpSendComm::regMr(std::byte* data, size_t size, int type,
+                          std::unique_ptr<MemoryRegion>* region) {
+  (void)data;
+  (void)size;
+  return registerHost(type, region);
+}
+
+Status TcpSendComm::deregMr(std::unique_ptr<MemoryRegion> region) {
+  region.reset();
+  return {};
+}
+
+Status TcpSendComm::close() {
+  shutdownSockets();
+  return {};
+}
+
+bool TcpSendComm::bytesMoved(uint64_t* bytes) noexcept {
+  *bytes = bytesTotal();
+  return true;
+}
+
+bool TcpSendComm::endpoints(Endpoint* local, Endpoint* peer) noexcept {
+  copyEndpoints(local, peer);
+  return true;
+}
+
+bool TcpSendComm::linkBacklogged(bool* backlogged) noexcept {
+  return networkBacklogged(backlogged);
+}
+
+Status TcpSendComm::isend(std::byte* data, size_t size, int tag, MemoryRegion* region,
+                          ProfilerHandle* phandle, Request** request) {
+  (void)region;
+  (void)phandle;
   *request = nullptr;
   if (!error_.ok()) {
     return error_;
@@ -123,7 +186,7 @@ Status SendComm::isend(void* data, size_t size, int tag, void** request) {
     return {};  // full: NCCL retries
   }
   SendRequest& r = slot(tail_);
-  r.data = static_cast<char*>(data);
+  r.data = data;
   r.size = size;
   r.inlined = size <= inlineBytes_;
   r.released = false;
@@ -140,11 +203,11 @@ Status SendComm::isend(void* data, size_t size, int tag, void** request) {
   }
   ++tail_;
   RESILIENT_TRY(progressControl());
-  *request = static_cast<TcpRequest*>(&r);
+  *request = &r;
   return {};
 }
 
-Status SendComm::progressControl() {
+Status TcpSendComm::progressControl() {
   while (cursor_ != tail_) {
     iovec iov[kMaxControlIov];
     int nIov = 0;
@@ -198,7 +261,7 @@ Status SendComm::progressControl() {
   return {};
 }
 
-Status SendComm::checkPeer() {
+Status TcpSendComm::checkPeer() {
   const uint64_t now = monotonicNs();
   if (now < nextPeerCheckNs_) {
     return {};
@@ -220,7 +283,7 @@ Status SendComm::checkPeer() {
   return {};
 }
 
-Status SendComm::test(SendRequest* request, int* done, int* sizes) {
+Status TcpSendComm::test(SendRequest* request, int* done, int* sizes) {
   *done = 0;
   if (!error_.ok()) {
     return error_;
@@ -248,19 +311,67 @@ Status SendComm::test(SendRequest* request, int* done, int* sizes) {
   return {};
 }
 
-// ---- RecvComm -----------------------------------------------------------------
+// ---- TcpRecvComm --------------------------------------------------------------
 
-RecvComm::RecvComm(FileDescriptor control, PeerInfo peer, uint32_t chunkBytes)
-    : TcpConnection(CommKind::kRecv, std::move(control), std::move(peer),
-                    StripeEngine::Direction::kRecv, chunkBytes),
+Status RecvRequest::test(int* done, int* sizes) {
+  return comm->test(this, done, sizes);
+}
+
+TcpRecvComm::TcpRecvComm(FileDescriptor control, PeerInfo peer, uint32_t chunkBytes)
+    : TcpConnection(std::move(control), std::move(peer), StripeEngine::Direction::kRecv,
+                    chunkBytes),
       staging_(new uint8_t[kStagingBytes]) {
   for (RecvRequest& r : requests_) {
-    r.kind = CommKind::kRecv;
     r.comm = this;
   }
 }
 
-Status RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void** request) {
+// The helper threads stop before the requests and buffers they use go away.
+TcpRecvComm::~TcpRecvComm() {
+  shutdownSockets();
+}
+
+Status TcpRecvComm::regMr(std::byte* data, size_t size, int type,
+                          std::unique_ptr<MemoryRegion>* region) {
+  (void)data;
+  (void)size;
+  return registerHost(type, region);
+}
+
+Status TcpRecvComm::deregMr(std::unique_ptr<MemoryRegion> region) {
+  region.reset();
+  return {};
+}
+
+Status TcpRecvComm::close() {
+  shutdownSockets();
+  return {};
+}
+
+bool TcpRecvComm::bytesMoved(uint64_t* bytes) noexcept {
+  *bytes = bytesTotal();
+  return true;
+}
+
+bool TcpRecvComm::endpoints(Endpoint* local, Endpoint* peer) noexcept {
+  copyEndpoints(local, peer);
+  return true;
+}
+
+Status TcpRecvComm::iflush(int n, std::byte** data, const int* sizes, MemoryRegion** regions,
+                           Request** request) {
+  (void)n;
+  (void)data;
+  (void)sizes;
+  (void)regions;
+  *request = nullptr;  // host memory: nothing to flush
+  return error_;
+}
+
+Status TcpRecvComm::irecv(int n, std::byte** data, const size_t* sizes, const int* tags,
+                          MemoryRegion** regions, ProfilerHandle** phandles, Request** request) {
+  (void)regions;
+  (void)phandles;
   *request = nullptr;
   if (!error_.ok()) {
     return error_;
@@ -279,19 +390,19 @@ Status RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
   r.released = false;
   r.pending.store(0, std::memory_order_relaxed);
   for (int i = 0; i < n; ++i) {
-    r.buffers[i] = RecvRequest::Buffer{static_cast<char*>(data[i]), sizes[i], tags[i], 0, false};
+    r.buffers[i] = RecvRequest::Buffer{data[i], sizes[i], tags[i], 0, false};
   }
   ++tail_;
   RESILIENT_TRY(progressControl());
-  *request = static_cast<TcpRequest*>(&r);
+  *request = &r;
   return {};
 }
 
-Status RecvComm::protocolError(const std::string& what) {
+Status TcpRecvComm::protocolError(const std::string& what) {
   return fail(remoteError("protocol error: " + what, peer_.address));
 }
 
-Status RecvComm::fillStaging(bool* got) {
+Status TcpRecvComm::fillStaging(bool* got) {
   *got = false;
   if (stagingBegin_ == stagingEnd_) {
     stagingBegin_ = stagingEnd_ = 0;
@@ -321,7 +432,7 @@ Status RecvComm::fillStaging(bool* got) {
   }
 }
 
-Status RecvComm::progressControl() {
+Status TcpRecvComm::progressControl() {
   while (cursor_ != tail_) {
     RecvRequest& r = slot(cursor_);
     if (r.framesDone == r.n) {
@@ -423,7 +534,7 @@ Status RecvComm::progressControl() {
   return {};
 }
 
-Status RecvComm::test(RecvRequest* request, int* done, int* sizes) {
+Status TcpRecvComm::test(RecvRequest* request, int* done, int* sizes) {
   *done = 0;
   if (!error_.ok()) {
     return error_;

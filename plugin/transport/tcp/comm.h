@@ -1,5 +1,6 @@
-// Connected comms of the TCP transport: SendComm and RecvComm over one
-// control socket and nSocks data sockets.
+// Connected comms of the TCP transport: TcpSendComm and TcpRecvComm (the
+// transport.h SendComm and RecvComm) over one control socket and nSocks data
+// sockets.
 //
 // Control socket (served by the calling proxy thread inside isend/irecv/test):
 // every message is announced by a frame header {tag, flags, size}; a payload of
@@ -7,21 +8,28 @@
 // over the data sockets by the StripeEngine's helper threads, which both
 // sides post in stream order.
 //
-// Requests live in preallocated rings: 256 on the send side (NCCL's 32
-// requests times 8 receives per grouped irecv), 32 on the receive side. A full
-// ring answers *request = nullptr. Messages match in posting order; within a
-// grouped receive the tag chooses the buffer.
+// Requests (SendRequest, RecvRequest) live in preallocated rings inside their
+// comm, made with it: 256 on the send side (NCCL's 32 requests times 8
+// receives per grouped irecv), 32 on the receive side. A ring rather than a
+// RequestPool (request_pool.h): the control stream serves requests in posting
+// order, and a request is handed out again once it and every older one
+// completed. A full ring answers *request = nullptr. Messages match in
+// posting order; within a grouped receive the tag chooses the buffer.
 //
 // Errors are sticky: the first failure (socket error, end of file, protocol
 // violation, helper-thread failure) is stored and every later call returns it.
 // The helper threads are stopped at the failure, so user buffers are not
 // touched after an error has been returned.
 //
-// Threads: one proxy thread at a time calls isend/irecv/test; bytesMoved()
-// and the endpoints may be read from any thread.
+// close() stops the helper threads and shuts the sockets down without waiting
+// on the peer; destroying a comm that was not closed does the same.
+//
+// Threads: one proxy thread at a time calls isend/irecv/test; bytesMoved(),
+// linkBacklogged() and the endpoints may be read from any thread.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,33 +46,6 @@ inline constexpr int kMaxRecvs = 8;
 inline constexpr uint32_t kMaxSendRequests = kMaxRequests * kMaxRecvs;
 inline constexpr uint32_t kMaxRecvRequests = kMaxRequests;
 
-// Identifies what an opaque comm or request pointer is (a cheap sanity check).
-enum class CommKind : uint32_t {
-  kListen = 0x4c535443,  // "CTSL"
-  kSend = 0x53535443,    // "CTSS"
-  kRecv = 0x52535443,    // "CTSR"
-};
-
-class CommBase {
- public:
-  explicit CommBase(CommKind kind) noexcept : kind_(kind) {}
-  virtual ~CommBase() = default;
-  CommBase(const CommBase&) = delete;
-  CommBase& operator=(const CommBase&) = delete;
-  CommKind kind() const noexcept { return kind_; }
-
- private:
-  const CommKind kind_;
-};
-
-class TcpConnection;
-
-// The common head of SendRequest and RecvRequest (what test() receives).
-struct TcpRequest {
-  CommKind kind = CommKind::kSend;
-  TcpConnection* comm = nullptr;
-};
-
 // What the peer told about itself in the handshake (for logs).
 struct PeerInfo {
   std::string address;  // "ip:port" of the peer's control socket
@@ -72,14 +53,21 @@ struct PeerInfo {
   uint32_t pid = 0;
 };
 
-class TcpConnection : public CommBase {
+// What regMr returns: host memory needs no registration, but the region is
+// still an object of its own (transport.h; regMr is control path).
+class HostRegion final : public MemoryRegion {};
+
+// The sockets, helper threads and sticky error that TcpSendComm and
+// TcpRecvComm share.
+class TcpConnection {
  public:
-  ~TcpConnection() override;
+  TcpConnection(const TcpConnection&) = delete;
+  TcpConnection& operator=(const TcpConnection&) = delete;
 
   // Starts the helper threads on the data sockets.
   Status start(std::vector<FileDescriptor> dataSockets, int nThreads);
 
-  uint64_t bytesMoved() const noexcept { return bytes_.load(std::memory_order_relaxed); }
+  uint64_t bytesTotal() const noexcept { return bytes_.load(std::memory_order_relaxed); }
   const Endpoint& localEndpoint() const noexcept { return local_; }
   const Endpoint& peerEndpoint() const noexcept { return peerEndpoint_; }
   const PeerInfo& peer() const noexcept { return peer_; }
@@ -91,13 +79,17 @@ class TcpConnection : public CommBase {
   // The sticky error (ok while the connection is healthy).
   const Status& error() const noexcept { return error_; }
 
+ protected:
+  TcpConnection(FileDescriptor control, PeerInfo peer, StripeEngine::Direction direction,
+                uint32_t chunkBytes);
+  // Shuts the sockets down (again: the comm's destructor did) and closes them.
+  ~TcpConnection();
+
   // Stops the helper threads and shuts every socket down; never waits on the
   // peer. The destructor closes the sockets.
-  void close() noexcept;
-
- protected:
-  TcpConnection(CommKind kind, FileDescriptor control, PeerInfo peer,
-                StripeEngine::Direction direction, uint32_t chunkBytes);
+  void shutdownSockets() noexcept;
+  // Writes the endpoints (either may be null).
+  void copyEndpoints(Endpoint* local, Endpoint* peer) const noexcept;
 
   // Records `status` as the sticky error (the first one wins), stops the
   // helper threads, and returns it.
@@ -107,6 +99,7 @@ class TcpConnection : public CommBase {
   // Inline mode (no helper threads): moves the striped bytes on this thread.
   Status pumpInline();
 
+  const StripeEngine::Direction direction_;
   FileDescriptor control_;
   PeerInfo peer_;
   Endpoint local_;
@@ -116,8 +109,22 @@ class TcpConnection : public CommBase {
   Status error_;
 };
 
-struct SendRequest : TcpRequest {
-  char* data = nullptr;
+// Host memory only (kPtrHost): a HostRegion, or invalidUsage for another type.
+Status registerHost(int type, std::unique_ptr<MemoryRegion>* region);
+
+class TcpSendComm;
+class TcpRecvComm;
+
+// One posted send: a slot of its comm's ring, test() goes to the comm.
+class SendRequest final : public Request {
+ public:
+  // Public and virtual, as for any final class with virtual functions (the
+  // comm's ring destroys its requests).
+  virtual ~SendRequest() = default;
+  Status test(int* done, int* sizes) override;
+
+  TcpSendComm* comm = nullptr;
+  std::byte* data = nullptr;
   uint64_t size = 0;
   bool inlined = false;
   bool released = true;
@@ -127,11 +134,26 @@ struct SendRequest : TcpRequest {
   std::atomic<uint32_t> pending{0};  // striped items not yet sent
 };
 
-class SendComm final : public TcpConnection {
+class TcpSendComm final : public SendComm, public TcpConnection {
  public:
-  SendComm(FileDescriptor control, PeerInfo peer, size_t inlineBytes, uint32_t chunkBytes);
+  TcpSendComm(FileDescriptor control, PeerInfo peer, size_t inlineBytes, uint32_t chunkBytes);
+  ~TcpSendComm() override;
 
-  Status isend(void* data, size_t size, int tag, void** request);
+  Status regMr(std::byte* data, size_t size, int type,
+               std::unique_ptr<MemoryRegion>* region) override;
+  Status deregMr(std::unique_ptr<MemoryRegion> region) override;
+  Status close() override;
+  bool bytesMoved(uint64_t* bytes) noexcept override;
+  bool endpoints(Endpoint* local, Endpoint* peer) noexcept override;
+
+  // The memory region and profiler handle are not used (host memory).
+  Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region, ProfilerHandle* phandle,
+               Request** request) override;
+  // Whether any of its sockets has bytes the kernel has not sent yet
+  // (common/net/tcp_unsent.h).
+  bool linkBacklogged(bool* backlogged) noexcept override;
+
+  // SendRequest::test.
   Status test(SendRequest* request, int* done, int* sizes);
 
  private:
@@ -149,14 +171,23 @@ class SendComm final : public TcpConnection {
   SendRequest requests_[kMaxSendRequests];
 };
 
-struct RecvRequest : TcpRequest {
+// One posted (grouped) receive: a slot of its comm's ring, test() goes to the comm.
+class RecvRequest final : public Request {
+ public:
   struct Buffer {
-    char* data = nullptr;
+    std::byte* data = nullptr;
     uint64_t capacity = 0;
     int tag = 0;
     uint64_t received = 0;
     bool matched = false;
   };
+
+  // Public and virtual, as for any final class with virtual functions (the
+  // comm's ring destroys its requests).
+  virtual ~RecvRequest() = default;
+  Status test(int* done, int* sizes) override;
+
+  TcpRecvComm* comm = nullptr;
   int n = 0;
   int framesDone = 0;  // messages whose header (and inline payload) were consumed
   bool released = true;
@@ -164,11 +195,26 @@ struct RecvRequest : TcpRequest {
   std::atomic<uint32_t> pending{0};  // striped items not yet received
 };
 
-class RecvComm final : public TcpConnection {
+class TcpRecvComm final : public RecvComm, public TcpConnection {
  public:
-  RecvComm(FileDescriptor control, PeerInfo peer, uint32_t chunkBytes);
+  TcpRecvComm(FileDescriptor control, PeerInfo peer, uint32_t chunkBytes);
+  ~TcpRecvComm() override;
 
-  Status irecv(int n, void** data, const size_t* sizes, const int* tags, void** request);
+  Status regMr(std::byte* data, size_t size, int type,
+               std::unique_ptr<MemoryRegion>* region) override;
+  Status deregMr(std::unique_ptr<MemoryRegion> region) override;
+  Status close() override;
+  bool bytesMoved(uint64_t* bytes) noexcept override;
+  bool endpoints(Endpoint* local, Endpoint* peer) noexcept override;
+
+  // The memory regions and profiler handles are not used (host memory).
+  Status irecv(int n, std::byte** data, const size_t* sizes, const int* tags,
+               MemoryRegion** regions, ProfilerHandle** phandles, Request** request) override;
+  // Host memory: nothing to flush (*request stays null); the sticky error.
+  Status iflush(int n, std::byte** data, const int* sizes, MemoryRegion** regions,
+                Request** request) override;
+
+  // RecvRequest::test.
   Status test(RecvRequest* request, int* done, int* sizes);
 
  private:
@@ -188,7 +234,7 @@ class RecvComm final : public TcpConnection {
   uint32_t cursor_ = 0;  // the request whose messages the control stream is delivering
   uint32_t tail_ = 0;
   RxState rxState_ = RxState::kHeader;
-  char* rxDest_ = nullptr;
+  std::byte* rxDest_ = nullptr;
   uint64_t rxLeft_ = 0;
   std::unique_ptr<uint8_t[]> staging_;
   size_t stagingBegin_ = 0;

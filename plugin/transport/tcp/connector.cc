@@ -50,8 +50,8 @@ struct Connector::Link {
   size_t ackDone = 0;
 };
 
-Connector::Connector(const ListenHandle& handle, const void* handleBytes, const TcpOptions& options,
-                     const std::string& hostname, uint64_t nonce)
+Connector::Connector(const ListenHandle& handle, const std::byte* handleBytes,
+                     const TcpOptions& options, const std::string& hostname, uint64_t nonce)
     : address_(toSocketAddress(handle)),
       peer_(address_.toString()),
       options_(options),
@@ -77,7 +77,7 @@ Connector::Connector(const ListenHandle& handle, const void* handleBytes, const 
 
 Connector::~Connector() = default;
 
-bool Connector::sameHandle(const void* handleBytes) const noexcept {
+bool Connector::sameHandle(const std::byte* handleBytes) const noexcept {
   return std::memcmp(handleBytes_, handleBytes, kHandleBytes) == 0;
 }
 
@@ -286,8 +286,8 @@ Status Connector::poll(std::unique_ptr<SendComm>* out) {
     return timeoutError(text, peer_);
   }
   PeerInfo peer{peer_, {}, listenerPid_};
-  auto comm = std::make_unique<SendComm>(std::move(links_[0]->fd), std::move(peer),
-                                         options_.inlineBytes, options_.chunkBytes);
+  auto comm = std::make_unique<TcpSendComm>(std::move(links_[0]->fd), std::move(peer),
+                                            options_.inlineBytes, options_.chunkBytes);
   std::vector<FileDescriptor> data;
   for (size_t i = 1; i < links_.size(); ++i) {
     data.push_back(std::move(links_[i]->fd));

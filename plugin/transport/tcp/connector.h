@@ -1,6 +1,6 @@
 // The connecting side of the TCP transport: opens the control socket and the
 // data sockets of one connection to a listen handle, performs the handshake
-// (wire.h) on each, and yields a SendComm once every socket is acknowledged.
+// (wire.h) on each, and yields a TcpSendComm once every socket is acknowledged.
 //
 // Each socket checks the listener's proof of the job token before it proves
 // its own: a listener without the token learns nothing it could replay, and
@@ -14,6 +14,7 @@
 // the listener (version mismatch, ...) with the reason.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,14 +34,14 @@ class Connector {
  public:
   // `handleBytes`: the kHandleBytes the handle was decoded from (to recognise
   // a poll of the same connection); `hostname` goes into the hello.
-  Connector(const ListenHandle& handle, const void* handleBytes, const TcpOptions& options,
+  Connector(const ListenHandle& handle, const std::byte* handleBytes, const TcpOptions& options,
             const std::string& hostname, uint64_t nonce);
   ~Connector();
   Connector(const Connector&) = delete;
   Connector& operator=(const Connector&) = delete;
 
   // True when `handleBytes` holds the handle this connector was made for.
-  bool sameHandle(const void* handleBytes) const noexcept;
+  bool sameHandle(const std::byte* handleBytes) const noexcept;
   const std::string& peer() const noexcept { return peer_; }
 
   // Advances the connection. Ok with *out null: call again. Ok with *out set:

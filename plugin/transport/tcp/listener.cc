@@ -20,7 +20,7 @@ constexpr int kAcceptsPerCall = 64;
 
 }  // namespace
 
-struct ListenComm::Incoming {
+struct TcpListener::Incoming {
   enum class State {
     kHello,      // reading the hello
     kChallenge,  // writing the challenge (or an early refusal)
@@ -60,19 +60,26 @@ struct ListenComm::Incoming {
   }
 };
 
-ListenComm::ListenComm(FileDescriptor fd, SocketAddress address, const TcpOptions& options,
-                       ListenWarnLimiters* warnLimiters)
-    : CommBase(CommKind::kListen),
-      fd_(std::move(fd)),
+TcpListener::TcpListener(FileDescriptor fd, SocketAddress address, const TcpOptions& options,
+                         ListenWarnLimiters* warnLimiters)
+    : fd_(std::move(fd)),
       address_(address),
       options_(options),
       secret_(options.jobToken),
       warnLimiters_(warnLimiters) {}
 
-ListenComm::~ListenComm() = default;
+TcpListener::~TcpListener() {
+  (void)close();
+}
 
-Status ListenComm::create(const SocketAddress& address, const TcpOptions& options,
-                          ListenWarnLimiters* warnLimiters, std::unique_ptr<ListenComm>* out) {
+Status TcpListener::close() {
+  incoming_.clear();
+  fd_.reset();
+  return {};
+}
+
+Status TcpListener::create(const SocketAddress& address, const TcpOptions& options,
+                           ListenWarnLimiters* warnLimiters, std::unique_ptr<TcpListener>* out) {
   SocketAddress bindAddress = address;
   bindAddress.setPort(0);
   Result<FileDescriptor> listening = listenOn(bindAddress, ListenOptions{});
@@ -84,24 +91,24 @@ Status ListenComm::create(const SocketAddress& address, const TcpOptions& option
   if (bound.length == 0) {
     return systemError("tcp: getsockname of a listen socket");
   }
-  out->reset(new ListenComm(std::move(fd), bound, options, warnLimiters));
+  out->reset(new TcpListener(std::move(fd), bound, options, warnLimiters));
   return {};
 }
 
-void ListenComm::warnDrop(const Incoming& in, const char* reason, uint64_t now) {
+void TcpListener::warnDrop(const Incoming& in, const char* reason, uint64_t now) {
   RES_WARN_LIMITED(warnLimiters_->drops, now, NCCL_NET | NCCL_INIT,
                    "tcp: listener %s dropped a connection from %s: %s%s",
                    address_.toString().c_str(), in.peer.toString().c_str(), reason,
                    in.claimedOrigin().c_str());
 }
 
-void ListenComm::warnLost(const Incoming& in, bool closed, int err, uint64_t now) {
+void TcpListener::warnLost(const Incoming& in, bool closed, int err, uint64_t now) {
   const std::string text = closed ? std::string("closed before completing its handshake")
                                   : "socket error during the handshake: " + errnoText(err);
   warnDrop(in, text.c_str(), now);
 }
 
-void ListenComm::warnProof(const Incoming& in, const char* what, uint64_t now) {
+void TcpListener::warnProof(const Incoming& in, const char* what, uint64_t now) {
   RES_WARN_LIMITED(warnLimiters_->proofs, now, NCCL_NET | NCCL_INIT,
                    "tcp: listener %s refused a connection from %s%s: job token mismatch: the "
                    "connector %s (both sides must be given the same NCCL_RESILIENT_JOB_TOKEN)",
@@ -109,7 +116,7 @@ void ListenComm::warnProof(const Incoming& in, const char* what, uint64_t now) {
                    in.claimedOrigin().c_str(), what);
 }
 
-bool ListenComm::evictUnauthenticated(uint64_t now) {
+bool TcpListener::evictUnauthenticated(uint64_t now) {
   // incoming_ is in order of arrival: the first match is the oldest.
   auto victim =
       std::find_if(incoming_.begin(), incoming_.end(), [](const auto& in) { return in->silent(); });
@@ -130,7 +137,7 @@ bool ListenComm::evictUnauthenticated(uint64_t now) {
   return true;
 }
 
-void ListenComm::acceptQueued(uint64_t now) {
+void TcpListener::acceptQueued(uint64_t now) {
   for (int i = 0; i < kAcceptsPerCall; ++i) {
     SocketAddress peer;
     FileDescriptor sock = acceptConnection(fd_.get(), &peer);
@@ -166,7 +173,7 @@ void ListenComm::acceptQueued(uint64_t now) {
   }
 }
 
-void ListenComm::refuse(Incoming* in, Refusal reason, uint64_t now) {
+void TcpListener::refuse(Incoming* in, Refusal reason, uint64_t now) {
   in->refusal = reason;
   in->state = Incoming::State::kChallenge;
   Challenge c;
@@ -177,7 +184,7 @@ void ListenComm::refuse(Incoming* in, Refusal reason, uint64_t now) {
   warnDrop(*in, text.c_str(), now);
 }
 
-void ListenComm::challenge(Incoming* in, uint64_t now) {
+void TcpListener::challenge(Incoming* in, uint64_t now) {
   const Refusal refusal = decodeHello(in->hello, &in->decoded);
   in->helloDecoded = true;
   if (refusal != Refusal::kNone) {
@@ -194,7 +201,7 @@ void ListenComm::challenge(Incoming* in, uint64_t now) {
   in->state = Incoming::State::kChallenge;
 }
 
-Refusal ListenComm::judgeConnection(const Incoming& in) const {
+Refusal TcpListener::judgeConnection(const Incoming& in) const {
   for (const auto& other : incoming_) {
     if (other.get() == &in || !other->accepted() || other->decoded.nonce != in.decoded.nonce) {
       continue;
@@ -210,7 +217,7 @@ Refusal ListenComm::judgeConnection(const Incoming& in) const {
   return Refusal::kNone;
 }
 
-bool ListenComm::judgeResponse(Incoming* in, uint64_t now) {
+bool TcpListener::judgeResponse(Incoming* in, uint64_t now) {
   Response response;
   if (!decodeResponse(in->response, &response)) {
     warnDrop(*in, "answered the challenge with something that is not a response", now);
@@ -236,7 +243,7 @@ bool ListenComm::judgeResponse(Incoming* in, uint64_t now) {
   return true;
 }
 
-bool ListenComm::advance(Incoming* in, uint64_t now) {
+bool TcpListener::advance(Incoming* in, uint64_t now) {
   int err = 0;
   if (in->state == Incoming::State::kHello) {
     const IoStep step = receiveStep(in->fd.get(), in->hello, kHelloBytes, &in->helloDone, &err);
@@ -307,7 +314,7 @@ bool ListenComm::advance(Incoming* in, uint64_t now) {
   return true;
 }
 
-void ListenComm::closeExpired(uint64_t now) {
+void TcpListener::closeExpired(uint64_t now) {
   // A socket alone: its own handshake. An accepted one: its whole connection,
   // whose other sockets did not all arrive.
   std::unordered_map<uint64_t, const Incoming*> expired;
@@ -347,7 +354,7 @@ void ListenComm::closeExpired(uint64_t now) {
   }
 }
 
-Status ListenComm::buildComm(uint64_t nonce, std::unique_ptr<RecvComm>* out) {
+Status TcpListener::buildComm(uint64_t nonce, std::unique_ptr<RecvComm>* out) {
   const Hello first = [&] {
     for (const auto& in : incoming_) {
       if (in->state == Incoming::State::kWaiting && in->decoded.nonce == nonce &&
@@ -371,7 +378,8 @@ Status ListenComm::buildComm(uint64_t nonce, std::unique_ptr<RecvComm>* out) {
     return true;
   });
   PeerInfo peer{peerAddress.toString(), first.hostname, first.pid};
-  auto comm = std::make_unique<RecvComm>(std::move(sockets[0]), std::move(peer), first.chunkBytes);
+  auto comm =
+      std::make_unique<TcpRecvComm>(std::move(sockets[0]), std::move(peer), first.chunkBytes);
   sockets.erase(sockets.begin());
   RESILIENT_TRY(comm->start(std::move(sockets), options_.nThreads));
   RES_INFO(NCCL_NET | NCCL_INIT,
@@ -383,8 +391,11 @@ Status ListenComm::buildComm(uint64_t nonce, std::unique_ptr<RecvComm>* out) {
   return {};
 }
 
-Status ListenComm::accept(std::unique_ptr<RecvComm>* out) {
+Status TcpListener::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
+  if (!fd_.valid()) {
+    return invalidUsage("tcp: accept on a closed listener");
+  }
   const uint64_t now = monotonicNs();
   acceptQueued(now);
   // A pass to advance, one to check deadlines, one to drop: a socket costs

@@ -6,7 +6,7 @@
 // (magic, version, sizes, index), challenges the connector with a fresh nonce
 // and its own proof of the job token, checks the connector's proof, then the
 // socket's consistency with the other sockets of the same connection nonce,
-// and answers with an Ack. It returns a RecvComm once every socket of one
+// and answers with an Ack. It returns a TcpRecvComm once every socket of one
 // connection has authenticated and been accepted.
 //
 // Only authenticated sockets count toward a connection: a peer without the
@@ -37,34 +37,36 @@ namespace resilient::transport::tcp {
 inline constexpr size_t kMaxIncoming = 256;
 
 // The rate limits of the WARNs of a transport's listeners (they outlive the
-// listen comms): sockets dropped before they became a connection, and failed
+// listeners): sockets dropped before they became a connection, and failed
 // proofs of the job token, which a flood of the former must not hide.
 struct ListenWarnLimiters {
   log::RateLimiter drops;
   log::RateLimiter proofs;
 };
 
-class ListenComm final : public CommBase {
+class TcpListener final : public Listener {
  public:
   // Binds `address` (its port is ignored: 0, the kernel picks) and listens.
-  // `warnLimiters` must outlive the ListenComm.
+  // `warnLimiters` must outlive the TcpListener.
   static Status create(const SocketAddress& address, const TcpOptions& options,
-                       ListenWarnLimiters* warnLimiters, std::unique_ptr<ListenComm>* out);
-  ~ListenComm() override;
+                       ListenWarnLimiters* warnLimiters, std::unique_ptr<TcpListener>* out);
+  ~TcpListener() override;
 
   const SocketAddress& address() const noexcept { return address_; }
   // Sockets in the handshake right now (for tests).
   size_t incomingCount() const noexcept { return incoming_.size(); }
 
-  // Advances every pending handshake; *out is a new RecvComm when a whole
-  // connection has arrived, else null.
-  Status accept(std::unique_ptr<RecvComm>* out);
+  // Advances every pending handshake; *out is a new TcpRecvComm when a whole
+  // connection has arrived, else null. invalidUsage once closed.
+  Status accept(std::unique_ptr<RecvComm>* out) override;
+  // Closes the listen socket and every socket still in its handshake.
+  Status close() override;
 
  private:
   struct Incoming;
 
-  ListenComm(FileDescriptor fd, SocketAddress address, const TcpOptions& options,
-             ListenWarnLimiters* warnLimiters);
+  TcpListener(FileDescriptor fd, SocketAddress address, const TcpOptions& options,
+              ListenWarnLimiters* warnLimiters);
   void acceptQueued(uint64_t now);
   // Closes the oldest pending socket that has not authenticated, preferring
   // one that has sent nothing; false when every pending socket has.

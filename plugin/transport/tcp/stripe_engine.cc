@@ -106,7 +106,8 @@ uint32_t StripeEngine::itemCount(uint64_t size) const noexcept {
   return static_cast<uint32_t>(std::min<uint64_t>(chunks, lanes_.size()));
 }
 
-bool StripeEngine::postMessage(char* base, uint64_t size, std::atomic<uint32_t>* pending) noexcept {
+bool StripeEngine::postMessage(std::byte* base, uint64_t size,
+                               std::atomic<uint32_t>* pending) noexcept {
   const uint64_t chunks = chunkCount(size, chunkBytes_);
   if (chunks == 0) {
     return true;

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -46,7 +47,7 @@ class StripeEngine {
 
   // The part of one message that one data socket carries.
   struct Item {
-    char* base = nullptr;                      // the message's buffer
+    std::byte* base = nullptr;                 // the message's buffer
     uint64_t size = 0;                         // the message's bytes
     uint32_t firstChunk = 0;                   // this socket's first chunk of the message
     std::atomic<uint32_t>* pending = nullptr;  // decremented once when done
@@ -76,7 +77,7 @@ class StripeEngine {
   // Proxy thread only, in stream order. Queues the striped part of one message
   // (`pending` must already count itemCount(size) more) and wakes the threads
   // concerned. False when a ring is full, which the request limits exclude.
-  bool postMessage(char* base, uint64_t size, std::atomic<uint32_t>* pending) noexcept;
+  bool postMessage(std::byte* base, uint64_t size, std::atomic<uint32_t>* pending) noexcept;
 
   // Inline mode only (no-op otherwise): the proxy thread moves what the data
   // sockets accept or hold right now, without blocking.

@@ -35,16 +35,6 @@ uint64_t randomNonce() noexcept {
   return v == 0 ? 1 : v;
 }
 
-template <class T>
-T* commAs(void* comm, CommKind kind) noexcept {
-  auto* base = static_cast<CommBase*>(comm);
-  return base != nullptr && base->kind() == kind ? static_cast<T*>(base) : nullptr;
-}
-
-Status wrongComm(const char* call) {
-  return internalError(std::string("tcp: ") + call + " on a null or foreign comm");
-}
-
 }  // namespace
 
 TcpTransport::TcpTransport(const TcpOptions& options)
@@ -52,15 +42,11 @@ TcpTransport::TcpTransport(const TcpOptions& options)
 
 TcpTransport::~TcpTransport() = default;
 
-Status TcpTransport::initContext(uint64_t commId, const CommConfig& config, void** ctx) {
+Status TcpTransport::initContext(uint64_t commId, const CommConfig& config,
+                                 std::unique_ptr<Context>* ctx) {
   (void)commId;
   (void)config;
-  *ctx = nullptr;
-  return {};
-}
-
-Status TcpTransport::finalizeContext(void* ctx) {
-  (void)ctx;
+  ctx->reset();
   return {};
 }
 
@@ -124,23 +110,25 @@ size_t TcpTransport::handleBytes() const noexcept {
   return kHandleBytes;
 }
 
-Status TcpTransport::listen(void* ctx, int dev, void* handle, void** listenComm) {
+Status TcpTransport::listen(Context* ctx, int dev, std::byte* handle,
+                            std::unique_ptr<Listener>* listener) {
   (void)ctx;
-  *listenComm = nullptr;
+  listener->reset();
   RESILIENT_TRY(checkDevice(dev));
-  std::unique_ptr<ListenComm> comm;
-  RESILIENT_TRY(ListenComm::create(devices_[static_cast<size_t>(dev)].address, options_,
-                                   &listenWarnLimiters_, &comm));
+  std::unique_ptr<TcpListener> comm;
+  RESILIENT_TRY(TcpListener::create(devices_[static_cast<size_t>(dev)].address, options_,
+                                    &listenWarnLimiters_, &comm));
   encodeHandle(toListenHandle(comm->address()), handle);
   RES_INFO(NCCL_NET | NCCL_INIT, "tcp: listening on %s (%s)", comm->address().toString().c_str(),
            devices_[static_cast<size_t>(dev)].name.c_str());
-  *listenComm = static_cast<CommBase*>(comm.release());
+  *listener = std::move(comm);
   return {};
 }
 
-Status TcpTransport::connect(void* ctx, int dev, void* handle, void** sendComm) {
+Status TcpTransport::connect(Context* ctx, int dev, std::byte* handle,
+                             std::unique_ptr<SendComm>* comm) {
   (void)ctx;
-  *sendComm = nullptr;
+  comm->reset();
   RESILIENT_TRY(checkDevice(dev));
   Connector* connector = nullptr;
   {
@@ -160,160 +148,12 @@ Status TcpTransport::connect(void* ctx, int dev, void* handle, void** sendComm) 
     }
     connector = it->second.get();
   }
-  std::unique_ptr<SendComm> comm;
-  const Status status = connector->poll(&comm);
-  if (!status.ok() || comm != nullptr) {
+  Status status = connector->poll(comm);
+  if (!status.ok() || *comm != nullptr) {
     std::lock_guard<std::mutex> lock(connectingMutex_);
     connecting_.erase(handle);
   }
-  RESILIENT_TRY(status);
-  *sendComm = static_cast<CommBase*>(comm.release());
-  return {};
-}
-
-Status TcpTransport::accept(void* listenComm, void** recvComm) {
-  *recvComm = nullptr;
-  auto* listener = commAs<ListenComm>(listenComm, CommKind::kListen);
-  if (listener == nullptr) {
-    return wrongComm("accept");
-  }
-  std::unique_ptr<RecvComm> comm;
-  RESILIENT_TRY(listener->accept(&comm));
-  *recvComm = static_cast<CommBase*>(comm.release());
-  return {};
-}
-
-Status TcpTransport::regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  (void)comm;
-  (void)data;
-  (void)size;
-  *mhandle = nullptr;
-  if (type != kPtrHost) {
-    return invalidUsage("tcp: only host memory can be registered (type " + std::to_string(type) +
-                        ")");
-  }
-  return {};
-}
-
-Status TcpTransport::deregMr(void* comm, void* mhandle) {
-  (void)comm;
-  (void)mhandle;
-  return {};
-}
-
-Status TcpTransport::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
-                           void* phandle, void** request) {
-  (void)mhandle;
-  (void)phandle;
-  auto* comm = commAs<SendComm>(sendComm, CommKind::kSend);
-  if (comm == nullptr) {
-    *request = nullptr;
-    return wrongComm("isend");
-  }
-  return comm->isend(data, size, tag, request);
-}
-
-Status TcpTransport::irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-                           void** mhandles, void** phandles, void** request) {
-  (void)mhandles;
-  (void)phandles;
-  auto* comm = commAs<RecvComm>(recvComm, CommKind::kRecv);
-  if (comm == nullptr) {
-    *request = nullptr;
-    return wrongComm("irecv");
-  }
-  return comm->irecv(n, data, sizes, tags, request);
-}
-
-Status TcpTransport::iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                            void** request) {
-  (void)n;
-  (void)data;
-  (void)sizes;
-  (void)mhandles;
-  *request = nullptr;  // host memory: nothing to flush
-  auto* comm = commAs<RecvComm>(recvComm, CommKind::kRecv);
-  if (comm == nullptr) {
-    return wrongComm("iflush");
-  }
-  return comm->error();
-}
-
-Status TcpTransport::test(void* request, int* done, int* sizes) {
-  auto* r = static_cast<TcpRequest*>(request);
-  if (r == nullptr) {
-    *done = 0;
-    return internalError("tcp: test() on a null request");
-  }
-  if (r->kind == CommKind::kSend) {
-    return static_cast<SendComm*>(r->comm)->test(static_cast<SendRequest*>(r), done, sizes);
-  }
-  if (r->kind == CommKind::kRecv) {
-    return static_cast<RecvComm*>(r->comm)->test(static_cast<RecvRequest*>(r), done, sizes);
-  }
-  *done = 0;
-  return internalError("tcp: test() on a foreign request");
-}
-
-Status TcpTransport::closeSend(void* sendComm) {
-  auto* comm = commAs<SendComm>(sendComm, CommKind::kSend);
-  if (comm == nullptr) {
-    return sendComm == nullptr ? Status() : wrongComm("closeSend");
-  }
-  comm->close();
-  delete comm;
-  return {};
-}
-
-Status TcpTransport::closeRecv(void* recvComm) {
-  auto* comm = commAs<RecvComm>(recvComm, CommKind::kRecv);
-  if (comm == nullptr) {
-    return recvComm == nullptr ? Status() : wrongComm("closeRecv");
-  }
-  comm->close();
-  delete comm;
-  return {};
-}
-
-Status TcpTransport::closeListen(void* listenComm) {
-  auto* comm = commAs<ListenComm>(listenComm, CommKind::kListen);
-  if (comm == nullptr) {
-    return listenComm == nullptr ? Status() : wrongComm("closeListen");
-  }
-  delete comm;
-  return {};
-}
-
-bool TcpTransport::bytesMoved(void* comm, uint64_t* bytes) noexcept {
-  auto* base = static_cast<CommBase*>(comm);
-  if (base == nullptr || (base->kind() != CommKind::kSend && base->kind() != CommKind::kRecv)) {
-    return false;
-  }
-  *bytes = static_cast<TcpConnection*>(base)->bytesMoved();
-  return true;
-}
-
-bool TcpTransport::linkBacklogged(void* comm, bool* backlogged) noexcept {
-  auto* base = static_cast<CommBase*>(comm);
-  if (base == nullptr || base->kind() != CommKind::kSend) {
-    return false;
-  }
-  return static_cast<TcpConnection*>(base)->networkBacklogged(backlogged);
-}
-
-bool TcpTransport::endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept {
-  auto* base = static_cast<CommBase*>(comm);
-  if (base == nullptr || (base->kind() != CommKind::kSend && base->kind() != CommKind::kRecv)) {
-    return false;
-  }
-  const auto* connection = static_cast<TcpConnection*>(base);
-  if (local != nullptr) {
-    *local = connection->localEndpoint();
-  }
-  if (peer != nullptr) {
-    *peer = connection->peerEndpoint();
-  }
-  return true;
+  return status;
 }
 
 }  // namespace resilient::transport::tcp

@@ -2,12 +2,16 @@
 // interface; a connection is one control socket plus nSocks data sockets
 // served by nThreads helper threads (see comm.h, stripe_engine.h, wire.h).
 //
-// Lifetime: the transport must outlive every comm it created. Devices are
-// enumerated at the first devices()/properties()/listen()/connect() call,
-// never at construction.
+// Objects: listen() makes a TcpListener (listener.h), whose accept() makes
+// TcpRecvComms; connect() makes TcpSendComms (connector.h, comm.h).
+//
+// Lifetime: the transport must outlive every listener and comm it created.
+// Devices are enumerated at the first devices()/properties()/listen()/
+// connect() call, never at construction.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,38 +39,19 @@ class TcpTransport final : public Transport {
 
   const char* name() const noexcept override { return "tcp"; }
 
-  Status initContext(uint64_t commId, const CommConfig& config, void** ctx) override;
-  Status finalizeContext(void* ctx) override;
+  // No per-communicator state: *ctx stays empty.
+  Status initContext(uint64_t commId, const CommConfig& config,
+                     std::unique_ptr<Context>* ctx) override;
 
   Status devices(int* ndev) override;
   Status properties(int dev, Properties* props) override;
 
   size_t handleBytes() const noexcept override;
 
-  Status listen(void* ctx, int dev, void* handle, void** listenComm) override;
-  Status connect(void* ctx, int dev, void* handle, void** sendComm) override;
-  Status accept(void* listenComm, void** recvComm) override;
-
-  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override;
-  Status deregMr(void* comm, void* mhandle) override;
-
-  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
-               void** request) override;
-  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-               void** mhandles, void** phandles, void** request) override;
-  Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                void** request) override;
-  Status test(void* request, int* done, int* sizes) override;
-
-  Status closeSend(void* sendComm) override;
-  Status closeRecv(void* recvComm) override;
-  Status closeListen(void* listenComm) override;
-
-  bool bytesMoved(void* comm, uint64_t* bytes) noexcept override;
-  // Send comms: whether any of its sockets has bytes the kernel has not sent
-  // yet (common/net/tcp_unsent.h).
-  bool linkBacklogged(void* comm, bool* backlogged) noexcept override;
-  bool endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept override;
+  Status listen(Context* ctx, int dev, std::byte* handle,
+                std::unique_ptr<Listener>* listener) override;
+  Status connect(Context* ctx, int dev, std::byte* handle,
+                 std::unique_ptr<SendComm>* comm) override;
 
  private:
   Status ensureDevices();
@@ -80,9 +65,12 @@ class TcpTransport final : public Transport {
   Status devicesStatus_;
   std::vector<Device> devices_;  // immutable once devicesLoaded_
 
-  // Connections in progress, by the address of the handle NCCL polls with.
+  // Connections in progress, by the address of the handle NCCL polls with
+  // (connect() gets the same buffer at each poll of one connection,
+  // transport.h): as NCCL's own socket plugin keeps its connect state per
+  // handle, but here, not inside the handle bytes.
   std::mutex connectingMutex_;
-  std::unordered_map<const void*, std::unique_ptr<Connector>> connecting_;
+  std::unordered_map<const std::byte*, std::unique_ptr<Connector>> connecting_;
 
   ListenWarnLimiters listenWarnLimiters_;
 };

@@ -78,8 +78,8 @@ std::array<uint8_t, N> getBytes(const uint8_t* p) noexcept {
 
 }  // namespace
 
-void encodeHandle(const ListenHandle& handle, void* out) noexcept {
-  auto* p = static_cast<uint8_t*>(out);
+void encodeHandle(const ListenHandle& handle, std::byte* out) noexcept {
+  auto* p = reinterpret_cast<uint8_t*>(out);
   std::memset(p, 0, kHandleBytes);
   putU32(p + kHandleMagicAt, kHandleMagic);
   putU16(p + kHandleVersionAt, kProtocolVersion);
@@ -89,11 +89,11 @@ void encodeHandle(const ListenHandle& handle, void* out) noexcept {
   std::memcpy(p + kHandleAddressAt, handle.address, sizeof handle.address);
 }
 
-Status decodeHandle(const void* in, ListenHandle* handle) {
+Status decodeHandle(const std::byte* in, ListenHandle* handle) {
   if (in == nullptr) {
     return invalidUsage("tcp: null listen handle");
   }
-  const auto* p = static_cast<const uint8_t*>(in);
+  const auto* p = reinterpret_cast<const uint8_t*>(in);
   if (getU32(p + kHandleMagicAt) != kHandleMagic) {
     return invalidUsage("tcp: the listen handle is not a resilient TCP handle (bad magic)");
   }

@@ -34,9 +34,9 @@ struct ListenHandle {
 };
 
 // Writes kHandleBytes bytes.
-void encodeHandle(const ListenHandle& handle, void* out) noexcept;
+void encodeHandle(const ListenHandle& handle, std::byte* out) noexcept;
 // invalidUsage when the bytes are not a handle of this protocol version.
-Status decodeHandle(const void* in, ListenHandle* handle);
+Status decodeHandle(const std::byte* in, ListenHandle* handle);
 
 // ---- Handshake ----------------------------------------------------------------
 //

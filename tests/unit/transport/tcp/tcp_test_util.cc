@@ -27,7 +27,27 @@ TcpOptions loopbackOptions(int family) {
   return o;
 }
 
-int rawConnect(const void* handle) {
+namespace {
+
+// What anyRequest() points to.
+class NeverTested final : public transport::Request {
+ public:
+  virtual ~NeverTested() = default;
+  Status test(int* done, int* sizes) override {
+    (void)sizes;
+    *done = 0;
+    return internalError("test: anyRequest() was tested");
+  }
+};
+
+}  // namespace
+
+transport::Request* anyRequest() {
+  static NeverTested request;
+  return &request;
+}
+
+int rawConnect(const std::byte* handle) {
   ListenHandle h;
   if (!decodeHandle(handle, &h).ok()) {
     return -1;
@@ -92,8 +112,7 @@ RawHandshake rawHandshake(int fd, const uint8_t* hello, const std::string& token
   timeval timeout{5, 0};
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   std::memcpy(r.hello, hello, kHelloBytes);
-  if (!writeAll(fd, r.hello, kHelloBytes) ||
-      !readAll(fd, r.challengeBytes, kChallengeBytes) ||
+  if (!writeAll(fd, r.hello, kHelloBytes) || !readAll(fd, r.challengeBytes, kChallengeBytes) ||
       !decodeChallengeHeader(r.challengeBytes, &r.challenge)) {
     return r;
   }
@@ -115,23 +134,23 @@ RawHandshake rawHandshake(int fd, const uint8_t* hello, const std::string& token
   return r;
 }
 
-void acceptWhile(TcpTransport* receiver, void* listenComm, const std::function<void()>& client,
-                 void** recvComm, int* comms) {
+void acceptWhile(transport::Listener* listener, const std::function<void()>& client,
+                 std::unique_ptr<transport::RecvComm>* recvComm, int* comms) {
   std::atomic<bool> done{false};
   std::thread thread([&] {
     client();
     done = true;
   });
   while (!done) {
-    void* comm = nullptr;
-    if (receiver->accept(listenComm, &comm).ok() && comm != nullptr) {
+    std::unique_ptr<transport::RecvComm> comm;
+    if (listener->accept(&comm).ok() && comm != nullptr) {
       if (comms != nullptr) {
         ++*comms;
       }
       if (recvComm != nullptr && *recvComm == nullptr) {
-        *recvComm = comm;
+        *recvComm = std::move(comm);
       } else {
-        (void)receiver->closeRecv(comm);
+        (void)comm->close();
       }
     }
     std::this_thread::yield();

@@ -3,8 +3,10 @@
 // round trips are tests/support/transport_pair.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "plugin/transport/tcp/options.h"
@@ -17,7 +19,11 @@ namespace resilient::test {
 transport::tcp::TcpOptions loopbackOptions(int family = 0);
 
 // A blocking TCP connection to the address in a listen handle (-1 on failure).
-int rawConnect(const void* handle);
+int rawConnect(const std::byte* handle);
+
+// A request that is not null, to see a call clear *request (NCCL may pre-store
+// 0x1); never tested.
+transport::Request* anyRequest();
 
 // Blocking send and receive of exactly `size` bytes; false on an error or EOF.
 bool writeAll(int fd, const void* data, size_t size);
@@ -47,11 +53,10 @@ struct RawHandshake {
 RawHandshake rawHandshake(int fd, const uint8_t* hello, const std::string& token,
                           const uint8_t* response = nullptr);
 
-// Runs `client` on another thread while polling accept() on `listenComm`
+// Runs `client` on another thread while polling accept() on `listener`
 // until it returns; the comms accept() yields are returned in *recvComm (the
 // first) and counted in *comms (both may be null: any comm is then closed).
-void acceptWhile(transport::tcp::TcpTransport* receiver, void* listenComm,
-                 const std::function<void()>& client, void** recvComm = nullptr,
-                 int* comms = nullptr);
+void acceptWhile(transport::Listener* listener, const std::function<void()>& client,
+                 std::unique_ptr<transport::RecvComm>* recvComm = nullptr, int* comms = nullptr);
 
 }  // namespace resilient::test

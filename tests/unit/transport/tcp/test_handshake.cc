@@ -152,7 +152,7 @@ class FakeListener {
     }
   }
 
-  uint8_t handle[transport::kHandleSize] = {};
+  std::byte handle[transport::kHandleSize] = {};
   std::vector<FakeSocket> served;
 
  private:
@@ -160,7 +160,8 @@ class FakeListener {
 };
 
 // Polls connect() until it yields a comm or fails (5 s at most).
-Status connectTo(TcpTransport* sender, void* handle, void** sendComm) {
+Status connectTo(TcpTransport* sender, std::byte* handle,
+                 std::unique_ptr<transport::SendComm>* sendComm) {
   const uint64_t deadline = test::monotonicMs() + 5000;
   while (test::monotonicMs() < deadline) {
     RESILIENT_TRY(sender->connect(nullptr, 0, handle, sendComm));
@@ -174,12 +175,12 @@ Status connectTo(TcpTransport* sender, void* handle, void** sendComm) {
 
 // Polls accept() until the listener holds no socket (3 s at most); no comm
 // may come out of it.
-void drainListener(TcpTransport* receiver, void* listenComm) {
-  auto* listener = static_cast<ListenComm*>(listenComm);
+void drainListener(transport::Listener* base) {
+  auto* listener = static_cast<TcpListener*>(base);
   const uint64_t deadline = test::monotonicMs() + 3000;
   while (listener->incomingCount() > 0 && test::monotonicMs() < deadline) {
-    void* comm = nullptr;
-    REQUIRE(receiver->accept(listenComm, &comm).ok());
+    std::unique_ptr<transport::RecvComm> comm;
+    REQUIRE(listener->accept(&comm).ok());
     REQUIRE(comm == nullptr);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -209,7 +210,7 @@ TEST_CASE("a job token mismatch fails the connect with invalidUsage and a reason
   const Status s = test::connectPair(&sender, &receiver, &pair);
   REQUIRE_FALSE(s.ok());
   CHECK(s.kind() == ErrorKind::kInvalidUsage);
-  auto* listener = static_cast<ListenComm*>(pair.listenComm);
+  auto* listener = static_cast<TcpListener*>(pair.listener.get());
   CHECK(s.peer() == listener->address().toString());
   CHECK_THAT(
       s.message(),
@@ -219,7 +220,7 @@ TEST_CASE("a job token mismatch fails the connect with invalidUsage and a reason
   CHECK(pair.sendComm == nullptr);
   CHECK(pair.recvComm == nullptr);
   // The listener is told, logs it and keeps nothing.
-  drainListener(&receiver, pair.listenComm);
+  drainListener(pair.listener.get());
   CHECK(logger.count(NCCL_LOG_WARN, "tcp: job token mismatch: the listener at") == 1);
   CHECK(logger.count(NCCL_LOG_WARN,
                      "job token mismatch: the connector could not verify this "
@@ -238,12 +239,12 @@ TEST_CASE("a replayed handshake is refused and never yields a comm",
   {
     TcpTransport sender(o);
     std::thread serving([&] { recorder.serve(2, "job-1"); });
-    void* sendComm = nullptr;
+    std::unique_ptr<transport::SendComm> sendComm;
     const Status s = connectTo(&sender, recorder.handle, &sendComm);
     serving.join();
     REQUIRE(s.ok());
     REQUIRE(sendComm != nullptr);
-    CHECK(sender.closeSend(sendComm).ok());
+    CHECK(sendComm->close().ok());
   }
   REQUIRE(recorder.served.size() == 2);
 
@@ -258,7 +259,7 @@ TEST_CASE("a replayed handshake is refused and never yields a comm",
     REQUIRE(fds.back() >= 0);
   }
   test::acceptWhile(
-      &receiver, pair.listenComm,
+      pair.listener.get(),
       [&] {
         for (size_t i = 0; i < 2; ++i) {
           const FakeSocket& recorded = recorder.served[i];
@@ -272,7 +273,7 @@ TEST_CASE("a replayed handshake is refused and never yields a comm",
     REQUIRE(replay.acked);
     CHECK(replay.ack.refusal == Refusal::kBadToken);
   }
-  drainListener(&receiver, pair.listenComm);
+  drainListener(pair.listener.get());
   CHECK(comms == 0);
   CHECK(logger.count(NCCL_LOG_WARN,
                      "job token mismatch: the connector could not prove the job "
@@ -300,7 +301,7 @@ TEST_CASE("a listener that cannot prove the job token is rejected by the connect
   TcpTransport sender(o);
   FakeListener fake;
   std::thread serving([&] { fake.serve(2, fakeToken); });
-  void* sendComm = nullptr;
+  std::unique_ptr<transport::SendComm> sendComm;
   const Status s = connectTo(&sender, fake.handle, &sendComm);
   serving.join();
   REQUIRE_FALSE(s.ok());
@@ -330,7 +331,7 @@ TEST_CASE("the connector fails with a reason when the listener refuses its proof
   o.nSocks = 1;
   TcpTransport sender(o);
   FakeListener fake;
-  void* sendComm = nullptr;
+  std::unique_ptr<transport::SendComm> sendComm;
   SECTION("a proof refused") {
     std::thread serving([&] { fake.serve(2, "job-1", Refusal::kBadToken); });
     const Status s = connectTo(&sender, fake.handle, &sendComm);
@@ -388,10 +389,10 @@ TEST_CASE(
   test::RawHandshake fakeData;
   test::RawHandshake fakeControl;
   test::RawHandshake data;
-  void* comm = nullptr;
+  std::unique_ptr<transport::RecvComm> comm;
   int comms = 0;
   test::acceptWhile(
-      &receiver, pair.listenComm,
+      pair.listener.get(),
       [&] {
         control = test::rawHandshake(fds[0], HelloBytes(5, 0, 2).bytes, "job-1");
         fakeData = test::rawHandshake(fds[1], HelloBytes(5, 1, 2).bytes, "job-2");
@@ -408,15 +409,15 @@ TEST_CASE(
   REQUIRE(data.acked);
   CHECK(data.ack.refusal == Refusal::kNone);  // the stalled fake is no duplicate
   for (int i = 0; i < 100 && comm == nullptr; ++i) {
-    REQUIRE(receiver.accept(pair.listenComm, &comm).ok());
+    REQUIRE(pair.listener->accept(&comm).ok());
     comms += comm != nullptr;
   }
   REQUIRE(comm != nullptr);
   CHECK(comms == 1);
   transport::Endpoint peer;
-  REQUIRE(receiver.endpoints(comm, nullptr, &peer));
+  REQUIRE(comm->endpoints(nullptr, &peer));
   CHECK(std::string(peer.text) == test::localAddressText(fds[0]));
-  CHECK(receiver.closeRecv(comm).ok());
+  CHECK(comm->close().ok());
   CHECK(logger.count(NCCL_LOG_WARN,
                      "job token mismatch: the connector could not prove the job "
                      "token") >= 1);
@@ -437,7 +438,7 @@ TEST_CASE("idle and half-open sockets do not keep a legitimate connection out",
   TcpTransport sender(o);
   TransportPair pair;
   REQUIRE(test::listenOn(&receiver, &pair).ok());
-  auto* listener = static_cast<ListenComm*>(pair.listenComm);
+  auto* listener = static_cast<TcpListener*>(pair.listener.get());
   constexpr int kIdle = 300;
   constexpr int kHalf = 3;
   STATIC_REQUIRE(kIdle > static_cast<int>(kMaxIncoming));
@@ -461,16 +462,16 @@ TEST_CASE("idle and half-open sockets do not keep a legitimate connection out",
   CHECK(elapsed < 2000);
   transport::Endpoint senderLocal;
   transport::Endpoint receiverPeer;
-  REQUIRE(sender.endpoints(pair.sendComm, &senderLocal, nullptr));
-  REQUIRE(receiver.endpoints(pair.recvComm, nullptr, &receiverPeer));
+  REQUIRE(pair.sendComm->endpoints(&senderLocal, nullptr));
+  REQUIRE(pair.recvComm->endpoints(nullptr, &receiverPeer));
   CHECK(std::string(receiverPeer.text) == senderLocal.text);
   REQUIRE(test::roundTrip(pair, 100000, 3, 0).toString() == "ok");
 
   // Nothing else comes out of the listener; the sockets that sent a part of
   // a hello were kept, the oldest idle ones made room for the newcomers.
   for (int i = 0; i < 20; ++i) {
-    void* comm = nullptr;
-    REQUIRE(receiver.accept(pair.listenComm, &comm).ok());
+    std::unique_ptr<transport::RecvComm> comm;
+    REQUIRE(pair.listener->accept(&comm).ok());
     REQUIRE(comm == nullptr);
   }
   CHECK(listener->incomingCount() <= kMaxIncoming);
@@ -507,7 +508,7 @@ TEST_CASE(
     TcpTransport sender(o);
     TransportPair pair;
     REQUIRE(test::listenOn(&receiver, &pair).ok());
-    auto* listener = static_cast<ListenComm*>(pair.listenComm);
+    auto* listener = static_cast<TcpListener*>(pair.listener.get());
 
     // 1. An HTTP request.
     const int http = test::rawConnect(pair.handle);
@@ -552,8 +553,8 @@ TEST_CASE(
     bool closed[kFds] = {};
     const uint64_t deadline = test::monotonicMs() + 3000;
     while (test::monotonicMs() < deadline) {
-      void* comm = nullptr;
-      REQUIRE(receiver.accept(pair.listenComm, &comm).ok());
+      std::unique_ptr<transport::RecvComm> comm;
+      REQUIRE(pair.listener->accept(&comm).ok());
       REQUIRE(comm == nullptr);
       bool all = true;
       for (int i = 0; i < kFds; ++i) {
@@ -599,8 +600,7 @@ TEST_CASE("a listener refuses bad versions and duplicate sockets with a reason",
       HelloBytes hello(7, 0, 2);
       hello.bytes[4] = version;
       test::RawHandshake h;
-      test::acceptWhile(&receiver, pair.listenComm,
-                        [&] { h = test::rawHandshake(fd, hello.bytes, ""); });
+      test::acceptWhile(pair.listener.get(), [&] { h = test::rawHandshake(fd, hello.bytes, ""); });
       REQUIRE(h.challenged);
       CHECK(h.challenge.refusal == Refusal::kBadVersion);
       CHECK(h.challenge.version == kProtocolVersion);
@@ -618,9 +618,9 @@ TEST_CASE("a listener refuses bad versions and duplicate sockets with a reason",
     test::RawHandshake dup;
     test::RawHandshake odd;
     test::RawHandshake second;
-    void* comm = nullptr;
+    std::unique_ptr<transport::RecvComm> comm;
     test::acceptWhile(
-        &receiver, pair.listenComm,
+        pair.listener.get(),
         [&] {
           first = test::rawHandshake(fds[0], HelloBytes(9, 0, 2).bytes, "");
           dup = test::rawHandshake(fds[1], HelloBytes(9, 0, 2).bytes, "");  // index 0 again
@@ -638,14 +638,14 @@ TEST_CASE("a listener refuses bad versions and duplicate sockets with a reason",
     REQUIRE(second.acked);
     CHECK(second.ack.refusal == Refusal::kNone);
     for (int i = 0; i < 100 && comm == nullptr; ++i) {
-      REQUIRE(receiver.accept(pair.listenComm, &comm).ok());
+      REQUIRE(pair.listener->accept(&comm).ok());
     }
     REQUIRE(comm != nullptr);
     transport::Endpoint local;
     transport::Endpoint peer;
-    REQUIRE(receiver.endpoints(comm, &local, &peer));
+    REQUIRE(comm->endpoints(&local, &peer));
     CHECK(std::string(peer.text) == test::localAddressText(fds[0]));
-    CHECK(receiver.closeRecv(comm).ok());
+    CHECK(comm->close().ok());
     for (const int fd : fds) {
       ::close(fd);
     }
@@ -662,7 +662,7 @@ TEST_CASE("connect gives up after connectTimeoutMs when nobody listens, naming t
   h.port = placeholder.port;
   const in_addr loopback{htonl(INADDR_LOOPBACK)};
   std::memcpy(h.address, &loopback, 4);
-  uint8_t handle[transport::kHandleSize] = {};
+  std::byte handle[transport::kHandleSize] = {};
   encodeHandle(h, handle);
 
   TcpOptions o = test::loopbackOptions(AF_INET);
@@ -670,7 +670,7 @@ TEST_CASE("connect gives up after connectTimeoutMs when nobody listens, naming t
   TcpTransport sender(o);
   const uint64_t start = test::monotonicMs();
   Status s;
-  void* comm = nullptr;
+  std::unique_ptr<transport::SendComm> comm;
   while (s.ok() && comm == nullptr && test::monotonicMs() < start + 5000) {
     s = sender.connect(nullptr, 0, handle, &comm);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -686,7 +686,7 @@ TEST_CASE("connect gives up after connectTimeoutMs when nobody listens, naming t
   CHECK(toNcclResult(s) == ncclRemoteError);
 
   SECTION("a later connect with the same buffer starts afresh") {
-    comm = nullptr;
+    comm.reset();
     const Status again = sender.connect(nullptr, 0, handle, &comm);
     CHECK(again.ok());  // in progress again
     CHECK(comm == nullptr);
@@ -695,9 +695,9 @@ TEST_CASE("connect gives up after connectTimeoutMs when nobody listens, naming t
 
 TEST_CASE("connect refuses a malformed handle at once", "[transport][tcp][handshake]") {
   TcpTransport sender(test::loopbackOptions(AF_INET));
-  uint8_t junk[transport::kHandleSize];
+  std::byte junk[transport::kHandleSize];
   std::memset(junk, 0x5a, sizeof junk);
-  void* comm = nullptr;
+  std::unique_ptr<transport::SendComm> comm;
   const Status s = sender.connect(nullptr, 0, junk, &comm);
   REQUIRE_FALSE(s.ok());
   CHECK(s.kind() == ErrorKind::kInvalidUsage);
@@ -715,9 +715,9 @@ TEST_CASE("several connections to one listener are told apart by their nonce",
   REQUIRE(test::listenOn(&receiver, &pair).ok());
   constexpr int kConns = 4;
   // Each connection polls with its own copy of the handle (a distinct buffer).
-  uint8_t handles[kConns][transport::kHandleSize];
-  void* send[kConns] = {};
-  std::vector<void*> recv;
+  std::byte handles[kConns][transport::kHandleSize];
+  std::unique_ptr<transport::SendComm> send[kConns];
+  std::vector<std::unique_ptr<transport::RecvComm>> recv;
   for (auto& h : handles) {
     std::memcpy(h, pair.handle, sizeof h);
   }
@@ -730,10 +730,10 @@ TEST_CASE("several connections to one listener are told apart by their nonce",
         connected += send[i] != nullptr;
       }
     }
-    void* comm = nullptr;
-    REQUIRE(receiver.accept(pair.listenComm, &comm).ok());
+    std::unique_ptr<transport::RecvComm> comm;
+    REQUIRE(pair.listener->accept(&comm).ok());
     if (comm != nullptr) {
-      recv.push_back(comm);
+      recv.push_back(std::move(comm));
     }
   }
   REQUIRE(connected == kConns);
@@ -741,33 +741,33 @@ TEST_CASE("several connections to one listener are told apart by their nonce",
   // Pair them up by endpoints and check each carries its own data.
   for (int i = 0; i < kConns; ++i) {
     transport::Endpoint sLocal;
-    REQUIRE(sender.endpoints(send[i], &sLocal, nullptr));
-    void* match = nullptr;
-    for (void* r : recv) {
+    REQUIRE(send[i]->endpoints(&sLocal, nullptr));
+    transport::RecvComm* match = nullptr;
+    for (const auto& r : recv) {
       transport::Endpoint rPeer;
-      REQUIRE(receiver.endpoints(r, nullptr, &rPeer));
+      REQUIRE(r->endpoints(nullptr, &rPeer));
       if (std::string(rPeer.text) == sLocal.text) {
-        match = r;
+        match = r.get();
       }
     }
     REQUIRE(match != nullptr);
     uint64_t value = 0x1111111111111111ull * static_cast<uint64_t>(i + 1);
     uint64_t out = 0;
-    void* data = &out;
+    std::byte* data = test::asBytes(&out);
     const size_t cap = sizeof out;
     const int tag = i;
-    void* rreq = nullptr;
-    void* sreq = nullptr;
-    REQUIRE(receiver.irecv(match, 1, &data, &cap, &tag, nullptr, nullptr, &rreq).ok());
-    REQUIRE(sender.isend(send[i], &value, sizeof value, i, nullptr, nullptr, &sreq).ok());
-    REQUIRE(test::waitRequest(&sender, sreq).ok());
-    REQUIRE(test::waitRequest(&receiver, rreq).ok());
+    transport::Request* rreq = nullptr;
+    transport::Request* sreq = nullptr;
+    REQUIRE(match->irecv(1, &data, &cap, &tag, nullptr, nullptr, &rreq).ok());
+    REQUIRE(send[i]->isend(test::asBytes(&value), sizeof value, i, nullptr, nullptr, &sreq).ok());
+    REQUIRE(test::waitRequest(sreq).ok());
+    REQUIRE(test::waitRequest(rreq).ok());
     CHECK(out == value);
   }
   for (int i = 0; i < kConns; ++i) {
-    CHECK(sender.closeSend(send[i]).ok());
+    CHECK(send[i]->close().ok());
   }
-  for (void* r : recv) {
-    CHECK(receiver.closeRecv(r).ok());
+  for (const auto& r : recv) {
+    CHECK(r->close().ok());
   }
 }

@@ -1,5 +1,6 @@
 #include <sys/socket.h>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -41,7 +42,7 @@ TEST_CASE("listen handles round-trip within the handle size", "[transport][tcp][
     h.port = 40000;
     const uint8_t ip[4] = {10, 0, 0, 2};
     std::memcpy(h.address, ip, 4);
-    uint8_t bytes[kHandleBytes];
+    std::byte bytes[kHandleBytes];
     encodeHandle(h, bytes);
     ListenHandle back;
     REQUIRE(decodeHandle(bytes, &back).ok());
@@ -57,7 +58,7 @@ TEST_CASE("listen handles round-trip within the handle size", "[transport][tcp][
       h.address[i] = static_cast<uint8_t>(0xf0 + i);
     }
     h.scopeId = 7;
-    uint8_t bytes[kHandleBytes];
+    std::byte bytes[kHandleBytes];
     encodeHandle(h, bytes);
     ListenHandle back;
     REQUIRE(decodeHandle(bytes, &back).ok());
@@ -73,34 +74,34 @@ TEST_CASE("listen handles with a bad magic, version, family or port are refused"
   ListenHandle h;
   h.family = AF_INET;
   h.port = 5000;
-  uint8_t bytes[kHandleBytes];
+  std::byte bytes[kHandleBytes];
   encodeHandle(h, bytes);
   ListenHandle out;
 
-  uint8_t bad[kHandleBytes];
+  std::byte bad[kHandleBytes];
   std::memcpy(bad, bytes, sizeof bad);
-  bad[0] ^= 0xff;
+  bad[0] ^= std::byte{0xff};
   Status s = decodeHandle(bad, &out);
   REQUIRE_FALSE(s.ok());
   CHECK(s.kind() == ErrorKind::kInvalidUsage);
   CHECK_THAT(s.message(), Catch::Contains("magic"));
 
   std::memcpy(bad, bytes, sizeof bad);
-  bad[4] = 99;  // version
+  bad[4] = std::byte{99};  // version
   s = decodeHandle(bad, &out);
   REQUIRE_FALSE(s.ok());
   CHECK_THAT(s.message(), Catch::Contains("version"));
 
   std::memcpy(bad, bytes, sizeof bad);
-  bad[6] = 9;  // family
+  bad[6] = std::byte{9};  // family
   CHECK_FALSE(decodeHandle(bad, &out).ok());
 
   std::memcpy(bad, bytes, sizeof bad);
-  bad[8] = bad[9] = 0;  // port
+  bad[8] = bad[9] = std::byte{0};  // port
   CHECK_FALSE(decodeHandle(bad, &out).ok());
 
   CHECK_FALSE(decodeHandle(nullptr, &out).ok());
-  const uint8_t zeros[kHandleBytes] = {};
+  const std::byte zeros[kHandleBytes] = {};
   CHECK_FALSE(decodeHandle(zeros, &out).ok());
 }
 
