@@ -84,12 +84,12 @@ struct Queue {
 struct MemoryTransport::Connection {
   bool sendClosed = false;
   bool recvClosed = false;
-  Status failed;                // set for good by a protocol error
-  Queue<MemoryRequest> sends;   // posted, bytes not moved yet, in posting order
-  Queue<MemoryRequest> recvs;   // posted, not complete, in posting order
-  uint64_t bytes = 0;           // moved so far (both ends report it)
-  transport::Endpoint client;   // the connecting side
-  transport::Endpoint server;   // the listener's address
+  Status failed;               // set for good by a protocol error
+  Queue<MemoryRequest> sends;  // posted, bytes not moved yet, in posting order
+  Queue<MemoryRequest> recvs;  // posted, not complete, in posting order
+  uint64_t bytes = 0;          // moved so far (both ends report it)
+  transport::Endpoint client;  // the connecting side
+  transport::Endpoint server;  // the listener's address
 };
 
 struct MemoryTransport::ListenPoint {

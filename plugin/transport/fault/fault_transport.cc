@@ -213,8 +213,8 @@ class FaultTransport::FaultSendComm final : public SendComm {
   bool endpoints(Endpoint* local, Endpoint* peer) noexcept override {
     return core.endpoints(local, peer);
   }
-  Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region,
-               ProfilerHandle* phandle, Request** request) override;
+  Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region, ProfilerHandle* phandle,
+               Request** request) override;
   bool linkBacklogged(bool* backlogged) noexcept override;
 
   SendComm* const innerSend;  // core.inner, as the send comm it is
@@ -294,7 +294,6 @@ FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, std::vector<Fau
     }
   }
 }
-
 
 FaultTransport::~FaultTransport() {
   for (Parked& p : parked_) {

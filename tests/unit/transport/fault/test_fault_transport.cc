@@ -92,8 +92,7 @@ class Rig {
 
   Request* postSend(size_t pair = 0, size_t size = kMsg, int tag = 0) {
     Request* request = nullptr;
-    const Status s =
-        sends.at(pair)->isend(sendBuf.data(), size, tag, nullptr, nullptr, &request);
+    const Status s = sends.at(pair)->isend(sendBuf.data(), size, tag, nullptr, nullptr, &request);
     REQUIRE(s.ok());
     REQUIRE(request != nullptr);
     return request;
@@ -281,8 +280,8 @@ TEST_CASE("close: the inner comm closes, the peer sees EOF, the owner's close is
   // Every later call on the closed comm is a remote error, without touching the inner comm.
   checkInjected(rig.trySend(&s), ErrorKind::kRemote, rule);
   std::unique_ptr<MemoryRegion> mh;
-  checkInjected(rig.sends[0]->regMr(rig.sendBuf.data(), kMsg, kPtrHost, &mh),
-                ErrorKind::kRemote, rule);
+  checkInjected(rig.sends[0]->regMr(rig.sendBuf.data(), kMsg, kPtrHost, &mh), ErrorKind::kRemote,
+                rule);
   CHECK(rig.sends[0]->deregMr(nullptr).ok());
   Endpoint local;
   Endpoint peer;
@@ -834,8 +833,7 @@ TEST_CASE("connect: a close rule hands out a closed connection", "[fault][connec
   const size_t size = buf.size();
   const int tag = 0;
   Request* r = nullptr;
-  checkInjected(recv->irecv(1, &data, &size, &tag, nullptr, nullptr, &r), ErrorKind::kRemote,
-                rule);
+  checkInjected(recv->irecv(1, &data, &size, &tag, nullptr, nullptr, &r), ErrorKind::kRemote, rule);
   // The connecting side sees EOF on its first send.
   Request* s = nullptr;
   CHECK(send->isend(buf.data(), 8, 0, nullptr, nullptr, &s).kind() == ErrorKind::kRemote);
