@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "plugin/transport/request_pool.h"
+
 namespace resilient::test {
 
 namespace {
@@ -23,48 +25,208 @@ void raiseToAtLeast(std::atomic<int>& most, int value) {
 
 }  // namespace
 
-struct MemoryTransport::MemoryConnection {
-  Comm* send = nullptr;
-  Comm* recv = nullptr;
-  Status failed;                     // set for good by a protocol error
-  std::deque<MemoryRequest*> sends;  // posted, bytes not moved yet, in posting order
-  std::deque<MemoryRequest*> recvs;  // posted, not complete, in posting order
-};
-
-struct MemoryTransport::Comm {
-  MemoryConnection* conn = nullptr;
-  bool isSend = true;
-  bool closed = false;
-  int outstanding = 0;  // isend/irecv requests not yet reported done
-  uint64_t bytes = 0;
-  transport::Endpoint local;
-  transport::Endpoint peer;
-};
-
-struct MemoryTransport::MemoryRequest {
+// One posted send, receive or flush; a slot of its comm's pool.
+class MemoryTransport::MemoryRequest final : public transport::Request {
+ public:
   struct Buffer {
-    char* data = nullptr;
+    std::byte* data = nullptr;
     size_t capacity = 0;
     int tag = 0;
     int got = -1;  // bytes received, -1 while waiting
   };
-  Comm* comm = nullptr;
+
+  Status test(int* isDone, int* sizes) override;
+
+  CommState* comm = nullptr;
+  MemoryRequest* next = nullptr;  // in its connection's queue
+  bool outstanding = false;       // handed out, not yet reported done
   bool done = false;
   bool flush = false;
   // send
-  const char* data = nullptr;
+  const std::byte* data = nullptr;
   size_t size = 0;
   int tag = 0;
-  // receive
+  // receive (capacity for maxRecvs reserved when the comm is made)
   std::vector<Buffer> buffers;
 };
 
-struct MemoryTransport::Listen {
+namespace {
+
+// A FIFO of requests linked through MemoryRequest::next (no allocation).
+template <class R>
+struct Queue {
+  R* head = nullptr;
+  R* tail = nullptr;
+
+  bool empty() const { return head == nullptr; }
+  void push(R* r) {
+    r->next = nullptr;
+    if (tail != nullptr) {
+      tail->next = r;
+    } else {
+      head = r;
+    }
+    tail = r;
+  }
+  void pop() {
+    head = head->next;
+    if (head == nullptr) {
+      tail = nullptr;
+    }
+  }
+  void clear() { head = tail = nullptr; }
+};
+
+}  // namespace
+
+// Both ends of one connection; owned by the transport, so that either end
+// sees the other's close after the other's object is gone.
+struct MemoryTransport::Connection {
+  bool sendClosed = false;
+  bool recvClosed = false;
+  Status failed;               // set for good by a protocol error
+  Queue<MemoryRequest> sends;  // posted, bytes not moved yet, in posting order
+  Queue<MemoryRequest> recvs;  // posted, not complete, in posting order
+  uint64_t bytes = 0;          // moved so far (both ends report it)
+  transport::Endpoint client;  // the connecting side
+  transport::Endpoint server;  // the listener's address
+};
+
+struct MemoryTransport::ListenPoint {
   uint64_t id = 0;
   std::string address;
   bool closed = false;
-  std::deque<Comm*> backlog;  // receive comms connected, not yet accepted
+  std::deque<Connection*> backlog;  // connected, not yet accepted
 };
+
+// What send and receive comms share: their end of the connection and their requests.
+struct MemoryTransport::CommState {
+  CommState(MemoryTransport* t, Connection* c, bool send)
+      : owner(t),
+        conn(c),
+        isSend(send),
+        pool(static_cast<size_t>(send ? 2 * transport::kMaxRequests * t->maxRecvs_
+                                      : 4 * transport::kMaxRequests)) {
+    for (MemoryRequest& r : pool.slots()) {
+      r.comm = this;
+      if (!send) {
+        r.buffers.reserve(static_cast<size_t>(t->maxRecvs_));
+      }
+    }
+  }
+  ~CommState() {
+    if (!closed) {
+      (void)close();
+    }
+  }
+  CommState(const CommState&) = delete;
+  CommState& operator=(const CommState&) = delete;
+
+  Status regMr(int type, std::unique_ptr<transport::MemoryRegion>* region);
+  Status deregMr(std::unique_ptr<transport::MemoryRegion> region);
+  Status close();
+  bool bytesMoved(uint64_t* bytes) noexcept {
+    const std::lock_guard<std::mutex> lock(owner->mutex_);
+    *bytes = conn->bytes;
+    return true;
+  }
+  bool endpoints(transport::Endpoint* l, transport::Endpoint* p) const noexcept {
+    *l = local;
+    *p = peer;
+    return true;
+  }
+
+  MemoryTransport* owner;
+  Connection* conn;
+  const bool isSend;
+  bool closed = false;
+  int outstanding = 0;  // isend/irecv requests not yet reported done
+  transport::Endpoint local;
+  transport::Endpoint peer;
+  transport::RequestPool<MemoryRequest> pool;
+};
+
+// A registration: nothing to register, only which comm made it.
+class MemoryTransport::Region final : public transport::MemoryRegion {
+ public:
+  explicit Region(const CommState* c) : comm(c) {}
+  const CommState* comm;
+};
+
+class MemoryTransport::MemorySendComm final : public transport::SendComm {
+ public:
+  MemorySendComm(MemoryTransport* t, Connection* c) : state(t, c, true) {}
+
+  Status regMr(std::byte* /*data*/, size_t /*size*/, int type,
+               std::unique_ptr<transport::MemoryRegion>* region) override {
+    return state.regMr(type, region);
+  }
+  Status deregMr(std::unique_ptr<transport::MemoryRegion> region) override {
+    return state.deregMr(std::move(region));
+  }
+  Status close() override { return state.close(); }
+  bool bytesMoved(uint64_t* bytes) noexcept override { return state.bytesMoved(bytes); }
+  bool endpoints(transport::Endpoint* local, transport::Endpoint* peer) noexcept override {
+    return state.endpoints(local, peer);
+  }
+  Status isend(std::byte* data, size_t size, int tag, transport::MemoryRegion* region,
+               transport::ProfilerHandle* phandle, transport::Request** request) override;
+
+  CommState state;
+};
+
+class MemoryTransport::MemoryRecvComm final : public transport::RecvComm {
+ public:
+  MemoryRecvComm(MemoryTransport* t, Connection* c) : state(t, c, false) {}
+
+  Status regMr(std::byte* /*data*/, size_t /*size*/, int type,
+               std::unique_ptr<transport::MemoryRegion>* region) override {
+    return state.regMr(type, region);
+  }
+  Status deregMr(std::unique_ptr<transport::MemoryRegion> region) override {
+    return state.deregMr(std::move(region));
+  }
+  Status close() override { return state.close(); }
+  bool bytesMoved(uint64_t* bytes) noexcept override { return state.bytesMoved(bytes); }
+  bool endpoints(transport::Endpoint* local, transport::Endpoint* peer) noexcept override {
+    return state.endpoints(local, peer);
+  }
+  Status irecv(int n, std::byte** data, const size_t* sizes, const int* tags,
+               transport::MemoryRegion** regions, transport::ProfilerHandle** phandles,
+               transport::Request** request) override;
+  Status iflush(int n, std::byte** data, const int* sizes, transport::MemoryRegion** regions,
+                transport::Request** request) override;
+
+  CommState state;
+};
+
+class MemoryTransport::MemoryListener final : public transport::Listener {
+ public:
+  MemoryListener(MemoryTransport* t, ListenPoint* p) : owner(t), point(p) {}
+  ~MemoryListener() override {
+    if (!closed) {
+      (void)close();
+    }
+  }
+  MemoryListener(const MemoryListener&) = delete;
+  MemoryListener& operator=(const MemoryListener&) = delete;
+
+  Status accept(std::unique_ptr<transport::RecvComm>* comm) override;
+  Status close() override {
+    const std::lock_guard<std::mutex> lock(owner->mutex_);
+    point->closed = true;
+    closed = true;
+    return {};
+  }
+
+  MemoryTransport* owner;
+  ListenPoint* point;
+  bool closed = false;
+};
+
+Status MemoryTransport::MemoryRequest::test(int* isDone, int* sizes) {
+  return comm->owner->test(*this, isDone, sizes);
+}
 
 MemoryTransport::MemoryTransport(int maxRecvs, bool forceFlush)
     : maxRecvs_(maxRecvs), forceFlush_(forceFlush) {}
@@ -76,19 +238,19 @@ void MemoryTransport::setNextListenAddress(std::string address) {
   nextListenAddress_ = std::move(address);
 }
 
-bool MemoryTransport::isComm(const void* comm) const {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  return std::any_of(comms_.begin(), comms_.end(),
-                     [comm](const auto& c) { return c.get() == comm; });
+bool MemoryTransport::made(const transport::Comm& comm) const noexcept {
+  if (const auto* s = dynamic_cast<const MemorySendComm*>(&comm)) {
+    return s->state.owner == this;
+  }
+  if (const auto* r = dynamic_cast<const MemoryRecvComm*>(&comm)) {
+    return r->state.owner == this;
+  }
+  return false;
 }
 
 Status MemoryTransport::initContext(uint64_t /*commId*/, const transport::CommConfig& /*config*/,
-                                    void** ctx) {
-  *ctx = nullptr;
-  return {};
-}
-
-Status MemoryTransport::finalizeContext(void* /*ctx*/) {
+                                    std::unique_ptr<transport::Context>* ctx) {
+  ctx->reset();
   return {};
 }
 
@@ -109,23 +271,25 @@ Status MemoryTransport::properties(int dev, transport::Properties* props) {
   return {};
 }
 
-Status MemoryTransport::listen(void* /*ctx*/, int /*dev*/, void* handle, void** listenComm) {
+Status MemoryTransport::listen(transport::Context* /*ctx*/, int /*dev*/, std::byte* handle,
+                               std::unique_ptr<transport::Listener>* listener) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  auto l = std::make_unique<Listen>();
+  auto l = std::make_unique<ListenPoint>();
   l->id = listens_.size() + 1;
   l->address = nextListenAddress_;
   std::memcpy(handle, &kMagic, sizeof kMagic);
-  std::memcpy(static_cast<char*>(handle) + sizeof kMagic, &l->id, sizeof l->id);
-  *listenComm = l.get();
+  std::memcpy(handle + sizeof kMagic, &l->id, sizeof l->id);
+  *listener = std::make_unique<MemoryListener>(this, l.get());
   listens_.push_back(std::move(l));
   return {};
 }
 
-Status MemoryTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void** sendComm) {
+Status MemoryTransport::connect(transport::Context* /*ctx*/, int /*dev*/, std::byte* handle,
+                                std::unique_ptr<transport::SendComm>* comm) {
   uint64_t magic = 0;
   uint64_t id = 0;
   std::memcpy(&magic, handle, sizeof magic);
-  std::memcpy(&id, static_cast<const char*>(handle) + sizeof magic, sizeof id);
+  std::memcpy(&id, handle + sizeof magic, sizeof id);
   if (magic != kMagic) {
     return invalidUsage("memory: not a handle of this transport");
   }
@@ -133,148 +297,190 @@ Status MemoryTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void**
   if (id == 0 || id > listens_.size() || listens_[id - 1]->closed) {
     return remoteError("memory: connection refused");
   }
-  Listen& l = *listens_[id - 1];
-  auto conn = std::make_unique<MemoryConnection>();
-  auto send = std::make_unique<Comm>();
-  auto recv = std::make_unique<Comm>();
-  const std::string client = "10.0.0.1:" + std::to_string(50000 + ++connectionCount_);
-  send->conn = recv->conn = conn.get();
-  send->isSend = true;
-  recv->isSend = false;
-  setText(&send->local, client);
-  setText(&send->peer, l.address);
-  setText(&recv->local, l.address);
-  setText(&recv->peer, client);
-  conn->send = send.get();
-  conn->recv = recv.get();
-  l.backlog.push_back(recv.get());
-  *sendComm = send.get();
-  comms_.push_back(std::move(send));
-  comms_.push_back(std::move(recv));
+  ListenPoint& l = *listens_[id - 1];
+  auto conn = std::make_unique<Connection>();
+  setText(&conn->client, "10.0.0.1:" + std::to_string(50000 + ++connectionCount_));
+  setText(&conn->server, l.address);
+  auto send = std::make_unique<MemorySendComm>(this, conn.get());
+  send->state.local = conn->client;
+  send->state.peer = conn->server;
+  l.backlog.push_back(conn.get());
   connections_.push_back(std::move(conn));
+  *comm = std::move(send);
   ++liveComms;
   return {};
 }
 
-Status MemoryTransport::accept(void* listenComm, void** recvComm) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  auto* l = static_cast<Listen*>(listenComm);
-  *recvComm = nullptr;
-  if (!l->backlog.empty()) {
-    *recvComm = l->backlog.front();
-    l->backlog.pop_front();
-    ++liveComms;
+Status MemoryTransport::MemoryListener::accept(std::unique_ptr<transport::RecvComm>* comm) {
+  comm->reset();
+  const std::lock_guard<std::mutex> lock(owner->mutex_);
+  if (point->backlog.empty()) {
+    return {};
   }
+  Connection* conn = point->backlog.front();
+  point->backlog.pop_front();
+  auto recv = std::make_unique<MemoryRecvComm>(owner, conn);
+  recv->state.local = conn->server;
+  recv->state.peer = conn->client;
+  *comm = std::move(recv);
+  ++owner->liveComms;
   return {};
 }
 
-Status MemoryTransport::regMr(void* comm, void* /*data*/, size_t /*size*/, int type,
-                              void** mhandle) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  if (static_cast<Comm*>(comm)->closed) {
+Status MemoryTransport::CommState::regMr(int type,
+                                         std::unique_ptr<transport::MemoryRegion>* region) {
+  const std::lock_guard<std::mutex> lock(owner->mutex_);
+  if (closed) {
     return internalError("memory: regMr on a closed comm");
   }
   if (type != transport::kPtrHost) {
     return invalidUsage("memory: host memory only");
   }
-  *mhandle = comm;
+  *region = std::make_unique<Region>(this);
   return {};
 }
 
-Status MemoryTransport::deregMr(void* comm, void* mhandle) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  if (static_cast<Comm*>(comm)->closed) {
+Status MemoryTransport::CommState::deregMr(std::unique_ptr<transport::MemoryRegion> region) {
+  const std::lock_guard<std::mutex> lock(owner->mutex_);
+  if (closed) {
     return internalError("memory: deregMr on a closed comm");
   }
-  if (mhandle != comm) {
-    return invalidUsage("memory: not a memory handle of this comm");
+  // A test double checks what it is given: a region of another comm or
+  // transport is the caller's bug.
+  const auto* mine = dynamic_cast<const Region*>(region.get());
+  if (mine == nullptr || mine->comm != this) {
+    return invalidUsage("memory: not a memory region of this comm");
   }
   return {};
 }
 
-MemoryTransport::MemoryRequest* MemoryTransport::track(std::unique_ptr<MemoryRequest> request) {
-  MemoryRequest* r = request.get();
-  requests_.emplace(r, std::move(request));
-  return r;
+Status MemoryTransport::CommState::close() {
+  const std::lock_guard<std::mutex> lock(owner->mutex_);
+  ++owner->closeCalls;
+  if (closed) {
+    return internalError("memory: comm closed twice");
+  }
+  closed = true;
+  --owner->liveComms;
+  // The pool goes with this object: the connection keeps no request of it.
+  if (isSend) {
+    conn->sendClosed = true;
+    conn->sends.clear();
+  } else {
+    conn->recvClosed = true;
+    conn->recvs.clear();
+  }
+  return {};
 }
 
-Status MemoryTransport::isend(void* sendComm, void* data, size_t size, int tag, void* /*mhandle*/,
-                              void* /*phandle*/, void** request) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  ++isendCalls;
-  auto* c = static_cast<Comm*>(sendComm);
-  if (c->closed) {
+Status MemoryTransport::MemorySendComm::isend(std::byte* data, size_t size, int tag,
+                                              transport::MemoryRegion* /*region*/,
+                                              transport::ProfilerHandle* /*phandle*/,
+                                              transport::Request** request) {
+  MemoryTransport& t = *state.owner;
+  *request = nullptr;
+  const std::lock_guard<std::mutex> lock(t.mutex_);
+  ++t.isendCalls;
+  if (state.closed) {
     return internalError("memory: isend on a closed comm");
   }
-  if (!c->conn->failed.ok()) {
-    return c->conn->failed;
+  Connection& conn = *state.conn;
+  if (!conn.failed.ok()) {
+    return conn.failed;
   }
-  if (c->conn->recv->closed && closeSeen()) {
-    return remoteError("memory: peer closed the connection (EOF)", c->peer.text);
+  if (conn.recvClosed && t.closeSeen()) {
+    return remoteError("memory: peer closed the connection (EOF)", state.peer.text);
   }
-  auto r = std::make_unique<MemoryRequest>();
-  r->comm = c;
-  r->data = static_cast<const char*>(data);
+  MemoryRequest* r = state.pool.acquire();
+  if (r == nullptr) {
+    return {};  // every request is out: retry
+  }
+  r->outstanding = true;
+  r->done = false;
+  r->flush = false;
+  r->data = data;
   r->size = size;
   r->tag = tag;
-  c->conn->sends.push_back(r.get());
-  raiseToAtLeast(maxSendOutstanding, ++c->outstanding);
-  *request = track(std::move(r));
+  r->buffers.clear();
+  conn.sends.push(r);
+  raiseToAtLeast(t.maxSendOutstanding, ++state.outstanding);
+  *request = r;
   return {};
 }
 
-Status MemoryTransport::irecv(void* recvComm, int n, void** data, const size_t* sizes,
-                              const int* tags, void** /*mhandles*/, void** /*phandles*/,
-                              void** request) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  ++irecvCalls;
-  auto* c = static_cast<Comm*>(recvComm);
-  if (c->closed) {
+Status MemoryTransport::MemoryRecvComm::irecv(int n, std::byte** data, const size_t* sizes,
+                                              const int* tags,
+                                              transport::MemoryRegion** /*regions*/,
+                                              transport::ProfilerHandle** /*phandles*/,
+                                              transport::Request** request) {
+  MemoryTransport& t = *state.owner;
+  *request = nullptr;
+  const std::lock_guard<std::mutex> lock(t.mutex_);
+  ++t.irecvCalls;
+  if (state.closed) {
     return internalError("memory: irecv on a closed comm");
   }
-  if (n < 1 || n > maxRecvs_) {
+  if (n < 1 || n > t.maxRecvs_) {
     return invalidUsage("memory: n outside 1..maxRecvs");
   }
-  if (!c->conn->failed.ok()) {
-    return c->conn->failed;
+  Connection& conn = *state.conn;
+  if (!conn.failed.ok()) {
+    return conn.failed;
   }
-  auto r = std::make_unique<MemoryRequest>();
-  r->comm = c;
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < i; ++j) {
       if (tags[j] == tags[i]) {
         return invalidUsage("memory: duplicate tags in a grouped receive");
       }
     }
-    r->buffers.push_back({static_cast<char*>(data[i]), sizes[i], tags[i], -1});
+  }
+  MemoryRequest* r = state.pool.acquire();
+  if (r == nullptr) {
+    return {};  // every request is out: retry
+  }
+  r->outstanding = true;
+  r->done = false;
+  r->flush = false;
+  r->buffers.clear();
+  for (int i = 0; i < n; ++i) {
+    r->buffers.push_back({data[i], sizes[i], tags[i], -1});
   }
   if (n > 1) {
-    ++groupedRecvs;
+    ++t.groupedRecvs;
   }
-  c->conn->recvs.push_back(r.get());
-  raiseToAtLeast(maxRecvOutstanding, ++c->outstanding);
-  *request = track(std::move(r));
+  conn.recvs.push(r);
+  raiseToAtLeast(t.maxRecvOutstanding, ++state.outstanding);
+  *request = r;
   return {};
 }
 
-Status MemoryTransport::iflush(void* recvComm, int /*n*/, void** /*data*/, const int* /*sizes*/,
-                               void** /*mhandles*/, void** request) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  ++flushes;
-  auto r = std::make_unique<MemoryRequest>();
-  r->comm = static_cast<Comm*>(recvComm);
+Status MemoryTransport::MemoryRecvComm::iflush(int /*n*/, std::byte** /*data*/,
+                                               const int* /*sizes*/,
+                                               transport::MemoryRegion** /*regions*/,
+                                               transport::Request** request) {
+  MemoryTransport& t = *state.owner;
+  *request = nullptr;
+  const std::lock_guard<std::mutex> lock(t.mutex_);
+  ++t.flushes;
+  MemoryRequest* r = state.pool.acquire();
+  if (r == nullptr) {
+    // A null flush request means "nothing to wait for": never answer that for want of a slot.
+    return internalError("memory: request pool exhausted on iflush");
+  }
+  r->outstanding = true;
   r->flush = true;
   r->done = true;
-  *request = track(std::move(r));
+  r->buffers.clear();
+  *request = r;
   return {};
 }
 
 Status MemoryTransport::pushSend(MemoryRequest& send) {
-  MemoryConnection& conn = *send.comm->conn;
+  Connection& conn = *send.comm->conn;
   if (conn.recvs.empty()) {
     return {};
   }
-  MemoryRequest& recv = *conn.recvs.front();
+  MemoryRequest& recv = *conn.recvs.head;
   const auto slot = std::find_if(recv.buffers.begin(), recv.buffers.end(),
                                  [&](const auto& b) { return b.got < 0 && b.tag == send.tag; });
   if (slot == recv.buffers.end()) {
@@ -293,18 +499,17 @@ Status MemoryTransport::pushSend(MemoryRequest& send) {
   }
   slot->got = static_cast<int>(send.size);
   send.done = true;
-  conn.send->bytes += send.size;
-  conn.recv->bytes += send.size;
-  conn.sends.pop_front();
+  conn.bytes += send.size;
+  conn.sends.pop();
   if (std::all_of(recv.buffers.begin(), recv.buffers.end(),
                   [](const auto& b) { return b.got >= 0; })) {
     recv.done = true;
-    conn.recvs.pop_front();
+    conn.recvs.pop();
   }
   return {};
 }
 
-Status MemoryTransport::test(void* request, int* done, int* sizes) {
+Status MemoryTransport::test(MemoryRequest& r, int* done, int* sizes) {
   *done = 0;
   const int64_t calls = ++testCalls;
   const int64_t failAfter = failAfter_.load();
@@ -312,33 +517,31 @@ Status MemoryTransport::test(void* request, int* done, int* sizes) {
     return remoteError("memory: injected failure", "10.0.0.9:1234");
   }
   const std::lock_guard<std::mutex> lock(mutex_);
-  const auto found = requests_.find(request);
-  if (found == requests_.end()) {
+  if (!r.outstanding) {
     return internalError("memory: test of a request that is not outstanding (reported done?)");
   }
-  MemoryRequest& r = *found->second;
-  Comm& c = *r.comm;
+  CommState& c = *r.comm;
   if (c.closed) {
     return internalError("memory: test on a closed comm");
   }
-  MemoryConnection& conn = *c.conn;
+  Connection& conn = *c.conn;
   if (!conn.failed.ok()) {
     return conn.failed;
   }
   if (c.isSend && !r.done) {
-    if (conn.recv->closed && closeSeen()) {
+    if (conn.recvClosed && closeSeen()) {
       return remoteError("memory: peer closed the connection (EOF)", c.peer.text);
     }
     // Sender-driven progress, in posting order up to this request.
     while (!r.done && !conn.sends.empty() && !stalled_.load()) {
-      MemoryRequest& oldest = *conn.sends.front();
+      MemoryRequest& oldest = *conn.sends.head;
       RESILIENT_TRY(pushSend(oldest));
       if (!oldest.done) {
         break;
       }
     }
   }
-  if (!c.isSend && !r.done && conn.send->closed && closeSeen()) {
+  if (!c.isSend && !r.done && conn.sendClosed && closeSeen()) {
     return remoteError("memory: peer closed the connection (EOF)", c.peer.text);
   }
   if (!r.done) {
@@ -357,58 +560,14 @@ Status MemoryTransport::test(void* request, int* done, int* sizes) {
   if (!r.flush) {
     --c.outstanding;
   }
-  requests_.erase(found);
+  r.outstanding = false;
+  c.pool.release(&r);
   return {};
 }
 
 bool MemoryTransport::closeSeen() const {
   const int64_t failAfter = failAfter_.load();
   return !stalled_.load() && (failAfter < 0 || testCalls.load() <= failAfter);
-}
-
-Status MemoryTransport::closeComm(void* comm, bool isSend) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  ++closeCalls;
-  auto* c = static_cast<Comm*>(comm);
-  if (c->isSend != isSend) {
-    return internalError("memory: close of the wrong direction");
-  }
-  if (c->closed) {
-    ++doubleCloses;
-    return internalError("memory: comm closed twice");
-  }
-  c->closed = true;
-  --liveComms;
-  return {};
-}
-
-Status MemoryTransport::closeSend(void* sendComm) {
-  return closeComm(sendComm, true);
-}
-
-Status MemoryTransport::closeRecv(void* recvComm) {
-  return closeComm(recvComm, false);
-}
-
-Status MemoryTransport::closeListen(void* listenComm) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  static_cast<Listen*>(listenComm)->closed = true;
-  return {};
-}
-
-bool MemoryTransport::bytesMoved(void* comm, uint64_t* bytes) noexcept {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  *bytes = static_cast<Comm*>(comm)->bytes;
-  return true;
-}
-
-bool MemoryTransport::endpoints(void* comm, transport::Endpoint* local,
-                                transport::Endpoint* peer) noexcept {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  const auto* c = static_cast<Comm*>(comm);
-  *local = c->local;
-  *peer = c->peer;
-  return true;
 }
 
 }  // namespace resilient::test

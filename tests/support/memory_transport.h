@@ -12,14 +12,17 @@
 // good). Closing one side makes the other side's pending requests, and its
 // later sends, fail with a remote error (EOF). A flush completes at once.
 //
+// Its listeners and comms are objects the caller owns (transport.h); each
+// comm owns its requests (a fixed pool) and makes trivial memory regions.
+// The connections and listen points live until the transport is destroyed,
+// so a peer's close is seen after the peer's object is gone.
+//
 // For the tests' checks it counts calls and the most requests a comm had
-// outstanding, records double closes (comms live until the transport is
-// destroyed, so a second close is detected instead of undefined), reports
-// the bytes moved and made-up endpoints, and can be told to fail every
-// test() after a number of calls, or to stall. A stalled link, or one whose
-// test() calls fail, carries nothing: no bytes move and no close reaches
-// the peer (each rank then ends with its own timeout or injected failure,
-// whichever rank gives up first).
+// outstanding, reports the bytes moved and made-up endpoints, and can be
+// told to fail every test() after a number of calls, or to stall. A stalled
+// link, or one whose test() calls fail, carries nothing: no bytes move and
+// no close reaches the peer (each rank then ends with its own timeout or
+// injected failure, whichever rank gives up first).
 #pragma once
 
 #include <atomic>
@@ -28,7 +31,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "plugin/transport/transport.h"
@@ -61,57 +63,42 @@ class MemoryTransport : public transport::Transport {
   std::atomic<int> groupedRecvs{0};  // irecv calls with n > 1
   std::atomic<int> maxSendOutstanding{0};
   std::atomic<int> maxRecvOutstanding{0};
-  std::atomic<int> liveComms{0};     // send and receive comms handed out and not closed
-  std::atomic<int> closeCalls{0};    // closeSend and closeRecv
-  std::atomic<int> doubleCloses{0};  // closes of a comm already closed
-  // Whether `comm` is a send or receive comm of this transport.
-  bool isComm(const void* comm) const;
+  std::atomic<int> liveComms{0};   // send and receive comms handed out and not closed
+  std::atomic<int> closeCalls{0};  // close() of send and receive comms (a destructor's too)
+  // Whether `comm` is a send or receive comm this transport made (and not
+  // some decorator's object).
+  bool made(const transport::Comm& comm) const noexcept;
 
   const char* name() const noexcept override { return "memory"; }
-  Status initContext(uint64_t commId, const transport::CommConfig& config, void** ctx) override;
-  Status finalizeContext(void* ctx) override;
+  Status initContext(uint64_t commId, const transport::CommConfig& config,
+                     std::unique_ptr<transport::Context>* ctx) override;
   Status devices(int* ndev) override;
   Status properties(int dev, transport::Properties* props) override;
   size_t handleBytes() const noexcept override { return 16; }
 
-  Status listen(void* ctx, int dev, void* handle, void** listenComm) override;
-  Status connect(void* ctx, int dev, void* handle, void** sendComm) override;
-  Status accept(void* listenComm, void** recvComm) override;
-
-  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override;
-  Status deregMr(void* comm, void* mhandle) override;
-
-  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
-               void** request) override;
-  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-               void** mhandles, void** phandles, void** request) override;
-  Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                void** request) override;
-  Status test(void* request, int* done, int* sizes) override;
-
-  Status closeSend(void* sendComm) override;
-  Status closeRecv(void* recvComm) override;
-  Status closeListen(void* listenComm) override;
-
-  bool bytesMoved(void* comm, uint64_t* bytes) noexcept override;
-  bool endpoints(void* comm, transport::Endpoint* local,
-                 transport::Endpoint* peer) noexcept override;
+  Status listen(transport::Context* ctx, int dev, std::byte* handle,
+                std::unique_ptr<transport::Listener>* listener) override;
+  Status connect(transport::Context* ctx, int dev, std::byte* handle,
+                 std::unique_ptr<transport::SendComm>* comm) override;
 
  private:
-  struct MemoryConnection;
-  struct Comm;
-  struct MemoryRequest;
-  struct Listen;
+  struct Connection;
+  struct ListenPoint;
+  struct CommState;
+  class MemoryRequest;
+  class Region;
+  class MemoryListener;
+  class MemorySendComm;
+  class MemoryRecvComm;
 
-  Status closeComm(void* comm, bool isSend);
   // Whether a close reaches the peer now: not while stalled, nor once
   // test() failures are injected.
   bool closeSeen() const;
   // Moves the bytes of `send` (the oldest unmoved send of its connection)
   // into the oldest posted receive, if there is one. Caller holds mutex_.
   Status pushSend(MemoryRequest& send);
-  // Keeps `request` until a test() reports it done; returns it. Caller holds mutex_.
-  MemoryRequest* track(std::unique_ptr<MemoryRequest> request);
+  // Request::test of every request of this transport.
+  Status test(MemoryRequest& request, int* done, int* sizes);
 
   int maxRecvs_;
   bool forceFlush_;
@@ -121,11 +108,9 @@ class MemoryTransport : public transport::Transport {
   mutable std::mutex mutex_;
   std::string nextListenAddress_ = "10.0.0.2:40000";
   int connectionCount_ = 0;
-  std::vector<std::unique_ptr<Listen>> listens_;
-  std::vector<std::unique_ptr<MemoryConnection>> connections_;
-  std::vector<std::unique_ptr<Comm>> comms_;
-  // Requests not yet reported done; a done test() frees its request.
-  std::unordered_map<const void*, std::unique_ptr<MemoryRequest>> requests_;
+  // Indexed by the listener id in the handle, minus one.
+  std::vector<std::unique_ptr<ListenPoint>> listens_;
+  std::vector<std::unique_ptr<Connection>> connections_;
 };
 
 }  // namespace resilient::test

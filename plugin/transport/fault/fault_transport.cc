@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "plugin/transport/request_pool.h"
 
 namespace resilient::transport::fault {
 namespace {
@@ -90,22 +91,25 @@ struct FaultTransport::RuleState {
 };
 
 // A request handed to the owner: the inner request and what the rules did to it.
-struct FaultTransport::WrappedRequest {
-  Comm* comm = nullptr;
-  void* inner = nullptr;
-  WrappedRequest* nextFree = nullptr;
+// A request handed to the owner: the inner request and what the rules did to
+// it. A slot of its comm's pool; back in the pool once reported done.
+struct FaultTransport::WrappedRequest final : public Request {
+  Status test(int* isDone, int* outSizes) override;
+
+  Core* core = nullptr;
+  Request* inner = nullptr;
   int* sizes = nullptr;  // comm-owned, 1 (send) or maxSizes (receive) ints
   int n = 0;             // sizes to report: 1 (send), n (receive), 0 (flush)
   bool flush = false;
   bool innerDone = false;  // the inner transport reported it complete
-  uint64_t ruleMask = 0;   // request rules (stall, delay, slow) that caught it: bits of Comm::rules
+  uint64_t ruleMask = 0;   // request rules (stall, delay, slow) that caught it: bits of Core::rules
   uint64_t postNs = 0;
   uint64_t releaseNs = 0;  // reported done no earlier than this
   size_t sendBytes = 0;
 
   // Starts tracking `innerRequest`: `count` sizes to report, caught by the
   // request rules in `mask`, posted at `nowNs` (0 when no rule needs it).
-  void start(void* innerRequest, int count, uint64_t mask, uint64_t nowNs) noexcept {
+  void start(Request* innerRequest, int count, uint64_t mask, uint64_t nowNs) noexcept {
     inner = innerRequest;
     n = count;
     flush = false;
@@ -116,9 +120,70 @@ struct FaultTransport::WrappedRequest {
   }
 };
 
-struct FaultTransport::Comm {
-  void* inner = nullptr;
-  bool isSend = true;
+// What the send and receive decorators share: the inner comm, the rules as
+// this comm sees them, and the request pool.
+struct FaultTransport::Core {
+  // Outstanding requests: NCCL's per-comm bound; a sender must allow one per
+  // receive of a grouped irecv, a receiver has flushes besides its receives.
+  Core(FaultTransport* t, std::unique_ptr<Comm> innerComm, bool send, int maxRecvs)
+      : owner(t),
+        inner(std::move(innerComm)),
+        isSend(send),
+        maxSizes(send ? 1 : maxRecvs),
+        pool(static_cast<size_t>(send ? kMaxRequests * maxRecvs : 2 * kMaxRequests)),
+        sizeStorage(pool.size() * static_cast<size_t>(maxSizes)) {
+    for (size_t i = 0; i < pool.size(); ++i) {
+      WrappedRequest& r = pool.slots()[i];
+      r.core = this;
+      r.sizes = sizeStorage.data() + i * static_cast<size_t>(maxSizes);
+    }
+  }
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  bool full() const noexcept { return pool.outstanding() == pool.size(); }
+  // Closes the inner comm for good (a close rule, or the owner's close).
+  Status closeInner() {
+    if (innerClosed) {
+      return {};
+    }
+    innerClosed = true;
+    passthrough = false;
+    return inner->close();
+  }
+
+  Status regMr(std::byte* data, size_t size, int type, std::unique_ptr<MemoryRegion>* region) {
+    if (innerClosed) {
+      region->reset();
+      return failed;
+    }
+    return inner->regMr(data, size, type, region);
+  }
+  Status deregMr(std::unique_ptr<MemoryRegion> region) {
+    if (innerClosed) {
+      return {};  // the inner comm, and with it its registrations, is gone
+    }
+    return inner->deregMr(std::move(region));
+  }
+  Status close() {
+    if (innerClosed) {
+      return {};  // closed by a close rule already
+    }
+    return closeInner();
+  }
+  bool bytesMoved(uint64_t* bytes) noexcept { return !innerClosed && inner->bytesMoved(bytes); }
+  bool endpoints(Endpoint* l, Endpoint* p) const noexcept {
+    if (!haveEndpoints) {
+      return false;
+    }
+    *l = local;
+    *p = peer;
+    return true;
+  }
+
+  FaultTransport* owner;
+  std::unique_ptr<Comm> inner;
+  const bool isSend;
   bool passthrough = true;  // no data rule applies: forward each call
   bool innerClosed = false;
   Status failed;  // sticky injected error or close
@@ -126,36 +191,87 @@ struct FaultTransport::Comm {
   Endpoint peer;
   bool haveEndpoints = false;
   std::vector<RuleState> rules;  // the data rules that apply to this comm
-  int maxSizes = 1;
-  std::vector<WrappedRequest> pool;
+  const int maxSizes;
+  RequestPool<WrappedRequest> pool;
   std::vector<int> sizeStorage;
-  WrappedRequest* freeList = nullptr;
-
-  WrappedRequest* take() {
-    WrappedRequest* r = freeList;
-    if (r != nullptr) {
-      freeList = r->nextFree;
-      r->nextFree = nullptr;
-    }
-    return r;
-  }
-  void give(WrappedRequest* r) {
-    r->nextFree = freeList;
-    freeList = r;
-  }
 };
 
-struct FaultTransport::Listen {
-  void* inner = nullptr;
+class FaultTransport::FaultSendComm final : public SendComm {
+ public:
+  FaultSendComm(FaultTransport* t, std::unique_ptr<SendComm> innerComm, int maxRecvs)
+      : innerSend(innerComm.get()), core(t, std::move(innerComm), true, maxRecvs) {}
+
+  Status regMr(std::byte* data, size_t size, int type,
+               std::unique_ptr<MemoryRegion>* region) override {
+    return core.regMr(data, size, type, region);
+  }
+  Status deregMr(std::unique_ptr<MemoryRegion> region) override {
+    return core.deregMr(std::move(region));
+  }
+  Status close() override { return core.close(); }
+  bool bytesMoved(uint64_t* bytes) noexcept override { return core.bytesMoved(bytes); }
+  bool endpoints(Endpoint* local, Endpoint* peer) noexcept override {
+    return core.endpoints(local, peer);
+  }
+  Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region, ProfilerHandle* phandle,
+               Request** request) override;
+  bool linkBacklogged(bool* backlogged) noexcept override;
+
+  SendComm* const innerSend;  // core.inner, as the send comm it is
+  Core core;
+};
+
+class FaultTransport::FaultRecvComm final : public RecvComm {
+ public:
+  FaultRecvComm(FaultTransport* t, std::unique_ptr<RecvComm> innerComm, int maxRecvs)
+      : innerRecv(innerComm.get()), core(t, std::move(innerComm), false, maxRecvs) {}
+
+  Status regMr(std::byte* data, size_t size, int type,
+               std::unique_ptr<MemoryRegion>* region) override {
+    return core.regMr(data, size, type, region);
+  }
+  Status deregMr(std::unique_ptr<MemoryRegion> region) override {
+    return core.deregMr(std::move(region));
+  }
+  Status close() override { return core.close(); }
+  bool bytesMoved(uint64_t* bytes) noexcept override { return core.bytesMoved(bytes); }
+  bool endpoints(Endpoint* local, Endpoint* peer) noexcept override {
+    return core.endpoints(local, peer);
+  }
+  Status irecv(int n, std::byte** data, const size_t* sizes, const int* tags,
+               MemoryRegion** regions, ProfilerHandle** phandles, Request** request) override;
+  Status iflush(int n, std::byte** data, const int* sizes, MemoryRegion** regions,
+                Request** request) override;
+
+  RecvComm* const innerRecv;  // core.inner, as the receive comm it is
+  Core core;
+};
+
+class FaultTransport::FaultListener final : public Listener {
+ public:
+  FaultListener(FaultTransport* t, std::unique_ptr<Listener> innerListener, int device)
+      : owner(t), inner(std::move(innerListener)), dev(device) {}
+
+  Status accept(std::unique_ptr<RecvComm>* comm) override;
+  Status close() override {
+    if (parked != nullptr) {
+      (void)parked->close();
+      parked.reset();
+    }
+    return inner->close();
+  }
+
+  FaultTransport* owner;
+  std::unique_ptr<Listener> inner;
   int dev = 0;
-  void* parked = nullptr;  // an accepted inner comm held back by a stall rule
-  size_t parkedRule = 0;   // its slot in connectRules_
+  std::unique_ptr<RecvComm> parked;  // an accepted inner comm held back by a stall rule
+  size_t parkedRule = 0;             // its slot in connectRules_
 };
 
 struct FaultTransport::Parked {
   int dev = 0;
-  std::array<unsigned char, kHandleSize> handle{};
-  void* inner = nullptr;
+  std::array<std::byte, kHandleSize> handle{};
+  std::unique_ptr<SendComm> inner;
   size_t rule = 0;  // slot in connectRules_
 };
 
@@ -181,15 +297,14 @@ FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, std::vector<Fau
 
 FaultTransport::~FaultTransport() {
   for (Parked& p : parked_) {
-    (void)inner_->closeSend(p.inner);
+    (void)p.inner->close();
   }
+  parked_.clear();
 }
 
-Status FaultTransport::initContext(uint64_t commId, const CommConfig& config, void** ctx) {
+Status FaultTransport::initContext(uint64_t commId, const CommConfig& config,
+                                   std::unique_ptr<Context>* ctx) {
   return inner_->initContext(commId, config, ctx);
-}
-Status FaultTransport::finalizeContext(void* ctx) {
-  return inner_->finalizeContext(ctx);
 }
 Status FaultTransport::devices(int* ndev) {
   return inner_->devices(ndev);
@@ -261,65 +376,45 @@ uint64_t FaultTransport::paceCompletion(RuleState& state, uint64_t rateBytesPerS
 
 // ---- comms -----------------------------------------------------------------
 
-std::unique_ptr<FaultTransport::Comm> FaultTransport::makeComm(void* innerComm, Side side, int dev,
-                                                               const Endpoint& local,
-                                                               const Endpoint& peer) {
-  const bool isSend = side == Side::kSend;
-  auto comm = std::make_unique<Comm>();
-  comm->inner = innerComm;
-  comm->isSend = isSend;
-  comm->local = local;
-  comm->peer = peer;
+int FaultTransport::maxRecvs(int dev) {
+  Properties props;
+  if (inner_->properties(dev, &props).ok()) {
+    return std::clamp(props.maxRecvs, 1, kMaxSizesPerRequest);
+  }
+  return 1;
+}
+
+void FaultTransport::setUp(Core& core, const Endpoint& local, const Endpoint& peer,
+                           bool haveEndpoints) {
+  core.local = local;
+  core.peer = peer;
+  core.haveEndpoints = haveEndpoints;
   for (size_t i = 0; i < rules_.size(); ++i) {
-    if (isDataOp(rules_[i].op) && appliesToComm(rules_[i], isSend, peer)) {
+    if (isDataOp(rules_[i].op) && appliesToComm(rules_[i], core.isSend, peer)) {
       RuleState state;
       state.rule = i;
       state.random = rules_[i].seed;
-      comm->rules.push_back(state);
+      core.rules.push_back(state);
     }
   }
-  comm->passthrough = comm->rules.empty();
-
-  // Outstanding requests: NCCL's per-comm bound; a sender must allow one per
-  // receive of a grouped irecv, a receiver has flushes besides its receives.
-  int maxRecvs = 1;
-  Properties props;
-  if (inner_->properties(dev, &props).ok()) {
-    maxRecvs = std::clamp(props.maxRecvs, 1, kMaxSizesPerRequest);
-  }
-  comm->maxSizes = isSend ? 1 : maxRecvs;
-  const size_t poolSize = static_cast<size_t>(isSend ? kMaxRequests * maxRecvs : 2 * kMaxRequests);
-  comm->pool.resize(poolSize);
-  comm->sizeStorage.resize(poolSize * static_cast<size_t>(comm->maxSizes));
-  for (size_t i = poolSize; i-- > 0;) {
-    WrappedRequest& r = comm->pool[i];
-    r.comm = comm.get();
-    r.sizes = comm->sizeStorage.data() + i * static_cast<size_t>(comm->maxSizes);
-    comm->give(&r);
-  }
-  return comm;
+  core.passthrough = core.rules.empty();
 }
 
-void FaultTransport::closeInner(Comm& comm) {
-  if (comm.innerClosed) {
-    return;
-  }
-  const Status s = comm.isSend ? inner_->closeSend(comm.inner) : inner_->closeRecv(comm.inner);
-  comm.innerClosed = true;
-  comm.passthrough = false;
+void FaultTransport::closeInner(Core& core) {
+  const Status s = core.closeInner();
   if (!s.ok()) {
-    RES_INFO(NCCL_NET, "fault injection: closing the inner comm to %s: %s", peerText(comm.peer),
+    RES_INFO(NCCL_NET, "fault injection: closing the inner comm to %s: %s", peerText(core.peer),
              s.toString().c_str());
   }
 }
 
-size_t FaultTransport::evaluateCall(Comm& comm, FaultOp op, uint64_t nowNs, uint64_t* dataFaults) {
-  const char* where = comm.isSend ? "send comm" : "receive comm";
-  size_t acting = comm.rules.size();
+size_t FaultTransport::evaluateCall(Core& core, FaultOp op, uint64_t nowNs, uint64_t* dataFaults) {
+  const char* where = core.isSend ? "send comm" : "receive comm";
+  size_t acting = core.rules.size();
   *dataFaults = 0;
-  for (size_t i = 0; i < comm.rules.size(); ++i) {
-    const FaultRule& rule = rules_[comm.rules[i].rule];
-    if (!watches(rule, op) || !evaluate(comm.rules[i], nowNs, where, peerText(comm.peer))) {
+  for (size_t i = 0; i < core.rules.size(); ++i) {
+    const FaultRule& rule = rules_[core.rules[i].rule];
+    if (!watches(rule, op) || !evaluate(core.rules[i], nowNs, where, peerText(core.peer))) {
       continue;
     }
     if (isCallFault(rule.kind)) {
@@ -331,119 +426,157 @@ size_t FaultTransport::evaluateCall(Comm& comm, FaultOp op, uint64_t nowNs, uint
   return acting;
 }
 
-Status FaultTransport::inject(Comm& comm, size_t ruleSlot) {
-  const size_t index = comm.rules[ruleSlot].rule;
+Status FaultTransport::inject(Core& core, size_t ruleSlot) {
+  const size_t index = core.rules[ruleSlot].rule;
   const FaultRule& rule = rules_[index];
   const std::string& message = errorMessages_[index];
   if (rule.kind == FaultKind::kClose) {
-    closeInner(comm);
-    comm.failed = remoteError(message, comm.peer.text);
+    closeInner(core);
+    core.failed = remoteError(message, core.peer.text);
   } else if (rule.error == InjectedError::kSystem) {
-    comm.failed = Status::error(ErrorKind::kSystem, message, 0, comm.peer.text);
+    core.failed = Status::error(ErrorKind::kSystem, message, 0, core.peer.text);
   } else {
-    comm.failed = remoteError(message, comm.peer.text);
+    core.failed = remoteError(message, core.peer.text);
   }
-  comm.passthrough = false;
-  return comm.failed;
+  core.passthrough = false;
+  return core.failed;
 }
 
-std::unique_ptr<FaultTransport::Comm> FaultTransport::wrapAdmitted(void* innerComm, Side side,
-                                                                   int dev) {
+std::unique_ptr<SendComm> FaultTransport::wrapAdmitted(std::unique_ptr<SendComm> inner, int dev) {
   Endpoint local;
   Endpoint peer;
-  const bool haveEndpoints = inner_->endpoints(innerComm, &local, &peer);
-  std::unique_ptr<Comm> comm = makeComm(innerComm, side, dev, local, peer);
-  comm->haveEndpoints = haveEndpoints;
+  const bool haveEndpoints = inner->endpoints(&local, &peer);
+  auto comm = std::make_unique<FaultSendComm>(this, std::move(inner), maxRecvs(dev));
+  setUp(comm->core, local, peer, haveEndpoints);
   return comm;
 }
 
-Status FaultTransport::admit(void* innerComm, Side side, int dev, const void* handle,
-                             Listen* listen, void** out) {
-  const bool isSend = side == Side::kSend;
+std::unique_ptr<RecvComm> FaultTransport::wrapAdmitted(std::unique_ptr<RecvComm> inner, int dev) {
   Endpoint local;
   Endpoint peer;
-  const bool haveEndpoints = inner_->endpoints(innerComm, &local, &peer);
-  const FaultOp op = isSend ? FaultOp::kConnect : FaultOp::kAccept;
+  const bool haveEndpoints = inner->endpoints(&local, &peer);
+  auto comm = std::make_unique<FaultRecvComm>(this, std::move(inner), maxRecvs(dev));
+  setUp(comm->core, local, peer, haveEndpoints);
+  return comm;
+}
 
+size_t FaultTransport::actingConnectRule(bool isSend, const Endpoint& peer) {
   // The first connect/accept rule that acts on this connection decides.
+  const FaultOp op = isSend ? FaultOp::kConnect : FaultOp::kAccept;
   size_t acting = connectRules_.size();
+  const uint64_t nowNs = now();
+  for (size_t i = 0; i < connectRules_.size(); ++i) {
+    const FaultRule& rule = rules_[connectRules_[i].rule];
+    if (rule.op != op || !appliesToComm(rule, isSend, peer)) {
+      continue;
+    }
+    if (evaluate(connectRules_[i], nowNs, isSend ? "connect" : "accept", peerText(peer)) &&
+        acting == connectRules_.size()) {
+      acting = i;
+    }
+  }
+  return acting;
+}
+
+Status FaultTransport::refuse(Comm& inner, size_t acting, const Endpoint& peer) {
+  const FaultRule& rule = rules_[connectRules_[acting].rule];
+  const std::string& message = errorMessages_[connectRules_[acting].rule];
+  const Status closed = inner.close();
+  if (!closed.ok()) {
+    RES_INFO(NCCL_NET, "fault injection: closing the inner comm to %s: %s", peerText(peer),
+             closed.toString().c_str());
+  }
+  return rule.error == InjectedError::kSystem
+             ? Status::error(ErrorKind::kSystem, message, 0, peer.text)
+             : remoteError(message, peer.text);
+}
+
+Status FaultTransport::admit(std::unique_ptr<SendComm> inner, int dev, const std::byte* handle,
+                             std::unique_ptr<SendComm>* out) {
+  Endpoint local;
+  Endpoint peer;
+  const bool haveEndpoints = inner->endpoints(&local, &peer);
+  size_t acting = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const uint64_t nowNs = now();
-    for (size_t i = 0; i < connectRules_.size(); ++i) {
-      const FaultRule& rule = rules_[connectRules_[i].rule];
-      if (rule.op != op || !appliesToComm(rule, isSend, peer)) {
-        continue;
-      }
-      if (evaluate(connectRules_[i], nowNs, isSend ? "connect" : "accept", peerText(peer)) &&
-          acting == connectRules_.size()) {
-        acting = i;
-      }
-    }
+    acting = actingConnectRule(true, peer);
     if (acting != connectRules_.size() &&
         rules_[connectRules_[acting].rule].kind == FaultKind::kStall) {
-      if (isSend) {
-        Parked p;
-        p.dev = dev;
-        std::memcpy(p.handle.data(), handle, std::min(inner_->handleBytes(), kHandleSize));
-        p.inner = innerComm;
-        p.rule = acting;
-        parked_.push_back(p);
-      } else {
-        listen->parked = innerComm;
-        listen->parkedRule = acting;
-      }
-      *out = nullptr;
-      return {};
+      Parked p;
+      p.dev = dev;
+      std::memcpy(p.handle.data(), handle, std::min(inner_->handleBytes(), kHandleSize));
+      p.inner = std::move(inner);
+      p.rule = acting;
+      parked_.push_back(std::move(p));
+      return {};  // *out stays empty: still connecting
     }
   }
-
   if (acting != connectRules_.size() &&
       rules_[connectRules_[acting].rule].kind == FaultKind::kError) {
-    const FaultRule& rule = rules_[connectRules_[acting].rule];
-    const std::string& message = errorMessages_[connectRules_[acting].rule];
-    const Status closed = isSend ? inner_->closeSend(innerComm) : inner_->closeRecv(innerComm);
-    if (!closed.ok()) {
-      RES_INFO(NCCL_NET, "fault injection: closing the inner comm to %s: %s", peerText(peer),
-               closed.toString().c_str());
-    }
-    return rule.error == InjectedError::kSystem
-               ? Status::error(ErrorKind::kSystem, message, 0, peer.text)
-               : remoteError(message, peer.text);
+    return refuse(*inner, acting, peer);
   }
-
-  std::unique_ptr<Comm> comm = makeComm(innerComm, side, dev, local, peer);
-  comm->haveEndpoints = haveEndpoints;
+  auto comm = std::make_unique<FaultSendComm>(this, std::move(inner), maxRecvs(dev));
+  setUp(comm->core, local, peer, haveEndpoints);
   if (acting != connectRules_.size()) {
     // kClose: the connection is handed out already closed; every call on it fails.
-    closeInner(*comm);
-    comm->failed = remoteError(errorMessages_[connectRules_[acting].rule], peer.text);
+    closeInner(comm->core);
+    comm->core.failed = remoteError(errorMessages_[connectRules_[acting].rule], peer.text);
   }
-  *out = comm.release();
+  *out = std::move(comm);
   return {};
 }
 
-Status FaultTransport::listen(void* ctx, int dev, void* handle, void** listenComm) {
-  if (direct_) {
-    return inner_->listen(ctx, dev, handle, listenComm);
+Status FaultTransport::admit(std::unique_ptr<RecvComm> inner, FaultListener& listener,
+                             std::unique_ptr<RecvComm>* out) {
+  Endpoint local;
+  Endpoint peer;
+  const bool haveEndpoints = inner->endpoints(&local, &peer);
+  size_t acting = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    acting = actingConnectRule(false, peer);
+    if (acting != connectRules_.size() &&
+        rules_[connectRules_[acting].rule].kind == FaultKind::kStall) {
+      listener.parked = std::move(inner);
+      listener.parkedRule = acting;
+      return {};  // *out stays empty: still accepting
+    }
   }
-  *listenComm = nullptr;
-  void* innerListen = nullptr;
-  RESILIENT_TRY(inner_->listen(ctx, dev, handle, &innerListen));
-  auto l = std::make_unique<Listen>();
-  l->inner = innerListen;
-  l->dev = dev;
-  *listenComm = l.release();
+  if (acting != connectRules_.size() &&
+      rules_[connectRules_[acting].rule].kind == FaultKind::kError) {
+    return refuse(*inner, acting, peer);
+  }
+  auto comm = std::make_unique<FaultRecvComm>(this, std::move(inner), maxRecvs(listener.dev));
+  setUp(comm->core, local, peer, haveEndpoints);
+  if (acting != connectRules_.size()) {
+    // kClose: the connection is handed out already closed; every call on it fails.
+    closeInner(comm->core);
+    comm->core.failed = remoteError(errorMessages_[connectRules_[acting].rule], peer.text);
+  }
+  *out = std::move(comm);
   return {};
 }
 
-Status FaultTransport::connect(void* ctx, int dev, void* handle, void** sendComm) {
+Status FaultTransport::listen(Context* ctx, int dev, std::byte* handle,
+                              std::unique_ptr<Listener>* listener) {
   if (direct_) {
-    return inner_->connect(ctx, dev, handle, sendComm);
+    return inner_->listen(ctx, dev, handle, listener);
   }
-  *sendComm = nullptr;
+  listener->reset();
+  std::unique_ptr<Listener> inner;
+  RESILIENT_TRY(inner_->listen(ctx, dev, handle, &inner));
+  *listener = std::make_unique<FaultListener>(this, std::move(inner), dev);
+  return {};
+}
+
+Status FaultTransport::connect(Context* ctx, int dev, std::byte* handle,
+                               std::unique_ptr<SendComm>* comm) {
+  if (direct_) {
+    return inner_->connect(ctx, dev, handle, comm);
+  }
+  comm->reset();
   const size_t handleBytes = std::min(inner_->handleBytes(), kHandleSize);
-  void* resumed = nullptr;
+  std::unique_ptr<SendComm> resumed;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = parked_.begin(); it != parked_.end(); ++it) {
@@ -453,90 +586,59 @@ Status FaultTransport::connect(void* ctx, int dev, void* handle, void** sendComm
       if (stillActive(connectRules_[it->rule], now())) {
         return {};  // stalled: still connecting
       }
-      resumed = it->inner;
+      resumed = std::move(it->inner);
       parked_.erase(it);
       break;
     }
   }
   if (resumed != nullptr) {
-    *sendComm = wrapAdmitted(resumed, Side::kSend, dev).release();
+    *comm = wrapAdmitted(std::move(resumed), dev);
     return {};
   }
-  void* innerComm = nullptr;
-  RESILIENT_TRY(inner_->connect(ctx, dev, handle, &innerComm));
-  if (innerComm == nullptr) {
+  std::unique_ptr<SendComm> inner;
+  RESILIENT_TRY(inner_->connect(ctx, dev, handle, &inner));
+  if (inner == nullptr) {
     return {};
   }
-  return admit(innerComm, Side::kSend, dev, handle, nullptr, sendComm);
+  return admit(std::move(inner), dev, handle, comm);
 }
 
-Status FaultTransport::accept(void* listenComm, void** recvComm) {
-  if (direct_) {
-    return inner_->accept(listenComm, recvComm);
-  }
-  *recvComm = nullptr;
-  auto* l = static_cast<Listen*>(listenComm);
-  if (l->parked != nullptr) {
+Status FaultTransport::FaultListener::accept(std::unique_ptr<RecvComm>* comm) {
+  comm->reset();
+  if (parked != nullptr) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stillActive(connectRules_[l->parkedRule], now())) {
+      std::lock_guard<std::mutex> lock(owner->mutex_);
+      if (owner->stillActive(owner->connectRules_[parkedRule], owner->now())) {
         return {};  // stalled: still accepting
       }
     }
-    void* resumed = l->parked;
-    l->parked = nullptr;
-    *recvComm = wrapAdmitted(resumed, Side::kRecv, l->dev).release();
+    *comm = owner->wrapAdmitted(std::move(parked), dev);
     return {};
   }
-  void* innerComm = nullptr;
-  RESILIENT_TRY(inner_->accept(l->inner, &innerComm));
+  std::unique_ptr<RecvComm> innerComm;
+  RESILIENT_TRY(inner->accept(&innerComm));
   if (innerComm == nullptr) {
     return {};
   }
-  return admit(innerComm, Side::kRecv, l->dev, nullptr, l, recvComm);
-}
-
-Status FaultTransport::regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  if (direct_) {
-    return inner_->regMr(comm, data, size, type, mhandle);
-  }
-  auto* c = static_cast<Comm*>(comm);
-  if (c->innerClosed) {
-    *mhandle = nullptr;
-    return c->failed;
-  }
-  return inner_->regMr(c->inner, data, size, type, mhandle);
-}
-
-Status FaultTransport::deregMr(void* comm, void* mhandle) {
-  if (direct_) {
-    return inner_->deregMr(comm, mhandle);
-  }
-  auto* c = static_cast<Comm*>(comm);
-  if (c->innerClosed) {
-    return {};  // the inner comm, and with it its registrations, is gone
-  }
-  return inner_->deregMr(c->inner, mhandle);
+  return owner->admit(std::move(innerComm), *this, comm);
 }
 
 // ---- data path -------------------------------------------------------------
 
-Status FaultTransport::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
-                             void* phandle, void** request) {
-  if (direct_) {
-    return inner_->isend(sendComm, data, size, tag, mhandle, phandle, request);
-  }
-  Comm& c = *static_cast<Comm*>(sendComm);
+Status FaultTransport::FaultSendComm::isend(std::byte* data, size_t size, int tag,
+                                            MemoryRegion* region, ProfilerHandle* phandle,
+                                            Request** request) {
+  Core& c = core;
   *request = nullptr;
   if (c.passthrough) {
-    WrappedRequest* r = c.take();
+    WrappedRequest* r = c.pool.acquire();
     if (r == nullptr) {
       return {};  // retry
     }
-    void* innerRequest = nullptr;
-    Status s = inner_->isend(c.inner, data, size, tag, mhandle, phandle, &innerRequest);
+    Request* innerRequest = nullptr;
+    Status s = innerSend->isend(data, size, tag, region, phandle, &innerRequest);
     if (!s.ok() || innerRequest == nullptr) {
-      c.give(r);
+      c.pool.release(r);
       return s;
     }
     r->start(innerRequest, 1, 0, 0);
@@ -547,21 +649,22 @@ Status FaultTransport::isend(void* sendComm, void* data, size_t size, int tag, v
   if (!c.failed.ok()) {
     return c.failed;
   }
-  if (c.freeList == nullptr) {
+  if (c.full()) {
     return {};  // retry
   }
-  const uint64_t nowNs = now();
+  FaultTransport& t = *c.owner;
+  const uint64_t nowNs = t.now();
   uint64_t mask = 0;
-  const size_t acting = evaluateCall(c, FaultOp::kIsend, nowNs, &mask);
+  const size_t acting = t.evaluateCall(c, FaultOp::kIsend, nowNs, &mask);
   if (acting != c.rules.size()) {
-    return inject(c, acting);
+    return t.inject(c, acting);
   }
-  void* innerRequest = nullptr;
-  Status s = inner_->isend(c.inner, data, size, tag, mhandle, phandle, &innerRequest);
+  Request* innerRequest = nullptr;
+  Status s = innerSend->isend(data, size, tag, region, phandle, &innerRequest);
   if (!s.ok() || innerRequest == nullptr) {
     return s;
   }
-  WrappedRequest* r = c.take();
+  WrappedRequest* r = c.pool.acquire();
   r->start(innerRequest, 1, mask, nowNs);
   r->sizes[0] = static_cast<int>(std::min<size_t>(size, std::numeric_limits<int>::max()));
   r->sendBytes = size;
@@ -569,23 +672,22 @@ Status FaultTransport::isend(void* sendComm, void* data, size_t size, int tag, v
   return {};
 }
 
-Status FaultTransport::irecv(void* recvComm, int n, void** data, const size_t* sizes,
-                             const int* tags, void** mhandles, void** phandles, void** request) {
-  if (direct_) {
-    return inner_->irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request);
-  }
-  Comm& c = *static_cast<Comm*>(recvComm);
-  // *request may hold NCCL's "optional completion" marker; the inner transport sees it.
-  void* innerRequest = *request;
+Status FaultTransport::FaultRecvComm::irecv(int n, std::byte** data, const size_t* sizes,
+                                            const int* tags, MemoryRegion** regions,
+                                            ProfilerHandle** phandles, Request** request) {
+  Core& c = core;
+  // *request may hold what the caller left there; the inner transport sees it, as it
+  // would without the decorator.
+  Request* innerRequest = *request;
   *request = nullptr;
   if (c.passthrough) {
-    WrappedRequest* r = c.take();
+    WrappedRequest* r = c.pool.acquire();
     if (r == nullptr) {
       return {};  // retry
     }
-    Status s = inner_->irecv(c.inner, n, data, sizes, tags, mhandles, phandles, &innerRequest);
+    Status s = innerRecv->irecv(n, data, sizes, tags, regions, phandles, &innerRequest);
     if (!s.ok() || innerRequest == nullptr) {
-      c.give(r);
+      c.pool.release(r);
       return s;
     }
     r->start(innerRequest, n, 0, 0);
@@ -600,20 +702,21 @@ Status FaultTransport::irecv(void* recvComm, int n, void** data, const size_t* s
     return internalError("fault injection: irecv with n=" + std::to_string(n) +
                          " receives; the inner transport allows " + std::to_string(c.maxSizes));
   }
-  if (c.freeList == nullptr) {
+  if (c.full()) {
     return {};  // retry
   }
-  const uint64_t nowNs = now();
+  FaultTransport& t = *c.owner;
+  const uint64_t nowNs = t.now();
   uint64_t mask = 0;
-  const size_t acting = evaluateCall(c, FaultOp::kIrecv, nowNs, &mask);
+  const size_t acting = t.evaluateCall(c, FaultOp::kIrecv, nowNs, &mask);
   if (acting != c.rules.size()) {
-    return inject(c, acting);
+    return t.inject(c, acting);
   }
-  Status s = inner_->irecv(c.inner, n, data, sizes, tags, mhandles, phandles, &innerRequest);
+  Status s = innerRecv->irecv(n, data, sizes, tags, regions, phandles, &innerRequest);
   if (!s.ok() || innerRequest == nullptr) {
     return s;
   }
-  WrappedRequest* r = c.take();
+  WrappedRequest* r = c.pool.acquire();
   r->start(innerRequest, n, mask, nowNs);
   std::fill_n(r->sizes, n, 0);
   r->sendBytes = 0;
@@ -621,50 +724,42 @@ Status FaultTransport::irecv(void* recvComm, int n, void** data, const size_t* s
   return {};
 }
 
-Status FaultTransport::iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                              void** request) {
-  if (direct_) {
-    return inner_->iflush(recvComm, n, data, sizes, mhandles, request);
-  }
-  Comm& c = *static_cast<Comm*>(recvComm);
+Status FaultTransport::FaultRecvComm::iflush(int n, std::byte** data, const int* sizes,
+                                             MemoryRegion** regions, Request** request) {
+  Core& c = core;
   *request = nullptr;
   if (!c.failed.ok()) {
     return c.failed;
   }
-  if (c.freeList == nullptr) {
+  if (c.full()) {
     // A null flush request means "nothing to wait for": never answer that for want of a slot.
     return internalError("fault injection: request pool exhausted on iflush");
   }
-  void* innerRequest = nullptr;
-  Status s = inner_->iflush(c.inner, n, data, sizes, mhandles, &innerRequest);
+  Request* innerRequest = nullptr;
+  Status s = innerRecv->iflush(n, data, sizes, regions, &innerRequest);
   if (!s.ok() || innerRequest == nullptr) {
     return s;
   }
-  WrappedRequest* r = c.take();
+  WrappedRequest* r = c.pool.acquire();
   r->start(innerRequest, 0, 0, 0);
   r->flush = true;
   *request = r;
   return {};
 }
 
-Status FaultTransport::test(void* request, int* done, int* sizes) {
-  if (direct_) {
-    return inner_->test(request, done, sizes);
-  }
-  WrappedRequest& r = *static_cast<WrappedRequest*>(request);
-  Comm& c = *r.comm;
-  if (c.passthrough) {
-    Status s = inner_->test(r.inner, done, sizes);
-    if (s.ok() && *done != 0) {
-      c.give(&r);
+Status FaultTransport::WrappedRequest::test(int* isDone, int* outSizes) {
+  if (core->passthrough) {
+    Status s = inner->test(isDone, outSizes);
+    if (s.ok() && *isDone != 0) {
+      core->pool.release(this);
     }
     return s;
   }
-  return testWrapped(r, done, sizes);
+  return core->owner->testWrapped(*this, isDone, outSizes);
 }
 
 Status FaultTransport::testWrapped(WrappedRequest& r, int* done, int* sizes) {
-  Comm& c = *r.comm;
+  Core& c = *r.core;
   *done = 0;
   if (!c.failed.ok()) {
     return c.failed;
@@ -691,7 +786,7 @@ Status FaultTransport::testWrapped(WrappedRequest& r, int* done, int* sizes) {
 
   if (!r.innerDone) {
     int innerDone = 0;
-    RESILIENT_TRY(inner_->test(r.inner, &innerDone, r.flush ? nullptr : r.sizes));
+    RESILIENT_TRY(r.inner->test(&innerDone, r.flush ? nullptr : r.sizes));
     if (innerDone == 0) {
       return {};
     }
@@ -727,82 +822,24 @@ Status FaultTransport::testWrapped(WrappedRequest& r, int* done, int* sizes) {
   if (sizes != nullptr && r.n > 0 && reportSizes) {
     std::copy_n(r.sizes, r.n, sizes);
   }
-  c.give(&r);
+  c.pool.release(&r);
   return {};
 }
 
-// ---- teardown and observations ------------------------------------------------
+// ---- observations ------------------------------------------------------------
 
-Status FaultTransport::closeSend(void* sendComm) {
-  if (direct_) {
-    return inner_->closeSend(sendComm);
-  }
-  std::unique_ptr<Comm> c(static_cast<Comm*>(sendComm));
-  if (c->innerClosed) {
-    return {};  // closed by a close rule already
-  }
-  return inner_->closeSend(c->inner);
-}
-
-Status FaultTransport::closeRecv(void* recvComm) {
-  if (direct_) {
-    return inner_->closeRecv(recvComm);
-  }
-  std::unique_ptr<Comm> c(static_cast<Comm*>(recvComm));
-  if (c->innerClosed) {
-    return {};
-  }
-  return inner_->closeRecv(c->inner);
-}
-
-Status FaultTransport::closeListen(void* listenComm) {
-  if (direct_) {
-    return inner_->closeListen(listenComm);
-  }
-  std::unique_ptr<Listen> l(static_cast<Listen*>(listenComm));
-  if (l->parked != nullptr) {
-    (void)inner_->closeRecv(l->parked);
-  }
-  return inner_->closeListen(l->inner);
-}
-
-bool FaultTransport::bytesMoved(void* comm, uint64_t* bytes) noexcept {
-  if (direct_) {
-    return inner_->bytesMoved(comm, bytes);
-  }
-  auto* c = static_cast<Comm*>(comm);
-  return !c->innerClosed && inner_->bytesMoved(c->inner, bytes);
-}
-
-bool FaultTransport::linkBacklogged(void* comm, bool* backlogged) noexcept {
-  if (direct_) {
-    return inner_->linkBacklogged(comm, backlogged);
-  }
-  auto* c = static_cast<Comm*>(comm);
+bool FaultTransport::FaultSendComm::linkBacklogged(bool* backlogged) noexcept {
   // A slow rule is this link's network: backlogged while its pace runs
   // ahead of the clock.
-  const uint64_t now = clock_();
-  for (RuleState& state : c->rules) {
-    if (rules_[state.rule].kind == FaultKind::kSlow &&
+  const uint64_t now = core.owner->clock_();
+  for (RuleState& state : core.rules) {
+    if (core.owner->rules_[state.rule].kind == FaultKind::kSlow &&
         std::atomic_ref<uint64_t>(state.paceNs).load(std::memory_order_relaxed) > now) {
       *backlogged = true;
       return true;
     }
   }
-  return !c->innerClosed && inner_->linkBacklogged(c->inner, backlogged);
-}
-
-bool FaultTransport::endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept {
-  if (direct_) {
-    return inner_->endpoints(comm, local, peer);
-  }
-  auto* c = static_cast<Comm*>(comm);
-  if (!c->haveEndpoints) {
-    return false;
-  }
-  *local = c->local;
-  *peer = c->peer;
-  return true;
+  return !core.innerClosed && innerSend->linkBacklogged(backlogged);
 }
 
 }  // namespace resilient::transport::fault

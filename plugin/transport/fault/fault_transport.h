@@ -6,11 +6,13 @@
 // Faults act only inside calls on the comm (no background thread): a rule
 // armed by time takes effect at the first matching call after its time.
 //
-// Cost: with no rules at all every call is forwarded and the inner comm and
-// request pointers are handed out unchanged. With rules, every comm and
-// request is wrapped; a comm that no data rule applies to (by direction and
-// peer) forwards each call after one branch, and its requests come from the
-// comm's preallocated pool. Faulted comms read the clock once per call. The
+// Cost: with no rules at all the inner transport's own listeners and comms
+// are handed out (its calls never pass through here). With rules, every
+// listener, comm and request is a decorator over the inner one, and memory
+// regions pass through unchanged; a comm that no data rule applies to (by
+// direction and peer) forwards each call after one branch, and its requests
+// come from the comm's own pool, made with it. Faulted comms read the clock
+// once per call. The
 // data path takes no locks and does not allocate (an injected error builds
 // its Status once, when the comm fails). connect/accept rules share state
 // under a mutex (not the data path).
@@ -49,40 +51,24 @@ class FaultTransport final : public Transport {
   const std::vector<FaultRule>& rules() const noexcept { return rules_; }
 
   const char* name() const noexcept override { return name_.c_str(); }
-  Status initContext(uint64_t commId, const CommConfig& config, void** ctx) override;
-  Status finalizeContext(void* ctx) override;
+  Status initContext(uint64_t commId, const CommConfig& config,
+                     std::unique_ptr<Context>* ctx) override;
   Status devices(int* ndev) override;
   Status properties(int dev, Properties* props) override;
   size_t handleBytes() const noexcept override;
 
-  Status listen(void* ctx, int dev, void* handle, void** listenComm) override;
-  Status connect(void* ctx, int dev, void* handle, void** sendComm) override;
-  Status accept(void* listenComm, void** recvComm) override;
-
-  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override;
-  Status deregMr(void* comm, void* mhandle) override;
-
-  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
-               void** request) override;
-  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-               void** mhandles, void** phandles, void** request) override;
-  Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                void** request) override;
-  Status test(void* request, int* done, int* sizes) override;
-
-  Status closeSend(void* sendComm) override;
-  Status closeRecv(void* recvComm) override;
-  Status closeListen(void* listenComm) override;
-
-  bool bytesMoved(void* comm, uint64_t* bytes) noexcept override;
-  bool linkBacklogged(void* comm, bool* backlogged) noexcept override;
-  bool endpoints(void* comm, Endpoint* local, Endpoint* peer) noexcept override;
+  Status listen(Context* ctx, int dev, std::byte* handle,
+                std::unique_ptr<Listener>* listener) override;
+  Status connect(Context* ctx, int dev, std::byte* handle,
+                 std::unique_ptr<SendComm>* comm) override;
 
  private:
   struct RuleState;
   struct WrappedRequest;
-  struct Comm;
-  struct Listen;
+  struct Core;
+  class FaultListener;
+  class FaultSendComm;
+  class FaultRecvComm;
   struct Parked;
 
   uint64_t now() const { return clock_(); }
@@ -93,22 +79,33 @@ class FaultTransport final : public Transport {
   static uint64_t paceCompletion(RuleState& state, uint64_t rateBytesPerS, uint64_t nowNs,
                                  uint64_t bytes);
 
-  // Which end of a connection a comm is: connect's send comm, accept's receive comm.
-  enum class Side { kSend, kRecv };
-
-  std::unique_ptr<Comm> makeComm(void* innerComm, Side side, int dev, const Endpoint& local,
-                                 const Endpoint& peer);
-  // makeComm with the inner comm's endpoints.
-  std::unique_ptr<Comm> wrapAdmitted(void* innerComm, Side side, int dev);
-  // Applies the connect/accept rules to a comm the inner transport produced.
-  Status admit(void* innerComm, Side side, int dev, const void* handle, Listen* listen, void** out);
+  // The largest grouped receive of the inner transport's device `dev` (the
+  // size of a decorator's request pool).
+  int maxRecvs(int dev);
+  // Gives a new decorator its endpoints and the data rules that apply to it.
+  void setUp(Core& core, const Endpoint& local, const Endpoint& peer, bool haveEndpoints);
+  // Closes the inner comm of a decorator for good, logging a failure.
+  void closeInner(Core& core);
+  // The decorator of an admitted inner comm, with the inner comm's endpoints.
+  std::unique_ptr<SendComm> wrapAdmitted(std::unique_ptr<SendComm> inner, int dev);
+  std::unique_ptr<RecvComm> wrapAdmitted(std::unique_ptr<RecvComm> inner, int dev);
+  // Applies the connect/accept rules to a comm the inner transport produced:
+  // hands out its decorator, parks it (stall: *out stays empty) or fails.
+  Status admit(std::unique_ptr<SendComm> inner, int dev, const std::byte* handle,
+               std::unique_ptr<SendComm>* out);
+  Status admit(std::unique_ptr<RecvComm> inner, FaultListener& listener,
+               std::unique_ptr<RecvComm>* out);
+  // The first connect/accept rule that acts on a connection to `peer`, or
+  // connectRules_.size(). Caller holds mutex_.
+  size_t actingConnectRule(bool isSend, const Endpoint& peer);
+  // The error of connect/accept rule slot `acting`, after closing `inner`.
+  Status refuse(Comm& inner, size_t acting, const Endpoint& peer);
   // Evaluates the comm's rules that watch `op` for this call: the slot of the
-  // first call fault (error, close) that acts, or comm.rules.size() when none;
+  // first call fault (error, close) that acts, or core.rules.size() when none;
   // *dataFaults gets one bit per other rule that acts (stall, delay, slow).
-  size_t evaluateCall(Comm& comm, FaultOp op, uint64_t nowNs, uint64_t* dataFaults);
+  size_t evaluateCall(Core& core, FaultOp op, uint64_t nowNs, uint64_t* dataFaults);
   // Fails the comm with the error or close rule in its slot `ruleSlot`.
-  Status inject(Comm& comm, size_t ruleSlot);
-  void closeInner(Comm& comm);
+  Status inject(Core& core, size_t ruleSlot);
   Status testWrapped(WrappedRequest& request, int* done, int* sizes);
 
   std::unique_ptr<Transport> inner_;
@@ -117,7 +114,7 @@ class FaultTransport final : public Transport {
   std::vector<std::string> errorMessages_;  // "injected fault: <rule>", per rule
   const Clock clock_;
   const uint64_t createdNs_;
-  const bool direct_;  // no rules: forward everything unwrapped
+  const bool direct_;  // no rules: hand out the inner objects themselves
   std::string name_;
 
   std::mutex mutex_;  // guards connectRules_ and parked_ (connect/accept only)

@@ -60,71 +60,70 @@ class Rig {
   // Another connection through the same transport.
   void connectPair(const std::string& listenAddress) {
     fake->setNextListenAddress(listenAddress);
-    std::array<unsigned char, kHandleSize> handle{};
-    void* listen = nullptr;
+    std::array<std::byte, kHandleSize> handle{};
+    std::unique_ptr<Listener> listen;
     REQUIRE(transport->listen(nullptr, 0, handle.data(), &listen).ok());
     REQUIRE(listen != nullptr);
-    listens.push_back(listen);
-    void* send = nullptr;
+    std::unique_ptr<SendComm> send;
     REQUIRE(transport->connect(nullptr, 0, handle.data(), &send).ok());
     REQUIRE(send != nullptr);
-    void* recv = nullptr;
-    REQUIRE(transport->accept(listen, &recv).ok());
+    std::unique_ptr<RecvComm> recv;
+    REQUIRE(listen->accept(&recv).ok());
     REQUIRE(recv != nullptr);
-    sends.push_back(send);
-    recvs.push_back(recv);
+    listens.push_back(std::move(listen));
+    sends.push_back(std::move(send));
+    recvs.push_back(std::move(recv));
   }
 
   void closeAll() {
-    for (void* c : sends) {
-      CHECK(transport->closeSend(c).ok());
+    for (auto& c : sends) {
+      CHECK(c->close().ok());
     }
-    for (void* c : recvs) {
-      CHECK(transport->closeRecv(c).ok());
+    for (auto& c : recvs) {
+      CHECK(c->close().ok());
     }
-    for (void* l : listens) {
-      CHECK(transport->closeListen(l).ok());
+    for (auto& l : listens) {
+      CHECK(l->close().ok());
     }
     sends.clear();
     recvs.clear();
     listens.clear();
   }
 
-  void* postSend(size_t pair = 0, size_t size = kMsg, int tag = 0) {
-    void* request = nullptr;
-    const Status s =
-        transport->isend(sends.at(pair), sendBuf.data(), size, tag, nullptr, nullptr, &request);
+  Request* postSend(size_t pair = 0, size_t size = kMsg, int tag = 0) {
+    Request* request = nullptr;
+    const Status s = sends.at(pair)->isend(sendBuf.data(), size, tag, nullptr, nullptr, &request);
     REQUIRE(s.ok());
     REQUIRE(request != nullptr);
     return request;
   }
-  Status trySend(void** request, size_t pair = 0) {
+  Status trySend(Request** request, size_t pair = 0) {
     *request = nullptr;
-    return transport->isend(sends.at(pair), sendBuf.data(), kMsg, 0, nullptr, nullptr, request);
+    return sends.at(pair)->isend(sendBuf.data(), kMsg, 0, nullptr, nullptr, request);
   }
-  void* postRecv(size_t pair = 0) {
-    void* request = nullptr;
+  Request* postRecv(size_t pair = 0) {
+    Request* request = nullptr;
     const Status s = tryRecv(&request, pair);
     REQUIRE(s.ok());
     REQUIRE(request != nullptr);
     return request;
   }
-  Status tryRecv(void** request, size_t pair = 0) {
-    void* data = recvBuf.data();
+  Status tryRecv(Request** request, size_t pair = 0) {
+    std::byte* data = recvBuf.data();
     const size_t size = recvBuf.size();
     const int tag = 0;
     *request = nullptr;
-    return transport->irecv(recvs.at(pair), 1, &data, &size, &tag, nullptr, nullptr, request);
+    return recvs.at(pair)->irecv(1, &data, &size, &tag, nullptr, nullptr, request);
   }
   // One test() call that must succeed; returns done.
-  bool done(void* request, int* sizes = nullptr) {
+  bool done(Request* request, int* sizes = nullptr) {
     int d = -1;
-    const Status s = transport->test(request, &d, sizes);
+    const Status s = request->test(&d, sizes);
     REQUIRE(s.ok());
     return d == 1;
   }
   // Polls up to `polls` times without moving the clock.
-  bool doneWithin(void* request, int polls = 5) {
+  bool doneWithin(Request* request, int polls = 5) {
     for (int i = 0; i < polls; ++i) {
       if (done(request)) {
         return true;
@@ -134,8 +133,8 @@ class Rig {
   }
   // A send and a receive on `pair` that both complete at once.
   void exchange(size_t pair = 0) {
-    void* r = postRecv(pair);
-    void* s = postSend(pair);
+    Request* r = postRecv(pair);
+    Request* s = postSend(pair);
     CHECK(doneWithin(s));
     CHECK(doneWithin(r));
   }
@@ -143,11 +142,11 @@ class Rig {
   FakeClock clock;
   MemoryTransport* fake = nullptr;
   std::unique_ptr<FaultTransport> transport;
-  std::vector<void*> listens;
-  std::vector<void*> sends;
-  std::vector<void*> recvs;
-  std::vector<char> sendBuf = std::vector<char>(size_t{64} * 1024, 'x');
-  std::vector<char> recvBuf = std::vector<char>(size_t{64} * 1024, 0);
+  std::vector<std::unique_ptr<Listener>> listens;
+  std::vector<std::unique_ptr<SendComm>> sends;
+  std::vector<std::unique_ptr<RecvComm>> recvs;
+  std::vector<std::byte> sendBuf = std::vector<std::byte>(size_t{64} * 1024, std::byte{'x'});
+  std::vector<std::byte> recvBuf = std::vector<std::byte>(size_t{64} * 1024, std::byte{0});
 };
 
 void checkInjected(const Status& s, ErrorKind kind, const std::string& rule) {
@@ -167,8 +166,8 @@ TEST_CASE("stall: sends after N never complete, nor does the peer's receive", "[
   rig.exchange();
   CHECK(rig.logger.count(NCCL_LOG_WARN, "armed") == 0);
 
-  void* r = rig.postRecv();
-  void* s = rig.postSend();
+  Request* r = rig.postRecv();
+  Request* s = rig.postSend();
   const int64_t innerTests = rig.fake->testCalls;
   for (int i = 0; i < 20; ++i) {
     rig.clock.advanceMs(1000);
@@ -185,8 +184,8 @@ TEST_CASE("stall: sends after N never complete, nor does the peer's receive", "[
 
 TEST_CASE("stall: duration ends the stall and the held requests complete", "[fault][stall]") {
   Rig rig("kind=stall,duration=500");
-  void* r = rig.postRecv();
-  void* s = rig.postSend();
+  Request* r = rig.postRecv();
+  Request* s = rig.postSend();
   CHECK_FALSE(rig.doneWithin(s));
   CHECK_FALSE(rig.doneWithin(r));
   rig.clock.advanceMs(499);
@@ -201,8 +200,8 @@ TEST_CASE("stall: duration ends the stall and the held requests complete", "[fau
 TEST_CASE("stall: op=test holds test calls on a direction", "[fault][stall]") {
   Rig rig("kind=stall,op=test,dir=recv,after=1");
   rig.exchange();  // the receive's first test call passes
-  void* r = rig.postRecv();
-  void* s = rig.postSend();
+  Request* r = rig.postRecv();
+  Request* s = rig.postSend();
   CHECK(rig.doneWithin(s));  // send comms are not watched
   rig.clock.advanceMs(60000);
   CHECK_FALSE(rig.doneWithin(r, 50));
@@ -215,8 +214,8 @@ TEST_CASE("error: the matching call fails and the comm stays failed", "[fault][e
   Rig rig(rule);
   rig.exchange();
 
-  void* r = rig.postRecv();
-  void* s = nullptr;
+  Request* r = rig.postRecv();
+  Request* s = nullptr;
   const Status err = rig.trySend(&s);
   checkInjected(err, ErrorKind::kRemote, rule);
   CHECK(err.peer() == "10.0.0.2:40000");
@@ -225,11 +224,11 @@ TEST_CASE("error: the matching call fails and the comm stays failed", "[fault][e
 
   // Sticky: every later call on the comm fails the same way.
   checkInjected(rig.trySend(&s), ErrorKind::kRemote, rule);
-  void* mh = nullptr;
-  CHECK(rig.transport->regMr(rig.sends[0], rig.sendBuf.data(), kMsg, kPtrHost, &mh).ok());
+  std::unique_ptr<MemoryRegion> mh;
+  CHECK(rig.sends[0]->regMr(rig.sendBuf.data(), kMsg, kPtrHost, &mh).ok());
   // The receive side is not affected.
   int d = 0;
-  CHECK(rig.transport->test(r, &d, nullptr).ok());
+  CHECK(r->test(&d, nullptr).ok());
   CHECK(d == 0);
   CHECK(rig.fake->isendCalls == 1);  // the failing calls never reached the inner transport
 }
@@ -237,7 +236,7 @@ TEST_CASE("error: the matching call fails and the comm stays failed", "[fault][e
 TEST_CASE("error: error=system injects a system error", "[fault][error]") {
   const std::string rule = "kind=error,dir=recv,error=system";
   Rig rig(rule);
-  void* r = nullptr;
+  Request* r = nullptr;
   const Status err = rig.tryRecv(&r);
   checkInjected(err, ErrorKind::kSystem, rule);
   CHECK(toNcclResult(err) == ncclSystemError);
@@ -248,14 +247,14 @@ TEST_CASE("error: op=test fails a test call and every later one", "[fault][error
   const std::string rule = "kind=error,op=test,dir=send,after=2";
   Rig rig(rule);
   rig.exchange();  // one test call on the send comm
-  void* r = rig.postRecv();
-  void* s = rig.postSend();
-  void* s2 = rig.postSend();
+  Request* r = rig.postRecv();
+  Request* s = rig.postSend();
+  Request* s2 = rig.postSend();
   CHECK(rig.done(s));  // second test call
   int d = 1;
-  checkInjected(rig.transport->test(s2, &d, nullptr), ErrorKind::kRemote, rule);
+  checkInjected(s2->test(&d, nullptr), ErrorKind::kRemote, rule);
   CHECK(d == 0);
-  checkInjected(rig.transport->test(s2, &d, nullptr), ErrorKind::kRemote, rule);
+  checkInjected(s2->test(&d, nullptr), ErrorKind::kRemote, rule);
   CHECK(rig.doneWithin(r));
 }
 
@@ -267,31 +266,31 @@ TEST_CASE("close: the inner comm closes, the peer sees EOF, the owner's close is
   Rig rig(rule);
   rig.exchange();
 
-  void* r = rig.postRecv();
-  void* s = nullptr;
+  Request* r = rig.postRecv();
+  Request* s = nullptr;
   checkInjected(rig.trySend(&s), ErrorKind::kRemote, rule);
   CHECK(rig.fake->closeCalls == 1);  // closed at once
 
   // The peer's pending receive sees the connection go away.
   int d = 0;
-  const Status eof = rig.transport->test(r, &d, nullptr);
+  const Status eof = r->test(&d, nullptr);
   CHECK(eof.kind() == ErrorKind::kRemote);
   CHECK(eof.message().find("EOF") != std::string::npos);
 
   // Every later call on the closed comm is a remote error, without touching the inner comm.
   checkInjected(rig.trySend(&s), ErrorKind::kRemote, rule);
-  void* mh = nullptr;
-  checkInjected(rig.transport->regMr(rig.sends[0], rig.sendBuf.data(), kMsg, kPtrHost, &mh),
-                ErrorKind::kRemote, rule);
-  CHECK(rig.transport->deregMr(rig.sends[0], nullptr).ok());
+  std::unique_ptr<MemoryRegion> mh;
+  checkInjected(rig.sends[0]->regMr(rig.sendBuf.data(), kMsg, kPtrHost, &mh), ErrorKind::kRemote,
+                rule);
+  CHECK(rig.sends[0]->deregMr(nullptr).ok());
   Endpoint local;
   Endpoint peer;
-  CHECK(rig.transport->endpoints(rig.sends[0], &local, &peer));
+  CHECK(rig.sends[0]->endpoints(&local, &peer));
   CHECK(std::string(peer.text) == "10.0.0.2:40000");
 
   // The owner's close: no second close of the inner comm.
   rig.closeAll();
-  CHECK(rig.fake->doubleCloses == 0);
+  CHECK(rig.fake->liveComms == 0);
   CHECK(rig.fake->closeCalls == 2);  // the injected one and the receive side's
 }
 
@@ -302,17 +301,17 @@ TEST_CASE("close: at=MS closes the receive side once its time has come", "[fault
   rig.clock.advanceMs(1999);
   rig.exchange();
 
-  void* s = rig.postSend();
+  Request* s = rig.postSend();
   rig.clock.advanceMs(1);
-  void* r = nullptr;
+  Request* r = nullptr;
   checkInjected(rig.tryRecv(&r), ErrorKind::kRemote, rule);
   // The sender's pending send fails: its peer is gone.
   int d = 0;
-  const Status eof = rig.transport->test(s, &d, nullptr);
+  const Status eof = s->test(&d, nullptr);
   CHECK(eof.kind() == ErrorKind::kRemote);
 
   rig.closeAll();
-  CHECK(rig.fake->doubleCloses == 0);
+  CHECK(rig.fake->liveComms == 0);
 }
 
 TEST_CASE(
@@ -321,25 +320,25 @@ TEST_CASE(
     "[fault][close]") {
   const std::string rule = "kind=close,op=test,dir=recv,after=1";
   Rig rig(rule);
-  void* r1 = rig.postRecv();
-  void* r2 = rig.postRecv();
+  Request* r1 = rig.postRecv();
+  Request* r2 = rig.postRecv();
   int d = 0;
-  CHECK(rig.transport->test(r1, &d, nullptr).ok());  // first test call passes
+  CHECK(r1->test(&d, nullptr).ok());  // first test call passes
   const int64_t innerTests = rig.fake->testCalls;
-  checkInjected(rig.transport->test(r2, &d, nullptr), ErrorKind::kRemote, rule);
-  checkInjected(rig.transport->test(r1, &d, nullptr), ErrorKind::kRemote, rule);
+  checkInjected(r2->test(&d, nullptr), ErrorKind::kRemote, rule);
+  checkInjected(r1->test(&d, nullptr), ErrorKind::kRemote, rule);
   CHECK(rig.fake->testCalls == innerTests);
   rig.closeAll();
-  CHECK(rig.fake->doubleCloses == 0);
+  CHECK(rig.fake->liveComms == 0);
 }
 
 // ---- delay -----------------------------------------------------------------
 
 TEST_CASE("delay: a request completes no earlier than post time + delay", "[fault][delay]") {
   Rig rig("kind=delay,delay=50,dir=recv");
-  void* r = rig.postRecv();
+  Request* r = rig.postRecv();
   rig.clock.advanceMs(10);
-  void* s = rig.postSend();
+  Request* s = rig.postSend();
   CHECK(rig.doneWithin(s));  // the send side is not delayed
   CHECK_FALSE(rig.doneWithin(r));
   rig.clock.advanceMs(39);
@@ -352,9 +351,9 @@ TEST_CASE("delay: a request completes no earlier than post time + delay", "[faul
 
 TEST_CASE("delay: a receive posted long before its data is not held further", "[fault][delay]") {
   Rig rig("kind=delay,delay=50");
-  void* r = rig.postRecv();
+  Request* r = rig.postRecv();
   rig.clock.advanceMs(100);
-  void* s = rig.postSend();
+  Request* s = rig.postSend();
   CHECK_FALSE(rig.doneWithin(s));  // the send itself waits 50 ms
   CHECK(rig.doneWithin(r));        // its data came after its delay had passed
   rig.clock.advanceMs(50);
@@ -363,15 +362,15 @@ TEST_CASE("delay: a receive posted long before its data is not held further", "[
 
 TEST_CASE("delay: multi-receive sizes come back after the delay", "[fault][delay]") {
   Rig rig("kind=delay,delay=5,op=irecv");
-  std::vector<char> a(100);
-  std::vector<char> b(200);
-  void* data[2] = {a.data(), b.data()};
+  std::vector<std::byte> a(100);
+  std::vector<std::byte> b(200);
+  std::byte* data[2] = {a.data(), b.data()};
   const size_t caps[2] = {a.size(), b.size()};
   const int tags[2] = {1, 2};
-  void* r = nullptr;
-  REQUIRE(rig.transport->irecv(rig.recvs[0], 2, data, caps, tags, nullptr, nullptr, &r).ok());
-  void* s1 = rig.postSend(0, 150, 2);
-  void* s2 = rig.postSend(0, 60, 1);
+  Request* r = nullptr;
+  REQUIRE(rig.recvs[0]->irecv(2, data, caps, tags, nullptr, nullptr, &r).ok());
+  Request* s1 = rig.postSend(0, 150, 2);
+  Request* s2 = rig.postSend(0, 60, 1);
   CHECK(rig.doneWithin(s1));
   CHECK(rig.doneWithin(s2));
   int sizes[2] = {0, 0};
@@ -388,8 +387,8 @@ TEST_CASE("slow: completions are paced under the rate", "[fault][slow]") {
   // 1 MB/s: a 1000-byte send is one millisecond of link time.
   Rig rig("kind=slow,rate=1M,dir=send");
   constexpr int kCount = 20;
-  std::vector<void*> recvs;
-  std::vector<void*> sends;
+  std::vector<Request*> recvs;
+  std::vector<Request*> sends;
   for (int i = 0; i < kCount; ++i) {
     recvs.push_back(rig.postRecv());
     sends.push_back(rig.postSend());
@@ -415,7 +414,7 @@ TEST_CASE("slow: completions are paced under the rate", "[fault][slow]") {
     CHECK(completedAt[i] >= static_cast<uint64_t>(i + 1) * 1000000);
     CHECK(completedAt[i] <= static_cast<uint64_t>(i + 1) * 1000000 + 100000);
   }
-  for (void* r : recvs) {
+  for (Request* r : recvs) {
     CHECK(rig.doneWithin(r));  // receives were not watched
   }
 }
@@ -426,29 +425,29 @@ TEST_CASE("slow: the paced link reads as backlogged while its pace runs ahead", 
   // completions wait for the pace, and idle (the inner's answer) after.
   Rig rig("kind=slow,rate=1M,dir=send");
   bool backlogged = true;
-  CHECK_FALSE(rig.transport->linkBacklogged(rig.sends[0], &backlogged));  // idle: the inner's
-  std::vector<void*> sends;
+  CHECK_FALSE(rig.sends[0]->linkBacklogged(&backlogged));  // idle: the inner's
+  std::vector<Request*> sends;
   for (int i = 0; i < 5; ++i) {
     rig.postRecv();
     sends.push_back(rig.postSend());
   }
-  for (void* s : sends) {
+  for (Request* s : sends) {
     CHECK_FALSE(rig.done(s));  // 5 ms of link time taken
   }
   backlogged = false;
-  REQUIRE(rig.transport->linkBacklogged(rig.sends[0], &backlogged));
+  REQUIRE(rig.sends[0]->linkBacklogged(&backlogged));
   CHECK(backlogged);
   rig.clock.advanceMs(6);
-  for (void* s : sends) {
+  for (Request* s : sends) {
     CHECK(rig.done(s));
   }
-  CHECK_FALSE(rig.transport->linkBacklogged(rig.sends[0], &backlogged));
+  CHECK_FALSE(rig.sends[0]->linkBacklogged(&backlogged));
 }
 
 TEST_CASE("slow: an idle link lets the next request through at rate again", "[fault][slow]") {
   Rig rig("kind=slow,rate=1M,op=irecv");
-  void* r = rig.postRecv();
-  void* s = rig.postSend();
+  Request* r = rig.postRecv();
+  Request* s = rig.postSend();
   CHECK(rig.doneWithin(s));
   CHECK_FALSE(rig.doneWithin(r));
   rig.clock.advanceMs(1);
@@ -472,7 +471,7 @@ TEST_CASE("arming: after=N counts matching calls per comm", "[fault][arming]") {
     rig.exchange(0);
   }
   rig.exchange(1);  // the second comm has its own count
-  void* s = nullptr;
+  Request* s = nullptr;
   checkInjected(rig.trySend(&s, 0), ErrorKind::kRemote, rule);
   rig.exchange(1);
   rig.exchange(1);
@@ -482,8 +481,8 @@ TEST_CASE("arming: after=N counts matching calls per comm", "[fault][arming]") {
 TEST_CASE("arming: posts count for a data rule, test calls do not", "[fault][arming]") {
   const std::string rule = "kind=error,after=1";
   Rig rig(rule);
-  void* r = rig.postRecv();
-  void* s = rig.postSend();
+  Request* r = rig.postRecv();
+  Request* s = rig.postSend();
   for (int i = 0; i < 10; ++i) {
     CHECK_FALSE(rig.done(r));  // nothing was sent yet: ten test calls on the receive comm
   }
@@ -500,7 +499,7 @@ TEST_CASE("arming: at=MS arms by the fake clock, from the transport's creation",
   rig.clock.advanceMs(999);
   rig.exchange();
   rig.clock.advanceMs(1);
-  void* s = nullptr;
+  Request* s = nullptr;
   checkInjected(rig.trySend(&s), ErrorKind::kRemote, rule);
 }
 
@@ -509,7 +508,7 @@ TEST_CASE("arming: duration bounds an at= window for every comm", "[fault][armin
   Rig rig(rule);
   rig.connectPair("10.0.0.3:40000");
   rig.clock.advanceMs(120);
-  void* s = nullptr;
+  Request* s = nullptr;
   checkInjected(rig.trySend(&s, 0), ErrorKind::kRemote, rule);
   rig.clock.advanceMs(30);  // 150 ms: the window is over
   rig.exchange(1);
@@ -528,8 +527,8 @@ TEST_CASE("arming: a window that passed before any call never arms", "[fault][ar
 
 TEST_CASE("arming: delay ends with its duration", "[fault][arming]") {
   Rig rig("kind=delay,delay=10,duration=100,op=isend");
-  void* r = rig.postRecv();
-  void* s = rig.postSend();
+  Request* r = rig.postRecv();
+  Request* s = rig.postSend();
   CHECK_FALSE(rig.doneWithin(s));
   rig.clock.advanceMs(10);
   CHECK(rig.doneWithin(s));
@@ -543,8 +542,8 @@ TEST_CASE("arming: one warning per rule and comm, not per call", "[fault][arming
   rig.connectPair("10.0.0.3:40000");
   for (int i = 0; i < 10; ++i) {
     for (size_t pair = 0; pair < 2; ++pair) {
-      void* r = rig.postRecv(pair);
-      void* s = rig.postSend(pair);
+      Request* r = rig.postRecv(pair);
+      Request* s = rig.postSend(pair);
       rig.clock.advanceMs(1);
       CHECK(rig.doneWithin(s));
       CHECK(rig.doneWithin(r));
@@ -563,7 +562,7 @@ TEST_CASE("filter: peer= selects comms by their peer's address", "[fault][filter
   Rig rig(rule);  // peer 10.0.0.2:40000
   rig.connectPair("10.0.0.3:40000");
   rig.exchange(0);
-  void* s = nullptr;
+  Request* s = nullptr;
   checkInjected(rig.trySend(&s, 1), ErrorKind::kRemote, rule);
   rig.exchange(0);
 }
@@ -571,8 +570,8 @@ TEST_CASE("filter: peer= selects comms by their peer's address", "[fault][filter
 TEST_CASE("filter: dir= selects send or receive comms", "[fault][filter]") {
   const std::string rule = "kind=error,dir=recv";
   Rig rig(rule);
-  void* s = rig.postSend();
-  void* r = nullptr;
+  Request* s = rig.postSend();
+  Request* r = nullptr;
   checkInjected(rig.tryRecv(&r), ErrorKind::kRemote, rule);
   CHECK_FALSE(rig.doneWithin(s));  // no receive was posted
 }
@@ -582,7 +581,7 @@ TEST_CASE("filter: peer= on receive comms matches the connecting side", "[fault]
   Rig rig(rule);                      // connection 1
   rig.connectPair("10.0.0.3:40000");  // connection 2: receive peer 10.0.0.1:50002
   rig.exchange(0);
-  void* r = nullptr;
+  Request* r = nullptr;
   checkInjected(rig.tryRecv(&r, 1), ErrorKind::kRemote, rule);
 }
 
@@ -595,8 +594,8 @@ std::vector<bool> delayedPattern(const std::string& spec, int count) {
   Rig rig(spec);
   std::vector<bool> delayed;
   for (int i = 0; i < count; ++i) {
-    void* r = rig.postRecv();
-    void* s = rig.postSend();
+    Request* r = rig.postRecv();
+    Request* s = rig.postSend();
     delayed.push_back(!rig.done(s));
     REQUIRE(rig.doneWithin(r));
   }
@@ -632,8 +631,8 @@ TEST_CASE("prob: a probabilistic error picks the same call for the same seed", "
   const auto firstFailure = [](uint64_t seed) {
     Rig rig("kind=error,op=isend,prob=0.1,seed=" + std::to_string(seed));
     for (int i = 0; i < 1000; ++i) {
-      void* r = rig.postRecv();
-      void* s = nullptr;
+      Request* r = rig.postRecv();
+      Request* s = nullptr;
       if (!rig.trySend(&s).ok()) {
         return i;
       }
@@ -652,8 +651,8 @@ TEST_CASE("prob: a probabilistic error picks the same call for the same seed", "
 TEST_CASE("passthrough: with no rules the inner comms and requests are handed out",
           "[fault][passthrough]") {
   Rig rig("");
-  CHECK(rig.fake->isComm(rig.sends[0]));
-  CHECK(rig.fake->isComm(rig.recvs[0]));
+  CHECK(rig.fake->made(*rig.sends[0]));
+  CHECK(rig.fake->made(*rig.recvs[0]));
   rig.exchange();
   CHECK(std::memcmp(rig.recvBuf.data(), rig.sendBuf.data(), kMsg) == 0);
   CHECK(std::string(rig.transport->name()) == "fault:memory");
@@ -661,7 +660,7 @@ TEST_CASE("passthrough: with no rules the inner comms and requests are handed ou
 
 TEST_CASE("passthrough: comms no rule matches forward every call", "[fault][passthrough]") {
   Rig rig("kind=stall,peer=192.168.");
-  CHECK_FALSE(rig.fake->isComm(rig.sends[0]));  // wrapped, but not faulted
+  CHECK_FALSE(rig.fake->made(*rig.sends[0]));  // wrapped, but not faulted
   for (int i = 0; i < 100; ++i) {
     rig.exchange();
   }
@@ -670,23 +669,25 @@ TEST_CASE("passthrough: comms no rule matches forward every call", "[fault][pass
   CHECK(rig.fake->testCalls == 200);  // one test() each: nothing added, nothing held
 
   uint64_t bytes = 0;
-  CHECK(rig.transport->bytesMoved(rig.sends[0], &bytes));
+  CHECK(rig.sends[0]->bytesMoved(&bytes));
   CHECK(bytes == 100 * kMsg);
   Endpoint local;
   Endpoint peer;
-  REQUIRE(rig.transport->endpoints(rig.sends[0], &local, &peer));
+  REQUIRE(rig.sends[0]->endpoints(&local, &peer));
   CHECK(std::string(peer.text) == "10.0.0.2:40000");
   CHECK(std::string(local.text) == "10.0.0.1:50001");
 
-  void* mh = nullptr;
-  CHECK(rig.transport->regMr(rig.recvs[0], rig.recvBuf.data(), kMsg, kPtrHost, &mh).ok());
-  CHECK(rig.transport->deregMr(rig.recvs[0], mh).ok());
-  void* data = rig.recvBuf.data();
+  std::unique_ptr<MemoryRegion> mh;
+  CHECK(rig.recvs[0]->regMr(rig.recvBuf.data(), kMsg, kPtrHost, &mh).ok());
+  REQUIRE(mh != nullptr);
+  std::byte* data = rig.recvBuf.data();
   const int size = static_cast<int>(kMsg);
-  void* flush = nullptr;
-  CHECK(rig.transport->iflush(rig.recvs[0], 1, &data, &size, &mh, &flush).ok());
+  MemoryRegion* region = mh.get();
+  Request* flush = nullptr;
+  CHECK(rig.recvs[0]->iflush(1, &data, &size, &region, &flush).ok());
   REQUIRE(flush != nullptr);
   CHECK(rig.doneWithin(flush));
+  CHECK(rig.recvs[0]->deregMr(std::move(mh)).ok());
   int ndev = 0;
   CHECK(rig.transport->devices(&ndev).ok());
   CHECK(ndev == 1);
@@ -698,15 +699,15 @@ TEST_CASE("passthrough: a faulted comm's requests recycle through the pool",
   // Far more requests than the pool holds, each completed before the next.
   Rig rig("kind=delay,delay=1,op=irecv");
   for (int i = 0; i < 1000; ++i) {
-    void* r = rig.postRecv();
-    void* s = rig.postSend();
+    Request* r = rig.postRecv();
+    Request* s = rig.postSend();
     CHECK(rig.doneWithin(s));
     rig.clock.advanceMs(1);
     CHECK(rig.doneWithin(r));
   }
   // A full pool answers "retry" (no request) instead of failing.
-  std::vector<void*> pending;
-  void* r = nullptr;
+  std::vector<Request*> pending;
+  Request* r = nullptr;
   for (int i = 0; i < 2 * kMaxRequests; ++i) {
     REQUIRE(rig.tryRecv(&r).ok());
     REQUIRE(r != nullptr);
@@ -726,10 +727,10 @@ TEST_CASE("connect: a stalled connect does not finish until the stall ends", "[f
   auto inner = std::make_unique<MemoryTransport>();
   MemoryTransport* fake = inner.get();
   FaultTransport t(std::move(inner), std::move(rules).value(), clock.function());
-  std::array<unsigned char, kHandleSize> handle{};
-  void* listen = nullptr;
+  std::array<std::byte, kHandleSize> handle{};
+  std::unique_ptr<Listener> listen;
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());
-  void* send = nullptr;
+  std::unique_ptr<SendComm> send;
   for (int i = 0; i < 10; ++i) {
     REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
     CHECK(send == nullptr);
@@ -739,13 +740,13 @@ TEST_CASE("connect: a stalled connect does not finish until the stall ends", "[f
   clock.advanceMs(10);
   REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
   REQUIRE(send != nullptr);
-  void* recv = nullptr;
-  REQUIRE(t.accept(listen, &recv).ok());
+  std::unique_ptr<RecvComm> recv;
+  REQUIRE(listen->accept(&recv).ok());
   REQUIRE(recv != nullptr);
-  CHECK(t.closeSend(send).ok());
-  CHECK(t.closeRecv(recv).ok());
-  CHECK(t.closeListen(listen).ok());
-  CHECK(fake->doubleCloses == 0);
+  CHECK(send->close().ok());
+  CHECK(recv->close().ok());
+  CHECK(listen->close().ok());
+  CHECK(fake->liveComms == 0);
 }
 
 TEST_CASE("connect: a stalled accept never finishes; the parked comm is closed with the listener",
@@ -757,22 +758,22 @@ TEST_CASE("connect: a stalled accept never finishes; the parked comm is closed w
   auto inner = std::make_unique<MemoryTransport>();
   MemoryTransport* fake = inner.get();
   FaultTransport t(std::move(inner), std::move(rules).value(), clock.function());
-  std::array<unsigned char, kHandleSize> handle{};
-  void* listen = nullptr;
+  std::array<std::byte, kHandleSize> handle{};
+  std::unique_ptr<Listener> listen;
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());
-  void* send = nullptr;
+  std::unique_ptr<SendComm> send;
   REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
   REQUIRE(send != nullptr);
-  void* recv = nullptr;
+  std::unique_ptr<RecvComm> recv;
   for (int i = 0; i < 10; ++i) {
-    REQUIRE(t.accept(listen, &recv).ok());
+    REQUIRE(listen->accept(&recv).ok());
     CHECK(recv == nullptr);
     clock.advanceMs(1000);
   }
-  CHECK(t.closeListen(listen).ok());
+  CHECK(listen->close().ok());
   CHECK(fake->closeCalls == 1);  // the held receive comm
-  CHECK(t.closeSend(send).ok());
-  CHECK(fake->doubleCloses == 0);
+  CHECK(send->close().ok());
+  CHECK(fake->liveComms == 0);
 }
 
 TEST_CASE("connect: an error rule fails the connect and closes what the inner made",
@@ -784,30 +785,30 @@ TEST_CASE("connect: an error rule fails the connect and closes what the inner ma
   auto inner = std::make_unique<MemoryTransport>();
   MemoryTransport* fake = inner.get();
   FaultTransport t(std::move(inner), std::move(rules).value());
-  std::array<unsigned char, kHandleSize> handle{};
-  void* listen = nullptr;
+  std::array<std::byte, kHandleSize> handle{};
+  std::unique_ptr<Listener> listen;
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());
-  void* send = nullptr;
+  std::unique_ptr<SendComm> send;
   const Status err = t.connect(nullptr, 0, handle.data(), &send);
   checkInjected(err, ErrorKind::kRemote, rule);
   CHECK(err.peer() == "10.0.0.2:40000");
   CHECK(send == nullptr);
   CHECK(fake->closeCalls == 1);
   // The accepting side gets a connection whose peer is gone.
-  void* recv = nullptr;
-  REQUIRE(t.accept(listen, &recv).ok());
+  std::unique_ptr<RecvComm> recv;
+  REQUIRE(listen->accept(&recv).ok());
   REQUIRE(recv != nullptr);
-  std::vector<char> buf(16);
-  void* data = buf.data();
+  std::vector<std::byte> buf(16);
+  std::byte* data = buf.data();
   const size_t size = buf.size();
   const int tag = 0;
-  void* r = nullptr;
-  REQUIRE(t.irecv(recv, 1, &data, &size, &tag, nullptr, nullptr, &r).ok());
+  Request* r = nullptr;
+  REQUIRE(recv->irecv(1, &data, &size, &tag, nullptr, nullptr, &r).ok());
   int d = 0;
-  CHECK(t.test(r, &d, nullptr).kind() == ErrorKind::kRemote);
-  CHECK(t.closeRecv(recv).ok());
-  CHECK(t.closeListen(listen).ok());
-  CHECK(fake->doubleCloses == 0);
+  CHECK(r->test(&d, nullptr).kind() == ErrorKind::kRemote);
+  CHECK(recv->close().ok());
+  CHECK(listen->close().ok());
+  CHECK(fake->liveComms == 0);
 }
 
 TEST_CASE("connect: a close rule hands out a closed connection", "[fault][connect]") {
@@ -818,29 +819,28 @@ TEST_CASE("connect: a close rule hands out a closed connection", "[fault][connec
   auto inner = std::make_unique<MemoryTransport>();
   MemoryTransport* fake = inner.get();
   FaultTransport t(std::move(inner), std::move(rules).value());
-  std::array<unsigned char, kHandleSize> handle{};
-  void* listen = nullptr;
+  std::array<std::byte, kHandleSize> handle{};
+  std::unique_ptr<Listener> listen;
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());
-  void* send = nullptr;
+  std::unique_ptr<SendComm> send;
   REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
-  void* recv = nullptr;
-  REQUIRE(t.accept(listen, &recv).ok());
+  std::unique_ptr<RecvComm> recv;
+  REQUIRE(listen->accept(&recv).ok());
   REQUIRE(recv != nullptr);
   CHECK(fake->closeCalls == 1);
-  std::vector<char> buf(16);
-  void* data = buf.data();
+  std::vector<std::byte> buf(16);
+  std::byte* data = buf.data();
   const size_t size = buf.size();
   const int tag = 0;
-  void* r = nullptr;
-  checkInjected(t.irecv(recv, 1, &data, &size, &tag, nullptr, nullptr, &r), ErrorKind::kRemote,
-                rule);
+  Request* r = nullptr;
+  checkInjected(recv->irecv(1, &data, &size, &tag, nullptr, nullptr, &r), ErrorKind::kRemote, rule);
   // The connecting side sees EOF on its first send.
-  void* s = nullptr;
-  CHECK(t.isend(send, buf.data(), 8, 0, nullptr, nullptr, &s).kind() == ErrorKind::kRemote);
-  CHECK(t.closeRecv(recv).ok());
-  CHECK(t.closeSend(send).ok());
-  CHECK(t.closeListen(listen).ok());
-  CHECK(fake->doubleCloses == 0);
+  Request* s = nullptr;
+  CHECK(send->isend(buf.data(), 8, 0, nullptr, nullptr, &s).kind() == ErrorKind::kRemote);
+  CHECK(recv->close().ok());
+  CHECK(send->close().ok());
+  CHECK(listen->close().ok());
+  CHECK(fake->liveComms == 0);
   CHECK(fake->closeCalls == 2);
 }
 
@@ -850,26 +850,26 @@ TEST_CASE("connect: after=N counts established connections", "[fault][connect]")
   auto rules = parseFaultSpec(rule);
   REQUIRE(rules.ok());
   FaultTransport t(std::make_unique<MemoryTransport>(), std::move(rules).value());
-  std::array<unsigned char, kHandleSize> handle{};
-  void* listen = nullptr;
+  std::array<std::byte, kHandleSize> handle{};
+  std::unique_ptr<Listener> listen;
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());
-  std::vector<void*> sends;
+  std::vector<std::unique_ptr<SendComm>> sends;
   for (int i = 0; i < 2; ++i) {
-    void* send = nullptr;
+    std::unique_ptr<SendComm> send;
     REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
     REQUIRE(send != nullptr);
-    sends.push_back(send);
+    sends.push_back(std::move(send));
   }
-  void* send = nullptr;
+  std::unique_ptr<SendComm> send;
   checkInjected(t.connect(nullptr, 0, handle.data(), &send), ErrorKind::kRemote, rule);
-  for (void* s : sends) {
-    CHECK(t.closeSend(s).ok());
+  for (auto& s : sends) {
+    CHECK(s->close().ok());
   }
   for (int i = 0; i < 3; ++i) {
-    void* recv = nullptr;
-    REQUIRE(t.accept(listen, &recv).ok());
+    std::unique_ptr<RecvComm> recv;
+    REQUIRE(listen->accept(&recv).ok());
     REQUIRE(recv != nullptr);
-    CHECK(t.closeRecv(recv).ok());
+    CHECK(recv->close().ok());
   }
-  CHECK(t.closeListen(listen).ok());
+  CHECK(listen->close().ok());
 }
