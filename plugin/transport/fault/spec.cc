@@ -135,150 +135,156 @@ std::optional<uint64_t> parseRate(std::string_view text) {
   return static_cast<uint64_t>(rate);
 }
 
-// Parses one rule; `text` is trimmed and not empty.
-Result<FaultRule> parseRule(std::string_view text) {
-  const auto fail = [text](const std::string& what) -> Status {
-    return invalidUsage("fault spec: rule '" + std::string(text) + "': " + what);
-  };
+// Errors of one rule, naming it.
+class RuleError {
+ public:
+  explicit RuleError(std::string_view text) : text_(text) {}
+  Status operator()(const std::string& what) const {
+    return invalidUsage("fault spec: rule '" + std::string(text_) + "': " + what);
+  }
 
+ private:
+  std::string_view text_;
+};
+
+// A rule as its keys gave it, with which keys came (for the checks across keys).
+struct ParsedRule {
   FaultRule rule;
-  std::optional<FaultKind> kind;
-  std::vector<std::string_view> seen;
+  bool hasKind = false;
   bool hasAfter = false;
   bool hasDelay = false;
   bool hasRate = false;
   bool hasProb = false;
   bool hasSeed = false;
   bool hasError = false;
+};
 
-  for (std::string_view item : split(text, ',')) {
-    item = trim(item);
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      return fail("'" + std::string(item) +
-                  "' is not key=value; accepted keys: " + std::string(kAcceptedKeys));
-    }
-    const std::string_view key = trim(item.substr(0, eq));
-    const std::string_view value = trim(item.substr(eq + 1));
-    const std::string keyText(key);
-    const std::string valueText(value);
-    for (std::string_view k : seen) {
-      if (k == key) {
-        return fail("key '" + keyText + "' given twice");
-      }
-    }
-    seen.push_back(key);
-
-    const auto number = [&](uint64_t maxValue, uint64_t* out) -> Status {
-      const std::optional<uint64_t> v = parseUnsigned(value);
-      if (!v || *v > maxValue) {
-        return fail("bad number '" + valueText + "' for " + keyText +
-                    "; accepted: an integer in [0, " + std::to_string(maxValue) + "]");
-      }
-      *out = *v;
-      return {};
-    };
-    const auto milliseconds = [&](uint64_t minValue, uint64_t* out) -> Status {
-      const std::optional<uint64_t> v = parseUnsigned(value);
-      if (!v || *v < minValue || *v > kMaxFaultMs) {
-        return fail("bad number '" + valueText + "' for " + keyText +
-                    "; accepted: milliseconds, an integer in [" + std::to_string(minValue) + ", " +
-                    std::to_string(kMaxFaultMs) + "]");
-      }
-      *out = *v;
-      return {};
-    };
-
-    if (key == "kind") {
-      kind = lookup(kKinds, value);
-      if (!kind) {
-        return fail("unknown kind '" + valueText + "'; accepted: " + names(kKinds));
-      }
-      rule.kind = *kind;
-    } else if (key == "op") {
-      const std::optional<FaultOp> op = lookup(kOps, value);
-      if (!op) {
-        return fail("unknown op '" + valueText + "'; accepted: " + names(kOps));
-      }
-      rule.op = *op;
-    } else if (key == "dir") {
-      const std::optional<FaultDir> dir = lookup(kDirs, value);
-      if (!dir) {
-        return fail("unknown dir '" + valueText + "'; accepted: " + names(kDirs));
-      }
-      rule.dir = *dir;
-    } else if (key == "after") {
-      RESILIENT_TRY(number(std::numeric_limits<uint64_t>::max(), &rule.after));
-      hasAfter = true;
-    } else if (key == "at") {
-      RESILIENT_TRY(milliseconds(0, &rule.atMs));
-      rule.hasAt = true;
-    } else if (key == "peer") {
-      if (value.empty()) {
-        return fail(
-            "empty value for peer; accepted: a substring of the peer address, e.g. "
-            "peer=10.0.0.2");
-      }
-      rule.peer = valueText;
-    } else if (key == "duration") {
-      RESILIENT_TRY(milliseconds(0, &rule.durationMs));
-    } else if (key == "delay") {
-      RESILIENT_TRY(milliseconds(1, &rule.delayMs));
-      hasDelay = true;
-    } else if (key == "rate") {
-      const std::optional<uint64_t> rate = parseRate(value);
-      if (!rate) {
-        return fail("bad rate '" + valueText +
-                    "'; accepted: bytes per second in [1, 1e15], optionally with a k, M or G "
-                    "suffix (powers of 1000), e.g. rate=100M");
-      }
-      rule.rateBytesPerS = *rate;
-      hasRate = true;
-    } else if (key == "prob") {
-      const std::optional<double> p = parseDouble(value);
-      if (!p || *p < 0 || *p > 1) {
-        return fail("bad probability '" + valueText + "'; accepted: a number in [0, 1]");
-      }
-      rule.prob = *p;
-      hasProb = true;
-    } else if (key == "seed") {
-      RESILIENT_TRY(number(std::numeric_limits<uint64_t>::max(), &rule.seed));
-      hasSeed = true;
-    } else if (key == "error") {
-      const std::optional<InjectedError> e = lookup(kErrors, value);
-      if (!e) {
-        return fail("unknown error '" + valueText + "'; accepted: " + names(kErrors));
-      }
-      rule.error = *e;
-      hasError = true;
-    } else {
-      return fail("unknown key '" + keyText + "'; accepted keys: " + std::string(kAcceptedKeys));
-    }
+Status parseNumber(const RuleError& fail, std::string_view key, std::string_view value,
+                   uint64_t maxValue, uint64_t* out) {
+  const std::optional<uint64_t> v = parseUnsigned(value);
+  if (!v || *v > maxValue) {
+    return fail("bad number '" + std::string(value) + "' for " + std::string(key) +
+                "; accepted: an integer in [0, " + std::to_string(maxValue) + "]");
   }
+  *out = *v;
+  return {};
+}
 
-  if (!kind) {
+Status parseMilliseconds(const RuleError& fail, std::string_view key, std::string_view value,
+                         uint64_t minValue, uint64_t* out) {
+  const std::optional<uint64_t> v = parseUnsigned(value);
+  if (!v || *v < minValue || *v > kMaxFaultMs) {
+    return fail("bad number '" + std::string(value) + "' for " + std::string(key) +
+                "; accepted: milliseconds, an integer in [" + std::to_string(minValue) + ", " +
+                std::to_string(kMaxFaultMs) + "]");
+  }
+  *out = *v;
+  return {};
+}
+
+// One of a table's names.
+template <class E, size_t N>
+Status parseName(const RuleError& fail, std::string_view key,
+                 const std::array<std::pair<std::string_view, E>, N>& table,
+                 std::string_view value, E* out) {
+  const std::optional<E> e = lookup(table, value);
+  if (!e) {
+    return fail("unknown " + std::string(key) + " '" + std::string(value) +
+                "'; accepted: " + names(table));
+  }
+  *out = *e;
+  return {};
+}
+
+// The keys that describe the rule's values (kind, op, dir and the numbers).
+Status applyValueKey(ParsedRule& p, std::string_view key, std::string_view value,
+                     const RuleError& fail) {
+  FaultRule& rule = p.rule;
+  if (key == "rate") {
+    const std::optional<uint64_t> rate = parseRate(value);
+    if (!rate) {
+      return fail("bad rate '" + std::string(value) +
+                  "'; accepted: bytes per second in [1, 1e15], optionally with a k, M or G "
+                  "suffix (powers of 1000), e.g. rate=100M");
+    }
+    rule.rateBytesPerS = *rate;
+    p.hasRate = true;
+  } else if (key == "prob") {
+    const std::optional<double> v = parseDouble(value);
+    if (!v || *v < 0 || *v > 1) {
+      return fail("bad probability '" + std::string(value) + "'; accepted: a number in [0, 1]");
+    }
+    rule.prob = *v;
+    p.hasProb = true;
+  } else if (key == "seed") {
+    RESILIENT_TRY(parseNumber(fail, key, value, std::numeric_limits<uint64_t>::max(), &rule.seed));
+    p.hasSeed = true;
+  } else if (key == "error") {
+    RESILIENT_TRY(parseName(fail, key, kErrors, value, &rule.error));
+    p.hasError = true;
+  } else {
+    return fail("unknown key '" + std::string(key) +
+                "'; accepted keys: " + std::string(kAcceptedKeys));
+  }
+  return {};
+}
+
+// One key=value of a rule into `p`.
+Status applyKey(ParsedRule& p, std::string_view key, std::string_view value,
+                const RuleError& fail) {
+  FaultRule& rule = p.rule;
+  if (key == "kind") {
+    RESILIENT_TRY(parseName(fail, key, kKinds, value, &rule.kind));
+    p.hasKind = true;
+  } else if (key == "op") {
+    RESILIENT_TRY(parseName(fail, key, kOps, value, &rule.op));
+  } else if (key == "dir") {
+    RESILIENT_TRY(parseName(fail, key, kDirs, value, &rule.dir));
+  } else if (key == "after") {
+    RESILIENT_TRY(parseNumber(fail, key, value, std::numeric_limits<uint64_t>::max(), &rule.after));
+    p.hasAfter = true;
+  } else if (key == "at") {
+    RESILIENT_TRY(parseMilliseconds(fail, key, value, 0, &rule.atMs));
+    rule.hasAt = true;
+  } else if (key == "peer") {
+    if (value.empty()) {
+      return fail(
+          "empty value for peer; accepted: a substring of the peer address, e.g. "
+          "peer=10.0.0.2");
+    }
+    rule.peer = std::string(value);
+  } else if (key == "duration") {
+    RESILIENT_TRY(parseMilliseconds(fail, key, value, 0, &rule.durationMs));
+  } else if (key == "delay") {
+    RESILIENT_TRY(parseMilliseconds(fail, key, value, 1, &rule.delayMs));
+    p.hasDelay = true;
+  } else {
+    return applyValueKey(p, key, value, fail);
+  }
+  return {};
+}
+
+// The checks across keys: what a kind needs, what applies to it only.
+Status checkRule(const ParsedRule& p, const RuleError& fail) {
+  const FaultRule& rule = p.rule;
+  if (!p.hasKind) {
     return fail("missing kind; accepted: kind=" + names(kKinds));
   }
   const std::string kindName = faultKindName(rule.kind);
-  if (hasAfter && rule.hasAt) {
+  if (p.hasAfter && rule.hasAt) {
     return fail("after and at both given; use one: after=N (calls) or at=MS (time)");
   }
-  if (hasRate && rule.kind != FaultKind::kSlow) {
-    return fail("rate applies only to kind=slow");
+  if (p.hasRate != (rule.kind == FaultKind::kSlow)) {
+    return fail(p.hasRate ? "rate applies only to kind=slow"
+                          : "kind=slow needs rate=BYTES_PER_S (k, M, G suffixes accepted)");
   }
-  if (rule.kind == FaultKind::kSlow && !hasRate) {
-    return fail("kind=slow needs rate=BYTES_PER_S (k, M, G suffixes accepted)");
+  if (p.hasDelay != (rule.kind == FaultKind::kDelay)) {
+    return fail(p.hasDelay ? "delay applies only to kind=delay" : "kind=delay needs delay=MS");
   }
-  if (hasDelay && rule.kind != FaultKind::kDelay) {
-    return fail("delay applies only to kind=delay");
-  }
-  if (rule.kind == FaultKind::kDelay && !hasDelay) {
-    return fail("kind=delay needs delay=MS");
-  }
-  if (hasError && rule.kind != FaultKind::kError) {
+  if (p.hasError && rule.kind != FaultKind::kError) {
     return fail("error applies only to kind=error");
   }
-  if (hasSeed && !hasProb) {
+  if (p.hasSeed && !p.hasProb) {
     return fail("seed applies only together with prob");
   }
   if ((rule.kind == FaultKind::kDelay || rule.kind == FaultKind::kSlow ||
@@ -293,7 +299,32 @@ Result<FaultRule> parseRule(std::string_view text) {
                 " conflict: " + faultOpName(rule.op) + " happens only on " +
                 (sendOnly ? "send" : "receive") + " comms");
   }
-  return rule;
+  return {};
+}
+
+// Parses one rule; `text` is trimmed and not empty.
+Result<FaultRule> parseRule(std::string_view text) {
+  const RuleError fail(text);
+  ParsedRule parsed;
+  std::vector<std::string_view> seen;
+  for (std::string_view item : split(text, ',')) {
+    item = trim(item);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return fail("'" + std::string(item) +
+                  "' is not key=value; accepted keys: " + std::string(kAcceptedKeys));
+    }
+    const std::string_view key = trim(item.substr(0, eq));
+    for (std::string_view k : seen) {
+      if (k == key) {
+        return fail("key '" + std::string(key) + "' given twice");
+      }
+    }
+    seen.push_back(key);
+    RESILIENT_TRY(applyKey(parsed, key, trim(item.substr(eq + 1)), fail));
+  }
+  RESILIENT_TRY(checkRule(parsed, fail));
+  return parsed.rule;
 }
 
 void appendKey(std::string* out, const char* key, std::string_view value) {
