@@ -119,7 +119,14 @@ Status ExternalTransport::connect(Context* ctx, int dev, std::byte* handle,
   void* inner = nullptr;
   RESILIENT_TRY(innerConnect(static_cast<ExternalContext*>(ctx), dev, handle, &inner));
   if (inner != nullptr) {
-    *comm = std::make_unique<ExternalSendComm>(*this, inner);
+    // The pool's size follows the device's largest grouped receive (the
+    // plugin's own limit; the largest NCCL groups when it cannot tell).
+    Properties props;
+    props.maxRecvs = kMaxRecvN;
+    if (!properties(dev, &props).ok()) {
+      props.maxRecvs = kMaxRecvN;
+    }
+    *comm = std::make_unique<ExternalSendComm>(*this, inner, props.maxRecvs);
   }
   return Status();
 }

@@ -29,6 +29,7 @@
 //   stays out of its pool until RecvComm::irecvConsumed passes it on.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -180,12 +181,14 @@ class ExternalComm : public Base {
 class ExternalSendComm final : public ExternalComm<SendComm> {
  public:
   // Requests: NCCL keeps at most NCCL_NET_MAX_REQUESTS (kMaxRequests) per
-  // comm and connection, but a sender posts one isend per receive of the
-  // peer's grouped irecv (up to kMaxRecvN), all on this comm.
-  static constexpr size_t kPoolSize = static_cast<size_t>(kMaxRequests) * kMaxRecvN;
+  // comm, but a sender posts one isend per receive of the peer's grouped
+  // irecv (up to the device's maxRecvs, at most kMaxRecvN), all on this comm.
+  static size_t poolSize(int maxRecvs) noexcept {
+    return static_cast<size_t>(kMaxRequests) * static_cast<size_t>(std::clamp(maxRecvs, 1, kMaxRecvN));
+  }
 
-  ExternalSendComm(ExternalTransport& transport, void* inner)
-      : ExternalComm(transport, inner, kPoolSize) {}
+  ExternalSendComm(ExternalTransport& transport, void* inner, int maxRecvs)
+      : ExternalComm(transport, inner, poolSize(maxRecvs)) {}
 
   Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region,
                ProfilerHandle* phandle, Request** request) override;

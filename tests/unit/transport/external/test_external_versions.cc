@@ -281,6 +281,20 @@ TEST_CASE("requests go back to their comm's pool, which holds what NCCL may have
   }
   CHECK(in == out);
   CHECK(f.fake.stats().liveRequests == 0);
+
+  // A plugin that takes more than that: the send pool holds kMaxRequests
+  // times the device's maxRecvs (8), then says "cannot post now".
+  f.fake.set("maxRequests", 100000);
+  int posted = 0;
+  for (;; ++posted) {
+    transport::Request* r = nullptr;
+    REQUIRE(pair.sendComm->isend(&out, 1, 0, nullptr, nullptr, &r).ok());
+    if (r == nullptr) {
+      break;
+    }
+    REQUIRE(posted < 100000);
+  }
+  CHECK(posted == transport::kMaxRequests * 8);
   closeFake(pair);
 }
 
