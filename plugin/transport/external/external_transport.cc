@@ -176,7 +176,9 @@ ExternalComm<Base>::ExternalComm(ExternalTransport& transport, void* inner, size
 
 template <class Base>
 ExternalComm<Base>::~ExternalComm() {
-  (void)close();
+  if (!closeTried_) {
+    (void)close();
+  }
 }
 
 template <class Base>
@@ -203,12 +205,15 @@ Status ExternalComm<Base>::close() {
   if (!open_) {
     return Status();
   }
-  open_ = false;
+  closeTried_ = true;
+  Status s;
   if constexpr (std::is_same_v<Base, SendComm>) {
-    return transport_.innerCloseSend(inner_);
+    s = transport_.innerCloseSend(inner_);
   } else {
-    return transport_.innerCloseRecv(inner_);
+    s = transport_.innerCloseRecv(inner_);
   }
+  open_ = !s.ok();  // the caller may try again, as it could call closeSend again
+  return s;
 }
 
 template <class Base>
@@ -338,7 +343,9 @@ Status ExternalRecvComm::irecvConsumed(int n, Request* request) {
 // ---- ExternalListener ------------------------------------------------------
 
 ExternalListener::~ExternalListener() {
-  (void)close();
+  if (!closeTried_) {
+    (void)close();
+  }
 }
 
 Status ExternalListener::accept(std::unique_ptr<RecvComm>* comm) {
@@ -355,8 +362,10 @@ Status ExternalListener::close() {
   if (!open_) {
     return Status();
   }
-  open_ = false;
-  return transport_.innerCloseListen(inner_);
+  closeTried_ = true;
+  Status s = transport_.innerCloseListen(inner_);
+  open_ = !s.ok();
+  return s;
 }
 
 }  // namespace resilient::transport::external

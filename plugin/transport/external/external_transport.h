@@ -162,6 +162,8 @@ class ExternalComm : public Base {
                std::unique_ptr<MemoryRegion>* region) override;
   Status deregMr(std::unique_ptr<MemoryRegion> region) override;
   // closeSend / closeRecv of the plugin, which frees what is still posted.
+  // When the plugin fails it, close() may be called again (the plugin's
+  // close is called again); destruction then does not retry.
   Status close() override;
 
  protected:
@@ -174,7 +176,8 @@ class ExternalComm : public Base {
 
   ExternalTransport& transport_;
   void* inner_;
-  bool open_ = true;
+  bool open_ = true;         // not closed successfully yet
+  bool closeTried_ = false;  // close() was called
   RequestPool<ExternalRequest> pool_;
 };
 
@@ -224,12 +227,14 @@ class ExternalListener final : public Listener {
   ExternalListener& operator=(const ExternalListener&) = delete;
 
   Status accept(std::unique_ptr<RecvComm>* comm) override;
+  // closeListen of the plugin; as ExternalComm::close when that fails.
   Status close() override;
 
  private:
   ExternalTransport& transport_;
   void* inner_;
   bool open_ = true;
+  bool closeTried_ = false;
 };
 
 class ExternalTransport : public Transport {
