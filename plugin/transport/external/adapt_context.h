@@ -2,11 +2,11 @@
 // as a Transport: the newest ABIs, whose semantics the Transport interface
 // has, so calls map one to one. init runs per context with commId and
 // config, and finalize(ctx) ends each context (Context::finalize, or its
-// destruction). Our context wraps the plugin's so that the config the plugin
-// may keep a pointer to lives until finalize. As NCCL does, a failed init is followed by finalize of whatever
-// context the plugin produced. makeVDevice, getDeviceMr and setNetAttr are
-// not used. The two versions differ only in their properties (the shim reads
-// what each has).
+// destruction). Our context wraps the plugin's so that the config the
+// plugin may keep a pointer to lives until finalize. As NCCL does, a failed
+// init is followed by finalize of whatever context the plugin produced.
+// makeVDevice, getDeviceMr and setNetAttr are not used. The two versions
+// differ only in their properties (the shim reads what each has).
 #pragma once
 
 #include <memory>

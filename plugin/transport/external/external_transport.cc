@@ -300,8 +300,8 @@ Status ExternalRecvComm::irecv(int n, std::byte** data, const size_t* sizes, con
   return s;
 }
 
-Status ExternalRecvComm::iflush(int n, std::byte** data, const int* sizes,
-                                MemoryRegion** regions, Request** request) {
+Status ExternalRecvComm::iflush(int n, std::byte** data, const int* sizes, MemoryRegion** regions,
+                                Request** request) {
   *request = nullptr;
   if (n < 1 || n > kMaxRecvN) {
     return transport_.refuse(

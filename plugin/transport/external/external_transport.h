@@ -38,10 +38,10 @@
 #include <set>
 #include <string>
 
+#include "common/status.h"
 #include "nccl/log.h"
 #include "nccl/net_common.h"
 #include "nccl/result.h"
-#include "common/status.h"
 #include "plugin/transport/request_pool.h"
 #include "plugin/transport/transport.h"
 
@@ -93,7 +93,6 @@ struct PluginBinding {
 // message names the plugin, its ABI version and the call. ncclSuccess, and
 // ncclInProgress (which NCCL's own checks also take for success), give ok.
 Status pluginStatus(ncclResult_t result, const std::string& plugin, int version, const char* call);
-
 
 class ExternalTransport;
 
@@ -187,14 +186,15 @@ class ExternalSendComm final : public ExternalComm<SendComm> {
   // comm, but a sender posts one isend per receive of the peer's grouped
   // irecv (up to the device's maxRecvs, at most kMaxRecvN), all on this comm.
   static size_t poolSize(int maxRecvs) noexcept {
-    return static_cast<size_t>(kMaxRequests) * static_cast<size_t>(std::clamp(maxRecvs, 1, kMaxRecvN));
+    return static_cast<size_t>(kMaxRequests) *
+           static_cast<size_t>(std::clamp(maxRecvs, 1, kMaxRecvN));
   }
 
   ExternalSendComm(ExternalTransport& transport, void* inner, int maxRecvs)
       : ExternalComm(transport, inner, poolSize(maxRecvs)) {}
 
-  Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region,
-               ProfilerHandle* phandle, Request** request) override;
+  Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region, ProfilerHandle* phandle,
+               Request** request) override;
 };
 
 class ExternalRecvComm final : public ExternalComm<RecvComm> {
@@ -246,8 +246,7 @@ class ExternalTransport : public Transport {
   // Wrap what the shim's plugin calls return in the objects above.
   Status listen(Context* ctx, int dev, std::byte* handle,
                 std::unique_ptr<Listener>* listener) final;
-  Status connect(Context* ctx, int dev, std::byte* handle,
-                 std::unique_ptr<SendComm>* comm) final;
+  Status connect(Context* ctx, int dev, std::byte* handle, std::unique_ptr<SendComm>* comm) final;
 
   // The inner plugin's name field ("IB", "AWS Libfabric", ...).
   const char* name() const noexcept override { return name_.c_str(); }
@@ -297,10 +296,9 @@ class ExternalTransport : public Transport {
   virtual Status innerIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                             void* phandle, void** request) = 0;
   virtual Status innerIrecv(void* recvComm, int n, void** data, const size_t* sizes,
-                            const int* tags, void** mhandles, void** phandles,
-                            void** request) = 0;
-  virtual Status innerIflush(void* recvComm, int n, void** data, const int* sizes,
-                             void** mhandles, void** request) = 0;
+                            const int* tags, void** mhandles, void** phandles, void** request) = 0;
+  virtual Status innerIflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                             void** request) = 0;
   virtual Status innerTest(void* request, int* done, int* sizes) = 0;
   virtual Status innerIrecvConsumed(void* recvComm, int n, void* request) = 0;
   virtual Status innerCloseSend(void* sendComm) = 0;
@@ -317,7 +315,6 @@ class ExternalTransport : public Transport {
   friend class ExternalSendComm;
   friend class ExternalRecvComm;
   friend class ExternalListener;
-
 
   Status failure(ncclResult_t result, const char* call) const;
 

@@ -12,8 +12,8 @@
 //  - regMr, isend, irecv: int sizes up to v7 (regMr) and v8 (isend, irecv),
 //    larger sizes refused as NCCL refuses them; profiler handles from v10.
 // A shim adds what differs in substance: initContext, innerFinalize (v11+;
-// nothing before) and innerConnect. The shims never see each other's structs; the
-// loader reaches them through the make* functions.
+// nothing before) and innerConnect. The shims never see each other's
+// structs; the loader reaches them through the make* functions.
 #pragma once
 
 #include <array>
@@ -200,8 +200,8 @@ class Shim : public ExternalTransport {
     return check(net_->deregMr(comm, mhandle), "deregMr");
   }
 
-  Status innerIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
-                    void* phandle, void** request) override {
+  Status innerIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                    void** request) override {
     *request = nullptr;
     SendSize narrow{};
     RESILIENT_TRY(narrowSize("isend", size, &narrow));
@@ -360,8 +360,7 @@ class Shim : public ExternalTransport {
   // the library (before v11 there is no finalize to undo it); a failed init
   // stays failed. The contexts are ours. initFn: () -> Status.
   template <class InitFn>
-  Status legacyInitContext(const CommConfig& config, std::unique_ptr<Context>* ctx,
-                           InitFn initFn) {
+  Status legacyInitContext(const CommConfig& config, std::unique_ptr<Context>* ctx, InitFn initFn) {
     ctx->reset();
     {
       std::lock_guard<std::mutex> lock(legacyMutex_);

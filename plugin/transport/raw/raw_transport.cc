@@ -116,7 +116,6 @@ struct PendingSocket {
   uint64_t sinceNs = 0;
 };
 
-
 struct ConnectState {
   std::vector<FileDescriptor> sockets;
   std::vector<size_t> helloSent;
@@ -483,8 +482,8 @@ Status RawTcpTransport::listen(transport::Context* /*ctx*/, int dev, std::byte* 
   std::memcpy(h.address, &bound.storage, bound.length);
   std::memset(handle, 0, transport::kHandleSize);
   std::memcpy(handle, &h, sizeof(h));
-  *listener = std::make_unique<RawTcpListener>(std::move(fd).value(), options_.token,
-                                               socketOptions());
+  *listener =
+      std::make_unique<RawTcpListener>(std::move(fd).value(), options_.token, socketOptions());
   return {};
 }
 

@@ -182,7 +182,8 @@ TEST_CASE("connect and accept are polled; the connect state lives in the handle"
   CHECK(pair.connectPolls == 3);
   CHECK(pair.acceptPolls >= 3);
   // The fake writes 20 bytes; the rest of the handle stays zero.
-  CHECK(std::all_of(pair.handle.begin() + 20, pair.handle.end(), [](std::byte c) { return c == std::byte{0}; }));
+  CHECK(std::all_of(pair.handle.begin() + 20, pair.handle.end(),
+                    [](std::byte c) { return c == std::byte{0}; }));
   const FakeNetStats s = f.fake.stats();
   CHECK(s.liveComms == 3);
   CHECK(s.connectCalls == 4);
@@ -418,7 +419,8 @@ TEST_CASE("profiler handles reach v10+ plugins and are dropped before", "[extern
   int recvStep = 0;
   // NCCL's handles are opaque to us: any address passes through.
   auto* sendHandle = reinterpret_cast<transport::ProfilerHandle*>(&sendStep);
-  transport::ProfilerHandle* phandles[1] = {reinterpret_cast<transport::ProfilerHandle*>(&recvStep)};
+  transport::ProfilerHandle* phandles[1] = {
+      reinterpret_cast<transport::ProfilerHandle*>(&recvStep)};
   std::byte out{'q'};
   std::byte in{0};
   std::byte* recvData[1] = {&in};
@@ -454,10 +456,10 @@ TEST_CASE("without a profiler callback v10+ plugins get a no-op", "[external][da
   int step = 0;
   std::byte byte{'z'};
   transport::Request* req = nullptr;
-  REQUIRE(pair.sendComm
-              ->isend(&byte, 1, 0, nullptr, reinterpret_cast<transport::ProfilerHandle*>(&step),
-                      &req)
-              .ok());
+  REQUIRE(
+      pair.sendComm
+          ->isend(&byte, 1, 0, nullptr, reinterpret_cast<transport::ProfilerHandle*>(&step), &req)
+          .ok());
   CHECK(f.fake.stats().profilerCalls == 1);  // start only: the no-op returns no event
   closeFake(pair);
 }
