@@ -1,12 +1,12 @@
 // The per-communicator-context ABIs (v11, NCCL 2.28.3+, and v12, NCCL 2.30)
 // as a Transport: the newest ABIs, whose semantics the Transport interface
 // has, so calls map one to one. init runs per context with commId and
-// config, and finalize(ctx) ends each context. Our context wraps the
-// plugin's so that the config the plugin may keep a pointer to lives until
-// finalize. As NCCL does, a failed init is followed by finalize of whatever
-// context the plugin produced. makeVDevice, getDeviceMr and setNetAttr are
-// not used. The two versions differ only in their properties (the shim reads
-// what each has).
+// config, and finalize(ctx) ends each context (Context::finalize, or its
+// destruction). Our context wraps the plugin's so that the config the
+// plugin may keep a pointer to lives until finalize. As NCCL does, a failed
+// init is followed by finalize of whatever context the plugin produced.
+// makeVDevice, getDeviceMr and setNetAttr are not used. The two versions
+// differ only in their properties (the shim reads what each has).
 #pragma once
 
 #include <memory>
@@ -23,16 +23,15 @@ class ContextTransport final : public Shim<Net> {
   using Shim<Net>::logger;
   using Shim<Net>::profilerCallback;
   using Shim<Net>::contextCreated;
-  using Shim<Net>::contextFinalized;
   using Shim<Net>::connectWithDeviceHandle;
 
  public:
   ContextTransport(PluginBinding binding, const Net* net) : Shim<Net>(std::move(binding), net) {}
 
-  Status initContext(uint64_t commId, const CommConfig& config, void** ctx) override {
-    *ctx = nullptr;
-    auto context = std::make_unique<Context>();
-    context->config.trafficClass = config.trafficClass;
+  Status initContext(uint64_t commId, const CommConfig& config,
+                     std::unique_ptr<Context>* ctx) override {
+    ctx->reset();
+    auto context = std::make_unique<ExternalContext>(*this, config);
     Status s =
         check(net_->init(&context->inner, commId, &context->config, logger(), profilerCallback()),
               "init");
@@ -43,26 +42,21 @@ class ContextTransport final : public Shim<Net> {
       if (net_->finalize != nullptr) {
         (void)net_->finalize(context->inner);
       }
-      return s;
+      return s;  // never counted as live: its destruction finalizes nothing more
     }
-    *ctx = context.release();
-    contextCreated();
+    contextCreated(*context);
+    *ctx = std::move(context);
     return Status();
   }
 
-  Status finalizeContext(void* ctx) override {
-    if (ctx == nullptr) {
-      return Status();  // what a failed initContext returned; finalize already ran
-    }
-    std::unique_ptr<Context> context(contextOf(ctx));
-    contextFinalized();
+  Status innerFinalize(ExternalContext& ctx) override {
     if (net_->finalize == nullptr) {
       return Status();
     }
-    return check(net_->finalize(context->inner), "finalize");
+    return check(net_->finalize(ctx.inner), "finalize");
   }
 
-  Status connect(void* ctx, int dev, void* handle, void** sendComm) override {
+  Status innerConnect(ExternalContext* ctx, int dev, void* handle, void** sendComm) override {
     void* inner = innerContextOf(ctx);
     return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v7_t** devHandle) {
       return net_->connect(inner, dev, handle, sendComm, devHandle);

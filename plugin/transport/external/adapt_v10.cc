@@ -13,17 +13,17 @@ class TransportV10 final : public Shim<ncclNet_v10_t> {
  public:
   TransportV10(PluginBinding binding, const ncclNet_v10_t* net) : Shim(std::move(binding), net) {}
 
-  Status initContext(uint64_t /*commId*/, const CommConfig& config, void** ctx) override {
+  Status initContext(uint64_t /*commId*/, const CommConfig& config,
+                     std::unique_ptr<Context>* ctx) override {
     return legacyInitContext(
         config, ctx, [&] { return check(net_->init(logger(), profilerCallback()), "init"); });
   }
-  Status finalizeContext(void* ctx) override { return legacyFinalizeContext(ctx); }
 
-  Status connect(void* ctx, int dev, void* handle, void** sendComm) override {
+  Status innerConnect(ExternalContext* ctx, int dev, void* handle, void** sendComm) override {
     // Without a context (a caller that skipped initContext) the config is
     // "undefined", as NCCL passes it when the user set none.
     ncclNetCommConfig_v10_t fallback{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-    ncclNetCommConfig_v10_t* config = ctx != nullptr ? &contextOf(ctx)->config : &fallback;
+    ncclNetCommConfig_v10_t* config = ctx != nullptr ? &ctx->config : &fallback;
     return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v10_t** devHandle) {
       return net_->connect(dev, config, handle, sendComm, devHandle);
     });

@@ -14,12 +14,12 @@ class TransportV6 final : public Shim<ncclNet_v6_t> {
  public:
   TransportV6(PluginBinding binding, const ncclNet_v6_t* net) : Shim(std::move(binding), net) {}
 
-  Status initContext(uint64_t /*commId*/, const CommConfig& config, void** ctx) override {
+  Status initContext(uint64_t /*commId*/, const CommConfig& config,
+                     std::unique_ptr<Context>* ctx) override {
     return legacyInitContext(config, ctx, [&] { return check(net_->init(logger()), "init"); });
   }
-  Status finalizeContext(void* ctx) override { return legacyFinalizeContext(ctx); }
 
-  Status connect(void* /*ctx*/, int dev, void* handle, void** sendComm) override {
+  Status innerConnect(ExternalContext* /*ctx*/, int dev, void* handle, void** sendComm) override {
     *sendComm = nullptr;
     return closeOnError(check(net_->connect(dev, handle, sendComm), "connect"), sendComm,
                         Side::kSend);

@@ -13,12 +13,12 @@ class TransportV9 final : public Shim<ncclNet_v9_t> {
  public:
   TransportV9(PluginBinding binding, const ncclNet_v9_t* net) : Shim(std::move(binding), net) {}
 
-  Status initContext(uint64_t /*commId*/, const CommConfig& config, void** ctx) override {
+  Status initContext(uint64_t /*commId*/, const CommConfig& config,
+                     std::unique_ptr<Context>* ctx) override {
     return legacyInitContext(config, ctx, [&] { return check(net_->init(logger()), "init"); });
   }
-  Status finalizeContext(void* ctx) override { return legacyFinalizeContext(ctx); }
 
-  Status connect(void* /*ctx*/, int dev, void* handle, void** sendComm) override {
+  Status innerConnect(ExternalContext* /*ctx*/, int dev, void* handle, void** sendComm) override {
     return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v9_t** devHandle) {
       return net_->connect(dev, handle, sendComm, devHandle);
     });

@@ -1,7 +1,8 @@
-// What the version shims (adapt_v6.cc ... adapt_v11.cc) share. Internal to
+// What the version shims (adapt_v6.cc ... adapt_v12.cc) share. Internal to
 // plugin/transport/external: only the shims and the loader include it.
 //
-// Each shim derives from Shim<ncclNet_vN_t>. Shim implements every call whose
+// Each shim derives from Shim<ncclNet_vN_t>. Shim implements every plugin
+// call (ExternalTransport's inner*, on the plugin's own pointers) whose
 // shape follows from the version's own declarations (Signature below reads
 // them off the struct's function pointers):
 //  - devices, deregMr, iflush, test, close*: the same in every version;
@@ -10,9 +11,9 @@
 //  - accept: a device-handle out-pointer from v7 (non-NULL is refused);
 //  - regMr, isend, irecv: int sizes up to v7 (regMr) and v8 (isend, irecv),
 //    larger sizes refused as NCCL refuses them; profiler handles from v10.
-// A shim adds what differs in substance: initContext/finalizeContext and
-// connect. The shims never see each other's structs; the
-// loader reaches them through the make* functions.
+// A shim adds what differs in substance: initContext, innerFinalize (v11+;
+// nothing before) and innerConnect. The shims never see each other's
+// structs; the loader reaches them through the make* functions.
 #pragma once
 
 #include <array>
@@ -35,22 +36,9 @@
 
 namespace resilient::transport::external {
 
-// Our per-communicator context, whatever the version: the config NCCL gives
-// v11 init (v10 wants it at connect) and, for v11, the plugin's own context.
-// Heap-allocated so that the config a plugin may keep a pointer to outlives
-// the initContext call.
-struct Context {
-  ncclNetCommConfig_v10_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-  void* inner = nullptr;  // the v11 plugin's ctx; unused before v11
-};
-
-inline Context* contextOf(void* ctx) noexcept {
-  return static_cast<Context*>(ctx);
-}
-
-// The v11 plugin's own context inside ours (nullptr without one).
-inline void* innerContextOf(void* ctx) noexcept {
-  return ctx != nullptr ? contextOf(ctx)->inner : nullptr;
+// The v11+ plugin's own context inside ours (nullptr without one).
+inline void* innerContextOf(ExternalContext* ctx) noexcept {
+  return ctx != nullptr ? ctx->inner : nullptr;
 }
 
 // The parameters of a plugin's function pointer, R (*)(Args...).
@@ -175,7 +163,7 @@ class Shim : public ExternalTransport {
     return Status();
   }
 
-  Status listen(void* ctx, int dev, void* handle, void** listenComm) override {
+  Status innerListen(ExternalContext* ctx, int dev, void* handle, void** listenComm) override {
     *listenComm = nullptr;
     if constexpr (kContextListen) {
       return check(net_->listen(innerContextOf(ctx), dev, handle, listenComm), "listen");
@@ -186,7 +174,7 @@ class Shim : public ExternalTransport {
   }
 
   // A comm produced together with an error is closed (NCCL does the same).
-  Status accept(void* listenComm, void** recvComm) override {
+  Status innerAccept(void* listenComm, void** recvComm) override {
     *recvComm = nullptr;
     Status s;
     if constexpr (kDeviceHandles) {
@@ -201,19 +189,19 @@ class Shim : public ExternalTransport {
     return closeOnError(std::move(s), recvComm, Side::kRecv);
   }
 
-  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
+  Status innerRegMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
     *mhandle = nullptr;
     RegMrSize narrow{};
     RESILIENT_TRY(narrowSize("regMr", size, &narrow));
     return check(net_->regMr(comm, data, narrow, type, mhandle), "regMr");
   }
 
-  Status deregMr(void* comm, void* mhandle) override {
+  Status innerDeregMr(void* comm, void* mhandle) override {
     return check(net_->deregMr(comm, mhandle), "deregMr");
   }
 
-  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
-               void** request) override {
+  Status innerIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                    void** request) override {
     *request = nullptr;
     SendSize narrow{};
     RESILIENT_TRY(narrowSize("isend", size, &narrow));
@@ -225,8 +213,8 @@ class Shim : public ExternalTransport {
     }
   }
 
-  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-               void** mhandles, void** phandles, void** request) override {
+  Status innerIrecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+                    void** mhandles, void** phandles, void** request) override {
     std::array<RecvSize, kMaxRecvN> ownSizes{};
     std::array<int, kMaxRecvN> ownTags{};
     Status s = prepareRecv(n, sizes, tags, &ownSizes, &ownTags);
@@ -248,8 +236,8 @@ class Shim : public ExternalTransport {
     return s;
   }
 
-  Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                void** request) override {
+  Status innerIflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                     void** request) override {
     *request = nullptr;
     if (n < 1 || n > kMaxRecvN) {
       return refuse("iflush",
@@ -266,7 +254,7 @@ class Shim : public ExternalTransport {
     return s;
   }
 
-  Status test(void* request, int* done, int* sizes) override {
+  Status innerTest(void* request, int* done, int* sizes) override {
     *done = 0;
     return check(net_->test(request, done, sizes), "test");
   }
@@ -277,7 +265,7 @@ class Shim : public ExternalTransport {
     }
     return false;
   }
-  Status irecvConsumed(void* recvComm, int n, void* request) override {
+  Status innerIrecvConsumed(void* recvComm, int n, void* request) override {
     if constexpr (requires { net_->irecvConsumed; }) {
       if (net_->irecvConsumed != nullptr) {
         return check(net_->irecvConsumed(recvComm, n, request), "irecvConsumed");
@@ -289,13 +277,13 @@ class Shim : public ExternalTransport {
     return Status();
   }
 
-  Status closeSend(void* sendComm) override {
+  Status innerCloseSend(void* sendComm) override {
     return check(net_->closeSend(sendComm), "closeSend");
   }
-  Status closeRecv(void* recvComm) override {
+  Status innerCloseRecv(void* recvComm) override {
     return check(net_->closeRecv(recvComm), "closeRecv");
   }
-  Status closeListen(void* listenComm) override {
+  Status innerCloseListen(void* listenComm) override {
     return check(net_->closeListen(listenComm), "closeListen");
   }
 
@@ -372,8 +360,8 @@ class Shim : public ExternalTransport {
   // the library (before v11 there is no finalize to undo it); a failed init
   // stays failed. The contexts are ours. initFn: () -> Status.
   template <class InitFn>
-  Status legacyInitContext(const CommConfig& config, void** ctx, InitFn initFn) {
-    *ctx = nullptr;
+  Status legacyInitContext(const CommConfig& config, std::unique_ptr<Context>* ctx, InitFn initFn) {
+    ctx->reset();
     {
       std::lock_guard<std::mutex> lock(legacyMutex_);
       if (!legacyInitialised_) {
@@ -391,21 +379,14 @@ class Shim : public ExternalTransport {
         legacyInitialised_ = true;
       }
     }
-    auto context = std::make_unique<Context>();
-    context->config.trafficClass = config.trafficClass;
-    *ctx = context.release();
-    contextCreated();
+    auto context = std::make_unique<ExternalContext>(*this, config);
+    contextCreated(*context);
+    *ctx = std::move(context);
     return Status();
   }
 
-  Status legacyFinalizeContext(void* ctx) {
-    if (ctx == nullptr) {
-      return Status();  // what a failed initContext returned
-    }
-    delete contextOf(ctx);
-    contextFinalized();
-    return Status();
-  }
+  // Before v11 a context is ours alone: nothing of the plugin to finalize.
+  Status innerFinalize(ExternalContext& /*ctx*/) override { return Status(); }
 
   const Net* net_;
 

@@ -26,13 +26,17 @@ constexpr uint32_t kHelloMagic = 0x4f4c4857;   // "WHLO"
 constexpr uint16_t kHelloVersion = 1;
 constexpr size_t kHelloBytes = 32;
 constexpr size_t kHeaderBytes = 8;
-constexpr size_t kRing = 256;  // outstanding requests per comm
+// Outstanding requests per comm: a ring (the sockets take requests in
+// posting order), more than NCCL keeps out per comm (kMaxRequests).
+constexpr size_t kRing = 256;
+static_assert(kRing >= static_cast<size_t>(transport::kMaxRequests));
 constexpr size_t kMaxPendingSockets = 256;
 // Where connect() keeps its state between polls: inside the caller's
 // writable handle, past the bytes listen() wrote (the handle contract of
 // NCCL's own socket plugin).
 constexpr size_t kHandleStateOffset = 64;
-constexpr size_t kStatePointerBytes = sizeof(void*);  // a ConnectState* stored there
+struct ConnectState;
+constexpr size_t kStatePointerBytes = sizeof(ConnectState*);  // stored there
 
 struct Handle {
   uint32_t magic;
@@ -57,12 +61,29 @@ struct Hello {
 };
 static_assert(sizeof(Hello) == kHelloBytes);
 
-struct Comm;
+struct CommCore;
 
-struct RawTcpRequest {
-  Comm* comm = nullptr;
+// One slot of a comm's ring.
+class RawTcpRequest final : public transport::Request {
+ public:
+  // Progresses the comm (every request of it) and says whether this one is done.
+  Status test(int* done, int* sizes) override;
+
+  // Makes the slot a fresh request of `c`.
+  void reset(CommCore* c) noexcept {
+    comm = c;
+    inUse = true;
+    data = nullptr;
+    capacity = 0;
+    size = 0;
+    sizeKnown = false;
+    socketsDone = 0;
+    std::memset(header, 0, sizeof header);
+  }
+
+  CommCore* comm = nullptr;
   bool inUse = false;
-  char* data = nullptr;
+  std::byte* data = nullptr;
   size_t capacity = 0;  // receive: the posted size
   size_t size = 0;      // send: the size; receive: announced by the sender
   bool sizeKnown = false;
@@ -77,7 +98,8 @@ struct DataSocket {
   uint8_t header[kHeaderBytes] = {};
 };
 
-struct Comm {
+// What a send or receive comm holds: its sockets and its ring of requests.
+struct CommCore {
   bool send = false;
   std::vector<DataSocket> sockets;
   std::array<RawTcpRequest, kRing> ring{};
@@ -92,13 +114,6 @@ struct PendingSocket {
   Hello hello{};
   size_t got = 0;
   uint64_t sinceNs = 0;
-};
-
-struct ListenComm {
-  FileDescriptor fd;
-  uint64_t token = 0;
-  std::vector<PendingSocket> pending;
-  std::map<uint64_t, std::vector<FileDescriptor>> groups;  // connection id -> sockets by index
 };
 
 struct ConnectState {
@@ -121,12 +136,12 @@ Slice sliceOf(size_t size, size_t index, size_t count) {
 }
 
 // Fails the comm for good with the Status of socket error `err` (0: end of stream).
-Status failComm(Comm& c, int err, const char* what) {
+Status failComm(CommCore& c, int err, const char* what) {
   c.failed = connectionError(err, std::string("raw-tcp ") + what, c.peer);
   return c.failed;
 }
 
-Status progressSend(Comm& c) {
+Status progressSend(CommCore& c) {
   const size_t count = c.sockets.size();
   for (size_t i = 0; i < count; ++i) {
     DataSocket& s = c.sockets[i];
@@ -172,7 +187,7 @@ Status progressSend(Comm& c) {
 // A non-blocking receive on one of the comm's sockets (len > 0): *got is the
 // bytes read, 0 when there is nothing to read now; EOF and errors fail the
 // comm. EINTR is retried.
-Status recvSome(Comm& c, int fd, void* buf, size_t len, size_t* got) {
+Status recvSome(CommCore& c, int fd, std::byte* buf, size_t len, size_t* got) {
   for (;;) {
     const ssize_t n = ::recv(fd, buf, len, MSG_DONTWAIT);
     if (n > 0) {
@@ -190,7 +205,7 @@ Status recvSome(Comm& c, int fd, void* buf, size_t len, size_t* got) {
   }
 }
 
-Status progressRecv(Comm& c) {
+Status progressRecv(CommCore& c) {
   const size_t count = c.sockets.size();
   for (size_t i = 0; i < count; ++i) {
     DataSocket& s = c.sockets[i];
@@ -198,7 +213,8 @@ Status progressRecv(Comm& c) {
       RawTcpRequest& r = c.ring[s.cursor % kRing];
       size_t got = 0;
       if (s.offset < kHeaderBytes) {
-        RESILIENT_TRY(recvSome(c, s.fd.get(), s.header + s.offset, kHeaderBytes - s.offset, &got));
+        RESILIENT_TRY(recvSome(c, s.fd.get(), reinterpret_cast<std::byte*>(s.header) + s.offset,
+                               kHeaderBytes - s.offset, &got));
         if (got == 0) {
           break;
         }
@@ -240,17 +256,160 @@ Status progressRecv(Comm& c) {
   return {};
 }
 
-RawTcpRequest* postRequest(Comm& c) {
+RawTcpRequest* postRequest(CommCore& c) {
   if (c.tail - c.head >= kRing) {
     return nullptr;
   }
   RawTcpRequest& r = c.ring[c.tail % kRing];
-  r = RawTcpRequest{};
-  r.comm = &c;
-  r.inUse = true;
+  r.reset(&c);
   ++c.tail;
   return &r;
 }
+
+Status RawTcpRequest::test(int* done, int* sizes) {
+  *done = 0;
+  CommCore& c = *comm;
+  if (!c.failed.ok()) {
+    return c.failed;
+  }
+  RESILIENT_TRY(c.send ? progressSend(c) : progressRecv(c));
+  if (socketsDone < static_cast<int>(c.sockets.size())) {
+    return {};
+  }
+  *done = 1;
+  if (sizes != nullptr) {
+    sizes[0] = static_cast<int>(size);
+  }
+  inUse = false;
+  while (c.head < c.tail && !c.ring[c.head % kRing].inUse) {
+    ++c.head;
+  }
+  return {};
+}
+
+// Host memory needs no registration: a region only says regMr was called.
+class RawTcpRegion final : public transport::MemoryRegion {};
+
+Status registerHost(int type, std::unique_ptr<transport::MemoryRegion>* region) {
+  region->reset();
+  if (type != transport::kPtrHost) {
+    return invalidUsage("raw-tcp: only host memory");
+  }
+  *region = std::make_unique<RawTcpRegion>();
+  return {};
+}
+
+// What both comms share: the core, regMr/deregMr and close.
+template <class Base>
+class RawTcpComm : public Base {
+ public:
+  RawTcpComm(bool send, std::string peer, std::vector<FileDescriptor> sockets) {
+    core_.send = send;
+    core_.peer = std::move(peer);
+    for (FileDescriptor& fd : sockets) {
+      DataSocket s;
+      s.fd = std::move(fd);
+      core_.sockets.push_back(std::move(s));
+    }
+  }
+
+  Status regMr(std::byte* /*data*/, size_t /*size*/, int type,
+               std::unique_ptr<transport::MemoryRegion>* region) override {
+    return registerHost(type, region);
+  }
+  Status deregMr(std::unique_ptr<transport::MemoryRegion> /*region*/) override { return {}; }
+  // Closes the sockets; the comm then fails every call.
+  Status close() override {
+    core_.sockets.clear();
+    if (core_.failed.ok()) {
+      core_.failed = invalidUsage("raw-tcp: the comm is closed");
+    }
+    return {};
+  }
+
+ protected:
+  CommCore core_;
+};
+
+class RawTcpSendComm final : public RawTcpComm<transport::SendComm> {
+ public:
+  RawTcpSendComm(std::string peer, std::vector<FileDescriptor> sockets)
+      : RawTcpComm(true, std::move(peer), std::move(sockets)) {}
+
+  Status isend(std::byte* data, size_t size, int /*tag*/, transport::MemoryRegion* /*region*/,
+               transport::ProfilerHandle* /*phandle*/, transport::Request** request) override {
+    *request = nullptr;
+    if (!core_.failed.ok()) {
+      return core_.failed;
+    }
+    RawTcpRequest* r = postRequest(core_);
+    if (r == nullptr) {
+      return {};
+    }
+    r->data = data;
+    r->size = size;
+    r->sizeKnown = true;
+    putU64(r->header, size);
+    *request = r;
+    return progressSend(core_);  // start at once: no wait for the first test()
+  }
+};
+
+class RawTcpRecvComm final : public RawTcpComm<transport::RecvComm> {
+ public:
+  RawTcpRecvComm(std::string peer, std::vector<FileDescriptor> sockets)
+      : RawTcpComm(false, std::move(peer), std::move(sockets)) {}
+
+  Status irecv(int n, std::byte** data, const size_t* sizes, const int* /*tags*/,
+               transport::MemoryRegion** /*regions*/, transport::ProfilerHandle** /*phandles*/,
+               transport::Request** request) override {
+    *request = nullptr;
+    if (!core_.failed.ok()) {
+      return core_.failed;
+    }
+    if (n != 1) {
+      return invalidUsage("raw-tcp: grouped receives are not supported (maxRecvs is 1)");
+    }
+    RawTcpRequest* r = postRequest(core_);
+    if (r == nullptr) {
+      return {};
+    }
+    r->data = data[0];
+    r->capacity = sizes[0];
+    *request = r;
+    return {};
+  }
+
+  // Host memory: nothing to flush.
+  Status iflush(int /*n*/, std::byte** /*data*/, const int* /*sizes*/,
+                transport::MemoryRegion** /*regions*/, transport::Request** request) override {
+    *request = nullptr;
+    return {};
+  }
+};
+
+// The listening socket, the accepted sockets whose hello is pending, and the
+// sockets of connections not complete yet.
+class RawTcpListener final : public transport::Listener {
+ public:
+  RawTcpListener(FileDescriptor fd, uint64_t token, SocketOptions options)
+      : fd_(std::move(fd)), token_(token), options_(options) {}
+
+  Status accept(std::unique_ptr<transport::RecvComm>* comm) override;
+  Status close() override {
+    pending_.clear();
+    groups_.clear();
+    fd_ = FileDescriptor();
+    return {};
+  }
+
+ private:
+  FileDescriptor fd_;
+  uint64_t token_ = 0;
+  SocketOptions options_;
+  std::vector<PendingSocket> pending_;
+  std::map<uint64_t, std::vector<FileDescriptor>> groups_;  // connection id -> sockets by index
+};
 
 uint64_t randomId() {
   std::random_device device;
@@ -277,12 +436,8 @@ RawTcpTransport::RawTcpTransport(RawTcpOptions options) : options_(std::move(opt
 }
 
 Status RawTcpTransport::initContext(uint64_t /*commId*/, const transport::CommConfig& /*config*/,
-                                    void** ctx) {
-  *ctx = nullptr;
-  return {};
-}
-
-Status RawTcpTransport::finalizeContext(void* /*ctx*/) {
+                                    std::unique_ptr<transport::Context>* ctx) {
+  ctx->reset();  // nothing per communicator
   return {};
 }
 
@@ -304,8 +459,9 @@ Status RawTcpTransport::properties(int dev, transport::Properties* props) {
   return {};
 }
 
-Status RawTcpTransport::listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
-  *listenComm = nullptr;
+Status RawTcpTransport::listen(transport::Context* /*ctx*/, int dev, std::byte* handle,
+                               std::unique_ptr<transport::Listener>* listener) {
+  listener->reset();
   if (dev != 0) {
     return invalidUsage("raw-tcp: device " + std::to_string(dev) + " does not exist");
   }
@@ -326,15 +482,14 @@ Status RawTcpTransport::listen(void* /*ctx*/, int dev, void* handle, void** list
   std::memcpy(h.address, &bound.storage, bound.length);
   std::memset(handle, 0, transport::kHandleSize);
   std::memcpy(handle, &h, sizeof(h));
-  auto comm = std::make_unique<ListenComm>();
-  comm->fd = std::move(fd).value();
-  comm->token = options_.token;
-  *listenComm = comm.release();
+  *listener =
+      std::make_unique<RawTcpListener>(std::move(fd).value(), options_.token, socketOptions());
   return {};
 }
 
-Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void** sendComm) {
-  *sendComm = nullptr;
+Status RawTcpTransport::connect(transport::Context* /*ctx*/, int /*dev*/, std::byte* handle,
+                                std::unique_ptr<transport::SendComm>* comm) {
+  comm->reset();
   Handle h{};
   std::memcpy(&h, handle, sizeof(h));
   if (h.magic != kHandleMagic || h.sockets < 1 || h.sockets > kRawTcpMaxSockets ||
@@ -345,7 +500,7 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void**
     return invalidUsage("raw-tcp: the handle belongs to another job (token mismatch)");
   }
   // State between polls lives in the handle (writable, stable, see transport.h).
-  auto* stateSlot = static_cast<char*>(handle) + kHandleStateOffset;
+  std::byte* stateSlot = handle + kHandleStateOffset;
   ConnectState* state = nullptr;
   std::memcpy(&state, stateSlot, kStatePointerBytes);
   SocketAddress address;
@@ -419,41 +574,35 @@ Status RawTcpTransport::connect(void* /*ctx*/, int /*dev*/, void* handle, void**
     }
     return {};
   }
-  auto comm = std::make_unique<Comm>();
-  comm->send = true;
-  comm->peer = address.toString();
-  for (FileDescriptor& fd : state->sockets) {
-    DataSocket s;
-    s.fd = std::move(fd);
-    comm->sockets.push_back(std::move(s));
-  }
+  *comm = std::make_unique<RawTcpSendComm>(address.toString(), std::move(state->sockets));
   giveUp({});
-  *sendComm = comm.release();
   return {};
 }
 
-Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
-  *recvComm = nullptr;
-  auto& l = *static_cast<ListenComm*>(listenComm);
+Status RawTcpListener::accept(std::unique_ptr<transport::RecvComm>* comm) {
+  comm->reset();
+  if (!fd_.valid()) {
+    return invalidUsage("raw-tcp: the listener is closed");
+  }
   for (;;) {
-    FileDescriptor fd = acceptConnection(l.fd.get());
+    FileDescriptor fd = acceptConnection(fd_.get());
     if (!fd.valid()) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) {
         break;
       }
       return systemError("raw-tcp: accept");
     }
-    if (l.pending.size() >= kMaxPendingSockets) {
+    if (pending_.size() >= kMaxPendingSockets) {
       continue;  // refused: closed by FileDescriptor
     }
-    RESILIENT_TRY(applySocketOptions(fd.get(), socketOptions()));
+    RESILIENT_TRY(applySocketOptions(fd.get(), options_));
     PendingSocket p;
     p.fd = std::move(fd);
     p.sinceNs = monotonicNs();
-    l.pending.push_back(std::move(p));
+    pending_.push_back(std::move(p));
   }
   const uint64_t now = monotonicNs();
-  for (auto it = l.pending.begin(); it != l.pending.end();) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
     PendingSocket& p = *it;
     auto* bytes = reinterpret_cast<char*>(&p.hello);
     const ssize_t got = ::recv(p.fd.get(), bytes + p.got, kHelloBytes - p.got, MSG_DONTWAIT);
@@ -465,10 +614,10 @@ Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
     bool refuse = broken || now - p.sinceNs > 10000000000ull;
     if (!refuse && p.got == kHelloBytes) {
       const Hello& h = p.hello;
-      refuse = h.magic != kHelloMagic || h.version != kHelloVersion || h.token != l.token ||
+      refuse = h.magic != kHelloMagic || h.version != kHelloVersion || h.token != token_ ||
                h.count < 1 || h.count > kRawTcpMaxSockets || h.index >= h.count;
       if (!refuse) {
-        std::vector<FileDescriptor>& group = l.groups[h.connectionId];
+        std::vector<FileDescriptor>& group = groups_[h.connectionId];
         group.resize(h.count);
         if (group[h.index].valid()) {
           refuse = true;
@@ -476,132 +625,27 @@ Status RawTcpTransport::accept(void* listenComm, void** recvComm) {
           group[h.index] = std::move(p.fd);
         }
       }
-      it = l.pending.erase(it);
+      it = pending_.erase(it);
       continue;
     }
     if (refuse) {
-      it = l.pending.erase(it);  // closed: never trusted
+      it = pending_.erase(it);  // closed: never trusted
       continue;
     }
     ++it;
   }
-  for (auto it = l.groups.begin(); it != l.groups.end(); ++it) {
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
     std::vector<FileDescriptor>& group = it->second;
     if (!std::all_of(group.begin(), group.end(),
                      [](const FileDescriptor& f) { return f.valid(); })) {
       continue;
     }
-    auto comm = std::make_unique<Comm>();
-    comm->send = false;
     const SocketAddress peer = peerAddressOf(group[0].get());
-    if (peer.length != 0) {
-      comm->peer = peer.toString();
-    }
-    for (FileDescriptor& fd : group) {
-      DataSocket s;
-      s.fd = std::move(fd);
-      comm->sockets.push_back(std::move(s));
-    }
-    l.groups.erase(it);
-    *recvComm = comm.release();
+    *comm = std::make_unique<RawTcpRecvComm>(peer.length != 0 ? peer.toString() : std::string(),
+                                             std::move(group));
+    groups_.erase(it);
     return {};
   }
-  return {};
-}
-
-Status RawTcpTransport::regMr(void* /*comm*/, void* /*data*/, size_t /*size*/, int type,
-                              void** mhandle) {
-  *mhandle = nullptr;
-  if (type != transport::kPtrHost) {
-    return invalidUsage("raw-tcp: only host memory");
-  }
-  return {};
-}
-
-Status RawTcpTransport::deregMr(void* /*comm*/, void* /*mhandle*/) {
-  return {};
-}
-
-Status RawTcpTransport::isend(void* sendComm, void* data, size_t size, int /*tag*/,
-                              void* /*mhandle*/, void* /*phandle*/, void** request) {
-  *request = nullptr;
-  auto& c = *static_cast<Comm*>(sendComm);
-  if (!c.failed.ok()) {
-    return c.failed;
-  }
-  RawTcpRequest* r = postRequest(c);
-  if (r == nullptr) {
-    return {};
-  }
-  r->data = static_cast<char*>(data);
-  r->size = size;
-  r->sizeKnown = true;
-  putU64(r->header, size);
-  *request = r;
-  return progressSend(c);  // start at once: no wait for the first test()
-}
-
-Status RawTcpTransport::irecv(void* recvComm, int n, void** data, const size_t* sizes,
-                              const int* /*tags*/, void** /*mhandles*/, void** /*phandles*/,
-                              void** request) {
-  *request = nullptr;
-  auto& c = *static_cast<Comm*>(recvComm);
-  if (!c.failed.ok()) {
-    return c.failed;
-  }
-  if (n != 1) {
-    return invalidUsage("raw-tcp: grouped receives are not supported (maxRecvs is 1)");
-  }
-  RawTcpRequest* r = postRequest(c);
-  if (r == nullptr) {
-    return {};
-  }
-  r->data = static_cast<char*>(data[0]);
-  r->capacity = sizes[0];
-  *request = r;
-  return {};
-}
-
-Status RawTcpTransport::iflush(void* /*recvComm*/, int /*n*/, void** /*data*/, const int* /*sizes*/,
-                               void** /*mhandles*/, void** request) {
-  *request = nullptr;
-  return {};
-}
-
-Status RawTcpTransport::test(void* request, int* done, int* sizes) {
-  *done = 0;
-  auto& r = *static_cast<RawTcpRequest*>(request);
-  Comm& c = *r.comm;
-  if (!c.failed.ok()) {
-    return c.failed;
-  }
-  RESILIENT_TRY(c.send ? progressSend(c) : progressRecv(c));
-  if (r.socketsDone < static_cast<int>(c.sockets.size())) {
-    return {};
-  }
-  *done = 1;
-  if (sizes != nullptr) {
-    sizes[0] = static_cast<int>(r.size);
-  }
-  r.inUse = false;
-  while (c.head < c.tail && !c.ring[c.head % kRing].inUse) {
-    ++c.head;
-  }
-  return {};
-}
-
-Status RawTcpTransport::closeSend(void* sendComm) {
-  delete static_cast<Comm*>(sendComm);
-  return {};
-}
-
-Status RawTcpTransport::closeRecv(void* recvComm) {
-  delete static_cast<Comm*>(recvComm);
-  return {};
-}
-
-Status RawTcpTransport::closeListen(void* listenComm) {
-  delete static_cast<ListenComm*>(listenComm);
   return {};
 }
 

@@ -10,9 +10,17 @@
 // socket opens with a 32-byte hello (magic, version, index, count, job
 // token, connection id); a socket that fails a check is closed, never
 // trusted. maxRecvs is 1: no grouped receives.
+//
+// Objects (raw_transport.cc): a listener holding the listening socket and
+// the sockets whose hellos are pending; send and receive comms holding
+// their sockets and a fixed ring of requests made with the comm (the
+// sockets work through requests in posting order); a trivial memory region
+// (host memory needs no registration). No context.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/net/socket.h"
@@ -36,26 +44,15 @@ class RawTcpTransport final : public transport::Transport {
   ~RawTcpTransport() override = default;
 
   const char* name() const noexcept override { return "raw-tcp"; }
-  Status initContext(uint64_t commId, const transport::CommConfig& config, void** ctx) override;
-  Status finalizeContext(void* ctx) override;
+  Status initContext(uint64_t commId, const transport::CommConfig& config,
+                     std::unique_ptr<transport::Context>* ctx) override;
   Status devices(int* ndev) override;
   Status properties(int dev, transport::Properties* props) override;
   size_t handleBytes() const noexcept override { return 64; }
-  Status listen(void* ctx, int dev, void* handle, void** listenComm) override;
-  Status connect(void* ctx, int dev, void* handle, void** sendComm) override;
-  Status accept(void* listenComm, void** recvComm) override;
-  Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override;
-  Status deregMr(void* comm, void* mhandle) override;
-  Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
-               void** request) override;
-  Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-               void** mhandles, void** phandles, void** request) override;
-  Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                void** request) override;
-  Status test(void* request, int* done, int* sizes) override;
-  Status closeSend(void* sendComm) override;
-  Status closeRecv(void* recvComm) override;
-  Status closeListen(void* listenComm) override;
+  Status listen(transport::Context* ctx, int dev, std::byte* handle,
+                std::unique_ptr<transport::Listener>* listener) override;
+  Status connect(transport::Context* ctx, int dev, std::byte* handle,
+                 std::unique_ptr<transport::SendComm>* comm) override;
 
  private:
   // Every data socket's: no Nagle delay, the configured buffer size.

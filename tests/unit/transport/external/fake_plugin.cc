@@ -73,19 +73,19 @@ std::unique_ptr<ExternalTransport> loadFake(int version, LoadOptions options) {
   return std::move(loaded).value();
 }
 
-FakePair connectFake(transport::Transport& t, void* ctx) {
+FakePair connectFake(transport::Transport& t, transport::Context* ctx) {
   FakePair p;
-  REQUIRE(t.listen(ctx, 0, p.handle.data(), &p.listenComm).ok());
-  REQUIRE(p.listenComm != nullptr);
+  REQUIRE(t.listen(ctx, 0, p.handle.data(), &p.listener).ok());
+  REQUIRE(p.listener != nullptr);
   // The connecting side gets its own copy of the handle, as through bootstrap.
-  std::array<char, 128> remote = p.handle;
+  std::array<std::byte, 128> remote = p.handle;
   for (int i = 0; i < 100 && (p.sendComm == nullptr || p.recvComm == nullptr); ++i) {
     if (p.sendComm == nullptr) {
       REQUIRE(t.connect(ctx, 0, remote.data(), &p.sendComm).ok());
       p.connectPolls += p.sendComm == nullptr ? 1 : 0;
     }
     if (p.recvComm == nullptr) {
-      REQUIRE(t.accept(p.listenComm, &p.recvComm).ok());
+      REQUIRE(p.listener->accept(&p.recvComm).ok());
       p.acceptPolls += p.recvComm == nullptr ? 1 : 0;
     }
   }
@@ -94,26 +94,26 @@ FakePair connectFake(transport::Transport& t, void* ctx) {
   return p;
 }
 
-void closeFake(transport::Transport& t, FakePair& pair) {
+void closeFake(FakePair& pair) {
   if (pair.sendComm != nullptr) {
-    REQUIRE(t.closeSend(pair.sendComm).ok());
-    pair.sendComm = nullptr;
+    REQUIRE(pair.sendComm->close().ok());
+    pair.sendComm.reset();
   }
   if (pair.recvComm != nullptr) {
-    REQUIRE(t.closeRecv(pair.recvComm).ok());
-    pair.recvComm = nullptr;
+    REQUIRE(pair.recvComm->close().ok());
+    pair.recvComm.reset();
   }
-  if (pair.listenComm != nullptr) {
-    REQUIRE(t.closeListen(pair.listenComm).ok());
-    pair.listenComm = nullptr;
+  if (pair.listener != nullptr) {
+    REQUIRE(pair.listener->close().ok());
+    pair.listener.reset();
   }
 }
 
-void waitDone(transport::Transport& t, void* request, int* sizes) {
+void waitDone(transport::Request* request, int* sizes) {
   REQUIRE(request != nullptr);
   int done = 0;
   for (int i = 0; i < 100 && done == 0; ++i) {
-    Status s = t.test(request, &done, sizes);
+    Status s = request->test(&done, sizes);
     INFO(s.toString());
     REQUIRE(s.ok());
   }

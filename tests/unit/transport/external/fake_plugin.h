@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -54,21 +55,21 @@ std::unique_ptr<ExternalTransport> loadFake(int version, LoadOptions options = {
 
 // A connected send/recv pair on device 0 of one context.
 struct FakePair {
-  void* listenComm = nullptr;
-  void* sendComm = nullptr;
-  void* recvComm = nullptr;
-  std::array<char, 128> handle{};  // what listen wrote, as exchanged through bootstrap
-  int connectPolls = 0;            // connect calls that returned "poll again"
-  int acceptPolls = 0;             // accept calls that returned "poll again"
+  std::unique_ptr<transport::Listener> listener;
+  std::unique_ptr<transport::SendComm> sendComm;
+  std::unique_ptr<transport::RecvComm> recvComm;
+  std::array<std::byte, 128> handle{};  // what listen wrote, as exchanged through bootstrap
+  int connectPolls = 0;                 // connect calls that returned "poll again"
+  int acceptPolls = 0;                  // accept calls that returned "poll again"
 };
 
 // listen, then connect and accept polled alternately until both have a comm.
-FakePair connectFake(transport::Transport& t, void* ctx);
+FakePair connectFake(transport::Transport& t, transport::Context* ctx);
 // Closes what connectFake opened (REQUIREs success).
-void closeFake(transport::Transport& t, FakePair& pair);
+void closeFake(FakePair& pair);
 
 // Polls test() until done (REQUIREs it within a bounded number of calls);
-// sizes as for Transport::test.
-void waitDone(transport::Transport& t, void* request, int* sizes);
+// sizes as for Request::test.
+void waitDone(transport::Request* request, int* sizes);
 
 }  // namespace resilient::test

@@ -126,7 +126,7 @@ TEST_CASE("a plugin struct is loaded with init alone, and refused after init if 
     broken.init = &dummyInit;
     auto r = transport::external::makeV6(std::move(binding));
     REQUIRE(r.ok());
-    void* ctx = nullptr;
+    std::unique_ptr<transport::Context> ctx;
     for (int attempt = 0; attempt < 2; ++attempt) {
       const Status s = r.value()->initContext(1, transport::CommConfig{}, &ctx);
       REQUIRE_FALSE(s.ok());
@@ -148,16 +148,16 @@ TEST_CASE("a plugin whose init fills its table (nccl-rdma-sharp-plugins) loads a
   ExternalTransport& t = *r.value();
   CHECK(t.abiVersion() == 11);
   CHECK(std::string(t.name()) == "FakeV11Lazy");
-  void* ctx = nullptr;
+  std::unique_ptr<transport::Context> ctx;
   REQUIRE(t.initContext(7, transport::CommConfig{}, &ctx).ok());
   int ndev = 0;
   REQUIRE(t.devices(&ndev).ok());
   CHECK(ndev >= 1);
-  FakePair pair = connectFake(t, ctx);
+  FakePair pair = connectFake(t, ctx.get());
   CHECK(pair.sendComm != nullptr);
   CHECK(pair.recvComm != nullptr);
-  closeFake(t, pair);
-  CHECK(t.finalizeContext(ctx).ok());
+  closeFake(pair);
+  CHECK(ctx->finalize().ok());
 }
 
 TEST_CASE("a bare name resolves like NCCL_NET_PLUGIN through LD_LIBRARY_PATH",

@@ -1,4 +1,4 @@
-// Every version shim (v6..v11) against the fake plugin of that version:
+// Every version shim (v6..v12) against the fake plugin of that version:
 // properties, connection setup polling, the data path, contexts and init
 // reference counting, and the mapping of the plugin's errors.
 #include <algorithm>
@@ -66,8 +66,8 @@ struct Fixture {
     REQUIRE(ctx != nullptr);
   }
   ~Fixture() {
-    if (transport != nullptr && ctx != nullptr) {
-      (void)transport->finalizeContext(ctx);
+    if (ctx != nullptr) {
+      (void)ctx->finalize();
     }
   }
   Fixture(const Fixture&) = delete;
@@ -76,13 +76,13 @@ struct Fixture {
   int version;
   FakeModule fake;
   std::unique_ptr<ExternalTransport> transport;
-  void* ctx = nullptr;
+  std::unique_ptr<transport::Context> ctx;  // destroyed before the transport
 };
 
-std::vector<char> pattern(size_t size, char seed) {
-  std::vector<char> v(size);
+std::vector<std::byte> pattern(size_t size, char seed) {
+  std::vector<std::byte> v(size);
   for (size_t i = 0; i < size; ++i) {
-    v[i] = static_cast<char>(seed + static_cast<char>(i * 7));
+    v[i] = static_cast<std::byte>(seed + static_cast<char>(i * 7));
   }
   return v;
 }
@@ -178,15 +178,16 @@ TEST_CASE("connect and accept are polled; the connect state lives in the handle"
   Fixture f(version);
   auto& t = *f.transport;
   f.fake.set("connectPolls", 3);
-  FakePair pair = connectFake(t, f.ctx);
+  FakePair pair = connectFake(t, f.ctx.get());
   CHECK(pair.connectPolls == 3);
   CHECK(pair.acceptPolls >= 3);
   // The fake writes 20 bytes; the rest of the handle stays zero.
-  CHECK(std::all_of(pair.handle.begin() + 20, pair.handle.end(), [](char c) { return c == 0; }));
+  CHECK(std::all_of(pair.handle.begin() + 20, pair.handle.end(),
+                    [](std::byte c) { return c == std::byte{0}; }));
   const FakeNetStats s = f.fake.stats();
   CHECK(s.liveComms == 3);
   CHECK(s.connectCalls == 4);
-  closeFake(t, pair);
+  closeFake(pair);
   CHECK(f.fake.stats().liveComms == 0);
 }
 
@@ -197,32 +198,30 @@ TEST_CASE("isend/irecv/test move bytes of every size, in posting order", "[exter
   CAPTURE(version, size, recvFirst);
   Fixture f(version);
   auto& t = *f.transport;
-  FakePair pair = connectFake(t, f.ctx);
+  FakePair pair = connectFake(t, f.ctx.get());
 
-  const std::vector<char> out = pattern(size, 'a');
-  std::vector<char> in(size + 16, 0);
-  void* sendMh = nullptr;
-  void* recvMh = nullptr;
-  REQUIRE(t.regMr(pair.sendComm, const_cast<char*>(out.data()), out.size(), transport::kPtrHost,
-                  &sendMh)
-              .ok());
-  REQUIRE(t.regMr(pair.recvComm, in.data(), in.size(), transport::kPtrHost, &recvMh).ok());
+  std::vector<std::byte> out = pattern(size, 'a');
+  std::vector<std::byte> in(size + 16, std::byte{0});
+  std::unique_ptr<transport::MemoryRegion> sendMr;
+  std::unique_ptr<transport::MemoryRegion> recvMr;
+  REQUIRE(pair.sendComm->regMr(out.data(), out.size(), transport::kPtrHost, &sendMr).ok());
+  REQUIRE(pair.recvComm->regMr(in.data(), in.size(), transport::kPtrHost, &recvMr).ok());
+  REQUIRE(sendMr != nullptr);
+  REQUIRE(recvMr != nullptr);
 
-  void* sendReq = nullptr;
-  // NCCL may pre-store 0x1 ("optional completion"): it must be overwritten.
-  void* recvReq = reinterpret_cast<void*>(NCCL_NET_OPTIONAL_RECV_COMPLETION);
-  void* recvData[1] = {in.data()};
+  transport::Request* sendReq = nullptr;
+  // A stale value in the out-pointer must be overwritten.
+  transport::Request* recvReq = reinterpret_cast<transport::Request*>(&recvMr);
+  std::byte* recvData[1] = {in.data()};
   const size_t recvSizes[1] = {in.size()};
   const int tags[1] = {42};
-  void* recvMhs[1] = {recvMh};
+  transport::MemoryRegion* recvMrs[1] = {recvMr.get()};
   auto postRecv = [&] {
-    REQUIRE(t.irecv(pair.recvComm, 1, recvData, recvSizes, tags, recvMhs, nullptr, &recvReq).ok());
-    REQUIRE(recvReq != reinterpret_cast<void*>(NCCL_NET_OPTIONAL_RECV_COMPLETION));
+    REQUIRE(pair.recvComm->irecv(1, recvData, recvSizes, tags, recvMrs, nullptr, &recvReq).ok());
+    REQUIRE(recvReq != reinterpret_cast<transport::Request*>(&recvMr));
   };
   auto postSend = [&] {
-    REQUIRE(
-        t.isend(pair.sendComm, const_cast<char*>(out.data()), size, 42, sendMh, nullptr, &sendReq)
-            .ok());
+    REQUIRE(pair.sendComm->isend(out.data(), size, 42, sendMr.get(), nullptr, &sendReq).ok());
   };
   if (recvFirst) {
     postRecv();
@@ -232,25 +231,112 @@ TEST_CASE("isend/irecv/test move bytes of every size, in posting order", "[exter
     postRecv();
   }
   int sendSize = -1;
-  waitDone(t, sendReq, &sendSize);
+  waitDone(sendReq, &sendSize);
   CHECK(sendSize == static_cast<int>(size));
   int recvSize = -1;
-  waitDone(t, recvReq, &recvSize);
+  waitDone(recvReq, &recvSize);
   CHECK(recvSize == static_cast<int>(size));
   CHECK(std::equal(out.begin(), out.end(), in.begin()));
   CHECK(f.fake.stats().liveRequests == 0);
 
   // iflush passes through; the fake has nothing to wait for.
-  void* flushReq = &flushReq;
+  transport::Request* flushReq = reinterpret_cast<transport::Request*>(&flushReq);
   const int flushSizes[1] = {static_cast<int>(size)};
-  REQUIRE(t.iflush(pair.recvComm, 1, recvData, flushSizes, recvMhs, &flushReq).ok());
+  REQUIRE(pair.recvComm->iflush(1, recvData, flushSizes, recvMrs, &flushReq).ok());
   CHECK(flushReq == nullptr);
   CHECK(f.fake.stats().iflushCalls == 1);
 
-  REQUIRE(t.deregMr(pair.sendComm, sendMh).ok());
-  REQUIRE(t.deregMr(pair.recvComm, recvMh).ok());
+  REQUIRE(pair.sendComm->deregMr(std::move(sendMr)).ok());
+  REQUIRE(pair.recvComm->deregMr(std::move(recvMr)).ok());
   CHECK(f.fake.stats().liveMhandles == 0);
-  closeFake(t, pair);
+  closeFake(pair);
+}
+
+TEST_CASE("requests go back to their comm's pool, which holds what NCCL may have out",
+          "[external][datapath]") {
+  const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
+  CAPTURE(version);
+  Fixture f(version);
+  FakePair pair = connectFake(*f.transport, f.ctx.get());
+  // Many more transfers than any pool holds, as many at a time as the fake
+  // takes (NCCL_NET_MAX_REQUESTS; 8 for v6).
+  const int depth = version == 6 ? 8 : transport::kMaxRequests;
+  std::byte out{0x5a};
+  std::byte in{0};
+  std::byte* recvData[1] = {&in};
+  const size_t sizes[1] = {1};
+  const int tags[1] = {0};
+  for (int round = 0; round < 8; ++round) {
+    std::vector<transport::Request*> sends(depth, nullptr);
+    std::vector<transport::Request*> recvs(depth, nullptr);
+    for (int i = 0; i < depth; ++i) {
+      REQUIRE(pair.sendComm->isend(&out, 1, 0, nullptr, nullptr, &sends[i]).ok());
+      REQUIRE(sends[i] != nullptr);
+      REQUIRE(pair.recvComm->irecv(1, recvData, sizes, tags, nullptr, nullptr, &recvs[i]).ok());
+      REQUIRE(recvs[i] != nullptr);
+    }
+    for (int i = 0; i < depth; ++i) {
+      waitDone(sends[i], nullptr);
+      waitDone(recvs[i], nullptr);
+    }
+  }
+  CHECK(in == out);
+  CHECK(f.fake.stats().liveRequests == 0);
+
+  // A plugin that takes more than that: the send pool holds kMaxRequests
+  // times the device's maxRecvs (8), then says "cannot post now".
+  f.fake.set("maxRequests", 100000);
+  int posted = 0;
+  for (;; ++posted) {
+    transport::Request* r = nullptr;
+    REQUIRE(pair.sendComm->isend(&out, 1, 0, nullptr, nullptr, &r).ok());
+    if (r == nullptr) {
+      break;
+    }
+    REQUIRE(posted < 100000);
+  }
+  CHECK(posted == transport::kMaxRequests * 8);
+  closeFake(pair);
+}
+
+TEST_CASE("a receive stays out until irecvConsumed passes it on (v11 with irecvConsumed)",
+          "[external][datapath]") {
+  Fixture f(11);
+  f.fake.set("irecvConsumed", 1);
+  REQUIRE(f.transport->hasIrecvConsumed());
+  FakePair pair = connectFake(*f.transport, f.ctx.get());
+  std::byte out{0x11};
+  std::byte in{0};
+  std::byte* recvData[1] = {&in};
+  const size_t sizes[1] = {1};
+  const int tags[1] = {0};
+  // Every receive of the pool completes but is not consumed yet: the pool
+  // runs dry (kPoolSize receives), and each consumed receive frees one.
+  constexpr size_t kPool = transport::external::ExternalRecvComm::kPoolSize;
+  std::vector<transport::Request*> recvs;
+  for (size_t i = 0; i < kPool; ++i) {
+    transport::Request* send = nullptr;
+    transport::Request* recv = nullptr;
+    REQUIRE(pair.sendComm->isend(&out, 1, 0, nullptr, nullptr, &send).ok());
+    REQUIRE(pair.recvComm->irecv(1, recvData, sizes, tags, nullptr, nullptr, &recv).ok());
+    REQUIRE(recv != nullptr);
+    waitDone(send, nullptr);
+    waitDone(recv, nullptr);
+    recvs.push_back(recv);
+  }
+  transport::Request* none = reinterpret_cast<transport::Request*>(&none);
+  REQUIRE(pair.recvComm->irecv(1, recvData, sizes, tags, nullptr, nullptr, &none).ok());
+  CHECK(none == nullptr);  // all held until consumed: "cannot post now"
+  for (transport::Request* r : recvs) {
+    REQUIRE(pair.recvComm->irecvConsumed(1, r).ok());
+  }
+  const FakeNetStats s = f.fake.stats();
+  CHECK(s.irecvConsumedCalls == static_cast<int>(kPool));
+  CHECK(s.irecvConsumedWrong == 0);
+  transport::Request* again = nullptr;
+  REQUIRE(pair.recvComm->irecv(1, recvData, sizes, tags, nullptr, nullptr, &again).ok());
+  CHECK(again != nullptr);
+  closeFake(pair);
 }
 
 TEST_CASE("a multi-receive takes one send per tag", "[external][datapath]") {
@@ -258,19 +344,19 @@ TEST_CASE("a multi-receive takes one send per tag", "[external][datapath]") {
   CAPTURE(version);
   Fixture f(version);
   auto& t = *f.transport;
-  FakePair pair = connectFake(t, f.ctx);
+  FakePair pair = connectFake(t, f.ctx.get());
 
   constexpr int kN = 3;
   const int tags[kN] = {7, 3, 5};
   const size_t capacity[kN] = {64, 128, 256};
-  std::vector<std::vector<char>> in(kN);
-  void* recvData[kN];
+  std::vector<std::vector<std::byte>> in(kN);
+  std::byte* recvData[kN];
   for (int i = 0; i < kN; ++i) {
-    in[i].assign(capacity[i], 0);
+    in[i].assign(capacity[i], std::byte{0});
     recvData[i] = in[i].data();
   }
-  void* recvReq = nullptr;
-  REQUIRE(t.irecv(pair.recvComm, kN, recvData, capacity, tags, nullptr, nullptr, &recvReq).ok());
+  transport::Request* recvReq = nullptr;
+  REQUIRE(pair.recvComm->irecv(kN, recvData, capacity, tags, nullptr, nullptr, &recvReq).ok());
   const FakeNetStats posted = f.fake.stats();
   CHECK(posted.lastRecvN == kN);
   CHECK(posted.lastRecvTags[1] == 3);
@@ -279,25 +365,25 @@ TEST_CASE("a multi-receive takes one send per tag", "[external][datapath]") {
   // Sent in another order than the tags of the receive, with other sizes.
   const int sendTags[kN] = {3, 5, 7};
   const size_t sendSizes[kN] = {100, 0, 50};
-  std::vector<std::vector<char>> out;
-  std::vector<void*> sendReqs(kN, nullptr);
+  std::vector<std::vector<std::byte>> out;
+  std::vector<transport::Request*> sendReqs(kN, nullptr);
   for (int i = 0; i < kN; ++i) {
     out.push_back(pattern(sendSizes[i], static_cast<char>('A' + i)));
-    REQUIRE(t.isend(pair.sendComm, out[i].data(), sendSizes[i], sendTags[i], nullptr, nullptr,
-                    &sendReqs[i])
+    REQUIRE(pair.sendComm
+                ->isend(out[i].data(), sendSizes[i], sendTags[i], nullptr, nullptr, &sendReqs[i])
                 .ok());
   }
-  for (void* r : sendReqs) {
-    waitDone(t, r, nullptr);
+  for (transport::Request* r : sendReqs) {
+    waitDone(r, nullptr);
   }
   int sizes[kN] = {-1, -1, -1};
-  waitDone(t, recvReq, sizes);
+  waitDone(recvReq, sizes);
   CHECK(sizes[0] == 50);   // tag 7
   CHECK(sizes[1] == 100);  // tag 3
   CHECK(sizes[2] == 0);    // tag 5
   CHECK(std::equal(out[2].begin(), out[2].end(), in[0].begin()));
   CHECK(std::equal(out[0].begin(), out[0].end(), in[1].begin()));
-  closeFake(t, pair);
+  closeFake(pair);
 }
 
 TEST_CASE("a plugin that cannot post now returns no request, and that is not an error",
@@ -306,17 +392,17 @@ TEST_CASE("a plugin that cannot post now returns no request, and that is not an 
   CAPTURE(version);
   Fixture f(version);
   auto& t = *f.transport;
-  FakePair pair = connectFake(t, f.ctx);
+  FakePair pair = connectFake(t, f.ctx.get());
   f.fake.set("maxRequests", 1);
-  char byte = 'x';
-  void* first = nullptr;
-  void* second = &second;
-  REQUIRE(t.isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &first).ok());
+  std::byte byte{'x'};
+  transport::Request* first = nullptr;
+  transport::Request* second = reinterpret_cast<transport::Request*>(&second);
+  REQUIRE(pair.sendComm->isend(&byte, 1, 0, nullptr, nullptr, &first).ok());
   REQUIRE(first != nullptr);
-  REQUIRE(t.isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &second).ok());
+  REQUIRE(pair.sendComm->isend(&byte, 1, 0, nullptr, nullptr, &second).ok());
   CHECK(second == nullptr);
   // Closing a comm with a request outstanding releases it.
-  closeFake(t, pair);
+  closeFake(pair);
   CHECK(f.fake.stats().liveRequests == 0);
 }
 
@@ -328,22 +414,25 @@ TEST_CASE("profiler handles reach v10+ plugins and are dropped before", "[extern
   o.profilerCallback = &countProfilerEvents;
   Fixture f(version, o);
   auto& t = *f.transport;
-  FakePair pair = connectFake(t, f.ctx);
+  FakePair pair = connectFake(t, f.ctx.get());
   int sendStep = 0;
   int recvStep = 0;
-  void* phandles[1] = {&recvStep};
-  char out = 'q';
-  char in = 0;
-  void* recvData[1] = {&in};
+  // NCCL's handles are opaque to us: any address passes through.
+  auto* sendHandle = reinterpret_cast<transport::ProfilerHandle*>(&sendStep);
+  transport::ProfilerHandle* phandles[1] = {
+      reinterpret_cast<transport::ProfilerHandle*>(&recvStep)};
+  std::byte out{'q'};
+  std::byte in{0};
+  std::byte* recvData[1] = {&in};
   const size_t sizes[1] = {1};
   const int tags[1] = {1};
-  void* sendReq = nullptr;
-  void* recvReq = nullptr;
-  REQUIRE(t.isend(pair.sendComm, &out, 1, 1, nullptr, &sendStep, &sendReq).ok());
-  REQUIRE(t.irecv(pair.recvComm, 1, recvData, sizes, tags, nullptr, phandles, &recvReq).ok());
-  waitDone(t, sendReq, nullptr);
-  waitDone(t, recvReq, nullptr);
-  CHECK(in == 'q');
+  transport::Request* sendReq = nullptr;
+  transport::Request* recvReq = nullptr;
+  REQUIRE(pair.sendComm->isend(&out, 1, 1, nullptr, sendHandle, &sendReq).ok());
+  REQUIRE(pair.recvComm->irecv(1, recvData, sizes, tags, nullptr, phandles, &recvReq).ok());
+  waitDone(sendReq, nullptr);
+  waitDone(recvReq, nullptr);
+  CHECK(in == std::byte{'q'});
   const FakeNetStats s = f.fake.stats();
   if (version >= 10) {
     CHECK(s.lastPhandle == &sendStep);
@@ -355,7 +444,7 @@ TEST_CASE("profiler handles reach v10+ plugins and are dropped before", "[extern
     CHECK(s.lastRecvPhandle == nullptr);
     CHECK(gProfilerEvents == 0);
   }
-  closeFake(t, pair);
+  closeFake(pair);
 }
 
 TEST_CASE("without a profiler callback v10+ plugins get a no-op", "[external][datapath]") {
@@ -363,13 +452,16 @@ TEST_CASE("without a profiler callback v10+ plugins get a no-op", "[external][da
   CAPTURE(version);
   Fixture f(version);
   auto& t = *f.transport;
-  FakePair pair = connectFake(t, f.ctx);
+  FakePair pair = connectFake(t, f.ctx.get());
   int step = 0;
-  char byte = 'z';
-  void* req = nullptr;
-  REQUIRE(t.isend(pair.sendComm, &byte, 1, 0, nullptr, &step, &req).ok());
+  std::byte byte{'z'};
+  transport::Request* req = nullptr;
+  REQUIRE(
+      pair.sendComm
+          ->isend(&byte, 1, 0, nullptr, reinterpret_cast<transport::ProfilerHandle*>(&step), &req)
+          .ok());
   CHECK(f.fake.stats().profilerCalls == 1);  // start only: the no-op returns no event
-  closeFake(t, pair);
+  closeFake(pair);
 }
 
 TEST_CASE("the communicator config reaches v10 connect and v11 init", "[external][datapath]") {
@@ -378,7 +470,7 @@ TEST_CASE("the communicator config reaches v10 connect and v11 init", "[external
   CommConfig config;
   config.trafficClass = 5;
   Fixture f(version, {}, config);
-  FakePair pair = connectFake(*f.transport, f.ctx);
+  FakePair pair = connectFake(*f.transport, f.ctx.get());
   const FakeNetStats s = f.fake.stats();
   if (version >= 10) {
     CHECK(s.lastTrafficClass == 5);
@@ -388,7 +480,7 @@ TEST_CASE("the communicator config reaches v10 connect and v11 init", "[external
   if (version >= 11) {
     CHECK(s.lastCommId == 0xc0ffee + static_cast<uint64_t>(version));
   }
-  closeFake(*f.transport, pair);
+  closeFake(pair);
 }
 
 TEST_CASE("a device handle from connect or accept is refused as device offload (v7+)",
@@ -399,22 +491,22 @@ TEST_CASE("a device handle from connect or accept is refused as device offload (
   auto& t = *f.transport;
   f.fake.set("connectPolls", 0);
   f.fake.set("deviceHandle", 1);
-  std::array<char, 128> handle{};
-  void* listenComm = nullptr;
-  REQUIRE(t.listen(f.ctx, 0, handle.data(), &listenComm).ok());
-  void* sendComm = &sendComm;
-  Status s = t.connect(f.ctx, 0, handle.data(), &sendComm);
+  std::array<std::byte, 128> handle{};
+  std::unique_ptr<transport::Listener> listener;
+  REQUIRE(t.listen(f.ctx.get(), 0, handle.data(), &listener).ok());
+  std::unique_ptr<transport::SendComm> sendComm;
+  Status s = t.connect(f.ctx.get(), 0, handle.data(), &sendComm);
   CHECK(s.kind() == ErrorKind::kInvalidUsage);
   CHECK_THAT(s.message(), Catch::Contains("connect: the plugin returned a device handle"));
   CHECK(sendComm == nullptr);
   CHECK(f.fake.stats().closeSendCalls == 1);  // the comm it produced is closed
-  void* recvComm = &recvComm;
-  s = t.accept(listenComm, &recvComm);
+  std::unique_ptr<transport::RecvComm> recvComm;
+  s = listener->accept(&recvComm);
   CHECK(s.kind() == ErrorKind::kInvalidUsage);
   CHECK_THAT(s.message(), Catch::Contains("accept: the plugin returned a device handle"));
   CHECK(recvComm == nullptr);
   CHECK(f.fake.stats().closeRecvCalls == 1);
-  REQUIRE(t.closeListen(listenComm).ok());
+  REQUIRE(listener->close().ok());
   CHECK(f.fake.stats().liveComms == 0);
 }
 
@@ -423,7 +515,7 @@ TEST_CASE("old versions are initialised once; v11 once per context", "[external]
   CAPTURE(version);
   FakeModule fake(version);
   auto t = loadFake(version);
-  std::vector<void*> contexts(3, nullptr);
+  std::vector<std::unique_ptr<transport::Context>> contexts(3);
   for (size_t i = 0; i < contexts.size(); ++i) {
     REQUIRE(t->initContext(100 + i, CommConfig{}, &contexts[i]).ok());
     REQUIRE(contexts[i] != nullptr);
@@ -431,21 +523,23 @@ TEST_CASE("old versions are initialised once; v11 once per context", "[external]
   CHECK(contexts[0] != contexts[1]);
   CHECK(t->liveContexts() == 3);
   CHECK(fake.stats().initCalls == (version >= 11 ? 3 : 1));
-  for (void* ctx : contexts) {
-    REQUIRE(t->finalizeContext(ctx).ok());
+  for (auto& ctx : contexts) {
+    REQUIRE(ctx->finalize().ok());
   }
   CHECK(t->liveContexts() == 0);
   CHECK(fake.stats().finalizeCalls == (version >= 11 ? 3 : 0));  // no finalize before v11
   CHECK(fake.stats().liveContexts == 0);
+  contexts.clear();  // destroying finalized contexts finalizes nothing more
+  CHECK(fake.stats().finalizeCalls == (version >= 11 ? 3 : 0));
 
   // A new communicator after the last one went away: still no second init
   // of an old plugin, which has no finalize to undo the first.
-  void* again = nullptr;
+  std::unique_ptr<transport::Context> again;
   REQUIRE(t->initContext(200, CommConfig{}, &again).ok());
   CHECK(fake.stats().initCalls == (version >= 11 ? 4 : 1));
-  REQUIRE(t->finalizeContext(again).ok());
-  // What a failed initContext returns is fine to finalize.
-  CHECK(t->finalizeContext(nullptr).ok());
+  // A context destroyed without finalize is finalized by its destructor.
+  again.reset();
+  CHECK(t->liveContexts() == 0);
   CHECK(fake.stats().finalizeCalls == (version >= 11 ? 4 : 0));
 }
 
@@ -456,7 +550,7 @@ TEST_CASE("a failed init: v11 finalizes its context, older versions stay failed"
   FakeModule fake(version);
   auto t = loadFake(version);
   fake.failNext("init", ncclSystemError);
-  void* ctx = &ctx;
+  std::unique_ptr<transport::Context> ctx;
   Status s = t->initContext(1, CommConfig{}, &ctx);
   CHECK(s.kind() == ErrorKind::kSystem);
   CHECK_THAT(s.message(), Catch::Contains("init returned ncclSystemError (2)"));
@@ -465,7 +559,7 @@ TEST_CASE("a failed init: v11 finalizes its context, older versions stay failed"
   if (version >= 11) {
     CHECK(fake.stats().finalizeCalls == 1);  // finalize(NULL), as NCCL does
     REQUIRE(t->initContext(2, CommConfig{}, &ctx).ok());
-    REQUIRE(t->finalizeContext(ctx).ok());
+    REQUIRE(ctx->finalize().ok());
   } else {
     Status again = t->initContext(2, CommConfig{}, &ctx);
     CHECK(again.kind() == ErrorKind::kSystem);
@@ -493,48 +587,48 @@ TEST_CASE("each ncclResult_t of the plugin maps to one error kind", "[external][
   Fixture f(version);
   auto& t = *f.transport;
   f.fake.set("connectPolls", 0);
-  FakePair pair = connectFake(t, f.ctx);
-  char out = 's';
-  char in = 0;
-  void* recvData[1] = {&in};
+  FakePair pair = connectFake(t, f.ctx.get());
+  std::byte out{'s'};
+  std::byte in{0};
+  std::byte* recvData[1] = {&in};
   const size_t sizes[1] = {1};
   const int tags[1] = {0};
-  void* sendReq = nullptr;
-  void* recvReq = nullptr;
-  std::array<char, 128> handle = pair.handle;
-  void* extra = nullptr;
-  REQUIRE(t.isend(pair.sendComm, &out, 1, 0, nullptr, nullptr, &sendReq).ok());
+  transport::Request* sendReq = nullptr;
+  std::array<std::byte, 128> handle = pair.handle;
+  REQUIRE(pair.sendComm->isend(&out, 1, 0, nullptr, nullptr, &sendReq).ok());
 
   f.fake.failNext(call, c.code);
   Status s;
   const std::string which = call;
   if (which == "isend") {
-    void* req = &req;
-    s = t.isend(pair.sendComm, &out, 1, 0, nullptr, nullptr, &req);
+    transport::Request* req = reinterpret_cast<transport::Request*>(&req);
+    s = pair.sendComm->isend(&out, 1, 0, nullptr, nullptr, &req);
     CHECK(req == nullptr);
   } else if (which == "irecv") {
-    recvReq = &recvReq;
-    s = t.irecv(pair.recvComm, 1, recvData, sizes, tags, nullptr, nullptr, &recvReq);
+    transport::Request* recvReq = reinterpret_cast<transport::Request*>(&recvReq);
+    s = pair.recvComm->irecv(1, recvData, sizes, tags, nullptr, nullptr, &recvReq);
     CHECK(recvReq == nullptr);
   } else if (which == "test") {
     int done = 1;
-    s = t.test(sendReq, &done, nullptr);
+    s = sendReq->test(&done, nullptr);
     CHECK(done == 0);
   } else if (which == "connect") {
-    s = t.connect(f.ctx, 0, handle.data(), &extra);
+    std::unique_ptr<transport::SendComm> extra;
+    s = t.connect(f.ctx.get(), 0, handle.data(), &extra);
     CHECK(extra == nullptr);
   } else if (which == "accept") {
-    s = t.accept(pair.listenComm, &extra);
+    std::unique_ptr<transport::RecvComm> extra;
+    s = pair.listener->accept(&extra);
     CHECK(extra == nullptr);
   } else {
-    s = t.closeSend(pair.sendComm);
+    s = pair.sendComm->close();  // failed: closeFake closes it again
   }
   REQUIRE_FALSE(s.ok());
   CHECK(s.kind() == c.kind);
   CHECK(s.message() == "external net plugin FakeV" + std::to_string(version) + " (ncclNetPlugin_v" +
                            std::to_string(version) + "): " + which + " returned " + c.name + " (" +
                            std::to_string(static_cast<int>(c.code)) + ")");
-  closeFake(t, pair);
+  closeFake(pair);
 }
 
 TEST_CASE("ncclInProgress from the plugin is success, as in NCCL's checks", "[external][errors]") {
@@ -542,13 +636,13 @@ TEST_CASE("ncclInProgress from the plugin is success, as in NCCL's checks", "[ex
   CAPTURE(version);
   Fixture f(version);
   auto& t = *f.transport;
-  FakePair pair = connectFake(t, f.ctx);
+  FakePair pair = connectFake(t, f.ctx.get());
   f.fake.failNext("isend", ncclInProgress);
-  char byte = 0;
-  void* req = &req;
-  CHECK(t.isend(pair.sendComm, &byte, 1, 0, nullptr, nullptr, &req).ok());
+  std::byte byte{0};
+  transport::Request* req = reinterpret_cast<transport::Request*>(&req);
+  CHECK(pair.sendComm->isend(&byte, 1, 0, nullptr, nullptr, &req).ok());
   CHECK(req == nullptr);  // the plugin wrote nothing: "cannot post now"
-  closeFake(t, pair);
+  closeFake(pair);
 }
 
 TEST_CASE("pluginStatus maps codes outside the enum to internal errors", "[external][errors]") {
@@ -566,20 +660,20 @@ TEST_CASE("sizes beyond INT_MAX are refused for int-sized versions (<= v8)", "[e
   CAPTURE(version);
   Fixture f(version);
   auto& t = *f.transport;
-  FakePair pair = connectFake(t, f.ctx);
+  FakePair pair = connectFake(t, f.ctx.get());
   const size_t huge = static_cast<size_t>(INT_MAX) + 1;
-  char byte = 0;
+  std::byte byte{0};
   const FakeNetStats before = f.fake.stats();
 
-  void* req = &req;
-  Status s = t.isend(pair.sendComm, &byte, huge, 0, nullptr, nullptr, &req);
-  void* recvData[2] = {&byte, &byte};
+  transport::Request* req = reinterpret_cast<transport::Request*>(&req);
+  Status s = pair.sendComm->isend(&byte, huge, 0, nullptr, nullptr, &req);
+  std::byte* recvData[2] = {&byte, &byte};
   const size_t sizes[2] = {1, huge};
   const int tags[2] = {0, 1};
-  void* recvReq = &recvReq;
-  Status r = t.irecv(pair.recvComm, 2, recvData, sizes, tags, nullptr, nullptr, &recvReq);
-  void* mh = nullptr;
-  Status m = t.regMr(pair.sendComm, &byte, huge, transport::kPtrHost, &mh);
+  transport::Request* recvReq = reinterpret_cast<transport::Request*>(&recvReq);
+  Status r = pair.recvComm->irecv(2, recvData, sizes, tags, nullptr, nullptr, &recvReq);
+  std::unique_ptr<transport::MemoryRegion> mr;
+  Status m = pair.sendComm->regMr(&byte, huge, transport::kPtrHost, &mr);
 
   if (version <= 8) {
     CHECK(s.kind() == ErrorKind::kInvalidUsage);
@@ -601,11 +695,12 @@ TEST_CASE("sizes beyond INT_MAX are refused for int-sized versions (<= v8)", "[e
   if (version <= 7) {
     CHECK(m.kind() == ErrorKind::kInvalidUsage);
     CHECK_THAT(m.message(), Catch::Contains("regMr: size 2147483648 exceeds INT_MAX"));
+    CHECK(mr == nullptr);
   } else {
     REQUIRE(m.ok());
-    REQUIRE(t.deregMr(pair.sendComm, mh).ok());
+    REQUIRE(pair.sendComm->deregMr(std::move(mr)).ok());
   }
-  closeFake(t, pair);
+  closeFake(pair);
   CHECK(f.fake.stats().liveRequests == 0);
 }
 
@@ -615,19 +710,18 @@ TEST_CASE("irecv and iflush refuse n outside 1..64 without calling the plugin",
   const int n = GENERATE(0, -1, 65);
   CAPTURE(version, n);
   Fixture f(version);
-  auto& t = *f.transport;
-  FakePair pair = connectFake(t, f.ctx);
-  void* req = &req;
-  Status s = t.irecv(pair.recvComm, n, nullptr, nullptr, nullptr, nullptr, nullptr, &req);
+  FakePair pair = connectFake(*f.transport, f.ctx.get());
+  transport::Request* req = reinterpret_cast<transport::Request*>(&req);
+  Status s = pair.recvComm->irecv(n, nullptr, nullptr, nullptr, nullptr, nullptr, &req);
   CHECK(s.kind() == ErrorKind::kInvalidUsage);
   CHECK(req == nullptr);
-  req = &req;
-  s = t.iflush(pair.recvComm, n, nullptr, nullptr, nullptr, &req);
+  req = reinterpret_cast<transport::Request*>(&req);
+  s = pair.recvComm->iflush(n, nullptr, nullptr, nullptr, &req);
   CHECK(s.kind() == ErrorKind::kInvalidUsage);
   CHECK(req == nullptr);
   CHECK(f.fake.stats().irecvCalls == 0);
   CHECK(f.fake.stats().iflushCalls == 0);
-  closeFake(t, pair);
+  closeFake(pair);
 }
 
 TEST_CASE("a v12 plugin is driven through v12: its rail and plane reach the properties",
@@ -637,7 +731,7 @@ TEST_CASE("a v12 plugin is driven through v12: its rail and plane reach the prop
   FakeModule fake(12);
   auto t = loadFake(12);
   CHECK(t->abiVersion() == 12);
-  void* ctx = nullptr;
+  std::unique_ptr<transport::Context> ctx;
   REQUIRE(t->initContext(1, CommConfig{}, &ctx).ok());
   for (int dev = 0; dev < 2; ++dev) {
     Properties p;
@@ -647,7 +741,7 @@ TEST_CASE("a v12 plugin is driven through v12: its rail and plane reach the prop
     CHECK(p.maxP2pBytes == NCCL_MAX_NET_SIZE_BYTES);  // read at v12's offset, not v11's
     CHECK(p.maxRecvs == 8);
   }
-  REQUIRE(t->finalizeContext(ctx).ok());
+  REQUIRE(ctx->finalize().ok());
   // Older versions know no rail or plane.
   FakeModule old(11);
   auto t11 = loadFake(11);
@@ -656,5 +750,5 @@ TEST_CASE("a v12 plugin is driven through v12: its rail and plane reach the prop
   REQUIRE(t11->properties(0, &p).ok());
   CHECK(p.railId == -1);
   CHECK(p.planeId == -1);
-  REQUIRE(t11->finalizeContext(ctx).ok());
+  REQUIRE(ctx->finalize().ok());
 }
