@@ -227,8 +227,8 @@ TEST_CASE("16 communicators exchange data concurrently, close, and reopen withou
       transport::MemoryRegion* mh = nullptr;
       REQUIRE(pairs[c]->recvComm->irecv(1, &data, &cap, &tag, &mh, nullptr, &recvReq[c]).ok());
       REQUIRE(pairs[c]
-                  ->sendComm->isend(test::asBytes(out[c].data()), kBytes, tag, nullptr, nullptr,
-                                    &sendReq[c])
+                  ->sendComm
+                  ->isend(test::asBytes(out[c].data()), kBytes, tag, nullptr, nullptr, &sendReq[c])
                   .ok());
       REQUIRE(recvReq[c] != nullptr);
       REQUIRE(sendReq[c] != nullptr);
@@ -798,9 +798,8 @@ TEST_CASE("an irecv's optional-completion hint (0x1) is answered with a real req
   CHECK(recvReq != anyRequest());
   CHECK(fake.stats().lastRecvRequestIn == nullptr);
   transport::Request* sendReq = nullptr;
-  REQUIRE(
-      pair.sendComm->isend(test::asBytes(out.data()), out.size(), 2, nullptr, nullptr, &sendReq)
-          .ok());
+  REQUIRE(pair.sendComm->isend(test::asBytes(out.data()), out.size(), 2, nullptr, nullptr, &sendReq)
+              .ok());
   REQUIRE(sendReq != nullptr);
   int sendDone = 0;
   int recvDone = 0;
