@@ -64,6 +64,10 @@ std::byte* asBytes(T* data) {
   return reinterpret_cast<std::byte*>(data);
 }
 
+// A request that is not null, to see a call overwrite *request as it must
+// (NCCL may pre-store 0x1 there); testing it is an error.
+transport::Request* anyRequest();
+
 // Fills `buf` with a pattern derived from `seed`.
 void fillPattern(std::vector<uint8_t>* buf, uint32_t seed);
 // Index of the first byte that differs from the pattern, or -1.

@@ -93,24 +93,6 @@ class PluginUnderTest {
 
 const std::pair<std::string, std::string> kLoopback{"NCCL_RESILIENT_SOCKET_IFNAME", "lo"};
 
-// What anyRequest() points to: never tested.
-class NeverTested final : public transport::Request {
- public:
-  virtual ~NeverTested() = default;
-  Status test(int* done, int* sizes) override {
-    (void)sizes;
-    *done = 0;
-    return internalError("test: anyRequest() was tested");
-  }
-};
-
-// A request that is not null, to see a call overwrite *request as NCCL's
-// pre-stored 0x1 must be (tests/unit/transport/tcp has its own, not linked here).
-transport::Request* anyRequest() {
-  static NeverTested request;
-  return &request;
-}
-
 std::string warning(const test::CapturingLogger& logger, const std::string& needle) {
   for (const auto& m : logger.messages()) {
     if (m.level == NCCL_LOG_WARN && m.text.find(needle) != std::string::npos) {
@@ -792,10 +774,10 @@ TEST_CASE("an irecv's optional-completion hint (0x1) is answered with a real req
   REQUIRE(test::roundTrip(pair, 64, 1, 0).toString() == "ok");  // past any introduction
   std::vector<uint8_t> in(16, 0);
   std::vector<uint8_t> out(16, 0x5a);
-  transport::Request* recvReq = anyRequest();  // NCCL's 0x1
+  transport::Request* recvReq = test::anyRequest();  // NCCL's 0x1
   REQUIRE(test::postRecv(pair, test::asBytes(in.data()), in.size(), 2, &recvReq).ok());
   REQUIRE(recvReq != nullptr);
-  CHECK(recvReq != anyRequest());
+  CHECK(recvReq != test::anyRequest());
   CHECK(fake.stats().lastRecvRequestIn == nullptr);
   transport::Request* sendReq = nullptr;
   REQUIRE(pair.sendComm->isend(test::asBytes(out.data()), out.size(), 2, nullptr, nullptr, &sendReq)

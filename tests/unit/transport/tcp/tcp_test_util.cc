@@ -27,26 +27,6 @@ TcpOptions loopbackOptions(int family) {
   return o;
 }
 
-namespace {
-
-// What anyRequest() points to.
-class NeverTested final : public transport::Request {
- public:
-  virtual ~NeverTested() = default;
-  Status test(int* done, int* sizes) override {
-    (void)sizes;
-    *done = 0;
-    return internalError("test: anyRequest() was tested");
-  }
-};
-
-}  // namespace
-
-transport::Request* anyRequest() {
-  static NeverTested request;
-  return &request;
-}
-
 int rawConnect(const std::byte* handle) {
   ListenHandle h;
   if (!decodeHandle(handle, &h).ok()) {

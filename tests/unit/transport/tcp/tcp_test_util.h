@@ -21,10 +21,6 @@ transport::tcp::TcpOptions loopbackOptions(int family = 0);
 // A blocking TCP connection to the address in a listen handle (-1 on failure).
 int rawConnect(const std::byte* handle);
 
-// A request that is not null, to see a call clear *request (NCCL may pre-store
-// 0x1); never tested.
-transport::Request* anyRequest();
-
 // Blocking send and receive of exactly `size` bytes; false on an error or EOF.
 bool writeAll(int fd, const void* data, size_t size);
 bool readAll(int fd, void* data, size_t size);
