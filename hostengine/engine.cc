@@ -30,14 +30,14 @@ namespace {
 
 constexpr size_t kAlignment = 4096;
 
-char* allocate(size_t bytes) {
+std::byte* allocate(size_t bytes) {
   void* p = nullptr;
   const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   if (posix_memalign(&p, kAlignment, rounded) != 0) {
     return nullptr;
   }
   std::memset(p, 0, rounded);
-  return static_cast<char*>(p);
+  return static_cast<std::byte*>(p);
 }
 
 bool allZero(const char* p, size_t n) {
@@ -60,7 +60,7 @@ Engine::Link& Engine::link(int peer) noexcept {
   return links_[static_cast<size_t>(peer)];
 }
 
-char* Engine::buffer(BufferId id) const noexcept {
+std::byte* Engine::buffer(BufferId id) const noexcept {
   return buffers_[id].data;
 }
 
@@ -100,7 +100,6 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
   if (!st.ok()) {
     return setupFault("init", -1, std::move(st), start);
   }
-  contextLive_ = true;
   profiler_.open(transport_, options_.profilerTable,
                  {.commId = options_.commId,
                   .name = options_.commName.c_str(),
@@ -132,7 +131,8 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
     chunk_ = std::min(chunk_, std::max<size_t>(props_.maxP2pBytes / 4 * 4, 4));
   }
 
-  links_.assign(static_cast<size_t>(n), Link{});
+  links_.clear();  // (a Link owns its comms: not copied)
+  links_.resize(static_cast<size_t>(n));
   if (options_.pattern == Pattern::kAllToAll) {
     for (int p = 0; p < n; ++p) {
       link(p).sends = link(p).recvs = p != rank;
@@ -156,7 +156,8 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
           std::array<uint8_t, kEntryBytes> entry{};
           putU32(entry.data(), static_cast<uint32_t>(p));
           Status listened =
-              transport_.listen(ctx_, options_.device, entry.data() + 4, &link(p).listenComm);
+              transport_.listen(ctx_.get(), options_.device,
+                                reinterpret_cast<std::byte*>(entry.data() + 4), &link(p).listener);
           if (!listened.ok()) {
             return setupFault("listen", p, std::move(listened), start);
           }
@@ -242,20 +243,21 @@ std::optional<Fault> Engine::connectAll(uint64_t startNs) {
     for (int p = 0; p < options_.nranks; ++p) {
       Link& l = link(p);
       if (l.sends && l.sendComm == nullptr) {
-        Status st = transport_.connect(ctx_, options_.device, l.connectHandle.data(), &l.sendComm);
+        Status st =
+            transport_.connect(ctx_.get(), options_.device, l.connectHandle.data(), &l.sendComm);
         if (!st.ok()) {
           return setupFault("connect", p, std::move(st), startNs);
         }
         pending = pending || l.sendComm == nullptr;
       }
       if (l.recvs && l.recvComm == nullptr) {
-        Status st = transport_.accept(l.listenComm, &l.recvComm);
+        Status st = l.listener->accept(&l.recvComm);
         if (!st.ok()) {
           return setupFault("accept", p, std::move(st), startNs);
         }
         if (l.recvComm != nullptr) {
-          (void)transport_.closeListen(l.listenComm);  // one connection per listen
-          l.listenComm = nullptr;
+          (void)l.listener->close();  // one connection per listen
+          l.listener.reset();
         }
         pending = pending || l.recvComm == nullptr;
       }
@@ -303,20 +305,18 @@ std::optional<Fault> Engine::registerBuffers(uint64_t startNs) {
         continue;
       }
       if (l.sendComm != nullptr && b != kStaging) {
-        Status st = transport_.regMr(l.sendComm, buf.data, buf.bytes, transport::kPtrHost,
-                                     &l.sendMh[static_cast<size_t>(b)]);
+        Status st = l.sendComm->regMr(buf.data, buf.bytes, transport::kPtrHost,
+                                      &l.sendMr[static_cast<size_t>(b)]);
         if (!st.ok()) {
           return setupFault("regMr", p, std::move(st), startNs);
         }
-        l.sendRegistered[static_cast<size_t>(b)] = true;
       }
       if (l.recvComm != nullptr && b != kInput) {
-        Status st = transport_.regMr(l.recvComm, buf.data, buf.bytes, transport::kPtrHost,
-                                     &l.recvMh[static_cast<size_t>(b)]);
+        Status st = l.recvComm->regMr(buf.data, buf.bytes, transport::kPtrHost,
+                                      &l.recvMr[static_cast<size_t>(b)]);
         if (!st.ok()) {
           return setupFault("regMr", p, std::move(st), startNs);
         }
-        l.recvRegistered[static_cast<size_t>(b)] = true;
       }
     }
   }
@@ -325,41 +325,39 @@ std::optional<Fault> Engine::registerBuffers(uint64_t startNs) {
 
 void Engine::close() noexcept {
   for (Link& l : links_) {
+    // As NCCL: every region back to its comm before the comm closes.
     for (size_t b = 0; b < kBufferCount; ++b) {
-      if (l.sendRegistered[b]) {
-        (void)transport_.deregMr(l.sendComm, l.sendMh[b]);
-        l.sendRegistered[b] = false;
+      if (l.sendMr[b] != nullptr) {
+        (void)l.sendComm->deregMr(std::move(l.sendMr[b]));
       }
-      if (l.recvRegistered[b]) {
-        (void)transport_.deregMr(l.recvComm, l.recvMh[b]);
-        l.recvRegistered[b] = false;
+      if (l.recvMr[b] != nullptr) {
+        (void)l.recvComm->deregMr(std::move(l.recvMr[b]));
       }
     }
     if (l.sendComm != nullptr) {
-      (void)transport_.closeSend(l.sendComm);
-      l.sendComm = nullptr;
+      (void)l.sendComm->close();
+      l.sendComm.reset();
     }
     if (l.recvComm != nullptr) {
-      (void)transport_.closeRecv(l.recvComm);
-      l.recvComm = nullptr;
+      (void)l.recvComm->close();
+      l.recvComm.reset();
     }
-    if (l.listenComm != nullptr) {
-      (void)transport_.closeListen(l.listenComm);
-      l.listenComm = nullptr;
+    if (l.listener != nullptr) {
+      (void)l.listener->close();
+      l.listener.reset();
     }
   }
   // As NCCL's commFree: the profiler after the connections, before the net
   // plugin's context.
   profiler_.close();
-  if (contextLive_) {
-    (void)transport_.finalizeContext(ctx_);
-    contextLive_ = false;
-    ctx_ = nullptr;
+  if (ctx_ != nullptr) {
+    (void)ctx_->finalize();
+    ctx_.reset();
   }
 }
 
 int Engine::pieces(const Region& region, Piece* out) const noexcept {
-  return splitPieces({.data = region.data, .bytes = region.bytes, .mhandle = region.mhandle},
+  return splitPieces({.data = region.data, .bytes = region.bytes, .region = region.region},
                      {.unit = region.unit,
                       .minPieceBytes = options_.minPieceBytes,
                       .maxPieces = limits_.maxPieces},

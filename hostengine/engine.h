@@ -135,7 +135,7 @@ class Engine {
   std::optional<Fault> registerBuffers(uint64_t startNs);
   // The pieces of one item (at most limits_.maxPieces); returns their count.
   int pieces(const Region& region, Piece* out) const noexcept;
-  char* buffer(BufferId id) const noexcept;
+  std::byte* buffer(BufferId id) const noexcept;
   std::optional<Fault> drive(std::initializer_list<Stream*> streams, uint64_t startNs,
                              uint64_t* errors);
   std::optional<Fault> drive(Stream* const* streams, size_t count, uint64_t startNs,
@@ -171,8 +171,7 @@ class Engine {
   PipelineLimits limits_;
   size_t chunk_ = kDefaultChunkBytes;
   size_t maxBytes_ = 0;
-  void* ctx_ = nullptr;
-  bool contextLive_ = false;
+  std::unique_ptr<transport::Context> ctx_;  // empty: the transport keeps none
   std::vector<Link> links_;  // one per peer rank (index = rank); sized once in setup
   std::vector<Buffer> buffers_;
   // Each operation: enqueued() when it is called, started() when its data

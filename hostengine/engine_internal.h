@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 
 #include "hostengine/engine.h"
 #include "plugin/transport/transport.h"
@@ -15,29 +16,30 @@ namespace resilient::hostengine {
 struct Engine::Link {
   bool sends = false;  // this rank sends to the peer
   bool recvs = false;  // this rank receives from the peer
-  void* listenComm = nullptr;
-  void* sendComm = nullptr;
-  void* recvComm = nullptr;
+  // Until its one connection is accepted (then closed: one connection per listen).
+  std::unique_ptr<transport::Listener> listener;
+  std::unique_ptr<transport::SendComm> sendComm;
+  std::unique_ptr<transport::RecvComm> recvComm;
   // connect() may write to the handle between polls (NCCL's socket and IB
   // plugins keep their state there): writable, and stable across the polls.
-  std::array<char, transport::kHandleSize> connectHandle{};
-  std::array<void*, kBufferCount> sendMh{};
-  std::array<bool, kBufferCount> sendRegistered{};
-  std::array<void*, kBufferCount> recvMh{};
-  std::array<bool, kBufferCount> recvRegistered{};
+  std::array<std::byte, transport::kHandleSize> connectHandle{};
+  // The buffers registered with each comm (empty: not registered), given
+  // back to their comm before it closes.
+  std::array<std::unique_ptr<transport::MemoryRegion>, kBufferCount> sendMr{};
+  std::array<std::unique_ptr<transport::MemoryRegion>, kBufferCount> recvMr{};
 };
 
 // Bytes of a registered buffer that one item moves, cut into pieces of
 // whole `unit`s (sizeof(float) where the ring adds floats).
 struct Engine::Region {
-  char* data = nullptr;
+  std::byte* data = nullptr;
   size_t bytes = 0;
   size_t unit = 1;
-  void* mhandle = nullptr;
+  transport::MemoryRegion* region = nullptr;
 };
 
 struct Engine::Buffer {
-  char* data = nullptr;
+  std::byte* data = nullptr;
   size_t bytes = 0;
 };
 

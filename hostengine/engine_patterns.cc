@@ -86,16 +86,16 @@ IterationResult Engine::runPingPong(size_t bytes, uint64_t iteration) {
   const int rank = options_.rank;
   const int peer = 1 - rank;
   Link& l = link(peer);
-  char* in = buffer(kInput);
-  char* outBuf = buffer(kOutput);
+  std::byte* in = buffer(kInput);
+  std::byte* outBuf = buffer(kOutput);
   const size_t items = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
-  auto chunkOf = [&](char* base, void* mh, size_t item, Piece* p) {
+  auto chunkOf = [&](std::byte* base, transport::MemoryRegion* mr, size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces({.data = base + r.offset, .bytes = r.count, .mhandle = mh}, p);
+    return pieces({.data = base + r.offset, .bytes = r.count, .region = mr}, p);
   };
-  auto zeroBytes = [](char* base, void* mh) {
-    return [base, mh](size_t, Piece* p) {
-      p[0] = Piece{base, 0, mh};
+  auto zeroBytes = [](std::byte* base, transport::MemoryRegion* mr) {
+    return [base, mr](size_t, Piece* p) {
+      p[0] = Piece{base, 0, mr};
       return 1;
     };
   };
@@ -105,19 +105,21 @@ IterationResult Engine::runPingPong(size_t bytes, uint64_t iteration) {
   if (rank == 0) {
     fillPattern(in, bytes, streamSeed(0, 1, iteration));
     profiler_.started();
-    Stream ready(Stream::Direction::kRecv, l.recvComm, peer, 1);
-    ready.describe = zeroBytes(outBuf, l.recvMh[kOutput]);
+    Stream ready(l.recvComm.get(), peer, 1);
+    ready.describe = zeroBytes(outBuf, l.recvMr[kOutput].get());
     const uint64_t readyStart = monotonicNs();
     if ((out.fault = drive({&ready}, readyStart, &sizeErrors))) {
       return out;
     }
     const uint64_t start = monotonicNs();
-    Stream pong(Stream::Direction::kRecv, l.recvComm, peer, items);
+    Stream pong(l.recvComm.get(), peer, items);
     pong.describe = [&](size_t item, Piece* p) {
-      return chunkOf(outBuf, l.recvMh[kOutput], item, p);
+      return chunkOf(outBuf, l.recvMr[kOutput].get(), item, p);
     };
-    Stream ping(Stream::Direction::kSend, l.sendComm, peer, items);
-    ping.describe = [&](size_t item, Piece* p) { return chunkOf(in, l.sendMh[kInput], item, p); };
+    Stream ping(l.sendComm.get(), peer, items);
+    ping.describe = [&](size_t item, Piece* p) {
+      return chunkOf(in, l.sendMr[kInput].get(), item, p);
+    };
     out.fault = drive({&pong, &ping}, start, &sizeErrors);
     out.seconds = static_cast<double>(monotonicNs() - start) / 2e9;
     if (!out.fault) {
@@ -128,18 +130,20 @@ IterationResult Engine::runPingPong(size_t bytes, uint64_t iteration) {
   fillPattern(in, bytes, streamSeed(1, 0, iteration));
   profiler_.started();
   const uint64_t start = monotonicNs();
-  Stream ping(Stream::Direction::kRecv, l.recvComm, peer, items);
+  Stream ping(l.recvComm.get(), peer, items);
   ping.describe = [&](size_t item, Piece* p) {
-    return chunkOf(outBuf, l.recvMh[kOutput], item, p);
+    return chunkOf(outBuf, l.recvMr[kOutput].get(), item, p);
   };
-  Stream ready(Stream::Direction::kSend, l.sendComm, peer, 1);
-  ready.describe = zeroBytes(in, l.sendMh[kInput]);
+  Stream ready(l.sendComm.get(), peer, 1);
+  ready.describe = zeroBytes(in, l.sendMr[kInput].get());
   ready.ready = [&](size_t) { return ping.posted() > 0; };
   if ((out.fault = drive({&ping, &ready}, start, &sizeErrors))) {
     return out;
   }
-  Stream pong(Stream::Direction::kSend, l.sendComm, peer, items);
-  pong.describe = [&](size_t item, Piece* p) { return chunkOf(in, l.sendMh[kInput], item, p); };
+  Stream pong(l.sendComm.get(), peer, items);
+  pong.describe = [&](size_t item, Piece* p) {
+    return chunkOf(in, l.sendMr[kInput].get(), item, p);
+  };
   if ((out.fault = drive({&pong}, start, &sizeErrors))) {
     return out;
   }
@@ -151,8 +155,8 @@ IterationResult Engine::runSendRecv(size_t bytes, uint64_t iteration,
                                     const IterationOptions& options) {
   IterationResult out;
   const int rank = options_.rank;
-  char* in = buffer(kInput);
-  char* outBuf = buffer(kOutput);
+  std::byte* in = buffer(kInput);
+  std::byte* outBuf = buffer(kOutput);
   fillPattern(in, bytes, streamSeed(rank, next(), iteration));
   uint64_t start = 0;
   if ((out.fault = meet(options, &start))) {
@@ -161,16 +165,16 @@ IterationResult Engine::runSendRecv(size_t bytes, uint64_t iteration,
   const size_t items = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
   Link& to = link(next());
   Link& from = link(prev());
-  Stream send(Stream::Direction::kSend, to.sendComm, next(), items);
+  Stream send(to.sendComm.get(), next(), items);
   send.describe = [&](size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces({.data = in + r.offset, .bytes = r.count, .mhandle = to.sendMh[kInput]}, p);
+    return pieces({.data = in + r.offset, .bytes = r.count, .region = to.sendMr[kInput].get()}, p);
   };
-  Stream recv(Stream::Direction::kRecv, from.recvComm, prev(), items);
+  Stream recv(from.recvComm.get(), prev(), items);
   recv.describe = [&](size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces({.data = outBuf + r.offset, .bytes = r.count, .mhandle = from.recvMh[kOutput]},
-                  p);
+    return pieces(
+        {.data = outBuf + r.offset, .bytes = r.count, .region = from.recvMr[kOutput].get()}, p);
   };
   uint64_t sizeErrors = 0;
   out.fault = drive({&recv, &send}, start, &sizeErrors);
@@ -210,8 +214,8 @@ IterationResult Engine::runAllToAll(size_t bytes, uint64_t iteration,
   const int rank = options_.rank;
   const int n = options_.nranks;
   const size_t block = bytes / static_cast<size_t>(n);
-  char* in = buffer(kInput);
-  char* outBuf = buffer(kOutput);
+  std::byte* in = buffer(kInput);
+  std::byte* outBuf = buffer(kOutput);
   for (int p = 0; p < n; ++p) {
     fillPattern(in + static_cast<size_t>(p) * block, block, streamSeed(rank, p, iteration));
   }
@@ -230,18 +234,19 @@ IterationResult Engine::runAllToAll(size_t bytes, uint64_t iteration,
     const int q = (rank - k + n) % n;
     Link& to = link(p);
     Link& from = link(q);
-    char* src = in + static_cast<size_t>(p) * block;
-    char* dst = outBuf + static_cast<size_t>(q) * block;
-    auto recv = std::make_unique<Stream>(Stream::Direction::kRecv, from.recvComm, q, items);
+    std::byte* src = in + static_cast<size_t>(p) * block;
+    std::byte* dst = outBuf + static_cast<size_t>(q) * block;
+    auto recv = std::make_unique<Stream>(from.recvComm.get(), q, items);
     recv->describe = [this, dst, block, items, &from](size_t item, Piece* pc) {
       const ElementRange r = splitRange({0, block}, items, item);
-      return pieces({.data = dst + r.offset, .bytes = r.count, .mhandle = from.recvMh[kOutput]},
-                    pc);
+      return pieces(
+          {.data = dst + r.offset, .bytes = r.count, .region = from.recvMr[kOutput].get()}, pc);
     };
-    auto send = std::make_unique<Stream>(Stream::Direction::kSend, to.sendComm, p, items);
+    auto send = std::make_unique<Stream>(to.sendComm.get(), p, items);
     send->describe = [this, src, block, items, &to](size_t item, Piece* pc) {
       const ElementRange r = splitRange({0, block}, items, item);
-      return pieces({.data = src + r.offset, .bytes = r.count, .mhandle = to.sendMh[kInput]}, pc);
+      return pieces({.data = src + r.offset, .bytes = r.count, .region = to.sendMr[kInput].get()},
+                    pc);
     };
     streams.push_back(std::move(recv));
     streams.push_back(std::move(send));

@@ -16,7 +16,7 @@ namespace resilient::hostengine {
 
 std::optional<Fault> Engine::ringAllReduce(size_t count, uint64_t startNs, uint64_t* sizeErrors) {
   auto* acc = reinterpret_cast<float*>(buffer(kOutput));
-  char* staging = buffer(kStaging);
+  std::byte* staging = buffer(kStaging);
   const RingSchedule ring({.nranks = options_.nranks,
                            .rank = options_.rank,
                            .count = count,
@@ -26,14 +26,14 @@ std::optional<Fault> Engine::ringAllReduce(size_t count, uint64_t startNs, uint6
   Link& from = link(prev());
   auto stagingSlot = [&](size_t item) { return staging + (item % depth) * chunk_; };
 
-  Stream send(Stream::Direction::kSend, to.sendComm, next(), ring.items());
-  Stream recv(Stream::Direction::kRecv, from.recvComm, prev(), ring.items());
+  Stream send(to.sendComm.get(), next(), ring.items());
+  Stream recv(from.recvComm.get(), prev(), ring.items());
   send.describe = [&](size_t item, Piece* p) {
     const ElementRange r = ring.sendChunk(item);
-    return pieces({.data = reinterpret_cast<char*>(acc + r.offset),
+    return pieces({.data = reinterpret_cast<std::byte*>(acc + r.offset),
                    .bytes = r.count * sizeof(float),
                    .unit = sizeof(float),
-                   .mhandle = to.sendMh[kOutput]},
+                   .region = to.sendMr[kOutput].get()},
                   p);
   };
   send.ready = [&](size_t item) { return recv.done() >= ring.recvsBeforeSend(item); };
@@ -43,13 +43,13 @@ std::optional<Fault> Engine::ringAllReduce(size_t count, uint64_t startNs, uint6
       return pieces({.data = stagingSlot(item),
                      .bytes = r.count * sizeof(float),
                      .unit = sizeof(float),
-                     .mhandle = from.recvMh[kStaging]},
+                     .region = from.recvMr[kStaging].get()},
                     p);
     }
-    return pieces({.data = reinterpret_cast<char*>(acc + r.offset),
+    return pieces({.data = reinterpret_cast<std::byte*>(acc + r.offset),
                    .bytes = r.count * sizeof(float),
                    .unit = sizeof(float),
-                   .mhandle = from.recvMh[kOutput]},
+                   .region = from.recvMr[kOutput].get()},
                   p);
   };
   recv.ready = [&](size_t item) { return send.done() >= ring.sendsBeforeRecv(item); };
@@ -71,21 +71,23 @@ std::optional<Fault> Engine::ringBroadcast(size_t bytes, int root, uint64_t star
                                            uint64_t* sizeErrors) {
   // Along the ring from the root: every rank but the root receives each
   // chunk from prev, every rank but the one before the root forwards it.
-  char* data = buffer(kOutput);
+  std::byte* data = buffer(kOutput);
   const size_t items = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
   const bool receives = options_.rank != root;
   const bool sends = next() != root;
   Link& to = link(next());
   Link& from = link(prev());
-  Stream recv(Stream::Direction::kRecv, from.recvComm, prev(), receives ? items : 0);
+  Stream recv(from.recvComm.get(), prev(), receives ? items : 0);
   recv.describe = [&](size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces({.data = data + r.offset, .bytes = r.count, .mhandle = from.recvMh[kOutput]}, p);
+    return pieces({.data = data + r.offset, .bytes = r.count, .region = from.recvMr[kOutput].get()},
+                  p);
   };
-  Stream send(Stream::Direction::kSend, to.sendComm, next(), sends ? items : 0);
+  Stream send(to.sendComm.get(), next(), sends ? items : 0);
   send.describe = [&](size_t item, Piece* p) {
     const ElementRange r = splitRange({0, bytes}, items, item);
-    return pieces({.data = data + r.offset, .bytes = r.count, .mhandle = to.sendMh[kOutput]}, p);
+    return pieces({.data = data + r.offset, .bytes = r.count, .region = to.sendMr[kOutput].get()},
+                  p);
   };
   if (receives) {
     send.ready = [&](size_t item) { return recv.done() > item; };
@@ -170,8 +172,8 @@ std::optional<Fault> Engine::broadcast(void* data, size_t bytes, int root) {
                       .sendBuff = data,
                       .recvBuff = data});
   profiler_.started();
-  auto* user = static_cast<char*>(data);
-  char* staged = buffer(kOutput);
+  auto* user = static_cast<std::byte*>(data);
+  std::byte* staged = buffer(kOutput);
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(maxBytes_, bytes - done);
     if (options_.rank == root) {

@@ -41,7 +41,7 @@ int splitPieces(const Piece& whole, const SplitOptions& options, Piece* out) noe
     if (i + 1 == n) {
       length = bytes - at;
     }
-    out[i] = Piece{whole.data + at, length, whole.mhandle};
+    out[i] = Piece{whole.data + at, length, whole.region};
     at += length;
   }
   return static_cast<int>(n);
@@ -86,8 +86,11 @@ std::string Fault::describe() const {
   return text;
 }
 
-Stream::Stream(Direction direction, void* comm, int peer, size_t items) noexcept
-    : direction_(direction), comm_(comm), peer_(peer), items_(items) {}
+Stream::Stream(transport::SendComm* comm, int peer, size_t items) noexcept
+    : direction_(Direction::kSend), sendComm_(comm), peer_(peer), items_(items) {}
+
+Stream::Stream(transport::RecvComm* comm, int peer, size_t items) noexcept
+    : direction_(Direction::kRecv), recvComm_(comm), peer_(peer), items_(items) {}
 
 Status Pipeline::postSends(Stream& s) {
   const size_t window = static_cast<size_t>(limits_.depth) * static_cast<size_t>(limits_.maxPieces);
@@ -100,10 +103,10 @@ Status Pipeline::postSends(Stream& s) {
         return {};
       }
       const Piece& p = s.pieces_[static_cast<size_t>(s.piecesPosted_)];
-      void* request = nullptr;
-      Status st = transport_.isend(s.comm_, p.data, p.bytes,
-                                   messageTag(limits_.rank, limits_.nranks, s.piecesPosted_),
-                                   p.mhandle, nullptr, &request);
+      transport::Request* request = nullptr;
+      Status st = s.sendComm_->isend(p.data, p.bytes,
+                                     messageTag(limits_.rank, limits_.nranks, s.piecesPosted_),
+                                     p.region, nullptr, &request);
       if (!st.ok()) {
         failedCall_ = "isend";
         return st;
@@ -129,19 +132,19 @@ Status Pipeline::postRecvs(Stream& s) {
   const size_t window = static_cast<size_t>(limits_.depth);
   while (s.posted_ < s.items_ && s.outstanding() < window && (!s.ready || s.ready(s.posted_))) {
     const int n = s.describe(s.posted_, s.pieces_.data());
-    void* data[kMaxPieces];
+    std::byte* data[kMaxPieces];
     size_t sizes[kMaxPieces];
     int tags[kMaxPieces];
-    void* mhandles[kMaxPieces];
+    transport::MemoryRegion* regions[kMaxPieces];
     for (int i = 0; i < n; ++i) {
       const Piece& p = s.pieces_[static_cast<size_t>(i)];
       data[i] = p.data;
       sizes[i] = p.bytes;
       tags[i] = messageTag(s.peer_, limits_.nranks, i);
-      mhandles[i] = p.mhandle;
+      regions[i] = p.region;
     }
-    void* request = nullptr;
-    Status st = transport_.irecv(s.comm_, n, data, sizes, tags, mhandles, nullptr, &request);
+    transport::Request* request = nullptr;
+    Status st = s.recvComm_->irecv(n, data, sizes, tags, regions, nullptr, &request);
     if (!st.ok()) {
       failedCall_ = "irecv";
       return st;
@@ -172,7 +175,7 @@ Status Pipeline::testOldest(Stream& s, uint64_t* sizeErrors) {
     // A sentinel no plugin writes: what test() leaves untouched, it did not report.
     int sizes[kMaxPieces];
     std::fill(std::begin(sizes), std::end(sizes), kSizeNotReported);
-    Status st = transport_.test(o.request, &done, sizes);
+    Status st = o.request->test(&done, sizes);
     if (!st.ok()) {
       failedCall_ = send ? "test(isend)" : "test(irecv)";
       return st;
@@ -211,7 +214,7 @@ Status Pipeline::testOldest(Stream& s, uint64_t* sizeErrors) {
     ++s.done_;
     if (consumes_) {
       // As NCCL: once the data was used, the completed request goes back.
-      Status consumed = transport_.irecvConsumed(s.comm_, o.pieces, o.request);
+      Status consumed = s.recvComm_->irecvConsumed(o.pieces, o.request);
       if (!consumed.ok()) {
         failedCall_ = "irecvConsumed";
         return consumed;
@@ -222,18 +225,18 @@ Status Pipeline::testOldest(Stream& s, uint64_t* sizeErrors) {
 }
 
 Status Pipeline::flush(Stream& s, const Stream::Outstanding& o, const int* sizes) {
-  void* data[kMaxPieces];
-  void* mhandles[kMaxPieces];
+  std::byte* data[kMaxPieces];
+  transport::MemoryRegion* regions[kMaxPieces];
   for (int i = 0; i < o.pieces; ++i) {
     data[i] = o.where[static_cast<size_t>(i)].data;
-    mhandles[i] = o.where[static_cast<size_t>(i)].mhandle;
+    regions[i] = o.where[static_cast<size_t>(i)].region;
   }
-  void* request = nullptr;
-  Status st = transport_.iflush(s.comm_, o.pieces, data, sizes, mhandles, &request);
+  transport::Request* request = nullptr;
+  Status st = s.recvComm_->iflush(o.pieces, data, sizes, regions, &request);
   // A flush is local: poll it to the end (nullptr: nothing to wait for).
   int done = request == nullptr ? 1 : 0;
   while (st.ok() && done == 0) {
-    st = transport_.test(request, &done, nullptr);
+    st = request->test(&done, nullptr);
     if (st.ok() && done == 0 && monotonicNs() > deadlineNs_) {
       st = timeoutError("iflush did not complete before the deadline");
     }

@@ -39,11 +39,12 @@ inline constexpr size_t kMaxOutstanding = static_cast<size_t>(transport::kMaxReq
 
 int messageTag(int senderRank, int nranks, int piece) noexcept;
 
-// Part of a message: a buffer and the memory handle of its registration.
+// Part of a message: a buffer and the region of its registration (owned by
+// the engine's link, transport.h).
 struct Piece {
-  char* data = nullptr;
+  std::byte* data = nullptr;
   size_t bytes = 0;
-  void* mhandle = nullptr;
+  transport::MemoryRegion* region = nullptr;
 };
 
 // How splitPieces cuts a message.
@@ -54,7 +55,7 @@ struct SplitOptions {
 };
 
 // Splits `whole` into n near-equal pieces of whole units, n =
-// clamp(bytes / minPieceBytes, 1, maxPieces), each with whole's mhandle;
+// clamp(bytes / minPieceBytes, 1, maxPieces), each with whole's region;
 // returns n.
 int splitPieces(const Piece& whole, const SplitOptions& options, Piece* out) noexcept;
 
@@ -92,7 +93,10 @@ class Stream {
  public:
   enum class Direction { kSend, kRecv };
 
-  Stream(Direction direction, void* comm, int peer, size_t items) noexcept;
+  // The direction is the comm's: a send stream posts isends on `comm`, a
+  // receive stream irecvs (the comm outlives the stream).
+  Stream(transport::SendComm* comm, int peer, size_t items) noexcept;
+  Stream(transport::RecvComm* comm, int peer, size_t items) noexcept;
 
   // Fills the pieces of `item` and returns their count (1..kMaxPieces).
   std::function<int(size_t item, Piece* pieces)> describe;
@@ -111,7 +115,7 @@ class Stream {
  private:
   friend class Pipeline;
   struct Outstanding {
-    void* request = nullptr;
+    transport::Request* request = nullptr;  // its comm's, until test() says done
     size_t item = 0;
     int piece = 0;                            // send: which piece this request carries
     int pieces = 1;                           // pieces of the item
@@ -122,7 +126,8 @@ class Stream {
   size_t outstanding() const noexcept { return tail_ - head_; }
 
   Direction direction_;
-  void* comm_;
+  transport::SendComm* sendComm_ = nullptr;  // a send stream's
+  transport::RecvComm* recvComm_ = nullptr;  // a receive stream's
   int peer_;
   size_t items_;
   size_t posted_ = 0;
@@ -161,8 +166,10 @@ Fault abortedFault(const char* call, uint64_t startNs);
 
 class Pipeline {
  public:
-  Pipeline(transport::Transport& transport, const PipelineLimits& limits) noexcept
-      : transport_(transport), limits_(limits), consumes_(transport.hasIrecvConsumed()) {}
+  // `transport`: the one whose comms the streams use (asked whether its
+  // receive comms have irecvConsumed).
+  Pipeline(const transport::Transport& transport, const PipelineLimits& limits) noexcept
+      : limits_(limits), consumes_(transport.hasIrecvConsumed()) {}
 
   // Drives `streams` until all are finished (nullopt), a call fails or the
   // deadline passes (the fault). *sizeErrors grows by the bytes of every
@@ -178,7 +185,6 @@ class Pipeline {
   Status testOldest(Stream& s, uint64_t* sizeErrors);
   Status flush(Stream& s, const Stream::Outstanding& o, const int* sizes);
 
-  transport::Transport& transport_;
   PipelineLimits limits_;
   bool consumes_;  // the plugin has irecvConsumed
   const char* failedCall_ = "";

@@ -2,6 +2,7 @@
 // (rank_threads.h), the rendezvous is the real one, the transport is an
 // in-memory one with grouped receives (tags checked) or our raw TCP pump over
 // loopback.
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -38,7 +39,7 @@ const std::vector<size_t> kSizes{0, 1, 4, 13, 1000, 4099, 65536 + 12, 300001};
 
 TEST_CASE("pieces split whole units, at most maxPieces, none below the minimum",
           "[hostengine][pipeline]") {
-  char buffer[1000];
+  std::byte buffer[1000];
   he::Piece p[he::kMaxPieces];
   CHECK(he::splitPieces({.data = buffer, .bytes = 0},
                         {.unit = 4, .minPieceBytes = 64, .maxPieces = 8}, p) == 1);
@@ -266,12 +267,13 @@ TEST_CASE("the raw TCP pump refuses a peer of another job", "[hostengine][rawtcp
   theirs.token = 2;
   raw::RawTcpTransport a(mine);
   raw::RawTcpTransport b(theirs);
-  char handle[resilient::transport::kHandleSize] = {};
-  void* listenComm = nullptr;
-  REQUIRE(a.listen(nullptr, 0, handle, &listenComm).ok());
+  std::byte handle[resilient::transport::kHandleSize] = {};
+  std::unique_ptr<resilient::transport::Listener> listener;
+  REQUIRE(a.listen(nullptr, 0, handle, &listener).ok());
+  REQUIRE(listener != nullptr);
   // As handed over, the handle is refused at once.
-  void* sendComm = nullptr;
-  char copy[resilient::transport::kHandleSize];
+  std::unique_ptr<resilient::transport::SendComm> sendComm;
+  std::byte copy[resilient::transport::kHandleSize];
   std::memcpy(copy, handle, sizeof(copy));
   CHECK_FALSE(b.connect(nullptr, 0, copy, &sendComm).ok());
   // With the token bytes forged, the connection is made but its hello is refused.
@@ -282,24 +284,27 @@ TEST_CASE("the raw TCP pump refuses a peer of another job", "[hostengine][rawtcp
     REQUIRE(b.connect(nullptr, 0, copy, &sendComm).ok());
   }
   REQUIRE(sendComm != nullptr);
-  void* recvComm = nullptr;
+  std::unique_ptr<resilient::transport::RecvComm> recvComm;
   const uint64_t until = monotonicNs() + 300000000ull;
   while (monotonicNs() < until) {
-    REQUIRE(a.accept(listenComm, &recvComm).ok());
+    REQUIRE(listener->accept(&recvComm).ok());
     REQUIRE(recvComm == nullptr);
   }
   // The refused side finds out at its next send.
-  char data[1 << 16] = {};
+  std::byte data[1 << 16] = {};
+  std::unique_ptr<resilient::transport::MemoryRegion> region;
+  REQUIRE(sendComm->regMr(data, sizeof(data), resilient::transport::kPtrHost, &region).ok());
   resilient::Status st;
   for (int i = 0; i < 1000 && st.ok(); ++i) {
-    void* request = nullptr;
-    st = b.isend(sendComm, data, sizeof(data), 0, nullptr, nullptr, &request);
+    resilient::transport::Request* request = nullptr;
+    st = sendComm->isend(data, sizeof(data), 0, region.get(), nullptr, &request);
     int done = 0;
     while (st.ok() && request != nullptr && done == 0 && monotonicNs() < deadline) {
-      st = b.test(request, &done, nullptr);
+      st = request->test(&done, nullptr);
     }
   }
   CHECK_FALSE(st.ok());
-  CHECK(b.closeSend(sendComm).ok());
-  CHECK(a.closeListen(listenComm).ok());
+  (void)sendComm->deregMr(std::move(region));  // a failed comm may refuse it too
+  CHECK(sendComm->close().ok());
+  CHECK(listener->close().ok());
 }
