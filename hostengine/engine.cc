@@ -75,6 +75,37 @@ std::optional<Fault> Engine::setupFault(const char* call, int peer, Status statu
 
 std::optional<Fault> Engine::setup(size_t maxBytes) {
   const uint64_t start = monotonicNs();
+  if (auto fault = checkRanks(start)) {
+    return fault;
+  }
+  if (aborted()) {
+    return abortedFault("setup", start);
+  }
+  if (auto fault = openDevice(start)) {
+    return fault;
+  }
+  planLinks();
+  std::string blob;
+  if (auto fault = onServiceThread(start, [&] { return listenAll(start, &blob); })) {
+    return fault;
+  }
+  Result<std::vector<std::string>> all = oob_.allGather(blob);
+  if (!all.ok()) {
+    return setupFault("exchange of handles (out of band)", -1, all.status(), start);
+  }
+  if (auto fault = takeHandles(*all, start)) {
+    return fault;
+  }
+  if (auto fault = onServiceThread(start, [&] { return connectAll(start); })) {
+    return fault;
+  }
+  if (auto fault = allocateBuffers(maxBytes, start)) {
+    return fault;
+  }
+  return onServiceThread(start, [&] { return registerBuffers(start); });
+}
+
+std::optional<Fault> Engine::checkRanks(uint64_t start) {
   const int n = options_.nranks;
   const int rank = options_.rank;
   if (n < 2 || rank < 0 || rank >= n) {
@@ -92,10 +123,10 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
   limits_.warningBaseline = lastPluginWarning().sequence;
   limits_.abortFlag = &abort_;
   limits_.notes = &notes_;
-  if (aborted()) {
-    return abortedFault("setup", start);
-  }
+  return std::nullopt;
+}
 
+std::optional<Fault> Engine::openDevice(uint64_t start) {
   Status st = transport_.initContext(options_.commId, transport::CommConfig{}, &ctx_);
   if (!st.ok()) {
     return setupFault("init", -1, std::move(st), start);
@@ -104,8 +135,8 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
                  {.commId = options_.commId,
                   .name = options_.commName.c_str(),
                   .nNodes = std::max(options_.nNodes, 1),
-                  .nranks = n,
-                  .rank = rank});
+                  .nranks = options_.nranks,
+                  .rank = options_.rank});
   int ndev = 0;
   st = transport_.devices(&ndev);
   if (st.ok() && (options_.device < 0 || options_.device >= ndev)) {
@@ -130,52 +161,55 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
   if (props_.maxP2pBytes > 0) {
     chunk_ = std::min(chunk_, std::max<size_t>(props_.maxP2pBytes / 4 * 4, 4));
   }
+  return std::nullopt;
+}
 
+void Engine::planLinks() {
+  const int n = options_.nranks;
   links_.clear();  // (a Link owns its comms: not copied)
   links_.resize(static_cast<size_t>(n));
   if (options_.pattern == Pattern::kAllToAll) {
     for (int p = 0; p < n; ++p) {
-      link(p).sends = link(p).recvs = p != rank;
+      link(p).sends = link(p).recvs = p != options_.rank;
     }
   } else {
     link(next()).sends = true;
     link(prev()).recvs = true;
   }
+}
 
-  // Listen once per peer we receive from. Our blob holds one entry per such
-  // peer: its rank (u32, little endian) and the handle it connects to, so a
-  // ring exchanges one entry per rank (not one slot per rank in the world:
-  // that grew with the square of the ranks through the rendezvous).
-  constexpr size_t kEntryBytes = 4 + transport::kHandleSize;
-  std::string blob;
-  if (auto fault = onServiceThread(start, [&]() -> std::optional<Fault> {
-        for (int p = 0; p < n; ++p) {
-          if (!link(p).recvs) {
-            continue;
-          }
-          std::array<uint8_t, kEntryBytes> entry{};
-          putU32(entry.data(), static_cast<uint32_t>(p));
-          Status listened =
-              transport_.listen(ctx_.get(), options_.device,
-                                reinterpret_cast<std::byte*>(entry.data() + 4), &link(p).listener);
-          if (!listened.ok()) {
-            return setupFault("listen", p, std::move(listened), start);
-          }
-          blob.append(reinterpret_cast<const char*>(entry.data()), entry.size());
-        }
-        return std::nullopt;
-      })) {
-    return fault;
+// Listen once per peer we receive from. Our blob holds one entry per such
+// peer: its rank (u32, little endian) and the handle it connects to, so a
+// ring exchanges one entry per rank (not one slot per rank in the world:
+// that grew with the square of the ranks through the rendezvous).
+constexpr size_t kEntryBytes = 4 + transport::kHandleSize;
+
+std::optional<Fault> Engine::listenAll(uint64_t start, std::string* blob) {
+  for (int p = 0; p < options_.nranks; ++p) {
+    if (!link(p).recvs) {
+      continue;
+    }
+    std::array<uint8_t, kEntryBytes> entry{};
+    putU32(entry.data(), static_cast<uint32_t>(p));
+    Status listened =
+        transport_.listen(ctx_.get(), options_.device,
+                          reinterpret_cast<std::byte*>(entry.data() + 4), &link(p).listener);
+    if (!listened.ok()) {
+      return setupFault("listen", p, std::move(listened), start);
+    }
+    blob->append(reinterpret_cast<const char*>(entry.data()), entry.size());
   }
-  Result<std::vector<std::string>> all = oob_.allGather(blob);
-  if (!all.ok()) {
-    return setupFault("exchange of handles (out of band)", -1, all.status(), start);
-  }
-  for (int p = 0; p < n; ++p) {
+  return std::nullopt;
+}
+
+// Each peer we send to: the handle it published for us.
+std::optional<Fault> Engine::takeHandles(const std::vector<std::string>& all, uint64_t start) {
+  const auto rank = static_cast<uint32_t>(options_.rank);
+  for (int p = 0; p < options_.nranks; ++p) {
     if (!link(p).sends) {
       continue;
     }
-    const std::string& theirs = (*all)[static_cast<size_t>(p)];
+    const std::string& theirs = all[static_cast<size_t>(p)];
     if (theirs.size() % kEntryBytes != 0) {
       return setupFault(
           "exchange of handles (out of band)", p,
@@ -186,7 +220,7 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
     const uint8_t* found = nullptr;
     for (size_t at = 0; at < theirs.size(); at += kEntryBytes) {
       const auto* entry = reinterpret_cast<const uint8_t*>(theirs.data()) + at;
-      if (getU32(entry) == static_cast<uint32_t>(rank)) {
+      if (getU32(entry) == rank) {
         found = entry + 4;
         break;
       }
@@ -198,10 +232,10 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
     }
     std::memcpy(link(p).connectHandle.data(), found, transport::kHandleSize);
   }
-  if (auto fault = onServiceThread(start, [&] { return connectAll(start); })) {
-    return fault;
-  }
+  return std::nullopt;
+}
 
+std::optional<Fault> Engine::allocateBuffers(size_t maxBytes, uint64_t start) {
   maxBytes_ = maxBytes;
   buffers_.resize(kBufferCount);
   buffers_[kInput] = {allocate(maxBytes), maxBytes};
@@ -215,7 +249,7 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
                         start);
     }
   }
-  return onServiceThread(start, [&] { return registerBuffers(start); });
+  return std::nullopt;
 }
 
 std::optional<Fault> Engine::onServiceThread(uint64_t startNs,

@@ -131,7 +131,14 @@ class Engine {
   // NCCL's service thread: a plugin must not depend on the data path's thread.
   std::optional<Fault> onServiceThread(uint64_t startNs,
                                        const std::function<std::optional<Fault>()>& work);
+  // The steps of setup(), in order.
+  std::optional<Fault> checkRanks(uint64_t startNs);
+  std::optional<Fault> openDevice(uint64_t startNs);  // context, profiler, the device's limits
+  void planLinks();                                   // which peers we send to, receive from
+  std::optional<Fault> listenAll(uint64_t startNs, std::string* blob);
+  std::optional<Fault> takeHandles(const std::vector<std::string>& all, uint64_t startNs);
   std::optional<Fault> connectAll(uint64_t startNs);
+  std::optional<Fault> allocateBuffers(size_t maxBytes, uint64_t startNs);
   std::optional<Fault> registerBuffers(uint64_t startNs);
   // The pieces of one item (at most limits_.maxPieces); returns their count.
   int pieces(const Region& region, Piece* out) const noexcept;

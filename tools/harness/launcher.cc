@@ -112,56 +112,77 @@ std::string describeExit(const RankOutcome& rank) {
   return "running";
 }
 
-Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
-  const size_t n = plan.envs.size();
-  LaunchOutcome outcome;
-  outcome.ranks.resize(n);
-  // Everything exec needs is built before the first fork.
+namespace {
+
+// Everything exec needs, built before the first fork (the children make only
+// async-signal-safe calls).
+struct ExecArgs {
   std::vector<char*> argv;
+  std::vector<std::vector<char*>> envps;  // per rank
+};
+
+ExecArgs execArgsOf(const LaunchPlan& plan) {
+  ExecArgs e;
   for (const std::string& a : plan.argv) {
-    argv.push_back(const_cast<char*>(a.c_str()));
+    e.argv.push_back(const_cast<char*>(a.c_str()));
   }
-  argv.push_back(nullptr);
-  std::vector<std::vector<char*>> envps(n);
-  for (size_t r = 0; r < n; ++r) {
-    for (const std::string& e : plan.envs[r]) {
-      envps[r].push_back(const_cast<char*>(e.c_str()));
+  e.argv.push_back(nullptr);
+  e.envps.resize(plan.envs.size());
+  for (size_t r = 0; r < plan.envs.size(); ++r) {
+    for (const std::string& v : plan.envs[r]) {
+      e.envps[r].push_back(const_cast<char*>(v.c_str()));
     }
-    envps[r].push_back(nullptr);
+    e.envps[r].push_back(nullptr);
   }
-  // Pinning: rank r on the (r mod count)-th CPU of our own affinity mask.
+  return e;
+}
+
+// Pinning: rank r on the (r mod count)-th CPU of our own affinity mask;
+// empty when the plan does not pin.
+Result<std::vector<cpu_set_t>> pinsOf(const LaunchPlan& plan) {
   std::vector<cpu_set_t> pins;
-  if (plan.pinRanks) {
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
-      return systemError("sched_getaffinity", errno);
-    }
-    std::vector<int> cpus;
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &allowed)) {
-        cpus.push_back(cpu);
-      }
-    }
-    pins.resize(n);
-    for (size_t r = 0; r < n && !cpus.empty(); ++r) {
-      CPU_ZERO(&pins[r]);
-      CPU_SET(cpus[r % cpus.size()], &pins[r]);
+  if (!plan.pinRanks) {
+    return pins;
+  }
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    return systemError("sched_getaffinity", errno);
+  }
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) {
+      cpus.push_back(cpu);
     }
   }
-  const pid_t parent = ::getpid();
-  auto killAll = [&](int sig) {
-    for (RankOutcome& r : outcome.ranks) {
-      if (r.pid > 0 && !r.exited && r.termSignal == 0) {
-        ::kill(r.pid, sig);
-      }
+  pins.resize(plan.envs.size());
+  for (size_t r = 0; r < pins.size() && !cpus.empty(); ++r) {
+    CPU_ZERO(&pins[r]);
+    CPU_SET(cpus[r % cpus.size()], &pins[r]);
+  }
+  return pins;
+}
+
+void killAll(LaunchOutcome& outcome, int sig) {
+  for (RankOutcome& r : outcome.ranks) {
+    if (r.pid > 0 && !r.exited && r.termSignal == 0) {
+      ::kill(r.pid, sig);
     }
-  };
-  for (size_t r = 0; r < n; ++r) {
+  }
+}
+
+// Forks and execs every rank; on a failed fork the ranks already started are
+// killed and reaped.
+Status forkRanks(const LaunchPlan& plan, LaunchOutcome& outcome) {
+  ExecArgs exec = execArgsOf(plan);
+  Result<std::vector<cpu_set_t>> pins = pinsOf(plan);
+  RESILIENT_TRY(pins.status());
+  const pid_t parent = ::getpid();
+  for (size_t r = 0; r < plan.envs.size(); ++r) {
     const pid_t pid = ::fork();
     if (pid < 0) {
       const int err = errno;
-      killAll(SIGKILL);
+      killAll(outcome, SIGKILL);
       while (::waitpid(-1, nullptr, 0) > 0) {
       }
       return systemError("fork", err);
@@ -172,7 +193,7 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
       if (::getppid() != parent) {
         ::_exit(125);
       }
-      if (!pins.empty() && ::sched_setaffinity(0, sizeof pins[r], &pins[r]) != 0) {
+      if (!pins->empty() && ::sched_setaffinity(0, sizeof (*pins)[r], &(*pins)[r]) != 0) {
         ::_exit(126);
       }
       if (r == 0) {
@@ -180,7 +201,7 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
           ::fcntl(fd, F_SETFD, 0);
         }
       }
-      ::execve(plan.executable.c_str(), argv.data(), envps[r].data());
+      ::execve(plan.executable.c_str(), exec.argv.data(), exec.envps[r].data());
       ::_exit(127);
     }
     outcome.ranks[r].rank = static_cast<int>(r);
@@ -189,98 +210,127 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
   for (int fd : plan.rank0Fds) {
     ::close(fd);  // rank 0 has its own copies now
   }
+  return {};
+}
 
+// The launcher's watch over its running ranks: the start time from rank 0's
+// pipe, the timed injections, the deadlines and the exits.
+class Watch {
+ public:
+  Watch(const LaunchPlan& plan, LaunchOutcome& outcome)
+      : plan_(plan),
+        outcome_(outcome),
+        hardDeadline_(monotonicNs() + static_cast<uint64_t>(plan.startTimeoutMs) * 1000000ull),
+        pipeOpen_(plan.startPipeRead >= 0),
+        live_(plan.envs.size()) {
+    for (const Injection& i : plan.injections) {
+      pending_.push_back({i, false});
+    }
+  }
+
+  void run() {
+    while (live_ > 0) {
+      killIfOnlyStoppedLeft();
+      waitForStart();
+      const uint64_t now = monotonicNs();
+      inject(now);
+      enforceDeadline(now);
+      reap();
+    }
+  }
+
+ private:
   struct Pending {
     Injection injection;
     bool done = false;
   };
-  std::vector<Pending> pending;
-  for (const Injection& i : plan.injections) {
-    pending.push_back({i, false});
-  }
-  const uint64_t launchNs = monotonicNs();
-  uint64_t hardDeadline = launchNs + static_cast<uint64_t>(plan.startTimeoutMs) * 1000000ull;
-  bool pipeOpen = plan.startPipeRead >= 0;
-  uint8_t startBytes[8];
-  size_t startGot = 0;
-  size_t live = n;
-  while (live > 0) {
-    // Ranks still running that were not stopped by us.
-    size_t running = 0;
-    for (const RankOutcome& r : outcome.ranks) {
-      running += (!r.exited && r.termSignal == 0 && r.injectedSignal != SIGSTOP) ? 1 : 0;
-    }
-    if (running == 0) {
-      // Only stopped ranks are left: nothing will wake them.
-      for (RankOutcome& r : outcome.ranks) {
-        if (!r.exited && r.termSignal == 0) {
-          r.killedAtEnd = true;
-          ::kill(r.pid, SIGKILL);
-        }
+
+  // Ranks still running that were not stopped by us: when none is left,
+  // nothing will wake the stopped ones.
+  void killIfOnlyStoppedLeft() {
+    for (const RankOutcome& r : outcome_.ranks) {
+      if (!r.exited && r.termSignal == 0 && r.injectedSignal != SIGSTOP) {
+        return;
       }
     }
-    // A millisecond's wait for the start time (readable, or closed).
-    bool startReadable = false;
-    if (pipeOpen) {
-      const Result<bool> ready = waitReady(plan.startPipeRead, POLLIN, 1);
-      startReadable = !ready.ok() || *ready;
+    for (RankOutcome& r : outcome_.ranks) {
+      if (!r.exited && r.termSignal == 0) {
+        r.killedAtEnd = true;
+        ::kill(r.pid, SIGKILL);
+      }
+    }
+  }
+
+  // A millisecond's wait for the start time (readable, or closed).
+  void waitForStart() {
+    bool readable = false;
+    if (pipeOpen_) {
+      const Result<bool> ready = waitReady(plan_.startPipeRead, POLLIN, 1);
+      readable = !ready.ok() || *ready;
     } else {
       ::usleep(1000);
     }
-    if (startReadable) {
-      const ssize_t got = ::read(plan.startPipeRead, startBytes + startGot, 8 - startGot);
-      if (got > 0) {
-        startGot += static_cast<size_t>(got);
-        if (startGot == 8) {
-          uint64_t ns = 0;
-          memcpy(&ns, startBytes, 8);
-          outcome.started = true;
-          outcome.startNs = ns;
-          hardDeadline = plan.runTimeoutMs > 0
-                             ? ns + static_cast<uint64_t>(plan.runTimeoutMs) * 1000000ull
-                             : UINT64_MAX;
-          pipeOpen = false;
-        }
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        pipeOpen = false;  // rank 0 is gone before the start
-      }
+    if (!readable) {
+      return;
     }
-    const uint64_t now = monotonicNs();
-    if (outcome.started) {
-      for (Pending& i : pending) {
-        const uint64_t due = outcome.startNs + static_cast<uint64_t>(i.injection.atMs) * 1000000ull;
-        RankOutcome& target = outcome.ranks[static_cast<size_t>(i.injection.rank)];
-        if (!i.done && now >= due) {
-          i.done = true;
-          if (!target.exited && target.termSignal == 0) {
-            target.injectedNs = monotonicNs();
-            target.injectedSignal = i.injection.signal;
-            ::kill(target.pid, i.injection.signal);
-          }
-        }
+    const ssize_t got = ::read(plan_.startPipeRead, startBytes_ + startGot_, 8 - startGot_);
+    if (got > 0) {
+      startGot_ += static_cast<size_t>(got);
+      if (startGot_ == 8) {
+        uint64_t ns = 0;
+        memcpy(&ns, startBytes_, 8);
+        outcome_.started = true;
+        outcome_.startNs = ns;
+        hardDeadline_ = plan_.runTimeoutMs > 0
+                            ? ns + static_cast<uint64_t>(plan_.runTimeoutMs) * 1000000ull
+                            : UINT64_MAX;
+        pipeOpen_ = false;
       }
+    } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+      pipeOpen_ = false;  // rank 0 is gone before the start
     }
-    if (now > hardDeadline) {
-      if (outcome.started) {
-        outcome.runTimedOut = true;
-      } else {
-        outcome.startTimedOut = true;
-      }
-      for (RankOutcome& r : outcome.ranks) {
-        if (!r.exited && r.termSignal == 0) {
-          r.killedAtEnd = true;
+  }
+
+  void inject(uint64_t now) {
+    if (!outcome_.started) {
+      return;
+    }
+    for (Pending& i : pending_) {
+      const uint64_t due = outcome_.startNs + static_cast<uint64_t>(i.injection.atMs) * 1000000ull;
+      RankOutcome& target = outcome_.ranks[static_cast<size_t>(i.injection.rank)];
+      if (!i.done && now >= due) {
+        i.done = true;
+        if (!target.exited && target.termSignal == 0) {
+          target.injectedNs = monotonicNs();
+          target.injectedSignal = i.injection.signal;
+          ::kill(target.pid, i.injection.signal);
         }
       }
-      killAll(SIGKILL);
-      hardDeadline = UINT64_MAX;
     }
+  }
+
+  void enforceDeadline(uint64_t now) {
+    if (now <= hardDeadline_) {
+      return;
+    }
+    (outcome_.started ? outcome_.runTimedOut : outcome_.startTimedOut) = true;
+    for (RankOutcome& r : outcome_.ranks) {
+      if (!r.exited && r.termSignal == 0) {
+        r.killedAtEnd = true;
+      }
+    }
+    killAll(outcome_, SIGKILL);
+    hardDeadline_ = UINT64_MAX;
+  }
+
+  void reap() {
     for (;;) {
       int status = 0;
       const pid_t pid = ::waitpid(-1, &status, WNOHANG);
       if (pid <= 0) {
-        break;
+        return;
       }
-      for (RankOutcome& r : outcome.ranks) {
+      for (RankOutcome& r : outcome_.ranks) {
         if (r.pid != pid) {
           continue;
         }
@@ -290,10 +340,28 @@ Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
         } else if (WIFSIGNALED(status)) {
           r.termSignal = WTERMSIG(status);
         }
-        --live;
+        --live_;
       }
     }
   }
+
+  const LaunchPlan& plan_;
+  LaunchOutcome& outcome_;
+  uint64_t hardDeadline_;
+  bool pipeOpen_;
+  uint8_t startBytes_[8] = {};
+  size_t startGot_ = 0;
+  size_t live_;
+  std::vector<Pending> pending_;
+};
+
+}  // namespace
+
+Result<LaunchOutcome> launchRanks(const LaunchPlan& plan) {
+  LaunchOutcome outcome;
+  outcome.ranks.resize(plan.envs.size());
+  RESILIENT_TRY(forkRanks(plan, outcome));
+  Watch(plan, outcome).run();
   return outcome;
 }
 

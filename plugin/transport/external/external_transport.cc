@@ -281,10 +281,10 @@ Status ExternalRecvComm::irecv(int n, std::byte** data, const size_t* sizes, con
   if (r == nullptr) {
     return Status();
   }
-  // The ABI's untyped arrays.
-  std::array<void*, kMaxRecvN> ownData{};
-  std::array<void*, kMaxRecvN> ownMhandles{};
-  std::array<void*, kMaxRecvN> ownPhandles{};
+  // The ABI's untyped arrays (the first n entries only: not zeroed, the data path).
+  std::array<void*, kMaxRecvN> ownData;
+  std::array<void*, kMaxRecvN> ownMhandles;
+  std::array<void*, kMaxRecvN> ownPhandles;
   for (int i = 0; i < n; ++i) {
     ownData[i] = data[i];
     ownMhandles[i] = regions != nullptr ? mhandleOf(regions[i]) : nullptr;
@@ -311,8 +311,8 @@ Status ExternalRecvComm::iflush(int n, std::byte** data, const int* sizes, Memor
   if (r == nullptr) {
     return Status();
   }
-  std::array<void*, kMaxRecvN> ownData{};
-  std::array<void*, kMaxRecvN> ownMhandles{};
+  std::array<void*, kMaxRecvN> ownData;
+  std::array<void*, kMaxRecvN> ownMhandles;
   for (int i = 0; i < n; ++i) {
     ownData[i] = data[i];
     ownMhandles[i] = regions != nullptr ? mhandleOf(regions[i]) : nullptr;

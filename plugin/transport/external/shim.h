@@ -215,8 +215,8 @@ class Shim : public ExternalTransport {
 
   Status innerIrecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
                     void** mhandles, void** phandles, void** request) override {
-    std::array<RecvSize, kMaxRecvN> ownSizes{};
-    std::array<int, kMaxRecvN> ownTags{};
+    std::array<RecvSize, kMaxRecvN> ownSizes;  // the first n entries: not zeroed (data path)
+    std::array<int, kMaxRecvN> ownTags;
     Status s = prepareRecv(n, sizes, tags, &ownSizes, &ownTags);
     if (s.ok()) {
       if constexpr (kProfilerHandles) {

@@ -12,10 +12,9 @@
 // regions pass through unchanged; a comm that no data rule applies to (by
 // direction and peer) forwards each call after one branch, and its requests
 // come from the comm's own pool, made with it. Faulted comms read the clock
-// once per call. The
-// data path takes no locks and does not allocate (an injected error builds
-// its Status once, when the comm fails). connect/accept rules share state
-// under a mutex (not the data path).
+// once per call. The data path takes no locks and does not allocate (an
+// injected error builds its Status once, when the comm fails). connect/accept
+// rules share state under a mutex (not the data path).
 //
 // Threading follows the Transport contract: calls on one comm come from one
 // thread at a time; the clock must be callable from any thread.
