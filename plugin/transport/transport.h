@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "common/status.h"
 
@@ -165,6 +166,32 @@ class RecvComm : public Comm {
     (void)request;
     return {};
   }
+};
+
+// A send or receive comm whose calls common to both directions (regMr,
+// deregMr, close, bytesMoved, endpoints) are those of the State it holds:
+// how a transport whose two comms share their state writes them once.
+// Direction: SendComm or RecvComm.
+template <class Direction, class State>
+class CommOver : public Direction {
+ public:
+  template <class... Args>
+  explicit CommOver(Args&&... args) : state(std::forward<Args>(args)...) {}
+
+  Status regMr(std::byte* data, size_t size, int type,
+               std::unique_ptr<MemoryRegion>* region) override {
+    return state.regMr(data, size, type, region);
+  }
+  Status deregMr(std::unique_ptr<MemoryRegion> region) override {
+    return state.deregMr(std::move(region));
+  }
+  Status close() override { return state.close(); }
+  bool bytesMoved(uint64_t* bytes) noexcept override { return state.bytesMoved(bytes); }
+  bool endpoints(Endpoint* local, Endpoint* peer) noexcept override {
+    return state.endpoints(local, peer);
+  }
+
+  State state;
 };
 
 class Listener {

@@ -122,7 +122,8 @@ struct MemoryTransport::CommState {
   CommState(const CommState&) = delete;
   CommState& operator=(const CommState&) = delete;
 
-  Status regMr(int type, std::unique_ptr<transport::MemoryRegion>* region);
+  Status regMr(std::byte* data, size_t size, int type,
+               std::unique_ptr<transport::MemoryRegion>* region);
   Status deregMr(std::unique_ptr<transport::MemoryRegion> region);
   Status close();
   bool bytesMoved(uint64_t* bytes) noexcept {
@@ -153,51 +154,25 @@ class MemoryTransport::Region final : public transport::MemoryRegion {
   const CommState* comm;
 };
 
-class MemoryTransport::MemorySendComm final : public transport::SendComm {
+class MemoryTransport::MemorySendComm final
+    : public transport::CommOver<transport::SendComm, CommState> {
  public:
-  MemorySendComm(MemoryTransport* t, Connection* c) : state(t, c, true) {}
+  MemorySendComm(MemoryTransport* t, Connection* c) : CommOver(t, c, true) {}
 
-  Status regMr(std::byte* /*data*/, size_t /*size*/, int type,
-               std::unique_ptr<transport::MemoryRegion>* region) override {
-    return state.regMr(type, region);
-  }
-  Status deregMr(std::unique_ptr<transport::MemoryRegion> region) override {
-    return state.deregMr(std::move(region));
-  }
-  Status close() override { return state.close(); }
-  bool bytesMoved(uint64_t* bytes) noexcept override { return state.bytesMoved(bytes); }
-  bool endpoints(transport::Endpoint* local, transport::Endpoint* peer) noexcept override {
-    return state.endpoints(local, peer);
-  }
   Status isend(std::byte* data, size_t size, int tag, transport::MemoryRegion* region,
                transport::ProfilerHandle* phandle, transport::Request** request) override;
-
-  CommState state;
 };
 
-class MemoryTransport::MemoryRecvComm final : public transport::RecvComm {
+class MemoryTransport::MemoryRecvComm final
+    : public transport::CommOver<transport::RecvComm, CommState> {
  public:
-  MemoryRecvComm(MemoryTransport* t, Connection* c) : state(t, c, false) {}
+  MemoryRecvComm(MemoryTransport* t, Connection* c) : CommOver(t, c, false) {}
 
-  Status regMr(std::byte* /*data*/, size_t /*size*/, int type,
-               std::unique_ptr<transport::MemoryRegion>* region) override {
-    return state.regMr(type, region);
-  }
-  Status deregMr(std::unique_ptr<transport::MemoryRegion> region) override {
-    return state.deregMr(std::move(region));
-  }
-  Status close() override { return state.close(); }
-  bool bytesMoved(uint64_t* bytes) noexcept override { return state.bytesMoved(bytes); }
-  bool endpoints(transport::Endpoint* local, transport::Endpoint* peer) noexcept override {
-    return state.endpoints(local, peer);
-  }
   Status irecv(int n, std::byte** data, const size_t* sizes, const int* tags,
                transport::MemoryRegion** regions, transport::ProfilerHandle** phandles,
                transport::Request** request) override;
   Status iflush(int n, std::byte** data, const int* sizes, transport::MemoryRegion** regions,
                 transport::Request** request) override;
-
-  CommState state;
 };
 
 class MemoryTransport::MemoryListener final : public transport::Listener {
@@ -327,7 +302,8 @@ Status MemoryTransport::MemoryListener::accept(std::unique_ptr<transport::RecvCo
   return {};
 }
 
-Status MemoryTransport::CommState::regMr(int type,
+// Nothing to register: the bytes are copied from and to the caller's buffers.
+Status MemoryTransport::CommState::regMr(std::byte* /*data*/, size_t /*size*/, int type,
                                          std::unique_ptr<transport::MemoryRegion>* region) {
   const std::lock_guard<std::mutex> lock(owner->mutex_);
   if (closed) {

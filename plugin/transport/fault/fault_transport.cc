@@ -196,55 +196,31 @@ struct FaultTransport::Core {
   std::vector<int> sizeStorage;
 };
 
-class FaultTransport::FaultSendComm final : public SendComm {
+class FaultTransport::FaultSendComm final : public CommOver<SendComm, Core> {
  public:
   FaultSendComm(FaultTransport* t, std::unique_ptr<SendComm> innerComm, int maxRecvs)
-      : innerSend(innerComm.get()), core(t, std::move(innerComm), true, maxRecvs) {}
+      : CommOver(t, std::move(innerComm), true, maxRecvs) {}
 
-  Status regMr(std::byte* data, size_t size, int type,
-               std::unique_ptr<MemoryRegion>* region) override {
-    return core.regMr(data, size, type, region);
-  }
-  Status deregMr(std::unique_ptr<MemoryRegion> region) override {
-    return core.deregMr(std::move(region));
-  }
-  Status close() override { return core.close(); }
-  bool bytesMoved(uint64_t* bytes) noexcept override { return core.bytesMoved(bytes); }
-  bool endpoints(Endpoint* local, Endpoint* peer) noexcept override {
-    return core.endpoints(local, peer);
-  }
   Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region, ProfilerHandle* phandle,
                Request** request) override;
   bool linkBacklogged(bool* backlogged) noexcept override;
 
-  SendComm* const innerSend;  // core.inner, as the send comm it is
-  Core core;
+  // The inner comm, as the send comm it is.
+  SendComm& innerSend() noexcept { return static_cast<SendComm&>(*state.inner); }
 };
 
-class FaultTransport::FaultRecvComm final : public RecvComm {
+class FaultTransport::FaultRecvComm final : public CommOver<RecvComm, Core> {
  public:
   FaultRecvComm(FaultTransport* t, std::unique_ptr<RecvComm> innerComm, int maxRecvs)
-      : innerRecv(innerComm.get()), core(t, std::move(innerComm), false, maxRecvs) {}
+      : CommOver(t, std::move(innerComm), false, maxRecvs) {}
 
-  Status regMr(std::byte* data, size_t size, int type,
-               std::unique_ptr<MemoryRegion>* region) override {
-    return core.regMr(data, size, type, region);
-  }
-  Status deregMr(std::unique_ptr<MemoryRegion> region) override {
-    return core.deregMr(std::move(region));
-  }
-  Status close() override { return core.close(); }
-  bool bytesMoved(uint64_t* bytes) noexcept override { return core.bytesMoved(bytes); }
-  bool endpoints(Endpoint* local, Endpoint* peer) noexcept override {
-    return core.endpoints(local, peer);
-  }
   Status irecv(int n, std::byte** data, const size_t* sizes, const int* tags,
                MemoryRegion** regions, ProfilerHandle** phandles, Request** request) override;
   Status iflush(int n, std::byte** data, const int* sizes, MemoryRegion** regions,
                 Request** request) override;
 
-  RecvComm* const innerRecv;  // core.inner, as the receive comm it is
-  Core core;
+  // The inner comm, as the receive comm it is.
+  RecvComm& innerRecv() noexcept { return static_cast<RecvComm&>(*state.inner); }
 };
 
 class FaultTransport::FaultListener final : public Listener {
@@ -447,7 +423,7 @@ std::unique_ptr<SendComm> FaultTransport::wrapAdmitted(std::unique_ptr<SendComm>
   Endpoint peer;
   const bool haveEndpoints = inner->endpoints(&local, &peer);
   auto comm = std::make_unique<FaultSendComm>(this, std::move(inner), maxRecvs(dev));
-  setUp(comm->core, local, peer, haveEndpoints);
+  setUp(comm->state, local, peer, haveEndpoints);
   return comm;
 }
 
@@ -456,7 +432,7 @@ std::unique_ptr<RecvComm> FaultTransport::wrapAdmitted(std::unique_ptr<RecvComm>
   Endpoint peer;
   const bool haveEndpoints = inner->endpoints(&local, &peer);
   auto comm = std::make_unique<FaultRecvComm>(this, std::move(inner), maxRecvs(dev));
-  setUp(comm->core, local, peer, haveEndpoints);
+  setUp(comm->state, local, peer, haveEndpoints);
   return comm;
 }
 
@@ -516,11 +492,11 @@ Status FaultTransport::admit(std::unique_ptr<SendComm> inner, int dev, const std
     return refuse(*inner, acting, peer);
   }
   auto comm = std::make_unique<FaultSendComm>(this, std::move(inner), maxRecvs(dev));
-  setUp(comm->core, local, peer, haveEndpoints);
+  setUp(comm->state, local, peer, haveEndpoints);
   if (acting != connectRules_.size()) {
     // kClose: the connection is handed out already closed; every call on it fails.
-    closeInner(comm->core);
-    comm->core.failed = remoteError(errorMessages_[connectRules_[acting].rule], peer.text);
+    closeInner(comm->state);
+    comm->state.failed = remoteError(errorMessages_[connectRules_[acting].rule], peer.text);
   }
   *out = std::move(comm);
   return {};
@@ -547,11 +523,11 @@ Status FaultTransport::admit(std::unique_ptr<RecvComm> inner, FaultListener& lis
     return refuse(*inner, acting, peer);
   }
   auto comm = std::make_unique<FaultRecvComm>(this, std::move(inner), maxRecvs(listener.dev));
-  setUp(comm->core, local, peer, haveEndpoints);
+  setUp(comm->state, local, peer, haveEndpoints);
   if (acting != connectRules_.size()) {
     // kClose: the connection is handed out already closed; every call on it fails.
-    closeInner(comm->core);
-    comm->core.failed = remoteError(errorMessages_[connectRules_[acting].rule], peer.text);
+    closeInner(comm->state);
+    comm->state.failed = remoteError(errorMessages_[connectRules_[acting].rule], peer.text);
   }
   *out = std::move(comm);
   return {};
@@ -628,7 +604,7 @@ Status FaultTransport::FaultListener::accept(std::unique_ptr<RecvComm>* comm) {
 Status FaultTransport::FaultSendComm::isend(std::byte* data, size_t size, int tag,
                                             MemoryRegion* region, ProfilerHandle* phandle,
                                             Request** request) {
-  Core& c = core;
+  Core& c = state;
   *request = nullptr;
   if (c.passthrough) {
     WrappedRequest* r = c.pool.acquire();
@@ -636,7 +612,7 @@ Status FaultTransport::FaultSendComm::isend(std::byte* data, size_t size, int ta
       return {};  // retry
     }
     Request* innerRequest = nullptr;
-    Status s = innerSend->isend(data, size, tag, region, phandle, &innerRequest);
+    Status s = innerSend().isend(data, size, tag, region, phandle, &innerRequest);
     if (!s.ok() || innerRequest == nullptr) {
       c.pool.release(r);
       return s;
@@ -660,7 +636,7 @@ Status FaultTransport::FaultSendComm::isend(std::byte* data, size_t size, int ta
     return t.inject(c, acting);
   }
   Request* innerRequest = nullptr;
-  Status s = innerSend->isend(data, size, tag, region, phandle, &innerRequest);
+  Status s = innerSend().isend(data, size, tag, region, phandle, &innerRequest);
   if (!s.ok() || innerRequest == nullptr) {
     return s;
   }
@@ -675,7 +651,7 @@ Status FaultTransport::FaultSendComm::isend(std::byte* data, size_t size, int ta
 Status FaultTransport::FaultRecvComm::irecv(int n, std::byte** data, const size_t* sizes,
                                             const int* tags, MemoryRegion** regions,
                                             ProfilerHandle** phandles, Request** request) {
-  Core& c = core;
+  Core& c = state;
   // *request may hold what the caller left there; the inner transport sees it, as it
   // would without the decorator.
   Request* innerRequest = *request;
@@ -685,7 +661,7 @@ Status FaultTransport::FaultRecvComm::irecv(int n, std::byte** data, const size_
     if (r == nullptr) {
       return {};  // retry
     }
-    Status s = innerRecv->irecv(n, data, sizes, tags, regions, phandles, &innerRequest);
+    Status s = innerRecv().irecv(n, data, sizes, tags, regions, phandles, &innerRequest);
     if (!s.ok() || innerRequest == nullptr) {
       c.pool.release(r);
       return s;
@@ -712,7 +688,7 @@ Status FaultTransport::FaultRecvComm::irecv(int n, std::byte** data, const size_
   if (acting != c.rules.size()) {
     return t.inject(c, acting);
   }
-  Status s = innerRecv->irecv(n, data, sizes, tags, regions, phandles, &innerRequest);
+  Status s = innerRecv().irecv(n, data, sizes, tags, regions, phandles, &innerRequest);
   if (!s.ok() || innerRequest == nullptr) {
     return s;
   }
@@ -726,7 +702,7 @@ Status FaultTransport::FaultRecvComm::irecv(int n, std::byte** data, const size_
 
 Status FaultTransport::FaultRecvComm::iflush(int n, std::byte** data, const int* sizes,
                                              MemoryRegion** regions, Request** request) {
-  Core& c = core;
+  Core& c = state;
   *request = nullptr;
   if (!c.failed.ok()) {
     return c.failed;
@@ -736,7 +712,7 @@ Status FaultTransport::FaultRecvComm::iflush(int n, std::byte** data, const int*
     return internalError("fault injection: request pool exhausted on iflush");
   }
   Request* innerRequest = nullptr;
-  Status s = innerRecv->iflush(n, data, sizes, regions, &innerRequest);
+  Status s = innerRecv().iflush(n, data, sizes, regions, &innerRequest);
   if (!s.ok() || innerRequest == nullptr) {
     return s;
   }
@@ -831,15 +807,15 @@ Status FaultTransport::testWrapped(WrappedRequest& r, int* done, int* sizes) {
 bool FaultTransport::FaultSendComm::linkBacklogged(bool* backlogged) noexcept {
   // A slow rule is this link's network: backlogged while its pace runs
   // ahead of the clock.
-  const uint64_t now = core.owner->clock_();
-  for (RuleState& state : core.rules) {
-    if (core.owner->rules_[state.rule].kind == FaultKind::kSlow &&
-        std::atomic_ref<uint64_t>(state.paceNs).load(std::memory_order_relaxed) > now) {
+  const uint64_t now = state.owner->clock_();
+  for (RuleState& rule : state.rules) {
+    if (state.owner->rules_[rule.rule].kind == FaultKind::kSlow &&
+        std::atomic_ref<uint64_t>(rule.paceNs).load(std::memory_order_relaxed) > now) {
       *backlogged = true;
       return true;
     }
   }
-  return !core.innerClosed && innerSend->linkBacklogged(backlogged);
+  return !state.innerClosed && innerSend().linkBacklogged(backlogged);
 }
 
 }  // namespace resilient::transport::fault
