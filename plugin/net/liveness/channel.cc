@@ -202,6 +202,12 @@ std::optional<RootCause> Channel::peerReasonOf(const ConnectionRecord& conn, uin
   if (link->fd >= 0) {
     handleLink(link, EventLoop::kReadable, now);
   }
+  // A notice is about its communicator: an earlier communicator's fault is
+  // no reason for this one's (the demo named a rank killed an iteration
+  // before as a culprit again).
+  if (const auto notice = link->notices.find(conn.commId()); notice != link->notices.end()) {
+    return noticeFault(notice->second).root;
+  }
   return link->state.peerReason();
 }
 

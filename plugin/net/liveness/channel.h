@@ -91,8 +91,9 @@ class Channel {
   // connections of that communicator to us; later goodbyes name the first
   // fault of all, so that peers downstream report the root cause, not us.
   void announce(const RootCause& root, uint64_t commId);
-  // What the peer of `conn` said it detected, after reading what its link
-  // holds now (a data connection may report the peer's close before the
+  // What the peer of `conn` said it detected, in the connection's
+  // communicator (its notice) or in any (its goodbye), after reading what its
+  // link holds now (a data connection may report the peer's close before the
   // watchdog thread has read the peer's notice; an accepted connection may
   // not know its link yet, whose bind then waits unread: every link is read).
   std::optional<RootCause> peerReasonOf(const ConnectionRecord& conn, uint64_t now);

@@ -146,12 +146,14 @@ PeerState::Reaction PeerState::received(const Frame& frame, uint64_t now) {
     case Type::kGoodbye:
       phase_ = Phase::kClosed;
       closedByPeer_ = true;
-      [[fallthrough]];
-    case Type::kFault:
       if (frame.value != 0 && !peerReason_) {
         peerReason_ = RootCause{static_cast<FaultClass>(frame.value - 1), frame.pid, frame.host,
                                 frame.detail};
       }
+      return r;
+    case Type::kFault:
+      // About one communicator: no reason for the link's others (the
+      // channel keeps it by communicator).
       return r;
     default: return r;
   }

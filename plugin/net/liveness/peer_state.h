@@ -128,8 +128,10 @@ class PeerState {
   // connection of such a link gets, at once.
   bool closedByPeer() const noexcept { return closedByPeer_; }
   Fault closedFault() const;
-  // The fault the peer said it detected (its fault notice or goodbye), if any:
-  // the root cause of what this link's connections see next.
+  // The fault the peer's goodbye said it detected first, if any: the root
+  // cause of what any connection to that process sees next. (A fault notice
+  // is about one communicator: the channel keeps those by communicator,
+  // PeerLink::notices.)
   const std::optional<RootCause>& peerReason() const noexcept { return peerReason_; }
 
   // --- The tick. ---

@@ -465,6 +465,47 @@ TEST_CASE("a fault notice fails at once the busy connections of its communicator
   CHECK(logger.count(NCCL_LOG_WARN, "peer closed on recv connection") == 2);
 }
 
+TEST_CASE("a fault notice of one communicator is no reason for another communicator's fault",
+          "[plugin][loopback][fault]") {
+  // The demo's report fixtures (CI, session 19): rank 2's death in iteration
+  // 0 was announced on the liveness links; when rank 4 froze in iteration 1,
+  // a survivor explained its new communicator's fault as coming "after the
+  // peer had detected" rank 2's death, and rank 2 was named a culprit again
+  // ("ranks 2, 4"). A notice is about its communicator only.
+  test::CapturingLogger logger(log::Level::kWarn);
+  PluginUnderTest p({kLoopback,
+                     {"NCCL_RESILIENT_FAULT", "kind=error,op=isend"},
+                     {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"}});
+  TransportPair& first = p.connect();
+  TransportPair& second = p.connect();
+  std::vector<uint8_t> in(32);
+  transport::Request* recvReq = nullptr;
+  REQUIRE(test::postRecv(second, test::asBytes(in.data()), in.size(), 0, &recvReq).ok());
+  uint8_t byte = 1;
+  transport::Request* sendReq = nullptr;
+  REQUIRE_FALSE(first.sendComm->isend(test::asBytes(&byte), 1, 0, nullptr, nullptr, &sendReq).ok());
+  // The notice came back over the link: communicator 0xc0ffee's side went down.
+  REQUIRE_FALSE(test::waitRequest(recvReq, nullptr, 5000).ok());
+
+  // A later communicator of the same two processes fails on its own.
+  std::unique_ptr<transport::Context> later;
+  REQUIRE(p.t().initContext(0x1a7e, transport::CommConfig{}, &later).ok());
+  {
+    TransportPair pair;
+    pair.senderCtx = later.get();
+    pair.receiverCtx = later.get();
+    const Status connected = test::connectPair(&p.t(), &p.t(), &pair);
+    INFO(connected.toString());
+    REQUIRE(connected.ok());
+    REQUIRE_FALSE(pair.sendComm->isend(test::asBytes(&byte), 1, 0, nullptr, nullptr, &sendReq).ok());
+    const std::string warn = warning(logger, "send connection of comm 0x1a7e");
+    INFO(warn);
+    CHECK(warn.find("injected fault") != std::string::npos);
+    CHECK(warn.find("after the peer had detected") == std::string::npos);
+  }
+  CHECK(later->finalize().ok());
+}
+
 TEST_CASE("a local error from a peer known to be gone is the peer's fault, remote",
           "[plugin][loopback][fault]") {
   // Issue 18 finding 6: the same peer death was ncclSystemError in some runs
