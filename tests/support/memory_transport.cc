@@ -122,6 +122,18 @@ struct MemoryTransport::CommState {
   CommState(const CommState&) = delete;
   CommState& operator=(const CommState&) = delete;
 
+  // A request from the pool, out and not done, with no buffers (nullptr:
+  // every request is out).
+  MemoryRequest* take() {
+    MemoryRequest* r = pool.acquire();
+    if (r != nullptr) {
+      r->outstanding = true;
+      r->done = false;
+      r->flush = false;
+      r->buffers.clear();
+    }
+    return r;
+  }
   Status regMr(std::byte* data, size_t size, int type,
                std::unique_ptr<transport::MemoryRegion>* region);
   Status deregMr(std::unique_ptr<transport::MemoryRegion> region);
@@ -367,17 +379,13 @@ Status MemoryTransport::MemorySendComm::isend(std::byte* data, size_t size, int 
   if (conn.recvClosed && t.closeSeen()) {
     return remoteError("memory: peer closed the connection (EOF)", state.peer.text);
   }
-  MemoryRequest* r = state.pool.acquire();
+  MemoryRequest* r = state.take();
   if (r == nullptr) {
     return {};  // every request is out: retry
   }
-  r->outstanding = true;
-  r->done = false;
-  r->flush = false;
   r->data = data;
   r->size = size;
   r->tag = tag;
-  r->buffers.clear();
   conn.sends.push(r);
   raiseToAtLeast(t.maxSendOutstanding, ++state.outstanding);
   *request = r;
@@ -410,14 +418,10 @@ Status MemoryTransport::MemoryRecvComm::irecv(int n, std::byte** data, const siz
       }
     }
   }
-  MemoryRequest* r = state.pool.acquire();
+  MemoryRequest* r = state.take();
   if (r == nullptr) {
     return {};  // every request is out: retry
   }
-  r->outstanding = true;
-  r->done = false;
-  r->flush = false;
-  r->buffers.clear();
   for (int i = 0; i < n; ++i) {
     r->buffers.push_back({data[i], sizes[i], tags[i], -1});
   }
@@ -438,15 +442,13 @@ Status MemoryTransport::MemoryRecvComm::iflush(int /*n*/, std::byte** /*data*/,
   *request = nullptr;
   const std::lock_guard<std::mutex> lock(t.mutex_);
   ++t.flushes;
-  MemoryRequest* r = state.pool.acquire();
+  MemoryRequest* r = state.take();
   if (r == nullptr) {
     // A null flush request means "nothing to wait for": never answer that for want of a slot.
     return internalError("memory: request pool exhausted on iflush");
   }
-  r->outstanding = true;
   r->flush = true;
   r->done = true;
-  r->buffers.clear();
   *request = r;
   return {};
 }

@@ -416,6 +416,39 @@ TEST_CASE("an injected transport error fails the comm at once, explained and sti
   CHECK(logger.count(NCCL_LOG_WARN, "transport error") == 1);
 }
 
+namespace {
+
+// The plugin of the fault-notice tests: every isend fails (injected), no
+// progress timeout to race with.
+std::vector<std::pair<std::string, std::string>> noticeEnvironment() {
+  return {kLoopback,
+          {"NCCL_RESILIENT_FAULT", "kind=error,op=isend"},
+          {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"}};
+}
+
+// The process is its own peer: the error injected into `first`'s isend is
+// announced on the liveness link whose other end holds a receive posted on
+// `second`. Returns how that receive ended and how long it waited.
+struct NoticeSeen {
+  Status status;
+  uint64_t waitedMs = 0;
+};
+NoticeSeen announceAndWait(TransportPair& first, TransportPair& second) {
+  std::vector<uint8_t> in(32);
+  transport::Request* recvReq = nullptr;
+  REQUIRE(test::postRecv(second, test::asBytes(in.data()), in.size(), 0, &recvReq).ok());
+  uint8_t byte = 1;
+  transport::Request* sendReq = nullptr;
+  REQUIRE_FALSE(first.sendComm->isend(test::asBytes(&byte), 1, 0, nullptr, nullptr, &sendReq).ok());
+  const uint64_t start = test::monotonicMs();
+  NoticeSeen seen;
+  seen.status = test::waitRequest(recvReq, nullptr, 5000);
+  seen.waitedMs = test::monotonicMs() - start;
+  return seen;
+}
+
+}  // namespace
+
 TEST_CASE("a fault notice fails at once the busy connections of its communicator",
           "[plugin][loopback][fault]") {
   // The GPU kit's first run (NCCL 2.28.9, 4 ranks in a ring, one SIGKILLed):
@@ -426,24 +459,16 @@ TEST_CASE("a fault notice fails at once the busy connections of its communicator
   // pair 1's injected error is announced on the liveness link, whose other
   // end holds pair 2's receive, waiting for data that never comes.
   test::CapturingLogger logger(log::Level::kWarn);
-  PluginUnderTest p({kLoopback,
-                     {"NCCL_RESILIENT_FAULT", "kind=error,op=isend"},
-                     {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"}});
+  PluginUnderTest p(noticeEnvironment());
   TransportPair& first = p.connect();
   TransportPair& second = p.connect();
   TransportPair& third = p.connect();
-  std::vector<uint8_t> in(32);
-  transport::Request* recvReq = nullptr;
-  REQUIRE(test::postRecv(second, test::asBytes(in.data()), in.size(), 0, &recvReq).ok());
-  uint8_t byte = 1;
-  transport::Request* sendReq = nullptr;
-  REQUIRE_FALSE(first.sendComm->isend(test::asBytes(&byte), 1, 0, nullptr, nullptr, &sendReq).ok());
-  const uint64_t start = test::monotonicMs();
-  const Status s = test::waitRequest(recvReq, nullptr, 5000);
+  const NoticeSeen seen = announceAndWait(first, second);
+  const Status& s = seen.status;
   INFO(s.toString());
   REQUIRE_FALSE(s.ok());
   CHECK(s.kind() == ErrorKind::kRemote);
-  CHECK(test::monotonicMs() - start < 5000);  // not the progress timeout (60 s) nor the wait's end
+  CHECK(seen.waitedMs < 5000);  // not the progress timeout (60 s) nor the wait's end
   const std::string warn = warning(logger, "peer closed on recv connection");
   INFO(warn);
   CHECK(warn.find("the peer process detected transport error of pid " +
@@ -454,6 +479,7 @@ TEST_CASE("a fault notice fails at once the busy connections of its communicator
   // soon as it is busy (the GPU kit's second run: a rank between two
   // all-reduces when its neighbour's notice came learned of the fault only
   // from that neighbour's abort, 557 ms later).
+  std::vector<uint8_t> in(32);
   transport::Request* lateReq = nullptr;
   REQUIRE(test::postRecv(third, test::asBytes(in.data()), in.size(), 0, &lateReq).ok());
   const uint64_t lateStart = test::monotonicMs();
@@ -473,19 +499,13 @@ TEST_CASE("a fault notice of one communicator is no reason for another communica
   // peer had detected" rank 2's death, and rank 2 was named a culprit again
   // ("ranks 2, 4"). A notice is about its communicator only.
   test::CapturingLogger logger(log::Level::kWarn);
-  PluginUnderTest p({kLoopback,
-                     {"NCCL_RESILIENT_FAULT", "kind=error,op=isend"},
-                     {"NCCL_RESILIENT_PROGRESS_TIMEOUT_MS", "60000"}});
+  PluginUnderTest p(noticeEnvironment());
   TransportPair& first = p.connect();
   TransportPair& second = p.connect();
-  std::vector<uint8_t> in(32);
-  transport::Request* recvReq = nullptr;
-  REQUIRE(test::postRecv(second, test::asBytes(in.data()), in.size(), 0, &recvReq).ok());
+  // The notice came back over the link: communicator 0xc0ffee's side went down.
+  REQUIRE_FALSE(announceAndWait(first, second).status.ok());
   uint8_t byte = 1;
   transport::Request* sendReq = nullptr;
-  REQUIRE_FALSE(first.sendComm->isend(test::asBytes(&byte), 1, 0, nullptr, nullptr, &sendReq).ok());
-  // The notice came back over the link: communicator 0xc0ffee's side went down.
-  REQUIRE_FALSE(test::waitRequest(recvReq, nullptr, 5000).ok());
 
   // A later communicator of the same two processes fails on its own.
   std::unique_ptr<transport::Context> later;
