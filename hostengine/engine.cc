@@ -278,14 +278,15 @@ std::optional<Fault> Engine::connectAll(uint64_t startNs) {
       Link& l = link(p);
       if (l.sends && l.sendComm == nullptr) {
         Status st =
-            transport_.connect(ctx_.get(), options_.device, l.connectHandle.data(), &l.sendComm);
+            transport_.connect(ctx_.get(), options_.device, l.connectHandle.data(), false,
+                               &l.sendComm);
         if (!st.ok()) {
           return setupFault("connect", p, std::move(st), startNs);
         }
         pending = pending || l.sendComm == nullptr;
       }
       if (l.recvs && l.recvComm == nullptr) {
-        Status st = l.listener->accept(&l.recvComm);
+        Status st = l.listener->accept(false, &l.recvComm);
         if (!st.ok()) {
           return setupFault("accept", p, std::move(st), startNs);
         }

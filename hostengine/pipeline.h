@@ -169,7 +169,7 @@ class Pipeline {
   // `transport`: the one whose comms the streams use (asked whether its
   // receive comms have irecvConsumed).
   Pipeline(const transport::Transport& transport, const PipelineLimits& limits) noexcept
-      : limits_(limits), consumes_(transport.hasIrecvConsumed()) {}
+      : limits_(limits), consumes_(transport.capabilities().irecvConsumed) {}
 
   // Drives `streams` until all are finished (nullopt), a call fails or the
   // deadline passes (the fault). *sizeErrors grows by the bytes of every

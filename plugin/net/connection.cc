@@ -2,8 +2,8 @@
 
 namespace resilient::net {
 
-ConnectionRecord::ConnectionRecord(Direction dir, uint64_t commId, int poolSize)
-    : dir_(dir), commId_(commId), pool_(static_cast<size_t>(poolSize)) {
+ConnectionRecord::ConnectionRecord(Direction dir, uint64_t commId, int poolSize, bool consumes)
+    : dir_(dir), commId_(commId), consumes_(consumes), pool_(static_cast<size_t>(poolSize)) {
   for (RequestRecord& r : pool_.slots()) {
     r.conn = this;
   }
@@ -11,13 +11,13 @@ ConnectionRecord::ConnectionRecord(Direction dir, uint64_t commId, int poolSize)
 
 ConnectionRecord::ConnectionRecord(uint64_t commId, std::unique_ptr<transport::SendComm> inner,
                                    int poolSize)
-    : ConnectionRecord(Direction::kSend, commId, poolSize) {
+    : ConnectionRecord(Direction::kSend, commId, poolSize, false) {
   send_ = std::move(inner);
 }
 
 ConnectionRecord::ConnectionRecord(uint64_t commId, std::unique_ptr<transport::RecvComm> inner,
-                                   int poolSize)
-    : ConnectionRecord(Direction::kRecv, commId, poolSize) {
+                                   int poolSize, bool consumes)
+    : ConnectionRecord(Direction::kRecv, commId, poolSize, consumes) {
   recv_ = std::move(inner);
 }
 
@@ -27,6 +27,7 @@ RequestRecord* ConnectionRecord::acquire() noexcept {
 
 void ConnectionRecord::release(RequestRecord* r) noexcept {
   r->inner = nullptr;
+  r->heldUntilConsumed = false;
   pool_.release(r);
 }
 

@@ -33,6 +33,9 @@ struct RequestRecord {
   ConnectionRecord* conn = nullptr;
   transport::Request* inner = nullptr;
   uint64_t bytes = 0;  // posted bytes (send size, or the sum of receive sizes)
+  // A receive of a comm whose inner transport has irecvConsumed: after test()
+  // said done it stays out of the pool until Core::irecvConsumed.
+  bool heldUntilConsumed = false;
 };
 
 // The transport-level addresses of a connection (the peer process's host
@@ -47,13 +50,17 @@ class ConnectionRecord {
   enum class Direction { kSend, kRecv };
 
   ConnectionRecord(uint64_t commId, std::unique_ptr<transport::SendComm> inner, int poolSize);
-  ConnectionRecord(uint64_t commId, std::unique_ptr<transport::RecvComm> inner, int poolSize);
+  // consumes: the inner transport has irecvConsumed (completed receives are
+  // held until NCCL's irecvConsumed).
+  ConnectionRecord(uint64_t commId, std::unique_ptr<transport::RecvComm> inner, int poolSize,
+                   bool consumes = false);
   ConnectionRecord(const ConnectionRecord&) = delete;
   ConnectionRecord& operator=(const ConnectionRecord&) = delete;
 
   Direction direction() const noexcept { return dir_; }
   const char* directionName() const noexcept { return dir_ == Direction::kSend ? "send" : "recv"; }
   uint64_t commId() const noexcept { return commId_; }
+  bool consumes() const noexcept { return consumes_; }
   transport::Comm& inner() const noexcept {
     return send_ != nullptr ? static_cast<transport::Comm&>(*send_) : *recv_;
   }
@@ -112,10 +119,11 @@ class ConnectionRecord {
   std::unique_ptr<Introduction> introduction;
 
  private:
-  ConnectionRecord(Direction dir, uint64_t commId, int poolSize);
+  ConnectionRecord(Direction dir, uint64_t commId, int poolSize, bool consumes);
 
   const Direction dir_;
   const uint64_t commId_;
+  const bool consumes_ = false;
   std::unique_ptr<transport::SendComm> send_;  // one of the two, by direction
   std::unique_ptr<transport::RecvComm> recv_;
   transport::RequestPool<RequestRecord> pool_;

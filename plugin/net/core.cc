@@ -28,9 +28,13 @@ Core* gCore = nullptr;
 std::atomic<Core*> gLive{nullptr};  // == gCore, readable without the mutex
 
 // Pool sizes: NCCL keeps at most kMaxRequests outstanding per comm; the sender
-// side must allow kMaxRequests times the receiver's largest multi-receive.
+// side must allow kMaxRequests times the receiver's largest multi-receive. A
+// receiver whose completed receives wait for irecvConsumed holds up to
+// kMaxRequests of those besides the ones posted (src/transport/net.cc,
+// recvProxyProgress).
 constexpr int kRecvPool = transport::kMaxRequests;
-constexpr int kSendPool = transport::kMaxRequests * 8;
+constexpr int kConsumingRecvPool = 2 * transport::kMaxRequests;
+constexpr int kSendPool = transport::kMaxRequests * transport::kMaxFusedDevices;
 
 std::string describeEnds(const ConnectionRecord& conn) {
   std::string s = "local ";
@@ -120,14 +124,6 @@ Status Core::initContext(uint64_t commId, const transport::CommConfig& config,
   c->commId = commId;
   RESILIENT_TRY(inner_->initContext(commId, config, &c->inner));
   *ctx = c.release();
-  // Known once the inner plugin is initialised (a lazy table fills in its
-  // members then).
-  if (inner_->hasIrecvConsumed() && !warnedConsumed_.exchange(true)) {
-    RES_WARN(NCCL_NET | NCCL_INIT,
-             "inner transport %s has irecvConsumed (a member of device-unpack plugins); the "
-             "resilient wrapper runs it as a host plugin and does not call it",
-             inner_->name());
-  }
   return {};
 }
 
@@ -144,10 +140,7 @@ Status Core::devices(int* ndev) {
 }
 
 Status Core::properties(int dev, transport::Properties* props) {
-  RESILIENT_TRY(inner_->properties(dev, props));
-  // No DMA-BUF path through the layer (regMrDmaBuf is not exported).
-  props->ptrSupport &= ~transport::kPtrDmaBuf;
-  return {};
+  return inner_->properties(dev, props);
 }
 
 HandleTrailer Core::trailerFor(uint64_t key) {
@@ -195,14 +188,15 @@ Status Core::listen(CommContext* ctx, int dev, std::byte* handle, ListenRecord**
   return {};
 }
 
-Status Core::connect(CommContext* ctx, int dev, std::byte* handle, ConnectionRecord** sendComm) {
+Status Core::connect(CommContext* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+                     ConnectionRecord** sendComm) {
   *sendComm = nullptr;
   // Read before the inner connect: some plugins keep connect state in the handle.
   HandleTrailer trailer;
   const bool hasTrailer = readTrailer(handle, inner_->handleBytes(), &trailer);
   std::unique_ptr<transport::SendComm> innerComm;
-  RESILIENT_TRY(
-      inner_->connect(ctx != nullptr ? ctx->inner.get() : nullptr, dev, handle, &innerComm));
+  RESILIENT_TRY(inner_->connect(ctx != nullptr ? ctx->inner.get() : nullptr, dev, handle,
+                                wantDeviceHandle, &innerComm));
   if (innerComm == nullptr) {
     return {};  // poll again
   }
@@ -234,14 +228,16 @@ Status Core::connect(CommContext* ctx, int dev, std::byte* handle, ConnectionRec
   return {};
 }
 
-Status Core::accept(ListenRecord& l, ConnectionRecord** recvComm) {
+Status Core::accept(ListenRecord& l, bool wantDeviceHandle, ConnectionRecord** recvComm) {
   *recvComm = nullptr;
   std::unique_ptr<transport::RecvComm> innerComm;
-  RESILIENT_TRY(l.inner->accept(&innerComm));
+  RESILIENT_TRY(l.inner->accept(wantDeviceHandle, &innerComm));
   if (innerComm == nullptr) {
     return {};
   }
-  auto conn = std::make_unique<ConnectionRecord>(l.commId, std::move(innerComm), kRecvPool);
+  const bool consumes = inner_->capabilities().irecvConsumed;
+  auto conn = std::make_unique<ConnectionRecord>(
+      l.commId, std::move(innerComm), consumes ? kConsumingRecvPool : kRecvPool, consumes);
   conn->inner().endpoints(&conn->identity.local, &conn->identity.peer);
   describeLocalEnd(*conn, l.dev);
   conn->abortEpoch = blackbox_ != nullptr ? blackbox_->abortEpoch() : 0;
@@ -285,6 +281,19 @@ Status Core::regMr(ConnectionRecord& comm, std::byte* data, size_t size, int typ
   RESILIENT_TRY(comm.inner().regMr(data, size, type, &r));
   *region = r.release();
   return {};
+}
+
+Status Core::regMrDmaBuf(ConnectionRecord& comm, std::byte* data, size_t size, int type,
+                         uint64_t offset, int fd, transport::MemoryRegion** region) {
+  std::unique_ptr<transport::MemoryRegion> r;
+  RESILIENT_TRY(comm.inner().regMrDmaBuf(data, size, type, offset, fd, &r));
+  *region = r.release();
+  return {};
+}
+
+Status Core::getDeviceMr(ConnectionRecord& comm, transport::MemoryRegion* region,
+                         transport::DeviceRegion** deviceRegion) {
+  return comm.inner().getDeviceMr(region, deviceRegion);
 }
 
 Status Core::deregMr(ConnectionRecord& comm, transport::MemoryRegion* region) {
@@ -359,6 +368,7 @@ Status Core::irecv(ConnectionRecord& c, int n, std::byte** data, const size_t* s
   }
   r->inner = innerReq;
   r->bytes = bytes;
+  r->heldUntilConsumed = c.consumes();
   c.onPosted(bytes);
   *request = r;
   return {};
@@ -399,9 +409,22 @@ Status Core::test(RequestRecord& request, int* done, int* sizes) {
   }
   if (*done != 0) {
     c.onCompleted(r->bytes);
-    c.release(r);
+    if (!r->heldUntilConsumed) {
+      c.release(r);
+    }
   }
   return {};
+}
+
+Status Core::irecvConsumed(ConnectionRecord& c, int n, RequestRecord* request) {
+  // NCCL passes back a receive test() reported done (src/transport/net.cc,
+  // recvProxyProgress); anything else was never held.
+  if (request == nullptr || !request->heldUntilConsumed || request->conn != &c) {
+    return {};
+  }
+  Status s = c.recvComm()->irecvConsumed(n, request->inner);
+  c.release(request);
+  return s.ok() ? s : failTransport(c, s, "irecvConsumed");
 }
 
 Status Core::close(std::unique_ptr<ConnectionRecord> c) {

@@ -79,10 +79,34 @@ class Core final : private FaultSink {
   Status properties(int dev, transport::Properties* props);
   // ctx may be nullptr (no per-communicator context); handle: kHandleSize bytes.
   Status listen(CommContext* ctx, int dev, std::byte* handle, ListenRecord** listener);
-  Status connect(CommContext* ctx, int dev, std::byte* handle, ConnectionRecord** sendComm);
-  Status accept(ListenRecord& listener, ConnectionRecord** recvComm);
+  // wantDeviceHandle: NCCL passed a device-handle out-pointer (v7+); the
+  // comm's inner().deviceHandle() is then what the inner transport gave.
+  Status connect(CommContext* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+                 ConnectionRecord** sendComm);
+  Status accept(ListenRecord& listener, bool wantDeviceHandle, ConnectionRecord** recvComm);
   Status regMr(ConnectionRecord& comm, std::byte* data, size_t size, int type,
                transport::MemoryRegion** region);
+
+  // The inner transport's optional calls (transport::Capabilities), passed
+  // through; NCCL is offered each exactly when the inner transport has it
+  // (plugin/net/abi/optional_calls.h).
+  transport::Capabilities capabilities() const noexcept { return inner_->capabilities(); }
+  // The device handle the inner transport gave the comm at connect/accept.
+  transport::DeviceHandle* deviceHandle(ConnectionRecord& comm) const noexcept {
+    return comm.inner().deviceHandle();
+  }
+  Status regMrDmaBuf(ConnectionRecord& comm, std::byte* data, size_t size, int type,
+                     uint64_t offset, int fd, transport::MemoryRegion** region);
+  Status getDeviceMr(ConnectionRecord& comm, transport::MemoryRegion* region,
+                     transport::DeviceRegion** deviceRegion);
+  // A completed receive NCCL has consumed: passed on, and its request back to the pool.
+  Status irecvConsumed(ConnectionRecord& recvComm, int n, RequestRecord* request);
+  Status makeVDevice(const transport::VirtualDevice& props, int* dev) {
+    return inner_->makeVDevice(props, dev);
+  }
+  Status setNetAttr(CommContext* ctx, transport::NetAttributes* attr) {
+    return inner_->setNetAttr(ctx != nullptr ? ctx->inner.get() : nullptr, attr);
+  }
   Status deregMr(ConnectionRecord& comm, transport::MemoryRegion* region);
   Status isend(ConnectionRecord& sendComm, std::byte* data, size_t size, int tag,
                transport::MemoryRegion* region, transport::ProfilerHandle* phandle,
@@ -142,7 +166,6 @@ class Core final : private FaultSink {
   std::unique_ptr<Watchdog> watchdog_;
   const std::string hostName_;  // ours, as the liveness channel's hello says it
   int refs_ = 0;                // guarded by the global core mutex
-  std::atomic<bool> warnedConsumed_{false};  // the inner plugin's irecvConsumed was named
   std::atomic<bool> warnedNoIntroduction_{false};
   std::atomic<bool> infoIntroduction_{false};
 };

@@ -76,6 +76,12 @@ Status Introduction::progress(bool* arrived, HandleTrailer* theirs) noexcept {
     return {};
   }
   done_ = true;
+  if (recv_ != nullptr) {
+    // An inner transport with irecvConsumed holds each completed receive
+    // until it is consumed (NCCL's order: after test() said done): ours is
+    // consumed now, before any of NCCL's.
+    RESILIENT_TRY(recv_->irecvConsumed(1, request_));
+  }
   request_ = nullptr;
   if (side_ == Side::kAcceptor) {
     // A transport that does not report sizes (NCCL tolerates it) still

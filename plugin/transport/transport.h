@@ -50,6 +50,37 @@ inline constexpr int kPtrHost = 0x1;
 inline constexpr int kPtrCuda = 0x2;
 inline constexpr int kPtrDmaBuf = 0x4;
 
+// The largest number of physical devices one fused device holds (v12: 8;
+// v9 to v11: 4).
+inline constexpr int kMaxFusedDevices = 8;
+
+// A virtual device: the physical devices fused into it (NCCL's vProps).
+struct VirtualDevice {
+  int ndevs = 0;
+  int devs[kMaxFusedDevices] = {};
+};
+
+// What a transport offers beyond the calls every one has: NCCL's optional
+// members, each offered to NCCL by the resilient layer exactly when the
+// inner transport has it. Known once the first context is initialised (a
+// plugin may fill its table in init).
+struct Capabilities {
+  bool regMrDmaBuf = false;    // GPU memory registered by DMA-BUF fd
+  bool getDeviceMr = false;    // device offload: a region's device-side handle
+  bool irecvConsumed = false;  // device offload: receives held until consumed
+  bool makeVDevice = false;    // NIC fusion
+  bool setNetAttr = false;     // traffic hints (v11+)
+};
+
+// NCCL's opaque objects that a transport passes between NCCL and the device
+// code it offloads to, never read by the resilient layer: the device handle
+// connect/accept return (ncclNetDeviceHandle_vN_t, v7+), a region's device
+// handle (getDeviceMr) and the traffic attributes of setNetAttr
+// (ncclNetAttr_v11_t, the same in v12).
+struct DeviceHandle;
+struct DeviceRegion;
+struct NetAttributes;
+
 // One device as the transport describes it. The strings are owned by the
 // transport and stay valid until it is destroyed.
 struct Properties {
@@ -69,6 +100,15 @@ struct Properties {
   // The device's rail and plane (v12; -1: not known), for NCCL's topology.
   int railId = -1;
   int planeId = -1;
+  // Device offload (v7+): NCCL_NET_DEVICE_HOST (0) for a host transport, or
+  // the kind of device-side code the transport's comms need (UNPACK: the GPU
+  // unpacks what the host-driven receive put in bounce buffers).
+  int netDeviceType = 0;
+  int netDeviceVersion = 0;
+  // The physical devices a virtual (fused) device is made of (v9+; a
+  // physical device lists itself). ndevs 0: not reported (<= v8).
+  VirtualDevice vProps;
+  int maxMultiRequestSize = 1;  // v11+
 };
 
 // Per-communicator settings NCCL hands to init (v11) or connect (v10).
@@ -120,6 +160,25 @@ class Comm {
   virtual Status deregMr(std::unique_ptr<MemoryRegion> region) = 0;
   virtual Status close() = 0;
 
+  // Optional calls (Capabilities): called only where the transport offers them.
+  // DMA-BUF registration: the fd and offset of `data`'s dmabuf (the caller
+  // keeps the fd open only for the call).
+  virtual Status regMrDmaBuf(std::byte* data, size_t size, int type, uint64_t offset, int fd,
+                             std::unique_ptr<MemoryRegion>* region) {
+    (void)data, (void)size, (void)type, (void)offset, (void)fd;
+    region->reset();
+    return invalidUsage("regMrDmaBuf: this transport has no DMA-BUF registration");
+  }
+  // The device-side handle of a region (device offload).
+  virtual Status getDeviceMr(MemoryRegion* region, DeviceRegion** deviceRegion) {
+    (void)region;
+    *deviceRegion = nullptr;
+    return invalidUsage("getDeviceMr: this transport has no device offload");
+  }
+  // The device handle connect/accept produced (nullptr for a host comm, or
+  // when the caller asked for none).
+  virtual DeviceHandle* deviceHandle() const noexcept { return nullptr; }
+
   // Optional observations the resilient layer uses when the transport has them.
   // Bytes moved so far (both directions); monotonic. Comms that cannot tell
   // return false and the layer counts completed requests instead.
@@ -157,7 +216,7 @@ class RecvComm : public Comm {
                        MemoryRegion** regions, ProfilerHandle** phandles, Request** request) = 0;
   virtual Status iflush(int n, std::byte** data, const int* sizes, MemoryRegion** regions,
                         Request** request) = 0;
-  // irecvConsumed (v7+, optional, Transport::hasIrecvConsumed): NCCL calls it
+  // irecvConsumed (v7+, optional, Capabilities::irecvConsumed): NCCL calls it
   // once per completed receive, in order, with that receive's request after
   // its test() said done, once the data was consumed; a comm with it keeps
   // such a request until then. Does nothing on comms without it.
@@ -186,6 +245,29 @@ class CommOver : public Direction {
     return state.deregMr(std::move(region));
   }
   Status close() override { return state.close(); }
+  // The optional calls: the State's where it has them.
+  Status regMrDmaBuf(std::byte* data, size_t size, int type, uint64_t offset, int fd,
+                     std::unique_ptr<MemoryRegion>* region) override {
+    if constexpr (requires { state.regMrDmaBuf(data, size, type, offset, fd, region); }) {
+      return state.regMrDmaBuf(data, size, type, offset, fd, region);
+    } else {
+      return Direction::regMrDmaBuf(data, size, type, offset, fd, region);
+    }
+  }
+  Status getDeviceMr(MemoryRegion* region, DeviceRegion** deviceRegion) override {
+    if constexpr (requires { state.getDeviceMr(region, deviceRegion); }) {
+      return state.getDeviceMr(region, deviceRegion);
+    } else {
+      return Direction::getDeviceMr(region, deviceRegion);
+    }
+  }
+  DeviceHandle* deviceHandle() const noexcept override {
+    if constexpr (requires { state.deviceHandle(); }) {
+      return state.deviceHandle();
+    } else {
+      return nullptr;
+    }
+  }
   bool bytesMoved(uint64_t* bytes) noexcept override { return state.bytesMoved(bytes); }
   bool endpoints(Endpoint* local, Endpoint* peer) noexcept override {
     return state.endpoints(local, peer);
@@ -198,7 +280,9 @@ class Listener {
  public:
   virtual ~Listener() = default;
   // *comm stays empty while no connection is ready (poll again).
-  virtual Status accept(std::unique_ptr<RecvComm>* comm) = 0;
+  // wantDeviceHandle: the caller takes a device handle (NCCL passes a NULL
+  // out-pointer where it takes none); the comm's deviceHandle() then says it.
+  virtual Status accept(bool wantDeviceHandle, std::unique_ptr<RecvComm>* comm) = 0;
   virtual Status close() = 0;
 };
 
@@ -225,12 +309,23 @@ class Transport {
   virtual Status listen(Context* ctx, int dev, std::byte* handle,
                         std::unique_ptr<Listener>* listener) = 0;
   // *comm stays empty while the connection is not made yet (poll again with
-  // the same handle).
-  virtual Status connect(Context* ctx, int dev, std::byte* handle,
+  // the same handle). wantDeviceHandle: as Listener::accept.
+  virtual Status connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
                          std::unique_ptr<SendComm>* comm) = 0;
 
-  // Whether its receive comms have irecvConsumed (device-unpack plugins).
-  virtual bool hasIrecvConsumed() const noexcept { return false; }
+  // The optional calls it offers (see Capabilities).
+  virtual Capabilities capabilities() const noexcept { return {}; }
+  // NIC fusion: a new device made of props' physical devices; *dev its index.
+  virtual Status makeVDevice(const VirtualDevice& props, int* dev) {
+    (void)props;
+    *dev = -1;
+    return invalidUsage("makeVDevice: this transport cannot fuse devices");
+  }
+  // Traffic hints for a communicator's connections (v11+).
+  virtual Status setNetAttr(Context* ctx, NetAttributes* attr) {
+    (void)ctx, (void)attr;
+    return invalidUsage("setNetAttr: this transport takes no attributes");
+  }
 };
 
 }  // namespace resilient::transport

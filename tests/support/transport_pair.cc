@@ -45,10 +45,10 @@ Status connectPair(transport::Transport* sender, transport::Transport* receiver,
   const uint64_t deadline = monotonicMs() + static_cast<uint64_t>(timeoutMs);
   while (pair->sendComm == nullptr || pair->recvComm == nullptr) {
     if (pair->sendComm == nullptr) {
-      RESILIENT_TRY(sender->connect(pair->senderCtx, 0, pair->handle, &pair->sendComm));
+      RESILIENT_TRY(sender->connect(pair->senderCtx, 0, pair->handle, false, &pair->sendComm));
     }
     if (pair->recvComm == nullptr) {
-      RESILIENT_TRY(pair->listener->accept(&pair->recvComm));
+      RESILIENT_TRY(pair->listener->accept(false, &pair->recvComm));
     }
     if (monotonicMs() > deadline) {
       return timeoutError("connect/accept did not complete");

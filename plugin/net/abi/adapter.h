@@ -5,6 +5,7 @@
 // shared_calls.h and legacy_calls.h.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -97,6 +98,11 @@ ncclResult_t onCore(const char* entry, Body&& body) noexcept {
   });
 }
 
+// Sets the optional members of every exported table (optional_calls.h) to
+// what the inner transport offers; called by each init once the inner
+// transport is initialised.
+void offerOptionalCalls(const transport::Capabilities& caps) noexcept;
+
 // init/finalize for the versions without a per-communicator context (v6–v10):
 // one shared context for the process, created by the first init and released
 // when the library is unloaded (those versions have no finalize).
@@ -118,22 +124,32 @@ void fillProperties(const transport::Properties& in, int dev, Props* out) {
   out->latency = in.latencyUs;
   out->maxComms = in.maxComms;
   out->maxRecvs = in.maxRecvs;
-  if constexpr (requires { out->netDeviceType; }) {  // v7+: a host plugin, no device offload
-    out->netDeviceType = NCCL_NET_DEVICE_HOST;
-    out->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+  if constexpr (requires { out->netDeviceType; }) {  // v7+: the inner transport's
+    out->netDeviceType = static_cast<ncclNetDeviceType>(in.netDeviceType);
+    out->netDeviceVersion = in.netDeviceVersion;
   }
   if constexpr (requires { out->regIsGlobal; }) {  // v8+
     out->regIsGlobal = in.regIsGlobal;
   }
-  if constexpr (requires { out->vProps; }) {  // v9+: no NIC fusion, the device is itself
+  if constexpr (requires { out->vProps; }) {  // v9+
     out->forceFlush = in.forceFlush;
-    out->vProps.ndevs = 1;
-    out->vProps.devs[0] = dev;
+    // The inner transport's fused devices (a physical device lists itself);
+    // an inner transport of <= v8 reports none: the device is itself.
+    constexpr int kDevs = static_cast<int>(sizeof out->vProps.devs / sizeof out->vProps.devs[0]);
+    if (in.vProps.ndevs > 0) {
+      out->vProps.ndevs = std::min(in.vProps.ndevs, kDevs);
+      for (int i = 0; i < out->vProps.ndevs; ++i) {
+        out->vProps.devs[i] = in.vProps.devs[i];
+      }
+    } else {
+      out->vProps.ndevs = 1;
+      out->vProps.devs[0] = dev;
+    }
     out->maxP2pBytes = in.maxP2pBytes;
     out->maxCollBytes = in.maxCollBytes;
   }
-  if constexpr (requires { out->maxMultiRequestSize; }) {  // v11
-    out->maxMultiRequestSize = 1;
+  if constexpr (requires { out->maxMultiRequestSize; }) {  // v11+
+    out->maxMultiRequestSize = in.maxMultiRequestSize;
   }
   if constexpr (requires { out->railId; }) {  // v12: the inner device's, passed on
     out->railId = static_cast<int16_t>(in.railId);

@@ -6,6 +6,7 @@
 
 #include "nccl/net_common.h"
 #include "plugin/net/abi/adapter.h"
+#include "plugin/net/abi/optional_calls.h"
 #include "plugin/net/abi/shared_calls.h"
 
 namespace resilient::abi::context {
@@ -28,6 +29,7 @@ inline ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* c
       return s;
     }
     handOut(context, ctx);
+    offerOptionalCalls(core->capabilities());
     return {};
   });
 }
@@ -52,11 +54,8 @@ inline ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) 
 
 inline ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
                             ncclNetDeviceHandle_v11_t** sendDevComm) noexcept {
-  if (sendDevComm != nullptr) {
-    *sendDevComm = nullptr;  // host plugin: no device offload
-  }
   return onCore("connect", [&](CoreImpl& c) {
-    return shared::connectOn(c, as<CoreContext>(ctx), dev, handle, sendComm);
+    return shared::connectOn(c, as<CoreContext>(ctx), dev, handle, sendComm, sendDevComm);
   });
 }
 
@@ -75,8 +74,8 @@ inline ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int
 }
 
 // The whole table of a context version (Net: ncclNet_v11_t or _v12_t, Props
-// its properties): the same calls, no DMA-BUF, no device offload, no NIC
-// fusion, no attribute hints.
+// its properties): the same calls; the optional members NULL until init
+// offers those the inner transport has (optional_calls.h).
 template <class Net, class Props>
 constexpr Net table() {
   return Net{
@@ -88,7 +87,7 @@ constexpr Net table() {
       connect,
       shared::accept<ncclNetDeviceHandle_v11_t>,
       shared::regMr,
-      nullptr,  // regMrDmaBuf: no DMA-BUF through the layer
+      nullptr,  // regMrDmaBuf: offered at init
       shared::deregMr,
       isend,
       irecv,
@@ -97,11 +96,11 @@ constexpr Net table() {
       shared::closeSend,
       shared::closeRecv,
       shared::closeListen,
-      nullptr,  // getDeviceMr: no device offload
-      nullptr,  // irecvConsumed: host plugin
-      nullptr,  // makeVDevice: no NIC fusion
+      nullptr,  // getDeviceMr: offered at init
+      nullptr,  // irecvConsumed: offered at init
+      nullptr,  // makeVDevice: offered at init
       finalize,
-      nullptr,  // setNetAttr
+      nullptr,  // setNetAttr: offered at init
   };
 }
 

@@ -17,23 +17,18 @@ inline ncclResult_t listen(int dev, void* handle, void** listenComm) noexcept {
   });
 }
 
-// connect of v6 (no device handle).
-inline ncclResult_t connect(int dev, void* handle, void** sendComm) noexcept {
+// connect of v7–v10, with the device handle passed through.
+template <class DevHandle>
+ncclResult_t connectDev(int dev, void* handle, void** sendComm, DevHandle** devComm) noexcept {
   return onCore("connect", [&](CoreImpl& c) {
-    return shared::connectOn(c, legacyContext(), dev, handle, sendComm);
+    return shared::connectOn(c, legacyContext(), dev, handle, sendComm, devComm);
   });
 }
 
-// connect of v7–v9: a host plugin leaves the device handle NULL.
-template <class DevHandle>
-ncclResult_t connectDev(int dev, void* handle, void** sendComm, DevHandle** devComm) noexcept {
-  if (devComm != nullptr) {
-    *devComm = nullptr;
-  }
-  return connect(dev, handle, sendComm);
+// connect and accept of v6 (no device handle).
+inline ncclResult_t connect(int dev, void* handle, void** sendComm) noexcept {
+  return connectDev<void>(dev, handle, sendComm, nullptr);
 }
-
-// accept of v6 (no device handle).
 inline ncclResult_t accept(void* listenComm, void** recvComm) noexcept {
   return shared::accept<void>(listenComm, recvComm, nullptr);
 }

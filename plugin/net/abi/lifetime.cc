@@ -1,6 +1,7 @@
 // Process-level lifetime shared by the adapters: the legacy (v6–v10) context,
-// the list of our own exported structs, and the unload hook that stops the
-// background thread if the library goes away without a finalize.
+// the list of our own exported structs and the offer of their optional
+// members, and the unload hook that stops the background thread if the
+// library goes away without a finalize.
 #include <mutex>
 
 #include "nccl/net_v10.h"
@@ -11,15 +12,17 @@
 #include "nccl/net_v8.h"
 #include "nccl/net_v9.h"
 #include "plugin/net/abi/adapter.h"
+#include "plugin/net/abi/optional_calls.h"
 
+// Not const: init sets their optional members (optional_calls.h).
 extern "C" {
-extern const ncclNet_v12_t ncclNetPlugin_v12;
-extern const ncclNet_v11_t ncclNetPlugin_v11;
-extern const ncclNet_v10_t ncclNetPlugin_v10;
-extern const ncclNet_v9_t ncclNetPlugin_v9;
-extern const ncclNet_v8_t ncclNetPlugin_v8;
-extern const ncclNet_v7_t ncclNetPlugin_v7;
-extern const ncclNet_v6_t ncclNetPlugin_v6;
+extern ncclNet_v12_t ncclNetPlugin_v12;
+extern ncclNet_v11_t ncclNetPlugin_v11;
+extern ncclNet_v10_t ncclNetPlugin_v10;
+extern ncclNet_v9_t ncclNetPlugin_v9;
+extern ncclNet_v8_t ncclNetPlugin_v8;
+extern ncclNet_v7_t ncclNetPlugin_v7;
+extern ncclNet_v6_t ncclNetPlugin_v6;
 }
 
 namespace resilient::abi {
@@ -52,6 +55,16 @@ const net::SelfIdentity& selfIdentity() noexcept {
   return kSelf;
 }
 
+void offerOptionalCalls(const transport::Capabilities& caps) noexcept {
+  optional::offer(ncclNetPlugin_v12, caps);
+  optional::offer(ncclNetPlugin_v11, caps);
+  optional::offer(ncclNetPlugin_v10, caps);
+  optional::offer(ncclNetPlugin_v9, caps);
+  optional::offer(ncclNetPlugin_v8, caps);
+  optional::offer(ncclNetPlugin_v7, caps);
+  optional::offer(ncclNetPlugin_v6, caps);
+}
+
 ncclResult_t legacyInit(ncclDebugLogger_t logger) noexcept {
   return boundary::call("init", [&]() -> Status {
     std::lock_guard<std::mutex> lock(gLegacyMutex);
@@ -69,6 +82,7 @@ ncclResult_t legacyInit(ncclDebugLogger_t logger) noexcept {
       return s;
     }
     gLegacyCore = core;
+    offerOptionalCalls(core->capabilities());
     return {};
   });
 }

@@ -30,7 +30,9 @@ ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
 }  // namespace
 }  // namespace resilient::abi
 
-extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlugin_v10 = {
+// Not const: init sets the optional members (optional_calls.h).
+extern "C" {
+__attribute__((visibility("default"))) ncclNet_v10_t ncclNetPlugin_v10 = {
     resilient::abi::kPluginName,
     resilient::abi::init,
     resilient::abi::shared::devices,
@@ -52,3 +54,4 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlu
     nullptr,  // irecvConsumed
     nullptr,  // makeVDevice
 };
+}  // extern "C"

@@ -4,5 +4,8 @@
 
 #include "plugin/net/abi/context_calls.h"
 
-extern "C" __attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlugin_v11 =
+// Not const: init sets the optional members (optional_calls.h).
+extern "C" {
+__attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 =
     resilient::abi::context::table<ncclNet_v11_t, ncclNetProperties_v11_t>();
+}  // extern "C"

@@ -4,5 +4,8 @@
 
 #include "plugin/net/abi/context_calls.h"
 
-extern "C" __attribute__((visibility("default"))) const ncclNet_v12_t ncclNetPlugin_v12 =
+// Not const: init sets the optional members (optional_calls.h).
+extern "C" {
+__attribute__((visibility("default"))) ncclNet_v12_t ncclNetPlugin_v12 =
     resilient::abi::context::table<ncclNet_v12_t, ncclNetProperties_v12_t>();
+}  // extern "C"

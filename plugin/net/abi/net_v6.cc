@@ -4,7 +4,9 @@
 #include "plugin/net/abi/legacy_calls.h"
 #include "plugin/net/abi/shared_calls.h"
 
-extern "C" __attribute__((visibility("default"))) const ncclNet_v6_t ncclNetPlugin_v6 = {
+// Not const: init sets the optional members (optional_calls.h).
+extern "C" {
+__attribute__((visibility("default"))) ncclNet_v6_t ncclNetPlugin_v6 = {
     resilient::abi::kPluginName,
     resilient::abi::legacyInit,
     resilient::abi::shared::devices,
@@ -23,3 +25,4 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v6_t ncclNetPlug
     resilient::abi::shared::closeRecv,
     resilient::abi::shared::closeListen,
 };
+}  // extern "C"

@@ -4,7 +4,9 @@
 #include "plugin/net/abi/legacy_calls.h"
 #include "plugin/net/abi/shared_calls.h"
 
-extern "C" __attribute__((visibility("default"))) const ncclNet_v7_t ncclNetPlugin_v7 = {
+// Not const: init sets the optional members (optional_calls.h).
+extern "C" {
+__attribute__((visibility("default"))) ncclNet_v7_t ncclNetPlugin_v7 = {
     resilient::abi::kPluginName,
     resilient::abi::legacyInit,
     resilient::abi::shared::devices,
@@ -25,3 +27,4 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v7_t ncclNetPlug
     nullptr,  // getDeviceMr
     nullptr,  // irecvConsumed
 };
+}  // extern "C"

@@ -4,7 +4,9 @@
 #include "plugin/net/abi/legacy_calls.h"
 #include "plugin/net/abi/shared_calls.h"
 
-extern "C" __attribute__((visibility("default"))) const ncclNet_v9_t ncclNetPlugin_v9 = {
+// Not const: init sets the optional members (optional_calls.h).
+extern "C" {
+__attribute__((visibility("default"))) ncclNet_v9_t ncclNetPlugin_v9 = {
     resilient::abi::kPluginName,
     resilient::abi::legacyInit,
     resilient::abi::shared::devices,
@@ -26,3 +28,4 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v9_t ncclNetPlug
     nullptr,  // irecvConsumed
     nullptr,  // makeVDevice
 };
+}  // extern "C"

@@ -42,10 +42,18 @@ inline Status listenOn(CoreImpl& c, CoreContext* ctx, int dev, void* handle, voi
   return {};
 }
 
-inline Status connectOn(CoreImpl& c, CoreContext* ctx, int dev, void* handle, void** sendComm) {
+// devComm: NCCL's device-handle out-pointer (v7+; may be NULL, and is NULL
+// for v6): passed on to the inner transport as NCCL gave it, and what the
+// inner transport wrote handed back.
+template <class DevHandle>
+Status connectOn(CoreImpl& c, CoreContext* ctx, int dev, void* handle, void** sendComm,
+                 DevHandle** devComm) {
   *sendComm = nullptr;
   CoreComm* s = nullptr;
-  RESILIENT_TRY(c.connect(ctx, dev, static_cast<std::byte*>(handle), &s));
+  RESILIENT_TRY(c.connect(ctx, dev, static_cast<std::byte*>(handle), devComm != nullptr, &s));
+  if (devComm != nullptr) {
+    *devComm = s != nullptr ? reinterpret_cast<DevHandle*>(c.deviceHandle(*s)) : nullptr;
+  }
   handOut(s, sendComm);
   return {};
 }
@@ -65,15 +73,18 @@ ncclResult_t getProperties(int dev, Props* props) noexcept {
   });
 }
 
-// accept of v7+: a host plugin leaves the device handle NULL.
+// accept; devComm as connectOn's (NCCL allocates a handle for UNPACK
+// receives only, src/transport/net.cc ncclNetGetDeviceHandle; else it
+// points at NULL).
 template <class DevHandle>
 ncclResult_t accept(void* listenComm, void** recvComm, DevHandle** devComm) noexcept {
-  if (devComm != nullptr) {
-    *devComm = nullptr;
-  }
   return onCore("accept", [&](CoreImpl& c) -> Status {
+    *recvComm = nullptr;
     CoreComm* comm = nullptr;
-    RESILIENT_TRY(c.accept(*as<CoreListen>(listenComm), &comm));
+    RESILIENT_TRY(c.accept(*as<CoreListen>(listenComm), devComm != nullptr, &comm));
+    if (devComm != nullptr && comm != nullptr) {
+      *devComm = reinterpret_cast<DevHandle*>(c.deviceHandle(*comm));
+    }
     handOut(comm, recvComm);
     return {};
   });

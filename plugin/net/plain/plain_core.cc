@@ -68,17 +68,18 @@ Status PlainCore::listen(CommContext* ctx, int dev, std::byte* handle,
   return {};
 }
 
-Status PlainCore::connect(CommContext* ctx, int dev, std::byte* handle,
+Status PlainCore::connect(CommContext* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
                           transport::Comm** sendComm) {
   std::unique_ptr<transport::SendComm> c;
-  RESILIENT_TRY(inner_->connect(innerContext(ctx), dev, handle, &c));
+  RESILIENT_TRY(inner_->connect(innerContext(ctx), dev, handle, wantDeviceHandle, &c));
   *sendComm = c.release();
   return {};
 }
 
-Status PlainCore::accept(transport::Listener& listener, transport::Comm** recvComm) {
+Status PlainCore::accept(transport::Listener& listener, bool wantDeviceHandle,
+                         transport::Comm** recvComm) {
   std::unique_ptr<transport::RecvComm> c;
-  RESILIENT_TRY(listener.accept(&c));
+  RESILIENT_TRY(listener.accept(wantDeviceHandle, &c));
   *recvComm = c.release();
   return {};
 }
@@ -87,6 +88,14 @@ Status PlainCore::regMr(transport::Comm& comm, std::byte* data, size_t size, int
                         transport::MemoryRegion** region) {
   std::unique_ptr<transport::MemoryRegion> r;
   RESILIENT_TRY(comm.regMr(data, size, type, &r));
+  *region = r.release();
+  return {};
+}
+
+Status PlainCore::regMrDmaBuf(transport::Comm& comm, std::byte* data, size_t size, int type,
+                              uint64_t offset, int fd, transport::MemoryRegion** region) {
+  std::unique_ptr<transport::MemoryRegion> r;
+  RESILIENT_TRY(comm.regMrDmaBuf(data, size, type, offset, fd, &r));
   *region = r.release();
   return {};
 }

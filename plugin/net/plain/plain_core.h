@@ -39,8 +39,9 @@ class PlainCore {
     return inner_->properties(dev, props);
   }
   Status listen(CommContext* ctx, int dev, std::byte* handle, transport::Listener** listener);
-  Status connect(CommContext* ctx, int dev, std::byte* handle, transport::Comm** sendComm);
-  Status accept(transport::Listener& listener, transport::Comm** recvComm);
+  Status connect(CommContext* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+                 transport::Comm** sendComm);
+  Status accept(transport::Listener& listener, bool wantDeviceHandle, transport::Comm** recvComm);
   Status regMr(transport::Comm& comm, std::byte* data, size_t size, int type,
                transport::MemoryRegion** region);
   Status deregMr(transport::Comm& comm, transport::MemoryRegion* region) {
@@ -64,6 +65,26 @@ class PlainCore {
   }
   Status test(transport::Request& request, int* done, int* sizes) {
     return request.test(done, sizes);
+  }
+  // The optional calls, as Core has them: the inner transport's own.
+  transport::Capabilities capabilities() const noexcept { return inner_->capabilities(); }
+  transport::DeviceHandle* deviceHandle(transport::Comm& comm) const noexcept {
+    return comm.deviceHandle();
+  }
+  Status regMrDmaBuf(transport::Comm& comm, std::byte* data, size_t size, int type,
+                     uint64_t offset, int fd, transport::MemoryRegion** region);
+  Status getDeviceMr(transport::Comm& comm, transport::MemoryRegion* region,
+                     transport::DeviceRegion** deviceRegion) {
+    return comm.getDeviceMr(region, deviceRegion);
+  }
+  Status irecvConsumed(transport::Comm& comm, int n, transport::Request* request) {
+    return static_cast<transport::RecvComm&>(comm).irecvConsumed(n, request);
+  }
+  Status makeVDevice(const transport::VirtualDevice& props, int* dev) {
+    return inner_->makeVDevice(props, dev);
+  }
+  Status setNetAttr(CommContext* ctx, transport::NetAttributes* attr) {
+    return inner_->setNetAttr(innerContext(ctx), attr);
   }
   Status closeSend(transport::Comm* comm) { return closeOwned(comm); }
   Status closeRecv(transport::Comm* comm) { return closeOwned(comm); }

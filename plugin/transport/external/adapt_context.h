@@ -5,7 +5,7 @@
 // destruction). Our context wraps the plugin's so that the config the
 // plugin may keep a pointer to lives until finalize. As NCCL does, a failed
 // init is followed by finalize of whatever context the plugin produced.
-// makeVDevice, getDeviceMr and setNetAttr are not used. The two versions
+// The optional members are passed through (shim.h). The two versions
 // differ only in their properties (the shim reads what each has).
 #pragma once
 
@@ -56,9 +56,10 @@ class ContextTransport final : public Shim<Net> {
     return check(net_->finalize(ctx.inner), "finalize");
   }
 
-  Status innerConnect(ExternalContext* ctx, int dev, void* handle, void** sendComm) override {
+  Status innerConnect(ExternalContext* ctx, int dev, void* handle, bool wantDeviceHandle,
+                      void** sendComm, DeviceHandle** deviceHandle) override {
     void* inner = innerContextOf(ctx);
-    return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v7_t** devHandle) {
+    return connectWithDeviceHandle(wantDeviceHandle, sendComm, deviceHandle, [&](ncclNetDeviceHandle_v7_t** devHandle) {
       return net_->connect(inner, dev, handle, sendComm, devHandle);
     });
   }

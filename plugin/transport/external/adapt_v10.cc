@@ -19,12 +19,13 @@ class TransportV10 final : public Shim<ncclNet_v10_t> {
         config, ctx, [&] { return check(net_->init(logger(), profilerCallback()), "init"); });
   }
 
-  Status innerConnect(ExternalContext* ctx, int dev, void* handle, void** sendComm) override {
+  Status innerConnect(ExternalContext* ctx, int dev, void* handle, bool wantDeviceHandle,
+                      void** sendComm, DeviceHandle** deviceHandle) override {
     // Without a context (a caller that skipped initContext) the config is
     // "undefined", as NCCL passes it when the user set none.
     ncclNetCommConfig_v10_t fallback{NCCL_NET_TRAFFIC_CLASS_UNDEF};
     ncclNetCommConfig_v10_t* config = ctx != nullptr ? &ctx->config : &fallback;
-    return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v10_t** devHandle) {
+    return connectWithDeviceHandle(wantDeviceHandle, sendComm, deviceHandle, [&](ncclNetDeviceHandle_v10_t** devHandle) {
       return net_->connect(dev, config, handle, sendComm, devHandle);
     });
   }

@@ -1,9 +1,8 @@
 // ncclNetPlugin_v7 (NCCL 2.19) as a Transport. Over v6: properties carry the
-// device type (only HOST is accepted); connect/accept take a device-handle
-// out-pointer (a host plugin leaves it NULL; non-NULL is refused as device
-// offload). Still init(logger) once per process, no contexts, int sizes
-// (larger sizes are refused), no phandles, 1 GiB / 512 MiB size limits.
-// getDeviceMr and irecvConsumed are device-offload members and stay unused.
+// device type; connect/accept take a device-handle out-pointer, and the
+// device-offload members getDeviceMr and irecvConsumed appear (all passed
+// through, shim.h). Still init(logger) once per process, no contexts, int
+// sizes (larger sizes are refused), no phandles, 1 GiB / 512 MiB size limits.
 #include "nccl/net_v7.h"
 #include "plugin/transport/external/shim.h"
 
@@ -19,8 +18,9 @@ class TransportV7 final : public Shim<ncclNet_v7_t> {
     return legacyInitContext(config, ctx, [&] { return check(net_->init(logger()), "init"); });
   }
 
-  Status innerConnect(ExternalContext* /*ctx*/, int dev, void* handle, void** sendComm) override {
-    return connectWithDeviceHandle(sendComm, [&](ncclNetDeviceHandle_v7_t** devHandle) {
+  Status innerConnect(ExternalContext* /*ctx*/, int dev, void* handle, bool wantDeviceHandle,
+                      void** sendComm, DeviceHandle** deviceHandle) override {
+    return connectWithDeviceHandle(wantDeviceHandle, sendComm, deviceHandle, [&](ncclNetDeviceHandle_v7_t** devHandle) {
       return net_->connect(dev, handle, sendComm, devHandle);
     });
   }

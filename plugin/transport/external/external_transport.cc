@@ -113,11 +113,13 @@ Status ExternalTransport::listen(Context* ctx, int dev, std::byte* handle,
   return Status();
 }
 
-Status ExternalTransport::connect(Context* ctx, int dev, std::byte* handle,
+Status ExternalTransport::connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
                                   std::unique_ptr<SendComm>* comm) {
   comm->reset();
   void* inner = nullptr;
-  RESILIENT_TRY(innerConnect(static_cast<ExternalContext*>(ctx), dev, handle, &inner));
+  DeviceHandle* deviceHandle = nullptr;
+  RESILIENT_TRY(innerConnect(static_cast<ExternalContext*>(ctx), dev, handle, wantDeviceHandle,
+                             &inner, &deviceHandle));
   if (inner != nullptr) {
     // The pool's size follows the device's largest grouped receive (the
     // plugin's own limit; the largest NCCL groups when it cannot tell).
@@ -126,7 +128,7 @@ Status ExternalTransport::connect(Context* ctx, int dev, std::byte* handle,
     if (!properties(dev, &props).ok()) {
       props.maxRecvs = kMaxRecvN;
     }
-    *comm = std::make_unique<ExternalSendComm>(*this, inner, props.maxRecvs);
+    *comm = std::make_unique<ExternalSendComm>(*this, inner, deviceHandle, props.maxRecvs);
   }
   return Status();
 }
@@ -166,8 +168,9 @@ Status ExternalRequest::test(int* done, int* sizes) {
 // ---- ExternalComm ----------------------------------------------------------
 
 template <class Base>
-ExternalComm<Base>::ExternalComm(ExternalTransport& transport, void* inner, size_t poolSize)
-    : transport_(transport), inner_(inner), pool_(poolSize) {
+ExternalComm<Base>::ExternalComm(ExternalTransport& transport, void* inner,
+                                 DeviceHandle* deviceHandle, size_t poolSize)
+    : transport_(transport), inner_(inner), deviceHandle_(deviceHandle), pool_(poolSize) {
   for (ExternalRequest& r : pool_.slots()) {
     r.transport_ = &transport_;
     r.pool_ = &pool_;
@@ -188,6 +191,27 @@ Status ExternalComm<Base>::regMr(std::byte* data, size_t size, int type,
   void* mhandle = nullptr;
   RESILIENT_TRY(transport_.innerRegMr(inner_, data, size, type, &mhandle));
   *region = std::make_unique<ExternalRegion>(mhandle);
+  return Status();
+}
+
+template <class Base>
+Status ExternalComm<Base>::regMrDmaBuf(std::byte* data, size_t size, int type, uint64_t offset,
+                                       int fd, std::unique_ptr<MemoryRegion>* region) {
+  region->reset();
+  void* mhandle = nullptr;
+  RESILIENT_TRY(transport_.innerRegMrDmaBuf(inner_, data, size, type, offset, fd, &mhandle));
+  *region = std::make_unique<ExternalRegion>(mhandle);
+  return Status();
+}
+
+template <class Base>
+Status ExternalComm<Base>::getDeviceMr(MemoryRegion* region, DeviceRegion** deviceRegion) {
+  *deviceRegion = nullptr;
+  void* dptr = nullptr;
+  RESILIENT_TRY(transport_.innerGetDeviceMr(
+      inner_, region != nullptr ? static_cast<ExternalRegion*>(region)->mhandle() : nullptr,
+      &dptr));
+  *deviceRegion = static_cast<DeviceRegion*>(dptr);
   return Status();
 }
 
@@ -266,8 +290,10 @@ Status ExternalSendComm::isend(std::byte* data, size_t size, int tag, MemoryRegi
 
 // ---- ExternalRecvComm ------------------------------------------------------
 
-ExternalRecvComm::ExternalRecvComm(ExternalTransport& transport, void* inner)
-    : ExternalComm(transport, inner, kPoolSize), consumes_(transport.hasIrecvConsumed()) {}
+ExternalRecvComm::ExternalRecvComm(ExternalTransport& transport, void* inner,
+                                   DeviceHandle* deviceHandle)
+    : ExternalComm(transport, inner, deviceHandle, kPoolSize),
+      consumes_(transport.capabilities().irecvConsumed) {}
 
 Status ExternalRecvComm::irecv(int n, std::byte** data, const size_t* sizes, const int* tags,
                                MemoryRegion** regions, ProfilerHandle** phandles,
@@ -348,12 +374,13 @@ ExternalListener::~ExternalListener() {
   }
 }
 
-Status ExternalListener::accept(std::unique_ptr<RecvComm>* comm) {
+Status ExternalListener::accept(bool wantDeviceHandle, std::unique_ptr<RecvComm>* comm) {
   comm->reset();
   void* inner = nullptr;
-  RESILIENT_TRY(transport_.innerAccept(inner_, &inner));
+  DeviceHandle* deviceHandle = nullptr;
+  RESILIENT_TRY(transport_.innerAccept(inner_, wantDeviceHandle, &inner, &deviceHandle));
   if (inner != nullptr) {
-    *comm = std::make_unique<ExternalRecvComm>(transport_, inner);
+    *comm = std::make_unique<ExternalRecvComm>(transport_, inner, deviceHandle);
   }
   return Status();
 }

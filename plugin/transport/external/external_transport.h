@@ -159,14 +159,19 @@ class ExternalComm : public Base {
 
   Status regMr(std::byte* data, size_t size, int type,
                std::unique_ptr<MemoryRegion>* region) override;
+  Status regMrDmaBuf(std::byte* data, size_t size, int type, uint64_t offset, int fd,
+                     std::unique_ptr<MemoryRegion>* region) override;
   Status deregMr(std::unique_ptr<MemoryRegion> region) override;
+  Status getDeviceMr(MemoryRegion* region, DeviceRegion** deviceRegion) override;
+  DeviceHandle* deviceHandle() const noexcept override { return deviceHandle_; }
   // closeSend / closeRecv of the plugin, which frees what is still posted.
   // When the plugin fails it, close() may be called again (the plugin's
   // close is called again); destruction then does not retry.
   Status close() override;
 
  protected:
-  ExternalComm(ExternalTransport& transport, void* inner, size_t poolSize);
+  ExternalComm(ExternalTransport& transport, void* inner, DeviceHandle* deviceHandle,
+               size_t poolSize);
 
   // A request of the pool for the plugin to fill in; nullptr when all are out.
   ExternalRequest* acquire(bool heldUntilConsumed) noexcept;
@@ -175,6 +180,7 @@ class ExternalComm : public Base {
 
   ExternalTransport& transport_;
   void* inner_;
+  DeviceHandle* deviceHandle_;  // the plugin's, from connect/accept (may be nullptr)
   bool open_ = true;         // not closed successfully yet
   bool closeTried_ = false;  // close() was called
   RequestPool<ExternalRequest> pool_;
@@ -190,8 +196,9 @@ class ExternalSendComm final : public ExternalComm<SendComm> {
            static_cast<size_t>(std::clamp(maxRecvs, 1, kMaxRecvN));
   }
 
-  ExternalSendComm(ExternalTransport& transport, void* inner, int maxRecvs)
-      : ExternalComm(transport, inner, poolSize(maxRecvs)) {}
+  ExternalSendComm(ExternalTransport& transport, void* inner, DeviceHandle* deviceHandle,
+                   int maxRecvs)
+      : ExternalComm(transport, inner, deviceHandle, poolSize(maxRecvs)) {}
 
   Status isend(std::byte* data, size_t size, int tag, MemoryRegion* region, ProfilerHandle* phandle,
                Request** request) override;
@@ -204,7 +211,7 @@ class ExternalRecvComm final : public ExternalComm<RecvComm> {
   // irecvConsumed (src/transport/net.cc, recvProxyProgress).
   static constexpr size_t kPoolSize = 2 * static_cast<size_t>(kMaxRequests);
 
-  ExternalRecvComm(ExternalTransport& transport, void* inner);
+  ExternalRecvComm(ExternalTransport& transport, void* inner, DeviceHandle* deviceHandle);
 
   Status irecv(int n, std::byte** data, const size_t* sizes, const int* tags,
                MemoryRegion** regions, ProfilerHandle** phandles, Request** request) override;
@@ -226,7 +233,7 @@ class ExternalListener final : public Listener {
   ExternalListener(const ExternalListener&) = delete;
   ExternalListener& operator=(const ExternalListener&) = delete;
 
-  Status accept(std::unique_ptr<RecvComm>* comm) override;
+  Status accept(bool wantDeviceHandle, std::unique_ptr<RecvComm>* comm) override;
   // closeListen of the plugin; as ExternalComm::close when that fails.
   Status close() override;
 
@@ -246,7 +253,8 @@ class ExternalTransport : public Transport {
   // Wrap what the shim's plugin calls return in the objects above.
   Status listen(Context* ctx, int dev, std::byte* handle,
                 std::unique_ptr<Listener>* listener) final;
-  Status connect(Context* ctx, int dev, std::byte* handle, std::unique_ptr<SendComm>* comm) final;
+  Status connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+                 std::unique_ptr<SendComm>* comm) final;
 
   // The inner plugin's name field ("IB", "AWS Libfabric", ...).
   const char* name() const noexcept override { return name_.c_str(); }
@@ -289,9 +297,14 @@ class ExternalTransport : public Transport {
   // (the objects above call them). Shim<Net> (shim.h) implements all but
   // innerConnect and innerFinalize, which each version's shim adds.
   virtual Status innerListen(ExternalContext* ctx, int dev, void* handle, void** listenComm) = 0;
-  virtual Status innerConnect(ExternalContext* ctx, int dev, void* handle, void** sendComm) = 0;
-  virtual Status innerAccept(void* listenComm, void** recvComm) = 0;
+  virtual Status innerConnect(ExternalContext* ctx, int dev, void* handle, bool wantDeviceHandle,
+                              void** sendComm, DeviceHandle** deviceHandle) = 0;
+  virtual Status innerAccept(void* listenComm, bool wantDeviceHandle, void** recvComm,
+                             DeviceHandle** deviceHandle) = 0;
   virtual Status innerRegMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
+  virtual Status innerRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                                  int fd, void** mhandle) = 0;
+  virtual Status innerGetDeviceMr(void* comm, void* mhandle, void** deviceRegion) = 0;
   virtual Status innerDeregMr(void* comm, void* mhandle) = 0;
   virtual Status innerIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                             void* phandle, void** request) = 0;

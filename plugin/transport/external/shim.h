@@ -8,7 +8,10 @@
 //  - devices, deregMr, iflush, test, close*: the same in every version;
 //  - properties: the fields the version's properties struct has;
 //  - listen: the plugin's context first from v11;
-//  - accept: a device-handle out-pointer from v7 (non-NULL is refused);
+//  - accept: a device-handle out-pointer from v7, passed through;
+//  - the optional members (regMrDmaBuf, getDeviceMr, irecvConsumed,
+//    makeVDevice, setNetAttr) where the version has them and the table's
+//    pointer is set (capabilities());
 //  - regMr, isend, irecv: int sizes up to v7 (regMr) and v8 (isend, irecv),
 //    larger sizes refused as NCCL refuses them; profiler handles from v10.
 // A shim adds what differs in substance: initContext, innerFinalize (v11+;
@@ -16,6 +19,7 @@
 // structs; the loader reaches them through the make* functions.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cstddef>
@@ -114,6 +118,26 @@ class Shim : public ExternalTransport {
   static constexpr bool kDeviceHandles = AcceptFn::kArity == 3;   // v7+
   static constexpr bool kProfilerHandles = IsendFn::kArity == 7;  // v10+
   static_assert(IrecvFn::kArity == (kProfilerHandles ? 8 : 7));
+  // The fused devices the version's vProps holds (v9+; 0 before).
+  template <class P>
+  static constexpr int fusedDevices() {
+    if constexpr (requires(P p) { p.vProps; }) {
+      return static_cast<int>(sizeof(P::vProps.devs) / sizeof(int));
+    } else {
+      return 0;
+    }
+  }
+  static constexpr int kFusedDevices = fusedDevices<NetProperties>();
+  static_assert(kFusedDevices <= kMaxFusedDevices);
+  template <class N>
+  static auto vdeviceProps() {
+    if constexpr (requires(N n) { n.makeVDevice; }) {
+      return std::remove_pointer_t<typename Signature<decltype(N::makeVDevice)>::template Param<1>>{};
+    } else {
+      return 0;
+    }
+  }
+  using VDeviceProps = decltype(vdeviceProps<Net>());
 
  public:
   Status devices(int* ndev) override {
@@ -121,21 +145,11 @@ class Shim : public ExternalTransport {
     return check(net_->devices(ndev), "devices");
   }
 
-  // The fields the version's properties have; NCCL's limits for the versions
-  // without maxP2pBytes/maxCollBytes (<= v8). Only host devices (v7+ report
-  // the type) can be driven from host memory.
+  // The fields the version's properties have, passed through unchanged;
+  // NCCL's limits for the versions without maxP2pBytes/maxCollBytes (<= v8).
   Status properties(int dev, Properties* props) override {
     NetProperties p{};
     RESILIENT_TRY(check(net_->getProperties(dev, &p), "getProperties"));
-    if constexpr (requires { p.netDeviceType; }) {  // v7+
-      if (p.netDeviceType != NCCL_NET_DEVICE_HOST) {
-        return refuse("getProperties",
-                      "device " + std::to_string(dev) + " reports netDeviceType " +
-                          std::to_string(static_cast<int>(p.netDeviceType)) +
-                          " (device offload), which the resilient wrapper does not support; "
-                          "only NCCL_NET_DEVICE_HOST (0) is");
-      }
-    }
     *props = Properties{};
     props->name = keep(p.name);
     props->pciPath = keep(p.pciPath);
@@ -148,6 +162,10 @@ class Shim : public ExternalTransport {
     props->maxRecvs = p.maxRecvs;
     props->maxP2pBytes = NCCL_NET_LEGACY_MAX_SIZE;
     props->maxCollBytes = NCCL_COLLNET_LEGACY_MAX_SIZE;
+    if constexpr (requires { p.netDeviceType; }) {  // v7+
+      props->netDeviceType = static_cast<int>(p.netDeviceType);
+      props->netDeviceVersion = p.netDeviceVersion;
+    }
     if constexpr (requires { p.regIsGlobal; }) {  // v8+
       props->regIsGlobal = p.regIsGlobal;
     }
@@ -155,12 +173,70 @@ class Shim : public ExternalTransport {
       props->forceFlush = p.forceFlush;
       props->maxP2pBytes = p.maxP2pBytes;
       props->maxCollBytes = p.maxCollBytes;
+      props->vProps.ndevs = std::clamp(p.vProps.ndevs, 0, kFusedDevices);
+      for (int i = 0; i < props->vProps.ndevs; ++i) {
+        props->vProps.devs[i] = p.vProps.devs[i];
+      }
+    }
+    if constexpr (requires { p.maxMultiRequestSize; }) {  // v11+
+      props->maxMultiRequestSize = p.maxMultiRequestSize;
     }
     if constexpr (requires { p.railId; }) {  // v12
       props->railId = p.railId;
       props->planeId = p.planeId;
     }
     return Status();
+  }
+
+  // The optional members the plugin's table has (after init, which may fill it).
+  Capabilities capabilities() const noexcept override {
+    Capabilities caps;
+    caps.regMrDmaBuf = net_->regMrDmaBuf != nullptr;
+    if constexpr (requires { net_->getDeviceMr; }) {  // v7+
+      caps.getDeviceMr = net_->getDeviceMr != nullptr;
+      caps.irecvConsumed = net_->irecvConsumed != nullptr;
+    }
+    if constexpr (requires { net_->makeVDevice; }) {  // v9+
+      caps.makeVDevice = net_->makeVDevice != nullptr;
+    }
+    if constexpr (requires { net_->setNetAttr; }) {  // v11+
+      caps.setNetAttr = net_->setNetAttr != nullptr;
+    }
+    return caps;
+  }
+
+  Status makeVDevice(const VirtualDevice& props, int* dev) override {
+    *dev = -1;
+    if constexpr (requires { net_->makeVDevice; }) {
+      if (net_->makeVDevice != nullptr) {
+        if (props.ndevs < 0 || props.ndevs > kFusedDevices) {
+          return refuse("makeVDevice", "ndevs = " + std::to_string(props.ndevs) +
+                                           " is outside 0.." + std::to_string(kFusedDevices));
+        }
+        VDeviceProps p{};
+        p.ndevs = props.ndevs;
+        for (int i = 0; i < props.ndevs; ++i) {
+          p.devs[i] = props.devs[i];
+        }
+        return check(net_->makeVDevice(dev, &p), "makeVDevice");
+      }
+    }
+    (void)props;
+    return refuse("makeVDevice", "the plugin has no makeVDevice");
+  }
+
+  Status setNetAttr(Context* ctx, NetAttributes* attr) override {
+    if constexpr (requires { net_->setNetAttr; }) {
+      if (net_->setNetAttr != nullptr) {
+        // Our contexts are the only ones NCCL hands back (initContext made them);
+        // the attributes are NCCL's ncclNetAttr_v11_t (v12's is the same).
+        return check(net_->setNetAttr(innerContextOf(static_cast<ExternalContext*>(ctx)),
+                                      reinterpret_cast<ncclNetAttr_v11_t*>(attr)),
+                     "setNetAttr");
+      }
+    }
+    (void)ctx, (void)attr;
+    return refuse("setNetAttr", "the plugin has no setNetAttr");
   }
 
   Status innerListen(ExternalContext* ctx, int dev, void* handle, void** listenComm) override {
@@ -174,16 +250,20 @@ class Shim : public ExternalTransport {
   }
 
   // A comm produced together with an error is closed (NCCL does the same).
-  Status innerAccept(void* listenComm, void** recvComm) override {
+  // The device handle (v7+) is passed through: asked for when the caller
+  // asks, and whatever the plugin writes handed back.
+  Status innerAccept(void* listenComm, bool wantDeviceHandle, void** recvComm,
+                     DeviceHandle** deviceHandle) override {
     *recvComm = nullptr;
+    *deviceHandle = nullptr;
     Status s;
     if constexpr (kDeviceHandles) {
       ncclNetDeviceHandle_v7_t* devHandle = nullptr;
-      s = check(net_->accept(listenComm, recvComm, &devHandle), "accept");
-      if (s.ok() && devHandle != nullptr) {
-        s = refuse("accept", kOffloadRefused);
-      }
+      s = check(net_->accept(listenComm, recvComm, wantDeviceHandle ? &devHandle : nullptr),
+                "accept");
+      *deviceHandle = reinterpret_cast<DeviceHandle*>(devHandle);
     } else {
+      (void)wantDeviceHandle;
       s = check(net_->accept(listenComm, recvComm), "accept");
     }
     return closeOnError(std::move(s), recvComm, Side::kRecv);
@@ -194,6 +274,26 @@ class Shim : public ExternalTransport {
     RegMrSize narrow{};
     RESILIENT_TRY(narrowSize("regMr", size, &narrow));
     return check(net_->regMr(comm, data, narrow, type, mhandle), "regMr");
+  }
+
+  Status innerRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                          void** mhandle) override {
+    *mhandle = nullptr;
+    if (net_->regMrDmaBuf == nullptr) {
+      return refuse("regMrDmaBuf", "the plugin has no regMrDmaBuf");
+    }
+    return check(net_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle), "regMrDmaBuf");
+  }
+
+  Status innerGetDeviceMr(void* comm, void* mhandle, void** deviceRegion) override {
+    *deviceRegion = nullptr;
+    if constexpr (requires { net_->getDeviceMr; }) {
+      if (net_->getDeviceMr != nullptr) {
+        return check(net_->getDeviceMr(comm, mhandle, deviceRegion), "getDeviceMr");
+      }
+    }
+    (void)comm, (void)mhandle;
+    return refuse("getDeviceMr", "the plugin has no getDeviceMr");
   }
 
   Status innerDeregMr(void* comm, void* mhandle) override {
@@ -259,12 +359,6 @@ class Shim : public ExternalTransport {
     return check(net_->test(request, done, sizes), "test");
   }
 
-  bool hasIrecvConsumed() const noexcept override {
-    if constexpr (requires { net_->irecvConsumed; }) {  // v7+
-      return net_->irecvConsumed != nullptr;
-    }
-    return false;
-  }
   Status innerIrecvConsumed(void* recvComm, int n, void* request) override {
     if constexpr (requires { net_->irecvConsumed; }) {
       if (net_->irecvConsumed != nullptr) {
@@ -323,18 +417,17 @@ class Shim : public ExternalTransport {
   }
 
   // connect of v7+: `connectFn(ncclNetDeviceHandle_v7_t**)` calls the
-  // version's connect. A non-NULL device handle means the plugin wants device
-  // offload, which a host-memory wrapper cannot give it: the comm is closed
-  // and the call fails. A comm produced together with an error is closed too
-  // (NCCL does the same).
+  // version's connect with NULL (the caller takes no device handle) or the
+  // address of one, whose value is passed back. A comm produced together
+  // with an error is closed (NCCL does the same).
   template <class ConnectFn>
-  Status connectWithDeviceHandle(void** sendComm, ConnectFn connectFn) {
+  Status connectWithDeviceHandle(bool wantDeviceHandle, void** sendComm,
+                                 DeviceHandle** deviceHandle, ConnectFn connectFn) {
     *sendComm = nullptr;
+    *deviceHandle = nullptr;
     ncclNetDeviceHandle_v7_t* devHandle = nullptr;
-    Status s = check(connectFn(&devHandle), "connect");
-    if (s.ok() && devHandle != nullptr) {
-      s = refuse("connect", kOffloadRefused);
-    }
+    Status s = check(connectFn(wantDeviceHandle ? &devHandle : nullptr), "connect");
+    *deviceHandle = reinterpret_cast<DeviceHandle*>(devHandle);
     return closeOnError(std::move(s), sendComm, Side::kSend);
   }
 
@@ -349,10 +442,6 @@ class Shim : public ExternalTransport {
     }
     return s;
   }
-
-  static constexpr const char* kOffloadRefused =
-      "the plugin returned a device handle (device offload), which the resilient wrapper does "
-      "not support";
 
   // Pre-v11 plugins are initialised once per process; NCCL keeps that with a
   // reference count over its per-communicator init calls. The plugin's init

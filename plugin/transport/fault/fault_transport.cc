@@ -129,6 +129,7 @@ struct FaultTransport::Core {
       : owner(t),
         inner(std::move(innerComm)),
         isSend(send),
+        consumes(!send && t->inner_->capabilities().irecvConsumed),
         maxSizes(send ? 1 : maxRecvs),
         pool(static_cast<size_t>(send ? kMaxRequests * maxRecvs : 2 * kMaxRequests)),
         sizeStorage(pool.size() * static_cast<size_t>(maxSizes)) {
@@ -159,11 +160,34 @@ struct FaultTransport::Core {
     }
     return inner->regMr(data, size, type, region);
   }
+  Status regMrDmaBuf(std::byte* data, size_t size, int type, uint64_t offset, int fd,
+                     std::unique_ptr<MemoryRegion>* region) {
+    if (innerClosed) {
+      region->reset();
+      return failed;
+    }
+    return inner->regMrDmaBuf(data, size, type, offset, fd, region);
+  }
   Status deregMr(std::unique_ptr<MemoryRegion> region) {
     if (innerClosed) {
       return {};  // the inner comm, and with it its registrations, is gone
     }
     return inner->deregMr(std::move(region));
+  }
+  Status getDeviceMr(MemoryRegion* region, DeviceRegion** deviceRegion) {
+    if (innerClosed) {
+      *deviceRegion = nullptr;
+      return failed;
+    }
+    return inner->getDeviceMr(region, deviceRegion);
+  }
+  DeviceHandle* deviceHandle() const noexcept { return inner->deviceHandle(); }
+  // A completed request goes back to the pool, except a receive of an inner
+  // comm with irecvConsumed, which stays out until that call passes it on.
+  void completed(WrappedRequest& r) noexcept {
+    if (!consumes || r.flush) {
+      pool.release(&r);
+    }
   }
   Status close() {
     if (innerClosed) {
@@ -184,6 +208,7 @@ struct FaultTransport::Core {
   FaultTransport* owner;
   std::unique_ptr<Comm> inner;
   const bool isSend;
+  const bool consumes;      // receive comm of an inner transport with irecvConsumed
   bool passthrough = true;  // no data rule applies: forward each call
   bool innerClosed = false;
   Status failed;  // sticky injected error or close
@@ -218,6 +243,9 @@ class FaultTransport::FaultRecvComm final : public CommOver<RecvComm, Core> {
                MemoryRegion** regions, ProfilerHandle** phandles, Request** request) override;
   Status iflush(int n, std::byte** data, const int* sizes, MemoryRegion** regions,
                 Request** request) override;
+  // The inner comm's irecvConsumed with the inner request; the request then
+  // goes back to the pool.
+  Status irecvConsumed(int n, Request* request) override;
 
   // The inner comm, as the receive comm it is.
   RecvComm& innerRecv() noexcept { return static_cast<RecvComm&>(*state.inner); }
@@ -228,7 +256,7 @@ class FaultTransport::FaultListener final : public Listener {
   FaultListener(FaultTransport* t, std::unique_ptr<Listener> innerListener, int device)
       : owner(t), inner(std::move(innerListener)), dev(device) {}
 
-  Status accept(std::unique_ptr<RecvComm>* comm) override;
+  Status accept(bool wantDeviceHandle, std::unique_ptr<RecvComm>* comm) override;
   Status close() override {
     if (parked != nullptr) {
       (void)parked->close();
@@ -545,10 +573,10 @@ Status FaultTransport::listen(Context* ctx, int dev, std::byte* handle,
   return {};
 }
 
-Status FaultTransport::connect(Context* ctx, int dev, std::byte* handle,
+Status FaultTransport::connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
                                std::unique_ptr<SendComm>* comm) {
   if (direct_) {
-    return inner_->connect(ctx, dev, handle, comm);
+    return inner_->connect(ctx, dev, handle, wantDeviceHandle, comm);
   }
   comm->reset();
   const size_t handleBytes = std::min(inner_->handleBytes(), kHandleSize);
@@ -572,14 +600,15 @@ Status FaultTransport::connect(Context* ctx, int dev, std::byte* handle,
     return {};
   }
   std::unique_ptr<SendComm> inner;
-  RESILIENT_TRY(inner_->connect(ctx, dev, handle, &inner));
+  RESILIENT_TRY(inner_->connect(ctx, dev, handle, wantDeviceHandle, &inner));
   if (inner == nullptr) {
     return {};
   }
   return admit(std::move(inner), dev, handle, comm);
 }
 
-Status FaultTransport::FaultListener::accept(std::unique_ptr<RecvComm>* comm) {
+Status FaultTransport::FaultListener::accept(bool wantDeviceHandle,
+                                             std::unique_ptr<RecvComm>* comm) {
   comm->reset();
   if (parked != nullptr) {
     {
@@ -592,7 +621,7 @@ Status FaultTransport::FaultListener::accept(std::unique_ptr<RecvComm>* comm) {
     return {};
   }
   std::unique_ptr<RecvComm> innerComm;
-  RESILIENT_TRY(inner->accept(&innerComm));
+  RESILIENT_TRY(inner->accept(wantDeviceHandle, &innerComm));
   if (innerComm == nullptr) {
     return {};
   }
@@ -727,7 +756,7 @@ Status FaultTransport::WrappedRequest::test(int* isDone, int* outSizes) {
   if (core->passthrough) {
     Status s = inner->test(isDone, outSizes);
     if (s.ok() && *isDone != 0) {
-      core->pool.release(this);
+      core->completed(*this);
     }
     return s;
   }
@@ -798,8 +827,20 @@ Status FaultTransport::testWrapped(WrappedRequest& r, int* done, int* sizes) {
   if (sizes != nullptr && r.n > 0 && reportSizes) {
     std::copy_n(r.sizes, r.n, sizes);
   }
-  c.pool.release(&r);
+  c.completed(r);
   return {};
+}
+
+Status FaultTransport::FaultRecvComm::irecvConsumed(int n, Request* request) {
+  Core& c = state;
+  if (!c.consumes || request == nullptr) {
+    return {};
+  }
+  // Requests the caller passes back are this comm's (irecv handed them out).
+  auto* r = static_cast<WrappedRequest*>(request);
+  Status s = c.innerClosed ? Status() : innerRecv().irecvConsumed(n, r->inner);
+  c.pool.release(r);
+  return s;
 }
 
 // ---- observations ------------------------------------------------------------

@@ -58,8 +58,16 @@ class FaultTransport final : public Transport {
 
   Status listen(Context* ctx, int dev, std::byte* handle,
                 std::unique_ptr<Listener>* listener) override;
-  Status connect(Context* ctx, int dev, std::byte* handle,
+  Status connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
                  std::unique_ptr<SendComm>* comm) override;
+  // The inner transport's optional calls, passed through (no rule acts on them).
+  Capabilities capabilities() const noexcept override { return inner_->capabilities(); }
+  Status makeVDevice(const VirtualDevice& props, int* dev) override {
+    return inner_->makeVDevice(props, dev);
+  }
+  Status setNetAttr(Context* ctx, NetAttributes* attr) override {
+    return inner_->setNetAttr(ctx, attr);
+  }
 
  private:
   struct RuleState;

@@ -125,7 +125,7 @@ Status TcpTransport::listen(Context* ctx, int dev, std::byte* handle,
   return {};
 }
 
-Status TcpTransport::connect(Context* ctx, int dev, std::byte* handle,
+Status TcpTransport::connect(Context* ctx, int dev, std::byte* handle, bool /*wantDeviceHandle*/,
                              std::unique_ptr<SendComm>* comm) {
   (void)ctx;
   comm->reset();

@@ -920,17 +920,44 @@ TEST_CASE("an inner plugin's WARNs reach NCCL with our messages off",
   CHECK(logger.count(NCCL_LOG_INFO, "an INFO with our messages off") == 0);
 }
 
-TEST_CASE("an inner plugin with irecvConsumed is named in one WARN",
+TEST_CASE("an inner plugin's irecvConsumed is offered and reached once per completed receive",
           "[plugin][loopback][external][conformance]") {
-  // irecvConsumed belongs to device-unpack plugins; the layer drives the
-  // inner plugin as a host plugin and does not call it: it says so.
-  FakeInner fake;
-  fake.set("irecvConsumed", 1);
-  test::CapturingLogger logger(log::Level::kWarn);
-  PluginUnderTest p({kLoopback, fake.environment()});
-  p.connect();
-  p.connect();
-  CHECK(logger.count(NCCL_LOG_WARN, "has irecvConsumed") == 1);
+  // Issue 33: the layer ran such a plugin as a host plugin and never called
+  // irecvConsumed (one WARN said so). Now the table offers it exactly when
+  // the inner plugin has it, and each call reaches the inner plugin with the
+  // inner request of the receive NCCL consumed, in order (the fake checks).
+  // fillHandle: the connections introduce themselves in band, and the
+  // layer's own first receive is consumed by the layer.
+  for (const auto& [inner, fillHandle] : {std::pair{true, 0}, {true, 1}, {false, 0}}) {
+    CAPTURE(inner, fillHandle);
+    FakeInner fake;
+    fake.set("irecvConsumed", inner ? 1 : 0);
+    fake.set("fillHandle", fillHandle);
+    test::CapturingLogger logger(log::Level::kWarn);
+    PluginUnderTest p({kLoopback, fake.environment()});
+    CHECK(p.t().capabilities().irecvConsumed == inner);
+    TransportPair& pair = p.connect();
+    constexpr int kMessages = 100;  // more than a comm's pool: held requests must come back
+    std::vector<uint8_t> out(4096, 7);
+    std::vector<uint8_t> in(4096, 0);
+    for (int i = 0; i < kMessages; ++i) {
+      transport::Request* recv = nullptr;
+      REQUIRE(test::postRecv(pair, test::asBytes(in.data()), in.size(), 3, &recv).ok());
+      REQUIRE(recv != nullptr);
+      transport::Request* send = nullptr;
+      REQUIRE(pair.sendComm->isend(test::asBytes(out.data()), out.size(), 3, nullptr, nullptr, &send)
+                  .ok());
+      REQUIRE(send != nullptr);
+      REQUIRE(test::waitRequest(send).ok());
+      REQUIRE(test::waitRequest(recv).ok());
+      REQUIRE(pair.recvComm->irecvConsumed(1, recv).ok());
+    }
+    const FakeNetStats stats = fake.stats();
+    CHECK(stats.recvsCompleted >= kMessages);  // the layer's in-band introduction may add one
+    CHECK(stats.irecvConsumedCalls == (inner ? stats.recvsCompleted : 0));
+    CHECK(stats.irecvConsumedWrong == 0);
+    CHECK(logger.count(NCCL_LOG_WARN) == 0);
+  }
 }
 
 TEST_CASE("through ncclNetPlugin_v12 NCCL sees the inner device's rail and plane",

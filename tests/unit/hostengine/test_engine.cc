@@ -275,19 +275,19 @@ TEST_CASE("the raw TCP pump refuses a peer of another job", "[hostengine][rawtcp
   std::unique_ptr<resilient::transport::SendComm> sendComm;
   std::byte copy[resilient::transport::kHandleSize];
   std::memcpy(copy, handle, sizeof(copy));
-  CHECK_FALSE(b.connect(nullptr, 0, copy, &sendComm).ok());
+  CHECK_FALSE(b.connect(nullptr, 0, copy, false, &sendComm).ok());
   // With the token bytes forged, the connection is made but its hello is refused.
   const uint64_t forged = 2;
   std::memcpy(copy + 8, &forged, sizeof(forged));
   const uint64_t deadline = monotonicNs() + 5000000000ull;
   while (sendComm == nullptr && monotonicNs() < deadline) {
-    REQUIRE(b.connect(nullptr, 0, copy, &sendComm).ok());
+    REQUIRE(b.connect(nullptr, 0, copy, false, &sendComm).ok());
   }
   REQUIRE(sendComm != nullptr);
   std::unique_ptr<resilient::transport::RecvComm> recvComm;
   const uint64_t until = monotonicNs() + 300000000ull;
   while (monotonicNs() < until) {
-    REQUIRE(listener->accept(&recvComm).ok());
+    REQUIRE(listener->accept(false, &recvComm).ok());
     REQUIRE(recvComm == nullptr);
   }
   // The refused side finds out at its next send.

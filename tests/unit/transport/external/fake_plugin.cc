@@ -81,11 +81,11 @@ FakePair connectFake(transport::Transport& t, transport::Context* ctx) {
   std::array<std::byte, 128> remote = p.handle;
   for (int i = 0; i < 100 && (p.sendComm == nullptr || p.recvComm == nullptr); ++i) {
     if (p.sendComm == nullptr) {
-      REQUIRE(t.connect(ctx, 0, remote.data(), &p.sendComm).ok());
+      REQUIRE(t.connect(ctx, 0, remote.data(), false, &p.sendComm).ok());
       p.connectPolls += p.sendComm == nullptr ? 1 : 0;
     }
     if (p.recvComm == nullptr) {
-      REQUIRE(p.listener->accept(&p.recvComm).ok());
+      REQUIRE(p.listener->accept(false, &p.recvComm).ok());
       p.acceptPolls += p.recvComm == nullptr ? 1 : 0;
     }
   }

@@ -130,19 +130,16 @@ TEST_CASE("devices and properties of every version", "[external][versions]") {
   CHECK_THAT(bad.message(), Catch::Contains("getProperties returned ncclInternalError"));
 }
 
-TEST_CASE("a device that wants device offload is refused (v7+)", "[external][versions]") {
+TEST_CASE("a device's offload type is passed through (v7+)", "[external][versions]") {
+  // Issue 33: it was refused; NCCL accepts HOST, and UNPACK of version 7
+  // (src/plugin/net.cc, ncclNetCheckDeviceVersion), and so must the wrapper.
   const int version = GENERATE(range(kFirstFakeVersion, kLastFakeVersion + 1));
   CAPTURE(version);
   Fixture f(version);
   f.fake.set("deviceType", NCCL_NET_DEVICE_UNPACK);
   Properties p;
-  Status s = f.transport->properties(0, &p);
-  if (version == 6) {
-    CHECK(s.ok());  // v6 has no device type
-  } else {
-    CHECK(s.kind() == ErrorKind::kInvalidUsage);
-    CHECK_THAT(s.message(), Catch::Contains("netDeviceType 1 (device offload)"));
-  }
+  REQUIRE(f.transport->properties(0, &p).ok());
+  CHECK(p.netDeviceType == (version == 6 ? NCCL_NET_DEVICE_HOST : NCCL_NET_DEVICE_UNPACK));
 }
 
 TEST_CASE("the plugin gets our logger, or one that forwards to the log facade",
@@ -303,7 +300,7 @@ TEST_CASE("a receive stays out until irecvConsumed passes it on (v11 with irecvC
           "[external][datapath]") {
   Fixture f(11);
   f.fake.set("irecvConsumed", 1);
-  REQUIRE(f.transport->hasIrecvConsumed());
+  REQUIRE(f.transport->capabilities().irecvConsumed);
   FakePair pair = connectFake(*f.transport, f.ctx.get());
   std::byte out{0x11};
   std::byte in{0};
@@ -483,30 +480,43 @@ TEST_CASE("the communicator config reaches v10 connect and v11 init", "[external
   closeFake(pair);
 }
 
-TEST_CASE("a device handle from connect or accept is refused as device offload (v7+)",
+TEST_CASE("a device handle from connect or accept is passed through when asked for (v7+)",
           "[external][datapath]") {
+  // Issue 33: it was refused as device offload. The out-pointer reaches the
+  // plugin as the caller gave it (NULL, or one the caller reads back).
   const int version = GENERATE(range(7, kLastFakeVersion + 1));
   CAPTURE(version);
   Fixture f(version);
   auto& t = *f.transport;
   f.fake.set("connectPolls", 0);
   f.fake.set("deviceHandle", 1);
-  std::array<std::byte, 128> handle{};
-  std::unique_ptr<transport::Listener> listener;
-  REQUIRE(t.listen(f.ctx.get(), 0, handle.data(), &listener).ok());
-  std::unique_ptr<transport::SendComm> sendComm;
-  Status s = t.connect(f.ctx.get(), 0, handle.data(), &sendComm);
-  CHECK(s.kind() == ErrorKind::kInvalidUsage);
-  CHECK_THAT(s.message(), Catch::Contains("connect: the plugin returned a device handle"));
-  CHECK(sendComm == nullptr);
-  CHECK(f.fake.stats().closeSendCalls == 1);  // the comm it produced is closed
-  std::unique_ptr<transport::RecvComm> recvComm;
-  s = listener->accept(&recvComm);
-  CHECK(s.kind() == ErrorKind::kInvalidUsage);
-  CHECK_THAT(s.message(), Catch::Contains("accept: the plugin returned a device handle"));
-  CHECK(recvComm == nullptr);
-  CHECK(f.fake.stats().closeRecvCalls == 1);
-  REQUIRE(listener->close().ok());
+  for (const bool want : {true, false}) {
+    CAPTURE(want);
+    std::array<std::byte, 128> handle{};
+    std::unique_ptr<transport::Listener> listener;
+    REQUIRE(t.listen(f.ctx.get(), 0, handle.data(), &listener).ok());
+    std::unique_ptr<transport::SendComm> sendComm;
+    REQUIRE(t.connect(f.ctx.get(), 0, handle.data(), want, &sendComm).ok());
+    REQUIRE(sendComm != nullptr);
+    std::unique_ptr<transport::RecvComm> recvComm;
+    REQUIRE(listener->accept(want, &recvComm).ok());
+    REQUIRE(recvComm != nullptr);
+    if (want) {
+      const auto* sent = reinterpret_cast<const ncclNetDeviceHandle_v7_t*>(sendComm->deviceHandle());
+      const auto* received =
+          reinterpret_cast<const ncclNetDeviceHandle_v7_t*>(recvComm->deviceHandle());
+      REQUIRE(sent != nullptr);
+      REQUIRE(received != nullptr);
+      CHECK(sent->netDeviceType == NCCL_NET_DEVICE_UNPACK);
+      CHECK(received->netDeviceVersion == NCCL_NET_DEVICE_UNPACK_VERSION);
+    } else {
+      CHECK(sendComm->deviceHandle() == nullptr);
+      CHECK(recvComm->deviceHandle() == nullptr);
+    }
+    REQUIRE(sendComm->close().ok());
+    REQUIRE(recvComm->close().ok());
+    REQUIRE(listener->close().ok());
+  }
   CHECK(f.fake.stats().liveComms == 0);
 }
 
@@ -614,11 +624,11 @@ TEST_CASE("each ncclResult_t of the plugin maps to one error kind", "[external][
     CHECK(done == 0);
   } else if (which == "connect") {
     std::unique_ptr<transport::SendComm> extra;
-    s = t.connect(f.ctx.get(), 0, handle.data(), &extra);
+    s = t.connect(f.ctx.get(), 0, handle.data(), false, &extra);
     CHECK(extra == nullptr);
   } else if (which == "accept") {
     std::unique_ptr<transport::RecvComm> extra;
-    s = pair.listener->accept(&extra);
+    s = pair.listener->accept(false, &extra);
     CHECK(extra == nullptr);
   } else {
     s = pair.sendComm->close();  // failed: closeFake closes it again

@@ -65,10 +65,10 @@ class Rig {
     REQUIRE(transport->listen(nullptr, 0, handle.data(), &listen).ok());
     REQUIRE(listen != nullptr);
     std::unique_ptr<SendComm> send;
-    REQUIRE(transport->connect(nullptr, 0, handle.data(), &send).ok());
+    REQUIRE(transport->connect(nullptr, 0, handle.data(), false, &send).ok());
     REQUIRE(send != nullptr);
     std::unique_ptr<RecvComm> recv;
-    REQUIRE(listen->accept(&recv).ok());
+    REQUIRE(listen->accept(false, &recv).ok());
     REQUIRE(recv != nullptr);
     listens.push_back(std::move(listen));
     sends.push_back(std::move(send));
@@ -732,16 +732,16 @@ TEST_CASE("connect: a stalled connect does not finish until the stall ends", "[f
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());
   std::unique_ptr<SendComm> send;
   for (int i = 0; i < 10; ++i) {
-    REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
+    REQUIRE(t.connect(nullptr, 0, handle.data(), false, &send).ok());
     CHECK(send == nullptr);
     clock.advanceMs(9);
   }
   CHECK(logger.count(NCCL_LOG_WARN, "armed on connect (peer 10.0.0.2:40000)") == 1);
   clock.advanceMs(10);
-  REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
+  REQUIRE(t.connect(nullptr, 0, handle.data(), false, &send).ok());
   REQUIRE(send != nullptr);
   std::unique_ptr<RecvComm> recv;
-  REQUIRE(listen->accept(&recv).ok());
+  REQUIRE(listen->accept(false, &recv).ok());
   REQUIRE(recv != nullptr);
   CHECK(send->close().ok());
   CHECK(recv->close().ok());
@@ -762,11 +762,11 @@ TEST_CASE("connect: a stalled accept never finishes; the parked comm is closed w
   std::unique_ptr<Listener> listen;
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());
   std::unique_ptr<SendComm> send;
-  REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
+  REQUIRE(t.connect(nullptr, 0, handle.data(), false, &send).ok());
   REQUIRE(send != nullptr);
   std::unique_ptr<RecvComm> recv;
   for (int i = 0; i < 10; ++i) {
-    REQUIRE(listen->accept(&recv).ok());
+    REQUIRE(listen->accept(false, &recv).ok());
     CHECK(recv == nullptr);
     clock.advanceMs(1000);
   }
@@ -789,14 +789,14 @@ TEST_CASE("connect: an error rule fails the connect and closes what the inner ma
   std::unique_ptr<Listener> listen;
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());
   std::unique_ptr<SendComm> send;
-  const Status err = t.connect(nullptr, 0, handle.data(), &send);
+  const Status err = t.connect(nullptr, 0, handle.data(), false, &send);
   checkInjected(err, ErrorKind::kRemote, rule);
   CHECK(err.peer() == "10.0.0.2:40000");
   CHECK(send == nullptr);
   CHECK(fake->closeCalls == 1);
   // The accepting side gets a connection whose peer is gone.
   std::unique_ptr<RecvComm> recv;
-  REQUIRE(listen->accept(&recv).ok());
+  REQUIRE(listen->accept(false, &recv).ok());
   REQUIRE(recv != nullptr);
   std::vector<std::byte> buf(16);
   std::byte* data = buf.data();
@@ -823,9 +823,9 @@ TEST_CASE("connect: a close rule hands out a closed connection", "[fault][connec
   std::unique_ptr<Listener> listen;
   REQUIRE(t.listen(nullptr, 0, handle.data(), &listen).ok());
   std::unique_ptr<SendComm> send;
-  REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
+  REQUIRE(t.connect(nullptr, 0, handle.data(), false, &send).ok());
   std::unique_ptr<RecvComm> recv;
-  REQUIRE(listen->accept(&recv).ok());
+  REQUIRE(listen->accept(false, &recv).ok());
   REQUIRE(recv != nullptr);
   CHECK(fake->closeCalls == 1);
   std::vector<std::byte> buf(16);
@@ -856,18 +856,18 @@ TEST_CASE("connect: after=N counts established connections", "[fault][connect]")
   std::vector<std::unique_ptr<SendComm>> sends;
   for (int i = 0; i < 2; ++i) {
     std::unique_ptr<SendComm> send;
-    REQUIRE(t.connect(nullptr, 0, handle.data(), &send).ok());
+    REQUIRE(t.connect(nullptr, 0, handle.data(), false, &send).ok());
     REQUIRE(send != nullptr);
     sends.push_back(std::move(send));
   }
   std::unique_ptr<SendComm> send;
-  checkInjected(t.connect(nullptr, 0, handle.data(), &send), ErrorKind::kRemote, rule);
+  checkInjected(t.connect(nullptr, 0, handle.data(), false, &send), ErrorKind::kRemote, rule);
   for (auto& s : sends) {
     CHECK(s->close().ok());
   }
   for (int i = 0; i < 3; ++i) {
     std::unique_ptr<RecvComm> recv;
-    REQUIRE(listen->accept(&recv).ok());
+    REQUIRE(listen->accept(false, &recv).ok());
     REQUIRE(recv != nullptr);
     CHECK(recv->close().ok());
   }

@@ -123,7 +123,7 @@ void acceptWhile(transport::Listener* listener, const std::function<void()>& cli
   });
   while (!done) {
     std::unique_ptr<transport::RecvComm> comm;
-    if (listener->accept(&comm).ok() && comm != nullptr) {
+    if (listener->accept(false, &comm).ok() && comm != nullptr) {
       if (comms != nullptr) {
         ++*comms;
       }

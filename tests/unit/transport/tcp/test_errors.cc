@@ -71,7 +71,7 @@ void rawConnection(TcpTransport* receiver, TransportPair* pair, int* control, in
   }
   const uint64_t deadline = test::monotonicMs() + 3000;
   while (pair->recvComm == nullptr && test::monotonicMs() < deadline) {
-    REQUIRE(pair->listener->accept(&pair->recvComm).ok());
+    REQUIRE(pair->listener->accept(false, &pair->recvComm).ok());
   }
   REQUIRE(pair->recvComm != nullptr);
   *control = fds[0];

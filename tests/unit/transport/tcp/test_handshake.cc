@@ -164,7 +164,7 @@ Status connectTo(TcpTransport* sender, std::byte* handle,
                  std::unique_ptr<transport::SendComm>* sendComm) {
   const uint64_t deadline = test::monotonicMs() + 5000;
   while (test::monotonicMs() < deadline) {
-    RESILIENT_TRY(sender->connect(nullptr, 0, handle, sendComm));
+    RESILIENT_TRY(sender->connect(nullptr, 0, handle, false, sendComm));
     if (*sendComm != nullptr) {
       return {};
     }
@@ -180,7 +180,7 @@ void drainListener(transport::Listener* base) {
   const uint64_t deadline = test::monotonicMs() + 3000;
   while (listener->incomingCount() > 0 && test::monotonicMs() < deadline) {
     std::unique_ptr<transport::RecvComm> comm;
-    REQUIRE(listener->accept(&comm).ok());
+    REQUIRE(listener->accept(false, &comm).ok());
     REQUIRE(comm == nullptr);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -409,7 +409,7 @@ TEST_CASE(
   REQUIRE(data.acked);
   CHECK(data.ack.refusal == Refusal::kNone);  // the stalled fake is no duplicate
   for (int i = 0; i < 100 && comm == nullptr; ++i) {
-    REQUIRE(pair.listener->accept(&comm).ok());
+    REQUIRE(pair.listener->accept(false, &comm).ok());
     comms += comm != nullptr;
   }
   REQUIRE(comm != nullptr);
@@ -471,7 +471,7 @@ TEST_CASE("idle and half-open sockets do not keep a legitimate connection out",
   // a hello were kept, the oldest idle ones made room for the newcomers.
   for (int i = 0; i < 20; ++i) {
     std::unique_ptr<transport::RecvComm> comm;
-    REQUIRE(pair.listener->accept(&comm).ok());
+    REQUIRE(pair.listener->accept(false, &comm).ok());
     REQUIRE(comm == nullptr);
   }
   CHECK(listener->incomingCount() <= kMaxIncoming);
@@ -554,7 +554,7 @@ TEST_CASE(
     const uint64_t deadline = test::monotonicMs() + 3000;
     while (test::monotonicMs() < deadline) {
       std::unique_ptr<transport::RecvComm> comm;
-      REQUIRE(pair.listener->accept(&comm).ok());
+      REQUIRE(pair.listener->accept(false, &comm).ok());
       REQUIRE(comm == nullptr);
       bool all = true;
       for (int i = 0; i < kFds; ++i) {
@@ -638,7 +638,7 @@ TEST_CASE("a listener refuses bad versions and duplicate sockets with a reason",
     REQUIRE(second.acked);
     CHECK(second.ack.refusal == Refusal::kNone);
     for (int i = 0; i < 100 && comm == nullptr; ++i) {
-      REQUIRE(pair.listener->accept(&comm).ok());
+      REQUIRE(pair.listener->accept(false, &comm).ok());
     }
     REQUIRE(comm != nullptr);
     transport::Endpoint local;
@@ -672,7 +672,7 @@ TEST_CASE("connect gives up after connectTimeoutMs when nobody listens, naming t
   Status s;
   std::unique_ptr<transport::SendComm> comm;
   while (s.ok() && comm == nullptr && test::monotonicMs() < start + 5000) {
-    s = sender.connect(nullptr, 0, handle, &comm);
+    s = sender.connect(nullptr, 0, handle, false, &comm);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const uint64_t elapsed = test::monotonicMs() - start;
@@ -687,7 +687,7 @@ TEST_CASE("connect gives up after connectTimeoutMs when nobody listens, naming t
 
   SECTION("a later connect with the same buffer starts afresh") {
     comm.reset();
-    const Status again = sender.connect(nullptr, 0, handle, &comm);
+    const Status again = sender.connect(nullptr, 0, handle, false, &comm);
     CHECK(again.ok());  // in progress again
     CHECK(comm == nullptr);
   }
@@ -698,11 +698,11 @@ TEST_CASE("connect refuses a malformed handle at once", "[transport][tcp][handsh
   std::byte junk[transport::kHandleSize];
   std::memset(junk, 0x5a, sizeof junk);
   std::unique_ptr<transport::SendComm> comm;
-  const Status s = sender.connect(nullptr, 0, junk, &comm);
+  const Status s = sender.connect(nullptr, 0, junk, false, &comm);
   REQUIRE_FALSE(s.ok());
   CHECK(s.kind() == ErrorKind::kInvalidUsage);
   CHECK(comm == nullptr);
-  CHECK_FALSE(sender.connect(nullptr, 7, junk, &comm).ok());  // no device 7
+  CHECK_FALSE(sender.connect(nullptr, 7, junk, false, &comm).ok());  // no device 7
 }
 
 TEST_CASE("several connections to one listener are told apart by their nonce",
@@ -726,12 +726,12 @@ TEST_CASE("several connections to one listener are told apart by their nonce",
   while ((connected < kConns || recv.size() < kConns) && test::monotonicMs() < deadline) {
     for (int i = 0; i < kConns; ++i) {
       if (send[i] == nullptr) {
-        REQUIRE(sender.connect(nullptr, 0, handles[i], &send[i]).ok());
+        REQUIRE(sender.connect(nullptr, 0, handles[i], false, &send[i]).ok());
         connected += send[i] != nullptr;
       }
     }
     std::unique_ptr<transport::RecvComm> comm;
-    REQUIRE(pair.listener->accept(&comm).ok());
+    REQUIRE(pair.listener->accept(false, &comm).ok());
     if (comm != nullptr) {
       recv.push_back(std::move(comm));
     }
