@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "plugin/net/core.h"
 #include "plugin/net/inner_log.h"
+#include "plugin/net/not_wrapped.h"
 #include "plugin/transport/external/loader.h"
 #include "plugin/transport/fault/fault_transport.h"
 #include "plugin/transport/fault/spec.h"
@@ -108,6 +109,7 @@ Result<InnerSetup> makeInnerSetup(const config::Params& params, const SelfIdenti
     if (!loaded.ok()) {
       return loaded.status();
     }
+    noteNotWrapped(**loaded);
     setup.transport = std::move(loaded).value();
   }
 

@@ -13,6 +13,11 @@ that cannot be built here (no archive, no build dependency) skips (77).
   no-devices             the partner loads, inits and reports 0 devices:
                          resilient-nettest says so and every rank exits (no
                          signal, no hang)
+  properties NETPROPS    (--wrap) NETPROPS (resilient-netprops) lists the
+                         partner as NCCL sees it, directly and wrapped, at
+                         every ABI version the partner exports: the optional
+                         members set after init and every field of every
+                         device's properties must be equal (issue 33)
 
 In allreduce and no-devices every rank must log that it loaded the partner's
 library (directly, or as the resilient plugin's inner transport).
@@ -114,6 +119,42 @@ def no_devices(nettest, plugin, library, env, abi):
           f"resilient-nettest exited {proc.returncode} with that message")
 
 
+def properties(netprops, plugin, library, env):
+    """The partner's listing equals the wrapped one, version by version, but
+    for the table's own name."""
+    def listing(lib, run_env, version):
+        proc = subprocess.run([netprops, lib, "--abi", str(version)], env=run_env,
+                              capture_output=True, text=True, timeout=120)
+        if proc.returncode not in (0, 1):
+            sys.exit(f"FAIL: resilient-netprops {lib} exited {proc.returncode}: {proc.stderr}")
+        return json.loads(proc.stdout)
+
+    direct_env = {k: v for k, v in env.items() if k != "NCCL_RESILIENT_INNER"}
+    compared = []
+    for version in range(12, 5, -1):
+        symbol = f"ncclNetPlugin_v{version}"
+        # One process per listing: each library is initialised as a fresh
+        # NCCL process would initialise it.
+        direct = listing(library, direct_env, version).get(symbol)
+        if direct is None:
+            continue
+        wrapped = listing(plugin, env, version).get(symbol)
+        if wrapped is None:
+            sys.exit(f"FAIL: {plugin} does not export {symbol}")
+        if direct.get("init") != 0 or not direct.get("properties"):
+            sys.exit(f"FAIL: {symbol} of {library} did not initialise with devices: {direct}")
+        direct.pop("table")
+        wrapped.pop("table")
+        if direct != wrapped:
+            print(json.dumps({"direct": direct, "wrapped": wrapped}, indent=1, sort_keys=True))
+            sys.exit(f"FAIL: {symbol}: the wrapped listing differs from the partner's")
+        compared.append(f"{symbol} ({len(direct['properties'])} devices, optional members "
+                        f"{sorted(k for k, v in direct['optional'].items() if v)})")
+    if not compared:
+        sys.exit(f"FAIL: {library} exports no ncclNetPlugin_v6..v12")
+    print("equal, field by field, directly and wrapped: " + "; ".join(compared))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", nargs=4, required=True, metavar=("SCRIPT", "NAME", "ARCHIVE", "DIR"))
@@ -121,7 +162,7 @@ def main():
     ap.add_argument("--wrap", metavar="PLUGIN", help="the resilient plugin, wrapping the partner")
     ap.add_argument("--abi", type=int, default=0,
                     help="the ABI version the partner must be loaded through (0: any)")
-    ap.add_argument("check", choices=["allreduce", "fault", "no-devices"])
+    ap.add_argument("check", choices=["allreduce", "fault", "no-devices", "properties"])
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
 
@@ -136,6 +177,11 @@ def main():
             sys.exit("fault: only wrapped (--wrap): the resilient plugin is what detects")
         script, fault = a.args
         sys.exit(subprocess.run([sys.executable, script, a.nettest, plugin, fault], env=env).returncode)
+    if a.check == "properties":
+        if not a.wrap:
+            sys.exit("properties: only wrapped (--wrap): the listing is compared with the partner's")
+        properties(a.args[0], plugin, library, env)
+        return
     # The INIT log names the library each rank loaded.
     env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT")
     if a.check == "allreduce":

@@ -77,6 +77,10 @@ ExternalTransport::~ExternalTransport() {
   }
 }
 
+bool ExternalTransport::exports(const char* symbol) const noexcept {
+  return binding_.library.get() != nullptr && dlsym(binding_.library.get(), symbol) != nullptr;
+}
+
 int ExternalTransport::liveContexts() const noexcept {
   return liveContexts_.load(std::memory_order_relaxed);
 }

@@ -265,6 +265,9 @@ class ExternalTransport : public Transport {
   int abiVersion() const noexcept { return binding_.version; }
   // The library file loaded (symlinks resolved).
   const std::string& libraryPath() const noexcept { return binding_.path; }
+  // Whether the library exports `symbol` (another plugin kind NCCL looks up
+  // in the net plugin's library, plugin/net/not_wrapped.h).
+  bool exports(const char* symbol) const noexcept;
   // Contexts created by initContext and not finalized yet.
   int liveContexts() const noexcept;
 

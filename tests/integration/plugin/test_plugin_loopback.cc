@@ -705,9 +705,9 @@ namespace {
 // up through its control functions before the layer loads it.
 class FakeInner {
  public:
-  explicit FakeInner(int version = 11)
+  explicit FakeInner(int version = 11, const std::string& variant = "")
       : path_(std::string(RESILIENT_FAKE_NET_DIR) + "/libnccl-net-fake-v" +
-              std::to_string(version) + ".so"),
+              std::to_string(version) + variant + ".so"),
         lib_(dlopen(path_.c_str(), RTLD_NOW)) {
     REQUIRE(lib_ != nullptr);
     set_ = reinterpret_cast<FakeNetSetFn>(dlsym(lib_, "fakeNetSet"));
@@ -957,6 +957,31 @@ TEST_CASE("an inner plugin's irecvConsumed is offered and reached once per compl
     CHECK(stats.irecvConsumedCalls == (inner ? stats.recvsCompleted : 0));
     CHECK(stats.irecvConsumedWrong == 0);
     CHECK(logger.count(NCCL_LOG_WARN) == 0);
+  }
+}
+
+TEST_CASE("an inner library that offers GIN is named once: the wrapper does not pass it through",
+          "[plugin][loopback][external][conformance]") {
+  // Issue 33: NCCL looks up GIN in the net plugin's library; the wrapper's
+  // exports none, so the inner library's GIN is lost unless the user names
+  // it in NCCL_GIN_PLUGIN (NCCL 2.29+): the plugin says so, once per load.
+  for (const std::string variant : {"-gin", ""}) {
+    CAPTURE(variant);
+    FakeInner fake(11, variant);
+    test::CapturingLogger logger(log::Level::kWarn);
+    {
+      PluginUnderTest p({kLoopback, fake.environment()});
+      p.connect();
+      p.connect();
+    }
+    const std::string text = warning(logger, "GPU-initiated networking");
+    if (variant.empty()) {
+      CHECK(text.empty());
+    } else {
+      CHECK(logger.count(NCCL_LOG_WARN, "GPU-initiated networking") == 1);
+      CHECK_THAT(text, Catch::Contains("(ncclGinPlugin_v12)"));
+      CHECK_THAT(text, Catch::Contains("NCCL_GIN_PLUGIN=" + fake.environment().second));
+    }
   }
 }
 
