@@ -3,7 +3,8 @@
 
 End-to-end bandwidth on a small VM is too noisy (+-3..15 %) to show a 1 %
 difference, so this measures the parts instead:
-  1. bench-net-layer (Google Benchmark): the layer's cost per data-path call,
+  1. bench-net-layer (Google Benchmark): the layer's cost per data-path call
+     (with --consumed: each receive also consumed, irecvConsumed passed through),
      libnccl-net-resilient.so against the instant fake plugin it wraps, at
      0 bytes (the layer never touches the data; larger sizes add the fake's
      memcpy to both sides and are shown as a check):
@@ -21,7 +22,7 @@ are charged to the one message (pingpong: they run in two processes).
 
 usage: bench_net_layer.py [--build DIR] [--pattern P] [-b MIN] [-e MAX] [-n ITERS]
                           [--multi-recv N] [--repetitions N] [--min-time S]
-                          [--json FILE]
+                          [--consumed] [--json FILE]
 Then JSON of everything on stdout after the tables.
 """
 import argparse
@@ -40,6 +41,8 @@ def run_bench(args):
            "--benchmark_enable_random_interleaving=true"]
     env = dict(os.environ)
     env.setdefault("NCCL_RESILIENT_SOCKET_IFNAME", "lo")
+    if args.consumed:
+        env["RESILIENT_BENCH_CONSUMED"] = "1"
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=True)
     report = json.loads(out.stdout)
     # "Send/resilient/bytes:0/manual_time_median" -> ("Send", "resilient", "bytes:0"): ns
@@ -99,6 +102,9 @@ def main():
     p.add_argument("--multi-recv", type=int, default=8)
     p.add_argument("--repetitions", type=int, default=10, help="of each benchmark (median)")
     p.add_argument("--min-time", default="0.2", help="seconds per benchmark repetition")
+    p.add_argument("--consumed", action="store_true",
+                   help="the inner plugin has irecvConsumed and every receive is consumed "
+                        "(the device-unpack path passed through)")
     p.add_argument("--json", help="also write the JSON to this file")
     args = p.parse_args()
     if args.repetitions < 2:
@@ -153,6 +159,7 @@ def main():
               "load_avg": os.getloadavg(), "bench_context": context,
               "layer": {f"{k}/{p}" if p else k: c for (k, p), c in sorted(costs.items())},
               "nettest_command": cmd, "nettest_transport": transport, "pattern": args.pattern,
+              "consumed": args.consumed,
               "rows": rows}
     text = json.dumps(result, indent=2)
     print(text)

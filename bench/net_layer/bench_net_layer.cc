@@ -22,7 +22,10 @@
 // Counters: tests (test calls per request); threads (of the process: the
 // resilient plugin's watchdog is one; both pairs are set up before the first
 // benchmark, so it runs during the inner ones too).
-// RESILIENT_BENCH_PLUGIN and RESILIENT_BENCH_INNER replace the two paths.
+// RESILIENT_BENCH_PLUGIN and RESILIENT_BENCH_INNER replace the two paths;
+// RESILIENT_BENCH_CONSUMED=1 gives the fake irecvConsumed (a device-unpack
+// plugin's member, passed through by the layer) and every receive, in Recv
+// timed, is then consumed as NCCL consumes it.
 #include <benchmark/benchmark.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -31,6 +34,7 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,6 +158,13 @@ class Pair {
     }
     return calls;
   }
+  // A completed receive of `pieces`, consumed as NCCL does when the plugin
+  // has irecvConsumed (src/transport/net.cc, recvProxyProgress); false on an
+  // error.
+  bool consume(void* req, int pieces) {
+    return net_->irecvConsumed == nullptr ||
+           net_->irecvConsumed(recvComm_, pieces, req) == ncclSuccess;
+  }
   bool testOnce(void* req, int* done) {
     int sizes[kMaxPieces];
     return net_->test(req, done, sizes) == ncclSuccess;
@@ -230,6 +241,10 @@ void sendBench(benchmark::State& state, Pair* pair) {
       state.SkipWithError("isend or test failed");
       break;
     }
+    if (!pair->consume(recv, 1)) {
+      state.SkipWithError("irecvConsumed failed");
+      break;
+    }
     tests += calls;
   }
   reportCounters(state, bytes, tests);
@@ -252,12 +267,13 @@ void recvBench(benchmark::State& state, Pair* pair) {
     }
     const auto start = std::chrono::steady_clock::now();
     const int calls = pair->irecv(bytes, pieces, &recv) ? pair->wait(recv) : 0;
+    const bool consumed = calls != 0 && pair->consume(recv, pieces);
     state.SetIterationTime(secondsSince(start));
     for (int i = 0; i < pieces && ok; ++i) {
       ok = pair->wait(sends[i]) != 0;
     }
-    if (calls == 0 || !ok) {
-      state.SkipWithError("irecv or test failed");
+    if (calls == 0 || !consumed || !ok) {
+      state.SkipWithError("irecv, test or irecvConsumed failed");
       break;
     }
     tests += calls;
@@ -279,7 +295,8 @@ void pollBench(benchmark::State& state, Pair* pair) {
       break;
     }
   }
-  if (!pair->irecv(0, 1, &recv) || pair->wait(send) == 0 || pair->wait(recv) == 0) {
+  if (!pair->irecv(0, 1, &recv) || pair->wait(send) == 0 || pair->wait(recv) == 0 ||
+      !pair->consume(recv, 1)) {
     state.SkipWithError("cannot complete the pending send");
   }
   state.counters["threads"] = threadCount();
@@ -322,6 +339,18 @@ int main(int argc, char** argv) {
   const ncclNet_v11_t* resilient = load(ours);
   if (inner == nullptr || resilient == nullptr) {
     return 1;
+  }
+  // RESILIENT_BENCH_CONSUMED=1: the fake gets irecvConsumed (a device-unpack
+  // plugin's member), which the resilient plugin then offers too, and every
+  // receive is consumed after its test said done: the cost of that path.
+  if (const char* consumed = std::getenv("RESILIENT_BENCH_CONSUMED");
+      consumed != nullptr && std::strcmp(consumed, "1") == 0) {
+    auto set = reinterpret_cast<int (*)(const char*, long)>(
+        dlsym(dlopen(fake, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD), "fakeNetSet"));
+    if (set == nullptr || set("irecvConsumed", 1) != 0) {
+      std::fprintf(stderr, "bench-net-layer: %s has no irecvConsumed knob\n", fake);
+      return 1;
+    }
   }
   {
     Pair innerPair(inner);
