@@ -807,3 +807,33 @@ TEST_CASE("a stalled receive of an offloading inner plugin is caught by the prog
     c.close(ours.net);
   });
 }
+
+TEST_CASE("an UNPACK receive's device handle, allocated by the caller, reaches the inner plugin",
+          "[plugin][passthrough][offload]") {
+  // NCCL allocates the handle of an UNPACK receive itself (type and version
+  // filled in) and passes its address to accept; the plugin fills in the
+  // rest (src/transport/net.cc, ncclNetGetDeviceHandle). Any other
+  // out-pointer points at NULL.
+  const int version = GENERATE(range(7, kLastVersion + 1));
+  CAPTURE(version);
+  Fake fake(version);
+  withAbi<7>(version, [&](auto abi) {
+    constexpr int N = decltype(abi)::value;
+    fake.configure({{"deviceType", NCCL_NET_DEVICE_UNPACK}, {"deviceHandle", 1}});
+    test::CapturingLogger logger(log::Level::kWarn);
+    Ours<N> ours(fake, {});
+    ncclNetDeviceHandle_v7_t allocated{NCCL_NET_DEVICE_UNPACK, NCCL_NET_DEVICE_UNPACK_VERSION,
+                                       nullptr, 0, 0};
+    ncclNetDeviceHandle_v7_t* sendDev = nullptr;
+    ncclNetDeviceHandle_v7_t* recvDev = &allocated;
+    Connection<N, typename Abi<N>::Net> c;
+    c.open(ours.net, ours.ctx, 0, &sendDev, &recvDev);
+    const FakeNetStats s = fake.stats();
+    CHECK(s.lastAcceptDevCommIn == static_cast<void*>(&allocated));
+    CHECK(recvDev == &allocated);  // still the caller's, filled in
+    CHECK(allocated.handle != nullptr);
+    CHECK(allocated.size != 0);
+    CHECK(s.lastConnectDevCommIn == nullptr);
+    c.close(ours.net);
+  });
+}
