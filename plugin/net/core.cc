@@ -188,8 +188,8 @@ Status Core::listen(CommContext* ctx, int dev, std::byte* handle, ListenRecord**
   return {};
 }
 
-Status Core::connect(CommContext* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
-                     ConnectionRecord** sendComm) {
+Status Core::connect(CommContext* ctx, int dev, std::byte* handle,
+                     transport::DeviceHandleRequest wantDeviceHandle, ConnectionRecord** sendComm) {
   *sendComm = nullptr;
   // Read before the inner connect: some plugins keep connect state in the handle.
   HandleTrailer trailer;
@@ -228,7 +228,8 @@ Status Core::connect(CommContext* ctx, int dev, std::byte* handle, bool wantDevi
   return {};
 }
 
-Status Core::accept(ListenRecord& l, bool wantDeviceHandle, ConnectionRecord** recvComm) {
+Status Core::accept(ListenRecord& l, transport::DeviceHandleRequest wantDeviceHandle,
+                    ConnectionRecord** recvComm) {
   *recvComm = nullptr;
   std::unique_ptr<transport::RecvComm> innerComm;
   RESILIENT_TRY(l.inner->accept(wantDeviceHandle, &innerComm));

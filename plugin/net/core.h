@@ -81,9 +81,10 @@ class Core final : private FaultSink {
   Status listen(CommContext* ctx, int dev, std::byte* handle, ListenRecord** listener);
   // wantDeviceHandle: NCCL passed a device-handle out-pointer (v7+); the
   // comm's inner().deviceHandle() is then what the inner transport gave.
-  Status connect(CommContext* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
-                 ConnectionRecord** sendComm);
-  Status accept(ListenRecord& listener, bool wantDeviceHandle, ConnectionRecord** recvComm);
+  Status connect(CommContext* ctx, int dev, std::byte* handle,
+                 transport::DeviceHandleRequest wantDeviceHandle, ConnectionRecord** sendComm);
+  Status accept(ListenRecord& listener, transport::DeviceHandleRequest wantDeviceHandle,
+                ConnectionRecord** recvComm);
   Status regMr(ConnectionRecord& comm, std::byte* data, size_t size, int type,
                transport::MemoryRegion** region);
 

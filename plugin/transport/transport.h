@@ -81,6 +81,26 @@ struct DeviceHandle;
 struct DeviceRegion;
 struct NetAttributes;
 
+// The device-handle out-pointer of connect/accept as NCCL passes it: whether
+// there is one (none in v6; NCCL passes one from v7), and what it points at.
+// That is NULL, or for an UNPACK receive a handle NCCL allocated (type and
+// version filled in) which the plugin fills in (src/transport/net.cc,
+// ncclNetGetDeviceHandle): the inner plugin must get that very pointer.
+// From bool for the transports and tests that only say whether.
+struct DeviceHandleRequest {
+  DeviceHandleRequest(bool want) noexcept : wanted(want) {}  // NOLINT(google-explicit-constructor)
+  // An out-pointer that points at `pointee` (NULL or the caller's handle).
+  static DeviceHandleRequest pointingAt(DeviceHandle* pointee) noexcept {
+    DeviceHandleRequest r(true);
+    r.handle = pointee;
+    return r;
+  }
+  explicit operator bool() const noexcept { return wanted; }
+
+  bool wanted = false;
+  DeviceHandle* handle = nullptr;
+};
+
 // One device as the transport describes it. The strings are owned by the
 // transport and stay valid until it is destroyed.
 struct Properties {
@@ -280,9 +300,10 @@ class Listener {
  public:
   virtual ~Listener() = default;
   // *comm stays empty while no connection is ready (poll again).
-  // wantDeviceHandle: the caller takes a device handle (NCCL passes a NULL
-  // out-pointer where it takes none); the comm's deviceHandle() then says it.
-  virtual Status accept(bool wantDeviceHandle, std::unique_ptr<RecvComm>* comm) = 0;
+  // wantDeviceHandle: whether the caller takes a device handle, and the one
+  // it allocated, if any (DeviceHandleRequest); the comm's deviceHandle()
+  // then says it.
+  virtual Status accept(DeviceHandleRequest wantDeviceHandle, std::unique_ptr<RecvComm>* comm) = 0;
   virtual Status close() = 0;
 };
 
@@ -310,8 +331,8 @@ class Transport {
                         std::unique_ptr<Listener>* listener) = 0;
   // *comm stays empty while the connection is not made yet (poll again with
   // the same handle). wantDeviceHandle: as Listener::accept.
-  virtual Status connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
-                         std::unique_ptr<SendComm>* comm) = 0;
+  virtual Status connect(Context* ctx, int dev, std::byte* handle,
+                         DeviceHandleRequest wantDeviceHandle, std::unique_ptr<SendComm>* comm) = 0;
 
   // The optional calls it offers (see Capabilities).
   virtual Capabilities capabilities() const noexcept { return {}; }

@@ -198,7 +198,8 @@ class MemoryTransport::MemoryListener final : public transport::Listener {
   MemoryListener(const MemoryListener&) = delete;
   MemoryListener& operator=(const MemoryListener&) = delete;
 
-  Status accept(bool wantDeviceHandle, std::unique_ptr<transport::RecvComm>* comm) override;
+  Status accept(transport::DeviceHandleRequest wantDeviceHandle,
+                std::unique_ptr<transport::RecvComm>* comm) override;
   Status close() override {
     const std::lock_guard<std::mutex> lock(owner->mutex_);
     point->closed = true;
@@ -271,7 +272,8 @@ Status MemoryTransport::listen(transport::Context* /*ctx*/, int /*dev*/, std::by
   return {};
 }
 
-Status MemoryTransport::connect(transport::Context* /*ctx*/, int /*dev*/, std::byte* handle, bool /*wantDeviceHandle*/,
+Status MemoryTransport::connect(transport::Context* /*ctx*/, int /*dev*/, std::byte* handle,
+                                transport::DeviceHandleRequest /*wantDeviceHandle*/,
                                 std::unique_ptr<transport::SendComm>* comm) {
   uint64_t magic = 0;
   uint64_t id = 0;
@@ -298,7 +300,8 @@ Status MemoryTransport::connect(transport::Context* /*ctx*/, int /*dev*/, std::b
   return {};
 }
 
-Status MemoryTransport::MemoryListener::accept(bool /*wantDeviceHandle*/, std::unique_ptr<transport::RecvComm>* comm) {
+Status MemoryTransport::MemoryListener::accept(transport::DeviceHandleRequest /*wantDeviceHandle*/,
+                                               std::unique_ptr<transport::RecvComm>* comm) {
   comm->reset();
   const std::lock_guard<std::mutex> lock(owner->mutex_);
   if (point->backlog.empty()) {

@@ -78,7 +78,8 @@ class MemoryTransport : public transport::Transport {
 
   Status listen(transport::Context* ctx, int dev, std::byte* handle,
                 std::unique_ptr<transport::Listener>* listener) override;
-  Status connect(transport::Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+  Status connect(transport::Context* ctx, int dev, std::byte* handle,
+                 transport::DeviceHandleRequest wantDeviceHandle,
                  std::unique_ptr<transport::SendComm>* comm) override;
 
  private:

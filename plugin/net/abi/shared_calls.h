@@ -42,6 +42,18 @@ inline Status listenOn(CoreImpl& c, CoreContext* ctx, int dev, void* handle, voi
   return {};
 }
 
+// NCCL's device-handle out-pointer (v7+; NULL for v6) as the seam carries
+// it: whether there is one, and what it points at (NULL, or the handle NCCL
+// allocated for an UNPACK receive, which the inner plugin fills in).
+template <class DevHandle>
+transport::DeviceHandleRequest deviceHandleRequest(DevHandle** devComm) {
+  if (devComm == nullptr) {
+    return false;
+  }
+  return transport::DeviceHandleRequest::pointingAt(
+      reinterpret_cast<transport::DeviceHandle*>(*devComm));
+}
+
 // devComm: NCCL's device-handle out-pointer (v7+; may be NULL, and is NULL
 // for v6): passed on to the inner transport as NCCL gave it, and what the
 // inner transport wrote handed back.
@@ -50,7 +62,8 @@ Status connectOn(CoreImpl& c, CoreContext* ctx, int dev, void* handle, void** se
                  DevHandle** devComm) {
   *sendComm = nullptr;
   CoreComm* s = nullptr;
-  RESILIENT_TRY(c.connect(ctx, dev, static_cast<std::byte*>(handle), devComm != nullptr, &s));
+  RESILIENT_TRY(
+      c.connect(ctx, dev, static_cast<std::byte*>(handle), deviceHandleRequest(devComm), &s));
   if (devComm != nullptr) {
     *devComm = s != nullptr ? reinterpret_cast<DevHandle*>(c.deviceHandle(*s)) : nullptr;
   }
@@ -81,7 +94,7 @@ ncclResult_t accept(void* listenComm, void** recvComm, DevHandle** devComm) noex
   return onCore("accept", [&](CoreImpl& c) -> Status {
     *recvComm = nullptr;
     CoreComm* comm = nullptr;
-    RESILIENT_TRY(c.accept(*as<CoreListen>(listenComm), devComm != nullptr, &comm));
+    RESILIENT_TRY(c.accept(*as<CoreListen>(listenComm), deviceHandleRequest(devComm), &comm));
     if (devComm != nullptr && comm != nullptr) {
       *devComm = reinterpret_cast<DevHandle*>(c.deviceHandle(*comm));
     }

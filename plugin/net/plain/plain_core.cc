@@ -68,7 +68,8 @@ Status PlainCore::listen(CommContext* ctx, int dev, std::byte* handle,
   return {};
 }
 
-Status PlainCore::connect(CommContext* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+Status PlainCore::connect(CommContext* ctx, int dev, std::byte* handle,
+                          transport::DeviceHandleRequest wantDeviceHandle,
                           transport::Comm** sendComm) {
   std::unique_ptr<transport::SendComm> c;
   RESILIENT_TRY(inner_->connect(innerContext(ctx), dev, handle, wantDeviceHandle, &c));
@@ -76,7 +77,8 @@ Status PlainCore::connect(CommContext* ctx, int dev, std::byte* handle, bool wan
   return {};
 }
 
-Status PlainCore::accept(transport::Listener& listener, bool wantDeviceHandle,
+Status PlainCore::accept(transport::Listener& listener,
+                         transport::DeviceHandleRequest wantDeviceHandle,
                          transport::Comm** recvComm) {
   std::unique_ptr<transport::RecvComm> c;
   RESILIENT_TRY(listener.accept(wantDeviceHandle, &c));

@@ -39,9 +39,10 @@ class PlainCore {
     return inner_->properties(dev, props);
   }
   Status listen(CommContext* ctx, int dev, std::byte* handle, transport::Listener** listener);
-  Status connect(CommContext* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
-                 transport::Comm** sendComm);
-  Status accept(transport::Listener& listener, bool wantDeviceHandle, transport::Comm** recvComm);
+  Status connect(CommContext* ctx, int dev, std::byte* handle,
+                 transport::DeviceHandleRequest wantDeviceHandle, transport::Comm** sendComm);
+  Status accept(transport::Listener& listener, transport::DeviceHandleRequest wantDeviceHandle,
+                transport::Comm** recvComm);
   Status regMr(transport::Comm& comm, std::byte* data, size_t size, int type,
                transport::MemoryRegion** region);
   Status deregMr(transport::Comm& comm, transport::MemoryRegion* region) {

@@ -56,8 +56,9 @@ class ContextTransport final : public Shim<Net> {
     return check(net_->finalize(ctx.inner), "finalize");
   }
 
-  Status innerConnect(ExternalContext* ctx, int dev, void* handle, bool wantDeviceHandle,
-                      void** sendComm, DeviceHandle** deviceHandle) override {
+  Status innerConnect(ExternalContext* ctx, int dev, void* handle,
+                      DeviceHandleRequest wantDeviceHandle, void** sendComm,
+                      DeviceHandle** deviceHandle) override {
     void* inner = innerContextOf(ctx);
     return connectWithDeviceHandle(wantDeviceHandle, sendComm, deviceHandle, [&](ncclNetDeviceHandle_v7_t** devHandle) {
       return net_->connect(inner, dev, handle, sendComm, devHandle);

@@ -19,8 +19,9 @@ class TransportV10 final : public Shim<ncclNet_v10_t> {
         config, ctx, [&] { return check(net_->init(logger(), profilerCallback()), "init"); });
   }
 
-  Status innerConnect(ExternalContext* ctx, int dev, void* handle, bool wantDeviceHandle,
-                      void** sendComm, DeviceHandle** deviceHandle) override {
+  Status innerConnect(ExternalContext* ctx, int dev, void* handle,
+                      DeviceHandleRequest wantDeviceHandle, void** sendComm,
+                      DeviceHandle** deviceHandle) override {
     // Without a context (a caller that skipped initContext) the config is
     // "undefined", as NCCL passes it when the user set none.
     ncclNetCommConfig_v10_t fallback{NCCL_NET_TRAFFIC_CLASS_UNDEF};

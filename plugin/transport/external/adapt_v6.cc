@@ -19,8 +19,9 @@ class TransportV6 final : public Shim<ncclNet_v6_t> {
     return legacyInitContext(config, ctx, [&] { return check(net_->init(logger()), "init"); });
   }
 
-  Status innerConnect(ExternalContext* /*ctx*/, int dev, void* handle, bool /*wantDeviceHandle*/,
-                      void** sendComm, DeviceHandle** deviceHandle) override {
+  Status innerConnect(ExternalContext* /*ctx*/, int dev, void* handle,
+                      DeviceHandleRequest /*wantDeviceHandle*/, void** sendComm,
+                      DeviceHandle** deviceHandle) override {
     *sendComm = nullptr;
     *deviceHandle = nullptr;  // no device offload before v7
     return closeOnError(check(net_->connect(dev, handle, sendComm), "connect"), sendComm,

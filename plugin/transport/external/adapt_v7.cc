@@ -18,8 +18,9 @@ class TransportV7 final : public Shim<ncclNet_v7_t> {
     return legacyInitContext(config, ctx, [&] { return check(net_->init(logger()), "init"); });
   }
 
-  Status innerConnect(ExternalContext* /*ctx*/, int dev, void* handle, bool wantDeviceHandle,
-                      void** sendComm, DeviceHandle** deviceHandle) override {
+  Status innerConnect(ExternalContext* /*ctx*/, int dev, void* handle,
+                      DeviceHandleRequest wantDeviceHandle, void** sendComm,
+                      DeviceHandle** deviceHandle) override {
     return connectWithDeviceHandle(wantDeviceHandle, sendComm, deviceHandle, [&](ncclNetDeviceHandle_v7_t** devHandle) {
       return net_->connect(dev, handle, sendComm, devHandle);
     });

@@ -117,7 +117,8 @@ Status ExternalTransport::listen(Context* ctx, int dev, std::byte* handle,
   return Status();
 }
 
-Status ExternalTransport::connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+Status ExternalTransport::connect(Context* ctx, int dev, std::byte* handle,
+                                  DeviceHandleRequest wantDeviceHandle,
                                   std::unique_ptr<SendComm>* comm) {
   comm->reset();
   void* inner = nullptr;
@@ -378,7 +379,8 @@ ExternalListener::~ExternalListener() {
   }
 }
 
-Status ExternalListener::accept(bool wantDeviceHandle, std::unique_ptr<RecvComm>* comm) {
+Status ExternalListener::accept(DeviceHandleRequest wantDeviceHandle,
+                                std::unique_ptr<RecvComm>* comm) {
   comm->reset();
   void* inner = nullptr;
   DeviceHandle* deviceHandle = nullptr;

@@ -233,7 +233,7 @@ class ExternalListener final : public Listener {
   ExternalListener(const ExternalListener&) = delete;
   ExternalListener& operator=(const ExternalListener&) = delete;
 
-  Status accept(bool wantDeviceHandle, std::unique_ptr<RecvComm>* comm) override;
+  Status accept(DeviceHandleRequest wantDeviceHandle, std::unique_ptr<RecvComm>* comm) override;
   // closeListen of the plugin; as ExternalComm::close when that fails.
   Status close() override;
 
@@ -253,7 +253,7 @@ class ExternalTransport : public Transport {
   // Wrap what the shim's plugin calls return in the objects above.
   Status listen(Context* ctx, int dev, std::byte* handle,
                 std::unique_ptr<Listener>* listener) final;
-  Status connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+  Status connect(Context* ctx, int dev, std::byte* handle, DeviceHandleRequest wantDeviceHandle,
                  std::unique_ptr<SendComm>* comm) final;
 
   // The inner plugin's name field ("IB", "AWS Libfabric", ...).
@@ -300,10 +300,11 @@ class ExternalTransport : public Transport {
   // (the objects above call them). Shim<Net> (shim.h) implements all but
   // innerConnect and innerFinalize, which each version's shim adds.
   virtual Status innerListen(ExternalContext* ctx, int dev, void* handle, void** listenComm) = 0;
-  virtual Status innerConnect(ExternalContext* ctx, int dev, void* handle, bool wantDeviceHandle,
-                              void** sendComm, DeviceHandle** deviceHandle) = 0;
-  virtual Status innerAccept(void* listenComm, bool wantDeviceHandle, void** recvComm,
-                             DeviceHandle** deviceHandle) = 0;
+  virtual Status innerConnect(ExternalContext* ctx, int dev, void* handle,
+                              DeviceHandleRequest wantDeviceHandle, void** sendComm,
+                              DeviceHandle** deviceHandle) = 0;
+  virtual Status innerAccept(void* listenComm, DeviceHandleRequest wantDeviceHandle,
+                             void** recvComm, DeviceHandle** deviceHandle) = 0;
   virtual Status innerRegMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
   virtual Status innerRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
                                   int fd, void** mhandle) = 0;

@@ -250,15 +250,17 @@ class Shim : public ExternalTransport {
   }
 
   // A comm produced together with an error is closed (NCCL does the same).
-  // The device handle (v7+) is passed through: asked for when the caller
-  // asks, and whatever the plugin writes handed back.
-  Status innerAccept(void* listenComm, bool wantDeviceHandle, void** recvComm,
+  // The device handle (v7+) is passed through: the out-pointer given when
+  // the caller gives one, pointing at what the caller's pointed at (NULL, or
+  // the handle NCCL allocated for an UNPACK receive, which the plugin fills
+  // in), and whatever the plugin leaves there handed back.
+  Status innerAccept(void* listenComm, DeviceHandleRequest wantDeviceHandle, void** recvComm,
                      DeviceHandle** deviceHandle) override {
     *recvComm = nullptr;
     *deviceHandle = nullptr;
     Status s;
     if constexpr (kDeviceHandles) {
-      ncclNetDeviceHandle_v7_t* devHandle = nullptr;
+      auto* devHandle = reinterpret_cast<ncclNetDeviceHandle_v7_t*>(wantDeviceHandle.handle);
       s = check(net_->accept(listenComm, recvComm, wantDeviceHandle ? &devHandle : nullptr),
                 "accept");
       *deviceHandle = reinterpret_cast<DeviceHandle*>(devHandle);
@@ -418,14 +420,15 @@ class Shim : public ExternalTransport {
 
   // connect of v7+: `connectFn(ncclNetDeviceHandle_v7_t**)` calls the
   // version's connect with NULL (the caller takes no device handle) or the
-  // address of one, whose value is passed back. A comm produced together
+  // address of one that points where the caller's did, whose value is
+  // passed back. A comm produced together
   // with an error is closed (NCCL does the same).
   template <class ConnectFn>
-  Status connectWithDeviceHandle(bool wantDeviceHandle, void** sendComm,
+  Status connectWithDeviceHandle(DeviceHandleRequest wantDeviceHandle, void** sendComm,
                                  DeviceHandle** deviceHandle, ConnectFn connectFn) {
     *sendComm = nullptr;
     *deviceHandle = nullptr;
-    ncclNetDeviceHandle_v7_t* devHandle = nullptr;
+    auto* devHandle = reinterpret_cast<ncclNetDeviceHandle_v7_t*>(wantDeviceHandle.handle);
     Status s = check(connectFn(wantDeviceHandle ? &devHandle : nullptr), "connect");
     *deviceHandle = reinterpret_cast<DeviceHandle*>(devHandle);
     return closeOnError(std::move(s), sendComm, Side::kSend);

@@ -256,7 +256,7 @@ class FaultTransport::FaultListener final : public Listener {
   FaultListener(FaultTransport* t, std::unique_ptr<Listener> innerListener, int device)
       : owner(t), inner(std::move(innerListener)), dev(device) {}
 
-  Status accept(bool wantDeviceHandle, std::unique_ptr<RecvComm>* comm) override;
+  Status accept(DeviceHandleRequest wantDeviceHandle, std::unique_ptr<RecvComm>* comm) override;
   Status close() override {
     if (parked != nullptr) {
       (void)parked->close();
@@ -573,7 +573,8 @@ Status FaultTransport::listen(Context* ctx, int dev, std::byte* handle,
   return {};
 }
 
-Status FaultTransport::connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+Status FaultTransport::connect(Context* ctx, int dev, std::byte* handle,
+                               DeviceHandleRequest wantDeviceHandle,
                                std::unique_ptr<SendComm>* comm) {
   if (direct_) {
     return inner_->connect(ctx, dev, handle, wantDeviceHandle, comm);
@@ -607,7 +608,7 @@ Status FaultTransport::connect(Context* ctx, int dev, std::byte* handle, bool wa
   return admit(std::move(inner), dev, handle, comm);
 }
 
-Status FaultTransport::FaultListener::accept(bool wantDeviceHandle,
+Status FaultTransport::FaultListener::accept(DeviceHandleRequest wantDeviceHandle,
                                              std::unique_ptr<RecvComm>* comm) {
   comm->reset();
   if (parked != nullptr) {

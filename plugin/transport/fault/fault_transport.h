@@ -58,7 +58,7 @@ class FaultTransport final : public Transport {
 
   Status listen(Context* ctx, int dev, std::byte* handle,
                 std::unique_ptr<Listener>* listener) override;
-  Status connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+  Status connect(Context* ctx, int dev, std::byte* handle, DeviceHandleRequest wantDeviceHandle,
                  std::unique_ptr<SendComm>* comm) override;
   // The inner transport's optional calls, passed through (no rule acts on them).
   Capabilities capabilities() const noexcept override { return inner_->capabilities(); }

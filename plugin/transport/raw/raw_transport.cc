@@ -395,7 +395,8 @@ class RawTcpListener final : public transport::Listener {
   RawTcpListener(FileDescriptor fd, uint64_t token, SocketOptions options)
       : fd_(std::move(fd)), token_(token), options_(options) {}
 
-  Status accept(bool wantDeviceHandle, std::unique_ptr<transport::RecvComm>* comm) override;
+  Status accept(transport::DeviceHandleRequest wantDeviceHandle,
+                std::unique_ptr<transport::RecvComm>* comm) override;
   Status close() override {
     pending_.clear();
     groups_.clear();
@@ -487,7 +488,8 @@ Status RawTcpTransport::listen(transport::Context* /*ctx*/, int dev, std::byte* 
   return {};
 }
 
-Status RawTcpTransport::connect(transport::Context* /*ctx*/, int /*dev*/, std::byte* handle, bool /*wantDeviceHandle*/,
+Status RawTcpTransport::connect(transport::Context* /*ctx*/, int /*dev*/, std::byte* handle,
+                                transport::DeviceHandleRequest /*wantDeviceHandle*/,
                                 std::unique_ptr<transport::SendComm>* comm) {
   comm->reset();
   Handle h{};
@@ -579,7 +581,8 @@ Status RawTcpTransport::connect(transport::Context* /*ctx*/, int /*dev*/, std::b
   return {};
 }
 
-Status RawTcpListener::accept(bool /*wantDeviceHandle*/, std::unique_ptr<transport::RecvComm>* comm) {
+Status RawTcpListener::accept(transport::DeviceHandleRequest /*wantDeviceHandle*/,
+                              std::unique_ptr<transport::RecvComm>* comm) {
   comm->reset();
   if (!fd_.valid()) {
     return invalidUsage("raw-tcp: the listener is closed");

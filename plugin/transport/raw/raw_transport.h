@@ -51,7 +51,8 @@ class RawTcpTransport final : public transport::Transport {
   size_t handleBytes() const noexcept override { return 64; }
   Status listen(transport::Context* ctx, int dev, std::byte* handle,
                 std::unique_ptr<transport::Listener>* listener) override;
-  Status connect(transport::Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+  Status connect(transport::Context* ctx, int dev, std::byte* handle,
+                 transport::DeviceHandleRequest wantDeviceHandle,
                  std::unique_ptr<transport::SendComm>* comm) override;
 
  private:

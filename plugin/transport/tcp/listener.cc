@@ -391,7 +391,8 @@ Status TcpListener::buildComm(uint64_t nonce, std::unique_ptr<RecvComm>* out) {
   return {};
 }
 
-Status TcpListener::accept(bool /*wantDeviceHandle*/, std::unique_ptr<RecvComm>* out) {
+Status TcpListener::accept(DeviceHandleRequest /*wantDeviceHandle*/,
+                           std::unique_ptr<RecvComm>* out) {
   out->reset();
   if (!fd_.valid()) {
     return invalidUsage("tcp: accept on a closed listener");

@@ -58,7 +58,7 @@ class TcpListener final : public Listener {
 
   // Advances every pending handshake; *out is a new TcpRecvComm when a whole
   // connection has arrived, else null. invalidUsage once closed.
-  Status accept(bool wantDeviceHandle, std::unique_ptr<RecvComm>* out) override;
+  Status accept(DeviceHandleRequest wantDeviceHandle, std::unique_ptr<RecvComm>* out) override;
   // Closes the listen socket and every socket still in its handshake.
   Status close() override;
 

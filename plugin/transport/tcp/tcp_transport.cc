@@ -125,7 +125,8 @@ Status TcpTransport::listen(Context* ctx, int dev, std::byte* handle,
   return {};
 }
 
-Status TcpTransport::connect(Context* ctx, int dev, std::byte* handle, bool /*wantDeviceHandle*/,
+Status TcpTransport::connect(Context* ctx, int dev, std::byte* handle,
+                             DeviceHandleRequest /*wantDeviceHandle*/,
                              std::unique_ptr<SendComm>* comm) {
   (void)ctx;
   comm->reset();

@@ -50,7 +50,7 @@ class TcpTransport final : public Transport {
 
   Status listen(Context* ctx, int dev, std::byte* handle,
                 std::unique_ptr<Listener>* listener) override;
-  Status connect(Context* ctx, int dev, std::byte* handle, bool wantDeviceHandle,
+  Status connect(Context* ctx, int dev, std::byte* handle, DeviceHandleRequest wantDeviceHandle,
                  std::unique_ptr<SendComm>* comm) override;
 
  private:

@@ -14,6 +14,20 @@
 extern "C" {
 #endif
 
+/* Our copies of the ABI's shapes, so that this header stays plain C. */
+typedef struct {
+  int ndevs;
+  int devs[8];
+} FakeNetVDevice;
+typedef struct {
+  int32_t sendCommAttr[4]; /* maxConcurrentPeers, minConcurrentPeers, maxFlowsPerPeer,
+                              minFlowsPerPeer */
+  int32_t recvCommAttr[4];
+  uint32_t op;
+  uint32_t algo;
+  uint32_t proto;
+} FakeNetAttr;
+
 /* Counters since the last fakeNetReset. */
 typedef struct {
   int version; /* N of the exported ncclNetPlugin_vN (0: none exported) */
@@ -52,6 +66,33 @@ typedef struct {
   int recvsCompleted;     /* receives test() reported done */
   int irecvConsumedCalls;
   int irecvConsumedWrong; /* not the oldest completed receive of the comm, or a bad comm */
+  /* regMrDmaBuf (knob "dmabuf"): what the last call got; the inode is the
+   * fd's st_ino at call time (the caller closes the fd right after). */
+  int regMrDmaBufCalls;
+  int lastDmaBufFd;
+  int lastDmaBufType;
+  uint64_t lastDmaBufOffset;
+  size_t lastDmaBufSize;
+  uint64_t lastDmaBufInode;
+  /* makeVDevice (knob "fusion", v9+): the last fused device set. */
+  int makeVDeviceCalls;
+  FakeNetVDevice lastVDevice;
+  /* getDeviceMr (knob "getDeviceMr", v7+). */
+  int getDeviceMrCalls;
+  void* lastDeviceMr; /* what the last successful call returned */
+  /* setNetAttr (knob "netAttr", v11+). */
+  int setNetAttrCalls;
+  FakeNetAttr lastNetAttr;
+  void* lastNetAttrCtx; /* the ctx setNetAttr got */
+  void* lastInitCtx;    /* the ctx the last v11+ init returned */
+  /* The device-handle out-pointer of connect/accept (v7+): whether it was
+   * NULL, and what it pointed at on entry when it was not. */
+  int connectDevCommNull; /* connects (that made a comm) with a NULL out-pointer */
+  int acceptDevCommNull;  /* accepts (that made a comm) with a NULL out-pointer */
+  void* lastConnectDevCommIn;
+  void* lastAcceptDevCommIn;
+  void* lastConnectDevCommOut; /* what it pointed at on return */
+  void* lastAcceptDevCommOut;
 } FakeNetStats;
 
 typedef void (*FakeNetStatsFn)(FakeNetStats* out);
@@ -85,9 +126,21 @@ int fakeNetLog(int level, const char* text);
  *  "wrongRecvSize": 1 = test() of a receive reports one byte more than arrived;
  *  "inProgress":   1 = every successful call returns ncclInProgress;
  *  "busyEvery":    k = every k-th isend/irecv returns a NULL request;
- *  "irecvConsumed": 1 = the table gets an irecvConsumed (v11 only; -1
- *                  elsewhere) that checks it is called once per completed
- *                  receive, in order. */
+ *  "irecvConsumed": 1 = the table gets an irecvConsumed (v7+; -1 before)
+ *                  that checks it is called once per completed receive, in
+ *                  order;
+ *  "dmabuf":       1 = the table gets regMrDmaBuf and ptrSupport has
+ *                  NCCL_PTR_DMABUF; regMrDmaBuf fails with
+ *                  ncclInvalidArgument unless fstat of its fd succeeds;
+ *  "ports":        n = this many physical devices (default 2, at most 8);
+ *  "fusion":       1 = the table gets makeVDevice (v9+; -1 before), which
+ *                  appends a virtual device that devices() counts;
+ *  "getDeviceMr":  1 = the table gets getDeviceMr (v7+; -1 before);
+ *  "netAttr":      1 = the table gets setNetAttr (v11+; -1 before);
+ *  "stallRecv":    1 = receives never complete (test() says not done).
+ * The table's members are set by the knob (and cleared by fakeNetReset):
+ * set them before init, as NCCL and the wrapper read the table after it.
+ * The lazy v11 variant applies them in its init. */
 int fakeNetSet(const char* knob, long value);
 
 #ifdef __cplusplus

@@ -13,6 +13,8 @@
 // connect state there); accept() takes the next connection. A send and a
 // receive move their bytes with memcpy once both are posted; a receive of
 // n <= 8 buffers takes one send per tag. Everything runs under one mutex.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "nccl/log.h"
 #include "nccl/net_common.h"
@@ -46,11 +49,17 @@
 #endif
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+// An exported table: not const (the knobs fill in its optional members), so
+// defined inside an extern "C" block (an initialised `extern` is a warning).
+#define FAKE_TABLE __attribute__((visibility("default")))
 
 namespace {
 
 constexpr int kVersion = FAKE_NET_VERSION;
-constexpr int kDevices = 2;
+constexpr int kDevices = 2;     // physical devices unless the knob "ports" says otherwise
+constexpr int kMaxPorts = 8;    // physical devices at most
+constexpr int kMaxVirtual = 8;  // virtual devices makeVDevice appends at most
+constexpr int kMaxFused = 8;    // physical devices per virtual one (v12's vProps)
 constexpr int kMaxRecvs = 8;
 constexpr uint64_t kHandleMagic = 0x54454e454b4146ull;   // "FAKENET"
 constexpr uint64_t kContextMagic = 0x585443454b4146ull;  // "FAKECTX"
@@ -111,6 +120,12 @@ struct MemoryRegion {
   size_t size = 0;
 };
 
+// A device makeVDevice appended: the physical devices it fuses.
+struct VirtualDevice {
+  int ndevs = 0;
+  std::array<int, kMaxFused> devs{};
+};
+
 struct State {
   std::mutex mutex;
   FakeNetStats stats{};
@@ -129,6 +144,15 @@ struct State {
   bool inProgress = false;  // successful calls return ncclInProgress
   long busyEvery = 0;       // every busyEvery-th isend/irecv: "cannot post now"
   long busyCount = 0;
+  bool dmabuf = false;                  // the table has regMrDmaBuf; ptrSupport has NCCL_PTR_DMABUF
+  long ports = kDevices;                // physical devices
+  bool fusion = false;                  // the table has makeVDevice (v9+)
+  bool getDeviceMr = false;             // the table has getDeviceMr (v7+)
+  bool irecvConsumed = false;           // the table has irecvConsumed (v7+)
+  bool netAttr = false;                 // the table has setNetAttr (v11+)
+  bool stallRecv = false;               // receives never complete
+  std::vector<VirtualDevice> virtuals;  // appended after the physical devices
+  std::set<void*> regions;              // live mhandles (getDeviceMr checks them)
   ncclDebugLogger_t logger = nullptr;
   ncclProfilerCallback_t profiler = nullptr;
   bool initialised = false;
@@ -166,8 +190,27 @@ State& state() {
   s.inProgress = false;
   s.busyEvery = 0;
   s.busyCount = 0;
+  s.dmabuf = false;
+  s.ports = kDevices;
+  s.fusion = false;
+  s.getDeviceMr = false;
+  s.irecvConsumed = false;
+  s.netAttr = false;
+  s.stallRecv = false;
+  s.virtuals.clear();
+  s.regions.clear();
   s.initialised = false;
 }
+
+// Physical then virtual devices: what devices() counts.
+[[maybe_unused]] int deviceCount(const State& s) {
+  return static_cast<int>(s.ports) + static_cast<int>(s.virtuals.size());
+}
+
+#if FAKE_NET_VERSION != 0
+// Sets the table's optional members from the knobs (defined with the table).
+void applyTableLocked(const State& s);
+#endif
 
 // Set on the threads that ran connection setup (listen, connect, accept,
 // regMr): NCCL's service thread never runs the data path.
@@ -292,6 +335,7 @@ thread_local bool tlsSetupThread = false;
     s.initialised = true;
     ++s.stats.initCalls;
     ++s.stats.liveContexts;
+    s.stats.lastInitCtx = context;
     s.stats.lastCommId = commId;
     s.stats.lastTrafficClass = trafficClass;
     logLocked(s, NCCL_LOG_INFO, __func__, __LINE__, "init (context)");
@@ -320,23 +364,41 @@ thread_local bool tlsSetupThread = false;
   if (!s.initialised) {
     return ncclInternalError;  // NCCL always calls init first
   }
-  *ndev = kDevices;
+  *ndev = deviceCount(s);
   return ncclSuccess;
 }
 
+// A physical device's name ("fake<dev>") or a virtual one's ("fake-vnic<k>",
+// different from every physical name: NCCL finds the fused devices by name).
+[[maybe_unused]] char* deviceName(int dev, int ports) {
+  static const auto kNames = [] {
+    std::array<std::string, kMaxPorts + kMaxVirtual> names;
+    for (int i = 0; i < kMaxPorts; ++i) {
+      names[static_cast<size_t>(i)] = "fake" + std::to_string(i);
+    }
+    for (int k = 0; k < kMaxVirtual; ++k) {
+      names[static_cast<size_t>(kMaxPorts + k)] = "fake-vnic" + std::to_string(k);
+    }
+    return names;
+  }();
+  const int slot = dev < ports ? dev : kMaxPorts + (dev - ports);
+  return const_cast<char*>(kNames[static_cast<size_t>(slot)].c_str());
+}
+
 // Fills the newest properties layout; the versions copy what they have.
-[[maybe_unused]] ncclResult_t coreProperties(int dev, ncclNetProperties_v11_t* p) {
+// fused: the devices in vProps (v11's vProps holds only 4, v12's 8).
+[[maybe_unused]] ncclResult_t coreProperties(int dev, ncclNetProperties_v11_t* p,
+                                             VirtualDevice* fused) {
   FAKE_ENTER("getProperties");
   ++s.stats.getPropertiesCalls;
-  if (dev < 0 || dev >= kDevices) {
+  if (dev < 0 || dev >= deviceCount(s)) {
     return ncclInternalError;
   }
-  static const std::array<std::string, 2> kNames{"fake0", "fake1"};
   *p = ncclNetProperties_v11_t{};
-  p->name = const_cast<char*>(kNames[dev].c_str());
+  p->name = deviceName(dev, static_cast<int>(s.ports));
   p->pciPath = nullptr;
   p->guid = 0xfa4e0000ull + static_cast<uint64_t>(dev);
-  p->ptrSupport = s.hostMemory ? NCCL_PTR_HOST : NCCL_PTR_CUDA;
+  p->ptrSupport = (s.hostMemory ? NCCL_PTR_HOST : NCCL_PTR_CUDA) | (s.dmabuf ? NCCL_PTR_DMABUF : 0);
   p->regIsGlobal = 1;
   p->forceFlush = 0;
   p->speed = 100000;
@@ -346,12 +408,74 @@ thread_local bool tlsSetupThread = false;
   p->maxRecvs = kMaxRecvs;
   p->netDeviceType = static_cast<ncclNetDeviceType>(s.deviceType);
   p->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-  p->vProps.ndevs = 1;
-  p->vProps.devs[0] = dev;
+  *fused = VirtualDevice{1, {dev}};
+  if (dev >= s.ports) {  // virtual: the fused devices' speed, the first one's port
+    *fused = s.virtuals[static_cast<size_t>(dev - s.ports)];
+    p->speed = 100000 * fused->ndevs;
+    p->port = fused->devs[0] + 1;
+  }
+  p->vProps.ndevs = std::min(fused->ndevs, NCCL_NET_MAX_DEVS_PER_NIC);
+  for (int i = 0; i < p->vProps.ndevs; ++i) {
+    p->vProps.devs[i] = fused->devs[static_cast<size_t>(i)];
+  }
   p->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;
   p->maxCollBytes = 3ull << 30;
   p->maxMultiRequestSize = 1;
   return ncclSuccess;
+}
+
+// Appends a virtual device fusing `ndevs` distinct physical devices;
+// capacity: the version's vProps.devs size.
+[[maybe_unused]] ncclResult_t coreMakeVDevice(int* d, int ndevs, const int* devs, int capacity) {
+  FAKE_ENTER("makeVDevice");
+  ++s.stats.makeVDeviceCalls;
+  s.stats.lastVDevice = FakeNetVDevice{};
+  s.stats.lastVDevice.ndevs = ndevs;
+  for (int i = 0; i < ndevs && i < kMaxFused; ++i) {
+    s.stats.lastVDevice.devs[i] = devs[i];
+  }
+  if (d == nullptr || ndevs < 1 || ndevs > capacity || ndevs > kMaxFused ||
+      static_cast<int>(s.virtuals.size()) >= kMaxVirtual) {
+    return ncclInvalidArgument;
+  }
+  VirtualDevice v;
+  v.ndevs = ndevs;
+  for (int i = 0; i < ndevs; ++i) {
+    const bool repeated = std::find(devs, devs + i, devs[i]) != devs + i;
+    if (devs[i] < 0 || devs[i] >= s.ports || repeated) {
+      return ncclInvalidArgument;  // only distinct physical devices fuse
+    }
+    v.devs[static_cast<size_t>(i)] = devs[i];
+  }
+  s.virtuals.push_back(v);
+  *d = deviceCount(s) - 1;
+  return ncclSuccess;
+}
+
+enum class Side { kSend, kRecv };
+
+// The device-handle out-pointer of a connect or accept that made a comm
+// (v7+), recorded. NCCL passes a pointer to NULL where it takes no handle,
+// and for UNPACK receives a pointer to a handle it allocated, which the
+// plugin fills in (src/transport/net.cc, ncclNetGetDeviceHandle). With the
+// knob deviceHandle a pointer to NULL gets ours, an allocated one is filled.
+[[maybe_unused]] void handOutDevice(State& s, ncclNetDeviceHandle_v7_t** devComm, Side side) {
+  int& nullCount = side == Side::kSend ? s.stats.connectDevCommNull : s.stats.acceptDevCommNull;
+  void*& in = side == Side::kSend ? s.stats.lastConnectDevCommIn : s.stats.lastAcceptDevCommIn;
+  void*& out = side == Side::kSend ? s.stats.lastConnectDevCommOut : s.stats.lastAcceptDevCommOut;
+  if (devComm == nullptr) {
+    ++nullCount;
+    return;
+  }
+  in = *devComm;
+  if (s.deviceHandle != 0 && *devComm == nullptr) {
+    *devComm = &gOffload;
+  } else if (s.deviceHandle != 0) {
+    (*devComm)->handle = &gOffload;  // any device-side pointer: never dereferenced
+    (*devComm)->size = sizeof gOffload;
+    (*devComm)->needsProxyProgress = 1;
+  }
+  out = *devComm;
 }
 
 [[maybe_unused]] ncclResult_t coreListen(void* ctx, int dev, void* handle, void** listenComm) {
@@ -361,7 +485,7 @@ thread_local bool tlsSetupThread = false;
   if (kVersion >= 11 && !validContext(ctx)) {
     return ncclInternalError;
   }
-  if (dev < 0 || dev >= kDevices) {
+  if (dev < 0 || dev >= deviceCount(s)) {
     return ncclInternalError;
   }
   auto* comm = new Comm;
@@ -393,7 +517,7 @@ thread_local bool tlsSetupThread = false;
   if (trafficClass != nullptr) {
     s.stats.lastTrafficClass = *trafficClass;
   }
-  if (dev < 0 || dev >= kDevices) {
+  if (dev < 0 || dev >= deviceCount(s)) {
     return ncclInternalError;
   }
   Handle h{};
@@ -427,9 +551,7 @@ thread_local bool tlsSetupThread = false;
   comm->pair = pair;
   *sendComm = comm;
   ++s.stats.liveComms;
-  if (devComm != nullptr) {
-    *devComm = s.deviceHandle != 0 ? &gOffload : nullptr;
-  }
+  handOutDevice(s, devComm, Side::kSend);
   return success(s);
 }
 
@@ -453,9 +575,7 @@ thread_local bool tlsSetupThread = false;
   listener->pending.pop_front();
   *recvComm = comm;
   ++s.stats.liveComms;
-  if (devComm != nullptr) {
-    *devComm = s.deviceHandle != 0 ? &gOffload : nullptr;
-  }
+  handOutDevice(s, devComm, Side::kRecv);
   return success(s);
 }
 
@@ -468,8 +588,73 @@ thread_local bool tlsSetupThread = false;
     return ncclInternalError;
   }
   *mhandle = new MemoryRegion{data, size};
+  s.regions.insert(*mhandle);
   ++s.stats.liveMhandles;
   return success(s);
+}
+
+// DMA-BUF registration: the fd must be open during the call (the caller
+// closes it right after, so it is only looked at, never kept); the region is
+// then used like regMr's (the data pointer is the start of the range, offset
+// 0 in NCCL's use).
+[[maybe_unused]] ncclResult_t coreRegMrDmaBuf(void* comm, void* data, size_t size, int type,
+                                              uint64_t offset, int fd, void** mhandle) {
+  FAKE_ENTER("regMrDmaBuf");
+  ++s.stats.regMrDmaBufCalls;
+  noteSetupCall();
+  s.stats.lastDmaBufFd = fd;
+  s.stats.lastDmaBufOffset = offset;
+  s.stats.lastDmaBufSize = size;
+  s.stats.lastDmaBufType = type;
+  s.stats.lastDmaBufInode = 0;
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    return ncclInvalidArgument;
+  }
+  s.stats.lastDmaBufInode = static_cast<uint64_t>(st.st_ino);
+  if (comm == nullptr) {
+    return ncclInternalError;
+  }
+  *mhandle = new MemoryRegion{data, size};
+  s.regions.insert(*mhandle);
+  ++s.stats.liveMhandles;
+  return success(s);
+}
+
+// A region's device-side handle: a pointer derived from the mhandle (never
+// dereferenced), so that a test can tell it from the mhandle and from NULL.
+[[maybe_unused]] ncclResult_t coreGetDeviceMr(void* comm, void* mhandle, void** dptrMhandle) {
+  FAKE_ENTER("getDeviceMr");
+  ++s.stats.getDeviceMrCalls;
+  if (comm == nullptr || s.regions.count(mhandle) == 0) {
+    return ncclInternalError;
+  }
+  *dptrMhandle = static_cast<char*>(mhandle) + 1;
+  s.stats.lastDeviceMr = *dptrMhandle;
+  return success(s);
+}
+
+// setNetAttr (v11+): recorded, with the context it was given (NCCL passes
+// init's).
+[[maybe_unused]] ncclResult_t coreSetNetAttr(void* ctx, const ncclNetAttr_v11_t* attr) {
+  FAKE_ENTER("setNetAttr");
+  ++s.stats.setNetAttrCalls;
+  s.stats.lastNetAttrCtx = ctx;
+  if (attr == nullptr || !validContext(ctx)) {
+    return ncclInternalError;
+  }
+  const ncclNetCommAttr_v11_t* sides[2] = {&attr->sendCommAttr, &attr->recvCommAttr};
+  int32_t* out[2] = {s.stats.lastNetAttr.sendCommAttr, s.stats.lastNetAttr.recvCommAttr};
+  for (int i = 0; i < 2; ++i) {
+    out[i][0] = sides[i]->maxConcurrentPeers;
+    out[i][1] = sides[i]->minConcurrentPeers;
+    out[i][2] = sides[i]->maxFlowsPerPeer;
+    out[i][3] = sides[i]->minFlowsPerPeer;
+  }
+  s.stats.lastNetAttr.op = attr->op;
+  s.stats.lastNetAttr.algo = attr->algo;
+  s.stats.lastNetAttr.proto = attr->proto;
+  return ncclSuccess;
 }
 
 [[maybe_unused]] ncclResult_t coreDeregMr(void* /*comm*/, void* mhandle) {
@@ -478,6 +663,7 @@ thread_local bool tlsSetupThread = false;
   if (mhandle == nullptr) {
     return ncclInternalError;
   }
+  s.regions.erase(mhandle);
   delete static_cast<MemoryRegion*>(mhandle);
   --s.stats.liveMhandles;
   return ncclSuccess;
@@ -582,8 +768,8 @@ thread_local bool tlsSetupThread = false;
   if (r->error != ncclSuccess) {
     return r->error;
   }
-  *done = r->done ? 1 : 0;
-  if (!r->done) {
+  *done = r->done && !(s.stallRecv && !r->isSend) ? 1 : 0;
+  if (*done == 0) {
     return success(s);
   }
   if (sizes != nullptr && s.reportSizes) {
@@ -670,7 +856,8 @@ thread_local bool tlsSetupThread = false;
 template <class P>
 [[maybe_unused]] ncclResult_t propertiesAs(int dev, P* out) {
   ncclNetProperties_v11_t p{};
-  if (ncclResult_t r = coreProperties(dev, &p); r != ncclSuccess) {
+  VirtualDevice fused;
+  if (ncclResult_t r = coreProperties(dev, &p, &fused); r != ncclSuccess) {
     return r;
   }
   *out = P{};
@@ -692,9 +879,10 @@ template <class P>
   }
   if constexpr (kVersion >= 9) {
     out->forceFlush = p.forceFlush;
-    out->vProps.ndevs = p.vProps.ndevs;
-    for (int i = 0; i < p.vProps.ndevs; ++i) {
-      out->vProps.devs[i] = p.vProps.devs[i];
+    constexpr int kCapacity = static_cast<int>(sizeof out->vProps.devs / sizeof(int));
+    out->vProps.ndevs = std::min(fused.ndevs, kCapacity);
+    for (int i = 0; i < out->vProps.ndevs; ++i) {
+      out->vProps.devs[i] = fused.devs[static_cast<size_t>(i)];
     }
     out->maxP2pBytes = p.maxP2pBytes;
     out->maxCollBytes = p.maxCollBytes;
@@ -775,7 +963,8 @@ ncclResult_t connectV7(int dev, void* handle, void** sendComm, ncclNetDeviceHand
 #endif
 
 #if FAKE_NET_VERSION == 6
-FAKE_EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {
+extern "C" {
+FAKE_TABLE ncclNet_v6_t ncclNetPlugin_v6 = {
     .name = "FakeV6",
     .init = &legacyInit,
     .devices = &coreDevices,
@@ -794,8 +983,10 @@ FAKE_EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {
     .closeRecv = &coreCloseRecv,
     .closeListen = &coreCloseListen,
 };
+}
 #elif FAKE_NET_VERSION == 7
-FAKE_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
+extern "C" {
+FAKE_TABLE ncclNet_v7_t ncclNetPlugin_v7 = {
     .name = "FakeV7",
     .init = &legacyInit,
     .devices = &coreDevices,
@@ -816,8 +1007,10 @@ FAKE_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
     .getDeviceMr = nullptr,
     .irecvConsumed = nullptr,
 };
+}
 #elif FAKE_NET_VERSION == 8
-FAKE_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
+extern "C" {
+FAKE_TABLE ncclNet_v8_t ncclNetPlugin_v8 = {
     .name = "FakeV8",
     .init = &legacyInit,
     .devices = &coreDevices,
@@ -838,8 +1031,10 @@ FAKE_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
     .getDeviceMr = nullptr,
     .irecvConsumed = nullptr,
 };
+}
 #elif FAKE_NET_VERSION == 9
-FAKE_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
+extern "C" {
+FAKE_TABLE ncclNet_v9_t ncclNetPlugin_v9 = {
     .name = "FakeV9",
     .init = &legacyInit,
     .devices = &coreDevices,
@@ -861,6 +1056,7 @@ FAKE_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
     .irecvConsumed = nullptr,
     .makeVDevice = nullptr,
 };
+}
 #elif FAKE_NET_VERSION == 10
 namespace {
 ncclResult_t connectV10(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
@@ -869,7 +1065,8 @@ ncclResult_t connectV10(int dev, ncclNetCommConfig_v10_t* config, void* handle, 
   return coreConnect(nullptr, dev, trafficClass, handle, sendComm, devComm);
 }
 }  // namespace
-FAKE_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+extern "C" {
+FAKE_TABLE ncclNet_v10_t ncclNetPlugin_v10 = {
     .name = "FakeV10",
     .init = &coreInit,
     .devices = &coreDevices,
@@ -891,6 +1088,7 @@ FAKE_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     .irecvConsumed = nullptr,
     .makeVDevice = nullptr,
 };
+}
 #endif
 
 #if FAKE_NET_VERSION >= 11
@@ -963,12 +1161,17 @@ ncclResult_t initV11Lazy(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* c
   ncclNetPlugin_v11 = kTableV11;
   ncclNetPlugin_v11.name = name;
   ncclNetPlugin_v11.init = &initV11Lazy;
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    applyTableLocked(s);  // the knobs, set before init
+  }
   return initContextVersion(ctx, commId, config, logger, profiler);
 }
 }  // namespace
 #else
 }  // namespace
-// Not const: the knob irecvConsumed fills in that member.
+// Not const: the knobs fill in the optional members.
 extern "C" {
 __attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = kTableV11;
 }
@@ -976,8 +1179,69 @@ __attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = kTableV
 #endif
 
 #if FAKE_NET_VERSION == 12
-FAKE_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 =
+extern "C" {
+FAKE_TABLE ncclNet_v12_t ncclNetPlugin_v12 =
     contextTable<ncclNet_v12_t, ncclNetProperties_v12_t>("FakeV12");
+}
+#endif
+
+#if FAKE_NET_VERSION != 0
+namespace {
+// makeVDevice of every version (VProps: its ncclNetVDeviceProps, 4 or 8 devices).
+template <class VProps>
+ncclResult_t makeVDeviceAs(int* d, VProps* props) {
+  if (props == nullptr) {
+    return ncclInvalidArgument;
+  }
+  constexpr int kCapacity = static_cast<int>(sizeof props->devs / sizeof props->devs[0]);
+  return coreMakeVDevice(d, props->ndevs, props->devs, kCapacity);
+}
+ncclResult_t setNetAttrAs(void* ctx, ncclNetAttr_v11_t* attr) {
+  return coreSetNetAttr(ctx, attr);
+}
+
+// Each optional member the version has: ours when its knob is on, else NULL.
+template <class Net>
+void applyTo(Net& t, const State& s) {
+  t.regMrDmaBuf = s.dmabuf ? &coreRegMrDmaBuf : nullptr;
+  if constexpr (requires { t.getDeviceMr; }) {  // v7+
+    t.getDeviceMr = s.getDeviceMr ? &coreGetDeviceMr : nullptr;
+    t.irecvConsumed = s.irecvConsumed ? &coreIrecvConsumed : nullptr;
+  }
+  if constexpr (requires { t.makeVDevice; }) {  // v9+
+    t.makeVDevice = nullptr;
+    if (s.fusion) {
+      t.makeVDevice = &makeVDeviceAs;
+    }
+  }
+  if constexpr (requires { t.setNetAttr; }) {  // v11+
+    t.setNetAttr = s.netAttr ? &setNetAttrAs : nullptr;
+  }
+}
+
+void applyTableLocked(const State& s) {
+#if FAKE_NET_VERSION == 6
+  applyTo(ncclNetPlugin_v6, s);
+#elif FAKE_NET_VERSION == 7
+  applyTo(ncclNetPlugin_v7, s);
+#elif FAKE_NET_VERSION == 8
+  applyTo(ncclNetPlugin_v8, s);
+#elif FAKE_NET_VERSION == 9
+  applyTo(ncclNetPlugin_v9, s);
+#elif FAKE_NET_VERSION == 10
+  applyTo(ncclNetPlugin_v10, s);
+#elif FAKE_NET_VERSION == 11
+#if FAKE_NET_LAZY_TABLE
+  if (ncclNetPlugin_v11.devices == nullptr) {
+    return;  // not filled yet: its init applies the knobs
+  }
+#endif
+  applyTo(ncclNetPlugin_v11, s);
+#elif FAKE_NET_VERSION == 12
+  applyTo(ncclNetPlugin_v12, s);
+#endif
+}
+}  // namespace
 #endif
 
 // ---- control ---------------------------------------------------------------
@@ -993,8 +1257,8 @@ FAKE_EXPORT void fakeNetReset(void) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   resetLocked(s);
-#if FAKE_NET_VERSION == 11 && !FAKE_NET_LAZY_TABLE
-  ncclNetPlugin_v11.irecvConsumed = nullptr;
+#if FAKE_NET_VERSION != 0
+  applyTableLocked(s);
 #endif
 }
 
@@ -1040,12 +1304,27 @@ FAKE_EXPORT int fakeNetSet(const char* knob, long value) {
     s.inProgress = value != 0;
   } else if (name == "busyEvery") {
     s.busyEvery = value;
-#if FAKE_NET_VERSION == 11 && !FAKE_NET_LAZY_TABLE
-  } else if (name == "irecvConsumed") {
-    ncclNetPlugin_v11.irecvConsumed = value != 0 ? &coreIrecvConsumed : nullptr;
-#endif
+  } else if (name == "stallRecv") {
+    s.stallRecv = value != 0;
+  } else if (name == "ports" && value >= 1 && value <= kMaxPorts) {
+    s.ports = value;
+  } else if (kVersion == 0) {
+    return -1;  // no table: none of the members below
+  } else if (name == "dmabuf") {
+    s.dmabuf = value != 0;
+  } else if (name == "irecvConsumed" && kVersion >= 7) {
+    s.irecvConsumed = value != 0;
+  } else if (name == "getDeviceMr" && kVersion >= 7) {
+    s.getDeviceMr = value != 0;
+  } else if (name == "fusion" && kVersion >= 9) {
+    s.fusion = value != 0;
+  } else if (name == "netAttr" && kVersion >= 11) {
+    s.netAttr = value != 0;
   } else {
     return -1;
   }
+#if FAKE_NET_VERSION != 0
+  applyTableLocked(s);
+#endif
   return 0;
 }
