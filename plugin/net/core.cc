@@ -26,6 +26,7 @@ using config::Params;
 std::mutex gMutex;
 Core* gCore = nullptr;
 std::atomic<Core*> gLive{nullptr};  // == gCore, readable without the mutex
+std::atomic<uint64_t> gGenerations{0};
 
 // Pool sizes: NCCL keeps at most kMaxRequests outstanding per comm; the sender
 // side must allow kMaxRequests times the receiver's largest multi-receive. A
@@ -99,7 +100,8 @@ Core::Core(std::unique_ptr<transport::Transport> inner, const WatchdogOptions& w
       blackbox_(std::move(blackbox)),
       watchdog_(std::make_unique<Watchdog>(static_cast<FaultSink&>(*this), watchdog,
                                            blackbox_.get(), clock_)),
-      hostName_(watchdog.hostName) {
+      hostName_(watchdog.hostName),
+      generation_(gGenerations.fetch_add(1, std::memory_order_relaxed) + 1) {
   inner_log::attach(blackbox_.get());
 }
 

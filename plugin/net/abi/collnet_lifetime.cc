@@ -1,0 +1,72 @@
+// Process-level state of the exported CollNet tables: the offer of their
+// optional members and the one context of the v6-v10 CollNets (NCCL's
+// adapters init those once per process: src/plugin/net/net_v6..v10.cc,
+// ncclCollNet_init).
+#include <mutex>
+
+#include "nccl/collnet_v10.h"
+#include "nccl/collnet_v11.h"
+#include "nccl/collnet_v12.h"
+#include "nccl/collnet_v6.h"
+#include "nccl/collnet_v7.h"
+#include "nccl/collnet_v8.h"
+#include "nccl/collnet_v9.h"
+#include "plugin/net/abi/collnet_calls.h"
+
+extern "C" {
+extern ncclCollNet_v12_t ncclCollNetPlugin_v12;
+extern ncclCollNet_v11_t ncclCollNetPlugin_v11;
+extern ncclCollNet_v10_t ncclCollNetPlugin_v10;
+extern ncclCollNet_v9_t ncclCollNetPlugin_v9;
+extern ncclCollNet_v8_t ncclCollNetPlugin_v8;
+extern ncclCollNet_v7_t ncclCollNetPlugin_v7;
+extern ncclCollNet_v6_t ncclCollNetPlugin_v6;
+}
+
+namespace resilient::abi::collnet {
+namespace {
+
+std::mutex gLegacyMutex;
+// The generation of the core the legacy context was made on: a later core
+// (the library's net was finalized and initialised again) gets a new one;
+// the old one went with its core's CollNet.
+uint64_t gLegacyGeneration = 0;
+CoreContext* gLegacyContext = nullptr;
+
+}  // namespace
+
+void offerAll(const transport::CollCapabilities& caps) noexcept {
+  offer(ncclCollNetPlugin_v12, caps);
+  offer(ncclCollNetPlugin_v11, caps);
+  offer(ncclCollNetPlugin_v10, caps);
+  offer(ncclCollNetPlugin_v9, caps);
+  offer(ncclCollNetPlugin_v8, caps);
+  offer(ncclCollNetPlugin_v7, caps);
+  offer(ncclCollNetPlugin_v6, caps);
+}
+
+ncclResult_t legacyInit(ncclDebugLogger_t /*logger*/) noexcept {
+  std::lock_guard<std::mutex> lock(gLegacyMutex);
+  net::Core* core = coreWithCollNet();
+  if (core == nullptr) {
+    return ncclInternalError;  // NCCL disables CollNet (src/plugin/net.cc, ncclNetPluginInit)
+  }
+  if (core->generation() == gLegacyGeneration) {
+    return ncclSuccess;  // once per process, as NCCL's adapter
+  }
+  return boundary::call("collnet init", [&]() -> Status {
+    CoreContext* c = nullptr;
+    RESILIENT_TRY(core->collInitContext(0, &c));
+    gLegacyGeneration = core->generation();
+    gLegacyContext = c;
+    offerAll(core->collNet()->capabilities());
+    return {};
+  });
+}
+
+CoreContext* legacyContext() noexcept {
+  std::lock_guard<std::mutex> lock(gLegacyMutex);
+  return gLegacyContext;
+}
+
+}  // namespace resilient::abi::collnet
