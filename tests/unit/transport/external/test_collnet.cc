@@ -347,6 +347,7 @@ TEST_CASE("collectives across three ranks give the inner CollNet's results and a
   withVersion(v, [&]<class T>() {
     Communicator<T> c;
     c.t = plugin.ours<T>(v);
+    REQUIRE(c.t != nullptr);  // before CollNet: no such symbol
     REQUIRE(c.init() == ncclSuccess);
     c.connectAll();
     CHECK(plugin.stats().lastNranks == kRanks);
@@ -457,6 +458,7 @@ TEST_CASE("an error of the inner CollNet is one explained WARN and a sticky erro
   withVersion(v, [&]<class T>() {
     Communicator<T> c;
     c.t = plugin.ours<T>(v);
+    REQUIRE(c.t != nullptr);  // before CollNet: no such symbol
     REQUIRE(c.init() == ncclSuccess);
     c.connectAll();
     int32_t data[4] = {1, 2, 3, 4};
@@ -503,6 +505,7 @@ TEST_CASE("a collective on which nothing completes fails as stuck", "[collnet][s
   withVersion(v, [&]<class T>() {
     Communicator<T> c;
     c.t = plugin.ours<T>(v);
+    REQUIRE(c.t != nullptr);  // before CollNet: no such symbol
     REQUIRE(c.init() == ncclSuccess);
     c.connectAll();
     plugin.set("stall", 1);
