@@ -26,6 +26,8 @@
 #include "nccl/collnet_v8.h"
 #include "nccl/collnet_v9.h"
 #include "nccl/net_v11.h"
+#include "plugin/transport/external/external_collnet.h"
+#include "plugin/transport/external/loader.h"
 #include "tests/support/fake_net/fake_collnet.h"
 #include "tests/support/mock_logger.h"
 
@@ -429,6 +431,38 @@ TEST_CASE("collectives across three ranks give the inner CollNet's results and a
         }
       }
     }
+    // Ranks as threads: each posts its AllReduce (float max) and waits for
+    // it, round after round, concurrently with the others.
+    float fsend[kRanks][kCount];
+    float frecv[kRanks][kCount];
+    std::vector<std::thread> ranks;
+    int failures[kRanks] = {};
+    for (int r = 0; r < kRanks; ++r) {
+      ranks.emplace_back([&, r] {
+        for (int round = 0; round < 20; ++round) {
+          for (int i = 0; i < kCount; ++i) {
+            fsend[r][i] = static_cast<float>(r * 10 + i + round);
+          }
+          void* q = nullptr;
+          if (c.t->iallreduce(c.comms[r], fsend[r], frecv[r], kCount, kFloat32, kMax, nullptr,
+                              nullptr, &q) != ncclSuccess ||
+              q == nullptr || waitDone(c.t, q, nullptr) != ncclSuccess) {
+            ++failures[r];
+            return;
+          }
+          for (int i = 0; i < kCount; ++i) {
+            failures[r] += frecv[r][i] != static_cast<float>(20 + i + round) ? 1 : 0;
+          }
+        }
+      });
+    }
+    for (std::thread& t : ranks) {
+      t.join();
+    }
+    for (int r = 0; r < kRanks; ++r) {
+      CAPTURE(r);
+      CHECK(failures[r] == 0);
+    }
     // A flush reaches the inner with its size.
     void* flush = nullptr;
     REQUIRE(c.t->iflush(c.comms[0], recv[0], 12, recvMh[0], &flush) == ncclSuccess);
@@ -545,4 +579,29 @@ TEST_CASE("an inner library without CollNet: our CollNet init fails quietly", "[
     });
   }
   CHECK(logger.count(NCCL_LOG_WARN) == 0);
+}
+
+TEST_CASE("the loader finds the inner library's CollNet of its own version", "[collnet][loader]") {
+  const char* inner = std::getenv("NCCL_RESILIENT_INNER");  // NOLINT(concurrency-mt-unsafe)
+  REQUIRE(inner != nullptr);
+  const int v = testVersion();
+  CAPTURE(v);
+  transport::external::LoadOptions load;
+  load.spec = inner;
+  auto loaded = transport::external::loadExternalPlugin(load);
+  REQUIRE(loaded.ok());
+  transport::CollNet* collNet = (*loaded)->collNet();
+  REQUIRE(collNet != nullptr);
+  CHECK(transport::external::collNetAbiVersion(*collNet) == v);
+  CHECK(std::string(collNet->name()) == "FakeCollNet");
+}
+
+TEST_CASE("the loader gives no CollNet for a library without one", "[collnet][none]") {
+  const char* inner = std::getenv("NCCL_RESILIENT_INNER");  // NOLINT(concurrency-mt-unsafe)
+  REQUIRE(inner != nullptr);
+  transport::external::LoadOptions load;
+  load.spec = inner;
+  auto loaded = transport::external::loadExternalPlugin(load);
+  REQUIRE(loaded.ok());
+  CHECK((*loaded)->collNet() == nullptr);
 }
