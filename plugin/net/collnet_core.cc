@@ -56,8 +56,7 @@ Status Core::reduceSupport(transport::Reduction op, int* supported) {
   return collNetOf(*inner_).reduceSupport(op, supported);
 }
 
-Status Core::collListen(CommContext* ctx, int dev, std::byte* handle,
-                        CollListenRecord** listener) {
+Status Core::collListen(CommContext* ctx, int dev, std::byte* handle, CollListenRecord** listener) {
   *listener = nullptr;
   if (collNet() == nullptr) {
     return noCollNet("listen");
@@ -65,8 +64,8 @@ Status Core::collListen(CommContext* ctx, int dev, std::byte* handle,
   auto l = std::make_unique<CollListenRecord>();
   l->commId = ctx != nullptr ? ctx->commId : 0;
   l->dev = dev;
-  RESILIENT_TRY(collNetOf(*inner_).listen(ctx != nullptr ? ctx->inner.get() : nullptr, dev,
-                                          handle, &l->inner));
+  RESILIENT_TRY(collNetOf(*inner_).listen(ctx != nullptr ? ctx->inner.get() : nullptr, dev, handle,
+                                          &l->inner));
   *listener = l.release();
   return {};
 }
@@ -151,8 +150,8 @@ Status Core::ireducescatter(ConnectionRecord& c, int nSendParts,
     return {};
   }
   transport::Request* innerReq = nullptr;
-  const Status s = c.collComm()->ireducescatter(nSendParts, sendParts, recv, window, op,
-                                                recvRegion, &innerReq);
+  const Status s =
+      c.collComm()->ireducescatter(nSendParts, sendParts, recv, window, op, recvRegion, &innerReq);
   return postedColl(c, r, s, innerReq, window.bytes, "ireducescatter", request);
 }
 

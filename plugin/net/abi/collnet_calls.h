@@ -32,7 +32,8 @@
 
 namespace resilient::abi::collnet {
 
-static_assert(std::is_same_v<CoreImpl, net::Core>, "CollNet is exported over the resilient core only");
+static_assert(std::is_same_v<CoreImpl, net::Core>,
+              "CollNet is exported over the resilient core only");
 
 // Sets every exported CollNet table's optional members (collnet_lifetime.cc).
 void offerAll(const transport::CollCapabilities& caps) noexcept;
@@ -172,9 +173,9 @@ bool typedPieces(int n, const Sge* in, transport::CollPiece* out) noexcept {
     return false;
   }
   for (int i = 0; i < n; ++i) {
-    out[i] = transport::CollPiece{as<CoreRegion>(in[i].mhandle),
-                                  static_cast<std::byte*>(in[i].address),
-                                  static_cast<size_t>(in[i].size)};
+    out[i] =
+        transport::CollPiece{as<CoreRegion>(in[i].mhandle), static_cast<std::byte*>(in[i].address),
+                             static_cast<size_t>(in[i].size)};
   }
   return true;
 }
@@ -191,7 +192,8 @@ ncclResult_t iallgather(void* collComm, void* send, int nRecvParts, Sge* recvPar
     }
     CoreRequest* r = nullptr;
     RESILIENT_TRY(c.iallgather(*as<CoreComm>(collComm), static_cast<std::byte*>(send), nRecvParts,
-                               parts, transport::CollWindow{bytesPerRank, windowOffset, windowBytes},
+                               parts,
+                               transport::CollWindow{bytesPerRank, windowOffset, windowBytes},
                                as<CoreRegion>(sendMh), &r));
     handOut(r, request);
     return {};
@@ -209,10 +211,10 @@ ncclResult_t ireducescatter(void* collComm, int nSendParts, Sge* sendParts, void
       return invalidUsage("ireducescatter: " + std::to_string(nSendParts) + " pieces");
     }
     CoreRequest* r = nullptr;
-    RESILIENT_TRY(c.ireducescatter(
-        *as<CoreComm>(collComm), nSendParts, parts, static_cast<std::byte*>(recv),
-        transport::CollWindow{bytesPerRank, windowOffset, windowBytes},
-        transport::Reduction{dataType, redOp}, as<CoreRegion>(recvMh), &r));
+    RESILIENT_TRY(
+        c.ireducescatter(*as<CoreComm>(collComm), nSendParts, parts, static_cast<std::byte*>(recv),
+                         transport::CollWindow{bytesPerRank, windowOffset, windowBytes},
+                         transport::Reduction{dataType, redOp}, as<CoreRegion>(recvMh), &r));
     handOut(r, request);
     return {};
   });

@@ -168,8 +168,7 @@ void* mhandleOf(const MemoryRegion* region) noexcept {
 template <class T>
 auto sgeOf() {
   if constexpr (requires(T t) { t.iallgather; }) {
-    return std::remove_pointer_t<
-        typename Signature<decltype(T::iallgather)>::template Param<3>>{};
+    return std::remove_pointer_t<typename Signature<decltype(T::iallgather)>::template Param<3>>{};
   } else {
     return 0;
   }
@@ -206,8 +205,8 @@ class ExternalCollComm final : public CollComm {
       return owner_.refuse("regMr", std::to_string(size) + " bytes exceed this version's int size");
     }
     void* mh = nullptr;
-    RESILIENT_TRY(owner_.check(t_->regMr(inner_, data, static_cast<RegSize>(size), type, &mh),
-                               "regMr"));
+    RESILIENT_TRY(
+        owner_.check(t_->regMr(inner_, data, static_cast<RegSize>(size), type, &mh), "regMr"));
     *region = std::make_unique<ExternalRegion>(mh);
     return {};
   }
@@ -218,8 +217,8 @@ class ExternalCollComm final : public CollComm {
       return owner_.refuse("regMrDmaBuf", "the plugin has none");
     }
     void* mh = nullptr;
-    RESILIENT_TRY(owner_.check(t_->regMrDmaBuf(inner_, data, size, type, offset, fd, &mh),
-                               "regMrDmaBuf"));
+    RESILIENT_TRY(
+        owner_.check(t_->regMrDmaBuf(inner_, data, size, type, offset, fd, &mh), "regMrDmaBuf"));
     *region = std::make_unique<ExternalRegion>(mh);
     return {};
   }
@@ -247,14 +246,15 @@ class ExternalCollComm final : public CollComm {
     if (r == nullptr) {
       return {};  // NCCL retries later
     }
-    return handOut(r,
-                   t_->iallreduce(inner_, send, recv, static_cast<Count>(count), op.dataType,
-                                  op.redOp, mhandleOf(sendRegion), mhandleOf(recvRegion), &r->inner),
-                   "iallreduce", request);
+    return handOut(
+        r,
+        t_->iallreduce(inner_, send, recv, static_cast<Count>(count), op.dataType, op.redOp,
+                       mhandleOf(sendRegion), mhandleOf(recvRegion), &r->inner),
+        "iallreduce", request);
   }
 
-  Status iallgather(std::byte* send, int nRecvParts, const CollPiece* recvParts,
-                    CollWindow window, MemoryRegion* sendRegion, Request** request) override {
+  Status iallgather(std::byte* send, int nRecvParts, const CollPiece* recvParts, CollWindow window,
+                    MemoryRegion* sendRegion, Request** request) override {
     *request = nullptr;
     if constexpr (requires { t_->iallgather; }) {
       std::array<Sge, kMaxCollParts> sges{};
@@ -289,8 +289,7 @@ class ExternalCollComm final : public CollComm {
                                         mhandleOf(recvRegion), &r->inner),
                      "ireducescatter", request);
     } else {
-      return CollComm::ireducescatter(nSendParts, sendParts, recv, window, op, recvRegion,
-                                      request);
+      return CollComm::ireducescatter(nSendParts, sendParts, recv, window, op, recvRegion, request);
     }
   }
 
@@ -323,8 +322,8 @@ class ExternalCollComm final : public CollComm {
   template <class Array>
   Status toSges(const char* call, int n, const CollPiece* parts, Array* out) const {
     if (n < 0 || n > kMaxCollParts) {
-      return owner_.refuse(call, std::to_string(n) + " pieces (at most " +
-                                     std::to_string(kMaxCollParts) + ")");
+      return owner_.refuse(
+          call, std::to_string(n) + " pieces (at most " + std::to_string(kMaxCollParts) + ")");
     }
     using Size = decltype(Sge{}.size);
     for (int i = 0; i < n; ++i) {
@@ -538,8 +537,8 @@ constexpr std::array<CollVersion, 7> kCollVersions{{
 }  // namespace
 
 Result<std::unique_ptr<CollNet>> loadExternalCollNet(void* library, int maxVersion,
-                                                      ncclDebugLogger_t logger,
-                                                      const std::string& path) {
+                                                     ncclDebugLogger_t logger,
+                                                     const std::string& path) {
   for (const CollVersion& v : kCollVersions) {
     const void* symbol = v.version <= maxVersion ? dlsym(library, v.symbol) : nullptr;
     if (symbol == nullptr) {

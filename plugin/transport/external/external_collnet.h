@@ -23,18 +23,18 @@
 namespace resilient::transport::external {
 
 // The symbols looked up, newest first ("ncclCollNetPlugin_v12" ... "_v6").
-inline constexpr const char* kCollNetSymbols[] = {
-    "ncclCollNetPlugin_v12", "ncclCollNetPlugin_v11", "ncclCollNetPlugin_v10",
-    "ncclCollNetPlugin_v9",  "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v7",
-    "ncclCollNetPlugin_v6"};
+inline constexpr const char* kCollNetSymbols[] = {"ncclCollNetPlugin_v12", "ncclCollNetPlugin_v11",
+                                                  "ncclCollNetPlugin_v10", "ncclCollNetPlugin_v9",
+                                                  "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v7",
+                                                  "ncclCollNetPlugin_v6"};
 
 // The CollNet of the dlopen'ed `library` (kept open by the caller for the
 // CollNet's lifetime), of the newest version <= maxVersion it exports; an
 // empty pointer when it exports none (no CollNet: not an error, as in
 // NCCL). A struct without init is refused (invalidUsage).
 Result<std::unique_ptr<CollNet>> loadExternalCollNet(void* library, int maxVersion,
-                                                      ncclDebugLogger_t logger,
-                                                      const std::string& path);
+                                                     ncclDebugLogger_t logger,
+                                                     const std::string& path);
 
 // N of the ncclCollNetPlugin_vN an external CollNet drives (0: not external).
 int collNetAbiVersion(const CollNet& collNet) noexcept;

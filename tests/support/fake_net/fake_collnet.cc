@@ -17,10 +17,13 @@
 #error "FAKE_NET_VERSION must be set"
 #endif
 
-#define FAKE_COLL_HEADER_(v) FAKE_COLL_STR_(nccl/collnet_v##v.h)
-#define FAKE_COLL_STR_(x) #x
-#define FAKE_COLL_HEADER(v) FAKE_COLL_HEADER_(v)
-#include FAKE_COLL_HEADER(FAKE_NET_VERSION)
+#include "nccl/collnet_v10.h"
+#include "nccl/collnet_v11.h"
+#include "nccl/collnet_v12.h"
+#include "nccl/collnet_v6.h"
+#include "nccl/collnet_v7.h"
+#include "nccl/collnet_v8.h"
+#include "nccl/collnet_v9.h"
 
 #define FAKE_COLL_CAT_(a, b) a##b
 #define FAKE_COLL_CAT(a, b) FAKE_COLL_CAT_(a, b)
@@ -105,11 +108,11 @@ ncclResult_t injected(State& s, const char* call) {
   return r;
 }
 
-#define FAKE_ENTER(call)                                   \
-  State& s = state();                                      \
-  std::lock_guard<std::mutex> lock(s.mu);                  \
+#define FAKE_ENTER(call)                                          \
+  State& s = state();                                             \
+  std::lock_guard<std::mutex> lock(s.mu);                         \
   if (ncclResult_t inj = injected(s, call); inj != ncclSuccess) { \
-    return inj;                                            \
+    return inj;                                                   \
   }
 
 template <class T>
@@ -135,11 +138,14 @@ void finish(Round& r) {
   const int n = static_cast<int>(r.ranks.size());
   if (r.kind == Kind::kAllReduce) {
     std::vector<char> acc = r.ranks[0].send;
-    for (int k = 1; k < n; ++k) reduceBytes(acc, r.ranks[k].send, r.dataType, r.redOp);
-    for (Contribution& c : r.ranks) std::memcpy(c.recv, acc.data(), acc.size());
+    for (int k = 1; k < n; ++k)
+      reduceBytes(acc, r.ranks[k].send, r.dataType, r.redOp);
+    for (Contribution& c : r.ranks)
+      std::memcpy(c.recv, acc.data(), acc.size());
   } else if (r.kind == Kind::kAllGather) {
     std::vector<char> all;
-    for (Contribution& c : r.ranks) all.insert(all.end(), c.send.begin(), c.send.end());
+    for (Contribution& c : r.ranks)
+      all.insert(all.end(), c.send.begin(), c.send.end());
     for (Contribution& c : r.ranks) {
       size_t at = r.windowOffset;
       for (auto& [ptr, size] : c.recvParts) {
@@ -151,7 +157,8 @@ void finish(Round& r) {
   } else {
     // Each rank's window of the full vector, reduced; rank k gets its part.
     std::vector<char> acc = r.ranks[0].send;
-    for (int k = 1; k < n; ++k) reduceBytes(acc, r.ranks[k].send, r.dataType, r.redOp);
+    for (int k = 1; k < n; ++k)
+      reduceBytes(acc, r.ranks[k].send, r.dataType, r.redOp);
     for (int k = 0; k < n; ++k) {
       const size_t begin = static_cast<size_t>(k) * r.bytesPerRank;
       const size_t lo = std::max(begin, r.windowOffset);
@@ -173,7 +180,8 @@ Req* post(State& s, Comm* comm, const Round& shape, Contribution c, int size) {
   }
   c.posted = true;
   r.ranks[static_cast<size_t>(comm->rank)] = std::move(c);
-  if (++r.posted == comm->group->nranks) finish(r);
+  if (++r.posted == comm->group->nranks)
+    finish(r);
   auto* req = new Req{comm, comm->nextRound++, size, false};
   ++s.stats.liveRequests;
   return req;
@@ -197,7 +205,8 @@ void fillProps(int dev, P* p) {
     p->netDeviceType = NCCL_NET_DEVICE_HOST;
     p->netDeviceVersion = 0;
   }
-  if constexpr (requires { p->regIsGlobal; }) p->regIsGlobal = 1;
+  if constexpr (requires { p->regIsGlobal; })
+    p->regIsGlobal = 1;
   if constexpr (requires { p->vProps; }) {
     p->forceFlush = 1;
     p->vProps.ndevs = 1;
@@ -205,7 +214,8 @@ void fillProps(int dev, P* p) {
     p->maxP2pBytes = size_t{1} << 33;
     p->maxCollBytes = size_t{3} << 30;
   }
-  if constexpr (requires { p->maxMultiRequestSize; }) p->maxMultiRequestSize = 3;
+  if constexpr (requires { p->maxMultiRequestSize; })
+    p->maxMultiRequestSize = 3;
   if constexpr (requires { p->railId; }) {
     p->railId = 5;
     p->planeId = 6;
@@ -245,7 +255,8 @@ ncclResult_t connect(void* handles[], int nranks, int rank, void* listenComm, vo
   *collComm = nullptr;
   uint32_t magic = 0;
   std::memcpy(&magic, handles[0], sizeof magic);
-  if (magic != kMagic || listenComm == nullptr) return ncclInternalError;
+  if (magic != kMagic || listenComm == nullptr)
+    return ncclInternalError;
   uint64_t key = 0;
   std::memcpy(&key, static_cast<char*>(handles[0]) + 8, sizeof key);
   std::unique_ptr<Group>& g = s.groups[key];
@@ -331,8 +342,8 @@ void noteParts(State& s, int n, const Sge* parts) {
 
 template <class Sge>
 ncclResult_t iallgather(void* collComm, void* send, int nRecvParts, Sge* recvParts,
-                        size_t bytesPerRank, size_t windowOffset, size_t windowBytes,
-                        void* sendMh, void** request) {
+                        size_t bytesPerRank, size_t windowOffset, size_t windowBytes, void* sendMh,
+                        void** request) {
   FAKE_ENTER("iallgather");
   ++s.stats.iallgatherCalls;
   noteParts(s, nRecvParts, recvParts);
@@ -351,8 +362,8 @@ ncclResult_t iallgather(void* collComm, void* send, int nRecvParts, Sge* recvPar
     c.recvParts.emplace_back(static_cast<char*>(recvParts[i].address),
                              static_cast<size_t>(recvParts[i].size));
   }
-  *request = post(s, static_cast<Comm*>(collComm), shape, std::move(c),
-                  static_cast<int>(windowBytes));
+  *request =
+      post(s, static_cast<Comm*>(collComm), shape, std::move(c), static_cast<int>(windowBytes));
   return ncclSuccess;
 }
 
@@ -382,8 +393,8 @@ ncclResult_t ireducescatter(void* collComm, int nSendParts, Sge* sendParts, void
     c.send.insert(c.send.end(), p, p + sendParts[i].size);
   }
   c.recv = static_cast<char*>(recv);
-  *request = post(s, static_cast<Comm*>(collComm), shape, std::move(c),
-                  static_cast<int>(bytesPerRank));
+  *request =
+      post(s, static_cast<Comm*>(collComm), shape, std::move(c), static_cast<int>(bytesPerRank));
   return ncclSuccess;
 }
 
@@ -401,10 +412,13 @@ ncclResult_t test(void* request, int* done, int* size) {
   ++s.stats.testCalls;
   auto* r = static_cast<Req*>(request);
   *done = 0;
-  if (s.stall != 0) return ncclSuccess;
-  if (!r->flush && !r->comm->group->rounds[r->round].complete) return ncclSuccess;
+  if (s.stall != 0)
+    return ncclSuccess;
+  if (!r->flush && !r->comm->group->rounds[r->round].complete)
+    return ncclSuccess;
   *done = 1;
-  if (size != nullptr) *size = r->size;
+  if (size != nullptr)
+    *size = r->size;
   --s.stats.liveRequests;
   delete r;
   return ncclSuccess;

@@ -255,8 +255,8 @@ TEST_CASE("the resilient library exports ncclCollNetPlugin_v6..v12", "[collnet][
   REQUIRE(lib != nullptr);
   for (int v = 6; v <= 12; ++v) {
     CAPTURE(v);
-    const auto* head =
-        static_cast<const ncclCollNet_v6_t*>(dlsym(lib, ("ncclCollNetPlugin_v" + std::to_string(v)).c_str()));
+    const auto* head = static_cast<const ncclCollNet_v6_t*>(
+        dlsym(lib, ("ncclCollNetPlugin_v" + std::to_string(v)).c_str()));
     REQUIRE(head != nullptr);
     CHECK(std::string(head->name) == "Resilient");
     CHECK(head->init != nullptr);  // NCCL reads name and init at dlsym time
