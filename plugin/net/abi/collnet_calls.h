@@ -63,7 +63,11 @@ inline ncclResult_t init(void** ctx, uint64_t commId, ncclDebugLogger_t /*logger
   }
   return boundary::call("collnet init", [&]() -> Status {
     CoreContext* c = nullptr;
-    RESILIENT_TRY(core->collInitContext(commId, &c));
+    if (Status st = core->collInitContext(commId, &c); !st.ok()) {
+      // NCCL disables CollNet and goes on (ncclNetPluginInit): INFO, not WARN.
+      RES_INFO(NCCL_NET | NCCL_INIT, "CollNet init failed: %s", st.toString().c_str());
+      return st;
+    }
     offerAll(core->collNet()->capabilities());
     handOut(c, ctx);
     return {};

@@ -56,7 +56,11 @@ ncclResult_t legacyInit(ncclDebugLogger_t /*logger*/) noexcept {
   }
   return boundary::call("collnet init", [&]() -> Status {
     CoreContext* c = nullptr;
-    RESILIENT_TRY(core->collInitContext(0, &c));
+    if (Status st = core->collInitContext(0, &c); !st.ok()) {
+      // NCCL disables CollNet and goes on (ncclNetPluginInit): INFO, not WARN.
+      RES_INFO(NCCL_NET | NCCL_INIT, "CollNet init failed: %s", st.toString().c_str());
+      return st;
+    }
     gLegacyGeneration = core->generation();
     gLegacyContext = c;
     offerAll(core->collNet()->capabilities());

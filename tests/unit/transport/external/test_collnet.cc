@@ -493,6 +493,11 @@ TEST_CASE("an error of the inner CollNet is one explained WARN and a sticky erro
     Communicator<T> c;
     c.t = plugin.ours<T>(v);
     REQUIRE(c.t != nullptr);  // before CollNet: no such symbol
+    // A failed inner init: ours fails too, quietly (NCCL disables CollNet
+    // and goes on, ncclNetPluginInit); a later init works.
+    plugin.failNext("init", ncclSystemError);
+    CHECK(c.init() != ncclSuccess);
+    CHECK(logger.count(NCCL_LOG_WARN) == 0);
     REQUIRE(c.init() == ncclSuccess);
     c.connectAll();
     int32_t data[4] = {1, 2, 3, 4};
