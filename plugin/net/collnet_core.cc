@@ -48,6 +48,17 @@ Status Core::collInitContext(uint64_t commId, CommContext** ctx) {
   return {};
 }
 
+Status Core::collLegacyContext(CommContext** ctx) {
+  std::lock_guard<std::mutex> lock(collLegacyMutex_);
+  if (collLegacy_ == nullptr) {
+    CommContext* c = nullptr;
+    RESILIENT_TRY(collInitContext(0, &c));  // NCCL's adapters pass no communicator
+    collLegacy_.reset(c);
+  }
+  *ctx = collLegacy_.get();
+  return {};
+}
+
 Status Core::reduceSupport(transport::Reduction op, int* supported) {
   *supported = 0;
   if (collNet() == nullptr) {

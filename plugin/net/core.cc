@@ -26,7 +26,6 @@ using config::Params;
 std::mutex gMutex;
 Core* gCore = nullptr;
 std::atomic<Core*> gLive{nullptr};  // == gCore, readable without the mutex
-std::atomic<uint64_t> gGenerations{0};
 
 // Pool sizes: NCCL keeps at most kMaxRequests outstanding per comm; the sender
 // side must allow kMaxRequests times the receiver's largest multi-receive. A
@@ -100,8 +99,7 @@ Core::Core(std::unique_ptr<transport::Transport> inner, const WatchdogOptions& w
       blackbox_(std::move(blackbox)),
       watchdog_(std::make_unique<Watchdog>(static_cast<FaultSink&>(*this), watchdog,
                                            blackbox_.get(), clock_)),
-      hostName_(watchdog.hostName),
-      generation_(gGenerations.fetch_add(1, std::memory_order_relaxed) + 1) {
+      hostName_(watchdog.hostName) {
   inner_log::attach(blackbox_.get());
 }
 
@@ -115,6 +113,7 @@ void Core::describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept {
 
 Core::~Core() {
   watchdog_.reset();  // stops its thread before the transport and the blackbox go away
+  collLegacy_.reset();  // before the CollNet it belongs to
   inner_.reset();
   inner_log::attach(nullptr);
   blackbox_.reset();  // a clean finish removes the region

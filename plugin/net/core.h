@@ -140,9 +140,10 @@ class Core final : private FaultSink {
   // completes for NCCL_RESILIENT_PROGRESS_TIMEOUT_MS is "peer stuck".
   // nullptr: the inner library has no CollNet.
   transport::CollNet* collNet() noexcept { return inner_->collNet(); }
-  // Distinct for every core the process makes (a finalized and re-initialised
-  // library gets a new one, possibly at the same address).
-  uint64_t generation() const noexcept { return generation_; }
+  // v6-v10 CollNets: the one context of the process (NCCL's adapters init
+  // those once: src/plugin/net/net_v6..v10.cc, ncclCollNet_init), made by
+  // the first call and owned by the core (a later core makes its own).
+  Status collLegacyContext(CommContext** ctx);
   Status collInitContext(uint64_t commId, CommContext** ctx);
   Status collListen(CommContext* ctx, int dev, std::byte* handle, CollListenRecord** listener);
   // handles: nranks listen handles; *comm stays nullptr when the inner
@@ -212,7 +213,8 @@ class Core final : private FaultSink {
   std::unique_ptr<Watchdog> watchdog_;
   const std::string hostName_;  // ours, as the liveness channel's hello says it
   int refs_ = 0;                // guarded by the global core mutex
-  const uint64_t generation_;
+  std::mutex collLegacyMutex_;
+  std::unique_ptr<CommContext> collLegacy_;  // guarded by collLegacyMutex_
   std::atomic<bool> warnedNoIntroduction_{false};
   std::atomic<bool> infoIntroduction_{false};
 };

@@ -2,8 +2,6 @@
 // optional members and the one context of the v6-v10 CollNets (NCCL's
 // adapters init those once per process: src/plugin/net/net_v6..v10.cc,
 // ncclCollNet_init).
-#include <mutex>
-
 #include "nccl/collnet_v10.h"
 #include "nccl/collnet_v11.h"
 #include "nccl/collnet_v12.h"
@@ -24,16 +22,6 @@ extern ncclCollNet_v6_t ncclCollNetPlugin_v6;
 }
 
 namespace resilient::abi::collnet {
-namespace {
-
-std::mutex gLegacyMutex;
-// The generation of the core the legacy context was made on: a later core
-// (the library's net was finalized and initialised again) gets a new one;
-// the old one went with its core's CollNet.
-uint64_t gLegacyGeneration = 0;
-CoreContext* gLegacyContext = nullptr;
-
-}  // namespace
 
 void offerAll(const transport::CollCapabilities& caps) noexcept {
   offer(ncclCollNetPlugin_v12, caps);
@@ -45,32 +33,32 @@ void offerAll(const transport::CollCapabilities& caps) noexcept {
   offer(ncclCollNetPlugin_v6, caps);
 }
 
+// The context is the live core's (Core::collLegacyContext): made by the first
+// init of each core, released with it.
 ncclResult_t legacyInit(ncclDebugLogger_t /*logger*/) noexcept {
-  std::lock_guard<std::mutex> lock(gLegacyMutex);
   net::Core* core = coreWithCollNet();
   if (core == nullptr) {
     return ncclInternalError;  // NCCL disables CollNet (src/plugin/net.cc, ncclNetPluginInit)
   }
-  if (core->generation() == gLegacyGeneration) {
-    return ncclSuccess;  // once per process, as NCCL's adapter
-  }
   return boundary::call("collnet init", [&]() -> Status {
     CoreContext* c = nullptr;
-    if (Status st = core->collInitContext(0, &c); !st.ok()) {
+    if (Status st = core->collLegacyContext(&c); !st.ok()) {
       // NCCL disables CollNet and goes on (ncclNetPluginInit): INFO, not WARN.
       RES_INFO(NCCL_NET | NCCL_INIT, "CollNet init failed: %s", st.toString().c_str());
       return st;
     }
-    gLegacyGeneration = core->generation();
-    gLegacyContext = c;
     offerAll(core->collNet()->capabilities());
     return {};
   });
 }
 
 CoreContext* legacyContext() noexcept {
-  std::lock_guard<std::mutex> lock(gLegacyMutex);
-  return gLegacyContext;
+  net::Core* core = net::Core::live();
+  CoreContext* c = nullptr;
+  if (core == nullptr || core->collNet() == nullptr || !core->collLegacyContext(&c).ok()) {
+    return nullptr;
+  }
+  return c;
 }
 
 }  // namespace resilient::abi::collnet

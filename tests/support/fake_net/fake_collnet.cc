@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -64,10 +65,13 @@ struct Group {
   std::map<uint64_t, Round> rounds;
 };
 
+struct Req;
+
 struct Comm {
   Group* group = nullptr;
   int rank = 0;
   uint64_t nextRound = 0;
+  std::set<Req*> reqs;  // not reported done yet; closeColl frees them
 };
 
 struct Req {
@@ -183,6 +187,7 @@ Req* post(State& s, Comm* comm, const Round& shape, Contribution c, int size) {
   if (++r.posted == comm->group->nranks)
     finish(r);
   auto* req = new Req{comm, comm->nextRound++, size, false};
+  comm->reqs.insert(req);
   ++s.stats.liveRequests;
   return req;
 }
@@ -265,7 +270,7 @@ ncclResult_t connect(void* handles[], int nranks, int rank, void* listenComm, vo
     g->nranks = nranks;
   }
   ++s.stats.liveComms;
-  *collComm = new Comm{g.get(), rank, 0};
+  *collComm = new Comm{g.get(), rank, 0, {}};
   return ncclSuccess;
 }
 
@@ -403,7 +408,10 @@ ncclResult_t iflush(void* collComm, void* /*data*/, int size, void* /*mh*/, void
   ++s.stats.iflushCalls;
   s.stats.lastFlushSize = size;
   ++s.stats.liveRequests;
-  *request = new Req{static_cast<Comm*>(collComm), 0, 0, true};
+  auto* comm = static_cast<Comm*>(collComm);
+  auto* req = new Req{comm, 0, 0, true};
+  comm->reqs.insert(req);
+  *request = req;
   return ncclSuccess;
 }
 
@@ -420,6 +428,7 @@ ncclResult_t test(void* request, int* done, int* size) {
   if (size != nullptr)
     *size = r->size;
   --s.stats.liveRequests;
+  r->comm->reqs.erase(r);
   delete r;
   return ncclSuccess;
 }
@@ -428,7 +437,12 @@ ncclResult_t closeColl(void* collComm) {
   FAKE_ENTER("closeColl");
   ++s.stats.closeCollCalls;
   --s.stats.liveComms;
-  delete static_cast<Comm*>(collComm);
+  auto* comm = static_cast<Comm*>(collComm);
+  for (Req* r : comm->reqs) {  // posted and never completed (a stall, a failed round)
+    --s.stats.liveRequests;
+    delete r;
+  }
+  delete comm;
   return ncclSuccess;
 }
 
