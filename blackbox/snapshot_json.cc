@@ -161,7 +161,7 @@ nlohmann::json snapshotJson(const Snapshot& s) {
   for (const auto& c : s.connections) {
     j["connections"].push_back({
         {"comm_id", c.commId},
-        {"direction", c.direction == 0 ? "send" : "recv"},
+        {"direction", c.direction == 0 ? "send" : c.direction == 1 ? "recv" : "collnet"},
         {"state", connectionStateName(c.state)},
         {"local", c.local},
         {"peer", c.peer},

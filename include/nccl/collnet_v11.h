@@ -1,9 +1,9 @@
 /*
- * nccl-resilient: collective-network plugin ABI v11 (symbol
- * ncclCollNetPlugin_v11), ncclCollNet_v11_t (docs/reference/nccl-abi.md §1.9, 19 slots).
- * For reference only: collnet is optional, and a plugin should not export
- * it unless it really implements it. Where docs/reference/nccl-abi.md leaves a
- * member's parameters blank, they are taken to be as in ncclNet_v11_t.
+ * nccl-resilient: collective-network plugin ABI v11 (symbol ncclCollNetPlugin_v11),
+ * ncclCollNet_v11_t: per-communicator contexts (init, listen) and finalize. Our own declaration of the member order
+ * (NCCL src/include/plugin/net/net_v11.h read for facts; /work/notes fact sheet §6).
+ * NCCL looks the symbol up in the net plugin's library (src/plugin/net.cc,
+ * ncclNetPluginLoad), newest first.
  *
  * dataType/redOp are declared int: they carry NCCL's int-sized
  * ncclDataType_t / ncclRedOp_t enum values (not declared here).
@@ -22,26 +22,26 @@
 
 typedef struct {
   const char* name; /* data member */
-  /* Per communicator; *ctx is this communicator's context. */
   ncclResult_t (*init)(void** ctx, uint64_t commId, ncclDebugLogger_t logFn);
   ncclResult_t (*devices)(int* ndev);
   ncclResult_t (*getProperties)(int dev, ncclNetProperties_v11_t* props);
-  /* Fill <= NCCL_NET_HANDLE_MAXSIZE bytes into handle. */
   ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
-  /* handles: one listen handle per rank (nranks entries). */
+  /* handles: each rank's listen handle (nranks entries); blocking, once. */
   ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
-  /* *supported = 1 if the (dataType, redOp) pair can be reduced. */
   ncclResult_t (*reduceSupport)(int dataType, int redOp, int* supported);
   ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
+  /* Not NULL-checked by NCCL when ptrSupport has NCCL_PTR_DMABUF. */
   ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
                               int fd, void** mhandle);
   ncclResult_t (*deregMr)(void* collComm, void* mhandle);
   ncclResult_t (*iallreduce)(void* collComm, void* sendData, void* recvData, size_t count,
                              int dataType, int redOp, void* sendMhandle, void* recvMhandle,
                              void** request);
-  ncclResult_t (*iallgather)(void* collComm, void* sendData, int nRecvParts,
-                             ncclNetSGE_v11_t* recvParts, size_t bytesPerRank, size_t windowOffset,
-                             size_t windowBytes, void* sendMhandle, void** request);
+  /* opt: NULL means no AllGather (src/graph/tuning.cc). */
+  ncclResult_t (*iallgather)(void* collComm, void* sendData, int nRecvParts, ncclNetSGE_v11_t* recvParts,
+                             size_t bytesPerRank, size_t windowOffset, size_t windowBytes,
+                             void* sendMhandle, void** request);
+  /* opt: NULL means no ReduceScatter. */
   ncclResult_t (*ireducescatter)(void* collComm, int nSendParts, ncclNetSGE_v11_t* sendParts,
                                  void* recvData, size_t bytesPerRank, size_t windowOffset,
                                  size_t windowBytes, int dataType, int redOp, void* recvMhandle,
@@ -50,7 +50,9 @@ typedef struct {
   ncclResult_t (*test)(void* request, int* done, int* size);
   ncclResult_t (*closeColl)(void* collComm);
   ncclResult_t (*closeListen)(void* listenComm);
+  /* opt: NIC fusion. */
   ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v11_t* props);
+  /* Called only when CollNet is enabled (src/plugin/net.cc). */
   ncclResult_t (*finalize)(void* ctx);
 } ncclCollNet_v11_t;
 

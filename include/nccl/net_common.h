@@ -234,7 +234,7 @@ typedef enum {
 
 /* ---- CollNet scatter-gather entries ------------------------------------- */
 
-/* v9..v11: size is size_t. */
+/* v9..v12: size is size_t. */
 typedef struct {
   void* mhandle;
   void* address;
@@ -248,6 +248,7 @@ NCCL_ABI_OFFSET(ncclNetSGE_v9_t, size, 16);
 
 typedef ncclNetSGE_v9_t ncclNetSGE_v10_t;
 typedef ncclNetSGE_v9_t ncclNetSGE_v11_t;
+typedef ncclNetSGE_v9_t ncclNetSGE_v12_t;
 
 /* v8: size is uint32_t; the struct keeps pointer alignment (4 bytes of
  * tail padding), so the size is still 24. */

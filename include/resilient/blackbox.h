@@ -140,7 +140,7 @@ typedef struct {
   uint32_t seq;       /* seqlock word */
   uint32_t state;     /* RESILIENT_BLACKBOX_CONN_* */
   uint64_t commId;    /* the communicator's id (commHash) */
-  uint32_t direction; /* 0 send, 1 receive */
+  uint32_t direction; /* 0 send, 1 receive, 2 CollNet (collective comm) */
   uint32_t peerPid;   /* 0 until known */
   char local[RESILIENT_BLACKBOX_ADDRESS_CHARS];
   char peer[RESILIENT_BLACKBOX_ADDRESS_CHARS];

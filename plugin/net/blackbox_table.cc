@@ -12,7 +12,11 @@ void publishConnections(blackbox::Writer& box, const std::set<ConnectionRecord*>
     c.state =
         conn->fault() != nullptr ? RESILIENT_BLACKBOX_CONN_FAULTED : RESILIENT_BLACKBOX_CONN_OPEN;
     c.commId = conn->commId();
-    c.direction = conn->direction() == ConnectionRecord::Direction::kSend ? 0 : 1;
+    switch (conn->direction()) {
+      case ConnectionRecord::Direction::kSend: c.direction = 0; break;
+      case ConnectionRecord::Direction::kRecv: c.direction = 1; break;
+      case ConnectionRecord::Direction::kColl: c.direction = 2; break;
+    }
     blackbox::copyText(c.local, conn->identity.local.text);
     blackbox::copyText(c.peer, conn->identity.peer.text);
     if (const liveness::PeerLink* link = conn->link.load(std::memory_order_relaxed)) {

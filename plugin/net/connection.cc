@@ -21,6 +21,12 @@ ConnectionRecord::ConnectionRecord(uint64_t commId, std::unique_ptr<transport::R
   recv_ = std::move(inner);
 }
 
+ConnectionRecord::ConnectionRecord(uint64_t commId, std::unique_ptr<transport::CollComm> inner,
+                                   int poolSize)
+    : ConnectionRecord(Direction::kColl, commId, poolSize, false) {
+  coll_ = std::move(inner);
+}
+
 RequestRecord* ConnectionRecord::acquire() noexcept {
   return pool_.acquire();
 }

@@ -19,6 +19,7 @@
 
 #include "plugin/net/fault.h"
 #include "plugin/net/introduction.h"
+#include "plugin/transport/collnet.h"
 #include "plugin/transport/request_pool.h"
 #include "plugin/transport/transport.h"
 
@@ -47,26 +48,37 @@ struct PeerIdentity {
 
 class ConnectionRecord {
  public:
-  enum class Direction { kSend, kRecv };
+  enum class Direction {
+    kSend,  // a send comm (connect)
+    kRecv,  // a receive comm (accept)
+    kColl,  // a CollNet comm over all the communicator's ranks (collnet connect)
+  };
 
   ConnectionRecord(uint64_t commId, std::unique_ptr<transport::SendComm> inner, int poolSize);
   // consumes: the inner transport has irecvConsumed (completed receives are
   // held until NCCL's irecvConsumed).
   ConnectionRecord(uint64_t commId, std::unique_ptr<transport::RecvComm> inner, int poolSize,
                    bool consumes = false);
+  ConnectionRecord(uint64_t commId, std::unique_ptr<transport::CollComm> inner, int poolSize);
   ConnectionRecord(const ConnectionRecord&) = delete;
   ConnectionRecord& operator=(const ConnectionRecord&) = delete;
 
   Direction direction() const noexcept { return dir_; }
-  const char* directionName() const noexcept { return dir_ == Direction::kSend ? "send" : "recv"; }
+  const char* directionName() const noexcept {
+    return dir_ == Direction::kSend ? "send" : dir_ == Direction::kRecv ? "recv" : "CollNet";
+  }
   uint64_t commId() const noexcept { return commId_; }
   bool consumes() const noexcept { return consumes_; }
   transport::Comm& inner() const noexcept {
-    return send_ != nullptr ? static_cast<transport::Comm&>(*send_) : *recv_;
+    if (send_ != nullptr) {
+      return *send_;
+    }
+    return recv_ != nullptr ? static_cast<transport::Comm&>(*recv_) : *coll_;
   }
   // The inner comm as what it is: non-null for its direction only.
   transport::SendComm* sendComm() const noexcept { return send_.get(); }
   transport::RecvComm* recvComm() const noexcept { return recv_.get(); }
+  transport::CollComm* collComm() const noexcept { return coll_.get(); }
 
   // Data path (owning thread only).
   RequestRecord* acquire() noexcept;
@@ -124,8 +136,9 @@ class ConnectionRecord {
   const Direction dir_;
   const uint64_t commId_;
   const bool consumes_ = false;
-  std::unique_ptr<transport::SendComm> send_;  // one of the two, by direction
+  std::unique_ptr<transport::SendComm> send_;  // one of the three, by direction
   std::unique_ptr<transport::RecvComm> recv_;
+  std::unique_ptr<transport::CollComm> coll_;
   transport::RequestPool<RequestRecord> pool_;
   std::atomic<int> outstanding_{0};
   std::atomic<uint64_t> outstandingBytes_{0};

@@ -113,6 +113,7 @@ void Core::describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept {
 
 Core::~Core() {
   watchdog_.reset();  // stops its thread before the transport and the blackbox go away
+  collLegacy_.reset();  // before the CollNet it belongs to
   inner_.reset();
   inner_log::attach(nullptr);
   blackbox_.reset();  // a clean finish removes the region

@@ -23,6 +23,7 @@
 #include "plugin/net/connection.h"
 #include "plugin/net/fault_sink.h"
 #include "plugin/net/watchdog.h"
+#include "plugin/transport/collnet.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::net {
@@ -47,6 +48,14 @@ struct ListenRecord {
   uint64_t nonce = 0;
   int dev = 0;
   bool introduced = false;  // no trailer in its handle: connections introduce themselves
+};
+
+// A CollNet listen comm (one per rank): the inner listener and its
+// communicator.
+struct CollListenRecord {
+  uint64_t commId = 0;
+  int dev = 0;
+  std::unique_ptr<transport::CollListener> inner;
 };
 
 // Core is the FaultSink of its watchdog: the liveness channel's and the
@@ -124,6 +133,39 @@ class Core final : private FaultSink {
 
   transport::Transport& inner() noexcept { return *inner_; }
 
+  // CollNet (collnet_core.cc): the inner transport's CollNet wrapped as its
+  // net is. Each collective comm is a ConnectionRecord of direction kColl
+  // (a fixed request pool; test, regMr, regMrDmaBuf and deregMr above serve
+  // it too) that the watchdog watches: an error of the inner CollNet is one
+  // explained WARN and a sticky error, a collective on which nothing
+  // completes for NCCL_RESILIENT_PROGRESS_TIMEOUT_MS is "peer stuck".
+  // nullptr: the inner library has no CollNet.
+  transport::CollNet* collNet() noexcept { return inner_->collNet(); }
+  // v6-v10 CollNets: the one context of the process (NCCL's adapters init
+  // those once: src/plugin/net/net_v6..v10.cc, ncclCollNet_init), made by
+  // the first call and owned by the core (a later core makes its own).
+  Status collLegacyContext(CommContext** ctx);
+  Status collInitContext(uint64_t commId, CommContext** ctx);
+  Status collListen(CommContext* ctx, int dev, std::byte* handle, CollListenRecord** listener);
+  // handles: nranks listen handles; *comm stays nullptr when the inner
+  // CollNet has none for this communicator.
+  Status collConnect(std::byte* const* handles, int nranks, int rank, CollListenRecord& listener,
+                     ConnectionRecord** comm);
+  Status reduceSupport(transport::Reduction op, int* supported);
+  Status iallreduce(ConnectionRecord& c, std::byte* send, std::byte* recv, size_t count,
+                    transport::Reduction op, transport::MemoryRegion* sendRegion,
+                    transport::MemoryRegion* recvRegion, RequestRecord** request);
+  Status iallgather(ConnectionRecord& c, std::byte* send, int nRecvParts,
+                    const transport::CollPiece* recvParts, transport::CollWindow window,
+                    transport::MemoryRegion* sendRegion, RequestRecord** request);
+  Status ireducescatter(ConnectionRecord& c, int nSendParts, const transport::CollPiece* sendParts,
+                        std::byte* recv, transport::CollWindow window, transport::Reduction op,
+                        transport::MemoryRegion* recvRegion, RequestRecord** request);
+  Status collIflush(ConnectionRecord& c, std::byte* data, int size,
+                    transport::MemoryRegion* region, RequestRecord** request);
+  Status closeColl(ConnectionRecord* comm);
+  Status collCloseListen(CollListenRecord* listener);
+
   // Publishes a fault on `conn` (first one wins), logs the one WARN that
   // explains it and returns the status every later call on it returns.
   // `root`: the cascade's first fault when the peer named one in its goodbye
@@ -158,6 +200,11 @@ class Core final : private FaultSink {
   // transport gives none (external plugins: NCCL's API has no endpoints).
   void describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept;
   void report(ConnectionRecord& conn, const Fault& fault) override;
+  // A collective the inner CollNet posted (or an error it returned): the
+  // request handed out, or the slot back and the comm failed.
+  Status postedColl(ConnectionRecord& c, RequestRecord* r, const Status& s,
+                    transport::Request* innerReq, uint64_t bytes, const char* call,
+                    RequestRecord** request);
   // Takes the connection out of the watchdog and closes its inner comm.
   Status close(std::unique_ptr<ConnectionRecord> conn);
 
@@ -167,6 +214,8 @@ class Core final : private FaultSink {
   std::unique_ptr<Watchdog> watchdog_;
   const std::string hostName_;  // ours, as the liveness channel's hello says it
   int refs_ = 0;                // guarded by the global core mutex
+  std::mutex collLegacyMutex_;
+  std::unique_ptr<CommContext> collLegacy_;  // guarded by collLegacyMutex_
   std::atomic<bool> warnedNoIntroduction_{false};
   std::atomic<bool> infoIntroduction_{false};
 };

@@ -307,6 +307,8 @@ class Listener {
   virtual Status close() = 0;
 };
 
+class CollNet;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -342,6 +344,10 @@ class Transport {
     *dev = -1;
     return invalidUsage("makeVDevice: this transport cannot fuse devices");
   }
+  // The collective network of the same library (NCCL looks ncclCollNetPlugin_vN
+  // up in the net plugin's library, src/plugin/net.cc ncclNetPluginLoad);
+  // nullptr: none. Owned by the transport, which outlives it.
+  virtual CollNet* collNet() noexcept { return nullptr; }
   // Traffic hints for a communicator's connections (v11+).
   virtual Status setNetAttr(Context* ctx, NetAttributes* attr) {
     (void)ctx, (void)attr;

@@ -55,7 +55,7 @@ void printTable(const bb::Snapshot& s) {
   for (const auto& c : s.connections) {
     std::printf("0x%-16" PRIx64 " %-4s %-8s %-22s %-22s %-16s %8u %12" PRIu64 " %14" PRIu64
                 " %5" PRIu64 " %12" PRIu64 "\n",
-                c.commId, c.direction == 0 ? "send" : "recv", connectionStateName(c.state), c.local,
+                c.commId, c.direction == 0 ? "send" : c.direction == 1 ? "recv" : "collnet", connectionStateName(c.state), c.local,
                 c.peer, c.peerHost, c.peerPid, c.completedRequests, c.completedBytes,
                 c.outstandingRequests, c.outstandingBytes);
   }

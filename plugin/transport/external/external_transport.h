@@ -42,6 +42,7 @@
 #include "nccl/log.h"
 #include "nccl/net_common.h"
 #include "nccl/result.h"
+#include "plugin/transport/collnet.h"
 #include "plugin/transport/request_pool.h"
 #include "plugin/transport/transport.h"
 
@@ -271,6 +272,11 @@ class ExternalTransport : public Transport {
   // Contexts created by initContext and not finalized yet.
   int liveContexts() const noexcept;
 
+  // The library's ncclCollNetPlugin_vN (external_collnet.h), or nullptr.
+  CollNet* collNet() noexcept override { return collNet_.get(); }
+  // The loader hands over the CollNet it found in the same library.
+  void adoptCollNet(std::unique_ptr<CollNet> collNet) noexcept { collNet_ = std::move(collNet); }
+
  protected:
   explicit ExternalTransport(PluginBinding binding, const char* pluginName);
 
@@ -340,6 +346,8 @@ class ExternalTransport : public Transport {
   mutable std::mutex mutex_;
   std::set<std::string> strings_;  // node-based: pointers stay valid
   std::atomic<int> liveContexts_{0};
+  // After binding_: destroyed before the library is closed.
+  std::unique_ptr<CollNet> collNet_;
 };
 
 }  // namespace resilient::transport::external

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "plugin/transport/external/external_collnet.h"
 #include "plugin/transport/external/shim.h"
 
 namespace resilient::transport::external {
@@ -163,6 +164,20 @@ Result<LibraryHandle> openLibrary(const std::string& spec, std::string* opened) 
   return invalidUsage("NCCL_RESILIENT_INNER=" + spec + ": cannot load the net plugin: " + why);
 }
 
+// The CollNet of the same library, newest ncclCollNetPlugin_vN first and
+// independently of the net's version (src/plugin/net.cc, ncclNetPluginLoad).
+// A library without one, or with an unusable one, has no CollNet: NCCL
+// then disables CollNet without an error, so an INFO at most.
+void adoptCollNetOf(ExternalTransport& transport, void* handle, int maxVersion,
+                    ncclDebugLogger_t logger, const std::string& path) {
+  Result<std::unique_ptr<CollNet>> collNet = loadExternalCollNet(handle, maxVersion, logger, path);
+  if (!collNet.ok()) {
+    RES_INFO(NCCL_NET | NCCL_INIT, "no CollNet: %s", collNet.status().toString().c_str());
+    return;
+  }
+  transport.adoptCollNet(std::move(collNet).value());
+}
+
 }  // namespace
 
 const std::vector<std::string>& pluginSymbolNames() {
@@ -217,10 +232,12 @@ Result<std::unique_ptr<ExternalTransport>> loadExternalPlugin(const LoadOptions&
     binding.logger = options.logger != nullptr ? options.logger : &forwardPluginLog;
     binding.profilerCallback =
         options.profilerCallback != nullptr ? options.profilerCallback : &noProfiler;
+    const ncclDebugLogger_t logger = binding.logger;
     Result<std::unique_ptr<ExternalTransport>> transport = v.make(std::move(binding));
     if (transport.ok()) {
       RES_INFO(NCCL_NET | NCCL_INIT, "inner transport: net plugin %s (%s) from %s",
                transport.value()->name(), v.symbol, path.c_str());
+      adoptCollNetOf(**transport, handle, options.maxVersion, logger, path);
     }
     return transport;
   }

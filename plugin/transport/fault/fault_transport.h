@@ -62,6 +62,8 @@ class FaultTransport final : public Transport {
                  std::unique_ptr<SendComm>* comm) override;
   // The inner transport's optional calls, passed through (no rule acts on them).
   Capabilities capabilities() const noexcept override { return inner_->capabilities(); }
+  // The inner CollNet, unchanged: the rules apply to the net's point-to-point comms.
+  CollNet* collNet() noexcept override { return inner_->collNet(); }
   Status makeVDevice(const VirtualDevice& props, int* dev) override {
     return inner_->makeVDevice(props, dev);
   }

@@ -1,0 +1,80 @@
+/*
+ * nccl-resilient: collective-network plugin ABI v12 (symbol ncclCollNetPlugin_v12),
+ * ncclCollNet_v12_t: as v11 with v12 types (NCCL 2.30). Our own declaration of the member order
+ * (NCCL src/include/plugin/net/net_v12.h read for facts; /work/notes fact sheet §6).
+ * NCCL looks the symbol up in the net plugin's library (src/plugin/net.cc,
+ * ncclNetPluginLoad), newest first.
+ *
+ * dataType/redOp are declared int: they carry NCCL's int-sized
+ * ncclDataType_t / ncclRedOp_t enum values (not declared here).
+ */
+#ifndef RESILIENT_NCCL_COLLNET_V12_H
+#define RESILIENT_NCCL_COLLNET_V12_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl/abi_check.h"
+#include "nccl/log.h"
+#include "nccl/net_common.h"
+#include "nccl/net_v12.h"
+#include "nccl/result.h"
+
+typedef struct {
+  const char* name; /* data member */
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclDebugLogger_t logFn);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  /* handles: each rank's listen handle (nranks entries); blocking, once. */
+  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
+  ncclResult_t (*reduceSupport)(int dataType, int redOp, int* supported);
+  ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
+  /* Not NULL-checked by NCCL when ptrSupport has NCCL_PTR_DMABUF. */
+  ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* collComm, void* mhandle);
+  ncclResult_t (*iallreduce)(void* collComm, void* sendData, void* recvData, size_t count,
+                             int dataType, int redOp, void* sendMhandle, void* recvMhandle,
+                             void** request);
+  /* opt: NULL means no AllGather (src/graph/tuning.cc). */
+  ncclResult_t (*iallgather)(void* collComm, void* sendData, int nRecvParts, ncclNetSGE_v12_t* recvParts,
+                             size_t bytesPerRank, size_t windowOffset, size_t windowBytes,
+                             void* sendMhandle, void** request);
+  /* opt: NULL means no ReduceScatter. */
+  ncclResult_t (*ireducescatter)(void* collComm, int nSendParts, ncclNetSGE_v12_t* sendParts,
+                                 void* recvData, size_t bytesPerRank, size_t windowOffset,
+                                 size_t windowBytes, int dataType, int redOp, void* recvMhandle,
+                                 void** request);
+  ncclResult_t (*iflush)(void* collComm, void* data, int size, void* mhandle, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* size);
+  ncclResult_t (*closeColl)(void* collComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  /* opt: NIC fusion. */
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v12_t* props);
+  /* Called only when CollNet is enabled (src/plugin/net.cc). */
+  ncclResult_t (*finalize)(void* ctx);
+} ncclCollNet_v12_t;
+
+NCCL_ABI_SIZE(ncclCollNet_v12_t, 152);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, name, 0);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, init, 8);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, devices, 16);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, getProperties, 24);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, listen, 32);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, connect, 40);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, reduceSupport, 48);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, regMr, 56);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, regMrDmaBuf, 64);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, deregMr, 72);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, iallreduce, 80);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, iallgather, 88);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, ireducescatter, 96);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, iflush, 104);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, test, 112);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, closeColl, 120);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, closeListen, 128);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, makeVDevice, 136);
+NCCL_ABI_OFFSET(ncclCollNet_v12_t, finalize, 144);
+
+#endif /* RESILIENT_NCCL_COLLNET_V12_H */
