@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -142,7 +144,65 @@ Watchdog::PeerNews Watchdog::peerNews(const ConnectionRecord& conn, bool confirm
   return news;
 }
 
+namespace {
+
+// What `conn` (not a CollNet comm) knows of a fault on it, as a root cause:
+// its own fault's, or its peer's death (the liveness channel knows it before
+// NCCL tests an idle connection).
+std::optional<RootCause> faultOf(const ConnectionRecord& conn) {
+  if (const FaultRecord* f = conn.fault()) {
+    return f->root;
+  }
+  const std::optional<Fault> death = liveness::deathOf(conn);
+  if (!death) {
+    return std::nullopt;
+  }
+  if (death->root) {
+    return death->root;
+  }
+  RootCause root{death->cls, 0, "", death->detail};
+  if (const liveness::PeerLink* link = conn.link.load(std::memory_order_acquire)) {
+    root.pid = link->state.pid();
+    if (link->state.helloSeen()) {
+      root.host = link->state.host();
+    }
+  }
+  return root;
+}
+
+bool waitingCollective(const ConnectionRecord& conn) noexcept {
+  return conn.direction() == ConnectionRecord::Direction::kColl && conn.commId() != 0 &&
+         conn.fault() == nullptr && conn.outstanding() > 0;
+}
+
+}  // namespace
+
+void Watchdog::failCollectivesOfFailedComms() {
+  for (ConnectionRecord* coll : connections_) {
+    if (!waitingCollective(*coll)) {
+      continue;
+    }
+    for (const ConnectionRecord* other : connections_) {
+      if (other->commId() != coll->commId() ||
+          other->direction() == ConnectionRecord::Direction::kColl) {
+        continue;
+      }
+      if (std::optional<RootCause> root = faultOf(*other)) {
+        Fault fault{root->cls,
+                    std::string("another connection of its communicator failed (") +
+                        other->directionName() + ", peer " + other->identity.peer.text +
+                        "): " + describe(*root),
+                    root};
+        sink_.report(*coll, fault);
+        break;
+      }
+    }
+  }
+}
+
 void Watchdog::tick(uint64_t now) {
+  // First: a collective of a failed communicator is that failure's, not stuck.
+  failCollectivesOfFailedComms();
   for (ConnectionRecord* conn : connections_) {
     sampleBusy(*conn, now);
     if (conn->fault() != nullptr || conn->outstanding() == 0) {

@@ -103,6 +103,13 @@ class Watchdog {
   void run(const std::stop_token& stop);
   void wake() noexcept;
   void tick(uint64_t now);
+  // A CollNet comm has no peer of its own: its collectives wait on every rank
+  // of its communicator. Once another connection of that communicator has
+  // failed, or its peer is known dead, a collective outstanding on the
+  // CollNet comm cannot complete: the comm fails with that fault as its root
+  // cause, at this tick, instead of at the progress timeout. Communicators
+  // of the versions without contexts all read as id 0 and are left alone.
+  void failCollectivesOfFailedComms();
   // The connection's busy time (ConnectionRecord::busyNs): the interval
   // since the previous tick counts when the link is busy now: for a send
   // link, backlogged in the inner transport when it can tell

@@ -68,6 +68,14 @@ class Plugin {
     REQUIRE(fake_ != nullptr);
   }
   ~Plugin() {
+    for (void* c : {netSend_, netRecv_}) {
+      if (c != nullptr) {
+        (void)(c == netSend_ ? net_->closeSend(c) : net_->closeRecv(c));
+      }
+    }
+    if (netListen_ != nullptr) {
+      (void)net_->closeListen(netListen_);
+    }
     if (netCtx_ != nullptr) {
       (void)net_->finalize(netCtx_);
     }
@@ -97,6 +105,27 @@ class Plugin {
     return s;
   }
   void reset() const { sym<void()>(fake_, "fakeCollNetReset")(); }
+  // A net connection pair of the communicator whose send fails (the inner
+  // plugin's isend returns an error): a fault of one of its connections.
+  void failNetConnection() {
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    REQUIRE(net_->listen(netCtx_, 0, handle, &netListen_) == ncclSuccess);
+    for (int i = 0; i < 1000 && (netSend_ == nullptr || netRecv_ == nullptr); ++i) {
+      ncclNetDeviceHandle_v11_t* none = nullptr;
+      if (netSend_ == nullptr) {
+        REQUIRE(net_->connect(netCtx_, 0, handle, &netSend_, &none) == ncclSuccess);
+      }
+      if (netRecv_ == nullptr) {
+        REQUIRE(net_->accept(netListen_, &netRecv_, &none) == ncclSuccess);
+      }
+    }
+    REQUIRE(netSend_ != nullptr);
+    REQUIRE(netRecv_ != nullptr);
+    sym<void(const char*, int)>(fake_, "fakeNetFailNext")("isend", ncclSystemError);
+    char byte = 0;
+    void* request = nullptr;
+    CHECK(net_->isend(netSend_, &byte, 1, 0, nullptr, nullptr, &request) != ncclSuccess);
+  }
   void failNext(const char* call, int result) const {
     sym<void(const char*, int)>(fake_, "fakeCollNetFailNext")(call, result);
   }
@@ -109,6 +138,9 @@ class Plugin {
   void* fake_ = nullptr;
   ncclNet_v11_t* net_ = nullptr;
   void* netCtx_ = nullptr;
+  void* netListen_ = nullptr;
+  void* netSend_ = nullptr;
+  void* netRecv_ = nullptr;
 };
 
 // NCCL's sequence for one communicator's CollNet: init (per communicator
@@ -566,6 +598,42 @@ TEST_CASE("a collective on which nothing completes fails as stuck", "[collnet][s
     CHECK(ms >= 250);
     CHECK(logger.count(NCCL_LOG_WARN, "no bytes moved for") >= 1);
     CHECK(logger.count(NCCL_LOG_WARN, "CollNet connection of " + commName(v)) >= 1);
+    c.closeAll();
+  });
+}
+
+TEST_CASE("a collective of a communicator whose other connection failed fails with that cause",
+          "[collnet][stall]") {
+  // Without it the collective would wait for the progress timeout: a CollNet
+  // comm has no peer of its own for the liveness channel to watch. From v11
+  // its communicator is known (NCCL passes the hash to the CollNet's init);
+  // before, every communicator reads as 0 and the collective waits as stuck.
+  test::CapturingLogger logger(log::Level::kWarn);
+  const int v = testVersion();
+  CAPTURE(v);
+  Plugin plugin;
+  plugin.reset();
+  withVersion(v, [&]<class T>() {
+    Communicator<T> c;
+    c.t = plugin.ours<T>(v);
+    REQUIRE(c.t != nullptr);
+    REQUIRE(c.init() == ncclSuccess);
+    c.connectAll();
+    plugin.set("stall", 1);
+    int32_t data[kRanks][4] = {};
+    void* req[kRanks] = {};
+    for (int r = 0; r < kRanks; ++r) {
+      REQUIRE(c.t->iallreduce(c.comms[r], data[r], data[r], 4, kInt32, kSum, nullptr, nullptr,
+                              &req[r]) == ncclSuccess);
+    }
+    plugin.failNetConnection();
+    const ncclResult_t r = waitDone(c.t, req[0], nullptr, 10000);
+    CHECK(r != ncclSuccess);
+    CHECK(r != ncclInProgress);
+    // Every rank's CollNet comm: the failed send's cause, or stuck.
+    const std::string reason = "another connection of its communicator failed (send";
+    CHECK(logger.count(NCCL_LOG_WARN, reason) == (v >= 11 ? kRanks : 0));
+    CHECK(logger.count(NCCL_LOG_WARN, "no bytes moved for") == (v >= 11 ? 0 : kRanks));
     c.closeAll();
   });
 }
