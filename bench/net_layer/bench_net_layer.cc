@@ -15,6 +15,9 @@
 //         the matching isends are posted before and completed after
 //   Poll  one test of a send that cannot complete (no receive posted): what
 //         each not-done test() of NCCL's polling costs
+//   CollAllReduce  iallreduce + test until done on a CollNet communicator of
+//         one rank (ncclCollNetPlugin_v11; the fake's collective of one rank
+//         completes once posted)
 // Send and Recv time only their part of each iteration (manual time). The
 // fake copies the bytes once both sides are posted (inside the timed isend or
 // irecv), so at bytes > 0 both plugins include a memcpy of that size; bytes =
@@ -39,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "nccl/collnet_v11.h"
 #include "nccl/net_v11.h"
 
 #ifndef RESILIENT_NET_PLUGIN_PATH
@@ -211,6 +215,78 @@ class Pair {
   bool ok_ = false;
 };
 
+// One communicator of one rank on a CollNet (the fake's collective of a
+// single rank completes once posted), as NCCL's proxy sets it up: init,
+// listen, connect with the one handle, closeListen.
+class CollGroup {
+ public:
+  // NCCL's ncclInt32 and ncclSum (the CollNet ABI takes the enums as ints).
+  static constexpr int kInt32 = 2;
+  static constexpr int kSum = 0;
+
+  explicit CollGroup(const ncclCollNet_v11_t* coll) : coll_(coll), data_(kMaxBytes) {
+    ok_ = coll_ != nullptr && setUp();
+  }
+  ~CollGroup() {
+    if (comm_ != nullptr) {
+      coll_->closeColl(comm_);
+    }
+    if (ctx_ != nullptr) {
+      coll_->finalize(ctx_);
+    }
+  }
+  CollGroup(const CollGroup&) = delete;
+  CollGroup& operator=(const CollGroup&) = delete;
+  bool ok() const { return ok_; }
+
+  // iallreduce of `bytes` of int32 sums in place (posting until the plugin
+  // takes it); false on an error.
+  bool iallreduce(size_t bytes, void** req) {
+    do {
+      if (coll_->iallreduce(comm_, data_.data(), data_.data(), bytes / sizeof(int32_t),
+                            kInt32, kSum, nullptr, nullptr, req) != ncclSuccess) {
+        return false;
+      }
+    } while (*req == nullptr);
+    return true;
+  }
+  // test() until done; the number of calls, 0 on an error.
+  int wait(void* req) {
+    int done = 0;
+    int size = 0;
+    int calls = 0;
+    while (done == 0) {
+      ++calls;
+      if (coll_->test(req, &done, &size) != ncclSuccess) {
+        return 0;
+      }
+    }
+    return calls;
+  }
+
+ private:
+  bool setUp() {
+    if (coll_->init(&ctx_, 0x636f6c6c6e6574ull, warnLogger) != ncclSuccess) {
+      return false;
+    }
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void* listen = nullptr;
+    if (coll_->listen(ctx_, 0, handle, &listen) != ncclSuccess) {
+      return false;
+    }
+    void* handles[1] = {handle};
+    const bool connected = coll_->connect(handles, 1, 0, listen, &comm_) == ncclSuccess;
+    coll_->closeListen(listen);
+    return connected && comm_ != nullptr;
+  }
+
+  const ncclCollNet_v11_t* coll_;
+  std::vector<char> data_;
+  void* ctx_ = nullptr;
+  void* comm_ = nullptr;
+  bool ok_ = false;
+};
+
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -302,10 +378,28 @@ void pollBench(benchmark::State& state, Pair* pair) {
   state.counters["threads"] = threadCount();
 }
 
+void collBench(benchmark::State& state, CollGroup* group) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  int64_t tests = 0;
+  for (auto _ : state) {
+    void* req = nullptr;
+    const auto start = std::chrono::steady_clock::now();
+    const int calls = group->iallreduce(bytes, &req) ? group->wait(req) : 0;
+    state.SetIterationTime(secondsSince(start));
+    if (calls == 0) {
+      state.SkipWithError("iallreduce or test failed");
+      break;
+    }
+    tests += calls;
+  }
+  reportCounters(state, bytes, tests);
+}
+
 // Each benchmark for both plugins one after the other, so that a busy moment
 // of the machine hits both alike (with repetitions, also pass
 // --benchmark_enable_random_interleaving=true).
-void registerAll(const std::vector<std::pair<std::string, Pair*>>& pairs) {
+void registerAll(const std::vector<std::pair<std::string, Pair*>>& pairs,
+                 const std::vector<std::pair<std::string, CollGroup*>>& groups) {
   for (const auto& [name, pair] : pairs) {
     benchmark::RegisterBenchmark(("Send/" + name).c_str(), sendBench, pair)
         ->ArgName("bytes")
@@ -323,6 +417,13 @@ void registerAll(const std::vector<std::pair<std::string, Pair*>>& pairs) {
   }
   for (const auto& [name, pair] : pairs) {
     benchmark::RegisterBenchmark(("Poll/" + name).c_str(), pollBench, pair);
+  }
+  for (const auto& [name, group] : groups) {
+    benchmark::RegisterBenchmark(("CollAllReduce/" + name).c_str(), collBench, group)
+        ->ArgName("bytes")
+        ->Arg(0)
+        ->Arg(4096)
+        ->UseManualTime();
   }
 }
 
@@ -360,7 +461,19 @@ int main(int argc, char** argv) {
                    innerPair.ok() ? "resilient" : "inner");
       return 1;
     }
-    registerAll({{"inner", &innerPair}, {"resilient", &resilientPair}});
+    // The CollNet of the same two libraries (the resilient one's finds the
+    // core its net init made, as under NCCL).
+    CollGroup innerGroup(static_cast<const ncclCollNet_v11_t*>(
+        dlsym(dlopen(fake, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD), "ncclCollNetPlugin_v11")));
+    CollGroup resilientGroup(static_cast<const ncclCollNet_v11_t*>(
+        dlsym(dlopen(ours, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD), "ncclCollNetPlugin_v11")));
+    if (!innerGroup.ok() || !resilientGroup.ok()) {
+      std::fprintf(stderr, "bench-net-layer: cannot set up a CollNet communicator (%s)\n",
+                   innerGroup.ok() ? "resilient" : "inner");
+      return 1;
+    }
+    registerAll({{"inner", &innerPair}, {"resilient", &resilientPair}},
+                {{"inner", &innerGroup}, {"resilient", &resilientGroup}});
     benchmark::Initialize(&argc, argv);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
