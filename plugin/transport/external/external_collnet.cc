@@ -396,46 +396,11 @@ class CollShim final : public CollNetBase {
   }
 
   // The fields the version's properties have, passed through unchanged
-  // (as Shim<Net>::properties); NCCL's legacy limits before v9.
+  // (propertiesOf, shim.h).
   Status properties(int dev, Properties* props) override {
     Props p{};
     RESILIENT_TRY(check(t_->getProperties(dev, &p), "getProperties"));
-    *props = Properties{};
-    props->name = keep(p.name);
-    props->pciPath = keep(p.pciPath);
-    props->guid = p.guid;
-    props->ptrSupport = p.ptrSupport;
-    props->speedMbps = p.speed;
-    props->port = p.port;
-    props->latencyUs = p.latency;
-    props->maxComms = p.maxComms;
-    props->maxRecvs = p.maxRecvs;
-    props->maxP2pBytes = NCCL_NET_LEGACY_MAX_SIZE;
-    props->maxCollBytes = NCCL_COLLNET_LEGACY_MAX_SIZE;
-    if constexpr (requires { p.netDeviceType; }) {  // v7+
-      props->netDeviceType = static_cast<int>(p.netDeviceType);
-      props->netDeviceVersion = p.netDeviceVersion;
-    }
-    if constexpr (requires { p.regIsGlobal; }) {  // v8+
-      props->regIsGlobal = p.regIsGlobal;
-    }
-    if constexpr (requires { p.maxP2pBytes; }) {  // v9+
-      props->forceFlush = p.forceFlush;
-      props->maxP2pBytes = p.maxP2pBytes;
-      props->maxCollBytes = p.maxCollBytes;
-      constexpr int kDevs = static_cast<int>(sizeof p.vProps.devs / sizeof p.vProps.devs[0]);
-      props->vProps.ndevs = std::clamp(p.vProps.ndevs, 0, std::min(kDevs, kMaxFusedDevices));
-      for (int i = 0; i < props->vProps.ndevs; ++i) {
-        props->vProps.devs[i] = p.vProps.devs[i];
-      }
-    }
-    if constexpr (requires { p.maxMultiRequestSize; }) {  // v11+
-      props->maxMultiRequestSize = p.maxMultiRequestSize;
-    }
-    if constexpr (requires { p.railId; }) {  // v12
-      props->railId = p.railId;
-      props->planeId = p.planeId;
-    }
+    *props = propertiesOf(p, [this](const char* text) { return keep(text); });
     return {};
   }
 

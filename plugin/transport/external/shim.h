@@ -101,6 +101,52 @@ Status validateMembers(const Net* net, int version, std::initializer_list<Member
   return requireMembers(displayName(net->name), version, members);
 }
 
+// A net or CollNet properties struct of any version (ncclNetProperties_vN_t)
+// as ours: every field the version has, passed through unchanged; NCCL's
+// limits for the versions without maxP2pBytes/maxCollBytes (<= v8).
+// keep: a copy of a string that lives as long as the transport.
+template <class P, class Keep>
+Properties propertiesOf(const P& p, Keep keep) {
+  Properties props;
+  props.name = keep(p.name);
+  props.pciPath = keep(p.pciPath);
+  props.guid = p.guid;
+  props.ptrSupport = p.ptrSupport;
+  props.speedMbps = p.speed;
+  props.port = p.port;
+  props.latencyUs = p.latency;
+  props.maxComms = p.maxComms;
+  props.maxRecvs = p.maxRecvs;
+  props.maxP2pBytes = NCCL_NET_LEGACY_MAX_SIZE;
+  props.maxCollBytes = NCCL_COLLNET_LEGACY_MAX_SIZE;
+  if constexpr (requires { p.netDeviceType; }) {  // v7+
+    props.netDeviceType = static_cast<int>(p.netDeviceType);
+    props.netDeviceVersion = p.netDeviceVersion;
+  }
+  if constexpr (requires { p.regIsGlobal; }) {  // v8+
+    props.regIsGlobal = p.regIsGlobal;
+  }
+  if constexpr (requires { p.maxP2pBytes; }) {  // v9+
+    props.forceFlush = p.forceFlush;
+    props.maxP2pBytes = p.maxP2pBytes;
+    props.maxCollBytes = p.maxCollBytes;
+    constexpr int kDevs = static_cast<int>(sizeof p.vProps.devs / sizeof p.vProps.devs[0]);
+    static_assert(kDevs <= kMaxFusedDevices);
+    props.vProps.ndevs = std::clamp(p.vProps.ndevs, 0, kDevs);
+    for (int i = 0; i < props.vProps.ndevs; ++i) {
+      props.vProps.devs[i] = p.vProps.devs[i];
+    }
+  }
+  if constexpr (requires { p.maxMultiRequestSize; }) {  // v11+
+    props.maxMultiRequestSize = p.maxMultiRequestSize;
+  }
+  if constexpr (requires { p.railId; }) {  // v12
+    props.railId = p.railId;
+    props.planeId = p.planeId;
+  }
+  return props;
+}
+
 template <class Net>
 class Shim : public ExternalTransport {
   using NetProperties =
@@ -145,46 +191,12 @@ class Shim : public ExternalTransport {
     return check(net_->devices(ndev), "devices");
   }
 
-  // The fields the version's properties have, passed through unchanged;
-  // NCCL's limits for the versions without maxP2pBytes/maxCollBytes (<= v8).
+  // The fields the version's properties have, passed through unchanged
+  // (propertiesOf).
   Status properties(int dev, Properties* props) override {
     NetProperties p{};
     RESILIENT_TRY(check(net_->getProperties(dev, &p), "getProperties"));
-    *props = Properties{};
-    props->name = keep(p.name);
-    props->pciPath = keep(p.pciPath);
-    props->guid = p.guid;
-    props->ptrSupport = p.ptrSupport;
-    props->speedMbps = p.speed;
-    props->port = p.port;
-    props->latencyUs = p.latency;
-    props->maxComms = p.maxComms;
-    props->maxRecvs = p.maxRecvs;
-    props->maxP2pBytes = NCCL_NET_LEGACY_MAX_SIZE;
-    props->maxCollBytes = NCCL_COLLNET_LEGACY_MAX_SIZE;
-    if constexpr (requires { p.netDeviceType; }) {  // v7+
-      props->netDeviceType = static_cast<int>(p.netDeviceType);
-      props->netDeviceVersion = p.netDeviceVersion;
-    }
-    if constexpr (requires { p.regIsGlobal; }) {  // v8+
-      props->regIsGlobal = p.regIsGlobal;
-    }
-    if constexpr (requires { p.maxP2pBytes; }) {  // v9+
-      props->forceFlush = p.forceFlush;
-      props->maxP2pBytes = p.maxP2pBytes;
-      props->maxCollBytes = p.maxCollBytes;
-      props->vProps.ndevs = std::clamp(p.vProps.ndevs, 0, kFusedDevices);
-      for (int i = 0; i < props->vProps.ndevs; ++i) {
-        props->vProps.devs[i] = p.vProps.devs[i];
-      }
-    }
-    if constexpr (requires { p.maxMultiRequestSize; }) {  // v11+
-      props->maxMultiRequestSize = p.maxMultiRequestSize;
-    }
-    if constexpr (requires { p.railId; }) {  // v12
-      props->railId = p.railId;
-      props->planeId = p.planeId;
-    }
+    *props = propertiesOf(p, [this](const char* text) { return keep(text); });
     return Status();
   }
 
