@@ -106,9 +106,17 @@ Status Core::collConnect(std::byte* const* handles, int nranks, int rank,
   return {};
 }
 
-Status Core::postedColl(ConnectionRecord& c, RequestRecord* r, const Status& s,
-                        transport::Request* innerReq, uint64_t bytes, const char* call,
-                        RequestRecord** request) {
+template <class Post>
+Status Core::postCollective(ConnectionRecord& c, uint64_t bytes, const char* call,
+                            RequestRecord** request, Post post) {
+  *request = nullptr;
+  RESILIENT_TRY(checkUsable(c));
+  RequestRecord* r = c.acquire();
+  if (r == nullptr) {
+    return {};  // NCCL retries later
+  }
+  transport::Request* innerReq = nullptr;
+  const Status s = post(&innerReq);
   if (!s.ok() || innerReq == nullptr) {
     c.release(r);
     return s.ok() ? s : failTransport(c, s, call);
@@ -123,60 +131,35 @@ Status Core::postedColl(ConnectionRecord& c, RequestRecord* r, const Status& s,
 Status Core::iallreduce(ConnectionRecord& c, std::byte* send, std::byte* recv, size_t count,
                         transport::Reduction op, transport::MemoryRegion* sendRegion,
                         transport::MemoryRegion* recvRegion, RequestRecord** request) {
-  *request = nullptr;
-  RESILIENT_TRY(checkUsable(c));
-  RequestRecord* r = c.acquire();
-  if (r == nullptr) {
-    return {};  // NCCL retries later
-  }
-  transport::Request* innerReq = nullptr;
-  const Status s =
-      c.collComm()->iallreduce(send, recv, count, op, sendRegion, recvRegion, &innerReq);
-  return postedColl(c, r, s, innerReq, 0, "iallreduce", request);
+  return postCollective(c, 0, "iallreduce", request, [&](transport::Request** innerReq) {
+    return c.collComm()->iallreduce(send, recv, count, op, sendRegion, recvRegion, innerReq);
+  });
 }
 
 Status Core::iallgather(ConnectionRecord& c, std::byte* send, int nRecvParts,
                         const transport::CollPiece* recvParts, transport::CollWindow window,
                         transport::MemoryRegion* sendRegion, RequestRecord** request) {
-  *request = nullptr;
-  RESILIENT_TRY(checkUsable(c));
-  RequestRecord* r = c.acquire();
-  if (r == nullptr) {
-    return {};
-  }
-  transport::Request* innerReq = nullptr;
-  const Status s =
-      c.collComm()->iallgather(send, nRecvParts, recvParts, window, sendRegion, &innerReq);
-  return postedColl(c, r, s, innerReq, window.bytes, "iallgather", request);
+  return postCollective(c, window.bytes, "iallgather", request, [&](transport::Request** innerReq) {
+    return c.collComm()->iallgather(send, nRecvParts, recvParts, window, sendRegion, innerReq);
+  });
 }
 
 Status Core::ireducescatter(ConnectionRecord& c, int nSendParts,
                             const transport::CollPiece* sendParts, std::byte* recv,
                             transport::CollWindow window, transport::Reduction op,
                             transport::MemoryRegion* recvRegion, RequestRecord** request) {
-  *request = nullptr;
-  RESILIENT_TRY(checkUsable(c));
-  RequestRecord* r = c.acquire();
-  if (r == nullptr) {
-    return {};
-  }
-  transport::Request* innerReq = nullptr;
-  const Status s =
-      c.collComm()->ireducescatter(nSendParts, sendParts, recv, window, op, recvRegion, &innerReq);
-  return postedColl(c, r, s, innerReq, window.bytes, "ireducescatter", request);
+  return postCollective(
+      c, window.bytes, "ireducescatter", request, [&](transport::Request** innerReq) {
+        return c.collComm()->ireducescatter(nSendParts, sendParts, recv, window, op, recvRegion,
+                                            innerReq);
+      });
 }
 
 Status Core::collIflush(ConnectionRecord& c, std::byte* data, int size,
                         transport::MemoryRegion* region, RequestRecord** request) {
-  *request = nullptr;
-  RESILIENT_TRY(checkUsable(c));
-  RequestRecord* r = c.acquire();
-  if (r == nullptr) {
-    return {};
-  }
-  transport::Request* innerReq = nullptr;
-  const Status s = c.collComm()->iflush(data, size, region, &innerReq);
-  return postedColl(c, r, s, innerReq, 0, "iflush", request);
+  return postCollective(c, 0, "iflush", request, [&](transport::Request** innerReq) {
+    return c.collComm()->iflush(data, size, region, innerReq);
+  });
 }
 
 Status Core::closeColl(ConnectionRecord* comm) {

@@ -200,11 +200,12 @@ class Core final : private FaultSink {
   // transport gives none (external plugins: NCCL's API has no endpoints).
   void describeLocalEnd(ConnectionRecord& conn, int dev) const noexcept;
   void report(ConnectionRecord& conn, const Fault& fault) override;
-  // A collective the inner CollNet posted (or an error it returned): the
-  // request handed out, or the slot back and the comm failed.
-  Status postedColl(ConnectionRecord& c, RequestRecord* r, const Status& s,
-                    transport::Request* innerReq, uint64_t bytes, const char* call,
-                    RequestRecord** request);
+  // Posts one collective on the CollNet comm `c` (post: Request** -> Status,
+  // the inner CollNet's call): a request of c's pool handed out, or nothing
+  // (NCCL retries), or the comm failed by the inner error (`call` names it).
+  template <class Post>
+  Status postCollective(ConnectionRecord& c, uint64_t bytes, const char* call,
+                        RequestRecord** request, Post post);
   // Takes the connection out of the watchdog and closes its inner comm.
   Status close(std::unique_ptr<ConnectionRecord> conn);
 
