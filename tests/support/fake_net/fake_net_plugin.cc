@@ -24,6 +24,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl/log.h"
@@ -129,6 +130,7 @@ struct VirtualDevice {
 struct State {
   std::mutex mutex;
   FakeNetStats stats{};
+  std::vector<std::thread::id> setupThreads;  // noteSetupCall
   std::map<std::string, int> failNext;
   std::map<uint64_t, Comm*> listeners;
   uint64_t nextToken = 1;
@@ -212,9 +214,6 @@ State& state() {
 void applyTableLocked(const State& s);
 #endif
 
-// Set on the threads that ran connection setup (listen, connect, accept,
-// regMr): NCCL's service thread never runs the data path.
-thread_local bool tlsSetupThread = false;
 
 // What a successful call returns: ncclSuccess, or with the knob inProgress
 // ncclInProgress, which NCCL's checks also take for success.
@@ -222,12 +221,21 @@ thread_local bool tlsSetupThread = false;
   return s.inProgress ? ncclInProgress : ncclSuccess;
 }
 
-[[maybe_unused]] void noteSetupCall() {
-  tlsSetupThread = true;
+// The threads that ran connection setup (listen, connect, accept, regMr):
+// NCCL's service thread never runs the data path. Kept in the state (its
+// mutex held), not in a thread_local: the dynamic TLS of a module that is
+// dlclosed and loaded again trips LeakSanitizer's scan at exit (a tracer
+// crash in the ASan plugin-loopback run).
+[[maybe_unused]] void noteSetupCall(State& s) {
+  const std::thread::id self = std::this_thread::get_id();
+  if (std::find(s.setupThreads.begin(), s.setupThreads.end(), self) == s.setupThreads.end()) {
+    s.setupThreads.push_back(self);
+  }
 }
 
 [[maybe_unused]] void noteDataCall(State& s) {
-  if (tlsSetupThread) {
+  const std::thread::id self = std::this_thread::get_id();
+  if (std::find(s.setupThreads.begin(), s.setupThreads.end(), self) != s.setupThreads.end()) {
     ++s.stats.dataCallsOnSetupThread;
   }
 }
@@ -481,7 +489,7 @@ enum class Side { kSend, kRecv };
 [[maybe_unused]] ncclResult_t coreListen(void* ctx, int dev, void* handle, void** listenComm) {
   FAKE_ENTER("listen");
   ++s.stats.listenCalls;
-  noteSetupCall();
+  noteSetupCall(s);
   if (kVersion >= 11 && !validContext(ctx)) {
     return ncclInternalError;
   }
@@ -510,7 +518,7 @@ enum class Side { kSend, kRecv };
                                           void** sendComm, ncclNetDeviceHandle_v7_t** devComm) {
   FAKE_ENTER("connect");
   ++s.stats.connectCalls;
-  noteSetupCall();
+  noteSetupCall(s);
   if (kVersion >= 11 && !validContext(ctx)) {
     return ncclInternalError;
   }
@@ -559,7 +567,7 @@ enum class Side { kSend, kRecv };
                                          ncclNetDeviceHandle_v7_t** devComm) {
   FAKE_ENTER("accept");
   ++s.stats.acceptCalls;
-  noteSetupCall();
+  noteSetupCall(s);
   auto* listener = static_cast<Comm*>(listenComm);
   if (listener == nullptr || listener->kind != CommKind::kListen) {
     return ncclInternalError;
@@ -583,7 +591,7 @@ enum class Side { kSend, kRecv };
                                         void** mhandle) {
   FAKE_ENTER("regMr");
   ++s.stats.regMrCalls;
-  noteSetupCall();
+  noteSetupCall(s);
   if (comm == nullptr || type != NCCL_PTR_HOST) {
     return ncclInternalError;
   }
@@ -601,7 +609,7 @@ enum class Side { kSend, kRecv };
                                               uint64_t offset, int fd, void** mhandle) {
   FAKE_ENTER("regMrDmaBuf");
   ++s.stats.regMrDmaBufCalls;
-  noteSetupCall();
+  noteSetupCall(s);
   s.stats.lastDmaBufFd = fd;
   s.stats.lastDmaBufOffset = offset;
   s.stats.lastDmaBufSize = size;

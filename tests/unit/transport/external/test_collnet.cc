@@ -627,10 +627,13 @@ TEST_CASE("a collective of a communicator whose other connection failed fails wi
                               &req[r]) == ncclSuccess);
     }
     plugin.failNetConnection();
-    const ncclResult_t r = waitDone(c.t, req[0], nullptr, 10000);
-    CHECK(r != ncclSuccess);
-    CHECK(r != ncclInProgress);
-    // Every rank's CollNet comm: the failed send's cause, or stuck.
+    // Every rank's CollNet comm fails: the failed send's cause, or stuck.
+    for (int rank = 0; rank < kRanks; ++rank) {
+      CAPTURE(rank);
+      const ncclResult_t r = waitDone(c.t, req[rank], nullptr, 10000);
+      CHECK(r != ncclSuccess);
+      CHECK(r != ncclInProgress);
+    }
     const std::string reason = "another connection of its communicator failed (send";
     CHECK(logger.count(NCCL_LOG_WARN, reason) == (v >= 11 ? kRanks : 0));
     CHECK(logger.count(NCCL_LOG_WARN, "no bytes moved for") == (v >= 11 ? 0 : kRanks));
