@@ -24,7 +24,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "nccl/log.h"
@@ -130,7 +129,6 @@ struct VirtualDevice {
 struct State {
   std::mutex mutex;
   FakeNetStats stats{};
-  std::vector<std::thread::id> setupThreads;  // noteSetupCall
   std::map<std::string, int> failNext;
   std::map<uint64_t, Comm*> listeners;
   uint64_t nextToken = 1;
@@ -214,28 +212,26 @@ State& state() {
 void applyTableLocked(const State& s);
 #endif
 
-
 // What a successful call returns: ncclSuccess, or with the knob inProgress
 // ncclInProgress, which NCCL's checks also take for success.
 [[maybe_unused]] ncclResult_t success(const State& s) {
   return s.inProgress ? ncclInProgress : ncclSuccess;
 }
 
-// The threads that ran connection setup (listen, connect, accept, regMr):
-// NCCL's service thread never runs the data path. Kept in the state (its
-// mutex held), not in a thread_local: the dynamic TLS of a module that is
-// dlclosed and loaded again trips LeakSanitizer's scan at exit (a tracer
-// crash in the ASan plugin-loopback run).
-[[maybe_unused]] void noteSetupCall(State& s) {
-  const std::thread::id self = std::this_thread::get_id();
-  if (std::find(s.setupThreads.begin(), s.setupThreads.end(), self) == s.setupThreads.end()) {
-    s.setupThreads.push_back(self);
-  }
+// Set on the threads that ran connection setup (listen, connect, accept,
+// regMr): NCCL's service thread never runs the data path. Static TLS
+// (initial-exec), not the dynamic TLS a dlopened module gets by default: a
+// dynamic TLS block of a module that is dlclosed and loaded again trips
+// LeakSanitizer's scan at exit (a tracer crash in the ASan plugin-loopback
+// run). A thread id kept in the state would not do: ids are reused.
+__attribute__((tls_model("initial-exec"))) thread_local bool tlsSetupThread = false;
+
+[[maybe_unused]] void noteSetupCall() {
+  tlsSetupThread = true;
 }
 
 [[maybe_unused]] void noteDataCall(State& s) {
-  const std::thread::id self = std::this_thread::get_id();
-  if (std::find(s.setupThreads.begin(), s.setupThreads.end(), self) != s.setupThreads.end()) {
+  if (tlsSetupThread) {
     ++s.stats.dataCallsOnSetupThread;
   }
 }
@@ -489,7 +485,7 @@ enum class Side { kSend, kRecv };
 [[maybe_unused]] ncclResult_t coreListen(void* ctx, int dev, void* handle, void** listenComm) {
   FAKE_ENTER("listen");
   ++s.stats.listenCalls;
-  noteSetupCall(s);
+  noteSetupCall();
   if (kVersion >= 11 && !validContext(ctx)) {
     return ncclInternalError;
   }
@@ -518,7 +514,7 @@ enum class Side { kSend, kRecv };
                                           void** sendComm, ncclNetDeviceHandle_v7_t** devComm) {
   FAKE_ENTER("connect");
   ++s.stats.connectCalls;
-  noteSetupCall(s);
+  noteSetupCall();
   if (kVersion >= 11 && !validContext(ctx)) {
     return ncclInternalError;
   }
@@ -567,7 +563,7 @@ enum class Side { kSend, kRecv };
                                          ncclNetDeviceHandle_v7_t** devComm) {
   FAKE_ENTER("accept");
   ++s.stats.acceptCalls;
-  noteSetupCall(s);
+  noteSetupCall();
   auto* listener = static_cast<Comm*>(listenComm);
   if (listener == nullptr || listener->kind != CommKind::kListen) {
     return ncclInternalError;
@@ -591,7 +587,7 @@ enum class Side { kSend, kRecv };
                                         void** mhandle) {
   FAKE_ENTER("regMr");
   ++s.stats.regMrCalls;
-  noteSetupCall(s);
+  noteSetupCall();
   if (comm == nullptr || type != NCCL_PTR_HOST) {
     return ncclInternalError;
   }
@@ -609,7 +605,7 @@ enum class Side { kSend, kRecv };
                                               uint64_t offset, int fd, void** mhandle) {
   FAKE_ENTER("regMrDmaBuf");
   ++s.stats.regMrDmaBufCalls;
-  noteSetupCall(s);
+  noteSetupCall();
   s.stats.lastDmaBufFd = fd;
   s.stats.lastDmaBufOffset = offset;
   s.stats.lastDmaBufSize = size;
