@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/signature.h"
 #include "plugin/net/abi/adapter.h"
 #include "plugin/net/abi/legacy_calls.h"
 #include "plugin/net/abi/optional_calls.h"
@@ -253,27 +254,14 @@ inline ncclResult_t closeListen(void* listenComm) noexcept {
 template <class VProps>
 ncclResult_t makeVDevice(int* d, VProps* props) noexcept {
   return onCore("collnet makeVDevice", [&](CoreImpl& c) -> Status {
-    constexpr int kDevs = static_cast<int>(sizeof props->devs / sizeof props->devs[0]);
-    if (props->ndevs < 0 || props->ndevs > kDevs || c.collNet() == nullptr) {
-      return invalidUsage("collnet makeVDevice: ndevs " + std::to_string(props->ndevs));
+    if (c.collNet() == nullptr) {
+      return invalidUsage("collnet makeVDevice: no CollNet");
     }
     transport::VirtualDevice v;
-    v.ndevs = props->ndevs;
-    for (int i = 0; i < v.ndevs; ++i) {
-      v.devs[i] = props->devs[i];
-    }
+    RESILIENT_TRY(optional::virtualDevice(*props, "collnet makeVDevice", &v));
     return c.collNet()->makeVDevice(v, d);
   });
 }
-
-// The parameter types of a table's members.
-template <class Fn>
-struct Params;
-template <class R, class... A>
-struct Params<R (*)(A...)> {
-  template <size_t I>
-  using At = std::tuple_element_t<I, std::tuple<A...>>;
-};
 
 // A version's table: the members every CollNet has; the optional ones stay
 // NULL until init offers them (offer).
@@ -289,17 +277,17 @@ T table() {
     t.listen = &listenLegacy;
   }
   t.devices = &devices;
-  using Props = std::remove_pointer_t<typename Params<decltype(T::getProperties)>::template At<1>>;
+  using Props = std::remove_pointer_t<typename Signature<decltype(T::getProperties)>::template Param<1>>;
   t.getProperties = &getProperties<Props>;
   t.connect = &connect;
   t.reduceSupport = &reduceSupport;
-  if constexpr (std::is_same_v<typename Params<decltype(T::regMr)>::template At<2>, int>) {
+  if constexpr (std::is_same_v<typename Signature<decltype(T::regMr)>::template Param<2>, int>) {
     t.regMr = &legacy::regMrInt;  // v6/v7
   } else {
     t.regMr = &shared::regMr;
   }
   t.deregMr = &shared::deregMr;
-  using Count = typename Params<decltype(T::iallreduce)>::template At<3>;
+  using Count = typename Signature<decltype(T::iallreduce)>::template Param<3>;
   t.iallreduce = &iallreduce<Count>;
   t.iflush = &iflush;
   t.test = &test;
@@ -315,21 +303,18 @@ T table() {
 // not; written only when they change (NCCL may be reading them).
 template <class T>
 void offer(T& table, const transport::CollCapabilities& caps) noexcept {
-  auto set = [](auto& member, bool offered, auto fn) {
-    decltype(fn) want = offered ? fn : nullptr;
-    if (member != want) {
-      member = want;
-    }
-  };
-  set(table.regMrDmaBuf, caps.regMrDmaBuf, &optional::regMrDmaBuf);
+  using optional::offerMember;
+  offerMember(table.regMrDmaBuf, caps.regMrDmaBuf, &optional::regMrDmaBuf);
   if constexpr (requires { table.iallgather; }) {  // v8+
-    using Sge = std::remove_pointer_t<typename Params<decltype(T::iallgather)>::template At<3>>;
-    set(table.iallgather, caps.iallgather, &iallgather<Sge>);
-    set(table.ireducescatter, caps.ireducescatter, &ireducescatter<Sge>);
+    using Sge =
+        std::remove_pointer_t<typename Signature<decltype(T::iallgather)>::template Param<3>>;
+    offerMember(table.iallgather, caps.iallgather, &iallgather<Sge>);
+    offerMember(table.ireducescatter, caps.ireducescatter, &ireducescatter<Sge>);
   }
   if constexpr (requires { table.makeVDevice; }) {  // v9+
-    using VProps = std::remove_pointer_t<typename Params<decltype(T::makeVDevice)>::template At<1>>;
-    set(table.makeVDevice, caps.makeVDevice, &makeVDevice<VProps>);
+    using VProps =
+        std::remove_pointer_t<typename Signature<decltype(T::makeVDevice)>::template Param<1>>;
+    offerMember(table.makeVDevice, caps.makeVDevice, &makeVDevice<VProps>);
   }
 }
 

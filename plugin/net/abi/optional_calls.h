@@ -18,18 +18,37 @@
 #include <string>
 #include <type_traits>
 
+#include "common/signature.h"
 #include "nccl/net_common.h"
 #include "plugin/net/abi/adapter.h"
 
 namespace resilient::abi::optional {
 
-// The second parameter's type of a two-parameter function pointer type.
-template <class Fn>
-struct SecondParam;
-template <class R, class A, class B>
-struct SecondParam<R (*)(A, B)> {
-  using type = B;
-};
+// Sets one optional member of an exported table: `fn` when offered, else
+// NULL; written only when it changes (the first init), so that a table NCCL
+// reads is not written again while it reads it.
+template <class Member, class Fn>
+void offerMember(Member& member, bool offered, Fn fn) noexcept {
+  const Fn want = offered ? fn : nullptr;
+  if (member != want) {
+    member = want;
+  }
+}
+
+// NCCL's vProps of any version (4 devices up to v11, 8 in v12) as ours.
+template <class VProps>
+Status virtualDevice(const VProps& props, const char* call, transport::VirtualDevice* out) {
+  constexpr int kDevs = static_cast<int>(sizeof props.devs / sizeof props.devs[0]);
+  if (props.ndevs < 0 || props.ndevs > kDevs) {
+    return invalidUsage(std::string(call) + ": ndevs " + std::to_string(props.ndevs) +
+                        " is outside 0.." + std::to_string(kDevs));
+  }
+  out->ndevs = props.ndevs;
+  for (int i = 0; i < props.ndevs; ++i) {
+    out->devs[i] = props.devs[i];
+  }
+  return {};
+}
 
 inline ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
                                 int fd, void** mhandle) noexcept {
@@ -63,16 +82,8 @@ inline ncclResult_t irecvConsumed(void* recvComm, int n, void* request) noexcept
 template <class VProps>
 ncclResult_t makeVDevice(int* d, VProps* props) noexcept {
   return onCore("makeVDevice", [&](CoreImpl& c) -> Status {
-    constexpr int kDevs = static_cast<int>(sizeof props->devs / sizeof props->devs[0]);
-    if (props->ndevs < 0 || props->ndevs > kDevs) {
-      return invalidUsage("makeVDevice: ndevs " + std::to_string(props->ndevs) +
-                          " is outside 0.." + std::to_string(kDevs));
-    }
     transport::VirtualDevice v;
-    v.ndevs = props->ndevs;
-    for (int i = 0; i < v.ndevs; ++i) {
-      v.devs[i] = props->devs[i];
-    }
+    RESILIENT_TRY(virtualDevice(*props, "makeVDevice", &v));
     return c.makeVDevice(v, d);
   });
 }
@@ -85,27 +96,20 @@ inline ncclResult_t setNetAttr(void* ctx, ncclNetAttr_v11_t* attr) noexcept {
 }
 
 // Sets table's optional members to ours where `caps` has them, NULL where not.
-// A member is written only when it changes (the first init), so that the
-// tables NCCL reads are not written again while it reads them.
 template <class Net>
 void offer(Net& table, const transport::Capabilities& caps) noexcept {
-  auto set = [](auto& member, bool offered, auto fn) {
-    decltype(fn) want = offered ? fn : nullptr;
-    if (member != want) {
-      member = want;
-    }
-  };
-  set(table.regMrDmaBuf, caps.regMrDmaBuf, &regMrDmaBuf);
+  offerMember(table.regMrDmaBuf, caps.regMrDmaBuf, &regMrDmaBuf);
   if constexpr (requires { table.getDeviceMr; }) {  // v7+
-    set(table.getDeviceMr, caps.getDeviceMr, &getDeviceMr);
-    set(table.irecvConsumed, caps.irecvConsumed, &irecvConsumed);
+    offerMember(table.getDeviceMr, caps.getDeviceMr, &getDeviceMr);
+    offerMember(table.irecvConsumed, caps.irecvConsumed, &irecvConsumed);
   }
   if constexpr (requires { table.makeVDevice; }) {  // v9+
-    using VProps = std::remove_pointer_t<typename SecondParam<decltype(Net::makeVDevice)>::type>;
-    set(table.makeVDevice, caps.makeVDevice, &makeVDevice<VProps>);
+    using VProps =
+        std::remove_pointer_t<typename Signature<decltype(Net::makeVDevice)>::template Param<1>>;
+    offerMember(table.makeVDevice, caps.makeVDevice, &makeVDevice<VProps>);
   }
   if constexpr (requires { table.setNetAttr; }) {  // v11+
-    set(table.setNetAttr, caps.setNetAttr, &setNetAttr);
+    offerMember(table.setNetAttr, caps.setNetAttr, &setNetAttr);
   }
 }
 

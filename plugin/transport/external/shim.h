@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/signature.h"
 #include "common/status.h"
 #include "nccl/net_common.h"
 #include "nccl/result.h"
@@ -44,16 +45,6 @@ namespace resilient::transport::external {
 inline void* innerContextOf(ExternalContext* ctx) noexcept {
   return ctx != nullptr ? ctx->inner : nullptr;
 }
-
-// The parameters of a plugin's function pointer, R (*)(Args...).
-template <class Fn>
-struct Signature;
-template <class R, class... Args>
-struct Signature<R (*)(Args...)> {
-  static constexpr size_t kArity = sizeof...(Args);
-  template <size_t I>
-  using Param = std::tuple_element_t<I, std::tuple<Args...>>;
-};
 
 // A required member of a plugin struct, for validation at load time.
 struct Member {

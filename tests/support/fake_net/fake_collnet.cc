@@ -18,6 +18,7 @@
 #error "FAKE_NET_VERSION must be set"
 #endif
 
+#include "common/signature.h"
 #include "nccl/collnet_v10.h"
 #include "nccl/collnet_v11.h"
 #include "nccl/collnet_v12.h"
@@ -540,15 +541,6 @@ __attribute__((visibility("default"))) int fakeCollNetSet(const char* knob, long
 
 namespace {
 
-// The parameter types of a table's member.
-template <class Fn>
-struct Params;
-template <class R, class... A>
-struct Params<R (*)(A...)> {
-  template <size_t I>
-  using At = std::tuple_element_t<I, std::tuple<A...>>;
-};
-
 void fillTable(Table& t) {
   t.devices = &devices;
   t.getProperties = &getProperties;
@@ -560,12 +552,12 @@ void fillTable(Table& t) {
 #endif
   t.connect = &connect;
   t.reduceSupport = &reduceSupport;
-  t.regMr = &regMr<typename Params<decltype(Table::regMr)>::template At<2>>;
+  t.regMr = &regMr<typename resilient::Signature<decltype(Table::regMr)>::template Param<2>>;
   t.regMrDmaBuf = state().dmaBuf != 0 ? &regMrDmaBuf : nullptr;
   t.deregMr = &deregMr;
-  t.iallreduce = &iallreduce<typename Params<decltype(Table::iallreduce)>::template At<3>>;
+  t.iallreduce = &iallreduce<typename resilient::Signature<decltype(Table::iallreduce)>::template Param<3>>;
 #if V >= 8
-  using Sge = std::remove_pointer_t<typename Params<decltype(Table::iallgather)>::template At<3>>;
+  using Sge = std::remove_pointer_t<typename resilient::Signature<decltype(Table::iallgather)>::template Param<3>>;
   t.iallgather = &iallgather<Sge>;
   t.ireducescatter = &ireducescatter<Sge>;
 #endif
@@ -575,7 +567,7 @@ void fillTable(Table& t) {
   t.closeListen = &closeListen;
 #if V >= 9
   using VProps =
-      std::remove_pointer_t<typename Params<decltype(Table::makeVDevice)>::template At<1>>;
+      std::remove_pointer_t<typename resilient::Signature<decltype(Table::makeVDevice)>::template Param<1>>;
   t.makeVDevice = &makeVDevice<VProps>;
 #endif
 }
