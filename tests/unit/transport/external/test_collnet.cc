@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/signature.h"
 #include "nccl/collnet_v10.h"
 #include "nccl/collnet_v11.h"
 #include "nccl/collnet_v12.h"
@@ -228,13 +229,9 @@ ncclResult_t waitDone(T* t, void* request, int* size, int maxMs = 5000) {
   return ncclInProgress;
 }
 
-// The type of a table member's parameter I.
+// The type of a table member's parameter I (what it points at, for a pointer).
 template <class Fn, size_t I>
-struct ParamOf;
-template <class R, class... A, size_t I>
-struct ParamOf<R (*)(A...), I> {
-  using type = std::remove_pointer_t<std::tuple_element_t<I, std::tuple<A...>>>;
-};
+using ParamOf = std::remove_pointer_t<typename Signature<Fn>::template Param<I>>;
 
 template <class P>
 void checkSameProperties(const P& ours, const P& fake) {
@@ -274,7 +271,7 @@ void checkSameProperties(const P& ours, const P& fake) {
 template <class T>
 void* regMr(Communicator<T>& c, int r, void* data, size_t size, void** ourMh,
             const Plugin& plugin) {
-  using Size = typename ParamOf<decltype(T::regMr), 2>::type;  // int in v6/v7
+  using Size = ParamOf<decltype(T::regMr), 2>;  // int in v6/v7
   REQUIRE(c.t->regMr(c.comms[r], data, static_cast<Size>(size), NCCL_PTR_HOST, ourMh) ==
           ncclSuccess);
   return plugin.stats().lastRegMh;
@@ -318,7 +315,7 @@ TEST_CASE("properties, devices, reduceSupport and optional members are the inner
     int ndev = 0;
     REQUIRE(comm.t->devices(&ndev) == ncclSuccess);
     CHECK(ndev == 2);
-    using Props = typename ParamOf<decltype(T::getProperties), 1>::type;
+    using Props = ParamOf<decltype(T::getProperties), 1>;
     for (int dev = 0; dev < ndev; ++dev) {
       CAPTURE(dev);
       Props ours{};
@@ -336,7 +333,7 @@ TEST_CASE("properties, devices, reduceSupport and optional members are the inner
     }
     if constexpr (requires { comm.t->makeVDevice; }) {
       REQUIRE(comm.t->makeVDevice != nullptr);
-      using VProps = typename ParamOf<decltype(T::makeVDevice), 1>::type;
+      using VProps = ParamOf<decltype(T::makeVDevice), 1>;
       VProps vp{};
       vp.ndevs = 2;
       vp.devs[0] = 0;
@@ -419,7 +416,7 @@ TEST_CASE("collectives across three ranks give the inner CollNet's results and a
       }
     }
     if constexpr (requires { c.t->iallgather; }) {
-      using Sge = typename ParamOf<decltype(T::iallgather), 3>::type;
+      using Sge = ParamOf<decltype(T::iallgather), 3>;
       const size_t bytesPerRank = kCount * sizeof(int32_t);
       for (int r = 0; r < kRanks; ++r) {
         std::memset(recv[r], 0, sizeof recv[r]);
