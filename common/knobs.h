@@ -614,6 +614,25 @@ inline constexpr EnumKnob<HealthAction> kStuckRankAction{{
            "may replace it with a spare).",
 }};
 
+// Set by resilient-run (tools/run/) for the processes it starts; docs/restart.md, "The agent".
+inline constexpr BoolKnob kRestartJoin{{
+    .name = "NCCL_RESILIENT_RESTART_JOIN",
+    .defaultValue = "0",
+    .doc = "This process replaces one that left a running job: after its health check it "
+           "registers as a new spare (a new initial rank after the job's others) instead of "
+           "claiming RANK, and the job's next restart brings it in. Set by resilient-run for "
+           "the processes it starts in place of others.",
+}};
+
+inline constexpr BoolKnob kRestartExitForNewProcess{{
+    .name = "NCCL_RESILIENT_RESTART_EXIT_FOR_NEW_PROCESS",
+    .defaultValue = "0",
+    .doc = "A rank whose health check finds that only a new process can use its GPU again (a "
+           "sticky CUDA error, a GPU that needs a reset) leaves the job and exits with code 75 "
+           "after its terminate hook, instead of Wrapper::run throwing RankNeedsNewProcess. Set "
+           "by resilient-run, which starts a new process in its place.",
+}};
+
 // Every knob, in the order of docs/configuration.md.
 inline constexpr auto kAllKnobs = listKnobs(
     kLogLevel, kLogSubsys, kWarnIntervalMs, kInner, kSocketIfname, kSocketFamily, kSocketNsocks,
@@ -630,7 +649,8 @@ inline constexpr auto kAllKnobs = listKnobs(
     kRestartHealthCheckTimeoutMs, kRestartCommunicatorTimeoutMs, kRestartAutoHealthChecks,
     kRestartStormLimit, kRestartStormWindowMs, kRestartBackoffMs, kRestartBackoffMaxMs,
     kHealthIntervalMs, kSlowLinkPercent, kSlowLinkWindowMs, kSlowLinkAction, kStragglerLagMs,
-    kStragglerWindowMs, kStragglerAction, kStuckRankTimeoutMs, kStuckRankAction);
+    kStragglerWindowMs, kStragglerAction, kStuckRankTimeoutMs, kStuckRankAction, kRestartJoin,
+    kRestartExitForNewProcess);
 
 // The position of `spec` in kAllKnobs, or kAllKnobs.size() when it is not there.
 // By name, which listKnobs keeps unique: comparing the addresses of two

@@ -208,6 +208,7 @@ RankAssignmentPtr defaultRankAssignment() {
 World assignRanks(const World& previous, const RankAssignment& policy,
                   const AssignmentContext& context) {
   World next = previous;
+  next.addSpares(context.joined);
   for (const int i : context.terminated) {
     if (i < 0 || i >= next.initialWorldSize()) {
       throw AssignmentError("terminated rank " + std::to_string(i) +

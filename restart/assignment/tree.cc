@@ -94,7 +94,9 @@ class Pass {
     std::vector<std::pair<int, int>> failed;  // (previous rank, initial rank)
     const int n = world_.initialWorldSize();
     for (int i = 0; i < n; ++i) {
-      if (previous.at(i).mode == Mode::kActive && world_.terminated(i)) {
+      // Slots past the previous World's are processes that joined since.
+      if (i < previous.initialWorldSize() && previous.at(i).mode == Mode::kActive &&
+          world_.terminated(i)) {
         failed.emplace_back(previous.at(i).rank, i);
       }
     }

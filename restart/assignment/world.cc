@@ -46,6 +46,16 @@ void World::terminate(int initialRank) {
   s = RankSlot{-1, Mode::kTerminated, -1};
 }
 
+void World::addSpares(int count) {
+  if (count < 0) {
+    throw std::invalid_argument("cannot add " + std::to_string(count) + " spares to a world");
+  }
+  int next = worldSize();
+  for (int i = 0; i < count; ++i) {
+    slots_.push_back(RankSlot{next++, Mode::kInactive, -1});
+  }
+}
+
 std::vector<int> World::liveByRank() const {
   // A stable counting sort by rank: live ranks lie in [0, initialWorldSize)
   // (a policy may briefly leave one outside; then a comparison sort).

@@ -98,8 +98,12 @@ HealthCheckFn cudaHealthCheck(std::optional<std::chrono::milliseconds> timeout, 
       rt->setDevice(previous);
     }
     if (err != dl::kCudaSuccess) {
-      throw HealthCheckError("CUDA health check: " + name +
-                             " context is unusable: " + rt->describe(err));
+      // A sticky error stays with the context for the life of the process
+      // (CUDA runtime API, "Error Handling": the process must terminate and
+      // relaunch): only a new process can use the device again.
+      throw RankNeedsNewProcess("CUDA health check: " + name +
+                                " context is unusable: " + rt->describe(err) +
+                                " (a sticky error: only a new process can use the device again)");
     }
   };
 }

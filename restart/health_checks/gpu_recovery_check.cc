@@ -55,10 +55,19 @@ void checkRecoveryAction(const NvmlApi& nvml, NvmlDevice device, const std::stri
   // Every action but NONE means the GPU is unusable until it is done; the
   // reference lists GPU_RESET, NODE_REBOOT, DRAIN_P2P and DRAIN_AND_RESET,
   // newer drivers add more.
-  if (const uint64_t action = fieldValueAsUnsigned(field); action != 0) {
-    throw HealthCheckError("GPU health check: " + gpu + " needs recovery action " +
-                           recoveryActionName(action));
+  const uint64_t action = fieldValueAsUnsigned(field);
+  if (action == 0) {
+    return;
   }
+  const std::string what =
+      "GPU health check: " + gpu + " needs recovery action " + recoveryActionName(action);
+  // A reset (GPU_RESET, DRAIN_AND_RESET) needs every process off the GPU:
+  // this one leaves so that its agent can start a new one after it (whose
+  // own check tells whether the reset was done). The others need the node.
+  if (action == 1 || action == 4) {
+    throw RankNeedsNewProcess(what + " (this process leaves for a new one)");
+  }
+  throw HealthCheckError(what);
 }
 
 void checkNvLinks(const NvmlApi& nvml, NvmlDevice device, const std::string& gpu,

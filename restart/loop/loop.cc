@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -11,7 +12,9 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/knobs.h"
 #include "common/log.h"
+#include "common/params.h"
 #include "resilient/restart/health.hpp"
 #include "restart/comm/store_rendezvous.h"
 #include "restart/hooks/bounded_call.h"
@@ -116,7 +119,9 @@ void Loop::run(const std::function<void(CallContext&)>& fn) {
   if (setUp_) {
     throw InternalError("Wrapper::run may be called once per Wrapper");
   }
-  setup();
+  if (!setup()) {
+    return;  // a joiner the job did not need: it finished first
+  }
   try {
     for (;;) {
       applyWorld();
@@ -241,8 +246,10 @@ void Loop::createCommunicators() {
     // Members of the previous communicators (its active ranks) that are not
     // active now, by their rank in it, and the newcomers, by their rank in
     // the new ones; any newcomer rules out a shrink alone.
-    for (int r = 0; r < state_.initialWorldSize; ++r) {
-      const RankSlot& before = previousWorld_->at(r);
+    static const RankSlot kNotYetJoined{-1, Mode::kTerminated, -1};
+    for (int r = 0; r < world_->initialWorldSize(); ++r) {
+      const RankSlot& before =
+          r < previousWorld_->initialWorldSize() ? previousWorld_->at(r) : kNotYetJoined;
       const RankSlot& now = world_->at(r);
       if (before.mode == Mode::kActive && now.mode != Mode::kActive) {
         removed.push_back(before.activeRank);
@@ -406,6 +413,8 @@ void Loop::finish() {
       leave(std::current_exception());
     }
   }
+  // A joiner still waiting has nothing to join any more.
+  store_->set(keys_->finished(), "1");
   barrier_->wait(keys_->terminationBarrier(), 0, options_.barrierTimeout, {});
   setPhase(RankPhase::kDone);
 }
@@ -425,6 +434,18 @@ void Loop::leave(std::exception_ptr why, bool recordInStore) {
     } catch (const std::exception& e) {
       RES_WARN(log::kRestart, "restart: the terminate hook failed: %s", e.what());
     }
+  }
+  try {
+    std::rethrow_exception(why);
+  } catch (const RankNeedsNewProcess& e) {
+    if (config::Params::global().get<config::kRestartExitForNewProcess>()) {
+      // Under resilient-run: the agent starts a new process in this one's place.
+      RES_WARN(log::kRestart, "restart: rank %d leaves for a new process (exit %d): %s",
+               state_.initialRank, kExitNeedsNewProcess, e.what());
+      std::fflush(nullptr);
+      std::_Exit(kExitNeedsNewProcess);
+    }
+  } catch (...) {
   }
   std::rethrow_exception(why);
 }

@@ -52,6 +52,8 @@ namespace resilient::restart {
 struct LoopEnvironment {
   std::shared_ptr<store::Store> store;  // null: open Options::storeUrl
   bool setProcessEnvironment = true;    // RANK, WORLD_SIZE (off for threads as ranks)
+  // Whether this rank joins the running job (null: NCCL_RESILIENT_RESTART_JOIN).
+  std::optional<bool> join;
 };
 
 class Loop {
@@ -85,8 +87,14 @@ class Loop {
  private:
   enum class Outcome { kCompleted, kRestart };
 
-  void setup();
-  void startMonitorProcess();
+  // False when this process joined the job and the job finished before it
+  // was needed (nothing to run).
+  bool setup();
+  // A process that joins the running job (NCCL_RESILIENT_RESTART_JOIN): its
+  // health check, its place among the joiners, its wait for admission.
+  bool join();
+  void startMonitorProcess(bool joining = false);
+  void makeBarrier();  // for state_.initialRank
   void applyWorld();
   Outcome runIteration(const std::function<void(CallContext&)>& fn);
   void createCommunicators();
@@ -119,7 +127,8 @@ class Loop {
   // so, into `terminated`).
   std::set<int> nameCulprits(int k, const std::vector<protocol::FaultRecord>& records,
                              std::set<int>& terminated);
-  void reassign(int k, const std::set<int>& terminated);  // the next World
+  // The next World, with the joiners admitted after iteration k.
+  void reassign(int k, const std::set<int>& terminated);
   void finish();                                          // after completion
   // The completion barrier of the iteration, and the one decision every rank
   // follows: true to complete, false to restart.
@@ -180,6 +189,11 @@ class Loop {
   std::map<std::string, CommunicatorPtr> previousComms_;
   std::optional<World> previousWorld_;
   bool setUp_ = false;
+  // Joiners (restart/loop/job/joiners.h) that the World holds: its slots
+  // past the initial world size.
+  int64_t admittedJoiners_ = 0;
+  // A restart health check found that only a new process can go on.
+  bool needsNewProcess_ = false;
 };
 
 }  // namespace resilient::restart

@@ -15,6 +15,7 @@
 #include "restart/hooks/bounded_call.h"
 #include "restart/loop/job/behind_ranks.h"
 #include "restart/loop/job/culprits.h"
+#include "restart/loop/job/joiners.h"
 #include "restart/loop/loop.h"
 #include "restart/loop/sliced_wait.h"
 #include "restart/loop/text/exception_text.h"
@@ -137,7 +138,8 @@ void Loop::recover() {
   const int k = state_.iteration;
   if (const std::string unhealthy = tearDown(k); !unhealthy.empty()) {
     publish(FaultReason::kHealthCheck, unhealthy, state_.initialRank);
-    leave(std::make_exception_ptr(HealthCheckError(unhealthy)));
+    leave(needsNewProcess_ ? std::make_exception_ptr(RankNeedsNewProcess(unhealthy))
+                           : std::make_exception_ptr(HealthCheckError(unhealthy)));
   }
   // What this rank's communicators had enqueued, for "who is behind".
   const CommProgress progress = commProgressOf(*blackbox_);
@@ -199,6 +201,9 @@ std::string Loop::tearDown(int k) {
     try {
       runBounded("health check", restartChecks_, options_.healthCheckTimeout);
       timeline_.record(k, "health checked");
+    } catch (const RankNeedsNewProcess& e) {
+      needsNewProcess_ = true;
+      unhealthy = std::string("health check failed: ") + e.what();
     } catch (...) {
       unhealthy = "health check failed: " + describeException(std::current_exception());
     }
@@ -250,7 +255,7 @@ std::set<int> Loop::nameCulprits(int k, const std::vector<FaultRecord>& records,
   });
   if (hang) {
     std::vector<int> live;
-    for (int r = 0; r < state_.initialWorldSize; ++r) {
+    for (int r = 0; r < world_->initialWorldSize(); ++r) {
       if (terminated.count(r) == 0) {
         live.push_back(r);
       }
@@ -277,16 +282,31 @@ std::set<int> Loop::nameCulprits(int k, const std::vector<FaultRecord>& records,
 void Loop::reassign(int k, const std::set<int>& terminated) {
   AssignmentContext context;
   context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
+  // Every process that joined by now comes in as a spare (one decision).
+  const int64_t joiners = decideAdmissions(*store_, *keys_, k, admittedJoiners_);
+  context.joined = static_cast<int>(joiners - admittedJoiners_);
+  const int slots = world_->initialWorldSize() + context.joined;
   for (const int r : terminated) {
-    if (!world_->terminated(r)) {
+    // A joiner admitted now may have died already: terminated in the World it
+    // enters (a joiner further back in the queue is not admitted yet).
+    if (r < slots && (r >= world_->initialWorldSize() || !world_->terminated(r))) {
       context.terminated.push_back(r);
     }
   }
   previousWorld_ = world_;
   world_ = assignRanks(*world_, *options_.rankAssignment, context);
+  registry_->setWorldSize(world_->initialWorldSize());
+  if (context.joined > 0 && world_->at(state_.initialRank).rank == 0) {
+    // Rank 0 of the new World wakes the joiners (a joiner told nothing, e.g.
+    // this rank died first, is missing at the next barrier and declared dead).
+    announceAdmissions(*store_, *keys_, k, admittedJoiners_, joiners, *previousWorld_, *world_);
+  }
+  admittedJoiners_ = joiners;
   state_.iteration = k + 1;
   timeline_.record(state_.iteration, "reassigned",
-                   std::to_string(context.terminated.size()) + " ranks terminated");
+                   std::to_string(context.terminated.size()) + " ranks terminated" +
+                       (context.joined > 0 ? ", " + std::to_string(context.joined) + " joined"
+                                           : std::string()));
   if (world_->terminated(state_.initialRank)) {
     leave(std::make_exception_ptr(RankDiscarded("the rank assignment terminated rank " +
                                                 std::to_string(state_.initialRank))));

@@ -8,12 +8,15 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/knobs.h"
 #include "common/log.h"
+#include "common/params.h"
 #include "resilient/restart/health.hpp"
 #include "restart/comm/store_rendezvous.h"
 #include "restart/hooks/bounded_call.h"
 #include "restart/loop/job/behind_ranks.h"
 #include "restart/loop/job/culprits.h"
+#include "restart/loop/job/joiners.h"
 #include "restart/loop/loop.h"
 #include "restart/loop/options/options_from.h"
 #include "restart/loop/sliced_wait.h"
@@ -96,7 +99,9 @@ Loop::~Loop() {
   }
 }
 
-void Loop::setup() {
+bool Loop::setup() {
+  const bool joining =
+      environment_.join.value_or(config::Params::global().get<config::kRestartJoin>());
   if (environment_.store) {
     if (options_.useMonitorProcess) {
       throw ConfigError(
@@ -112,7 +117,7 @@ void Loop::setup() {
     // bounds and run in slices that show progress. (An etcd client needs its
     // member timeout, NCCL_RESILIENT_STORE_MEMBER_TIMEOUT_MS, to be shorter.)
     clientOptions.defaultTimeout = std::min(clientOptions.defaultTimeout, options_.hardTimeout / 2);
-    if (options_.hostStore && state_.initialRank == 0) {
+    if (options_.hostStore && state_.initialRank == 0 && !joining) {
       const uint16_t port = tcpPortOf(options_.storeUrl);
       if (port == 0) {
         throw ConfigError("hostStore needs a tcp://host:port store URL with a port, not \"" +
@@ -128,13 +133,7 @@ void Loop::setup() {
   keys_ = std::make_unique<protocol::JobKeys>(options_.jobId);
   faults_ = std::make_unique<protocol::FaultLog>(*store_, *keys_);
   registry_ = std::make_unique<RankRegistry>(*store_, *keys_, state_.initialWorldSize);
-  barrier_ = std::make_unique<JobBarrier>(
-      *store_, *keys_,
-      JobBarrierOptions{.initialRank = state_.initialRank,
-                        .worldSize = state_.initialWorldSize,
-                        .chunk = std::min(options_.monitorThreadInterval, milliseconds(100)),
-                        .storeSilence = options_.barrierTimeout,
-                        .progress = [this] { touchProgress(); }});
+  makeBarrier();
   // A C++ Options left empty means the plugins' directory: without it the
   // loop watched no blackbox (no plugin fault, no health sample).
   blackbox_ = std::make_unique<BlackboxWatch>(blackboxDirOf(options_));
@@ -149,6 +148,9 @@ void Loop::setup() {
     }
   }
   restartChecks_ = composeHealthChecks(std::move(checks));
+  if (joining) {
+    return join();
+  }
 
   // Claimed before the monitor process starts: a job id in use stops this
   // rank before anything of it is in the store or running.
@@ -174,14 +176,80 @@ void Loop::setup() {
   context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
   world_ = assignRanks(initial, *options_.rankAssignment, context);
   setUp_ = true;
+  return true;
 }
 
-void Loop::startMonitorProcess() {
+bool Loop::join() {
+  // A process that cannot run takes no place: its health check comes first,
+  // and a failure leaves without a record (it is in no World).
+  try {
+    runBounded("health check", restartChecks_, options_.healthCheckTimeout);
+  } catch (...) {
+    leave(std::current_exception(), /*recordInStore=*/false);
+  }
+  const int64_t number = registerJoiner(*store_, *keys_);
+  state_.initialRank = state_.initialWorldSize + static_cast<int>(number) - 1;
+  state_.rank = -1;
+  makeBarrier();  // it arrives as its new initial rank
+  RankIdentity identity = RankIdentity::ofThisProcess();
+  registry_->claim(state_.initialRank, identity);
+  if (options_.useMonitorProcess) {
+    startMonitorProcess(/*joining=*/true);
+    identity.monitorPid = statusPage_->page().monitorPid.load();
+    registry_->publish(state_.initialRank, identity);
+  }
+  setPhase(RankPhase::kJoining);
+  timeline_.record(0, "joining",
+                   "initial rank " + std::to_string(state_.initialRank) + ", joiner " +
+                       std::to_string(number) + "; " + store_->describe());
+  // Waiting is not hanging: every slice shows progress to the monitor.
+  std::optional<Admission> admission = waitForAdmission(
+      *store_, *keys_, number, std::chrono::milliseconds(100), [this] {
+        touchProgress();
+        return false;
+      });
+  if (!admission) {
+    timeline_.record(0, "not needed", "the job finished before it admitted this process");
+    setPhase(RankPhase::kDone);
+    return false;
+  }
+  state_.iteration = admission->iteration;
+  world_ = std::move(admission->world);
+  previousWorld_ = std::move(admission->previous);
+  admittedJoiners_ = world_->initialWorldSize() - state_.initialWorldSize;
+  if (state_.initialRank >= world_->initialWorldSize()) {
+    throw InternalError("joiner " + std::to_string(number) + " was admitted into iteration " +
+                        std::to_string(state_.iteration) + " whose World has " +
+                        std::to_string(world_->initialWorldSize()) + " slots");
+  }
+  timeline_.record(state_.iteration, "admitted",
+                   "initial rank " + std::to_string(state_.initialRank));
+  setUp_ = true;
+  return true;
+}
+
+void Loop::makeBarrier() {
+  barrier_ = std::make_unique<JobBarrier>(
+      *store_, *keys_,
+      JobBarrierOptions{.initialRank = state_.initialRank,
+                        .worldSize = state_.initialWorldSize,
+                        .chunk = std::min(options_.monitorThreadInterval, milliseconds(100)),
+                        .storeSilence = options_.barrierTimeout,
+                        .progress = [this] { touchProgress(); }});
+}
+
+void Loop::startMonitorProcess(bool joining) {
   if (options_.storeUrl.empty() || options_.storeUrl == "memory") {
     throw ConfigError("a monitor process needs a store it can reach (tcp:// or etcd://), not \"" +
                       options_.storeUrl + "\"; set useMonitorProcess=false to run without one");
   }
   statusPage_.emplace(protocol::StatusPageMapping::create(state_.initialRank));
+  if (joining) {
+    // Before the monitor reads it: an end from now on is a joiner's.
+    statusPage_->page().spare.store(1, std::memory_order_release);
+    statusPage_->page().phase.store(static_cast<uint32_t>(RankPhase::kJoining),
+                                    std::memory_order_release);
+  }
   monitor::MonitorConfig config;
   config.statusFd = statusPage_->fd();
   config.storeUrl = options_.storeUrl;
@@ -207,6 +275,9 @@ void Loop::startMonitorProcess() {
 }
 
 void Loop::applyWorld() {
+  const int slots = world_->initialWorldSize();
+  barrier_->setWorldSize(slots);
+  registry_->setWorldSize(slots);
   const RankSlot& slot = world_->at(state_.initialRank);
   state_.rank = slot.rank;
   state_.mode = slot.mode;
@@ -220,6 +291,7 @@ void Loop::applyWorld() {
     store_->set(keys_->spare(state_.iteration, state_.initialRank), "1");
   }
   if (statusPage_) {
+    statusPage_->page().slots.store(slots, std::memory_order_release);
     statusPage_->page().spare.store(spare ? 1 : 0, std::memory_order_release);
   }
   if (environment_.setProcessEnvironment) {

@@ -10,7 +10,6 @@ FaultPublisher::FaultPublisher(store::Store& store, const protocol::JobKeys& key
     : store_(store),
       keys_(keys),
       reporter_(options.reporter),
-      worldSize_(options.worldSize),
       timeout_(options.callTimeout),
       log_(store, keys, options.callTimeout) {}
 
@@ -32,12 +31,12 @@ void FaultPublisher::markInterrupted(int iteration, protocol::FaultReason reason
   log_.raise(iteration, reason);
 }
 
-void FaultPublisher::countAtIterationBarrier(int rank, int iteration) {
+void FaultPublisher::countAtIterationBarrier(int rank, int iteration, int slots) {
   store::BarrierArrival a;
   a.name = keys_.iterationBarrier();
   a.generation = static_cast<uint64_t>(iteration);
   a.rank = rank;
-  a.worldSize = worldSize_;
+  a.worldSize = slots;
   a.waitForRelease = false;
   try {
     store_.barrier(a, timeout_);

@@ -17,8 +17,7 @@
 namespace resilient::restart::monitor {
 
 struct FaultPublisherOptions {
-  int reporter = 0;   // the initial rank whose monitor publishes
-  int worldSize = 0;  // the job's initial world size (the iteration barrier's)
+  int reporter = 0;  // the initial rank whose monitor publishes
   store::Timeout callTimeout{};
 };
 
@@ -36,15 +35,15 @@ class FaultPublisher {
   bool isTerminated(int rank);
   // Sets iteration/<k>/interrupted unless an earlier fault of k set it.
   void markInterrupted(int iteration, protocol::FaultReason reason);
-  // Counts `rank` at the iteration barrier of generation `iteration` and
-  // returns at once. A generation already complete and forgotten is no error.
-  void countAtIterationBarrier(int rank, int iteration);
+  // Counts `rank` at the iteration barrier of generation `iteration`, a
+  // barrier of `slots` initial ranks, and returns at once. A generation
+  // already complete and forgotten is no error.
+  void countAtIterationBarrier(int rank, int iteration, int slots);
 
  private:
   store::Store& store_;
   const protocol::JobKeys& keys_;
   int reporter_;
-  int worldSize_;
   store::Timeout timeout_;
   protocol::FaultLog log_;
 };

@@ -55,7 +55,7 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
       callTimeout_(callTimeoutFor(config)),
       publisher_(
           store, keys_,
-          {.reporter = config.rank, .worldSize = config.worldSize, .callTimeout = callTimeout_}),
+          {.reporter = config.rank, .callTimeout = callTimeout_}),
       heartbeat_(store, keys_.heartbeat(config.rank),
                  {.interval = config.heartbeatInterval,
                   .ttl = config.heartbeatTimeout,
@@ -319,7 +319,7 @@ void Monitor::checkSibling(uint64_t nowNs) {
     protocol::FaultRecord r = record(FaultReason::kUnresponsive, s, detail);
     r.iteration = iteration;
     const int64_t index = publisher_.publish(r);
-    publisher_.countAtIterationBarrier(s, iteration);
+    publisher_.countAtIterationBarrier(s, iteration, barrierSlots());
     if (store_.exists(keys_.spare(iteration, s), callTimeoutFor(config_))) {
       log_.write("rank %d (a spare in iteration %d) unresponsive: left the pool (fault %lld)", s,
                  iteration, static_cast<long long>(index));
@@ -342,6 +342,18 @@ int Monitor::onRankEnded(RankEnd end) {
     return cleanExit(phase == RankPhase::kDone ? "its rank is done"
                                                : "its rank left the loop with an error and ended");
   }
+  if (phase == RankPhase::kJoining) {
+    // Not in the job's World yet: recorded terminated, so that an admission
+    // that counted it has the barriers count it too; nobody is interrupted.
+    log_.write("rank %d ended while joining the job (%s)", config_.rank,
+               killedByMonitor ? killWhat_.c_str() : "its process ended");
+    try {
+      publisher_.markTerminated(config_.rank, FaultReason::kTerminated);
+    } catch (const store::StoreError& e) {
+      log_.write("could not record the end of the joiner: %s", e.what());
+    }
+    return cleanExit("its rank ended while joining");
+  }
   const std::string detail =
       "process " + std::to_string(rank_.pid()) + " ended in phase " +
       protocol::rankPhaseName(phase) +
@@ -363,7 +375,7 @@ int Monitor::onRankEnded(RankEnd end) {
       log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
     }
     retrying("counting the rank at the iteration barrier", deadline,
-             [&] { publisher_.countAtIterationBarrier(config_.rank, iteration); });
+             [&] { publisher_.countAtIterationBarrier(config_.rank, iteration, barrierSlots()); });
     if (spare()) {
       // A spare only leaves the pool: the barriers count it (terminated),
       // the active ranks go on.

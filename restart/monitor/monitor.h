@@ -70,6 +70,12 @@ class Monitor {
   int cleanExit(const char* why);
   // Whether the rank is a spare in its current iteration (its status page).
   bool spare() const noexcept { return page_.spare.load(std::memory_order_acquire) != 0; }
+  // The size of the rank's barriers now (the slots of its World; the job's
+  // initial world size until the rank set them).
+  int barrierSlots() const noexcept {
+    const int slots = page_.slots.load(std::memory_order_acquire);
+    return slots > 0 ? slots : config_.worldSize;
+  }
   int fail(const std::string& why);
   // Runs `step` until it succeeds or `deadline` (monotonic ns) passes (rethrows then).
   template <typename Fn>

@@ -41,9 +41,10 @@ void MonitorConfig::validate() const {
     throw std::invalid_argument("--world-size must be at least 1 (got " +
                                 std::to_string(worldSize) + ")");
   }
-  if (rank < 0 || rank >= worldSize) {
-    throw std::invalid_argument("--rank must be in [0, world size " + std::to_string(worldSize) +
-                                ") (got " + std::to_string(rank) + ")");
+  // A process that joined the running job has an initial rank past the
+  // initial world size (restart/loop/job/joiners.h).
+  if (rank < 0) {
+    throw std::invalid_argument("--rank must be 0 or more (got " + std::to_string(rank) + ")");
   }
   requirePositive("--interval-ms", interval);
   requirePositive("--heartbeat-interval-ms", heartbeatInterval);

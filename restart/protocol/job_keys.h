@@ -14,6 +14,9 @@
 //   iteration/<k>/storm      the restart-storm verdict after iteration k's fault
 //   iteration/<k>/completion the one decision of iteration k's end
 //   iteration/<k>/comm/...   the iteration's rendezvous (communicator ids)
+//   joiners/count, joiners/<n>/admitted, iteration/<k>/admitted,
+//   iteration/<k>/world, finished: processes joining the running job
+//                            (restart/loop/job/joiners.h)
 // Barriers (store barriers; re-entrant: anyone may count a rank):
 //   "<prefix>initial"      generation 0       all initial ranks
 //   "<prefix>iteration"    generation k       all initial ranks (terminated ones counted for them)
@@ -58,6 +61,14 @@ class JobKeys {
     return ofIteration(iteration, "completion");
   }
   std::string terminationBarrier() const { return prefix_ + "termination"; }
+  // Processes joining the running job (restart/loop/job/joiners.h).
+  std::string joinerCount() const { return prefix_ + "joiners/count"; }
+  std::string joinerAdmitted(int64_t number) const {
+    return prefix_ + "joiners/" + std::to_string(number) + "/admitted";
+  }
+  std::string admitted(int iteration) const { return ofIteration(iteration, "admitted"); }
+  std::string world(int iteration) const { return ofIteration(iteration, "world"); }
+  std::string finished() const { return prefix_ + "finished"; }
   // The job's health comparison (restart/loop/job/health_exchange.h): active
   // rank r's latest sample in iteration k, and the reports found so far
   // (a counter, and one key per report numbered from 1).

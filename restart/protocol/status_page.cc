@@ -38,6 +38,7 @@ const char* rankPhaseName(RankPhase phase) noexcept {
     case RankPhase::kCompleting: return "completing";
     case RankPhase::kDone: return "done";
     case RankPhase::kFailed: return "failed";
+    case RankPhase::kJoining: return "joining";
   }
   return "unknown";
 }

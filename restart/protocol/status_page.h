@@ -18,7 +18,7 @@
 namespace resilient::restart::protocol {
 
 inline constexpr uint32_t kStatusPageMagic = 0x52534d50;  // "PMSR"
-inline constexpr uint32_t kStatusPageVersion = 2;  // 2: spare
+inline constexpr uint32_t kStatusPageVersion = 3;  // 2: spare; 3: slots, kJoining
 
 enum class RankPhase : uint32_t {
   kStarting = 0,      // before the initial barrier
@@ -30,6 +30,8 @@ enum class RankPhase : uint32_t {
   kCompleting,        // in the completion or termination barrier
   kDone,              // left the loop normally: the monitor exits without records
   kFailed,            // left the loop with an error (terminated, discarded, aborted)
+  kJoining,           // a process that joined the running job, not admitted yet: its
+                      // end is recorded (terminated) and interrupts nobody
 };
 
 const char* rankPhaseName(RankPhase phase) noexcept;
@@ -56,6 +58,9 @@ struct StatusPage {
   // 1 while the rank is a spare in `iteration`: its death or hard timeout
   // records it and leaves the active ranks alone.
   std::atomic<uint32_t> spare;
+  // The slots (initial ranks) of the job's World in `iteration`: the size of
+  // its barriers, which grows as processes join (0 while joining).
+  std::atomic<int32_t> slots;
 
   RankPhase currentPhase() const noexcept {
     return static_cast<RankPhase>(phase.load(std::memory_order_acquire));

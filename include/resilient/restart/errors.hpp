@@ -53,6 +53,21 @@ class HealthCheckError : public RestartError {
   using RestartError::RestartError;
 };
 
+// A health check found that only a new process can use this rank's GPU again
+// (a sticky CUDA error poisons the context for the life of the process; the
+// GPU's recovery action asks for a reset): the rank leaves the job, and
+// whoever started the process may start a new one in its place. Under
+// resilient-run (NCCL_RESILIENT_RESTART_EXIT_FOR_NEW_PROCESS=1) the process
+// exits with kExitNeedsNewProcess instead of Wrapper::run throwing this.
+class RankNeedsNewProcess : public HealthCheckError {
+ public:
+  using HealthCheckError::HealthCheckError;
+};
+
+// The exit status of a rank that left for a new process (sysexits' EX_TEMPFAIL:
+// "try again"): resilient-run replaces it without counting a crash.
+inline constexpr int kExitNeedsNewProcess = 75;
+
 // The per-rank fault counter passed its limit (a HealthCheckError).
 class FaultCounterExceeded : public HealthCheckError {
  public:

@@ -29,7 +29,8 @@ namespace resilient::restart {
 
 // What a policy may consult besides the World.
 struct AssignmentContext {
-  // Initial ranks terminated since the previous iteration (already marked).
+  // Initial ranks terminated since the previous iteration (already marked;
+  // may name a joiner's new slot).
   std::vector<int> terminated;
   // The grouping key of an initial rank (e.g. its host, from the store's rank
   // registry); needed by filterCountGroupedByKey().
@@ -37,6 +38,11 @@ struct AssignmentContext {
   // The first assignment of the job (policies that build a layout, like
   // tree(), do it then).
   bool firstIteration = false;
+  // Processes that joined the running job since the previous iteration
+  // (resilient-run's replacements): assignRanks adds this many spares, new
+  // initial ranks after the previous World's, before the terminations and
+  // the policy.
+  int joined = 0;
   // The World before this iteration's terminations (set by assignRanks).
   const World* previous = nullptr;
 };

@@ -1,5 +1,6 @@
 // The job's ranks as the restart loop sees them in one iteration: one slot per
-// initial rank (the rank a process had when the job started) with its rank in
+// initial rank (the rank a process had when the job started, or was given
+// when it joined the running job in place of one that left) with its rank in
 // this iteration, its mode and its rank among the active ones.
 //
 // Every rank computes the same World from the same inputs (the previous World
@@ -56,6 +57,11 @@ class World {
   // renumbering policy closes it).
   void terminate(int initialRank);
   bool terminated(int initialRank) const { return at(initialRank).mode == Mode::kTerminated; }
+
+  // Appends `count` slots (new initial ranks, numbered on from
+  // initialWorldSize()) as spares ranked after every live slot: processes
+  // that joined the running job in place of ones that left (resilient-run).
+  void addSpares(int count);
 
   // The initial ranks of the live slots, ordered by their current rank.
   std::vector<int> liveByRank() const;

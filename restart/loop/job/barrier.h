@@ -58,6 +58,10 @@ class JobBarrier {
   // by a wait, is counted again: idempotent).
   bool completed(const std::string& name, uint64_t generation);
 
+  // The barriers' size from now on: the slots of the current World (it grows
+  // as processes join the job).
+  void setWorldSize(int worldSize) noexcept { worldSize_ = worldSize; }
+
   // The initial ranks terminated so far.
   const std::set<int>& terminated() { return terminated_.refresh(); }
   // Marks `rank` terminated with `reason` (idempotent: the first reason stays).

@@ -74,6 +74,11 @@ void RankRegistry::publish(int initialRank, const RankIdentity& identity) {
   store_.set(keys_.identity(initialRank), identity.toJson());
 }
 
+void RankRegistry::setWorldSize(int worldSize) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  worldSize_ = worldSize;
+}
+
 void RankRegistry::reload() {
   std::vector<std::string> names;
   names.reserve(static_cast<size_t>(worldSize_));

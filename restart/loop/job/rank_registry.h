@@ -38,6 +38,9 @@ class RankRegistry {
   void claim(int initialRank, const RankIdentity& identity);
   // Replaces the claimed identity (adds the monitor's pid once it runs).
   void publish(int initialRank, const RankIdentity& identity);
+  // The slots to read from now on (the current World's: it grows as
+  // processes join the job).
+  void setWorldSize(int worldSize);
   // The initial rank of the process `pid` on `host`, or -1 when no rank of
   // the job has that identity. Reads the registry again on a miss.
   int find(const std::string& host, int64_t pid);

@@ -161,3 +161,34 @@ TEST_CASE("random fault rounds keep every invariant", "[restart][assignment]") {
     }
   }
 }
+
+TEST_CASE("processes that joined the job come in as spares after the others",
+          "[restart][assignment][join]") {
+  // 6 active of 8; initial rank 2 died; one process joined in its place.
+  const RankAssignmentPtr six =
+      compose({maxActiveWorldSize(6), activateAllRanks(), shiftRanks()});
+  const auto context = [](std::vector<int> terminated, int joinedCount) {
+    AssignmentContext c;
+    c.terminated = std::move(terminated);
+    c.joined = joinedCount;
+    return c;
+  };
+  AssignmentContext first;
+  first.firstIteration = true;
+  World w = assignRanks(World(8), *six, first);
+  REQUIRE(modesOf(w) == std::vector<Mode>{A, A, A, A, A, A, I, I});
+  const World next = assignRanks(w, *six, context({2}, 1));
+  REQUIRE(next.initialWorldSize() == 9);
+  CHECK(next.inconsistency().empty());
+  CHECK(modesOf(next) == std::vector<Mode>{A, A, T, A, A, A, A, I, I});
+  CHECK(next.at(8).rank == 7);  // the newcomer is ranked last
+  // The default policy activates it at once.
+  const World all = assignRanks(World(3), *defaultRankAssignment(), context({1}, 1));
+  CHECK(modesOf(all) == std::vector<Mode>{A, T, A, A});
+  CHECK(all.at(3).activeRank == 2);
+  // A joiner that died before it was admitted enters terminated.
+  const World dead = assignRanks(World(3), *defaultRankAssignment(), context({1, 3}, 1));
+  CHECK(modesOf(dead) == std::vector<Mode>{A, T, A, T});
+  CHECK(dead.activeWorldSize() == 2);
+  CHECK_THROWS_AS(World(2).addSpares(-1), std::invalid_argument);
+}

@@ -78,6 +78,15 @@ TEST_CASE("recovery action NONE passes, every other action fails", "[health][gpu
     gFake.action = action;
     CHECK_THROWS_WITH(check(), Catch::Contains("GPU 0000:17:00.0 needs recovery action " + name));
     CHECK_THROWS_AS(check(), HealthCheckError);
+    // A reset needs the process off the GPU: only those leave for a new one.
+    bool newProcess = false;
+    try {
+      check();
+    } catch (const RankNeedsNewProcess&) {
+      newProcess = true;
+    } catch (const HealthCheckError&) {
+    }
+    CHECK(newProcess == (action == 1 || action == 4));
   }
 }
 

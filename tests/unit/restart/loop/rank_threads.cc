@@ -67,7 +67,7 @@ std::vector<RankOutcome> runRanks(int worldSize,
       }
       RankOutcome& result = out[static_cast<size_t>(r)];
       try {
-        restart::Loop loop(std::move(o), restart::LoopEnvironment{store, false});
+        restart::Loop loop(std::move(o), restart::LoopEnvironment{store, false, std::nullopt});
         try {
           loop.run([&](restart::CallContext& ctx) { fn(r, ctx); });
         } catch (...) {

@@ -12,6 +12,8 @@
 
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/hooks.hpp"
+#include "restart/loop/job/joiners.h"
+#include "restart/loop/loop.h"
 #include "restart/protocol/fault_log.h"
 #include "restart/protocol/job_keys.h"
 #include "tests/unit/restart/loop/rank_threads.h"
@@ -275,4 +277,143 @@ TEST_CASE("a job id in use in the store is refused before the rank joins", "[res
     CHECK(!o.error);
   }
   CHECK(calls == 4);
+}
+
+namespace {
+
+// A process that joins the running job as initial rank `rank`'s replacement
+// (what resilient-run starts with NCCL_RESILIENT_RESTART_JOIN=1), on its own
+// thread.
+struct Joiner {
+  test::RankOutcome out;
+  std::thread thread;
+
+  Joiner(std::shared_ptr<store::Store> store, int rank, int worldSize,
+         std::function<void(CallContext&)> fn) {
+    thread = std::thread([this, store, rank, worldSize, fn = std::move(fn)] {
+      try {
+        restart::Loop loop(test::threadRankOptions(rank, worldSize),
+                           restart::LoopEnvironment{store, false, true});
+        try {
+          loop.run(fn);
+        } catch (...) {
+          out.error = std::current_exception();
+        }
+        out.state = loop.state();
+        out.timeline = loop.timeline();
+      } catch (...) {
+        out.error = std::current_exception();
+      }
+    });
+  }
+  ~Joiner() {
+    if (thread.joinable()) {
+      thread.join();
+    }
+  }
+};
+
+bool joined(store::Store& store, int64_t count) {
+  const auto v = store.get(restart::protocol::JobKeys("default").joinerCount());
+  return v && std::stoll(*v) >= count;
+}
+
+}  // namespace
+
+TEST_CASE("a World goes through the store unchanged", "[restart][loop][join]") {
+  restart::AssignmentContext c;
+  c.terminated = {1};
+  c.joined = 2;
+  const restart::World w = restart::assignRanks(
+      restart::World(5),
+      *restart::compose(
+          {restart::maxActiveWorldSize(3), restart::activateAllRanks(), restart::shiftRanks()}),
+      c);
+  CHECK(restart::worldFromText(restart::worldToText(w)) == w);
+  CHECK_THROWS_AS(restart::worldFromText("[]"), std::invalid_argument);
+  CHECK_THROWS_AS(restart::worldFromText("[[0,0,0],[0,0,1]]"), std::invalid_argument);
+  CHECK_THROWS_AS(restart::worldFromText("[[0,7,0]]"), std::invalid_argument);
+  CHECK_THROWS_AS(restart::worldFromText("{\"a\":1}"), std::invalid_argument);
+}
+
+TEST_CASE("a process that joined the running job takes a lost rank's place at the next restart",
+          "[restart][loop][join]") {
+  auto store = std::make_shared<store::MemoryStore>();
+  std::mutex callsMutex;
+  std::vector<std::pair<int, int>> calls;  // (initial rank, iteration)
+  auto body = [&](CallContext& ctx) {
+    {
+      std::lock_guard<std::mutex> lock(callsMutex);
+      calls.emplace_back(ctx.state().initialRank, ctx.iteration());
+    }
+    while (ctx.iteration() == 0 && !ctx.cancelled()) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    ctx.checkCancelled();
+  };
+  std::unique_ptr<Joiner> joiner;
+  const auto out = runRanks(
+      3, {},
+      [&](int rank, CallContext& ctx) {
+        if (ctx.iteration() == 0 && rank == 1) {
+          // The replacement is up (registered and waiting) before this
+          // process "dies": the restart this death starts admits it.
+          joiner = std::make_unique<Joiner>(store, 1, 3, body);
+          while (!joined(*store, 1)) {
+            std::this_thread::sleep_for(milliseconds(1));
+          }
+          test::recordDeath(*store, "default", 1, 3, 0);
+          throw std::runtime_error("simulated death");
+        }
+        body(ctx);
+      },
+      store);
+  REQUIRE(joiner);
+  joiner->thread.join();
+  CHECK(endedWith<restart::RankDiscarded>(out[1]));
+  INFO("joiner: " << joiner->out.errorText());
+  CHECK(!joiner->out.error);
+  const restart::State& j = joiner->out.state;
+  CHECK(j.initialRank == 3);  // after the job's 3
+  CHECK(j.iteration == 1);
+  CHECK(j.mode == Mode::kActive);
+  CHECK(j.activeRank == 2);
+  CHECK(j.activeWorldSize == 3);
+  CHECK(hasPhase(joiner->out, "joining"));
+  CHECK(hasPhase(joiner->out, "admitted"));
+  for (const int r : {0, 2}) {
+    INFO("rank " << r << ": " << out[static_cast<size_t>(r)].errorText());
+    CHECK(!out[static_cast<size_t>(r)].error);
+    CHECK(out[static_cast<size_t>(r)].state.activeWorldSize == 3);
+  }
+  std::lock_guard<std::mutex> lock(callsMutex);
+  CHECK(std::count(calls.begin(), calls.end(), std::make_pair(3, 1)) == 1);
+  CHECK(std::count(calls.begin(), calls.end(), std::make_pair(3, 0)) == 0);
+}
+
+TEST_CASE("a process that joins a job which then finishes without a fault is not needed",
+          "[restart][loop][join]") {
+  auto store = std::make_shared<store::MemoryStore>();
+  std::atomic<bool> entered{false};
+  std::unique_ptr<Joiner> joiner;
+  const auto out = runRanks(
+      2, {},
+      [&](int rank, CallContext&) {
+        if (rank == 0) {
+          joiner = std::make_unique<Joiner>(store, 1, 2, [&](CallContext&) { entered = true; });
+          while (!joined(*store, 1)) {
+            std::this_thread::sleep_for(milliseconds(1));
+          }
+        }
+      },
+      store);
+  REQUIRE(joiner);
+  joiner->thread.join();
+  for (const auto& o : out) {
+    CHECK(!o.error);
+  }
+  INFO(joiner->out.errorText());
+  CHECK(!joiner->out.error);
+  CHECK(!entered);
+  CHECK(hasPhase(joiner->out, "not needed"));
 }

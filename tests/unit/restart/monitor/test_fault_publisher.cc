@@ -16,7 +16,7 @@ TEST_CASE("fault records are appended with the reporter's identity", "[monitor][
   st::MemoryStore store;
   const rp::JobKeys keys("job");
   rm::FaultPublisher p(store, keys,
-                       {.reporter = 2, .worldSize = 4, .callTimeout = milliseconds(1000)});
+                       {.reporter = 2, .callTimeout = milliseconds(1000)});
   rp::FaultRecord r;
   r.iteration = 5;
   r.reason = rp::FaultReason::kUnresponsive;
@@ -41,7 +41,7 @@ TEST_CASE("terminated and interrupted keep the first writer's reason", "[monitor
   st::MemoryStore store;
   const rp::JobKeys keys("job");
   rm::FaultPublisher p(store, keys,
-                       {.reporter = 0, .worldSize = 4, .callTimeout = milliseconds(1000)});
+                       {.reporter = 0, .callTimeout = milliseconds(1000)});
   CHECK_FALSE(p.isTerminated(3));
   CHECK(p.markTerminated(3, rp::FaultReason::kTerminated));
   CHECK_FALSE(p.markTerminated(3, rp::FaultReason::kUnresponsive));
@@ -56,9 +56,9 @@ TEST_CASE("a rank is counted at the iteration barrier on its behalf", "[monitor]
   st::MemoryStore store;
   const rp::JobKeys keys("job");
   rm::FaultPublisher p(store, keys,
-                       {.reporter = 0, .worldSize = 2, .callTimeout = milliseconds(1000)});
-  p.countAtIterationBarrier(1, 4);
-  p.countAtIterationBarrier(1, 4);  // idempotent
+                       {.reporter = 0, .callTimeout = milliseconds(1000)});
+  p.countAtIterationBarrier(1, 4, 2);
+  p.countAtIterationBarrier(1, 4, 2);  // idempotent
   st::BarrierArrival a{keys.iterationBarrier(), 4, 0, 2, true};
   const auto result = store.barrier(a, milliseconds(1000));
   CHECK(result.completed);
