@@ -67,9 +67,22 @@ bool due(ChaosPhase phase) {
   return (gFired.fetch_or(bit) & bit) == 0;
 }
 
+volatile sig_atomic_t gPoisoned = 0;
+
+void onPoison(int /*sig*/) {
+  gPoisoned = 1;
+}
+
 }  // namespace
 
+bool chaosPoisoned() {
+  return gPoisoned != 0;
+}
+
 void chaosConfigure(int initialRank) {
+  struct sigaction poison {};
+  poison.sa_handler = onPoison;
+  sigaction(SIGUSR1, &poison, nullptr);
   const char* spec = std::getenv("RESILIENT_DEMO_CHAOS");       // NOLINT(concurrency-mt-unsafe)
   const char* rank = std::getenv("RESILIENT_DEMO_CHAOS_RANK");  // NOLINT(concurrency-mt-unsafe)
   if (spec == nullptr || *spec == '\0') {

@@ -44,4 +44,10 @@ int chaosStepDelayMs(int done, int iteration);
 // Parses the environment once; throws std::invalid_argument on a bad value.
 void chaosConfigure(int initialRank);
 
+// A poisoned GPU context, simulated (the agent drill, scripts/agent_drill.py):
+// SIGUSR1 makes the rank's next step fail as a sticky CUDA error would, and
+// its health check say from then on that only a new process can go on
+// (restart::RankNeedsNewProcess). chaosConfigure installs the handler.
+bool chaosPoisoned();
+
 }  // namespace resilient::demo

@@ -120,6 +120,12 @@ restart::Options demoOptions(const DemoConfig& config) {
                              : s.iteration == 0 ? ChaosPhase::kStartup
                                                 : ChaosPhase::kRecoveryComms;
     chaosInHook(ChaosHook::kHealth, phase, s.iteration);
+    if (chaosPoisoned()) {
+      // What the CUDA health check says of a context with a sticky error.
+      throw RankNeedsNewProcess(
+          "CUDA health check: CUDA device 0 context is unusable: an illegal memory access was "
+          "encountered (simulated: SIGUSR1)");
+    }
     if (recovering) {
       chaosAt(ChaosPhase::kRecoveryBarrier, s.iteration);  // the iteration barrier comes next
     }

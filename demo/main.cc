@@ -48,8 +48,14 @@ int main(int argc, char** argv) {
   // The loop sets RANK to each iteration's rank: the report is named after
   // the initial one, read before the loop starts.
   const char* rankText = std::getenv("RANK");
+  // Under resilient-run a replacement has its predecessor's RANK: the
+  // agent's process number (0 for the first) tells their reports apart.
+  const char* processText = std::getenv("RESILIENT_RUN_PROCESS");
   const std::string reportPath =
-      config.runDir + "/rank-" + (rankText != nullptr ? rankText : "unknown") + ".json";
+      config.runDir + "/rank-" + (rankText != nullptr ? rankText : "unknown") +
+      (processText != nullptr && std::string(processText) != "0" ? "." + std::string(processText)
+                                                                  : std::string()) +
+      ".json";
   demo::RankReport report;
   report.rank = rankText != nullptr ? std::atoi(rankText) : -1;
   report.before = demo::ProcessResources::now();

@@ -115,6 +115,12 @@ std::vector<float> Trainer::operator()(restart::CallContext& ctx) {
     // The simulated compute time of a step (a real job runs its model here).
     std::this_thread::sleep_for(
         std::chrono::milliseconds(config_.stepMs + chaosStepDelayMs(step + 1, s.iteration)));
+    if (chaosPoisoned()) {
+      // What a kernel of a poisoned context reports (cudaErrorIllegalAddress
+      // is sticky: every later call of the process fails the same way).
+      throw std::runtime_error(
+          "CUDA error: an illegal memory access was encountered (simulated: SIGUSR1)");
+    }
     shardSums(shard, w, sums);
     allReduce(sums);
     if (!payload.empty()) {

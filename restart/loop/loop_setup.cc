@@ -222,6 +222,23 @@ bool Loop::join() {
                         std::to_string(state_.iteration) + " whose World has " +
                         std::to_string(world_->initialWorldSize()) + " slots");
   }
+  // The job's recent restarts, as its other ranks count them: a joiner may
+  // write the storm verdict of the next one (the first proposal decides), and
+  // a storm must not look like a fresh start to it. Every iteration before
+  // this one ended in a restart; its first record dates it.
+  const int64_t monoMinusWallMs =
+      static_cast<int64_t>(monotonicNs() / 1000000) - static_cast<int64_t>(wallClockNs() / 1000000);
+  const int remembered = options_.stormLimit > 0 ? options_.stormLimit + 1 : 31;
+  for (int i = std::max(0, state_.iteration - remembered); i < state_.iteration; ++i) {
+    const std::vector<FaultRecord> records = faults_->recordsOf(i);
+    uint64_t first = UINT64_MAX;
+    for (const FaultRecord& r : records) {
+      first = std::min(first, r.wallNs);
+    }
+    if (!records.empty()) {
+      storm_.remember(i, static_cast<int64_t>(first / 1000000) + monoMinusWallMs, records);
+    }
+  }
   timeline_.record(state_.iteration, "admitted",
                    "initial rank " + std::to_string(state_.initialRank));
   setUp_ = true;

@@ -30,6 +30,11 @@ std::string textOf(const std::vector<protocol::FaultRecord>& records) {
 
 }  // namespace
 
+void RestartStorm::remember(int iteration, int64_t atMs,
+                            const std::vector<protocol::FaultRecord>& records) {
+  recent_.push_back({iteration, atMs, kindOf(records), textOf(records)});
+}
+
 RestartStorm::Verdict RestartStorm::restart(int iteration, int64_t nowMs,
                                             const std::vector<protocol::FaultRecord>& records) {
   recent_.push_back({iteration, nowMs, kindOf(records), textOf(records)});

@@ -39,6 +39,9 @@ class RestartStorm {
   // The restart after iteration `iteration` at `nowMs` (a monotonic clock in
   // ms), whose fault records are `records` (the first is the root).
   Verdict restart(int iteration, int64_t nowMs, const std::vector<protocol::FaultRecord>& records);
+  // A restart of the job before this process joined it (oldest first), so
+  // that a process that joined judges a storm as the job's others do.
+  void remember(int iteration, int64_t atMs, const std::vector<protocol::FaultRecord>& records);
 
  private:
   struct Restart {

@@ -65,3 +65,18 @@ TEST_CASE("restart storms: limit 0 never stops", "[loop][storm]") {
     REQUIRE(v.backoff == milliseconds(0));
   }
 }
+
+TEST_CASE("restart storms: a process that joined counts the restarts before it",
+          "[loop][storm][join]") {
+  RestartStorm storm(StormPolicy{3, milliseconds(60000), milliseconds(100), milliseconds(1000)});
+  storm.remember(0, 1000, fault(0, 1, "boom"));
+  storm.remember(1, 2000, fault(1, 1, "boom"));
+  const auto third = storm.restart(2, 3000, fault(2, 1, "boom"));
+  CHECK(third.inWindow == 3);
+  CHECK(third.backoff == milliseconds(200));
+  CHECK(storm.restart(3, 4000, fault(3, 1, "boom")).stop);
+  // Restarts older than the window are forgotten as the others forget them.
+  RestartStorm late(StormPolicy{3, milliseconds(1000), milliseconds(100), milliseconds(1000)});
+  late.remember(0, 1000, fault(0, 1, "boom"));
+  CHECK(late.restart(1, 5000, fault(1, 1, "boom")).inWindow == 1);
+}
