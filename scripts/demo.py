@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """The demo of a resilient multi-rank job (docs/demo.md).
 
-Starts a `resilient-store` on loopback, runs 8 ranks of `resilient-demo-train`
-(6 active + 2 spares, the host engine through libnccl-net-resilient.so) once
+Starts a `resilient-store` on loopback and two `resilient-run` agents (two
+simulated nodes of 4 ranks), which run 8 ranks of `resilient-demo-train` (6
+active + 2 spares, the host engine through libnccl-net-resilient.so) once
 without faults as the reference, then again while it SIGKILLs one active rank
-and later SIGSTOPs another; prints the timeline of each fault (measured: the
-injection on this script's CLOCK_MONOTONIC, every other point from the ranks'
-Wrapper::timeline() on the same clock) and checks that the faulty run's final
-weights are bitwise equal to the reference's.
+and later SIGSTOPs another; each broken process is replaced by its agent with a
+new one that joins the running job as a spare, the others are never restarted.
+Prints the timeline of each fault (measured: the injection on this script's
+CLOCK_MONOTONIC, every other point from the ranks' Wrapper::timeline() on the
+same clock), the replacements, and checks that the faulty run's final weights
+are bitwise equal to the reference's.
 
 With --nccl the communicator is NCCL's (ncclCommunicatorFactory) and the
 all-reduce runs on GPU 0, which every rank shares: each rank gets its own
-NCCL_HOSTID, so that NCCL sees 8 one-GPU hosts and all traffic goes through
+NCCL_HOSTID (resilient-run --rank-env), so that NCCL sees 8 one-GPU hosts and
+all traffic goes through
 NCCL_NET_PLUGIN=libnccl-net-resilient.so (docs/demo.md, "NCCL mode").
 
 Exit status: 0 PASS; 1 FAIL (weights differ, a rank ended unexpectedly, a
@@ -32,8 +36,12 @@ import sys
 import tempfile
 import time
 
-WORLD_SIZE = 8
+NODES = 2           # resilient-run agents
+PER_NODE = 4        # ranks per agent
+WORLD_SIZE = NODES * PER_NODE
 ACTIVE = 6
+AGENT_RE = re.compile(r"rank (\d+) \(local \d+\): (started,|replacement process.*:) pid (\d+)")
+ENDED_RE = re.compile(r"pid (\d+) ended: (.*)$")
 SKIPPED = 77
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_EXAMPLE = os.path.join(REPO, "examples", "pytorch", "train.py")
@@ -171,10 +179,30 @@ class LogFollower:
             self.step = int(m.group(4))
 
 
+def agent_processes(job_dir):
+    """{rank: [(pid, ending)]}: each rank's processes in the order its agent
+    started them (the first, then its replacements), from the agents' logs;
+    ending is the agent's "exit 0", "signal 9 (Killed)", ... or None."""
+    procs, endings = {}, {}
+    for node in range(NODES):
+        path = os.path.join(job_dir, f"agent{node}.log")
+        if not os.path.exists(path):
+            continue
+        for line in open(path, errors="replace"):
+            m = AGENT_RE.search(line)
+            if m:
+                procs.setdefault(int(m.group(1)), []).append(int(m.group(3)))
+            m = ENDED_RE.search(line)
+            if m:
+                endings[int(m.group(1))] = m.group(2).strip()
+    return {r: [(pid, endings.get(pid)) for pid in pids] for r, pids in procs.items()}
+
+
 def run_job(args, name, procs, store_url, base_env, faults, extra_argv=()):
-    """Runs the 8 ranks (each with `extra_argv` too); injects `faults`
-    (dicts with signal, rank, iteration, step) when the victim's log shows
-    that step. Returns the job's data."""
+    """Runs the 8 ranks through two resilient-run agents (each rank with
+    `extra_argv` too); injects `faults` (dicts with signal, rank, iteration,
+    step) into a rank's first process when its log shows that step. Returns
+    the job's data."""
     job_dir = os.path.join(procs.run_dir, name)
     os.makedirs(job_dir)
     common = [f"--run-dir={job_dir}", f"--steps={args.steps}",
@@ -192,23 +220,23 @@ def run_job(args, name, procs, store_url, base_env, faults, extra_argv=()):
         if args.nccl:
             argv += ["--nccl"] + cuda_library_args(args)
     argv += list(extra_argv)
-    ranks, followers = [], []
+    agent = [os.path.join(args.build, "tools", "run", "resilient-run"),
+             "--nproc-per-node", str(PER_NODE), "--nnodes", str(NODES), "--store", store_url,
+             "--job", name, "--log-dir", job_dir, "--no-python"]
+    if args.nccl:
+        # Its own "host" per rank: NCCL then accepts 8 ranks on one GPU and
+        # connects them all through the net plugin.
+        agent += ["--rank-env", "NCCL_HOSTID=demo-host-{rank}"]
     started = time.monotonic()
-    for r in range(WORLD_SIZE):
-        env = dict(base_env, RANK=str(r), WORLD_SIZE=str(WORLD_SIZE), LOCAL_RANK=str(r),
-                   NCCL_RESILIENT_STORE_URL=store_url, NCCL_RESILIENT_RESTART_JOB=name)
-        if args.nccl:
-            # Its own "host" per process (by its initial rank, so it stays with
-            # the process across restarts): NCCL then accepts 8 ranks on one
-            # GPU and connects them all through the net plugin.
-            env["NCCL_HOSTID"] = f"demo-host-{r}"
-        log = os.path.join(job_dir, f"rank-{r}.log")
-        ranks.append(procs.start(argv, log, env))
-        followers.append(LogFollower(log))
+    agents = []
+    for node in range(NODES):
+        agents.append(procs.start(agent + ["--node-rank", str(node), "--"] + argv,
+                                  os.path.join(job_dir, f"agent{node}.log"), base_env))
+    followers = [LogFollower(os.path.join(job_dir, f"rank{r}.0.log")) for r in range(WORLD_SIZE)]
     pending = list(faults)
     injected = []
     deadline = started + args.job_timeout
-    while any(p.poll() is None for p in ranks):
+    while any(a.poll() is None for a in agents):
         if time.monotonic() > deadline:
             raise DemoFailure(f"job {name} still running after {args.job_timeout} s "
                               f"(logs in {job_dir})")
@@ -219,61 +247,80 @@ def run_job(args, name, procs, store_url, base_env, faults, extra_argv=()):
             victim = followers[fault["rank"]]
             if victim.iteration < fault["iteration"] or victim.step < fault["step"]:
                 break
-            if ranks[fault["rank"]].poll() is not None:
-                raise DemoFailure(f"rank {fault['rank']} ended before its fault was injected")
+            pid, end = agent_processes(job_dir)[fault["rank"]][0]
+            if end is not None:
+                raise DemoFailure(f"rank {fault['rank']} ended ({end}) before its fault was "
+                                  f"injected")
             at_wall_ns = time.time_ns()
             at_ns = time.monotonic_ns()
-            os.kill(ranks[fault["rank"]].pid, fault["signal"])
-            injected.append(dict(fault, at_ns=at_ns, at_wall_ns=at_wall_ns,
+            os.kill(pid, fault["signal"])
+            injected.append(dict(fault, pid=pid, at_ns=at_ns, at_wall_ns=at_wall_ns,
                                  at_iteration=victim.iteration, at_step=victim.step))
             print(f"  [{name}] {signal.Signals(fault['signal']).name} rank {fault['rank']} "
-                  f"after its step {victim.step} (iteration {victim.iteration})", flush=True)
+                  f"(pid {pid}) after its step {victim.step} (iteration {victim.iteration})",
+                  flush=True)
             pending.pop(0)
         time.sleep(0.01)
     for f in followers:
         f.poll()
+    ranks = agent_processes(job_dir)
     if pending:
         raise DemoFailure(f"job {name} ended before the fault on rank {pending[0]['rank']} "
                           f"({ending_summary(ranks)}; logs in {job_dir})")
-    return {"name": name, "dir": job_dir, "ranks": ranks, "faults": injected,
+    return {"name": name, "dir": job_dir, "agents": agents, "ranks": ranks, "faults": injected,
             "seconds": time.monotonic() - started, "reports": load_reports(job_dir)}
 
 
-def ending(returncode):
-    """'exit N', 'killed by SIGX' or 'running' (None)."""
-    if returncode is None:
-        return "running"
-    return f"killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exit {returncode}"
-
-
 def ending_summary(ranks):
-    """How each rank ended: 'rank 0 exit 4, rank 2 killed by SIGKILL, ...'."""
-    return ", ".join(f"rank {r} {ending(p.returncode)}" for r, p in enumerate(ranks))
+    """How each rank's first process ended: 'rank 0 exit 4, rank 2 signal 9 (Killed), ...'."""
+    return ", ".join(f"rank {r} {ranks[r][0][1] or 'running'}" for r in sorted(ranks))
 
 
 def load_reports(job_dir):
+    """{rank: report} of each rank's first process, {(rank, n): report} of its
+    n-th replacement (rank-R.N.json)."""
     reports = {}
-    for r in range(WORLD_SIZE):
-        path = os.path.join(job_dir, f"rank-{r}.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                reports[r] = json.load(f)
+    for name in os.listdir(job_dir):
+        m = re.fullmatch(r"rank-(\d+)(?:\.(\d+))?\.json", name)
+        if m:
+            with open(os.path.join(job_dir, name)) as f:
+                key = int(m.group(1)) if m.group(2) is None else (int(m.group(1)), int(m.group(2)))
+                reports[key] = json.load(f)
     return reports
 
 
 def check_endings(job):
-    """Victims must have died by a signal, every other rank completed."""
+    """Victims died by a signal and were replaced once, by a process that
+    completed; every other rank completed in its first process."""
     problems = []
     victims = {f["rank"]: f for f in job["faults"]}
-    for r, p in enumerate(job["ranks"]):
+    for a, agent in enumerate(job["agents"]):
+        if agent.returncode != 0:
+            problems.append(f"agent {a} exited with {agent.returncode}")
+    for r in range(WORLD_SIZE):
+        processes = job["ranks"].get(r, [])
+        if not processes:
+            problems.append(f"rank {r} was never started")
+            continue
+        pid, end = processes[0]
         report = job["reports"].get(r)
         if r in victims:
-            if p.returncode >= 0:
-                problems.append(f"rank {r} ({victims[r]['name']} victim) exited with {p.returncode} "
-                                f"instead of dying by a signal")
-        elif p.returncode != 0 or report is None or report["outcome"] != "completed":
+            if not (end or "").startswith("signal"):
+                problems.append(f"rank {r} ({victims[r]['name']} victim, pid {pid}) ended with "
+                                f"{end} instead of dying by a signal")
+            if len(processes) != 2:
+                problems.append(f"rank {r} had {len(processes) - 1} replacements, not 1")
+                continue
+            new_pid, new_end = processes[1]
+            rep = job["reports"].get((r, 1))
+            if new_end != "exit 0" or rep is None or rep["outcome"] != "completed":
+                what = (f"{rep['outcome']}: {rep['message']}" if rep else "no report")
+                problems.append(f"rank {r}'s replacement (pid {new_pid}) ended with {new_end} "
+                                f"({what})")
+        elif len(processes) != 1 or end != "exit 0" or report is None or \
+                report["outcome"] != "completed":
             what = (f"{report['outcome']}: {report['message']}" if report else "no report")
-            problems.append(f"rank {r} ended with status {p.returncode} ({what})")
+            problems.append(f"rank {r} ended with {end} ({what}) in {len(processes)} processes")
     return problems
 
 
@@ -324,10 +371,12 @@ def check_culprits(job):
 
 
 def step_losses(job_dir):
-    """{step: set of loss texts} over every rank and iteration of a job."""
+    """{step: set of loss texts} over every process and iteration of a job."""
     losses = {}
-    for r in range(WORLD_SIZE):
-        with open(os.path.join(job_dir, f"rank-{r}.log"), errors="replace") as f:
+    for name in sorted(os.listdir(job_dir)):
+        if not re.fullmatch(r"rank\d+\.\d+\.log", name):
+            continue
+        with open(os.path.join(job_dir, name), errors="replace") as f:
             for line in f:
                 m = STEP_RE.match(line.rstrip("\n"))
                 if m:
@@ -393,6 +442,30 @@ def print_fault_timeline(job, index, fault, gone):
         measured[label] = (first - t0, last - t0)
         previous_last = last
     return measured
+
+
+def print_replacements(job):
+    """Each broken process and the one its agent started in its place: when
+    it had joined the running job (registered, health-checked, waiting: a
+    spare again) and when a restart admitted it."""
+    print("\nreplaced processes (the others were never restarted):")
+    for fault in job["faults"]:
+        r = fault["rank"]
+        processes = job["ranks"].get(r, [])
+        if len(processes) < 2:
+            print(f"  rank {r}: pid {fault['pid']} not replaced")
+            continue
+        rep = job["reports"].get((r, 1), {})
+        events = {e["phase"]: e for e in rep.get("timeline", [])}
+        joining, admitted = events.get("joining"), events.get("admitted")
+        text = f"  rank {r}: pid {fault['pid']} ({fault['name']}) -> new process pid {processes[1][0]}"
+        if joining:
+            text += (f", joined as a spare {ms(joining['mono_ns'] - fault['at_ns']):.1f} ms after "
+                     f"the fault ({joining['detail'].split(';')[0]})")
+        if admitted:
+            text += (f", admitted into iteration {admitted['iteration']} at "
+                     f"{ms(admitted['mono_ns'] - fault['at_ns']):.1f} ms")
+        print(text + f"; {rep.get('outcome', 'no report')}")
 
 
 def plugin_path(args):
@@ -494,7 +567,8 @@ def main():
     args = parse_args()
     binaries = [os.path.join(args.build, *p) for p in (
         ("demo", "resilient-demo-train"), ("tools", "store", "resilient-store"),
-        ("restart", "monitor", "resilient-monitor"), ("plugin", "net", "abi", "libnccl-net-resilient.so"))]
+        ("restart", "monitor", "resilient-monitor"), ("plugin", "net", "abi", "libnccl-net-resilient.so"),
+        ("tools", "run", "resilient-run"))]
     missing = [b for b in binaries if not os.path.exists(b)]
     if missing:
         print("demo: missing " + ", ".join(missing) + " (run scripts/demo.sh)", file=sys.stderr)
@@ -576,12 +650,13 @@ def main():
             gone.add(fault["rank"])
             print_fault_timeline(faulty, i, fault, gone)
 
+        print_replacements(faulty)
         print("\nranks at the end of the faulty run:")
         for r in range(WORLD_SIZE):
-            rep = faulty["reports"].get(r)
-            how = ending(faulty["ranks"][r].returncode)
-            print(f"  rank {r}: {how:18} "
-                  + (f"{rep['outcome']}, {rep['final_state']}" if rep else "(no report)"))
+            for n, (pid, end) in enumerate(faulty["ranks"].get(r, [])):
+                rep = faulty["reports"].get(r if n == 0 else (r, n))
+                print(f"  rank {r}{' (new process)' if n else '':14} pid {pid:<7} {end or 'running':18} "
+                      + (f"{rep['outcome']}, {rep['final_state']}" if rep else "(no report)"))
 
         ref_path = os.path.join(reference["dir"], "weights.bin")
         got_path = os.path.join(faulty["dir"], "weights.bin")

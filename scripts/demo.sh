@@ -31,7 +31,7 @@ if [[ ! -d $build ]]; then
   meson setup "$build"
 fi
 echo "== building the demo's targets in $build"
-ninja -C "$build" demo/resilient-demo-train tools/store/resilient-store \
+ninja -C "$build" demo/resilient-demo-train tools/store/resilient-store tools/run/resilient-run \
   restart/monitor/resilient-monitor plugin/net/abi/libnccl-net-resilient.so \
   "restart/libresilient-restart.so.$(meson introspect --projectinfo "$build" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')" \

@@ -28,6 +28,7 @@ ROLES = {
     "demo_train": "resilient-demo-train",
     "store": "resilient-store",
     "monitor": "resilient-monitor",
+    "agent": "resilient-run",
 }
 
 # The name each net plugin gives NCCL (plugin/net/abi/adapter.h,

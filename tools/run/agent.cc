@@ -65,6 +65,11 @@ Agent::Agent(AgentConfig config, std::shared_ptr<store::Store> store)
                                 std::to_string(config_.nprocPerNode) +
                                 " processes each is not a job");
   }
+  for (const std::string& entry : config_.rankEnv) {
+    if (entry.find('=') == std::string::npos || entry.front() == '=') {
+      throw std::invalid_argument("--rank-env wants NAME=VALUE, not \"" + entry + "\"");
+    }
+  }
   if (config_.command.empty()) {
     throw std::invalid_argument("no program to run");
   }
@@ -94,6 +99,17 @@ pid_t Agent::start(int localRank, bool replacement) {
       {config::kRestartJoin.spec().name, replacement ? "1" : "0"},
       {"RESILIENT_RUN_PROCESS", std::to_string(slot.processes)},
   };
+  for (const std::string& entry : config_.rankEnv) {
+    std::string value = entry.substr(entry.find('=') + 1);
+    for (const auto& [field, text] : {std::pair<std::string, std::string>{"{rank}", std::to_string(rank)},
+                                      {"{local_rank}", std::to_string(localRank)}}) {
+      for (size_t at = value.find(field); at != std::string::npos; at = value.find(field, at)) {
+        value.replace(at, field.size(), text);
+        at += text.size();
+      }
+    }
+    vars.emplace_back(entry.substr(0, entry.find('=')), value);
+  }
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);

@@ -28,6 +28,9 @@ struct AgentConfig {
   int maxRestarts = 3;   // new processes per local rank
   int nodeMaxRestarts = -1;  // new processes for the whole node (-1: 4 per local rank)
   std::string logDir;    // rank<r>.<n>.log per process (empty: the agent's own output)
+  // NAME=VALUE set for each process, "{rank}" and "{local_rank}" in VALUE
+  // replaced by its own (--rank-env).
+  std::vector<std::string> rankEnv;
   std::vector<std::string> command;  // the program and its arguments
 };
 

@@ -75,13 +75,27 @@ int main(int argc, char** argv) {
                  "rank)");
   app.add_option("--log-dir", config.logDir,
                  "one log per process, rank<R>.<N>.log (default: this agent's output)");
+  app.add_option("--rank-env", config.rankEnv,
+                 "NAME=VALUE for each process, {rank} and {local_rank} in VALUE replaced by its "
+                 "own (repeatable)");
   app.add_flag("--no-python", noPython, "run the program as given, even if it ends in .py");
   std::vector<std::string> command;
-  app.add_option("command", command, "the program and its arguments")->required();
-  app.allow_extras(false);
-  app.prefix_command();  // everything after the program is the program's
+  // "resilient-run [options] -- program ...", or the program as the first
+  // argument that is not an option: everything after it is the program's.
+  int optionArgs = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      optionArgs = i;
+      command.assign(argv + i + 1, argv + argc);
+      break;
+    }
+  }
+  if (optionArgs == argc) {
+    app.add_option("command", command, "the program and its arguments");
+    app.prefix_command();
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(optionArgs, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
@@ -90,6 +104,10 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> rest = app.remaining();
   command.insert(command.end(), rest.begin(), rest.end());
+  if (command.empty()) {
+    std::fprintf(stderr, "resilient-run: no program to run\n");
+    return 2;
+  }
   if (!noPython && command.front().size() > 3 &&
       command.front().compare(command.front().size() - 3, 3, ".py") == 0) {
     command.insert(command.begin(), envString("PYTHON", "python3"));
