@@ -12,7 +12,7 @@ call of the function resumes from it. Run by ``scripts/demo.sh --pytorch``
         python3 examples/pytorch/train.py --run-dir /tmp/run --shards 1
 
 Prints one line per step ("step iteration=.. rank=.. active=.. step=..
-loss=.. mono_ns=..") and writes <run-dir>/rank-<initial rank>.json (outcome,
+loss=.. mono_ns=..") and writes <run-dir>/rank-<RANK>[.<N>].json (outcome,
 timeline) and, on active rank 0, <run-dir>/weights.bin (the final weights,
 raw float32). Exit status: 0 completed, 3 this rank was discarded, 4 the
 job was aborted, 1 an error.
@@ -226,7 +226,11 @@ def main():
     report["resources"]["after"] = resources()
     print(f"outcome rank={initial_rank} {report['outcome']}"
           + (f": {report['message']}" if report["message"] else ""), flush=True)
-    path = os.path.join(args.run_dir, f"rank-{initial_rank}.json")
+    # Under resilient-run a replacement has its predecessor's RANK: the
+    # agent's process number (0 for the first) tells their reports apart.
+    process = os.environ.get("RESILIENT_RUN_PROCESS", "0")
+    path = os.path.join(args.run_dir, f"rank-{initial_rank}"
+                        + (f".{process}" if process != "0" else "") + ".json")
     with open(path + ".tmp", "w") as f:
         json.dump(report, f, indent=1)
     os.replace(path + ".tmp", path)
