@@ -3,6 +3,7 @@
 // (docs/configuration.md).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "store/store.h"
@@ -18,6 +19,14 @@ struct ClientOptions {
   Millis memberTimeout{2000};     // etcd: one attempt at one member (STORE_MEMBER_TIMEOUT_MS)
   Millis backoffInitial{20};      // first retry delay; doubles with jitter
   Millis backoffMax{1000};        // retry delay cap
+  // TCP: a server restarted on the same address (a new instance, its state
+  // empty) is taken rather than reported lost: the client goes on with it and
+  // calls onServerRestart (from the thread that reconnected, with the
+  // client's connection lock held: it may only take note), so that its owner
+  // puts back what it needs (the restart library, restart/loop/store_restarts.h).
+  // A refused connection is then retried until reconnectTimeout.
+  bool followRestarts = false;
+  std::function<void()> onServerRestart;
 
   static ClientOptions fromParams();
 };

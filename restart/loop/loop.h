@@ -36,6 +36,7 @@
 #include "restart/loop/monitoring/monitor_thread.h"
 #include "restart/loop/monitoring/rank_liveness.h"
 #include "restart/loop/restart_storm.h"
+#include "restart/loop/store_restarts.h"
 #include "restart/loop/text/timeline.h"
 #include "restart/protocol/fault_log.h"
 #include "restart/protocol/job_keys.h"
@@ -95,6 +96,11 @@ class Loop {
   bool join();
   void startMonitorProcess(bool joining = false);
   void makeBarrier();  // for state_.initialRank
+  // Puts back what this rank keeps in the store after the store restarted
+  // empty (on StoreRestarts' thread; noexcept).
+  void restoreStore() noexcept;
+  // What restoreStore puts back, as of the latest World (under keptMutex_).
+  void keepForRestore();
   void applyWorld();
   Outcome runIteration(const std::function<void(CallContext&)>& fn);
   void createCommunicators();
@@ -194,6 +200,20 @@ class Loop {
   int64_t admittedJoiners_ = 0;
   // A restart health check found that only a new process can go on.
   bool needsNewProcess_ = false;
+  // The store restarted: what the rank puts back (store_restarts.h).
+  std::shared_ptr<StoreRestarts> storeRestarts_;
+  RankIdentity identity_;
+  int64_t joinerNumber_ = 0;  // this process's place among the joiners (0: none)
+  struct Kept {
+    bool ready = false;  // the identity is claimed
+    int initialRank = 0;
+    int iteration = 0;
+    bool spare = false;
+    std::vector<int> terminated;  // the World's terminated slots
+    int64_t joiners = 0;          // the queue's length this rank knows of
+  };
+  std::mutex keptMutex_;
+  Kept kept_;
 };
 
 }  // namespace resilient::restart

@@ -85,6 +85,9 @@ Loop::Loop(Options options, LoopEnvironment environment)
 }
 
 Loop::~Loop() {
+  if (storeRestarts_) {
+    storeRestarts_->stop();
+  }
   health_.reset();
   monitor_.reset();
   {
@@ -117,6 +120,11 @@ bool Loop::setup() {
     // bounds and run in slices that show progress. (An etcd client needs its
     // member timeout, NCCL_RESILIENT_STORE_MEMBER_TIMEOUT_MS, to be shorter.)
     clientOptions.defaultTimeout = std::min(clientOptions.defaultTimeout, options_.hardTimeout / 2);
+    // A TCP store restarted by the agent that hosts it is taken, and this
+    // rank puts back its part of the job's state (restoreStore).
+    storeRestarts_ = std::make_shared<StoreRestarts>([this] { restoreStore(); });
+    clientOptions.followRestarts = true;
+    clientOptions.onServerRestart = [restarts = storeRestarts_] { restarts->noteRestart(); };
     if (options_.hostStore && state_.initialRank == 0 && !joining) {
       const uint16_t port = tcpPortOf(options_.storeUrl);
       if (port == 0) {
@@ -154,13 +162,14 @@ bool Loop::setup() {
 
   // Claimed before the monitor process starts: a job id in use stops this
   // rank before anything of it is in the store or running.
-  RankIdentity identity = RankIdentity::ofThisProcess();
-  registry_->claim(state_.initialRank, identity);
+  identity_ = RankIdentity::ofThisProcess();
+  registry_->claim(state_.initialRank, identity_);
   if (options_.useMonitorProcess) {
     startMonitorProcess();
-    identity.monitorPid = statusPage_->page().monitorPid.load();
-    registry_->publish(state_.initialRank, identity);
+    identity_.monitorPid = statusPage_->page().monitorPid.load();
+    registry_->publish(state_.initialRank, identity_);
   }
+  keepForRestore();
   timeline_.record(0, "started", store_->describe());
 
   setPhase(RankPhase::kInitialBarrier);
@@ -191,13 +200,15 @@ bool Loop::join() {
   state_.initialRank = state_.initialWorldSize + static_cast<int>(number) - 1;
   state_.rank = -1;
   makeBarrier();  // it arrives as its new initial rank
-  RankIdentity identity = RankIdentity::ofThisProcess();
-  registry_->claim(state_.initialRank, identity);
+  joinerNumber_ = number;
+  identity_ = RankIdentity::ofThisProcess();
+  registry_->claim(state_.initialRank, identity_);
   if (options_.useMonitorProcess) {
     startMonitorProcess(/*joining=*/true);
-    identity.monitorPid = statusPage_->page().monitorPid.load();
-    registry_->publish(state_.initialRank, identity);
+    identity_.monitorPid = statusPage_->page().monitorPid.load();
+    registry_->publish(state_.initialRank, identity_);
   }
+  keepForRestore();
   setPhase(RankPhase::kJoining);
   timeline_.record(0, "joining",
                    "initial rank " + std::to_string(state_.initialRank) + ", joiner " +
@@ -315,6 +326,65 @@ void Loop::applyWorld() {
     setDistributedEnvironment(state_);
   }
   timeline_.record(state_.iteration, "assigned", state_.describe());
+  keepForRestore();
+}
+
+void Loop::keepForRestore() {
+  Kept kept;
+  kept.ready = true;
+  kept.initialRank = state_.initialRank;
+  kept.iteration = state_.iteration;
+  kept.joiners = std::max(admittedJoiners_, joinerNumber_);
+  if (world_) {
+    kept.spare = world_->at(state_.initialRank).mode == Mode::kInactive;
+    for (int r = 0; r < world_->initialWorldSize(); ++r) {
+      if (world_->terminated(r)) {
+        kept.terminated.push_back(r);
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(keptMutex_);
+  kept_ = std::move(kept);
+}
+
+void Loop::restoreStore() noexcept {
+  Kept kept;
+  {
+    std::lock_guard<std::mutex> lock(keptMutex_);
+    kept = kept_;
+  }
+  if (!kept.ready) {
+    return;  // nothing of this rank in the store yet: setup writes it
+  }
+  try {
+    registry_->publish(kept.initialRank, identity_);
+    for (const int r : kept.terminated) {
+      protocol::markTerminated(*store_, *keys_, r, "terminated (put back: the store restarted)");
+    }
+    // The joiners' queue is at least as long as the joiners this rank knows
+    // of, so that a new joiner does not take an initial rank in use.
+    for (;;) {
+      const std::optional<std::string> current = store_->get(keys_->joinerCount());
+      if ((current ? std::stoll(*current) : 0) >= kept.joiners) {
+        break;
+      }
+      if (store_->compareSet(keys_->joinerCount(), current, std::to_string(kept.joiners)).swapped) {
+        break;
+      }
+    }
+    if (kept.spare) {
+      store_->set(keys_->spare(kept.iteration, kept.initialRank), "1");
+    }
+    RES_WARN(log::kRestart,
+             "restart: the job's store restarted empty; rank %d put back its identity, %zu "
+             "terminated ranks and the joiners' queue (%lld)",
+             kept.initialRank, kept.terminated.size(), static_cast<long long>(kept.joiners));
+    timeline_.record(kept.iteration, "store restored",
+                     std::to_string(kept.terminated.size()) + " terminated ranks put back");
+  } catch (const std::exception& e) {
+    RES_WARN(log::kRestart, "restart: the job's store restarted empty; rank %d could not put "
+             "its state back: %s", kept.initialRank, e.what());
+  }
 }
 
 }  // namespace resilient::restart

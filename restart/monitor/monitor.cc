@@ -45,7 +45,7 @@ bool permanent(const store::StoreError& e) {
 }  // namespace
 
 Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::StatusPage& page,
-                 MonitorLog& log)
+                 MonitorLog& log, const std::atomic<uint64_t>* storeRestarts)
     : config_(config),
       store_(store),
       page_(page),
@@ -65,7 +65,8 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
                 .worldSize = config.worldSize,
                 .heartbeatTimeout = config.heartbeatTimeout,
                 .startMonoNs = startNs_,
-                .callTimeout = callTimeout_}),
+                .callTimeout = callTimeout_,
+                .storeRestarts = storeRestarts}),
       timeouts_(config.softTimeout, config.hardTimeout, config.barrierTimeout, startNs_),
       rank_(static_cast<pid_t>(page.rankPid.load(std::memory_order_acquire))) {
   if (config.livenessFd >= 0) {

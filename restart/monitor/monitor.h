@@ -12,6 +12,7 @@
 // what it writes to the store.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,8 +40,10 @@ class Monitor {
  public:
   // `config.storeTimeout` must be set (> 0): how long the store may fail
   // before the monitor gives up.
+  // `storeRestarts`: counts the store's restarts (its client follows them;
+  // may be null).
   Monitor(const MonitorConfig& config, store::Store& store, protocol::StatusPage& page,
-          MonitorLog& log);
+          MonitorLog& log, const std::atomic<uint64_t>* storeRestarts = nullptr);
 
   // Runs until the rank is done or gone, or the monitor fails; returns the
   // exit code.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -67,6 +68,11 @@ int runMonitor(rm::MonitorConfig config) {
     }
     options.defaultTimeout = config.storeTimeout;
     options.name = "monitor of rank " + std::to_string(config.rank) + " (" + options.name + ")";
+    // A job store restarted by the agent that hosts it is taken: the
+    // heartbeat puts itself back at its next beat.
+    static std::atomic<uint64_t> storeRestarts{0};
+    options.followRestarts = true;
+    options.onServerRestart = [] { storeRestarts.fetch_add(1, std::memory_order_release); };
     if (config.blackboxDir.empty()) {
       config.blackboxDir =
           resilient::config::Params::global().get<resilient::config::kBlackboxDir>();
@@ -76,7 +82,7 @@ int runMonitor(rm::MonitorConfig config) {
     // Opened by the first store call, not here: a store that does not
     // answer while the monitor starts must not keep it from watching.
     resilient::store::LazyStore store(config.storeUrl, options);
-    rm::Monitor monitor(config, store, page.page(), *log);
+    rm::Monitor monitor(config, store, page.page(), *log, &storeRestarts);
     return monitor.run();
   } catch (const std::exception& e) {
     log->write("cannot start: %s", e.what());

@@ -13,6 +13,7 @@ SiblingMonitor::SiblingMonitor(store::Store& store, const protocol::JobKeys& key
       heartbeatTimeoutNs_(static_cast<uint64_t>(options.heartbeatTimeout.count()) * 1000000),
       startNs_(options.startMonoNs),
       timeout_(options.callTimeout),
+      storeRestarts_(options.storeRestarts),
       seen_(static_cast<size_t>(worldSize_), false),
       terminated_(static_cast<size_t>(worldSize_), false),
       watched_(worldSize_ > 1 ? (self_ + 1) % worldSize_ : -1) {}
@@ -31,18 +32,41 @@ int SiblingMonitor::nextAlive(const std::vector<bool>& out) const {
   return -1;
 }
 
+bool SiblingMonitor::storeRestarted(uint64_t nowMonoNs) {
+  if (storeRestarts_ == nullptr) {
+    return false;
+  }
+  const uint64_t restarts = storeRestarts_->load(std::memory_order_acquire);
+  if (restarts == restartsSeen_) {
+    return false;
+  }
+  // The store came back empty: every heartbeat is missing until its monitor
+  // beats again, as when this monitor started.
+  restartsSeen_ = restarts;
+  startNs_ = nowMonoNs;
+  seen_.assign(seen_.size(), false);
+  return true;
+}
+
 std::vector<int> SiblingMonitor::check(uint64_t nowMonoNs) {
   if (watched_ < 0) {
     return {};
   }
+  storeRestarted(nowMonoNs);
   if (store_.get(keys_.heartbeat(watched_), timeout_).has_value()) {
     seen_[static_cast<size_t>(watched_)] = true;
     return {};
   }
-  if (!countsAsMissing(watched_, nowMonoNs)) {
+  // The get may be what found the restarted store (its client reconnected
+  // within it): then the missing heartbeat says nothing.
+  if (storeRestarted(nowMonoNs) || !countsAsMissing(watched_, nowMonoNs)) {
     return {};
   }
-  return sweep(nowMonoNs);
+  std::vector<int> missing = sweep(nowMonoNs);
+  if (storeRestarted(nowMonoNs)) {
+    return {};
+  }
+  return missing;
 }
 
 std::vector<int> SiblingMonitor::sweep(uint64_t nowMonoNs) {

@@ -8,6 +8,7 @@
 // monitor started (a slow starter is not dead).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct SiblingMonitorOptions {
   store::Millis heartbeatTimeout{0};
   uint64_t startMonoNs = 0;  // when the monitor started (monotonicNs)
   store::Timeout callTimeout{};
+  // Counts the store's restarts (its client's onServerRestart; may be null):
+  // a restarted store has no heartbeat until the monitors beat again, so the
+  // count starts over as at the monitor's start.
+  const std::atomic<uint64_t>* storeRestarts = nullptr;
 };
 
 class SiblingMonitor {
@@ -38,6 +43,8 @@ class SiblingMonitor {
 
  private:
   bool countsAsMissing(int rank, uint64_t nowMonoNs) const;
+  // Whether the store restarted since the last look (then starts over).
+  bool storeRestarted(uint64_t nowMonoNs);
   std::vector<int> sweep(uint64_t nowMonoNs);
   int nextAlive(const std::vector<bool>& out) const;
 
@@ -48,6 +55,8 @@ class SiblingMonitor {
   uint64_t heartbeatTimeoutNs_;
   uint64_t startNs_;
   store::Timeout timeout_;
+  const std::atomic<uint64_t>* storeRestarts_;
+  uint64_t restartsSeen_ = 0;
   std::vector<bool> seen_;
   std::vector<bool> terminated_;
   int watched_;

@@ -19,6 +19,12 @@ bool markTerminated(store::Store& store, const JobKeys& keys, int initialRank,
 const std::set<int>& TerminatedRanks::refresh(store::Timeout timeout) {
   const std::optional<std::string> countText = store_.get(keys_.terminatedCount(), timeout);
   const int64_t count = countText ? std::stoll(*countText) : 0;
+  if (count < read_) {
+    // The store restarted empty and the list is being put back (every rank
+    // marks the ranks its World has terminated again): read it from the start;
+    // what was read stays (nobody comes back from terminated).
+    read_ = 0;
+  }
   if (count <= read_) {
     return ranks_;
   }

@@ -339,7 +339,7 @@ std::shared_ptr<TcpStoreClient::ServerConnection> TcpStoreClient::connectWithRet
       case Attempt::Outcome::kAuth: throw AuthRefused(a.error);
       case Attempt::Outcome::kIncompatible: throw ProtocolError(a.error);
       case Attempt::Outcome::kRefused:
-        if (connecting == Connecting::kReconnect) {
+        if (connecting == Connecting::kReconnect && !options_.followRestarts) {
           // The same server instance cannot come back on a refused port.
           throw ConnectionLost("store server " + target_ + " is gone: " + a.error);
         }
@@ -385,10 +385,20 @@ std::shared_ptr<TcpStoreClient::ServerConnection> TcpStoreClient::connection(Tim
                          ") and not re-established: " + e.what());
   }
   if (fresh->instance() != instance_) {
-    fresh->fail("server instance changed");
-    throw ConnectionLost("store server " + target_ +
-                         " was restarted: the store's state is lost (connection lost: " + reason +
-                         ")");
+    if (!options_.followRestarts) {
+      fresh->fail("server instance changed");
+      throw ConnectionLost("store server " + target_ +
+                           " was restarted: the store's state is lost (connection lost: " +
+                           reason + ")");
+    }
+    RES_WARN(log::kStore,
+             "store client: store server %s was restarted (connection lost: %s): its state is "
+             "lost; going on with the new instance",
+             target_.c_str(), reason.c_str());
+    instance_ = fresh->instance();
+    if (options_.onServerRestart) {
+      options_.onServerRestart();
+    }
   }
   conn_ = fresh;
   return conn_;

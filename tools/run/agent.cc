@@ -19,6 +19,7 @@
 #include "resilient/restart/errors.hpp"
 #include "restart/protocol/job_keys.h"
 #include "store/errors.h"
+#include "tools/run/hosted_store.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn's environment
 
@@ -56,8 +57,8 @@ std::string describeStatus(int status) {
   return "status " + std::to_string(status);
 }
 
-Agent::Agent(AgentConfig config, std::shared_ptr<store::Store> store)
-    : config_(std::move(config)), store_(std::move(store)) {
+Agent::Agent(AgentConfig config, std::shared_ptr<store::Store> store, HostedStore* hosted)
+    : config_(std::move(config)), store_(std::move(store)), hosted_(hosted) {
   if (config_.nprocPerNode < 1 || config_.nnodes < 1 || config_.nodeRank < 0 ||
       config_.nodeRank >= config_.nnodes) {
     throw std::invalid_argument("node rank " + std::to_string(config_.nodeRank) + " of " +
@@ -223,6 +224,30 @@ void Agent::onEnd(int localRank, int status) {
   ends_.push_back(end);
 }
 
+void Agent::leave() {
+  const restart::protocol::JobKeys keys(config_.jobId);
+  const std::string prefix = keys.prefix() + "agents/done/";
+  try {
+    store_->set(prefix + std::to_string(config_.nodeRank), "1", store::Millis(5000));
+    if (hosted_ == nullptr) {
+      return;
+    }
+    // The other nodes' ranks may still use the store (their termination,
+    // their monitors' last records): it is served until their agents are done.
+    std::vector<std::string> others;
+    for (int n = 0; n < config_.nnodes; ++n) {
+      if (n != config_.nodeRank) {
+        others.push_back(prefix + std::to_string(n));
+      }
+    }
+    if (!others.empty()) {
+      store_->wait(others, store::Millis(60000));
+    }
+  } catch (const store::StoreError& e) {
+    log("the other nodes' agents did not say they are done (%s); stopping the store", e.what());
+  }
+}
+
 int Agent::run() {
   // Orphans (the ranks' monitor processes once their rank is gone) are
   // reaped here, not left to init.
@@ -260,6 +285,12 @@ int Agent::run() {
       }
       throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
     }
+    if (hosted_ != nullptr && pid == hosted_->pid()) {
+      if (gStopSignal == 0) {
+        hosted_->restart(status);
+      }
+      continue;
+    }
     const auto it = localRankOf_.find(pid);
     if (it == localRankOf_.end()) {
       continue;  // a monitor process handed over to this subreaper
@@ -270,6 +301,9 @@ int Agent::run() {
   }
   // The ranks' monitors that are left end once they have recorded their rank.
   while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  if (gStopSignal == 0) {
+    leave();
   }
   if (gStopSignal != 0) {
     return 128 + static_cast<int>(gStopSignal);

@@ -42,9 +42,13 @@ struct ProcessEnd {
   bool replaced = false;
 };
 
+class HostedStore;
+
 class Agent {
  public:
-  Agent(AgentConfig config, std::shared_ptr<store::Store> store);
+  // `hosted`: the job's store this agent serves (node 0 with --host-store;
+  // null otherwise), restarted when it ends while the job runs.
+  Agent(AgentConfig config, std::shared_ptr<store::Store> store, HostedStore* hosted = nullptr);
 
   // Starts the node's ranks and supervises them until each local rank's last
   // process has ended. Returns the agent's exit status: 0 when every local
@@ -68,9 +72,13 @@ class Agent {
   void onEnd(int localRank, int status);
   bool jobFinished();
   void report(const std::string& what);
+  // Once the node's ranks have ended: says so in the store, and the agent
+  // that serves the store waits for every other agent to say so (bounded).
+  void leave();
 
   AgentConfig config_;
   std::shared_ptr<store::Store> store_;
+  HostedStore* hosted_;
   std::vector<Slot> slots_;
   std::map<pid_t, int> localRankOf_;
   std::vector<ProcessEnd> ends_;

@@ -29,9 +29,10 @@
 
 #include "common/net/socket_address.h"
 #include "store/client_options.h"
+#include "store/errors.h"
 #include "store/open_store.h"
-#include "store/tcp/server.h"
 #include "tools/run/agent.h"
+#include "tools/run/hosted_store.h"
 
 namespace {
 
@@ -114,7 +115,7 @@ int main(int argc, char** argv) {
   }
   config.command = command;
   try {
-    std::unique_ptr<store::tcp::StoreServer> server;
+    std::unique_ptr<run::HostedStore> hosted;
     if (config.storeUrl.empty()) {
       if (config.nnodes != 1) {
         std::fprintf(stderr, "resilient-run: --store is needed with %d nodes\n", config.nnodes);
@@ -123,24 +124,26 @@ int main(int argc, char** argv) {
       hostStore = true;
       config.storeUrl = "tcp://127.0.0.1:0";
     }
-    const store::ClientOptions clientOptions = store::ClientOptions::fromParams();
+    store::ClientOptions clientOptions = store::ClientOptions::fromParams();
+    clientOptions.followRestarts = true;  // the store this agent (or node 0's) restarts
     if (hostStore) {
       if (config.storeUrl.rfind("tcp://", 0) != 0) {
         std::fprintf(stderr, "resilient-run: --host-store needs a tcp:// store, not %s\n",
                      config.storeUrl.c_str());
         return 2;
       }
+      // The store in a process of its own, which this agent restarts: a
+      // rank's death never takes it along, and its own is survived.
       const std::string where = config.storeUrl.substr(6, config.storeUrl.find('/', 6) - 6);
       const HostPort hp = store::valueOrThrow(parseHostPort(where, "0.0.0.0"));
-      store::tcp::ServerOptions options;
-      options.port = hp.port;
-      options.token = clientOptions.token;
-      server = std::make_unique<store::tcp::StoreServer>(options);
-      config.storeUrl = "tcp://" + formatHostPort(hp.host, server->port());
-      std::fprintf(stderr, "resilient-run: serving the job's store on %s\n",
-                   config.storeUrl.c_str());
+      hosted = std::make_unique<run::HostedStore>(
+          formatHostPort(hp.host, hp.port), config.logDir.empty() ? "" : config.logDir + "/store.log");
+      hosted->start();
+      config.storeUrl = hosted->url();
+      std::fprintf(stderr, "resilient-run: serving the job's store on %s (pid %d)\n",
+                   config.storeUrl.c_str(), static_cast<int>(hosted->pid()));
     }
-    run::Agent agent(config, store::openStore(config.storeUrl, clientOptions));
+    run::Agent agent(config, store::openStore(config.storeUrl, clientOptions), hosted.get());
     const int status = agent.run();
     return status;
   } catch (const std::exception& e) {

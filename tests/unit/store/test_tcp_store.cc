@@ -324,6 +324,36 @@ TEST_CASE("tcp: a restarted server is detected: its state is lost", "[store][tcp
   }
 }
 
+TEST_CASE("tcp: a client that follows restarts goes on with the restarted server",
+          "[store][tcp]") {
+  uint16_t port = 0;
+  auto first = resilient::test::spawnStoreServer("tok", &port);
+  ClientOptions o = testClientOptions();
+  o.token = "tok";
+  o.followRestarts = true;
+  std::atomic<int> restarts{0};
+  o.onServerRestart = [&] { ++restarts; };
+  TcpStoreClient client("127.0.0.1", port, o);
+  client.set("k", "v");
+  first->kill(SIGKILL);
+  REQUIRE(first->wait(milliseconds(10000)) == 128 + SIGKILL);
+  // The new server comes up while the client retries (its port refuses in
+  // between): the call goes through to it.
+  std::unique_ptr<ChildProcess> second;
+  std::thread restart([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    second = std::make_unique<ChildProcess>(std::vector<std::string>{
+        resilient::test::storeBinary(), "--listen", "127.0.0.1:" + std::to_string(port), "--token",
+        "tok"});
+  });
+  CHECK_FALSE(client.get("k", milliseconds(10000)).has_value());  // the state is gone
+  restart.join();
+  CHECK(restarts == 1);
+  client.set("k", "w");
+  CHECK(client.get("k") == std::optional<std::string>("w"));
+  CHECK(restarts == 1);
+}
+
 TEST_CASE("tcp: a client killed in a barrier", "[store][tcp][barrier]") {
   StoreServer server(localServer());
   const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
