@@ -10,6 +10,8 @@
 //   heartbeat/<r>            wall-clock ns, kept by r's monitor process (expiring)
 //   faults/count             counter; faults/<i> (1-based) is a fault record (JSON)
 //   iteration/<k>/interrupted  set by the first fault of iteration k (value: its reason)
+//   iteration/<k>/abort/<r>  wall-clock ns at which initial rank r began iteration k's
+//                            abort (set before it closes anything; the culprits' clock)
 //   iteration/<k>/spare/<r>  present while initial rank r is a spare in iteration k
 //   iteration/<k>/storm      the restart-storm verdict after iteration k's fault
 //   iteration/<k>/completion the one decision of iteration k's end
@@ -40,6 +42,13 @@ class JobKeys {
   std::string faultCount() const;
   std::string fault(int64_t index) const;
   std::string interrupted(int iteration) const;
+  // When `initialRank` began iteration k's abort (wall-clock ns, decimal):
+  // set before its abort closes any connection, so a peer's fault that names
+  // it and was detected earlier is not a consequence of that abort
+  // (restart/loop/job/culprits.h).
+  std::string abortBegun(int iteration, int initialRank) const {
+    return ofIteration(iteration, "abort/" + std::to_string(initialRank));
+  }
   // Present while `initialRank` is a spare in iteration k (its death then
   // interrupts nobody).
   std::string spare(int iteration, int initialRank) const;
