@@ -302,10 +302,10 @@ std::set<int> Loop::settledCulprits(int iteration) {
   // The records are read before the abort times: a record caused by rank c's
   // abort was detected after c published its abort time (before closing
   // anything), so that time is there to rule the record out. A named rank
-  // without an abort time may still be on its way: not named yet.
-  return culpritsOf(records,
-                    readAbortTimes(*store_, *keys_, iteration, namedRanks(records)),
-                    /*absentIsNever=*/false);
+  // without one may be on its way still: named only by a fault detected
+  // before any abort began.
+  const AbortTimes begun = readAbortTimes(*store_, *keys_, iteration, namedRanks(records));
+  return culpritsOf(records, begun, readFirstAbort(*store_, *keys_, iteration));
 }
 
 }  // namespace resilient::restart

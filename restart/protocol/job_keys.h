@@ -12,6 +12,7 @@
 //   iteration/<k>/interrupted  set by the first fault of iteration k (value: its reason)
 //   iteration/<k>/abort/<r>  wall-clock ns at which initial rank r began iteration k's
 //                            abort (set before it closes anything; the culprits' clock)
+//   iteration/<k>/first-abort the least of them once a rank lowered it (compare-and-set)
 //   iteration/<k>/spare/<r>  present while initial rank r is a spare in iteration k
 //   iteration/<k>/storm      the restart-storm verdict after iteration k's fault
 //   iteration/<k>/completion the one decision of iteration k's end
@@ -49,6 +50,10 @@ class JobKeys {
   std::string abortBegun(int iteration, int initialRank) const {
     return ofIteration(iteration, "abort/" + std::to_string(initialRank));
   }
+  // The earliest abort of iteration k known so far (wall-clock ns, decimal):
+  // each rank lowers it to its own abort time after its abort. A fault
+  // detected before it is no abort's consequence.
+  std::string firstAbort(int iteration) const { return ofIteration(iteration, "first-abort"); }
   // Present while `initialRank` is a spare in iteration k (its death then
   // interrupts nobody).
   std::string spare(int iteration, int initialRank) const;

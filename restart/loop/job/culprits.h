@@ -29,12 +29,25 @@ std::set<int> namedRanks(const std::vector<protocol::FaultRecord>& records);
 // that never aborted (it died, or hung before its monitor thread ran) is
 // named by every record that names it, however late that record was
 // published (a loaded host may publish it long after another rank's
-// unrelated record). `absentIsNever`: a rank missing from `abortBegun`
-// began no abort (after the iteration barrier: every rank not terminated
-// arrived there, after its abort); false while ranks may still be on their
-// way (such a rank is not named yet).
+// unrelated record). A rank missing from `abortBegun` began no abort: true
+// after the iteration barrier (every rank not terminated arrived there, after
+// its abort).
 std::set<int> culpritsOf(const std::vector<protocol::FaultRecord>& records,
-                         const AbortTimes& abortBegun, bool absentIsNever = true);
+                         const AbortTimes& abortBegun);
+// While ranks may still be on their way to the barrier: a rank missing from
+// `abortBegun` is named only by a fault detected before `firstAbortNs`, the
+// earliest abort known so far (no abort's consequence: e.g. a rank frozen by
+// SIGSTOP that its peers found silent); 0: none known, not named.
+std::set<int> culpritsOf(const std::vector<protocol::FaultRecord>& records,
+                         const AbortTimes& abortBegun, uint64_t firstAbortNs);
+
+// Lowers iteration k's first-abort key to `abortNs` unless it is lower
+// already (get, then compare-and-set, again on a lost race).
+void lowerFirstAbort(store::Store& store, const protocol::JobKeys& keys, int iteration,
+                     uint64_t abortNs, store::Timeout timeout = {});
+// The first-abort key of iteration k (0: absent).
+uint64_t readFirstAbort(store::Store& store, const protocol::JobKeys& keys, int iteration,
+                        store::Timeout timeout = {});
 
 // Reads the abort times of `ranks` in iteration `k` (one multiGet).
 AbortTimes readAbortTimes(store::Store& store, const protocol::JobKeys& keys, int iteration,

@@ -6,6 +6,7 @@
 #include "blackbox/value_names.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "restart/loop/job/culprits.h"
 #include "store/errors.h"
 
 namespace resilient::restart {
@@ -78,14 +79,24 @@ void MonitorThread::publishPluginFault(const resilient_blackbox_fault& f) {
   publishAndRaise(faults_, r, interruption_);
 }
 
-void MonitorThread::publishAbortBegun() {
+uint64_t MonitorThread::publishAbortBegun() {
+  const uint64_t now = wallClockNs();
   try {
-    store_.set(keys_.abortBegun(config_.iteration, config_.initialRank),
-               std::to_string(wallClockNs()), config_.storeWaitChunk);
+    store_.set(keys_.abortBegun(config_.iteration, config_.initialRank), std::to_string(now),
+               config_.storeWaitChunk);
   } catch (const std::exception& e) {
     // The abort goes on: a store that does not answer coordinates nothing
     // (the loop's next store call reports it).
     RES_WARN(log::kRestart, "restart: could not publish the abort's start: %s", e.what());
+  }
+  return now;
+}
+
+void MonitorThread::lowerFirstAbort(uint64_t abortNs) {
+  try {
+    restart::lowerFirstAbort(store_, keys_, config_.iteration, abortNs, config_.storeWaitChunk);
+  } catch (const std::exception& e) {
+    RES_WARN(log::kRestart, "restart: could not publish the first abort: %s", e.what());
   }
 }
 
@@ -145,12 +156,15 @@ void MonitorThread::watchLocal(const std::stop_token& stop) {
   // (peers seeing this rank's connections close) from naming this rank a
   // culprit is its abort time, published before anything is closed
   // (restart/loop/job/culprits.h).
-  publishAbortBegun();
+  const uint64_t abortNs = publishAbortBegun();
   interruption_.cancel();
   {
     std::lock_guard<std::recursive_mutex> lock(atomicMutex_);
     abort_();
   }
+  // After the abort (off its path) and before this rank can arrive at the
+  // iteration barrier (tearDown waits for markAborted).
+  lowerFirstAbort(abortNs);
   interruption_.markAborted();
 }
 

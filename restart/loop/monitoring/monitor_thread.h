@@ -10,7 +10,7 @@
 //    progress) into the monitor status page. Once the interruption is
 //    raised it publishes when its abort begins (iteration/<k>/abort/<r>,
 //    the culprits' clock), cancels the wrapped function, takes the atomic()
-//    lock and runs the abort.
+//    lock and runs the abort, then lowers iteration/<k>/first-abort to it.
 #pragma once
 
 #include <chrono>
@@ -61,7 +61,9 @@ class MonitorThread {
   void watchStore(const std::stop_token& stop);
   void watchLocal(const std::stop_token& stop);
   void publishPluginFault(const resilient_blackbox_fault& fault);
-  void publishAbortBegun();
+  // Publishes this rank's abort time (wall-clock ns), returned.
+  uint64_t publishAbortBegun();
+  void lowerFirstAbort(uint64_t abortNs);
 
   store::Store& store_;
   const protocol::JobKeys& keys_;

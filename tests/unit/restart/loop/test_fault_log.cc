@@ -62,8 +62,10 @@ TEST_CASE("a record detected before the named rank's abort names the culprit",
   CHECK(restart::namedRanks(records) == std::set<int>{2, 5, 7});
   CHECK(restart::culpritsOf(records, begun) == std::set<int>{5, 7});
   // While ranks may still be on their way to the barrier, one without an
-  // abort time yet is not named.
-  CHECK(restart::culpritsOf(records, begun, /*absentIsNever=*/false) == std::set<int>{7});
+  // abort time yet is named only by a fault detected before any abort.
+  CHECK(restart::culpritsOf(records, begun, /*firstAbortNs=*/0) == std::set<int>{7});
+  CHECK(restart::culpritsOf(records, begun, 999 * ms) == std::set<int>{7});
+  CHECK(restart::culpritsOf(records, begun, 1002 * ms) == std::set<int>{5, 7});
   // The detection time, not the publication, is what counts.
   records[2].detectedNs = 1005 * ms;
   CHECK(restart::culpritsOf(records, begun) == std::set<int>{2, 5, 7});
@@ -100,4 +102,16 @@ TEST_CASE("the victim is named however late its record is published", "[restart]
       restart::readAbortTimes(store, keys, 3, restart::namedRanks(records));
   CHECK(begun == restart::AbortTimes{{1, t0 + 1 * ms}});
   CHECK(restart::culpritsOf(records, begun) == std::set<int>{6});
+}
+
+TEST_CASE("the first abort is the least any rank published", "[restart][faults]") {
+  store::MemoryStore store;
+  const restart::protocol::JobKeys keys("job");
+  CHECK(restart::readFirstAbort(store, keys, 2) == 0);
+  restart::lowerFirstAbort(store, keys, 2, 500);
+  restart::lowerFirstAbort(store, keys, 2, 700);  // later: kept lower
+  CHECK(restart::readFirstAbort(store, keys, 2) == 500);
+  restart::lowerFirstAbort(store, keys, 2, 300);
+  CHECK(restart::readFirstAbort(store, keys, 2) == 300);
+  CHECK(restart::readFirstAbort(store, keys, 3) == 0);
 }
