@@ -304,7 +304,11 @@ std::set<int> Loop::settledCulprits(int iteration) {
   // anything), so that time is there to rule the record out. A named rank
   // without one may be on its way still: named only by a fault detected
   // before any abort began.
-  const AbortTimes begun = readAbortTimes(*store_, *keys_, iteration, namedRanks(records));
+  const std::set<int> named = namedRanks(records);
+  const AbortTimes begun = readAbortTimes(*store_, *keys_, iteration, named);
+  if (begun.size() == named.size()) {
+    return culpritsOf(records, begun);  // the first abort is not asked
+  }
   return culpritsOf(records, begun, readFirstAbort(*store_, *keys_, iteration));
 }
 
