@@ -166,7 +166,19 @@ def trial(args, n, victim, index, keep):
     for r in range(n):
         if r == victim:
             continue
-        tl = json.load(open(os.path.join(tmp, f"rank{r}.json")))
+        report = os.path.join(tmp, f"rank{r}.json")
+        if not os.path.exists(report):
+            # Killed before it could write one: its monitor says why (on an
+            # oversubscribed host, e.g. a liveness timeout of a starved rank).
+            why = ""
+            mlog = os.path.join(logdir, f"monitor-{r}.log")
+            if os.path.exists(mlog):
+                lines = [ln for ln in open(mlog).read().splitlines() if " ended " in ln
+                         or "timeout" in ln]
+                why = ": " + lines[-1] if lines else ""
+            raise RuntimeError(f"rank {r} wrote no report (exit status {procs[r].returncode})"
+                               f"{why} (see {tmp})")
+        tl = json.load(open(report))
         if not tl["ok"]:
             raise RuntimeError(f"rank {r} failed: {tl['error']} (see {tmp})")
         ms = {}
