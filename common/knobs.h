@@ -430,16 +430,6 @@ inline constexpr IntKnob kRestartCompletionTimeoutMs{{
     .doc = "Longest wait at the completion barrier for the other ranks to finish.",
 }};
 
-inline constexpr IntKnob kRestartLastCallWaitMs{{
-    .name = "NCCL_RESILIENT_RESTART_LAST_CALL_WAIT_MS",
-    .defaultValue = "1000",
-    .min = 0,
-    .max = 3600000,
-    .unit = "ms",
-    .doc = "Window after the first fault of an iteration in which concurrent faults count "
-           "(culprits); the abort starts after it.",
-}};
-
 inline constexpr IntKnob kRestartTerminationGraceMs{{
     .name = "NCCL_RESILIENT_RESTART_TERMINATION_GRACE_MS",
     .defaultValue = "5000",
@@ -645,7 +635,7 @@ inline constexpr auto kAllKnobs = listKnobs(
     kRestartMonitorProcessIntervalMs, kRestartHeartbeatIntervalMs,
     kRestartProgressWatchdogIntervalMs, kRestartSoftTimeoutMs, kRestartHardTimeoutMs,
     kRestartHeartbeatTimeoutMs, kRestartBarrierTimeoutMs, kRestartCompletionTimeoutMs,
-    kRestartLastCallWaitMs, kRestartTerminationGraceMs, kRestartFinalizeTimeoutMs,
+    kRestartTerminationGraceMs, kRestartFinalizeTimeoutMs,
     kRestartHealthCheckTimeoutMs, kRestartCommunicatorTimeoutMs, kRestartAutoHealthChecks,
     kRestartStormLimit, kRestartStormWindowMs, kRestartBackoffMs, kRestartBackoffMaxMs,
     kHealthIntervalMs, kSlowLinkPercent, kSlowLinkWindowMs, kSlowLinkAction, kStragglerLagMs,

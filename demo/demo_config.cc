@@ -178,7 +178,6 @@ restart::Options demoOptions(const DemoConfig& config) {
   // monitor applies this timeout to it there: longer than the demo's iterations.
   demoTimeout(&o.barrierTimeout, 60s, "NCCL_RESILIENT_RESTART_BARRIER_TIMEOUT_MS");
   demoTimeout(&o.completionTimeout, 90s, "NCCL_RESILIENT_RESTART_COMPLETION_TIMEOUT_MS");
-  o.lastCallWait = 50ms;
   o.terminationGraceTime = 1s;
   o.finalizeTimeout = 5s;
   o.healthCheckTimeout = 5s;

@@ -12,7 +12,7 @@ survivor writes its timeline at exit; for each survivor the script takes the
 time from the kill to:
 
   detected     "fault detected" (iteration 0): the interruption was raised
-  abort done   "abort done" (after lastCallWait and the communicators' abort)
+  abort done   "abort done" (the communicators aborted)
   barrier      "iteration barrier" left (every live rank arrived)
   reassigned   "reassigned" (culprits read, new World computed)
   comms ready  "communicators ready" (iteration 1: host communicator rebuilt)
@@ -22,8 +22,14 @@ and reports, per trial, the median over the survivors (and the slowest
 survivor's re-entry), then for each size the median over all survivors of all
 trials. Prints a table and writes JSON (--json FILE).
 
+The ranks run at the library's default settings (Options::fromEnvironment():
+the defaults and any NCCL_RESILIENT_* in the environment) unless an interval
+option is given: a run without options measures what a user gets. The script
+first builds what it runs (ninja -C BUILD <targets>), so a fresh clone needs
+only `meson setup` (the benchmark rank is not built by default).
+
 usage: bench_restart.py [--build DIR] [--ranks 8 64] [--trials 5] [--json FILE]
-                        [--last-call-wait-ms 20] [...]
+                        [--monitor-thread-interval-ms MS] [...]
 """
 import argparse
 import json
@@ -76,6 +82,35 @@ def kill_pidfiles(logdir):
                 pass
 
 
+INTERVALS = ["monitor_thread_interval_ms", "monitor_process_interval_ms", "heartbeat_interval_ms",
+             "heartbeat_timeout_ms", "progress_interval_ms"]
+
+# What the benchmark runs (bench/restart/meson.build: the rank names the
+# plugin and the monitor by their paths in the build).
+TARGETS = ["bench/restart/resilient-restart-bench-rank", "tools/store/resilient-store",
+           "restart/monitor/resilient-monitor", "plugin/net/abi/libnccl-net-resilient.so"]
+
+
+def interval_args(args):
+    """The interval options given; the others stay the library's defaults."""
+    out = []
+    for k in INTERVALS:
+        v = getattr(args, k)
+        if v is not None:
+            out += ["--" + k.replace("_", "-"), str(v)]
+    return out
+
+
+def build(builddir):
+    """Builds the benchmark's targets: a stale rank binary (built against an
+    older Options) crashed rather than measured."""
+    r = subprocess.run(["ninja", "-C", builddir] + TARGETS, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout)
+        raise SystemExit(f"building the benchmark failed (ninja -C {builddir} {' '.join(TARGETS)})")
+
+
 def trial(args, n, victim, index, keep):
     tmp = tempfile.mkdtemp(prefix=f"rbench-{n}-{index}-", dir=keep)
     ready = os.path.join(tmp, "ready")
@@ -94,12 +129,7 @@ def trial(args, n, victim, index, keep):
                    "--ready-dir", ready, "--log-dir", logdir,
                    "--ready-steps", str(args.ready_steps), "--steps-after", str(args.steps_after),
                    "--count", str(args.count), "--compute-us", str(args.compute_us),
-                   "--last-call-wait-ms", str(args.last_call_wait_ms),
-                   "--monitor-thread-interval-ms", str(args.monitor_thread_interval_ms),
-                   "--monitor-process-interval-ms", str(args.monitor_process_interval_ms),
-                   "--heartbeat-interval-ms", str(args.heartbeat_interval_ms),
-                   "--heartbeat-timeout-ms", str(args.heartbeat_timeout_ms),
-                   "--progress-interval-ms", str(args.progress_interval_ms)]
+                   ] + interval_args(args)
             out = open(os.path.join(tmp, f"rank{r}.log"), "w")
             procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + args.start_timeout
@@ -136,7 +166,19 @@ def trial(args, n, victim, index, keep):
     for r in range(n):
         if r == victim:
             continue
-        tl = json.load(open(os.path.join(tmp, f"rank{r}.json")))
+        report = os.path.join(tmp, f"rank{r}.json")
+        if not os.path.exists(report):
+            # Killed before it could write one: its monitor says why (on an
+            # oversubscribed host, e.g. a liveness timeout of a starved rank).
+            why = ""
+            mlog = os.path.join(logdir, f"monitor-{r}.log")
+            if os.path.exists(mlog):
+                lines = [ln for ln in open(mlog).read().splitlines() if " ended " in ln
+                         or "timeout" in ln]
+                why = ": " + lines[-1] if lines else ""
+            raise RuntimeError(f"rank {r} wrote no report (exit status {procs[r].returncode})"
+                               f"{why} (see {tmp})")
+        tl = json.load(open(report))
         if not tl["ok"]:
             raise RuntimeError(f"rank {r} failed: {tl['error']} (see {tmp})")
         ms = {}
@@ -152,7 +194,7 @@ def trial(args, n, victim, index, keep):
             raise RuntimeError(f"rank {r}: culprits '{culprits}', expected rank {victim} "
                                f"(see {tmp})")
         ranks.append({"rank": r, "ms": ms, "signal": detected, "culprits": culprits,
-                      "steps": tl["steps"]})
+                      "steps": tl["steps"], "settings": tl.get("settings")})
     if not args.keep:
         subprocess.run(["rm", "-rf", tmp], check=False)
     return {"ranks": n, "trial": index, "victim": victim, "load": load,
@@ -184,22 +226,22 @@ def main():
     ap.add_argument("--steps-after", type=int, default=20)
     ap.add_argument("--count", type=int, default=1024, help="floats per all-reduce")
     ap.add_argument("--compute-us", type=int, default=0, help="sleep per step")
-    ap.add_argument("--last-call-wait-ms", type=int, default=20)
-    ap.add_argument("--monitor-thread-interval-ms", type=int, default=100)
-    ap.add_argument("--monitor-process-interval-ms", type=int, default=100)
-    ap.add_argument("--heartbeat-interval-ms", type=int, default=500)
-    ap.add_argument("--heartbeat-timeout-ms", type=int, default=10000)
-    ap.add_argument("--progress-interval-ms", type=int, default=100)
+    for k in INTERVALS:
+        ap.add_argument("--" + k.replace("_", "-"), type=int,
+                        help="default: the library's (Options::fromEnvironment())")
+    ap.add_argument("--no-build", action="store_true", help="run the binaries as they are")
     ap.add_argument("--start-timeout", type=float, default=180)
     ap.add_argument("--end-timeout", type=float, default=120)
     args = ap.parse_args()
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
 
+    if not args.no_build:
+        build(args.build)
     settings = {k: getattr(args, k) for k in
-                ["last_call_wait_ms", "monitor_thread_interval_ms", "monitor_process_interval_ms",
-                 "heartbeat_interval_ms", "heartbeat_timeout_ms", "progress_interval_ms", "count",
-                 "compute_us", "ready_steps", "steps_after"]}
+                ["count", "compute_us", "ready_steps", "steps_after"]}
+    given = {k: getattr(args, k) for k in INTERVALS if getattr(args, k) is not None}
+    settings["given"] = given
     settings["NCCL_RESILIENT_SOCKET_IFNAME"] = "lo"
     for k in sorted(os.environ):
         if k.startswith("NCCL_RESILIENT_") and k != "NCCL_RESILIENT_SOCKET_IFNAME":
@@ -215,12 +257,10 @@ def main():
     print(f"restart latency after SIGKILL of one rank; {platform.system()} {machine['kernel']}, "
           f"{machine['cpus']} cpus, load average "
           + " ".join(f"{x:.2f}" for x in machine["load_start"]) + f"; {commit}")
-    print("settings: lastCallWait %d ms, monitorThreadInterval %d ms, monitorProcessInterval %d ms, "
-          "heartbeatInterval %d ms, heartbeatTimeout %d ms, progressWatchdogInterval %d ms; "
-          "monitor process per rank; all-reduce of %d floats, compute sleep %d us per step"
-          % (args.last_call_wait_ms, args.monitor_thread_interval_ms,
-             args.monitor_process_interval_ms, args.heartbeat_interval_ms,
-             args.heartbeat_timeout_ms, args.progress_interval_ms, args.count, args.compute_us))
+    print("settings: " + ("the library's defaults" if not given else "the library's defaults but "
+                          + ", ".join(f"{k} {v}" for k, v in given.items()))
+          + "; monitor process per rank; all-reduce of %d floats, compute sleep %d us per step"
+          % (args.count, args.compute_us))
     extra = {k: v for k, v in settings.items() if k.startswith("NCCL_RESILIENT_")}
     print("environment: " + ", ".join(f"{k}={v}" for k, v in extra.items()))
     print("ms from the kill (CLOCK_MONOTONIC); per trial the median over the survivors")
@@ -246,6 +286,9 @@ def main():
             res["median_ms"] = meds
             res["slowest_reentry_ms"] = slowest
             res["first_signals"] = signals
+            if t == 0:
+                used = res["survivors"][0]["settings"] or {}
+                print("in effect: " + ", ".join(f"{k} {v}" for k, v in used.items()))
             print(f"{n:>5} {t:>5} {victim:>6} {res['load'][0]:>6.1f} |"
                   + "".join(f"{meds[c]:>12.1f}" for c in cols) + f" | {slowest:>8.1f} | "
                   + ", ".join(f"{k} {v}" for k, v in sorted(signals.items())), flush=True)

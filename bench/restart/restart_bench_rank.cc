@@ -60,12 +60,14 @@ struct BenchArgs {
   int stepsAfter = 20;
   size_t count = 1024;
   int computeUs = 0;
-  int64_t lastCallWaitMs = 20;
-  int64_t monitorThreadMs = 100;
-  int64_t monitorProcessMs = 100;
-  int64_t heartbeatMs = 500;
-  int64_t heartbeatTimeoutMs = 10000;
-  int64_t progressMs = 100;
+  // -1: the library's default (Options::fromEnvironment(), so the
+  // NCCL_RESILIENT_* knobs too): a run without options measures what a user
+  // gets.
+  int64_t monitorThreadMs = -1;
+  int64_t monitorProcessMs = -1;
+  int64_t heartbeatMs = -1;
+  int64_t heartbeatTimeoutMs = -1;
+  int64_t progressMs = -1;
   bool monitorProcess = true;
 };
 
@@ -84,7 +86,6 @@ void addOptions(CLI::App& app, BenchArgs& a) {
                  "steps of a later iteration, then return (0: at once)");
   app.add_option("--count", a.count, "floats per all-reduce");
   app.add_option("--compute-us", a.computeUs, "sleep per step (stands in for compute)");
-  app.add_option("--last-call-wait-ms", a.lastCallWaitMs, "Options::lastCallWait");
   app.add_option("--monitor-thread-interval-ms", a.monitorThreadMs,
                  "Options::monitorThreadInterval");
   app.add_option("--monitor-process-interval-ms", a.monitorProcessMs,
@@ -101,12 +102,16 @@ Options optionsOf(const BenchArgs& a) {
   options.jobId = a.jobId;
   options.rank = a.rank;
   options.worldSize = a.world;
-  options.lastCallWait = milliseconds(a.lastCallWaitMs);
-  options.monitorThreadInterval = milliseconds(a.monitorThreadMs);
-  options.monitorProcessInterval = milliseconds(a.monitorProcessMs);
-  options.heartbeatInterval = milliseconds(a.heartbeatMs);
-  options.heartbeatTimeout = milliseconds(a.heartbeatTimeoutMs);
-  options.progressWatchdogInterval = milliseconds(a.progressMs);
+  const auto given = [](int64_t ms, milliseconds& option) {
+    if (ms >= 0) {
+      option = milliseconds(ms);
+    }
+  };
+  given(a.monitorThreadMs, options.monitorThreadInterval);
+  given(a.monitorProcessMs, options.monitorProcessInterval);
+  given(a.heartbeatMs, options.heartbeatInterval);
+  given(a.heartbeatTimeoutMs, options.heartbeatTimeout);
+  given(a.progressMs, options.progressWatchdogInterval);
   options.useMonitorProcess = a.monitorProcess;
   options.monitorExecutable = RESILIENT_BENCH_MONITOR;
   options.monitorLogFile = a.logDir + "/monitor-{rank}.log";
@@ -159,8 +164,9 @@ void runSteps(CallContext& ctx, const BenchArgs& a, std::map<int, long>& stepsPe
   }
 }
 
-void writeReport(const BenchArgs& a, const std::map<int, long>& stepsPerIteration,
-                 const std::string& error, int rc, const Wrapper* wrapper) {
+void writeReport(const BenchArgs& a, const Options& options,
+                 const std::map<int, long>& stepsPerIteration, const std::string& error, int rc,
+                 const Wrapper* wrapper) {
   nlohmann::json steps = nlohmann::json::object();
   for (const auto& [it, stepsDone] : stepsPerIteration) {
     steps[std::to_string(it)] = stepsDone;
@@ -172,6 +178,14 @@ void writeReport(const BenchArgs& a, const std::map<int, long>& stepsPerIteratio
       {"ok", rc == 0},
       {"error", error},
       {"steps", steps},
+      // The settings in effect (the library's defaults unless given), for the
+      // script's header.
+      {"settings",
+       {{"monitor_thread_interval_ms", options.monitorThreadInterval.count()},
+        {"monitor_process_interval_ms", options.monitorProcessInterval.count()},
+        {"heartbeat_interval_ms", options.heartbeatInterval.count()},
+        {"heartbeat_timeout_ms", options.heartbeatTimeout.count()},
+        {"progress_interval_ms", options.progressWatchdogInterval.count()}}},
       {"timeline", nlohmann::json::parse(timelineJson(wrapper ? wrapper->timeline()
                                                               : std::vector<TimelineEvent>{}))}};
   std::ofstream(a.out) << report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
@@ -198,7 +212,7 @@ int main(int argc, char** argv) {
     error = e.what();
     rc = 2;
   }
-  writeReport(a, stepsPerIteration, error, rc, wrapper.get());
+  writeReport(a, options, stepsPerIteration, error, rc, wrapper.get());
   if (rc != 0) {
     std::fprintf(stderr, "rank %d: %s\n", a.rank, error.c_str());
   }

@@ -202,7 +202,7 @@ def main():
             # 1 s), neither by a timeout. Only the intervals and the last-call
             # wait are demo-sized (docs/demo.md).
             monitor_thread_interval=0.1, monitor_process_interval=0.1,
-            progress_watchdog_interval=0.1, last_call_wait=0.05, termination_grace_time=1)
+            progress_watchdog_interval=0.1, termination_grace_time=1)
         weights = wrapper.run(trainer)
         report["outcome"] = "completed"
         code = 0

@@ -148,7 +148,6 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
   config.initialRank = state_.initialRank;
   config.storeWaitChunk = options_.monitorThreadInterval;
   config.progressInterval = options_.progressWatchdogInterval;
-  config.lastCallWait = options_.lastCallWait;
   monitor_ = std::make_unique<MonitorThread>(
       *store_, *keys_, *faults_, *registry_, *blackbox_, *interruption_,
       statusPage_ ? &statusPage_->page() : nullptr, atomicMutex_, config,

@@ -214,9 +214,9 @@ std::string Loop::tearDown(int k) {
 void Loop::passIterationBarrier(int k) {
   setPhase(RankPhase::kIterationBarrier);
   for (;;) {
-    // Between slices: a culprit the records already name (once the window
-    // for concurrent faults has passed) is terminated now, and so counted,
-    // rather than when its monitor's hard timeout kills it.
+    // Between slices: a culprit the records already name (a fault detected
+    // before the named rank began its abort) is terminated now, and so
+    // counted, rather than when its monitor's hard timeout kills it.
     const std::function<bool()> terminateNamedCulprits = [this, k] {
       if (options_.terminateCulprits) {
         for (const int c : settledCulprits(k)) {
@@ -249,7 +249,11 @@ void Loop::passIterationBarrier(int k) {
 
 std::set<int> Loop::nameCulprits(int k, const std::vector<FaultRecord>& records,
                                  std::set<int>& terminated) {
-  std::set<int> culprits = culpritsOf(records, options_.lastCallWait);
+  // After the iteration barrier every rank not terminated has arrived, after
+  // publishing its abort time: every rank reads the same times, so names the
+  // same culprits (a rank without one never aborted: it died or hung).
+  std::set<int> culprits =
+      culpritsOf(records, readAbortTimes(*store_, *keys_, k, namedRanks(records)));
   const bool hang = std::any_of(records.begin(), records.end(), [](const FaultRecord& r) {
     return r.reason == FaultReason::kCollectiveHung || r.reason == FaultReason::kSoftTimeout;
   });
@@ -315,19 +319,17 @@ void Loop::reassign(int k, const std::set<int>& terminated) {
 
 std::set<int> Loop::settledCulprits(int iteration) {
   const std::vector<FaultRecord> records = faults_->recordsOf(iteration);
-  if (records.empty()) {
-    return {};
+  // The records are read before the abort times: a record caused by rank c's
+  // abort was detected after c published its abort time (before closing
+  // anything), so that time is there to rule the record out. A named rank
+  // without one may be on its way still: named only by a fault detected
+  // before any abort began.
+  const std::set<int> named = namedRanks(records);
+  const AbortTimes begun = readAbortTimes(*store_, *keys_, iteration, named);
+  if (begun.size() == named.size()) {
+    return culpritsOf(records, begun);  // the first abort is not asked
   }
-  uint64_t first = records.front().wallNs;
-  for (const FaultRecord& r : records) {
-    first = std::min(first, r.wallNs);
-  }
-  const auto windowNs = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.lastCallWait).count());
-  if (wallClockNs() <= first + windowNs) {
-    return {};  // concurrent faults may still arrive
-  }
-  return culpritsOf(records, options_.lastCallWait);
+  return culpritsOf(records, begun, readFirstAbort(*store_, *keys_, iteration));
 }
 
 }  // namespace resilient::restart

@@ -336,6 +336,9 @@ void Monitor::checkSibling(uint64_t nowNs) {
 // fault record, the barrier count, and iteration/<k>/interrupted last, so a
 // rank woken by interrupted finds everything else in place.
 int Monitor::onRankEnded(RankEnd end) {
+  // The culprits compare this with the abort times of the ranks
+  // (restart/loop/job/culprits.h): the record may be published much later.
+  const uint64_t seenWallNs = wallClockNs();
   const bool killedByMonitor = end == RankEnd::kKilledByMonitor;
   const RankPhase phase = page_.currentPhase();
   const int iteration = page_.iteration.load(std::memory_order_acquire);
@@ -371,6 +374,7 @@ int Monitor::onRankEnded(RankEnd end) {
     if (first) {
       protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
       r.iteration = iteration;
+      r.detectedNs = seenWallNs;
       int64_t index = 0;
       retrying("publishing the fault record", deadline, [&] { index = publisher_.publish(r); });
       log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());

@@ -55,6 +55,7 @@ std::string FaultRecord::toJson() const {
       {"culprit", culprit},
       {"detail", detail},
       {"wall_ns", wallNs},
+      {"detected_ns", detectedNs},
       {"host", host},
       {"pid", pid},
   };
@@ -80,6 +81,8 @@ FaultRecord FaultRecord::fromJson(std::string_view json) {
     r.culprit = j.at("culprit").get<int>();
     r.detail = j.at("detail").get<std::string>();
     r.wallNs = j.at("wall_ns").get<uint64_t>();
+    // Absent in the records of a monitor process of an older build.
+    r.detectedNs = j.value("detected_ns", uint64_t{0});
     r.host = j.at("host").get<std::string>();
     r.pid = j.at("pid").get<int64_t>();
     return r;

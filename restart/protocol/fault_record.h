@@ -39,8 +39,16 @@ struct FaultRecord {
   int culprit = -1;   // initial rank suspected of causing it; -1: unknown
   std::string detail;
   uint64_t wallNs = 0;  // CLOCK_REALTIME when recorded
+  // CLOCK_REALTIME when the reporter detected the fault (the plugin's own
+  // timestamp of it, the moment a monitor saw its rank end); 0: when recorded.
+  // The culprits compare it with the named rank's abort (culprits.h): a
+  // record may be published long after the detection (a loaded host).
+  uint64_t detectedNs = 0;
   std::string host;     // the reporter's host
   int64_t pid = 0;      // the reporter's pid
+
+  // detectedNs, or wallNs where the reporter did not know it.
+  uint64_t detectedOrRecordedNs() const noexcept { return detectedNs != 0 ? detectedNs : wallNs; }
 
   std::string toJson() const;
   // Throws std::invalid_argument naming what is wrong.

@@ -10,6 +10,9 @@
 //   heartbeat/<r>            wall-clock ns, kept by r's monitor process (expiring)
 //   faults/count             counter; faults/<i> (1-based) is a fault record (JSON)
 //   iteration/<k>/interrupted  set by the first fault of iteration k (value: its reason)
+//   iteration/<k>/abort/<r>  wall-clock ns at which initial rank r began iteration k's
+//                            abort (set before it closes anything; the culprits' clock)
+//   iteration/<k>/first-abort the least of them once a rank lowered it (compare-and-set)
 //   iteration/<k>/spare/<r>  present while initial rank r is a spare in iteration k
 //   iteration/<k>/storm      the restart-storm verdict after iteration k's fault
 //   iteration/<k>/completion the one decision of iteration k's end
@@ -43,6 +46,17 @@ class JobKeys {
   std::string faultCount() const;
   std::string fault(int64_t index) const;
   std::string interrupted(int iteration) const;
+  // When `initialRank` began iteration k's abort (wall-clock ns, decimal):
+  // set before its abort closes any connection, so a peer's fault that names
+  // it and was detected earlier is not a consequence of that abort
+  // (restart/loop/job/culprits.h).
+  std::string abortBegun(int iteration, int initialRank) const {
+    return ofIteration(iteration, "abort/" + std::to_string(initialRank));
+  }
+  // The earliest abort of iteration k known so far (wall-clock ns, decimal):
+  // each rank lowers it to its own abort time after its abort. A fault
+  // detected before it is no abort's consequence.
+  std::string firstAbort(int iteration) const { return ofIteration(iteration, "first-abort"); }
   // Present while `initialRank` is a spare in iteration k (its death then
   // interrupts nobody).
   std::string spare(int iteration, int initialRank) const;

@@ -45,7 +45,7 @@ def fast_options(**extra):
     base = dict(monitor_thread_interval=0.05, monitor_process_interval=0.05,
                 progress_watchdog_interval=0.05, soft_timeout=1.5, hard_timeout=2.5,
                 heartbeat_interval=0.5, heartbeat_timeout=3, barrier_timeout=20,
-                completion_timeout=20, last_call_wait=0.05, termination_grace_time=0.5,
+                completion_timeout=20, termination_grace_time=0.5,
                 finalize_timeout=5, health_check_timeout=5, communicator_timeout=10,
                 restart_backoff=0.01)
     base.update(extra)

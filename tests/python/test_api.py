@@ -39,7 +39,7 @@ def test_environment_fallback():
 def test_single_process_restart_and_context():
     seen = []
     w = nr.Wrapper(store_url="memory", rank=0, world_size=1, use_monitor_process=False,
-                   monitor_thread_interval=0.05, last_call_wait=0.01, restart_backoff=0.01,
+                   monitor_thread_interval=0.05, restart_backoff=0.01,
                    finalize=lambda s: seen.append(("finalize", s.iteration)))
 
     @w
@@ -64,8 +64,7 @@ def test_function_error_text_reaches_the_fault_record():
     # The fault records the library publishes carry the Python exception's
     # text: the restart-storm error quotes the recurring fault from them.
     w = nr.Wrapper(store_url="memory", rank=0, world_size=1, use_monitor_process=False,
-                   storm_limit=1, restart_backoff=0.01, monitor_thread_interval=0.05,
-                   last_call_wait=0.01)
+                   storm_limit=1, restart_backoff=0.01, monitor_thread_interval=0.05)
     with pytest.raises(nr.RestartAbort, match="OSError: disk on fire"):
         w.run(lambda: (_ for _ in ()).throw(OSError("disk on fire")))
 

@@ -55,7 +55,6 @@ struct Options {
   Millis heartbeatTimeout{30000};
   Millis barrierTimeout{120000};
   Millis completionTimeout{120000};
-  Millis lastCallWait{1000};
   Millis terminationGraceTime{5000};
   // Bounds on the loop's own phases (the reference leaves them to the hooks).
   Millis finalizeTimeout{30000};

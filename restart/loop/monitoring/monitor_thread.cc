@@ -5,6 +5,8 @@
 
 #include "blackbox/value_names.h"
 #include "common/clock.h"
+#include "common/log.h"
+#include "restart/loop/job/culprits.h"
 #include "store/errors.h"
 
 namespace resilient::restart {
@@ -72,8 +74,30 @@ void MonitorThread::publishPluginFault(const resilient_blackbox_fault& f) {
   } else if (f.faultClass == RESILIENT_BLACKBOX_FAULT_LOCAL_ERROR) {
     r.culprit = config_.initialRank;
   }
+  r.detectedNs = f.wallNs;  // the plugin's own clock of the fault
   r.detail = std::string(blackbox::faultClassName(f.faultClass)) + ": " + f.text;
   publishAndRaise(faults_, r, interruption_);
+}
+
+uint64_t MonitorThread::publishAbortBegun() {
+  const uint64_t now = wallClockNs();
+  try {
+    store_.set(keys_.abortBegun(config_.iteration, config_.initialRank), std::to_string(now),
+               config_.storeWaitChunk);
+  } catch (const std::exception& e) {
+    // The abort goes on: a store that does not answer coordinates nothing
+    // (the loop's next store call reports it).
+    RES_WARN(log::kRestart, "restart: could not publish the abort's start: %s", e.what());
+  }
+  return now;
+}
+
+void MonitorThread::lowerFirstAbort(uint64_t abortNs) {
+  try {
+    restart::lowerFirstAbort(store_, keys_, config_.iteration, abortNs, config_.storeWaitChunk);
+  } catch (const std::exception& e) {
+    RES_WARN(log::kRestart, "restart: could not publish the first abort: %s", e.what());
+  }
 }
 
 void MonitorThread::watchLocal(const std::stop_token& stop) {
@@ -126,20 +150,21 @@ void MonitorThread::watchLocal(const std::stop_token& stop) {
   for (const resilient_blackbox_fault& f : blackbox_.newFaults()) {
     publishPluginFault(f);
   }
-  // Concurrent faults of other ranks get `lastCallWait` to arrive before the
-  // abort makes its own consequences.
-  const uint64_t waitUntil =
-      interruption_.raisedNs() +
-      static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(config_.lastCallWait).count());
-  for (uint64_t now = monotonicNs(); now < waitUntil; now = monotonicNs()) {
-    std::this_thread::sleep_for(std::chrono::nanoseconds(waitUntil - now));
-  }
+  // No window for concurrent faults: the abort starts now, and a fault that
+  // arrives later still joins this iteration's recovery (its record is read
+  // after the iteration barrier). What keeps the abort's own consequences
+  // (peers seeing this rank's connections close) from naming this rank a
+  // culprit is its abort time, published before anything is closed
+  // (restart/loop/job/culprits.h).
+  const uint64_t abortNs = publishAbortBegun();
   interruption_.cancel();
   {
     std::lock_guard<std::recursive_mutex> lock(atomicMutex_);
     abort_();
   }
+  // After the abort (off its path) and before this rank can arrive at the
+  // iteration barrier (tearDown waits for markAborted).
+  lowerFirstAbort(abortNs);
   interruption_.markAborted();
 }
 

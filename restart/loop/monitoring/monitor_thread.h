@@ -8,8 +8,9 @@
 //    record naming its culprit, which raises the interruption everywhere. It
 //    also feeds the progress watchdog (operations completing count as
 //    progress) into the monitor status page. Once the interruption is
-//    raised it waits `lastCallWait` (concurrent faults), cancels the
-//    wrapped function, takes the atomic() lock and runs the abort.
+//    raised it publishes when its abort begins (iteration/<k>/abort/<r>,
+//    the culprits' clock), cancels the wrapped function, takes the atomic()
+//    lock and runs the abort, then lowers iteration/<k>/first-abort to it.
 #pragma once
 
 #include <chrono>
@@ -29,10 +30,10 @@ namespace resilient::restart {
 struct MonitorThreadConfig {
   int iteration = 0;
   int initialRank = 0;
-  std::chrono::milliseconds storeWaitChunk{1000};    // monitorThreadInterval
+  std::chrono::milliseconds storeWaitChunk{1000};    // monitorThreadInterval (also the
+                                                     // bound of the abort-time write)
   std::chrono::milliseconds pollInterval{5};         // blackbox polling
   std::chrono::milliseconds progressInterval{1000};  // progressWatchdogInterval
-  std::chrono::milliseconds lastCallWait{1000};
   // Between two polls of the communicators' asynchronous errors.
   std::chrono::milliseconds asyncErrorInterval{10};
 };
@@ -60,6 +61,9 @@ class MonitorThread {
   void watchStore(const std::stop_token& stop);
   void watchLocal(const std::stop_token& stop);
   void publishPluginFault(const resilient_blackbox_fault& fault);
+  // Publishes this rank's abort time (wall-clock ns), returned.
+  uint64_t publishAbortBegun();
+  void lowerFirstAbort(uint64_t abortNs);
 
   store::Store& store_;
   const protocol::JobKeys& keys_;

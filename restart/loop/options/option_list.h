@@ -57,7 +57,6 @@
          config::kRestartHeartbeatIntervalMs)                                                      \
   OPTION(HEARTBEAT_TIMEOUT_MS, "heartbeat_timeout_ms", heartbeatTimeout,                           \
          config::kRestartHeartbeatTimeoutMs)                                                       \
-  OPTION(LAST_CALL_WAIT_MS, "last_call_wait_ms", lastCallWait, config::kRestartLastCallWaitMs)     \
   OPTION(MONITOR_THREAD_INTERVAL_MS, "monitor_thread_interval_ms", monitorThreadInterval,          \
          config::kRestartMonitorThreadIntervalMs)                                                  \
   OPTION(MONITOR_PROCESS_INTERVAL_MS, "monitor_process_interval_ms", monitorProcessInterval,       \

@@ -72,7 +72,6 @@ void Options::validate() const {
         std::pair{"communicatorTimeout", communicatorTimeout}}) {
     require(value > zero, show(name, value) + " > 0");
   }
-  require(lastCallWait >= zero, show("lastCallWait", lastCallWait) + " >= 0");
   require(stormLimit >= 0, "stormLimit (" + std::to_string(stormLimit) + ") >= 0");
   require(stormWindow > zero, show("stormWindow", stormWindow) + " > 0");
   require(restartBackoff >= zero && restartBackoff <= restartBackoffMax,

@@ -27,7 +27,6 @@ restart::Options threadRankOptions(int rank, int worldSize) {
   o.heartbeatTimeout = milliseconds(3000);
   o.barrierTimeout = milliseconds(10000);
   o.completionTimeout = milliseconds(10000);
-  o.lastCallWait = milliseconds(20);
   o.finalizeTimeout = milliseconds(5000);
   o.healthCheckTimeout = milliseconds(5000);
   return o;

@@ -136,9 +136,16 @@ TEST_CASE("an abort that hangs is bounded: the rank leaves, the job goes on",
       [&](int rank, CallContext& ctx) {
         if (ctx.iteration() == 0) {
           if (rank == 0) {
+            model.setGraphRefs(handleOf(ctx), 1);  // a captured all-reduce
             held = handleOf(ctx);
-            model.setGraphRefs(held, 1);  // a captured all-reduce
             waitCancelled(ctx);
+          }
+          // Rank 1 fails once the graph holds rank 0's communicator: the
+          // abort starts as soon as the fault is published (no lastCallWait
+          // any more), and an abort before the capture would neither hang
+          // nor leave the model's communicator to the capture (a freed one).
+          while (held.load() == nullptr) {
+            std::this_thread::yield();
           }
           throw std::runtime_error("rank 1 fails");
         }
