@@ -7,24 +7,27 @@ the host engine through libnccl-net-resilient.so) on two simulated nodes: two
 job's store. Once without faults (the reference), then again while it injects
 --kills SIGKILLs and --poisons poisoned GPU contexts (SIGUSR1: the rank's next
 step fails as a sticky CUDA error would and its health check then asks for a
-new process, so it leaves with exit 75) into random active ranks, one at a
-time, spread over the run.
+new process, so it leaves with exit 75) into random active ranks, and
+--store-kills SIGKILLs of the job's store (agent 0 serves it from a process of
+its own and starts it again), one at a time, spread over the run.
 
-After each fault it waits for the job to be back at its target (6 active ranks
-entered the function in a new iteration), and checks at the end:
+After each fault of a rank it waits for the job to be back at its target (6
+active ranks entered the function in a new iteration); after a store kill, for
+every active rank to be 10 steps further in the same iteration (no restart, no
+step lost). It checks at the end:
   - each fault's process was replaced by its agent, and no other process was
     ever restarted (every other process of the first start exited 0 at the end,
     with the pid it started with);
   - the final weights are bitwise equal to the reference's;
-  - the agents exited 0.
+  - the agents exited 0, and agent 0 served the store again after each kill.
 It prints a table per fault (ms from the injection, CLOCK_MONOTONIC: the
 survivors' re-entry, the replacement registered as a joiner -- a spare again,
 waiting -- and admitted) and writes JSON (--json).
 
 Exit status: 0 PASS; 1 FAIL; 2 missing binaries.
 
-usage: agent_drill.py [--build build] [--kills 10] [--poisons 2] [--steps 200]
-                      [--step-ms 30] [--seed N] [--json FILE] [--keep]
+usage: agent_drill.py [--build build] [--kills 10] [--poisons 2] [--store-kills 2]
+                      [--steps 200] [--step-ms 30] [--seed N] [--json FILE] [--keep]
 """
 import argparse
 import hashlib
@@ -130,6 +133,13 @@ class Job:
                 new[name] = lines
         return new
 
+    def store_pid(self):
+        """The pid of the store agent 0 serves now."""
+        pids = re.findall(r"store .*\(pid (\d+)\)", open(self.agent_logs[0]).read())
+        if not pids:
+            raise DrillFailure(f"agent 0 serves no store (see {self.agent_logs[0]})")
+        return int(pids[-1])
+
     def running(self):
         return any(a.poll() is None for a in self.agents)
 
@@ -164,7 +174,7 @@ def run_reference(args, root, env):
 
 def run_faulty(args, root, env, rng):
     job = Job(args, "faulty", root, env)
-    kinds = ["kill"] * args.kills + ["poison"] * args.poisons
+    kinds = ["kill"] * args.kills + ["poison"] * args.poisons + ["store"] * args.store_kills
     rng.shuffle(kinds)
     targets = [int((i + 1) * args.steps * 0.85 / (len(kinds) + 1)) for i in range(len(kinds))]
     faults = []
@@ -189,7 +199,19 @@ def run_faulty(args, root, env, rng):
                 if m:
                     entered.setdefault(int(m.group(1)), {})[name] = (
                         int(m.group(3)), int(m.group(4)), int(m.group(5)))
-        if current is not None:
+        if current is not None and current["kind"] == "store":
+            # The store's loss costs no step: the iteration goes on (no rank
+            # enters another) and every active rank steps on.
+            if any(it > current["iteration"] for it in entered):
+                raise DrillFailure(f"the store's loss restarted the job (see {job.dir})")
+            after = {n: v for n, v in last_step.items()
+                     if v[0] == current["iteration"] and v[1] >= current["step"] + 10}
+            for n, v in after.items():
+                current["stepped"].setdefault(n, (time.monotonic_ns() - current["ns"]) / 1e6)
+            if len(after) >= ACTIVE:
+                current["steps_on_ms"] = max(current["stepped"].values())
+                current = None
+        elif current is not None:
             # Back at the target: ACTIVE processes entered one later iteration.
             for it in sorted(entered):
                 if it > current["iteration"] and len(entered[it]) == ACTIVE and all(
@@ -206,7 +228,16 @@ def run_faulty(args, root, env, rng):
             top = max((it for it, _, _ in last_step.values()), default=0)
             live = {n: v for n, v in last_step.items()
                     if v[0] == top and now - v[2] < 0.5}
-            if live and max(s for _, s, _ in live.values()) >= target:
+            if live and kind == "store" and max(s for _, s, _ in live.values()) >= target:
+                pid = job.store_pid()
+                ns = time.monotonic_ns()
+                os.kill(pid, signal.SIGKILL)
+                current = {"kind": kind, "rank": -1, "process": -1, "pid": pid,
+                           "iteration": top, "step": max(s for _, s, _ in live.values()),
+                           "ns": ns, "stepped": {}}
+                faults.append(current)
+                pending.pop(0)
+            elif live and max(s for _, s, _ in live.values()) >= target:
                 victim = rng.choice(sorted(live))
                 rank, n = (int(x) for x in victim[4:-4].split("."))
                 pid = job.processes()[(rank, n)]
@@ -248,11 +279,17 @@ def check(job, faults, reference):
             m = re.search(r"pid (\d+) ended: (.*)$", line)
             if m:
                 ends[int(m.group(1))] = m.group(2).strip()
+    store_kills = [f for f in faults if f["kind"] == "store"]
+    faults = [f for f in faults if f["kind"] != "store"]
     victims = {f["pid"] for f in faults}
     replaced = [k for k in procs if k[1] > 0]
     if len(replaced) != len(faults):
         problems.append(f"{len(replaced)} processes started in place of others, "
-                        f"{len(faults)} faults injected")
+                        f"{len(faults)} faults of ranks injected")
+    served_again = open(job.agent_logs[0]).read().count("serves again")
+    if served_again != len(store_kills):
+        problems.append(f"the store was served again {served_again} times after "
+                        f"{len(store_kills)} kills")
     for (rank, n), pid in procs.items():
         if pid not in victims and ends.get(pid) != "exit 0":
             problems.append(f"rank {rank} process {n} (pid {pid}) ended: {ends.get(pid)}")
@@ -290,6 +327,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--poisons", type=int, default=2)
+    ap.add_argument("--store-kills", type=int, default=2,
+                    help="SIGKILLs of the job's store (agent 0 serves it again) in steady training")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--step-ms", type=int, default=30)
     ap.add_argument("--seed", type=int)
@@ -315,7 +354,8 @@ def main():
                NCCL_RESILIENT_RESTART_STORM_LIMIT="0", NCCL_RESILIENT_RESTART_BACKOFF_MS="0")
     print(f"agent drill: {NNODES} agents x {NPROC} ranks ({ACTIVE} active + "
           f"{NNODES * NPROC - ACTIVE} spares), {args.steps} steps of {args.step_ms} ms; "
-          f"{args.kills} SIGKILLs and {args.poisons} poisoned contexts; seed {seed}; {root}",
+          f"{args.kills} SIGKILLs, {args.poisons} poisoned contexts, {args.store_kills} store "
+          f"kills; seed {seed}; {root}",
           flush=True)
     ok = False
     try:
@@ -324,14 +364,19 @@ def main():
         problems, weights = check(job, faults, reference)
         print(f"\n{'#':>2} {'kind':>6} {'rank':>4} {'proc':>4} {'step':>4} | "
               f"{'re-entry':>9} {'slowest':>8} | {'joining':>8} {'admitted':>9} | replacement")
+        def ms(v):
+            return f"{v:9.1f}" if v is not None else f"{'-':>9}"
         for i, f in enumerate(faults):
-            def ms(v):
-                return f"{v:9.1f}" if v is not None else f"{'-':>9}"
+            if f["kind"] == "store":
+                print(f"{i + 1:>2} {'store':>6} {'-':>4} {'-':>4} {f['step']:>4} | "
+                      f"no restart; every active rank 10 steps on at {f['steps_on_ms']:.1f} ms "
+                      f"(store pid {f['pid']} killed, served again by agent 0)")
+                continue
             print(f"{i + 1:>2} {f['kind']:>6} {f['rank']:>4} {f['process']:>4} {f['step']:>4} | "
                   f"{ms(f.get('reentry_ms'))} {ms(f.get('reentry_max_ms'))[1:]} | "
                   f"{ms(f['joining_ms'])[1:]} {ms(f['admitted_ms'])} | "
                   f"{f.get('replacement_outcome')}")
-        joins = [f["joining_ms"] for f in faults if f["joining_ms"] is not None]
+        joins = [f["joining_ms"] for f in faults if f.get("joining_ms") is not None]
         reentries = [f["reentry_ms"] for f in faults if f.get("reentry_ms") is not None]
         summary = {"faults": len(faults),
                    "reentry_median_ms": statistics.median(reentries) if reentries else None,

@@ -331,6 +331,7 @@ TEST_CASE("tcp: a client that follows restarts goes on with the restarted server
   ClientOptions o = testClientOptions();
   o.token = "tok";
   o.followRestarts = true;
+  o.reconnectTimeout = milliseconds(20000);  // the new server's start, on a loaded machine
   std::atomic<int> restarts{0};
   o.onServerRestart = [&] { ++restarts; };
   TcpStoreClient client("127.0.0.1", port, o);
