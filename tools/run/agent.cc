@@ -1,8 +1,6 @@
 #include "tools/run/agent.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,9 +17,10 @@
 #include "resilient/restart/errors.hpp"
 #include "restart/protocol/job_keys.h"
 #include "store/errors.h"
+#include "tools/run/child_process.h"
 #include "tools/run/hosted_store.h"
 
-extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn's environment
+extern char** environ;  // NOLINT(readability-redundant-declaration): the agent's environment
 
 namespace resilient::run {
 
@@ -44,18 +43,6 @@ void log(const char* format, ...) {
 }
 
 }  // namespace
-
-std::string describeStatus(int status) {
-  if (WIFEXITED(status)) {
-    const int code = WEXITSTATUS(status);
-    return "exit " + std::to_string(code) +
-           (code == restart::kExitNeedsNewProcess ? " (left for a new process)" : "");
-  }
-  if (WIFSIGNALED(status)) {
-    return "signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  }
-  return "status " + std::to_string(status);
-}
 
 Agent::Agent(AgentConfig config, std::shared_ptr<store::Store> store, HostedStore* hosted)
     : config_(std::move(config)), store_(std::move(store)), hosted_(hosted) {
@@ -126,40 +113,12 @@ pid_t Agent::start(int localRank, bool replacement) {
   for (const auto& [n, v] : vars) {
     env.push_back(n + "=" + v);
   }
-  std::vector<char*> envp;
-  for (std::string& e : env) {
-    envp.push_back(e.data());
-  }
-  envp.push_back(nullptr);
-  std::vector<std::string> args = config_.command;
-  std::vector<char*> argv;
-  for (std::string& a : args) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
+  Redirects redirects;
   if (!config_.logDir.empty()) {
-    const std::string path = config_.logDir + "/rank" + std::to_string(rank) + "." +
-                             std::to_string(slot.processes) + ".log";
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    redirects.stdoutPath = config_.logDir + "/rank" + std::to_string(rank) + "." +
+                           std::to_string(slot.processes) + ".log";
   }
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    throw std::runtime_error("cannot start " + config_.command[0] + ": " + std::strerror(rc));
-  }
+  const pid_t pid = startChild(config_.command, &env, redirects);
   ++slot.processes;
   slot.pid = pid;
   slot.running = true;
@@ -241,7 +200,7 @@ void Agent::leave() {
       }
     }
     if (!others.empty()) {
-      store_->wait(others, store::Millis(60000));
+      store_->wait(others);  // at most the store's call timeout (NCCL_RESILIENT_STORE_TIMEOUT_MS)
     }
   } catch (const store::StoreError& e) {
     log("the other nodes' agents did not say they are done (%s); stopping the store", e.what());

@@ -86,7 +86,4 @@ class Agent {
   bool leftOut_ = false;
 };
 
-// "exit 3", "signal 9 (Killed)", "exit 75 (left for a new process)".
-std::string describeStatus(int status);
-
 }  // namespace resilient::run

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,9 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "tools/run/agent.h"
-
-extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn's environment
+#include "tools/run/child_process.h"
 
 namespace resilient::run {
 
@@ -50,27 +47,18 @@ void HostedStore::start() {
     throw std::runtime_error(std::string("store: pipe: ") + std::strerror(errno));
   }
   const std::string program = storeProgram();
-  std::vector<std::string> args = {program, "--listen", listen_};
-  std::vector<char*> argv;
-  for (std::string& a : args) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  if (!logPath_.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, logPath_.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-  }
+  Redirects redirects;
+  redirects.stdoutFd = out[1];
+  redirects.stderrPath = logPath_;
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-  if (rc != 0) {
+  try {
+    pid = startChild({program, "--listen", listen_}, nullptr, redirects);
+  } catch (...) {
     ::close(out[0]);
-    throw std::runtime_error("cannot start " + program + ": " + std::strerror(rc));
+    ::close(out[1]);
+    throw;
   }
+  ::close(out[1]);
   pid_ = pid;
   // "resilient-store serving tcp://HOST:PORT (bound ..., token ...)"
   std::string line;

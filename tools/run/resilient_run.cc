@@ -30,7 +30,7 @@
 #include "common/net/socket_address.h"
 #include "store/client_options.h"
 #include "store/errors.h"
-#include "store/open_store.h"
+#include "store/lazy_store.h"
 #include "tools/run/agent.h"
 #include "tools/run/hosted_store.h"
 
@@ -143,7 +143,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "resilient-run: serving the job's store on %s (pid %d)\n",
                    config.storeUrl.c_str(), static_cast<int>(hosted->pid()));
     }
-    run::Agent agent(config, store::openStore(config.storeUrl, clientOptions), hosted.get());
+    // Opened by its first call (the agent asks the store only when a rank
+    // ended): a store that is slow to answer does not keep the ranks waiting.
+    run::Agent agent(config, std::make_shared<store::LazyStore>(config.storeUrl, clientOptions),
+                     hosted.get());
     const int status = agent.run();
     return status;
   } catch (const std::exception& e) {
