@@ -66,7 +66,8 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
                 .heartbeatTimeout = config.heartbeatTimeout,
                 .startMonoNs = startNs_,
                 .callTimeout = callTimeout_,
-                .storeRestarts = storeRestarts}),
+                .storeRestarts = storeRestarts,
+                .slots = &page.slots}),
       timeouts_(config.softTimeout, config.hardTimeout, config.barrierTimeout, startNs_),
       rank_(static_cast<pid_t>(page.rankPid.load(std::memory_order_acquire))) {
   if (config.livenessFd >= 0) {

@@ -11,15 +11,31 @@ SiblingMonitor::SiblingMonitor(store::Store& store, const protocol::JobKeys& key
       self_(options.self),
       worldSize_(options.worldSize),
       heartbeatTimeoutNs_(static_cast<uint64_t>(options.heartbeatTimeout.count()) * 1000000),
-      startNs_(options.startMonoNs),
       timeout_(options.callTimeout),
       storeRestarts_(options.storeRestarts),
+      slots_(options.slots),
+      sinceNs_(static_cast<size_t>(worldSize_), options.startMonoNs),
       seen_(static_cast<size_t>(worldSize_), false),
       terminated_(static_cast<size_t>(worldSize_), false),
       watched_(worldSize_ > 1 ? (self_ + 1) % worldSize_ : -1) {}
 
 bool SiblingMonitor::countsAsMissing(int rank, uint64_t nowMonoNs) const {
-  return seen_[static_cast<size_t>(rank)] || nowMonoNs >= startNs_ + heartbeatTimeoutNs_;
+  return seen_[static_cast<size_t>(rank)] ||
+         nowMonoNs >= sinceNs_[static_cast<size_t>(rank)] + heartbeatTimeoutNs_;
+}
+
+void SiblingMonitor::grow(uint64_t nowMonoNs) {
+  const int slots = slots_ != nullptr ? slots_->load(std::memory_order_acquire) : 0;
+  if (slots <= worldSize_) {
+    return;
+  }
+  worldSize_ = slots;
+  seen_.resize(static_cast<size_t>(slots), false);
+  terminated_.resize(static_cast<size_t>(slots), false);
+  sinceNs_.resize(static_cast<size_t>(slots), nowMonoNs);
+  // The ring is longer: watch the next rank in it again (a sweep moves the
+  // watch on past a terminated one).
+  watched_ = (self_ + 1) % worldSize_;
 }
 
 int SiblingMonitor::nextAlive(const std::vector<bool>& out) const {
@@ -43,12 +59,13 @@ bool SiblingMonitor::storeRestarted(uint64_t nowMonoNs) {
   // The store came back empty: every heartbeat is missing until its monitor
   // beats again, as when this monitor started.
   restartsSeen_ = restarts;
-  startNs_ = nowMonoNs;
+  sinceNs_.assign(sinceNs_.size(), nowMonoNs);
   seen_.assign(seen_.size(), false);
   return true;
 }
 
 std::vector<int> SiblingMonitor::check(uint64_t nowMonoNs) {
+  grow(nowMonoNs);
   if (watched_ < 0) {
     return {};
   }

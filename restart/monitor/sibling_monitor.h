@@ -27,6 +27,9 @@ struct SiblingMonitorOptions {
   // a restarted store has no heartbeat until the monitors beat again, so the
   // count starts over as at the monitor's start.
   const std::atomic<uint64_t>* storeRestarts = nullptr;
+  // The slots of the rank's World (its status page; may be null): the ring
+  // grows as processes join the job, each new rank with its own grace.
+  const std::atomic<int32_t>* slots = nullptr;
 };
 
 class SiblingMonitor {
@@ -45,6 +48,8 @@ class SiblingMonitor {
   bool countsAsMissing(int rank, uint64_t nowMonoNs) const;
   // Whether the store restarted since the last look (then starts over).
   bool storeRestarted(uint64_t nowMonoNs);
+  // Takes in the ranks that joined the job since the last look.
+  void grow(uint64_t nowMonoNs);
   std::vector<int> sweep(uint64_t nowMonoNs);
   int nextAlive(const std::vector<bool>& out) const;
 
@@ -53,10 +58,13 @@ class SiblingMonitor {
   int self_;
   int worldSize_;
   uint64_t heartbeatTimeoutNs_;
-  uint64_t startNs_;
   store::Timeout timeout_;
   const std::atomic<uint64_t>* storeRestarts_;
+  const std::atomic<int32_t>* slots_;
   uint64_t restartsSeen_ = 0;
+  // Per rank: since when its heartbeat may count as missing without having
+  // been seen (this monitor's start, the rank's joining, the store's restart).
+  std::vector<uint64_t> sinceNs_;
   std::vector<bool> seen_;
   std::vector<bool> terminated_;
   int watched_;

@@ -1,5 +1,7 @@
 // The sibling monitor's choices over an in-memory store: the ring, slow
 // starters, terminated ranks, and every missing rank found at once.
+#include <atomic>
+
 #include <catch2/catch.hpp>
 
 #include "restart/monitor/sibling_monitor.h"
@@ -92,4 +94,47 @@ TEST_CASE("terminated watched ranks move the watch on", "[monitor][sibling]") {
   f.stop(2);
   CHECK(m.check(kStart + 500 * kMs).empty());
   CHECK(m.watched() == -1);
+}
+
+TEST_CASE("ranks that joined the job enter the ring with a grace of their own",
+          "[monitor][sibling][join]") {
+  Fixture f;
+  std::atomic<int32_t> slots{0};
+  rm::SiblingMonitor m(f.store, f.keys,
+                       {.self = 1,
+                        .worldSize = 2,
+                        .heartbeatTimeout = milliseconds(300),
+                        .startMonoNs = kStart,
+                        .callTimeout = milliseconds(1000),
+                        .slots = &slots});
+  f.beat(0);
+  CHECK(m.check(kStart + 400 * kMs).empty());
+  CHECK(m.watched() == 0);
+  // Initial rank 2 joined at +500 ms: its heartbeat is watched, but missing
+  // only once 300 ms have passed since it joined (not since this monitor began).
+  slots = 3;
+  CHECK(m.check(kStart + 500 * kMs).empty());
+  CHECK(m.watched() == 2);
+  CHECK(m.check(kStart + 799 * kMs).empty());
+  CHECK(m.check(kStart + 800 * kMs) == std::vector<int>{2});
+}
+
+TEST_CASE("a restarted store gives every heartbeat its grace again", "[monitor][sibling]") {
+  Fixture f;
+  std::atomic<uint64_t> restarts{0};
+  rm::SiblingMonitor m(f.store, f.keys,
+                       {.self = 0,
+                        .worldSize = 2,
+                        .heartbeatTimeout = milliseconds(300),
+                        .startMonoNs = kStart,
+                        .callTimeout = milliseconds(1000),
+                        .storeRestarts = &restarts});
+  f.beat(1);
+  CHECK(m.check(kStart + 10 * kMs).empty());
+  f.stop(1);  // the store came back empty
+  restarts = 1;
+  CHECK(m.check(kStart + 20 * kMs).empty());
+  CHECK(m.check(kStart + 319 * kMs).empty());
+  f.beat(1);  // its monitor beat again
+  CHECK(m.check(kStart + 330 * kMs).empty());
 }
