@@ -300,10 +300,20 @@ void Loop::reassign(int k, const std::set<int>& terminated) {
   previousWorld_ = world_;
   world_ = assignRanks(*world_, *options_.rankAssignment, context);
   registry_->setWorldSize(world_->initialWorldSize());
-  if (context.joined > 0 && world_->at(state_.initialRank).rank == 0) {
-    // Rank 0 of the new World wakes the joiners (a joiner told nothing, e.g.
-    // this rank died first, is missing at the next barrier and declared dead).
-    announceAdmissions(*store_, *keys_, k, admittedJoiners_, joiners, *previousWorld_, *world_);
+  if (context.joined > 0) {
+    // The first live rank of the new World that ran this recovery (not a
+    // joiner: they wait to be told) wakes the joiners. A joiner told nothing
+    // (that rank died first) is missing at the next barrier, declared dead.
+    int announcer = -1;
+    for (const int r : world_->liveByRank()) {
+      if (r < previousWorld_->initialWorldSize()) {
+        announcer = r;
+        break;
+      }
+    }
+    if (announcer == state_.initialRank) {
+      announceAdmissions(*store_, *keys_, k, admittedJoiners_, joiners, *previousWorld_, *world_);
+    }
   }
   admittedJoiners_ = joiners;
   state_.iteration = k + 1;
