@@ -5,14 +5,16 @@ Runs the demo's training job (resilient-demo-train: 6 active ranks + 2 spares,
 the host engine through libnccl-net-resilient.so) on two simulated nodes: two
 `resilient-run` agents on this machine, 4 ranks each, the first serving the
 job's store. Once without faults (the reference), then again while it injects
---kills SIGKILLs and --poisons poisoned GPU contexts (SIGUSR1: the rank's next
-step fails as a sticky CUDA error would and its health check then asks for a
-new process, so it leaves with exit 75) into random active ranks, and
+--kills SIGKILLs of random live processes (active ranks or spares) and
+--poisons poisoned GPU contexts of random active ranks (SIGUSR1: the rank's
+next step fails as a sticky CUDA error would and its health check then asks
+for a new process, so it leaves with exit 75), and
 --store-kills SIGKILLs of the job's store (agent 0 serves it from a process of
 its own and starts it again), one at a time, spread over the run.
 
-After each fault of a rank it waits for the job to be back at its target (6
-active ranks entered the function in a new iteration); after a store kill, for
+After each fault of an active rank it waits for the job to be back at its
+target (6 active ranks entered the function in a new iteration); after a
+spare's kill, for its agent to start a new process; after a store kill, for
 every active rank to be 10 steps further in the same iteration (no restart, no
 step lost). It checks at the end:
   - each fault's process was replaced by its agent, and no other process was
@@ -117,6 +119,13 @@ class Job:
                     out[(rank, n)] = int(m.group(4))
         return out
 
+    def ended(self):
+        """The pids whose end the agents logged."""
+        pids = set()
+        for log in self.agent_logs:
+            pids.update(int(p) for p in re.findall(r"pid (\d+) ended:", open(log).read()))
+        return pids
+
     def poll(self):
         """Reads what the rank logs added; returns {log name: new lines}."""
         new = {}
@@ -211,6 +220,12 @@ def run_faulty(args, root, env, rng):
             if len(after) >= ACTIVE:
                 current["steps_on_ms"] = max(current["stepped"].values())
                 current = None
+        elif current is not None and current.get("spare"):
+            # A spare's end interrupts nobody: its agent starts a new process
+            # (the next restart admits it); the active ranks step on.
+            if (current["rank"], current["process"] + 1) in job.processes():
+                current["replaced_ms"] = (time.monotonic_ns() - current["ns"]) / 1e6
+                current = None
         elif current is not None:
             # Back at the target: ACTIVE processes entered one later iteration.
             for it in sorted(entered):
@@ -238,13 +253,20 @@ def run_faulty(args, root, env, rng):
                 faults.append(current)
                 pending.pop(0)
             elif live and max(s for _, s, _ in live.values()) >= target:
-                victim = rng.choice(sorted(live))
+                # A SIGKILL hits any live process (an active rank or a spare), a
+                # poison an active rank (a spare runs no step to fail).
+                procs = job.processes()
+                ended = job.ended()
+                alive = {f"rank{r}.{n}.log" for (r, n), pid in procs.items()
+                         if pid not in ended and (r, n + 1) not in procs}
+                victim = rng.choice(sorted(alive if kind == "kill" else live))
                 rank, n = (int(x) for x in victim[4:-4].split("."))
-                pid = job.processes()[(rank, n)]
+                pid = procs[(rank, n)]
                 ns = time.monotonic_ns()
                 os.kill(pid, signal.SIGKILL if kind == "kill" else signal.SIGUSR1)
                 current = {"kind": kind, "rank": rank, "process": n, "pid": pid,
-                           "iteration": top, "step": live[victim][1], "ns": ns}
+                           "iteration": top, "step": max(s for _, s, _ in live.values()),
+                           "ns": ns, "spare": victim not in live}
                 faults.append(current)
                 pending.pop(0)
         time.sleep(0.005)
@@ -371,6 +393,12 @@ def main():
                 print(f"{i + 1:>2} {'store':>6} {'-':>4} {'-':>4} {f['step']:>4} | "
                       f"no restart; every active rank 10 steps on at {f['steps_on_ms']:.1f} ms "
                       f"(store pid {f['pid']} killed, served again by agent 0)")
+                continue
+            if f.get("spare"):
+                print(f"{i + 1:>2} {'kill':>6} {f['rank']:>4} {f['process']:>4} {f['step']:>4} | "
+                      f"a spare: no restart; its agent started a new process at "
+                      f"{f['replaced_ms']:.1f} ms | {ms(f['joining_ms'])[1:]} {ms(f['admitted_ms'])} | "
+                      f"{f.get('replacement_outcome')}")
                 continue
             print(f"{i + 1:>2} {f['kind']:>6} {f['rank']:>4} {f['process']:>4} {f['step']:>4} | "
                   f"{ms(f.get('reentry_ms'))} {ms(f.get('reentry_max_ms'))[1:]} | "
