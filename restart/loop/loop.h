@@ -129,12 +129,24 @@ class Loop {
   // what made the rank unhealthy, or empty.
   std::string tearDown(int k);
   void passIterationBarrier(int k);  // missing ranks recorded and terminated
-  // The culprits of iteration k named (and terminated when the options say
-  // so, into `terminated`).
-  std::set<int> nameCulprits(int k, const std::vector<protocol::FaultRecord>& records,
-                             std::set<int>& terminated);
-  // The next World, with the joiners admitted after iteration k.
-  void reassign(int k, const std::set<int>& terminated);
+  // What every rank does after iteration k's barrier, decided once: the
+  // first rank past the barrier reads the records, names the culprits
+  // (terminated when the options say so), counts the terminated ranks and the
+  // joiners, and writes it (iteration/<k>/verdict); the others read it (one
+  // get instead of every record), so every rank computes the same World.
+  struct RestartVerdict {
+    std::set<int> culprits;
+    std::set<int> terminated;
+    int64_t joiners = 0;                        // the next World holds this many
+    std::vector<protocol::FaultRecord> root;    // the first record (the storm's kind)
+  };
+  RestartVerdict decideRestart(int k);
+  // The culprits of iteration k's records (`terminated`: the live ranks'
+  // complement, for "who is behind").
+  std::set<int> findCulprits(int k, const std::vector<protocol::FaultRecord>& records,
+                             const std::set<int>& terminated);
+  // The next World, with the verdict's terminated ranks and joiners.
+  void reassign(int k, const RestartVerdict& verdict);
   void finish();                                          // after completion
   // The completion barrier of the iteration, and the one decision every rank
   // follows: true to complete, false to restart.

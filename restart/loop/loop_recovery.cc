@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "resilient/restart/health.hpp"
@@ -148,18 +150,61 @@ void Loop::recover() {
   }
   passIterationBarrier(k);
 
-  const std::vector<FaultRecord> records = faults_->recordsOf(k);
-  std::set<int> terminated = barrier_->terminated();
-  const std::set<int> culprits = nameCulprits(k, records, terminated);
-  if (terminated.count(state_.initialRank) != 0) {
+  const RestartVerdict verdict = decideRestart(k);
+  if (options_.terminateCulprits) {
+    // Every rank, so that the culprits are counted at the barriers to come
+    // whoever wrote the verdict (idempotent: one compare-and-set each).
+    for (const int c : verdict.culprits) {
+      barrier_->markTerminated(c, "culprit");
+    }
+  }
+  std::string culpritText;
+  for (const int c : verdict.culprits) {
+    culpritText += (culpritText.empty() ? "" : ", ") + std::to_string(c);
+  }
+  timeline_.record(k, "culprits",
+                   verdict.culprits.empty() ? "none named" : "ranks " + culpritText);
+  if (verdict.terminated.count(state_.initialRank) != 0) {
     leave(std::make_exception_ptr(RankDiscarded(
         "rank " + std::to_string(state_.initialRank) + " was terminated in iteration " +
         std::to_string(k) +
-        (culprits.count(state_.initialRank) != 0 ? " as the culprit of a fault" : ""))));
+        (verdict.culprits.count(state_.initialRank) != 0 ? " as the culprit of a fault" : ""))));
   }
-  state_.culprit = culprits.count(state_.initialRank) != 0;
-  applyStormPolicy(k, records);
-  reassign(k, terminated);
+  state_.culprit = verdict.culprits.count(state_.initialRank) != 0;
+  applyStormPolicy(k, verdict.root);
+  reassign(k, verdict);
+}
+
+Loop::RestartVerdict Loop::decideRestart(int k) {
+  const auto parse = [](const std::string& text) {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    RestartVerdict v;
+    v.culprits = j.at("culprits").get<std::set<int>>();
+    v.terminated = j.at("terminated").get<std::set<int>>();
+    v.joiners = j.at("joiners").get<int64_t>();
+    if (j.contains("root")) {
+      v.root.push_back(FaultRecord::fromJson(j.at("root").get<std::string>()));
+    }
+    return v;
+  };
+  if (const std::optional<std::string> decided = store_->get(keys_->verdict(k))) {
+    return parse(*decided);
+  }
+  const std::vector<FaultRecord> records = faults_->recordsOf(k);
+  std::set<int> terminated = barrier_->terminated();
+  const std::set<int> culprits = findCulprits(k, records, terminated);
+  if (options_.terminateCulprits) {
+    terminated.insert(culprits.begin(), culprits.end());
+  }
+  nlohmann::json j{{"culprits", culprits},
+                   {"terminated", terminated},
+                   {"joiners", registeredJoiners(*store_, *keys_, admittedJoiners_)}};
+  if (!records.empty()) {
+    j["root"] = records.front().toJson();
+  }
+  const std::string mine = j.dump();
+  const store::CasResult cas = store_->compareSet(keys_->verdict(k), std::nullopt, mine);
+  return parse(cas.current.value_or(mine));
 }
 
 std::string Loop::tearDown(int k) {
@@ -247,11 +292,11 @@ void Loop::passIterationBarrier(int k) {
   timeline_.record(k, "iteration barrier");
 }
 
-std::set<int> Loop::nameCulprits(int k, const std::vector<FaultRecord>& records,
-                                 std::set<int>& terminated) {
+std::set<int> Loop::findCulprits(int k, const std::vector<FaultRecord>& records,
+                                 const std::set<int>& terminated) {
   // After the iteration barrier every rank not terminated has arrived, after
-  // publishing its abort time: every rank reads the same times, so names the
-  // same culprits (a rank without one never aborted: it died or hung).
+  // publishing its abort time: the times are final, so are the culprits (a
+  // rank without one never aborted: it died or hung).
   std::set<int> culprits =
       culpritsOf(records, readAbortTimes(*store_, *keys_, k, namedRanks(records)));
   const bool hang = std::any_of(records.begin(), records.end(), [](const FaultRecord& r) {
@@ -268,29 +313,17 @@ std::set<int> Loop::nameCulprits(int k, const std::vector<FaultRecord>& records,
       culprits.insert(r);
     }
   }
-  std::string culpritText;
-  for (const int c : culprits) {
-    culpritText += (culpritText.empty() ? "" : ", ") + std::to_string(c);
-  }
-  timeline_.record(k, "culprits", culprits.empty() ? "none named" : "ranks " + culpritText);
-  if (options_.terminateCulprits) {
-    for (const int c : culprits) {
-      if (terminated.insert(c).second) {
-        barrier_->markTerminated(c, "culprit");
-      }
-    }
-  }
   return culprits;
 }
 
-void Loop::reassign(int k, const std::set<int>& terminated) {
+void Loop::reassign(int k, const RestartVerdict& verdict) {
   AssignmentContext context;
   context.key = [this](int initialRank) { return registry_->hostOf(initialRank); };
-  // Every process that joined by now comes in as a spare (one decision).
-  const int64_t joiners = decideAdmissions(*store_, *keys_, k, admittedJoiners_);
+  // Every process that joined by the verdict comes in as a spare.
+  const int64_t joiners = std::max(verdict.joiners, admittedJoiners_);
   context.joined = static_cast<int>(joiners - admittedJoiners_);
   const int slots = world_->initialWorldSize() + context.joined;
-  for (const int r : terminated) {
+  for (const int r : verdict.terminated) {
     // A joiner admitted now may have died already: terminated in the World it
     // enters (a joiner further back in the queue is not admitted yet).
     if (r < slots && (r >= world_->initialWorldSize() || !world_->terminated(r))) {

@@ -17,8 +17,10 @@
 //   iteration/<k>/storm      the restart-storm verdict after iteration k's fault
 //   iteration/<k>/completion the one decision of iteration k's end
 //   iteration/<k>/comm/...   the iteration's rendezvous (communicator ids)
-//   joiners/count, joiners/<n>/admitted, iteration/<k>/admitted,
-//   iteration/<k>/world, finished: processes joining the running job
+//   iteration/<k>/verdict    the one verdict after iteration k's barrier (culprits,
+//                            terminated ranks, joiners admitted, root record)
+//   joiners/count, joiners/<n>/admitted, iteration/<k>/world, finished:
+//                            processes joining the running job
 //                            (restart/loop/job/joiners.h)
 // Barriers (store barriers; re-entrant: anyone may count a rank):
 //   "<prefix>initial"      generation 0       all initial ranks
@@ -75,12 +77,16 @@ class JobKeys {
     return ofIteration(iteration, "completion");
   }
   std::string terminationBarrier() const { return prefix_ + "termination"; }
+  // The one verdict after iteration k's barrier (restart/loop/loop_recovery.cc,
+  // Loop::decideRestart): its culprits, its terminated ranks, the joiners the
+  // next World holds and the root fault record; the first rank past the
+  // barrier writes it, every rank follows it.
+  std::string verdict(int iteration) const { return ofIteration(iteration, "verdict"); }
   // Processes joining the running job (restart/loop/job/joiners.h).
   std::string joinerCount() const { return prefix_ + "joiners/count"; }
   std::string joinerAdmitted(int64_t number) const {
     return prefix_ + "joiners/" + std::to_string(number) + "/admitted";
   }
-  std::string admitted(int iteration) const { return ofIteration(iteration, "admitted"); }
   std::string world(int iteration) const { return ofIteration(iteration, "world"); }
   std::string finished() const { return prefix_ + "finished"; }
   // The job's health comparison (restart/loop/job/health_exchange.h): active

@@ -1,5 +1,6 @@
 #include "restart/loop/job/joiners.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -79,14 +80,10 @@ std::optional<Admission> waitForAdmission(store::Store& store, const protocol::J
   return Admission{iteration, worldFromText(*worlds[0]), worldFromText(*worlds[1])};
 }
 
-int64_t decideAdmissions(store::Store& store, const protocol::JobKeys& keys, int k,
-                         int64_t admittedSoFar) {
+int64_t registeredJoiners(store::Store& store, const protocol::JobKeys& keys,
+                          int64_t admittedSoFar) {
   const std::optional<std::string> count = store.get(keys.joinerCount());
-  const int64_t registered = count ? std::stoll(*count) : 0;
-  const int64_t proposal = std::max(registered, admittedSoFar);
-  const store::CasResult decided =
-      store.compareSet(keys.admitted(k), std::nullopt, std::to_string(proposal));
-  return std::stoll(decided.current.value_or(std::to_string(proposal)));
+  return std::max<int64_t>(count ? std::stoll(*count) : 0, admittedSoFar);
 }
 
 void announceAdmissions(store::Store& store, const protocol::JobKeys& keys, int k,

@@ -8,9 +8,8 @@
 // The protocol, under the job's keys:
 //   joiners/count            counter: the n-th joiner (1-based) gets initial
 //                            rank initialWorldSize + n - 1
-//   iteration/<k>/admitted   how many joiners iteration k+1's World holds (the
-//                            first rank past iteration k's barrier to propose
-//                            one writes it; every rank follows it)
+//   iteration/<k>/verdict    its "joiners": how many iteration k+1's World
+//                            holds (restart/loop/loop.h, the restart's verdict)
 //   iteration/<k>/world      the World of iteration k, written when joiners
 //                            were admitted into it (and the one before it:
 //                            a joiner computes nothing of the history)
@@ -52,11 +51,10 @@ std::optional<Admission> waitForAdmission(store::Store& store, const protocol::J
                                           int64_t index, std::chrono::milliseconds slice,
                                           const std::function<bool()>& stop);
 
-// After iteration k's barrier: how many joiners iteration k+1 holds in all
-// (one decision for every rank: the first proposal written). `admittedSoFar`:
-// how many the World of iteration k holds.
-int64_t decideAdmissions(store::Store& store, const protocol::JobKeys& keys, int k,
-                         int64_t admittedSoFar);
+// How many joiners have registered so far (at least `admittedSoFar`, those
+// the current World holds): what the restart's verdict admits.
+int64_t registeredJoiners(store::Store& store, const protocol::JobKeys& keys,
+                          int64_t admittedSoFar);
 
 // Tells joiners (admittedSoFar, total] that they are in iteration k+1, whose
 // World is `next` (`current`: iteration k's). Idempotent.

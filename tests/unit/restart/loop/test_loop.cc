@@ -497,3 +497,31 @@ TEST_CASE("a process that joins a job which then finishes without a fault is not
   CHECK(!entered);
   CHECK(hasPhase(joiner->out, "not needed"));
 }
+
+TEST_CASE("every rank follows the one verdict written after the barrier", "[restart][loop]") {
+  // The verdict the first rank past the barrier writes decides for every
+  // rank, whatever each would read itself: here one written beforehand names
+  // rank 2, which no record names.
+  auto store = std::make_shared<store::MemoryStore>();
+  const restart::protocol::JobKeys keys("default");
+  store->set(keys.verdict(0), R"({"culprits":[2],"terminated":[2],"joiners":0})");
+  const auto out = runRanks(
+      4, {},
+      [&](int rank, CallContext& ctx) {
+        if (ctx.iteration() == 0 && rank == 0) {
+          throw std::runtime_error("a fault of rank 0");
+        }
+        while (ctx.iteration() == 0 && !ctx.cancelled()) {
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+        ctx.checkCancelled();
+      },
+      store);
+  CHECK(endedWith<restart::RankDiscarded>(out[2]));
+  for (const int r : {0, 1, 3}) {
+    INFO("rank " << r << ": " << out[static_cast<size_t>(r)].errorText());
+    CHECK(!out[static_cast<size_t>(r)].error);
+    CHECK(out[static_cast<size_t>(r)].state.activeWorldSize == 3);
+  }
+  CHECK(store->get(keys.terminated(2)).has_value());  // marked, so the barriers count it
+}
