@@ -364,17 +364,27 @@ bool Loop::completeTogether() {
   const int k = state_.iteration;
   const auto generation = static_cast<uint64_t>(k);
   bool released = true;
+  // A terminated rank is counted here on its behalf only if it had no part
+  // in this iteration's work (a spare, one gone before); an active rank that
+  // died once its function had returned is counted by its monitor
+  // (restart/monitor/monitor.cc, onRankEnded in phase completing). So an
+  // active rank that left before its function returned holds the barrier, and
+  // the iteration restarts rather than completes without its part.
+  const std::function<bool(int)> onBehalf = [this](int r) {
+    return r >= world_->initialWorldSize() || world_->at(r).mode != Mode::kActive;
+  };
   try {
     if (state_.active()) {
       barrier_->wait(keys_->completionBarrier(), generation, options_.completionTimeout,
-                     [this] { return interrupted(); });
+                     [this] { return interrupted(); }, {.onBehalf = onBehalf});
     } else {
       // A spare waits as long as the active ranks compute (no completion
       // timeout applies to it; the barrier shows its progress) and notices an
       // interruption within a short slice so that it does not hold up
       // everyone's recovery.
       barrier_->wait(keys_->completionBarrier(), generation, kSpareWait,
-                     [this] { return interrupted(); }, {.chunk = kSpareSlice});
+                     [this] { return interrupted(); },
+                     {.chunk = kSpareSlice, .onBehalf = onBehalf});
     }
   } catch (const RankShouldRestart&) {
     released = false;

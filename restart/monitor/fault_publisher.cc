@@ -32,8 +32,16 @@ void FaultPublisher::markInterrupted(int iteration, protocol::FaultReason reason
 }
 
 void FaultPublisher::countAtIterationBarrier(int rank, int iteration, int slots) {
+  countAt(keys_.iterationBarrier(), rank, iteration, slots);
+}
+
+void FaultPublisher::countAtCompletionBarrier(int rank, int iteration, int slots) {
+  countAt(keys_.completionBarrier(), rank, iteration, slots);
+}
+
+void FaultPublisher::countAt(const std::string& barrier, int rank, int iteration, int slots) {
   store::BarrierArrival a;
-  a.name = keys_.iterationBarrier();
+  a.name = barrier;
   a.generation = static_cast<uint64_t>(iteration);
   a.rank = rank;
   a.worldSize = slots;

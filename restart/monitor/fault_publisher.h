@@ -39,8 +39,13 @@ class FaultPublisher {
   // barrier of `slots` initial ranks, and returns at once. A generation
   // already complete and forgotten is no error.
   void countAtIterationBarrier(int rank, int iteration, int slots);
+  // The same at the completion barrier (a rank that died once its function
+  // had returned: its part of the iteration is done).
+  void countAtCompletionBarrier(int rank, int iteration, int slots);
 
  private:
+  void countAt(const std::string& barrier, int rank, int iteration, int slots);
+
   store::Store& store_;
   const protocol::JobKeys& keys_;
   int reporter_;

@@ -382,6 +382,14 @@ int Monitor::onRankEnded(RankEnd end) {
     }
     retrying("counting the rank at the iteration barrier", deadline,
              [&] { publisher_.countAtIterationBarrier(config_.rank, iteration, barrierSlots()); });
+    if (phase == RankPhase::kCompleting && !spare()) {
+      // Its function had returned: its part of the iteration is done, and the
+      // others' completion barrier counts it through this arrival only
+      // (restart/loop/loop.cc, completeTogether).
+      retrying("counting the rank at the completion barrier", deadline, [&] {
+        publisher_.countAtCompletionBarrier(config_.rank, iteration, barrierSlots());
+      });
+    }
     if (spare()) {
       // A spare only leaves the pool: the barriers count it (terminated),
       // the active ranks go on.

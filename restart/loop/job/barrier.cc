@@ -47,7 +47,8 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
       [&](const auto& sliceTime) {
         try {
           for (const int r : terminated()) {
-            if (r != rank_ && counted.insert(r).second) {
+            if (r != rank_ && (!options.onBehalf || options.onBehalf(r)) &&
+                counted.insert(r).second) {
               countOnBehalf(name, generation, r);
             }
           }

@@ -43,6 +43,10 @@ class JobBarrier {
     bool markMissing = false;
     // Replaces the barrier's own chunk for this wait.
     std::optional<std::chrono::milliseconds> chunk = std::nullopt;
+    // Which terminated ranks this wait counts on their behalf (empty: all).
+    // The completion barrier leaves out the iteration's active ranks: one
+    // that left before its function returned did not do its part.
+    std::function<bool(int)> onBehalf = nullptr;
   };
   std::vector<int> wait(const std::string& name, uint64_t generation,
                         std::chrono::milliseconds timeout, const std::function<bool()>& stop,

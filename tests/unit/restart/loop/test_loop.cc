@@ -525,3 +525,38 @@ TEST_CASE("every rank follows the one verdict written after the barrier", "[rest
   }
   CHECK(store->get(keys.terminated(2)).has_value());  // marked, so the barriers count it
 }
+
+TEST_CASE("an active rank that leaves before its function returns holds the completion barrier",
+          "[restart][loop]") {
+  // Rank 1's health check fails at the start of iteration 0: it leaves,
+  // terminated, without doing its part. Ranks 0 and 2 return from the function
+  // once it is marked terminated; the completion barrier must not count it
+  // for them (found by test_wrapper.py's health check test: the job completed
+  // in iteration 0 with an active rank's work missing).
+  auto store = std::make_shared<store::MemoryStore>();
+  const restart::protocol::JobKeys keys("default");
+  const auto out = runRanks(
+      4,
+      [](int, Options& o) {
+        o.rankAssignment = restart::compose(
+            {restart::maxActiveWorldSize(3), restart::activateAllRanks(), restart::shiftRanks()});
+        o.healthCheck = [](const restart::State& s) {
+          if (s.initialRank == 1 && s.iteration == 0) {
+            throw restart::HealthCheckError("rank 1 is unfit");
+          }
+        };
+      },
+      [&](int, CallContext& ctx) {
+        while (ctx.iteration() == 0 && !store->get(keys.terminated(1)).has_value()) {
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+      },
+      store);
+  CHECK(endedWith<restart::HealthCheckError>(out[1]));
+  for (const int r : {0, 2, 3}) {
+    INFO("rank " << r << ": " << out[static_cast<size_t>(r)].errorText());
+    CHECK(!out[static_cast<size_t>(r)].error);
+    CHECK(out[static_cast<size_t>(r)].state.iteration == 1);
+    CHECK(out[static_cast<size_t>(r)].state.activeWorldSize == 3);
+  }
+}
