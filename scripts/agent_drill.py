@@ -192,6 +192,7 @@ def run_faulty(args, root, env, rng):
     deadline = time.monotonic() + args.job_timeout
     pending = list(zip(kinds, targets))
     current = None    # the fault whose recovery is awaited
+    settled = 0.0     # when the latest fault's recovery was seen complete
     while job.running():
         if time.monotonic() > deadline:
             job.stop()
@@ -220,12 +221,14 @@ def run_faulty(args, root, env, rng):
             if len(after) >= ACTIVE:
                 current["steps_on_ms"] = max(current["stepped"].values())
                 current = None
+                settled = time.monotonic()
         elif current is not None and current.get("spare"):
             # A spare's end interrupts nobody: its agent starts a new process
             # (the next restart admits it); the active ranks step on.
             if (current["rank"], current["process"] + 1) in job.processes():
                 current["replaced_ms"] = (time.monotonic_ns() - current["ns"]) / 1e6
                 current = None
+                settled = time.monotonic()
         elif current is not None:
             # Back at the target: ACTIVE processes entered one later iteration.
             for it in sorted(entered):
@@ -237,13 +240,19 @@ def run_faulty(args, root, env, rng):
                                                  - current["ns"]) / 1e6
                     current["back_in_iteration"] = it
                     current = None
+                    settled = time.monotonic()
                     break
         elif pending:
             kind, target = pending[0]
             top = max((it for it, _, _ in last_step.values()), default=0)
             live = {n: v for n, v in last_step.items()
                     if v[0] == top and now - v[2] < 0.5}
-            if live and kind == "store" and max(s for _, s, _ in live.values()) >= target:
+            # A store kill comes in steady training: a second after the latest
+            # recovery (the active ranks are back first; spares and joiners
+            # finish theirs just after, and a restart's verdict lives in the
+            # store until every rank has read it).
+            if (live and kind == "store" and now - settled >= 1.0
+                    and max(s for _, s, _ in live.values()) >= target):
                 pid = job.store_pid()
                 ns = time.monotonic_ns()
                 os.kill(pid, signal.SIGKILL)
@@ -252,7 +261,7 @@ def run_faulty(args, root, env, rng):
                            "ns": ns, "stepped": {}}
                 faults.append(current)
                 pending.pop(0)
-            elif live and max(s for _, s, _ in live.values()) >= target:
+            elif live and kind != "store" and max(s for _, s, _ in live.values()) >= target:
                 # A SIGKILL hits any live process (an active rank or a spare), a
                 # poison an active rank (a spare runs no step to fail).
                 procs = job.processes()

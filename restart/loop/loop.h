@@ -216,8 +216,13 @@ class Loop {
   std::shared_ptr<StoreRestarts> storeRestarts_;
   RankIdentity identity_;
   int64_t joinerNumber_ = 0;  // this process's place among the joiners (0: none)
+  // The verdict this rank followed last (iteration, its text).
+  std::pair<int, std::string> lastVerdict_{-1, {}};
   struct Kept {
     bool ready = false;  // the identity is claimed
+    // The last verdict, put back for a rank that has yet to read it (a late
+    // spare): it must not decide anew from a store that lost the records.
+    std::pair<int, std::string> verdict{-1, {}};
     int initialRank = 0;
     int iteration = 0;
     bool spare = false;

@@ -188,6 +188,7 @@ Loop::RestartVerdict Loop::decideRestart(int k) {
     return v;
   };
   if (const std::optional<std::string> decided = store_->get(keys_->verdict(k))) {
+    lastVerdict_ = {k, *decided};
     return parse(*decided);
   }
   const std::vector<FaultRecord> records = faults_->recordsOf(k);
@@ -204,7 +205,8 @@ Loop::RestartVerdict Loop::decideRestart(int k) {
   }
   const std::string mine = j.dump();
   const store::CasResult cas = store_->compareSet(keys_->verdict(k), std::nullopt, mine);
-  return parse(cas.current.value_or(mine));
+  lastVerdict_ = {k, cas.current.value_or(mine)};
+  return parse(lastVerdict_.second);
 }
 
 std::string Loop::tearDown(int k) {

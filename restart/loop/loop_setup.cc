@@ -332,6 +332,7 @@ void Loop::applyWorld() {
 void Loop::keepForRestore() {
   Kept kept;
   kept.ready = true;
+  kept.verdict = lastVerdict_;
   kept.initialRank = state_.initialRank;
   kept.iteration = state_.iteration;
   kept.joiners = std::max(admittedJoiners_, joinerNumber_);
@@ -374,6 +375,9 @@ void Loop::restoreStore() noexcept {
     }
     if (kept.spare) {
       store_->set(keys_->spare(kept.iteration, kept.initialRank), "1");
+    }
+    if (kept.verdict.first >= 0) {
+      store_->compareSet(keys_->verdict(kept.verdict.first), std::nullopt, kept.verdict.second);
     }
     RES_WARN(log::kRestart,
              "restart: the job's store restarted empty; rank %d put back its identity, %zu "
