@@ -28,7 +28,7 @@ ROLES = {
     "demo_train": "resilient-demo-train",
     "store": "resilient-store",
     "monitor": "resilient-monitor",
-    "agent": "resilient-run",
+    "agent": "resilient-run",  # scripts/demo.py launches the ranks through it (no NCCL call of its own)
 }
 
 # The name each net plugin gives NCCL (plugin/net/abi/adapter.h,

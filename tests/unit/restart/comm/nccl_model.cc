@@ -70,6 +70,9 @@ void warn(const std::string& text) {
 // NCCL: group.cc, __thread ncclGroupDepth, ncclGroupError and the jobs
 // queued in the group (ncclAsyncLaunch queues every job while the depth is
 // above 0; ncclGroupEndInternal runs them when it reaches 0).
+// (v2.28.9-1 src/group.cc: `__thread int ncclGroupDepth`, `__thread
+// ncclResult_t ncclGroupError`: one of each per thread, as here; the TLS
+// model below changes where they live, not what they mean.)
 // Static TLS (initial-exec): this model is dlopened, and its dynamic TLS
 // blocks tripped LeakSanitizer's scan of the threads at exit (a tracer crash,
 // "DTLS ... at 0x6d2", in every ASan run of test-restart-loop); the fake net
