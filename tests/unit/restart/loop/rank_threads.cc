@@ -64,25 +64,32 @@ std::vector<RankOutcome> runRanks(int worldSize,
       if (adjust) {
         adjust(r, o);
       }
-      RankOutcome& result = out[static_cast<size_t>(r)];
-      try {
-        restart::Loop loop(std::move(o), restart::LoopEnvironment{store, false, std::nullopt});
-        try {
-          loop.run([&](restart::CallContext& ctx) { fn(r, ctx); });
-        } catch (...) {
-          result.error = std::current_exception();
-        }
-        result.state = loop.state();
-        result.timeline = loop.timeline();
-      } catch (...) {
-        result.error = std::current_exception();
-      }
+      out[static_cast<size_t>(r)] =
+          runRank(store, std::move(o), false, [&](restart::CallContext& ctx) { fn(r, ctx); });
     });
   }
   for (auto& t : threads) {
     t.join();
   }
   return out;
+}
+
+RankOutcome runRank(std::shared_ptr<store::Store> store, restart::Options options, bool join,
+                    const std::function<void(restart::CallContext&)>& fn) {
+  RankOutcome result;
+  try {
+    restart::Loop loop(std::move(options), restart::LoopEnvironment{std::move(store), false, join});
+    try {
+      loop.run(fn);
+    } catch (...) {
+      result.error = std::current_exception();
+    }
+    result.state = loop.state();
+    result.timeline = loop.timeline();
+  } catch (...) {
+    result.error = std::current_exception();
+  }
+  return result;
 }
 
 void recordDeath(store::Store& store, const std::string& jobId, int rank, int worldSize,

@@ -34,6 +34,12 @@ std::vector<RankOutcome> runRanks(
     const std::function<void(int rank, restart::CallContext&)>& fn,
     std::shared_ptr<store::Store> store = nullptr, const std::vector<int>& only = {});
 
+// Runs one rank's Loop on the calling thread (`join`: as a process that
+// joins the running job, NCCL_RESILIENT_RESTART_JOIN) and returns how run()
+// ended.
+RankOutcome runRank(std::shared_ptr<store::Store> store, restart::Options options, bool join,
+                    const std::function<void(restart::CallContext&)>& fn);
+
 // What a rank's monitor process does when its rank dies (here: when its
 // thread "dies"): fault record, terminated mark, counted at the iteration
 // barrier.

@@ -371,19 +371,7 @@ struct Joiner {
   Joiner(std::shared_ptr<store::Store> store, int rank, int worldSize,
          std::function<void(CallContext&)> fn) {
     thread = std::thread([this, store, rank, worldSize, fn = std::move(fn)] {
-      try {
-        restart::Loop loop(test::threadRankOptions(rank, worldSize),
-                           restart::LoopEnvironment{store, false, true});
-        try {
-          loop.run(fn);
-        } catch (...) {
-          out.error = std::current_exception();
-        }
-        out.state = loop.state();
-        out.timeline = loop.timeline();
-      } catch (...) {
-        out.error = std::current_exception();
-      }
+      out = test::runRank(store, test::threadRankOptions(rank, worldSize), true, fn);
     });
   }
   ~Joiner() {
