@@ -105,7 +105,7 @@ def worker(a):
     result["abort_code"] = nccl.abort(comm)
     result["abort_s"] = time.monotonic() - t0
     kitlib.worker_result(a.result, result)
-    os._exit(0)  # the context may still hold the aborted communicator's work
+    kitlib.worker_exit(0)
 
 
 def judge(case, results, pids, t_fault):

@@ -10,12 +10,14 @@ Everything here is standard library only: it also runs in CI (--dry-run).
 """
 
 import argparse
+import ctypes
 import json
 import os
 import re
 import signal
 import subprocess
 import time
+import traceback
 
 # Roles every kit has, with the meson target that builds each.
 ROLES = {
@@ -153,9 +155,11 @@ def rank_environment(base, rank, *, host_prefix="gpukit"):
     return env
 
 
-def nccl_environment(kit_env, *, net_role="net_plugin", kit=None, log_dir=None):
+def nccl_environment(kit_env, *, net_role="net_plugin", kit=None, log_dir=None,
+                     subsys="INIT,NET,ENV"):
     """The NCCL variables for a job through one of the kit's net plugins, or
-    NCCL's own Socket transport (net_role None)."""
+    NCCL's own Socket transport (net_role None); with log_dir, NCCL's INFO
+    log of the subsystems `subsys`, one file per process."""
     env = dict(kit_env)
     env["NCCL_SOCKET_IFNAME"] = "lo"
     env["NCCL_RESILIENT_SOCKET_IFNAME"] = "lo"
@@ -165,9 +169,19 @@ def nccl_environment(kit_env, *, net_role="net_plugin", kit=None, log_dir=None):
     else:
         env["NCCL_NET_PLUGIN"] = kit.path(net_role)
         env["NCCL_NET"] = NET_NAMES[net_role]
+        # A process that makes communicators one after another (the probe,
+        # the recovery step) must keep the plugin loaded: NCCL unloads it with
+        # its last communicator and wipes its entry, name included, so the
+        # next ncclNetInit looks for libnccl-net.so and, with NCCL_NET naming
+        # ours, fails "Failed to initialize any NET plugin" (v2.28.9-1
+        # src/plugin/net.cc ncclNetPluginFinalize, ncclNetPluginUnload's
+        # memset; the count starts at NCCL_NET_PLUGIN_REF_COUNT,
+        # initPluginLibsOnceFunc). The restart library and the Python package
+        # set it for the same reason.
+        env.setdefault("NCCL_NET_PLUGIN_REF_COUNT", "1")
     if log_dir is not None:
         env["NCCL_DEBUG"] = "INFO"
-        env["NCCL_DEBUG_SUBSYS"] = "INIT,NET,ENV"
+        env["NCCL_DEBUG_SUBSYS"] = subsys
         # %h host, %p pid: one file per process.
         env["NCCL_DEBUG_FILE"] = os.path.join(log_dir, "nccl-%h-%p.log")
     else:
@@ -285,6 +299,26 @@ def step_parser(description, max_seconds):
     return p
 
 
+def where(e):
+    """The innermost frames of an exception's traceback, one line: which
+    phase of a worker failed ("latency:207 < member_worker:231")."""
+    frames = traceback.extract_tb(e.__traceback__)[-3:]
+    return " < ".join(f"{f.name}:{f.lineno}" for f in reversed(frames))
+
+
+def worker_exit(code):
+    """Ends a worker at once (os._exit: the CUDA context may still hold
+    communicators NCCL is tearing down), its C streams flushed first: NCCL
+    writes its INFO log (NCCL_DEBUG_FILE) with fwrite and never flushes it
+    (v2.28.9-1 src/debug.cc ncclDebugLog), so without this the log lost its
+    tail, the part that says where a worker stopped."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except OSError:
+        pass
+    os._exit(code)
+
+
 def report_worker_error(a, text):
     """A worker's failure as its result file: {"rank", "error"}."""
     worker_result(a.result, {"rank": a.rank, "error": text})
@@ -301,8 +335,8 @@ def launcher_or_worker(p, worker, launch, on_failure=report_worker_error):
         try:
             worker(a)
         except Exception as e:  # reported, never a hang
-            on_failure(a, f"{type(e).__name__}: {e}")
-            os._exit(1)
+            on_failure(a, f"{type(e).__name__}: {e} (at {where(e)})")
+            worker_exit(1)
         return 0
     if not (a.kit and a.env_json and a.out):
         p.error("--kit, --env-json and --out are needed")

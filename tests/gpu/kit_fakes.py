@@ -207,8 +207,16 @@ class FakeNccl(nc.Nccl):
     """One rank's NCCL. `dies_on_fault`: this rank is the one the test kills
     (its next call after the break raises Killed)."""
 
-    def __init__(self, world, dies_on_fault=False, grow=True):
+    def __init__(self, world, dies_on_fault=False, grow=True, net_plugin_ref_count=0):
         self.world = world
+        # The net plugin's count of this process (v2.28.9-1 src/plugin/net.cc):
+        # NCCL_NET_PLUGIN_REF_COUNT to start with, one per communicator
+        # initialised, one less per communicator freed; at zero the plugin is
+        # unloaded and its entry wiped (ncclNetPluginUnload's memset, the
+        # name included), so every later init fails "Failed to initialize
+        # any NET plugin" (ncclNetInit) with NCCL_NET naming the plugin.
+        self.plugin_refs = net_plugin_ref_count
+        self.plugin_gone = False
         self.path = "fake"
         self.dies_on_fault = dies_on_fault
         self.version_code = 22809 if not grow else 22907
@@ -246,12 +254,26 @@ class FakeNccl(nc.Nccl):
 
     def _init(self, nranks, uid_hex, rank, blocking):
         slot = nc.comm_slot()
-        h = self.world.new_comm(uid=uid_hex, n=nranks, rank=rank, blocking=blocking)
+        h = self.world.new_comm(uid=uid_hex, n=nranks, rank=rank, blocking=blocking, counted=False)
         slot.value = h  # NCCL stores it before the job (init.cc ncclCommInitRankDev)
         c = self.world.comms[h]
+        outcome = nc.INVALID_USAGE if self.plugin_gone else nc.SUCCESS
+        if outcome == nc.SUCCESS:
+            self.plugin_refs += 1
+            c["counted"] = True
         if not blocking:
-            c.update(state=nc.IN_PROGRESS, polls=2, then=nc.SUCCESS)
+            c.update(state=nc.IN_PROGRESS, polls=2, then=outcome)
+        elif outcome != nc.SUCCESS:
+            raise nc.NcclError("ncclCommInitRank", outcome, "Failed to initialize any NET plugin")
         return slot
+
+    def _freed(self, c):
+        """A communicator of this process freed: its share of the plugin's count."""
+        if c is not None and c.get("counted"):
+            c["counted"] = False
+            self.plugin_refs -= 1
+            if self.plugin_refs == 0:
+                self.plugin_gone = True
 
     def init_rank(self, nranks, uid_hex, rank):
         return self._init(nranks, uid_hex, rank, True)
@@ -304,6 +326,7 @@ class FakeNccl(nc.Nccl):
         c = self._comm(comm)
         if c is not None:
             c["aborted"] = True
+            self._freed(c)
         return nc.SUCCESS
 
     def destroy(self, comm):
@@ -312,6 +335,7 @@ class FakeNccl(nc.Nccl):
         if self._broken(c) or c["state"] == nc.IN_PROGRESS:
             return nc.REMOTE_ERROR if self._broken(c) else nc.INVALID_ARGUMENT  # no ncclGroupEndInternal
         c["aborted"] = True
+        self._freed(c)
         self._set_depth(self._depth() - 1)
         return nc.SUCCESS
 

@@ -377,7 +377,7 @@ def worker(a):
         probe_worker(a, w, 1)
         raise RuntimeError("the victim outlived its kill")
     kitlib.worker_result(a.result, out)
-    os._exit(0)  # the context may still hold communicators NCCL is tearing down
+    kitlib.worker_exit(0)
 
 
 # ---------------------------------------------------------------- launcher

@@ -350,7 +350,7 @@ def run_phases(w):
 
 def worker(a):
     kitlib.worker_result(a.result, run_phases(Worker(a)))
-    os._exit(0)
+    kitlib.worker_exit(0)
 
 
 # ---------------------------------------------------------------- launcher

@@ -695,6 +695,16 @@ class Ranks:
         return value[0] if isinstance(value, list) else value
 
 
+def launcher_ref_count():
+    """NCCL_NET_PLUGIN_REF_COUNT as the kit's launchers give it to their
+    workers (kit.nccl_environment through our plugin)."""
+    class OneFile:
+        def path(self, role):
+            return f"/kit/{role}.so"
+    env = kit.nccl_environment({}, kit=OneFile())
+    return int(env.get("NCCL_NET_PLUGIN_REF_COUNT", "0"))
+
+
 class WalkThroughTest(unittest.TestCase):
     """The probe's and the recovery step's workers, every phase, each rank a
     thread over kit_fakes (NCCL 2.28.9's behaviour where the workers rely on
@@ -707,7 +717,7 @@ class WalkThroughTest(unittest.TestCase):
         ranks = Ranks(run_dir, time.monotonic() + 30)
 
         def rank(a, index, dies=False):
-            w = nccl_probe.Worker(a, torch=kit_fakes.FakeTorch(), nccl=kit_fakes.FakeNccl(world, dies))
+            w = nccl_probe.Worker(a, torch=kit_fakes.FakeTorch(), nccl=kit_fakes.FakeNccl(world, dies, net_plugin_ref_count=launcher_ref_count()))
             return nccl_probe.probe_worker(a, w, index) if a.role != "member" else nccl_probe.member_worker(a, w)
 
         probe = ranks.args(nccl_probe.PROBE_RANK, role="probe", name="probe")
@@ -805,7 +815,8 @@ class WalkThroughTest(unittest.TestCase):
         def rank(r):
             a = ranks.args(r, members=n)
             w = recovery.Worker(a, torch=kit_fakes.FakeTorch(),
-                                nccl=kit_fakes.FakeNccl(world, dies_on_fault=r == n - 1, grow=grow))
+                                nccl=kit_fakes.FakeNccl(world, dies_on_fault=r == n - 1, grow=grow,
+                                                      net_plugin_ref_count=launcher_ref_count()))
             return recovery.run_phases(w)
 
         for r in range(n + 1):
@@ -916,10 +927,15 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(r["problems"], [])
 
     def test_only_the_step_s_processes_are_found(self):
-        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+        # Each child says it runs: until its exec, /proc/<pid>/environ is
+        # still the parent's, without the marker (CI saw the race).
+        started = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
+        other = subprocess.Popen(started, stdout=subprocess.PIPE,
                                  env=dict(os.environ, **{validate.STEP_MARKER: "other-1"}))
-        mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+        mine = subprocess.Popen(started, stdout=subprocess.PIPE,
                                 env=dict(os.environ, **{validate.STEP_MARKER: "fake-2"}))
+        for p in (other, mine):
+            self.assertEqual(p.stdout.readline(), b"up\n")
         try:
             found = {pid for pid, _ in validate.step_processes("fake-2", "/nonexistent-tmpdir")}
             self.assertIn(mine.pid, found)
@@ -929,6 +945,7 @@ class SweepTest(unittest.TestCase):
             for p in (other, mine):
                 p.kill()
                 p.wait()
+                p.stdout.close()
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ def worker(a):
     import torch.distributed as dist
     import nccl_ctypes
     survivor(a, torch, dist, nccl_ctypes.Nccl(a.nccl_lib), applied)
-    os._exit(0)
+    kitlib.worker_exit(0)
 
 
 def survivor(a, torch, dist, nccl, applied, abort=abort_like_the_package):
