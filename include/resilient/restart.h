@@ -208,6 +208,11 @@ typedef enum {
   RESILIENT_RESTART_HOOK_HEALTH_CHECK = 3,
   RESILIENT_RESTART_HOOK_COMPLETION = 4,
   RESILIENT_RESTART_HOOK_TERMINATE = 5,
+  /* On the library's monitor thread the moment a restart begins, before any
+   * communicator is aborted: stop the wrapped function (a collective the
+   * abort cuts short completes with partial sums that must not be used).
+   * resilient_restart_cancelled() is true from then on. */
+  RESILIENT_RESTART_HOOK_INTERRUPT = 6,
 } resilient_restart_hook_kind;
 int resilient_restart_options_set_hook(resilient_restart_options* options, int kind,
                                        resilient_restart_hook hook, void* user);

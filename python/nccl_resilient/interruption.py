@@ -1,12 +1,15 @@
 """Interrupting Python code when a restart begins.
 
-C++ has no asynchronous exception; Python has one: the abort hook (run by the
-library's monitor thread) raises ``RankShouldRestart`` in the thread that
-runs the wrapped function with ``PyThreadState_SetAsyncExc``. It fires at
-the next bytecode that thread executes, so a thread blocked in C (a torch
-collective) is released first by the abort of its process group
+C++ has no asynchronous exception; Python has one: the library's interrupt
+hook (run by its monitor thread the moment a restart begins, before any
+communicator is aborted) raises ``RankShouldRestart`` in the thread that runs
+the wrapped function with ``PyThreadState_SetAsyncExc``. It fires at the next
+bytecode that thread executes, so a thread blocked in C (a torch collective)
+is released first by the abort of its process group
 (``nccl_resilient.distributed.AbortTorchDistributed``), or must poll
-(``nccl_resilient.distributed.wait``).
+(``nccl_resilient.distributed.wait``); either way the exception is pending
+before the abort completes the collective with partial sums, and is raised
+before the function can use them.
 
 The exception is only raised while the wrapped function runs, never in an
 ``atomic()`` section: one that arrives there is deferred and raised when the

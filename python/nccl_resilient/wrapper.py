@@ -307,6 +307,12 @@ class Wrapper:
             self.options = _option_values(c_options)
             for kind, hook in hooks.items():
                 self._set_hook(c_options, kind, _compose(kind, hook))
+            # RankShouldRestart in the function's thread as the restart
+            # begins, before the library aborts a communicator: a collective
+            # that the abort cuts short completes (torch raises nothing with
+            # the package's settings) with partial sums, which the function
+            # must never see as a result.
+            self._set_hook(c_options, "interrupt", lambda _state: self._interrupter.interrupt())
             if rank_assignment is not None:
                 self._keep += install(c_options, rank_assignment)
             for name in host_communicators:
@@ -346,15 +352,6 @@ class Wrapper:
                 raise error_for(rc)
 
     def _set_hook(self, c_options: int, kind: str, hook: Optional[Hook]) -> None:
-        if kind == "abort":
-            user = hook
-
-            def hook(state: State) -> None:  # noqa: F811: the interruption after the user's
-                try:
-                    if user is not None:
-                        user(state)
-                finally:
-                    self._interrupter.interrupt()
         if hook is None:
             return
 

@@ -35,7 +35,8 @@
   HOOK(FINALIZE, "finalize", finalize)            \
   HOOK(HEALTH_CHECK, "health_check", healthCheck) \
   HOOK(COMPLETION, "completion", completion)      \
-  HOOK(TERMINATE, "terminate", terminate)
+  HOOK(TERMINATE, "terminate", terminate)         \
+  HOOK(INTERRUPT, "interrupt", interrupt)
 
 // OPTION_TYPE(ID, name): RESILIENT_RESTART_OPTION_<ID>.
 #define RESILIENT_RESTART_OPTION_TYPES(OPTION_TYPE) \

@@ -42,6 +42,21 @@ void Loop::abortIteration() noexcept {
   const int k = state_.iteration;
   timeline_.recordAt(interruption_->raisedNs(), k, "fault detected", interruption_->reason());
   timeline_.record(k, "abort begun");
+  // The function first: an abort releases a collective in flight with its
+  // buffer half summed (NCCL: ncclCommAbort ends the kernel; torch's work
+  // then completes without an error where its watchdog's error handling is
+  // off, nccl_resilient.distributed.nccl_settings), and a function still
+  // running would take it for a result (the GPU kit's torch demo logged a
+  // step's loss from such a sum).
+  if (options_.interrupt) {
+    try {
+      options_.interrupt(state_);
+    } catch (const std::exception& e) {
+      RES_WARN(log::kRestart, "restart: the interrupt hook failed: %s", e.what());
+    } catch (...) {
+      RES_WARN(log::kRestart, "restart: the interrupt hook threw a non-standard exception");
+    }
+  }
   blackbox_->setFailFast(true);
   std::vector<CommunicatorPtr> targets;
   {

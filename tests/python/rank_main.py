@@ -124,6 +124,29 @@ def abort_hook_fault():
     return nr.Wrapper(abort=abort, **fast_options()), fault_in_first_call(0, raise_value_error(0))
 
 
+def abort_completes_the_collective():
+    """Rank 1 raises in iteration 0 while the others wait for a 'collective'
+    that only the abort completes, as ncclCommAbort completes a torch work
+    whose buffer is then half summed (the package's settings make torch raise
+    nothing). The abort hook completes it and then takes its time, as NCCL's
+    abort does (0.5 s on the GPU machine). A rank must never use the result:
+    RankShouldRestart must reach it first."""
+    import threading
+    done = threading.Event()
+
+    def abort(state: nr.State):
+        done.set()        # the collective's work completes, with partial sums
+        time.sleep(0.5)   # the rest of the abort
+
+    def wait_for_the_collective(ctx):
+        while not done.is_set():  # rdist.wait's polling loop
+            time.sleep(0.0002)
+        calls[-1]["used_a_result_of_the_abort"] = True
+        busy_until_interrupted(ctx)
+    return (nr.Wrapper(abort=abort, **fast_options()),
+            fault_in_first_call(1, raise_value_error(1), wait_for_the_collective))
+
+
 def initialize_abort():
     """The initialize hook raises RestartAbort in iteration 1: the job ends on every rank."""
     def initialize(state: nr.State):

@@ -66,6 +66,16 @@ def test_failing_abort_hook_does_not_stop_the_restart(run_job):
         assert job.results[r]["calls"][0]["interrupted_after_s"] < 10
 
 
+def test_a_collective_the_abort_completes_is_never_used(run_job):
+    # GPU kit, torch demo on NCCL: a step logged its loss from an all-reduce
+    # that ncclCommAbort had cut short (the interruption came after the abort).
+    job = run_job("abort_completes_the_collective", 3)
+    completed(job, range(3))
+    for r in (0, 2):
+        first = job.results[r]["calls"][0]
+        assert "used_a_result_of_the_abort" not in first, first
+
+
 def test_restart_abort_from_initialize_ends_every_rank(run_job):
     job = run_job("initialize_abort", 3)
     for r in range(3):

@@ -1,5 +1,5 @@
 // The loop's hooks (docs/reference/restart-model.md §1.2): initialize, abort, finalize,
-// health check, completion and terminate. In C++ a hook is a callable;
+// health check, completion and terminate, and ours: interrupt. In C++ a hook is a callable;
 // composeX() chains several of one kind (the last one runs first, as the
 // reference's Compose), and the stock hooks are factories returning one.
 //
@@ -28,6 +28,14 @@ using InitializeFn = std::function<void(const State&)>;
 // thread while the wrapped function may still be running. Must not block for
 // long and must be safe to call concurrently with the work it interrupts.
 using AbortFn = std::function<void(const State&)>;
+// Stops the wrapped function where the language can do it from another
+// thread: called from the monitor thread the moment a restart begins
+// (CallContext::cancelled() is true from then on), before any communicator
+// is aborted, so that nothing the abort releases (a collective cut short,
+// its buffers holding partial sums) is used by the function as a result.
+// Python raises RankShouldRestart in the function's thread here; C++ code
+// checks cancelled() after each collective instead. Must not block.
+using InterruptFn = std::function<void(const State&)>;
 // Cleans up after an interrupted iteration (e.g. frees buffers).
 using FinalizeFn = std::function<void(const State&)>;
 // Throws (HealthCheckError or any exception) when this rank is unfit.

@@ -37,6 +37,7 @@ struct Options {
   std::string jobId = "default";
 
   InitializeFn initialize;  // e.g. retryController(...)
+  InterruptFn interrupt;    // before any abort: stops the wrapped function (see hooks.hpp)
   AbortFn abort;            // user aborts, run after the communicators' (see restart.md)
   FinalizeFn finalize;
   HealthCheckFn healthCheck;  // at the start of every iteration

@@ -4,6 +4,7 @@
 // waiting on it; the restart revokes it and never frees it (NCCL model).
 #include <dlfcn.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -112,4 +113,56 @@ TEST_CASE("an adopted communicator's asynchronous error restarts the job at once
   CHECK(fake.control().destroys == 0);
   fake.abort(userComm);  // its owner frees it
   CHECK(fake.control().liveComms == 0);
+}
+
+// GPU kit, the torch demo on NCCL: a step used the sums of an all-reduce the
+// abort had cut short, because Python's interruption came after the abort.
+// The interrupt hook runs first: the call is cancelled, nothing is aborted.
+TEST_CASE("the interrupt hook runs before any communicator is aborted", "[restart][loop][adopted]") {
+  FakeNccl fake;
+  REQUIRE(fake.handle != nullptr);
+  fake.control().reset();
+  restart::NcclOptions nccl;
+  nccl.library = NCCL_MODEL_PATH;
+  ncclComm_t userComm = fake.makeComm();
+  std::atomic<int> interrupts{0};
+  std::atomic<int> revokesAtInterrupt{-1};
+  std::atomic<int> interruptsAtAbort{-1};
+  std::atomic<bool> cancelledAtInterrupt{false};
+  std::atomic<CallContext*> running{nullptr};
+  const auto out = test::runRanks(
+      1,
+      [&](int, restart::Options& o) {
+        o.interrupt = [&](const restart::State&) {
+          revokesAtInterrupt = fake.control().revokes.load();
+          CallContext* c = running.load();
+          cancelledAtInterrupt = c != nullptr && c->cancelled();
+          ++interrupts;
+        };
+        o.abort = [&](const restart::State&) { interruptsAtAbort = interrupts.load(); };
+      },
+      [&](int, CallContext& ctx) {
+        if (ctx.iteration() > 0) {
+          return;
+        }
+        running = &ctx;
+        ctx.registerCommunicator(
+            restart::NcclCommunicator::adopt(userComm, ctx.state(), "user comm", nccl));
+        fake.setAsyncError(userComm, ncclRemoteError);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (std::chrono::steady_clock::now() < deadline) {
+          ctx.checkCancelled();
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+      });
+  REQUIRE(out.size() == 1);
+  INFO(out[0].errorText());
+  CHECK(!out[0].error);
+  CHECK(out[0].state.iteration == 1);
+  CHECK(interrupts == 1);
+  CHECK(cancelledAtInterrupt);
+  CHECK(revokesAtInterrupt == 0);  // no communicator touched yet
+  CHECK(fake.control().revokes == 1);
+  CHECK(interruptsAtAbort == 1);   // the user's abort comes after
+  fake.abort(userComm);
 }
