@@ -195,21 +195,33 @@ BarrierOutcome StoreEngine::barrier(const BarrierArrival& arrival, uint64_t owne
         std::to_string(arrival.rank) + " arrived declaring " + std::to_string(arrival.worldSize);
     return out;
   }
-  if (arrival.rank < 0 || arrival.rank >= arrival.worldSize) {
-    state.recordSurplus(arrival.rank);
+  // Every rank of the arrival in one step (a node's agent arrives for
+  // several): the in-range ones counted, the others recorded as surplus.
+  bool surplus = false;
+  uint32_t index = 0;
+  const bool wasComplete = state.complete();
+  for (const int rank : arrivalRanks(arrival)) {
+    if (rank < 0 || rank >= arrival.worldSize) {
+      state.recordSurplus(rank);
+      surplus = true;
+    } else if (!wasComplete) {
+      const uint32_t i = state.count(rank);
+      if (index == 0) {
+        index = i;
+      }
+    }
+  }
+  if (!wasComplete && state.complete()) {
+    releaseBarrier(state);
+    collectBarriers(arrival.name, arrival.generation);
+  }
+  if (surplus) {
     out.kind = BarrierOutcome::Kind::kOverflow;
     out.report = state.report(arrival.name, arrival.generation);
     return out;
   }
   if (state.complete()) {
-    out.result = {true, 0, state.arrived()};
-    return out;
-  }
-  const uint32_t index = state.count(arrival.rank);
-  if (state.complete()) {
     out.result = {true, index, state.arrived()};
-    releaseBarrier(state);
-    collectBarriers(arrival.name, arrival.generation);
     return out;
   }
   if (!arrival.waitForRelease) {

@@ -67,6 +67,11 @@ void LazyStore::wait(const std::vector<std::string>& keys, Timeout timeout) {
   opened(timeout)->wait(keys, timeout);
 }
 
+void LazyStore::setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,
+                                Timeout timeout) {
+  opened(timeout)->setExpiringMany(pairs, ttl, timeout);
+}
+
 BarrierResult LazyStore::barrier(const BarrierArrival& arrival, Timeout timeout) {
   return opened(timeout)->barrier(arrival, timeout);
 }

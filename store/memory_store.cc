@@ -54,6 +54,21 @@ void MemoryStore::setExpiring(std::string_view key, std::string_view value, Mill
   engine_.set(key, value, now + std::max(ttl, Millis(0)));
 }
 
+void MemoryStore::setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,
+                                  Timeout /*timeout*/) {
+  for (const auto& [k, v] : pairs) {
+    checkKey(k);
+    checkValue(v);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ensureOpen();
+  const TimePoint now = SteadyClock::now();
+  engine_.expireKeys(now);
+  for (const auto& [k, v] : pairs) {
+    engine_.set(k, v, now + std::max(ttl, Millis(0)));
+  }
+}
+
 std::optional<std::string> MemoryStore::get(std::string_view key, Timeout /*timeout*/) {
   checkKey(key);
   std::lock_guard<std::mutex> lock(mu_);

@@ -22,6 +22,8 @@ class MemoryStore final : public Store {
   void set(std::string_view key, std::string_view value, Timeout timeout = {}) override;
   void setExpiring(std::string_view key, std::string_view value, Millis ttl,
                    Timeout timeout = {}) override;
+  void setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,
+                       Timeout timeout = {}) override;
   std::optional<std::string> get(std::string_view key, Timeout timeout = {}) override;
   int64_t add(std::string_view key, int64_t delta, Timeout timeout = {}) override;
   CasResult compareSet(std::string_view key, std::optional<std::string_view> expected,

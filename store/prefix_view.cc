@@ -108,6 +108,16 @@ void PrefixView::wait(const std::vector<std::string>& keys, Timeout timeout) {
   }
 }
 
+void PrefixView::setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,
+                                 Timeout timeout) {
+  std::vector<KeyValue> full;
+  full.reserve(pairs.size());
+  for (const auto& [k, v] : pairs) {
+    full.emplace_back(this->full(k), v);
+  }
+  base_->setExpiringMany(full, ttl, timeout);
+}
+
 BarrierResult PrefixView::barrier(const BarrierArrival& arrival, Timeout timeout) {
   BarrierArrival prefixed = arrival;
   prefixed.name = full(arrival.name);

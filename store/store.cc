@@ -79,6 +79,26 @@ void checkBarrier(const BarrierArrival& arrival) {
                           std::to_string(arrival.worldSize) + " is outside [1, " +
                           std::to_string(kMaxBarrierWorld) + "]");
   }
+  if (arrival.ranks.size() > static_cast<size_t>(kMaxBarrierWorld)) {
+    throw InvalidArgument("barrier '" + arrival.name + "': " +
+                          std::to_string(arrival.ranks.size()) +
+                          " ranks in one arrival, more than a barrier's largest world (" +
+                          std::to_string(kMaxBarrierWorld) + ")");
+  }
+}
+
+std::vector<int> arrivalRanks(const BarrierArrival& arrival) {
+  return arrival.ranks.empty() ? std::vector<int>{arrival.rank} : arrival.ranks;
+}
+
+void Store::setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl, Timeout timeout) {
+  for (const KeyValue& kv : pairs) {
+    checkKey(kv.first);
+    checkValue(kv.second);
+  }
+  for (const KeyValue& kv : pairs) {
+    setExpiring(kv.first, kv.second, ttl, timeout);
+  }
 }
 
 std::optional<int64_t> parseCounter(std::string_view text) {

@@ -94,11 +94,21 @@ struct BarrierArrival {
   // true: block until the barrier completes. false: count `rank` and return
   // (a monitor marking a dead rank, or a rank that must not wait).
   bool waitForRelease = true;
+  // Several ranks counted by one arrival (a node's agent for its ranks,
+  // store/proxy/node_proxy.h); when not empty it is used instead of `rank`.
+  // The in-range ones are counted; out-of-range ones are surplus, recorded,
+  // and the call then fails with BarrierOverflow. One wait for all of them.
+  std::vector<int> ranks{};
 };
+
+// The ranks an arrival counts: `ranks`, or `rank` alone.
+std::vector<int> arrivalRanks(const BarrierArrival& arrival);
 
 struct BarrierResult {
   bool completed = false;     // the barrier is complete (always true after a wait)
-  uint32_t arrivalIndex = 0;  // 1-based order of this rank's count; 0 if it was already counted
+  // 1-based order of this rank's count (several ranks: of the first one this
+  // call counted); 0 if it was already counted.
+  uint32_t arrivalIndex = 0;
   uint32_t arrived = 0;       // ranks counted when this call returned (worldSize once complete)
 };
 
@@ -115,6 +125,11 @@ class Store {
   // (heartbeats). A plain set() of the key removes the expiry.
   virtual void setExpiring(std::string_view key, std::string_view value, Millis ttl,
                            Timeout timeout = {}) = 0;
+  // setExpiring of every pair with one expiry (a node's heartbeats at once):
+  // one request where the backend can (TCP: one frame; etcd: one lease and a
+  // transaction per kMaxAtomicKeys keys), else one call per pair.
+  virtual void setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,
+                               Timeout timeout = {});
   // The value, or nullopt when the key is absent. Does not wait.
   virtual std::optional<std::string> get(std::string_view key, Timeout timeout = {}) = 0;
   // Atomically adds `delta` to the decimal integer stored under `key` (absent

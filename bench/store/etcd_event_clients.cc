@@ -76,8 +76,11 @@ struct EtcdEventClients::Rank {
 };
 
 EtcdEventClients::EtcdEventClients(const std::vector<std::string>& endpoints, int clients,
-                                   int firstRank, const std::string& sourceIp)
-    : endpoints_(endpoints), clientId_(etcd::newClientId()), events_(1024) {
+                                   int firstRank, const std::string& sourceIp, int ranksPerClient)
+    : endpoints_(endpoints),
+      clientId_(etcd::newClientId()),
+      ranksPerClient_(ranksPerClient),
+      events_(1024) {
   if (Status s = events_.status(); !s.ok()) {
     throw std::runtime_error(s.toString());
   }
@@ -340,7 +343,13 @@ void EtcdEventClients::finished(void* easy, int code) {
 
 void EtcdEventClients::startArrival(Rank& rank) {
   rank.phase = Rank::Phase::kArrive;
-  rank.arrival.emplace(BarrierArrival{name_, generation_, rank.rank, worldSize_, true});
+  BarrierArrival a{name_, generation_, rank.rank * ranksPerClient_, worldSize_, true};
+  if (ranksPerClient_ > 1) {
+    for (int i = 0; i < ranksPerClient_; ++i) {
+      a.ranks.push_back(rank.rank * ranksPerClient_ + i);
+    }
+  }
+  rank.arrival.emplace(std::move(a));
   rank.retries = 0;
   rank.sendNs = monotonicNs();
   const etcd::EtcdRequest req = rank.arrival->first();

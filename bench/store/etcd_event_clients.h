@@ -34,8 +34,11 @@ class EtcdEventClients {
  public:
   // `sourceIp`: the loopback address this process connects from (many
   // processes do not share one address's ephemeral ports); empty: any.
+  // `ranksPerClient` > 1: each client is a node agent that arrives at a
+  // barrier for that many ranks at once (client i for ranks i*k .. i*k+k-1,
+  // one arrival and one watch), as store/proxy/node_proxy.h does upstream.
   EtcdEventClients(const std::vector<std::string>& endpoints, int clients, int firstRank,
-                   const std::string& sourceIp);
+                   const std::string& sourceIp, int ranksPerClient = 1);
   ~EtcdEventClients();
   EtcdEventClients(const EtcdEventClients&) = delete;
   EtcdEventClients& operator=(const EtcdEventClients&) = delete;
@@ -78,6 +81,7 @@ class EtcdEventClients {
   std::vector<std::string> endpoints_;
   std::string interface_;  // CURLOPT_INTERFACE ("host!127.0.0.2")
   std::string clientId_;   // operation markers
+  int ranksPerClient_ = 1;
   int64_t lease_ = 0;
   uint64_t markerSeq_ = 0;
   void* headers_ = nullptr;  // curl_slist*

@@ -225,6 +225,7 @@ struct Target {
   std::vector<std::string> etcd;
   std::string etcdDriver = "threads";
   int batchUs = 0;
+  int ranksPerClient = 1;
 
   std::unique_ptr<Clients> clients(int n, int first, int processIndex) const {
     if (backend == "etcd") {
@@ -233,7 +234,8 @@ struct Target {
         // Each worker its own loopback source address, as for the TCP store.
         const std::string source =
             etcd.front().rfind("127.", 0) == 0 ? "127.0.0." + std::to_string(2 + processIndex) : "";
-        return std::make_unique<EtcdWorkerClients<bench::EtcdEventClients>>(etcd, n, first, source);
+        return std::make_unique<EtcdWorkerClients<bench::EtcdEventClients>>(etcd, n, first, source,
+                                                                            ranksPerClient);
       }
       return std::make_unique<EtcdWorkerClients<bench::EtcdClients>>(etcd, n, first);
 #else
@@ -364,6 +366,7 @@ class BarrierRounds {
       : target_(target),
         workers_(workers),
         clients_(clients),
+        world_(clients * target.ranksPerClient),
         probe_(target),
         name_("bench/" + std::to_string(clients) + "/" + std::to_string(::getpid())) {}
 
@@ -373,7 +376,7 @@ class BarrierRounds {
     const uint64_t g = gen_++;
     const uint64_t roundStart = monotonicNs();
     for (size_t i = 0; i < workers_.size(); ++i) {
-      workers_[i].send("B " + name_ + " " + std::to_string(g) + " " + std::to_string(clients_) +
+      workers_[i].send("B " + name_ + " " + std::to_string(g) + " " + std::to_string(world_) +
                        (i == 0 ? " 1" : " 0"));
     }
     for (auto& w : workers_) {
@@ -424,7 +427,7 @@ class BarrierRounds {
   void burst(bool measured) {
     const uint64_t g = gen_++;
     for (auto& w : workers_) {
-      w.send("B " + name_ + " " + std::to_string(g) + " " + std::to_string(clients_) + " 0");
+      w.send("B " + name_ + " " + std::to_string(g) + " " + std::to_string(world_) + " 0");
       w.send("W");
     }
     for (auto& w : workers_) {
@@ -466,7 +469,8 @@ class BarrierRounds {
   // Waits until the store has counted every rank but the held one.
   void awaitAllButHeld(uint64_t g) {
     const uint64_t giveUp = monotonicNs() + 1800ull * 1000000000ull;
-    while (probe_.arrived(name_, g, clients_) < static_cast<uint32_t>(clients_ - 1)) {
+    const int held = target_.ranksPerClient;  // the held client's ranks
+    while (probe_.arrived(name_, g, world_) < static_cast<uint32_t>(world_ - held)) {
       if (monotonicNs() > giveUp) {
         throw std::runtime_error("ranks did not all arrive within 1800 s");
       }
@@ -479,6 +483,7 @@ class BarrierRounds {
   const Target& target_;
   std::vector<Channel>& workers_;
   const int clients_;
+  const int world_;  // ranks: clients_ x ranks per client
   Probe probe_;
   const std::string name_;
   uint64_t gen_ = 0;
@@ -566,6 +571,7 @@ struct BenchArgs {
   std::string backend = "tcp";
   std::string etcdEndpoints;
   std::string etcdDriver = "threads";
+  int ranksPerClient = 1;
   // A simulated client process polls its connections about once per
   // millisecond during a release instead of being woken per reply: a real
   // rank is on its own host and costs the server's cores no wake-up, and a
@@ -584,6 +590,12 @@ void addOptions(CLI::App& app, BenchArgs& a) {
                  "etcd: 'threads' (a thread per rank calling EtcdStore) or 'event' (every rank of "
                  "a worker on one thread over libcurl multi, the same requests)")
       ->check(CLI::IsMember({"threads", "event"}))
+      ->capture_default_str();
+  app.add_option("--ranks-per-client", a.ranksPerClient,
+                 "etcd event driver: each client is a node agent arriving at a barrier for this "
+                 "many ranks in one arrival and one watch (store/proxy/node_proxy.h); the "
+                 "barrier's world is clients x this")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--clients", a.clientCounts, "simulated client counts")
       ->delimiter(',')
@@ -613,6 +625,12 @@ Channel startTarget(const BenchArgs& a, Target& target) {
   target.token = a.token;
   target.batchUs = a.batchUs;
   target.etcdDriver = a.etcdDriver;
+  target.ranksPerClient = a.ranksPerClient;
+  if (a.ranksPerClient > 1 && (a.backend != "etcd" || a.etcdDriver != "event")) {
+    throw CLI::ValidationError("--ranks-per-client",
+                               "clients arriving for several ranks: --backend etcd --etcd-driver "
+                               "event only");
+  }
   Channel server;
   if (a.backend == "etcd") {
     std::istringstream in(a.etcdEndpoints);
@@ -648,8 +666,9 @@ Channel startTarget(const BenchArgs& a, Target& target) {
 
 void printTableHead(const BenchArgs& a, const Target& target) {
   if (a.backend == "etcd") {
-    std::printf("etcd store benchmark: %s, driver %s, %s\n", a.etcdEndpoints.c_str(),
-                a.etcdDriver.c_str(), machine().c_str());
+    std::printf("etcd store benchmark: %s, driver %s, %d rank(s) per client, %s\n",
+                a.etcdEndpoints.c_str(), a.etcdDriver.c_str(), a.ranksPerClient,
+                machine().c_str());
   } else {
     std::printf("TCP store benchmark: server %s:%u (send threads %d, client batch %d us), %s\n",
                 target.host.c_str(), target.port, a.sendThreads, a.batchUs, machine().c_str());
@@ -676,7 +695,7 @@ std::string resultsJson(const BenchArgs& a, const std::vector<Row>& rows) {
   std::ostringstream json;
   json << "{\"benchmark\":\"" << a.backend << "-store\",\"machine\":\"" << machine()
        << "\",\"etcd_driver\":\"" << (a.backend == "etcd" ? a.etcdDriver : std::string("-"))
-       << "\",\"send_threads\":" << a.sendThreads << ",\"client_batch_us\":" << a.batchUs
+       << "\",\"ranks_per_client\":" << a.ranksPerClient << ",\"send_threads\":" << a.sendThreads << ",\"client_batch_us\":" << a.batchUs
        << ",\"rounds\":" << a.rounds << ",\"ops_ms\":" << a.opsMs << ",\"results\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];

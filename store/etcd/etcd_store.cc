@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "store/errors.h"
 #include "store/etcd/kv_api.h"
@@ -94,6 +95,48 @@ void EtcdStore::setExpiring(std::string_view key, std::string_view value, Millis
       } catch (const StoreError&) {
         // Expired already, or etcd busy: it expires on its own.
       }
+    }
+  }
+}
+
+void EtcdStore::setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,
+                                Timeout timeout) {
+  for (const auto& [k, v] : pairs) {
+    checkKey(k);
+    checkValue(v);
+  }
+  if (pairs.empty()) {
+    return;
+  }
+  const TimePoint deadline = deadlineOf(timeout);
+  // One lease for the batch (a node's heartbeats), one transaction per
+  // kMaxAtomicKeys keys; the keys' previous leases are revoked as in
+  // setExpiring.
+  const int64_t seconds = std::max<int64_t>(1, (ttl.count() + 999) / 1000);
+  const int64_t lease = jsonInt(call("/v3/lease/grant", kv::leaseGrant(seconds), deadline), "ID");
+  std::set<int64_t> previous;
+  inChunks(pairs.size(), [&](size_t begin, size_t end) {
+    Json ops = Json::array();
+    for (size_t i = begin; i < end; ++i) {
+      ops.push_back(kv::opPut(kv::put(pairs[i].first, pairs[i].second, lease, true)));
+    }
+    const Json answer = call("/v3/kv/txn", kv::txn(Json::array(), std::move(ops)), deadline);
+    for (size_t i = 0; i < end - begin; ++i) {
+      const Json& put = kv::txnResponse(answer, i);
+      if (auto prev = put.find("prev_kv"); prev != put.end()) {
+        const int64_t old = jsonInt(*prev, "lease");
+        if (old != 0 && old != lease) {
+          previous.insert(old);
+        }
+      }
+    }
+  });
+  for (const int64_t old : previous) {
+    try {
+      call("/v3/lease/revoke", Json{{"ID", std::to_string(old)}},
+           std::min(deadline, SteadyClock::now() + rpc_.options().memberTimeout));
+    } catch (const StoreError&) {
+      // Expired already, or etcd busy: it expires on its own.
     }
   }
 }
@@ -338,13 +381,22 @@ BarrierResult EtcdStore::barrier(const BarrierArrival& a, Timeout timeout) {
   checkBarrier(a);
   const Millis ms = timeout.orDefault(rpc_.options().defaultTimeout);
   const TimePoint deadline = SteadyClock::now() + ms;
-  if (a.rank < 0 || a.rank >= a.worldSize) {
-    call("/v3/kv/put", kv::put(BarrierKeys(a).surplus() + std::to_string(a.rank), ""), deadline);
+  BarrierArrival counting = a;
+  counting.ranks.clear();
+  std::vector<int> surplus;
+  for (const int r : arrivalRanks(a)) {
+    (r < 0 || r >= a.worldSize ? surplus : counting.ranks).push_back(r);
+  }
+  if (counting.ranks.empty()) {
+    for (const int r : surplus) {
+      call("/v3/kv/put", kv::put(BarrierKeys(a).surplus() + std::to_string(r), ""), deadline);
+    }
     throw BarrierOverflow(barrierReport(a, deadline));
   }
-  // One transaction counts the rank (and reads the count); the first
+  counting.rank = counting.ranks.front();
+  // One transaction counts the ranks (and reads the count); the first
   // arrival records the world size, the last one puts `done`.
-  BarrierArrivalSteps steps(a);
+  BarrierArrivalSteps steps(counting);
   const TimePoint arriveBy = graceDeadline(deadline);
   EtcdRequest request = steps.first();
   for (;;) {
@@ -355,6 +407,14 @@ BarrierResult EtcdStore::barrier(const BarrierArrival& a, Timeout timeout) {
     request = std::move(*next);
   }
   BarrierResult result = steps.result();
+  if (!surplus.empty()) {
+    // The in-range ranks are counted; the others are named, as a single
+    // surplus rank is.
+    for (const int r : surplus) {
+      call("/v3/kv/put", kv::put(BarrierKeys(a).surplus() + std::to_string(r), ""), deadline);
+    }
+    throw BarrierOverflow(barrierReport(a, deadline));
+  }
   if (result.completed) {
     return result;
   }

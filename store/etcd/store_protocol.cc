@@ -47,49 +47,89 @@ std::string BarrierKeys::rank(int r) const {
   return ranks() + padded(static_cast<uint64_t>(r), 8);
 }
 
+std::string BarrierKeys::count(int i) const {
+  return counts() + padded(static_cast<uint64_t>(i), 8);
+}
+
 BarrierArrivalSteps::BarrierArrivalSteps(const BarrierArrival& a)
-    : arrival_(a), keys_(a), world_(std::to_string(a.worldSize)) {}
+    : arrival_(a), pending_(arrivalRanks(a)), keys_(a), world_(std::to_string(a.worldSize)) {}
 
 namespace {
 
-// The count of ranks the `count` key says (its version; 0 when absent).
+// The count of ranks the count/ keys say (the sum of their versions).
 int64_t countOf(const Json& rangeAnswer) {
-  const std::vector<kv::KeyValue> c = kv::kvs(rangeAnswer);
-  return c.empty() ? 0 : c.front().version;
+  int64_t n = 0;
+  for (const kv::KeyValue& c : kv::kvs(rangeAnswer)) {
+    n += c.version;
+  }
+  return n;
 }
 
-// Success branch: count the rank, read the count and `done`.
-Json countOps(const BarrierKeys& keys, int rank) {
-  kv::RangeOptions countOne;
-  countOne.countOnly = true;
-  return Json::array({kv::opPut(kv::put(keys.rank(rank), "")), kv::opPut(kv::put(keys.count(), "")),
-                      kv::opRange(kv::range(keys.count())),
-                      kv::opRange(kv::range(keys.done(), countOne))});
+Json countRange(const BarrierKeys& keys) {
+  kv::RangeOptions all;
+  all.rangeEnd = kv::prefixEnd(keys.counts());
+  return kv::opRange(kv::range(keys.counts(), all));
 }
 
-// Failure branch: why the compares failed, and the count as it stands.
-Json explainOps(const BarrierKeys& keys, int rank) {
+Json doneRange(const BarrierKeys& keys) {
   kv::RangeOptions countOne;
   countOne.countOnly = true;
-  return Json::array(
-      {kv::opRange(kv::range(keys.world())), kv::opRange(kv::range(keys.rank(rank), countOne)),
-       kv::opRange(kv::range(keys.count())), kv::opRange(kv::range(keys.done(), countOne))});
+  return kv::opRange(kv::range(keys.done(), countOne));
 }
+
+// Success branch: count the ranks, read the count and `done`.
+Json countOps(const BarrierKeys& keys, const std::vector<int>& ranks) {
+  Json ops = Json::array();
+  for (const int r : ranks) {
+    ops.push_back(kv::opPut(kv::put(keys.rank(r), "")));
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    ops.push_back(kv::opPut(kv::put(keys.count(static_cast<int>(i)), "")));
+  }
+  ops.push_back(countRange(keys));
+  ops.push_back(doneRange(keys));
+  return ops;
+}
+
+// Failure branch: why the compares failed (world, each rank), and the count
+// as it stands.
+Json explainOps(const BarrierKeys& keys, const std::vector<int>& ranks) {
+  kv::RangeOptions countOne;
+  countOne.countOnly = true;
+  Json ops = Json::array({kv::opRange(kv::range(keys.world()))});
+  for (const int r : ranks) {
+    ops.push_back(kv::opRange(kv::range(keys.rank(r), countOne)));
+  }
+  ops.push_back(countRange(keys));
+  ops.push_back(doneRange(keys));
+  return ops;
+}
+
+// Ranks per transaction: each takes two puts (r/<rank>, count/<i>); two reads
+// follow, and the first arrival puts `world` too (etcd refuses a branch of
+// more than --max-txn-ops operations, 128 by default: kMaxAtomicKeys).
+constexpr size_t kRanksPerTxn = (kMaxAtomicKeys - 3) / 2;
 
 }  // namespace
 
-EtcdRequest BarrierArrivalSteps::arriveRequest() const {
+EtcdRequest BarrierArrivalSteps::arriveRequest() {
+  chunk_.assign(pending_.begin(),
+                pending_.begin() + static_cast<std::ptrdiff_t>(std::min(pending_.size(), kRanksPerTxn)));
+  Json compares = Json::array({kv::compareValue(keys_.world(), Cmp::kEqual, world_)});
+  for (const int r : chunk_) {
+    compares.push_back(kv::compareVersion(keys_.rank(r), Cmp::kEqual, 0));
+  }
   return {kv::kTxnPath,
-          kv::txn(Json::array({kv::compareValue(keys_.world(), Cmp::kEqual, world_),
-                               kv::compareVersion(keys_.rank(arrival_.rank), Cmp::kEqual, 0)}),
-                  countOps(keys_, arrival_.rank), explainOps(keys_, arrival_.rank))};
+          kv::txn(std::move(compares), countOps(keys_, chunk_), explainOps(keys_, chunk_))};
 }
 
-EtcdRequest BarrierArrivalSteps::createRequest() const {
-  Json create = countOps(keys_, arrival_.rank);
+EtcdRequest BarrierArrivalSteps::createRequest() {
+  chunk_.assign(pending_.begin(),
+                pending_.begin() + static_cast<std::ptrdiff_t>(std::min(pending_.size(), kRanksPerTxn)));
+  Json create = countOps(keys_, chunk_);
   create.insert(create.begin(), kv::opPut(kv::put(keys_.world(), world_)));
   return {kv::kTxnPath, kv::txn(Json::array({kv::compareVersion(keys_.world(), Cmp::kEqual, 0)}),
-                                std::move(create), explainOps(keys_, arrival_.rank))};
+                                std::move(create), explainOps(keys_, chunk_))};
 }
 
 std::optional<EtcdRequest> BarrierArrivalSteps::next(const Json& answer) {
@@ -99,12 +139,21 @@ std::optional<EtcdRequest> BarrierArrivalSteps::next(const Json& answer) {
       if (!kv::succeeded(answer)) {
         return notCounted(answer);
       }
-      // The success branch: [put world,] put r/<rank>, put count, count, done.
-      const size_t first = stage_ == Stage::kCreate ? 3 : 2;
+      // The success branch: [put world,] n x put r/<rank>, n x put
+      // count/<i>, the count/ keys, done.
+      const size_t first = (stage_ == Stage::kCreate ? 1 : 0) + 2 * chunk_.size();
       revision_ = kv::revision(answer);
       const int64_t count = countOf(kv::txnResponse(answer, first));
-      result_.arrivalIndex = static_cast<uint32_t>(count);
-      return counted(count, kv::count(kv::txnResponse(answer, first + 1)) > 0);
+      if (result_.arrivalIndex == 0) {
+        result_.arrivalIndex = static_cast<uint32_t>(count - static_cast<int64_t>(chunk_.size()) + 1);
+      }
+      pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(chunk_.size()));
+      const bool done = kv::count(kv::txnResponse(answer, first + 1)) > 0;
+      if (!pending_.empty() && !done && count < arrival_.worldSize) {
+        stage_ = Stage::kArrive;  // the next transaction's worth of ranks
+        return arriveRequest();
+      }
+      return counted(count, done);
     }
     case Stage::kRelease:
     case Stage::kSettled: stage_ = Stage::kSettled; return std::nullopt;
@@ -124,21 +173,32 @@ std::optional<EtcdRequest> BarrierArrivalSteps::notCounted(const Json& answer) {
   if (w.front().value != world_) {
     throw InvalidArgument("barrier '" + arrival_.name + "' generation " +
                           std::to_string(arrival_.generation) + " counts " + w.front().value +
-                          " ranks, but rank " + std::to_string(arrival_.rank) +
+                          " ranks, but rank " + std::to_string(chunk_.front()) +
                           " arrived declaring " + world_);
   }
-  if (kv::count(kv::txnResponse(answer, 1)) == 0) {
-    // `world` appeared between our two transactions: arrive again.
+  // Ranks counted already (a retry of an applied attempt, or a third party)
+  // are done; the others go again.
+  std::vector<int> left;
+  for (size_t i = 0; i < chunk_.size(); ++i) {
+    if (kv::count(kv::txnResponse(answer, 1 + i)) == 0) {
+      left.push_back(chunk_[i]);
+    }
+  }
+  const size_t after = 1 + chunk_.size();
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(chunk_.size()));
+  pending_.insert(pending_.begin(), left.begin(), left.end());
+  if (!pending_.empty()) {
+    // `world` appeared between our two transactions, or some of the ranks
+    // were counted: arrive again with the others.
     if (attempt_++ > 8) {
       throw BackendError("barrier '" + arrival_.name + "': could not record the arrival");
     }
     stage_ = Stage::kArrive;
     return arriveRequest();
   }
-  // Counted already (a retry of an applied attempt, or a third party).
   revision_ = kv::revision(answer);
-  result_.arrivalIndex = 0;
-  return counted(countOf(kv::txnResponse(answer, 2)), kv::count(kv::txnResponse(answer, 3)) > 0);
+  return counted(countOf(kv::txnResponse(answer, after)),
+                 kv::count(kv::txnResponse(answer, after + 1)) > 0);
 }
 
 std::optional<EtcdRequest> BarrierArrivalSteps::counted(int64_t count, bool done) {

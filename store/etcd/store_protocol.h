@@ -41,26 +41,32 @@ struct BarrierKeys {
   std::string ranks() const { return base + "r/"; }
   std::string rank(int r) const;
   std::string surplus() const { return base + "s/"; }
-  std::string count() const { return base + "count"; }
+  // count/<i>: the i-th of an arrival's ranks puts count/<i>, so the sum of
+  // their versions is the number of ranks counted (one key "count" could
+  // count only one rank per transaction: etcd refuses two puts of a key in one).
+  std::string counts() const { return base + "count/"; }
+  std::string count(int i) const;
   std::string done() const { return base + "done"; }
 };
 
-// One rank's arrival at a barrier (rank within [0, worldSize)): a
-// transaction that, if `world` holds our world size and r/<rank> does not
-// exist yet, puts r/<rank> and the `count` key and reads `count` and `done`
-// at one revision. `count` is put once per counted rank, so its version is
-// the number of ranks counted and this arrival's 1-based index: no step
-// scans the r/ keys, and etcd applies each arrival in O(log n). The
-// transaction's other branch reads `world`, r/<rank> and `count`: the first
-// arrival creates `world` in another transaction, a rank counted already
-// (a retry, or its monitor counted it) learns the count. The arrival that
-// completes the count puts `done`; waiters watch `done` from watchFrom()
-// (watch.h).
+// One arrival at a barrier of one rank or several (every rank within
+// [0, worldSize): the caller sends surplus ranks apart): a transaction that,
+// if `world` holds our world size and no r/<rank> of the arrival exists yet,
+// puts each r/<rank> and count/0 .. count/<n-1> and reads the count/ keys and
+// `done` at one revision. Each count/<i> is put once per arrival that has an
+// i-th rank, so the sum of their versions is the number of ranks counted: no
+// step scans the r/ keys, and etcd applies each arrival in O(n log N) for its
+// n ranks. The transaction's other branch reads `world`, each r/<rank> and
+// the count: the first arrival creates `world` in another transaction; ranks
+// counted already (a retry, or a monitor counted one) are dropped and the
+// others sent again. An arrival of more ranks than one transaction may touch
+// (kMaxAtomicKeys operations) goes in several. The arrival that completes the
+// count puts `done`; waiters watch `done` from watchFrom() (watch.h).
 class BarrierArrivalSteps {
  public:
   explicit BarrierArrivalSteps(const BarrierArrival& a);
 
-  EtcdRequest first() const { return arriveRequest(); }
+  EtcdRequest first() { return arriveRequest(); }
   // The answer to the last request; returns the next request, or nullopt
   // once the arrival is settled (result()). Throws InvalidArgument (another
   // world size) or BackendError (the arrival could not be recorded).
@@ -74,12 +80,14 @@ class BarrierArrivalSteps {
 
  private:
   enum class Stage { kArrive, kCreate, kRelease, kSettled };
-  EtcdRequest arriveRequest() const;
-  EtcdRequest createRequest() const;
+  EtcdRequest arriveRequest();
+  EtcdRequest createRequest();
   std::optional<EtcdRequest> counted(int64_t count, bool done);
   std::optional<EtcdRequest> notCounted(const nlohmann::json& answer);
 
   BarrierArrival arrival_;
+  std::vector<int> pending_;  // ranks not counted yet, in order
+  std::vector<int> chunk_;    // the ones the last request counts
   BarrierKeys keys_;
   std::string world_;
   Stage stage_ = Stage::kArrive;

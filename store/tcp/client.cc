@@ -442,7 +442,7 @@ Response TcpStoreClient::call(StoreRequest& req, Timeout timeout, CallMode mode)
     std::unique_lock<std::mutex> lock(call->mu);
     call->cv.wait_until(lock, deadline, [&] { return call->done || call->lost; });
     if (call->done) {
-      if (call->resp.op != req.op) {
+      if (call->resp.op != replyOpOf(req.op)) {
         lock.unlock();
         conn->fail("reply of the wrong kind");
         throw ProtocolError("store server " + target_ + " answered " + opName(req.op) + " with a " +
@@ -478,6 +478,7 @@ namespace {
 [[noreturn]] void throwReply(const Response& r, Millis timeout) {
   switch (r.status) {
     case ReplyStatus::kInvalid: throw InvalidArgument(r.message);
+    case ReplyStatus::kUnavailable: throw ConnectionLost(r.message);
     case ReplyStatus::kTimeout:
       if (r.op == Op::kBarrier) {
         throw BarrierTimeout(r.report, timeout.count());
@@ -527,6 +528,22 @@ void TcpStoreClient::setExpiring(std::string_view key, std::string_view value, M
   req.op = Op::kSet;
   req.key = key;
   req.value = value;
+  req.number = std::max<int64_t>(ttl.count(), 1);
+  checked(call(req, timeout, {.idempotent = true}), Millis(0));
+}
+
+void TcpStoreClient::setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,
+                                     Timeout timeout) {
+  if (pairs.empty()) {
+    return;
+  }
+  StoreRequest req;
+  req.op = Op::kSetExpiringMany;
+  for (const auto& [k, v] : pairs) {
+    checkKey(k);
+    checkValue(v);
+  }
+  req.pairs = pairs;
   req.number = std::max<int64_t>(ttl.count(), 1);
   checked(call(req, timeout, {.idempotent = true}), Millis(0));
 }
@@ -619,7 +636,8 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, Timeout timeout)
 BarrierResult TcpStoreClient::barrier(const BarrierArrival& arrival, Timeout timeout) {
   checkBarrier(arrival);
   StoreRequest req;
-  req.op = Op::kBarrier;
+  // Several ranks in one frame; a single one as every server understands it.
+  req.op = arrival.ranks.empty() ? Op::kBarrier : Op::kBarrierRanks;
   req.arrival = arrival;
   Response r = call(req, timeout, {.idempotent = true, .serverTimed = arrival.waitForRelease});
   if (r.status == ReplyStatus::kBarrierStale) {

@@ -109,7 +109,11 @@ const char* helloStatusName(HelloStatus s) noexcept {
 }
 
 bool validOp(uint8_t op) noexcept {
-  return op >= static_cast<uint8_t>(Op::kPing) && op <= static_cast<uint8_t>(Op::kBarrier);
+  return op >= static_cast<uint8_t>(Op::kPing) && op <= static_cast<uint8_t>(Op::kSetExpiringMany);
+}
+
+Op replyOpOf(Op op) noexcept {
+  return op == Op::kBarrierRanks ? Op::kBarrier : op;
 }
 
 const char* opName(Op op) noexcept {
@@ -126,6 +130,8 @@ const char* opName(Op op) noexcept {
     case Op::kCheck: return "check";
     case Op::kWait: return "wait";
     case Op::kBarrier: return "barrier";
+    case Op::kBarrierRanks: return "barrier(ranks)";
+    case Op::kSetExpiringMany: return "setExpiringMany";
   }
   return "?";
 }
@@ -258,10 +264,14 @@ void encodeRequest(const StoreRequest& req, std::string* out) {
     case Op::kMultiGet:
     case Op::kCheck: writeKeys(w, req.keys); break;
     case Op::kMultiSet:
+    case Op::kSetExpiringMany:
       w.u32(static_cast<uint32_t>(req.pairs.size()));
       for (const auto& [k, v] : req.pairs) {
         w.bytes(k);
         w.bytes(v);
+      }
+      if (req.op == Op::kSetExpiringMany) {
+        w.i64(req.number);
       }
       break;
     case Op::kWait:
@@ -272,6 +282,17 @@ void encodeRequest(const StoreRequest& req, std::string* out) {
       w.bytes(req.arrival.name);
       w.u64(req.arrival.generation);
       w.i32(req.arrival.rank);
+      w.i32(req.arrival.worldSize);
+      w.u8(req.arrival.waitForRelease ? 1 : 0);
+      w.i64(req.number);
+      break;
+    case Op::kBarrierRanks:
+      w.bytes(req.arrival.name);
+      w.u64(req.arrival.generation);
+      w.u32(static_cast<uint32_t>(req.arrival.ranks.size()));
+      for (const int rank : req.arrival.ranks) {
+        w.i32(rank);
+      }
       w.i32(req.arrival.worldSize);
       w.u8(req.arrival.waitForRelease ? 1 : 0);
       w.i64(req.number);
@@ -306,12 +327,16 @@ StoreRequest decodeRequest(const FrameHeader& h, std::string_view payload) {
       break;
     case Op::kMultiGet:
     case Op::kCheck: req.keys = readKeys(r); break;
-    case Op::kMultiSet: {
+    case Op::kMultiSet:
+    case Op::kSetExpiringMany: {
       const uint32_t n = r.count(2 * kMinStringBytes, kMaxItemsPerFrame, "pair list");
       req.pairs.reserve(n);
       for (uint32_t i = 0; i < n; ++i) {
         std::string k = key(r, "key");
         req.pairs.emplace_back(std::move(k), value(r));
+      }
+      if (req.op == Op::kSetExpiringMany) {
+        req.number = r.i64();
       }
       break;
     }
@@ -327,6 +352,23 @@ StoreRequest decodeRequest(const FrameHeader& h, std::string_view payload) {
       req.arrival.waitForRelease = r.boolean();
       req.number = r.i64();
       break;
+    case Op::kBarrierRanks: {
+      req.arrival.name = key(r, "barrier name");
+      req.arrival.generation = r.u64();
+      const uint32_t n = r.count(4, kMaxItemsPerFrame, "rank list");
+      req.arrival.ranks.reserve(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        req.arrival.ranks.push_back(r.i32());
+      }
+      if (n == 0) {
+        throw ProtocolError("barrier(ranks) with no rank");
+      }
+      req.arrival.rank = req.arrival.ranks.front();
+      req.arrival.worldSize = r.i32();
+      req.arrival.waitForRelease = r.boolean();
+      req.number = r.i64();
+      break;
+    }
   }
   r.expectEnd(opName(req.op));
   return req;
@@ -342,6 +384,7 @@ void encodeResponse(const Response& resp, std::string* out) {
         case Op::kPing:
         case Op::kSet:
         case Op::kMultiSet:
+        case Op::kSetExpiringMany:
         case Op::kWait: break;
         case Op::kGet: writeOptional(w, resp.value); break;
         case Op::kAdd:
@@ -359,6 +402,7 @@ void encodeResponse(const Response& resp, std::string* out) {
         case Op::kRemove:
         case Op::kCheck: w.u8(resp.flag ? 1 : 0); break;
         case Op::kBarrier:
+        case Op::kBarrierRanks:
           w.u8(resp.barrier.completed ? 1 : 0);
           w.u32(resp.barrier.arrivalIndex);
           w.u32(resp.barrier.arrived);
@@ -366,14 +410,15 @@ void encodeResponse(const Response& resp, std::string* out) {
       }
       break;
     case ReplyStatus::kTimeout:
-      if (resp.op == Op::kBarrier) {
+      if (replyOpOf(resp.op) == Op::kBarrier) {
         writeReport(w, resp.report);
       } else {
         writeKeys(w, resp.keys);
       }
       break;
     case ReplyStatus::kBarrierOverflow: writeReport(w, resp.report); break;
-    case ReplyStatus::kInvalid: w.bytes(resp.message); break;
+    case ReplyStatus::kInvalid:
+    case ReplyStatus::kUnavailable: w.bytes(resp.message); break;
     case ReplyStatus::kBarrierStale:
     case ReplyStatus::kBarrierDropped: break;
   }
@@ -396,7 +441,7 @@ Response decodeResponse(const FrameHeader& h, std::string_view payload) {
   resp.op = static_cast<Op>(h.op & ~kReplyBit);
   resp.id = h.id;
   const uint8_t status = r.u8();
-  if (status > static_cast<uint8_t>(ReplyStatus::kBarrierDropped)) {
+  if (status > static_cast<uint8_t>(ReplyStatus::kUnavailable)) {
     throw ProtocolError("bad reply status " + std::to_string(status));
   }
   resp.status = static_cast<ReplyStatus>(status);
@@ -406,6 +451,7 @@ Response decodeResponse(const FrameHeader& h, std::string_view payload) {
         case Op::kPing:
         case Op::kSet:
         case Op::kMultiSet:
+        case Op::kSetExpiringMany:
         case Op::kWait: break;
         case Op::kGet: resp.value = readOptional(r); break;
         case Op::kAdd:
@@ -425,6 +471,7 @@ Response decodeResponse(const FrameHeader& h, std::string_view payload) {
         case Op::kRemove:
         case Op::kCheck: resp.flag = r.boolean(); break;
         case Op::kBarrier:
+        case Op::kBarrierRanks:
           resp.barrier.completed = r.boolean();
           resp.barrier.arrivalIndex = r.u32();
           resp.barrier.arrived = r.u32();
@@ -432,7 +479,7 @@ Response decodeResponse(const FrameHeader& h, std::string_view payload) {
       }
       break;
     case ReplyStatus::kTimeout:
-      if (resp.op == Op::kBarrier) {
+      if (replyOpOf(resp.op) == Op::kBarrier) {
         resp.report = readReport(r);
       } else {
         resp.keys = readKeys(r);
@@ -440,6 +487,7 @@ Response decodeResponse(const FrameHeader& h, std::string_view payload) {
       break;
     case ReplyStatus::kBarrierOverflow: resp.report = readReport(r); break;
     case ReplyStatus::kInvalid:
+    case ReplyStatus::kUnavailable:
       resp.message = std::string(r.bytes(size_t{64} * 1024, "message"));
       break;
     case ReplyStatus::kBarrierStale:

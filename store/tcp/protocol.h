@@ -72,9 +72,17 @@ enum class Op : uint8_t {
   kCheck = 10,        // u32 n, n keys
   kWait = 11,         // u32 n, n keys, i64 timeout ms
   kBarrier = 12,      // name, u64 generation, i32 rank, i32 world, u8 wait, i64 timeout ms
+  // name, u64 generation, u32 n, n x i32 rank, i32 world, u8 wait, i64
+  // timeout ms: several ranks in one arrival (a node's agent); answered with
+  // kBarrier replies. A client sends it only for several ranks, so a single
+  // rank still reaches a server that predates it.
+  kBarrierRanks = 13,
+  kSetExpiringMany = 14,  // u32 n, n (key, value), i64 ttl ms: every key with that expiry
 };
 inline constexpr uint8_t kReplyBit = 0x80;
 bool validOp(uint8_t op) noexcept;
+// The opcode of the replies to a request of `op` (kBarrierRanks: kBarrier).
+Op replyOpOf(Op op) noexcept;
 const char* opName(Op op) noexcept;
 
 enum class ReplyStatus : uint8_t {
@@ -84,6 +92,9 @@ enum class ReplyStatus : uint8_t {
   kBarrierOverflow = 3,  // report
   kBarrierStale = 4,     // -
   kBarrierDropped = 5,   // - (removed by removePrefix while waiting)
+  // message: a node's proxy could not reach the job's store for this call
+  // (store/proxy/node_proxy.h); the client reports the store lost.
+  kUnavailable = 6,
 };
 
 struct Hello {
@@ -111,9 +122,9 @@ struct StoreRequest {
   std::string key;                      // set get add cas remove removePrefix
   std::string value;                    // set: value; cas: desired
   std::optional<std::string> expected;  // cas
-  int64_t number = 0;                   // set: ttl ms; add: delta; wait, barrier: timeout ms
+  int64_t number = 0;                   // set(ExpiringMany): ttl ms; add: delta; wait, barrier: timeout ms
   std::vector<std::string> keys;        // multiGet check wait
-  std::vector<KeyValue> pairs;          // multiSet
+  std::vector<KeyValue> pairs;          // multiSet, setExpiringMany
   BarrierArrival arrival;               // barrier
 };
 

@@ -27,7 +27,7 @@ std::optional<RequestHandler::Deferred> RequestHandler::handle(uint64_t conn, co
                                                                TimePoint now, std::string* out) {
   StoreRequest req = decodeRequest(frame.header, frame.payload);
   Response resp;
-  resp.op = req.op;
+  resp.op = replyOpOf(req.op);
   resp.id = req.id;
   const auto timeoutOf = [&](int64_t ms) {
     return now + std::chrono::milliseconds(std::clamp<int64_t>(ms, 0, kMaxTimeoutMs));
@@ -120,7 +120,19 @@ std::optional<RequestHandler::Deferred> RequestHandler::handle(uint64_t conn, co
         }
         break;
       }
-      case Op::kBarrier: {
+      case Op::kSetExpiringMany:
+        if (req.number <= 0 || req.number > kMaxTimeoutMs) {
+          throw InvalidArgument("ttl of " + std::to_string(req.number) + " ms out of range");
+        }
+        for (const auto& [k, v] : req.pairs) {
+          checkKey(k);
+        }
+        for (const auto& [k, v] : req.pairs) {
+          engine_.set(k, v, timeoutOf(req.number));
+        }
+        break;
+      case Op::kBarrier:
+      case Op::kBarrierRanks: {
         checkBarrier(req.arrival);
         BarrierOutcome r = engine_.barrier(req.arrival, conn, req.id);
         switch (r.kind) {
@@ -143,7 +155,7 @@ std::optional<RequestHandler::Deferred> RequestHandler::handle(uint64_t conn, co
     }
   } catch (const InvalidArgument& e) {
     resp = Response{};
-    resp.op = req.op;
+    resp.op = replyOpOf(req.op);
     resp.id = req.id;
     resp.status = ReplyStatus::kInvalid;
     resp.message = e.what();

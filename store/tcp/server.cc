@@ -12,7 +12,6 @@
 #include <mutex>
 #include <optional>
 #include <queue>
-#include <random>
 #include <unordered_map>
 #include <vector>
 
@@ -22,6 +21,7 @@
 #include "common/status.h"
 #include "store/engine.h"
 #include "store/tcp/frame_decoder.h"
+#include "store/tcp/hello_check.h"
 #include "store/tcp/request_handler.h"
 #include "store/tcp/send_pool.h"
 
@@ -48,26 +48,6 @@ uint64_t nowNs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
           .count());
-}
-
-uint64_t randomInstanceId() {
-  std::random_device rd;
-  const uint64_t hi = rd();
-  const uint64_t lo = rd();
-  return ((hi << 32) ^ lo ^ nowNs()) | 1;
-}
-
-// Compares without an early exit, so the time taken does not reveal how much
-// of the token matched.
-bool tokensEqual(const std::string& a, const std::string& b) {
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned>(x ^ y);
-  }
-  return diff == 0;
 }
 
 }  // namespace
@@ -459,7 +439,8 @@ void StoreServer::Service::onHello(Conn& c, const Hello& hello) {
   if (!hello.name.empty()) {
     c.peer += " (" + hello.name + ")";
   }
-  if (hello.version != kVersion) {
+  const HelloStatus status = checkHello(hello, options_.token);
+  if (status == HelloStatus::kVersionUnsupported) {
     statProtocol_.fetch_add(1, std::memory_order_relaxed);
     RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
                      "store server %s: refusing client %s: protocol version %u, this server "
@@ -468,7 +449,7 @@ void StoreServer::Service::onHello(Conn& c, const Hello& hello) {
     refuse(c, HelloStatus::kVersionUnsupported);
     return;
   }
-  if (!options_.token.empty() && !tokensEqual(hello.token, options_.token)) {
+  if (status == HelloStatus::kTokenRefused) {
     statToken_.fetch_add(1, std::memory_order_relaxed);
     RES_WARN_LIMITED(refuseLimiter_, nowNs(), log::kStore,
                      "store server %s: refusing client %s: wrong job token", address_.c_str(),

@@ -23,7 +23,7 @@ struct AgentConfig {
   int nprocPerNode = 1;
   int nnodes = 1;
   int nodeRank = 0;
-  std::string storeUrl;  // every rank's NCCL_RESILIENT_STORE_URL
+  std::string storeUrl;  // every rank's NCCL_RESILIENT_STORE_URL (the node's proxy by default)
   std::string jobId;     // NCCL_RESILIENT_RESTART_JOB
   int maxRestarts = 3;   // new processes per local rank
   int nodeMaxRestarts = -1;  // new processes for the whole node (-1: 4 per local rank)

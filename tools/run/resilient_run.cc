@@ -14,10 +14,16 @@
 // it). A program ending in ".py" runs under python3 ($PYTHON), as torchrun runs
 // it; --no-python runs it as given.
 //
+// The agent speaks to the job's store for its node: its ranks and their
+// monitors reach it through the node's proxy (store/proxy/node_proxy.h) on
+// loopback, which sends their barrier arrivals up as one arrival per node and
+// their heartbeats in batches; --no-node-proxy points them at the store itself.
+//
 // Exit status: 0 every local rank's last process exited 0; 1 otherwise; 2
 // usage; 128+N stopped by signal N (forwarded to the ranks).
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -31,6 +37,7 @@
 #include "store/client_options.h"
 #include "store/errors.h"
 #include "store/lazy_store.h"
+#include "store/proxy/node_proxy.h"
 #include "tools/run/agent.h"
 #include "tools/run/hosted_store.h"
 
@@ -58,6 +65,7 @@ int main(int argc, char** argv) {
   config.jobId = envString("SLURM_JOB_ID", "");
   bool hostStore = false;
   bool noPython = false;
+  bool noNodeProxy = false;
   app.add_option("--nproc-per-node", config.nprocPerNode, "ranks on this node")
       ->check(CLI::PositiveNumber);
   app.add_option("--nnodes", config.nnodes, "nodes in the job (default: SLURM_NNODES, or 1)")
@@ -80,6 +88,9 @@ int main(int argc, char** argv) {
                  "NAME=VALUE for each process, {rank} and {local_rank} in VALUE replaced by its "
                  "own (repeatable)");
   app.add_flag("--no-python", noPython, "run the program as given, even if it ends in .py");
+  app.add_flag("--no-node-proxy", noNodeProxy,
+               "the ranks talk to the job's store themselves (default: through this agent, one "
+               "client per node)");
   std::vector<std::string> command;
   // "resilient-run [options] -- program ...", or the program as the first
   // argument that is not an option: everything after it is the program's.
@@ -143,9 +154,33 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "resilient-run: serving the job's store on %s (pid %d)\n",
                    config.storeUrl.c_str(), static_cast<int>(hosted->pid()));
     }
+    const std::string jobStoreUrl = config.storeUrl;
+    std::unique_ptr<store::proxy::NodeProxy> proxy;
+    if (!noNodeProxy) {
+      // The proxy's own client of the job's store, opened by its first call.
+      // A restarted store (the hosted one, started again) is a restart for
+      // the node's clients too, so that they put their state back.
+      auto restarted = std::make_shared<std::atomic<store::proxy::NodeProxy*>>(nullptr);
+      store::ClientOptions upstreamOptions = clientOptions;
+      upstreamOptions.name = store::defaultClientName() + " (node " +
+                             std::to_string(config.nodeRank) + " proxy)";
+      upstreamOptions.onServerRestart = [restarted] {
+        if (store::proxy::NodeProxy* p = restarted->load()) {
+          p->upstreamRestarted();
+        }
+      };
+      store::proxy::NodeProxyOptions po;
+      po.token = clientOptions.token;
+      proxy = std::make_unique<store::proxy::NodeProxy>(
+          std::make_shared<store::LazyStore>(jobStoreUrl, upstreamOptions), po);
+      restarted->store(proxy.get());
+      config.storeUrl = proxy->url();
+      std::fprintf(stderr, "resilient-run: node %d's ranks reach the job's store %s through %s\n",
+                   config.nodeRank, jobStoreUrl.c_str(), config.storeUrl.c_str());
+    }
     // Opened by its first call (the agent asks the store only when a rank
     // ended): a store that is slow to answer does not keep the ranks waiting.
-    run::Agent agent(config, std::make_shared<store::LazyStore>(config.storeUrl, clientOptions),
+    run::Agent agent(config, std::make_shared<store::LazyStore>(jobStoreUrl, clientOptions),
                      hosted.get());
     const int status = agent.run();
     return status;

@@ -39,6 +39,21 @@ class AgentTest(unittest.TestCase):
         self.assertEqual(lines, ["R=0 L=0 W=2 LW=2 G=0 J=env X=1 N=0 S=tcp",
                                  "R=1 L=1 W=2 LW=2 G=0 J=env X=1 N=0 S=tcp"])
 
+    def test_the_ranks_reach_the_store_through_the_node_s_proxy(self):
+        # One client per node: the ranks get the agent's proxy on loopback,
+        # which forwards to the job's store (here: one it serves).
+        script = 'echo "S=$NCCL_RESILIENT_STORE_URL"'
+        code, out, err = agent(["--nproc-per-node", "2", "--job", "p"] + sh(script))
+        self.assertEqual(code, 0, err)
+        served = re.search(r"serving the job's store on (tcp://\S+)", err).group(1)
+        proxy = re.search(r"reach the job's store \S+ through (tcp://\S+)", err).group(1)
+        self.assertNotEqual(served, proxy)
+        self.assertEqual(sorted(out.split()), ["S=" + proxy] * 2)
+        code, out, err = agent(["--nproc-per-node", "1", "--no-node-proxy"] + sh(script))
+        self.assertEqual(code, 0, err)
+        served = re.search(r"serving the job's store on (tcp://\S+)", err).group(1)
+        self.assertEqual(out.split(), ["S=" + served])
+
     def test_one_new_process_per_abnormal_end(self):
         # Each rank's first process fails; its replacement joins and succeeds.
         code, out, err = agent(["--nproc-per-node", "2"] + sh(
@@ -94,6 +109,7 @@ class AgentTest(unittest.TestCase):
         line = p.stderr.readline()
         m = re.search(r"serving the job's store on (tcp://\S+) \(pid (\d+)\)", line)
         self.assertIsNotNone(m, line)
+        self.assertIn("through", p.stderr.readline())  # the node's proxy
         self.assertIn("started", p.stderr.readline())
         os.kill(int(m.group(2)), signal.SIGKILL)
         out, err = p.communicate(timeout=30)

@@ -459,6 +459,80 @@ TEST_CASE("barrier: overflow names the surplus rank; a size mismatch is refused"
   CHECK(s.barrier({"o", 0, 1, 2, true}, milliseconds(5000)).completed);
 }
 
+TEST_CASE("barrier: one arrival counts several ranks (a node's agent)",
+          "[store][conformance][barrier]") {
+  const std::string name = backendUnderTest();
+  CAPTURE(name);
+  StoreContext ctx(name);
+  auto agent = ctx.client();
+  auto other = ctx.client();
+  BarrierArrival node{"n", 0, 0, 6, false};
+  node.ranks = {0, 1, 2, 3};
+  const BarrierResult first = agent->barrier(node, milliseconds(5000));
+  CHECK_FALSE(first.completed);
+  CHECK(first.arrived == 4);
+  CHECK(first.arrivalIndex == 1);
+  // Again (a retry): nothing new is counted.
+  const BarrierResult again = agent->barrier(node, milliseconds(5000));
+  CHECK(again.arrivalIndex == 0);
+  CHECK(again.arrived == 4);
+  // A waiter among them is released by the last single arrival.
+  std::atomic<bool> released{false};
+  std::thread waiter([&] {
+    BarrierArrival w{"n", 0, 2, 6, true};
+    w.ranks = {2, 4};  // 2 counted already, 4 new
+    const BarrierResult r = agent->barrier(w, milliseconds(20000));
+    released = r.completed && r.arrived == 6;
+  });
+  std::this_thread::sleep_for(milliseconds(200));
+  CHECK_FALSE(released);
+  const BarrierResult last = other->barrier({"n", 0, 5, 6, true}, milliseconds(20000));
+  waiter.join();
+  CHECK(last.completed);
+  CHECK(released);
+
+  // Surplus ranks in the set: the others are counted, the call overflows.
+  BarrierArrival mixed{"m", 0, 0, 3, false};
+  mixed.ranks = {0, 7, 1};
+  try {
+    agent->barrier(mixed, milliseconds(5000));
+    FAIL("ranks 0, 7, 1 joined a barrier of 3");
+  } catch (const BarrierOverflow& e) {
+    CHECK(e.surplusRanks() == std::vector<int>{7});
+  }
+  CHECK(other->barrier({"m", 0, 2, 3, true}, milliseconds(5000)).completed);
+
+  // More ranks than one etcd transaction may count.
+  BarrierArrival wide{"w", 0, 0, 300, true};
+  for (int r = 0; r < 300; ++r) {
+    wide.ranks.push_back(r);
+  }
+  const BarrierResult all = agent->barrier(wide, milliseconds(20000));
+  CHECK(all.completed);
+  CHECK(all.arrivalIndex == 1);
+}
+
+TEST_CASE("setExpiringMany: every key with one expiry", "[store][conformance]") {
+  const std::string name = backendUnderTest();
+  CAPTURE(name);
+  StoreContext ctx(name);
+  Store& s = ctx.store();
+  s.setExpiringMany({}, milliseconds(2000));  // nothing to do
+  s.setExpiringMany({{"hb/0", "a"}, {"hb/1", "b"}, {"kept", "c"}}, milliseconds(2000));
+  s.set("kept", "permanent");
+  CHECK(s.multiGet({"hb/0", "hb/1"}) ==
+        std::vector<std::optional<std::string>>{std::string("a"), std::string("b")});
+  const auto start = Clock::now();
+  while ((s.exists("hb/0") || s.exists("hb/1")) && Clock::now() - start < std::chrono::seconds(15)) {
+    std::this_thread::sleep_for(milliseconds(100));  // polling for the expiry itself
+  }
+  CHECK_FALSE(s.exists("hb/0"));
+  CHECK_FALSE(s.exists("hb/1"));
+  CHECK(Clock::now() - start >= milliseconds(1000));
+  CHECK(s.get("kept") == std::optional<std::string>("permanent"));
+  CHECK_THROWS_AS(s.setExpiringMany({{"", "x"}}, milliseconds(1000)), InvalidArgument);
+}
+
 TEST_CASE("prefix views isolate keys and barriers", "[store][conformance]") {
   const std::string name = backendUnderTest();
   CAPTURE(name);

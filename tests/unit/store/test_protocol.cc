@@ -69,6 +69,39 @@ TEST_CASE("protocol: requests survive encoding and decoding", "[store][protocol]
   CHECK(got.arrival.worldSize == 16384);
   CHECK_FALSE(got.arrival.waitForRelease);
   CHECK(got.number == -5);
+
+  // A node's agent: several ranks in one arrival, a batch of heartbeats.
+  StoreRequest ranks;
+  ranks.op = Op::kBarrierRanks;
+  ranks.arrival = {"iteration", 4, 0, 64, true};
+  ranks.arrival.ranks = {8, 9, 10, 15};
+  ranks.number = 2500;
+  got = roundTrip(ranks);
+  CHECK(got.op == Op::kBarrierRanks);
+  CHECK(got.arrival.ranks == std::vector<int>{8, 9, 10, 15});
+  CHECK(got.arrival.rank == 8);
+  CHECK(got.arrival.worldSize == 64);
+  CHECK(got.arrival.waitForRelease);
+  CHECK(got.number == 2500);
+  StoreRequest empty = ranks;
+  empty.arrival.ranks.clear();
+  std::string bytes;
+  encodeRequest(empty, &bytes);
+  FrameDecoder d(kDefaultMaxFrameBytes, FrameKind::kRequest);
+  d.feed(bytes);
+  std::optional<Frame> f = d.next();
+  REQUIRE(f);
+  CHECK_THROWS_AS(decodeRequest(f->header, f->payload), resilient::store::ProtocolError);
+
+  StoreRequest beats;
+  beats.op = Op::kSetExpiringMany;
+  beats.pairs = {{"heartbeat/3", "17"}, {"heartbeat/4", "18"}};
+  beats.number = 30000;
+  got = roundTrip(beats);
+  CHECK(got.pairs == beats.pairs);
+  CHECK(got.number == 30000);
+  CHECK(replyOpOf(Op::kBarrierRanks) == Op::kBarrier);
+  CHECK(replyOpOf(Op::kSetExpiringMany) == Op::kSetExpiringMany);
 }
 
 TEST_CASE("protocol: replies survive encoding and decoding", "[store][protocol]") {
@@ -98,6 +131,20 @@ TEST_CASE("protocol: replies survive encoding and decoding", "[store][protocol]"
   f = d.next();
   REQUIRE(f);
   CHECK(decodeResponse(f->header, f->payload).values == mg.values);
+
+  // A node's proxy that could not reach the job's store.
+  Response un;
+  un.op = Op::kGet;
+  un.status = ReplyStatus::kUnavailable;
+  un.message = "the job's store, through the node's proxy: unreachable";
+  bytes.clear();
+  encodeResponse(un, &bytes);
+  d.feed(bytes);
+  f = d.next();
+  REQUIRE(f);
+  got = decodeResponse(f->header, f->payload);
+  CHECK(got.status == ReplyStatus::kUnavailable);
+  CHECK(got.message == un.message);
 }
 
 TEST_CASE("protocol: frames decode whatever the split of the byte stream", "[store][protocol]") {

@@ -1,0 +1,254 @@
+// The node agent's store proxy (store/proxy/node_proxy.h) seen from the job's
+// store: the node's ranks arrive at a barrier in one upstream arrival and
+// wait for its release in one upstream call; their heartbeats go up in
+// batches; a reader through the proxy never sees an older value than it
+// wrote; an upstream restart makes the local clients see one; an upstream
+// that does not answer is a lost store for them, not a bad argument. (Every
+// other call's semantics: the conformance suite's "node-proxy" backend.)
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "store/errors.h"
+#include "store/memory_store.h"
+#include "store/proxy/node_proxy.h"
+#include "store/tcp/client.h"
+#include "tests/unit/store/store_test_util.h"
+
+using namespace resilient;
+using namespace resilient::store;
+using std::chrono::milliseconds;
+
+namespace {
+
+// The job's store, counting what reaches it.
+class CountingStore final : public Store {
+ public:
+  MemoryStore inner;
+  std::atomic<int> barrierCalls{0};
+  std::atomic<int> barrierRanks{0};
+  std::atomic<int> expiringBatches{0};
+  std::atomic<int> expiringSingles{0};
+  std::atomic<bool> down{false};
+
+  void set(std::string_view k, std::string_view v, Timeout t) override {
+    check();
+    inner.set(k, v, t);
+  }
+  void setExpiring(std::string_view k, std::string_view v, Millis ttl, Timeout t) override {
+    check();
+    ++expiringSingles;
+    inner.setExpiring(k, v, ttl, t);
+  }
+  void setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl, Timeout t) override {
+    check();
+    ++expiringBatches;
+    inner.setExpiringMany(pairs, ttl, t);
+  }
+  std::optional<std::string> get(std::string_view k, Timeout t) override {
+    check();
+    return inner.get(k, t);
+  }
+  int64_t add(std::string_view k, int64_t d, Timeout t) override {
+    check();
+    return inner.add(k, d, t);
+  }
+  CasResult compareSet(std::string_view k, std::optional<std::string_view> e, std::string_view d,
+                       Timeout t) override {
+    check();
+    return inner.compareSet(k, e, d, t);
+  }
+  std::vector<std::optional<std::string>> multiGet(const std::vector<std::string>& k,
+                                                   Timeout t) override {
+    check();
+    return inner.multiGet(k, t);
+  }
+  void multiSet(const std::vector<KeyValue>& p, Timeout t) override {
+    check();
+    inner.multiSet(p, t);
+  }
+  bool remove(std::string_view k, Timeout t) override {
+    check();
+    return inner.remove(k, t);
+  }
+  uint64_t removePrefix(std::string_view p, Timeout t) override {
+    check();
+    return inner.removePrefix(p, t);
+  }
+  bool check(const std::vector<std::string>& k, Timeout t) override {
+    check();
+    return inner.check(k, t);
+  }
+  void wait(const std::vector<std::string>& k, Timeout t) override {
+    check();
+    inner.wait(k, t);
+  }
+  BarrierResult barrier(const BarrierArrival& a, Timeout t) override {
+    check();
+    ++barrierCalls;
+    barrierRanks += a.ranks.empty() ? 1 : static_cast<int>(a.ranks.size());
+    return inner.barrier(a, t);
+  }
+  std::string describe() const override { return "counting(memory)"; }
+
+ private:
+  void check() const {
+    if (down.load()) {
+      throw ConnectionLost("the job's store is unreachable (test)");
+    }
+  }
+};
+
+ClientOptions local(const std::string& token = "node") {
+  ClientOptions o = test::testClientOptions();
+  o.token = token;
+  return o;
+}
+
+struct Node {
+  std::shared_ptr<CountingStore> job = std::make_shared<CountingStore>();
+  std::unique_ptr<proxy::NodeProxy> proxy;
+  explicit Node(proxy::NodeProxyOptions o = {}) {
+    o.token = "node";
+    proxy = std::make_unique<proxy::NodeProxy>(job, o);
+  }
+  std::shared_ptr<tcp::TcpStoreClient> client(ClientOptions o = local()) {
+    return std::make_shared<tcp::TcpStoreClient>("127.0.0.1", proxy->port(), o);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a node's ranks reach a barrier in one upstream arrival and one wait",
+          "[store][proxy]") {
+  Node node;
+  constexpr int kLocal = 8;
+  constexpr int kWorld = 16;  // the other 8 are another node's, arriving directly
+  std::vector<std::shared_ptr<tcp::TcpStoreClient>> ranks;
+  for (int r = 0; r < kLocal; ++r) {
+    ranks.push_back(node.client());
+    ranks.back()->get("warm-up");  // connected before the barrier
+  }
+  const int callsBefore = node.job->barrierCalls.load();
+  std::atomic<int> released{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kLocal; ++r) {
+    threads.emplace_back([&, r] {
+      const BarrierResult res = ranks[static_cast<size_t>(r)]->barrier(
+          BarrierArrival{"iteration", 3, r, kWorld, true}, Timeout(milliseconds(20000)));
+      if (res.completed && res.arrived == kWorld) {
+        ++released;
+      }
+    });
+  }
+  // The other node, later (the local arrivals are counted by then).
+  std::this_thread::sleep_for(milliseconds(200));
+  for (int r = kLocal; r < kWorld; ++r) {
+    node.job->inner.barrier(BarrierArrival{"iteration", 3, r, kWorld, false});
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  CHECK(released == kLocal);
+  const int calls = node.job->barrierCalls.load() - callsBefore;
+  INFO("upstream barrier calls: " << calls);
+  // One arrival for the 8 (two when one of them came late) and one wait.
+  CHECK(calls <= 3);
+  CHECK(node.job->barrierRanks.load() <= kLocal + 2);
+  CHECK(node.proxy->counters().localBarrierArrivals == kLocal);
+
+  // A late arrival at the completed generation is answered at once.
+  const BarrierResult late =
+      ranks[0]->barrier(BarrierArrival{"iteration", 3, 0, kWorld, true}, Timeout(milliseconds(1000)));
+  CHECK(late.completed);
+}
+
+TEST_CASE("a mark through the proxy returns once counted; a timeout names the missing ranks",
+          "[store][proxy]") {
+  Node node;
+  auto a = node.client();
+  auto b = node.client();
+  const BarrierResult marked =
+      a->barrier(BarrierArrival{"b", 0, 1, 4, false}, Timeout(milliseconds(5000)));
+  CHECK_FALSE(marked.completed);
+  CHECK(marked.arrived == 1);
+  try {
+    b->barrier(BarrierArrival{"b", 0, 0, 4, true}, Timeout(milliseconds(300)));
+    FAIL("the barrier completed without ranks 2 and 3");
+  } catch (const BarrierTimeout& e) {
+    CHECK(e.report().missingRanks == std::vector<int>{2, 3});
+  }
+  // A surplus rank goes up as it is and comes back an overflow.
+  CHECK_THROWS_AS(a->barrier(BarrierArrival{"b", 0, 7, 4, true}, Timeout(milliseconds(300))),
+                  BarrierOverflow);
+  // Another world size than the generation's first arrival said.
+  CHECK_THROWS_AS(a->barrier(BarrierArrival{"b", 0, 2, 5, true}, Timeout(milliseconds(300))),
+                  InvalidArgument);
+}
+
+TEST_CASE("heartbeats go up in batches, and a reader sees what it wrote", "[store][proxy]") {
+  proxy::NodeProxyOptions o;
+  o.expiringLinger = milliseconds(300);
+  Node node(o);
+  std::vector<std::shared_ptr<tcp::TcpStoreClient>> monitors;
+  for (int r = 0; r < 8; ++r) {
+    monitors.push_back(node.client());
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (int r = 0; r < 8; ++r) {
+      monitors[static_cast<size_t>(r)]->setExpiring(
+          "heartbeat/" + std::to_string(r), std::to_string(round), milliseconds(30000));
+    }
+    std::this_thread::sleep_for(milliseconds(350));
+  }
+  CHECK(node.job->expiringSingles == 0);
+  CHECK(node.job->expiringBatches <= 4);  // one per linger, 8 heartbeats in each
+  CHECK(node.job->inner.get("heartbeat/5") == std::optional<std::string>("2"));
+  CHECK(node.proxy->counters().localExpiringWrites == 24);
+
+  // Queued, then read back through the proxy at once: written first.
+  monitors[0]->setExpiring("heartbeat/0", "fresh", milliseconds(30000));
+  CHECK(monitors[1]->get("heartbeat/0") == std::optional<std::string>("fresh"));
+  // A plain set after a queued expiring write wins, as on the store itself.
+  monitors[0]->setExpiring("k", "expiring", milliseconds(30000));
+  monitors[0]->set("k", "plain");
+  std::this_thread::sleep_for(milliseconds(400));
+  CHECK(node.job->inner.get("k") == std::optional<std::string>("plain"));
+}
+
+TEST_CASE("an upstream restart is a restart for the node's clients", "[store][proxy]") {
+  Node node;
+  std::atomic<int> restarts{0};
+  ClientOptions o = local();
+  o.followRestarts = true;
+  o.onServerRestart = [&] { ++restarts; };
+  auto rank = node.client(o);
+  rank->set("identity", "rank 3");
+  node.proxy->upstreamRestarted();
+  // The next call reconnects and meets a new instance.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (restarts == 0 && std::chrono::steady_clock::now() < deadline) {
+    try {
+      rank->get("identity");
+    } catch (const StoreError&) {
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  CHECK(restarts == 1);
+}
+
+TEST_CASE("an unreachable job store is a lost store through the proxy", "[store][proxy]") {
+  Node node;
+  ClientOptions o = local();
+  o.reconnectTimeout = milliseconds(200);
+  auto rank = node.client(o);
+  rank->set("a", "1");
+  node.job->down = true;
+  CHECK_THROWS_AS(rank->get("a"), ConnectionLost);
+  node.job->down = false;
+  CHECK_THROWS_AS(node.client(local("wrong"))->get("a"), AuthRefused);
+}
