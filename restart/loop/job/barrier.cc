@@ -47,7 +47,11 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
       [&](const auto& sliceTime) {
         try {
           for (const int r : terminated()) {
-            if (r != rank_ && (!options.onBehalf || options.onBehalf(r)) &&
+            // Only the World's slots: a rank past them is a process that
+            // ended while joining the job, counted once an admission makes it
+            // a slot (restart/loop/job/joiners.h); counted now it would be a
+            // surplus arrival that fails every rank's wait.
+            if (r != rank_ && r < worldSize_ && (!options.onBehalf || options.onBehalf(r)) &&
                 counted.insert(r).second) {
               countOnBehalf(name, generation, r);
             }

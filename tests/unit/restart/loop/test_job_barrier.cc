@@ -1,0 +1,50 @@
+// The job's barriers (restart/loop/job/barrier.h): the ranks recorded
+// terminated are counted on their behalf, but only those of the World's
+// slots: a process that ended while joining the job has an initial rank past
+// them until an admission counts it in.
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "restart/loop/job/barrier.h"
+#include "restart/protocol/job_keys.h"
+#include "restart/protocol/terminated_ranks.h"
+#include "store/memory_store.h"
+
+using namespace resilient;
+using std::chrono::milliseconds;
+
+// The agent drill, since c19bf0a: a joiner (initial rank 14, the World 14
+// slots) ended while joining; every rank then counted it at the iteration
+// barrier, which failed them all ("overflow: it expects ranks 0-13, surplus
+// rank 14 arrived") and hung the job.
+TEST_CASE("a joiner that ended while joining is not counted at the World's barriers",
+          "[restart][loop][join]") {
+  store::MemoryStore s;
+  const restart::protocol::JobKeys keys("job");
+  constexpr int kSlots = 4;
+  restart::protocol::markTerminated(s, keys, 1, "a rank of the World");
+  restart::protocol::markTerminated(s, keys, kSlots + 2, "ended while joining");
+  std::vector<std::thread> ranks;
+  std::vector<int> failed(kSlots, 0);
+  for (const int r : {0, 2, 3}) {
+    ranks.emplace_back([&, r] {
+      restart::JobBarrierOptions o;
+      o.initialRank = r;
+      o.worldSize = kSlots;
+      o.chunk = milliseconds(50);
+      restart::JobBarrier b(s, keys, o);
+      try {
+        b.wait("iteration", 4, milliseconds(5000), {});
+      } catch (const std::exception& e) {
+        INFO(e.what());
+        failed[static_cast<size_t>(r)] = 1;
+      }
+    });
+  }
+  for (std::thread& t : ranks) {
+    t.join();
+  }
+  CHECK(failed == std::vector<int>(kSlots, 0));
+}
