@@ -39,16 +39,27 @@ namespace {
 uint64_t farFuture() { return monotonicNs() + 365ULL * 24 * 3600 * 1000000000ULL; }
 
 // One local client's connection: replies come from several threads (the
-// reader, waits, barrier releases), one at a time.
+// reader, waits, barrier releases), one at a time. A connection belongs to
+// one instance of the job's store (`epoch`): once the store restarted, no
+// answer goes out on it (it may come from the new, empty instance before the
+// client knows of the restart: a monitor would read its siblings' heartbeats
+// as missing); the connection is closed instead, and the client, reconnecting,
+// meets the proxy's new instance id and puts its state back.
 struct Conn {
   FileDescriptor fd;
   std::string peer;
+  uint64_t epoch = 0;
+  const std::atomic<uint64_t>* storeEpoch = nullptr;
   std::mutex sendMutex;
   std::atomic<bool> closed{false};
 
   void send(const std::string& bytes) {
     std::lock_guard<std::mutex> lock(sendMutex);
     if (closed.load()) {
+      return;
+    }
+    if (storeEpoch != nullptr && storeEpoch->load() != epoch) {
+      closeNow();
       return;
     }
     if (sendExact(fd.get(), bytes.data(), bytes.size(), monotonicNs() + 10000000000ULL) != 0) {
@@ -85,7 +96,14 @@ class NodeProxy::Service : public std::enable_shared_from_this<NodeProxy::Servic
   void stop();
   uint16_t port() const noexcept { return port_; }
   std::string url() const { return "tcp://" + formatHostPort(options_.host, port_); }
-  void upstreamRestarted() noexcept { restartPending_.store(true); }
+  void upstreamRestarted() noexcept {
+    // Only notes (called with the upstream client's connection lock held),
+    // before that client sends anything to the new instance.
+    instanceId_.store(tcp::randomInstanceId());
+    epoch_.fetch_add(1);
+    restartPending_.store(true);
+    wake_.notify_all();
+  }
   NodeProxyCounters counters() const;
 
  private:
@@ -135,6 +153,7 @@ class NodeProxy::Service : public std::enable_shared_from_this<NodeProxy::Servic
   FileDescriptor listen_;
   uint16_t port_ = 0;
   std::atomic<uint64_t> instanceId_;
+  std::atomic<uint64_t> epoch_{0};  // upstream restarts so far
   std::atomic<bool> stop_{false};
   std::atomic<bool> restartPending_{false};
   std::thread acceptThread_;
@@ -219,6 +238,8 @@ void NodeProxy::Service::acceptLoop() {
     auto c = std::make_shared<Conn>();
     c->fd = std::move(fd);
     c->peer = peer.toString();
+    c->epoch = epoch_.load();
+    c->storeEpoch = &epoch_;
     std::lock_guard<std::mutex> lock(connsMutex_);
     if (stop_.load()) {
       return;
@@ -747,13 +768,13 @@ void NodeProxy::Service::background() {
   while (!stop_.load()) {
     {
       std::unique_lock<std::mutex> lock(wakeMutex_);
-      wake_.wait_for(lock, options_.expiringLinger, [this] { return stop_.load(); });
+      wake_.wait_for(lock, options_.expiringLinger,
+                     [this] { return stop_.load() || restartPending_.load(); });
     }
     if (restartPending_.exchange(false)) {
       // The store's state is gone: the local clients must see a new
-      // instance to put theirs back, and no barrier generation it counted
-      // exists any more.
-      instanceId_.store(tcp::randomInstanceId());
+      // instance to put theirs back (upstreamRestarted took one), and no
+      // barrier generation it counted exists any more.
       {
         std::lock_guard<std::mutex> lock(barrierMutex_);
         for (auto it = generations_.begin(); it != generations_.end();) {
