@@ -38,6 +38,26 @@ using protocol::FaultRecord;
 using protocol::RankPhase;
 using std::chrono::milliseconds;
 
+namespace {
+
+// A hook the monitor thread runs during the abort: its failure is warned
+// about, never stops the abort.
+void runAbortHook(const char* which, const std::function<void(const State&)>& hook,
+                  const State& state) noexcept {
+  if (!hook) {
+    return;
+  }
+  try {
+    hook(state);
+  } catch (const std::exception& e) {
+    RES_WARN(log::kRestart, "restart: the %s hook failed: %s", which, e.what());
+  } catch (...) {
+    RES_WARN(log::kRestart, "restart: the %s hook threw a non-standard exception", which);
+  }
+}
+
+}  // namespace
+
 void Loop::abortIteration() noexcept {
   const int k = state_.iteration;
   timeline_.recordAt(interruption_->raisedNs(), k, "fault detected", interruption_->reason());
@@ -48,15 +68,7 @@ void Loop::abortIteration() noexcept {
   // off, nccl_resilient.distributed.nccl_settings), and a function still
   // running would take it for a result (the GPU kit's torch demo logged a
   // step's loss from such a sum).
-  if (options_.interrupt) {
-    try {
-      options_.interrupt(state_);
-    } catch (const std::exception& e) {
-      RES_WARN(log::kRestart, "restart: the interrupt hook failed: %s", e.what());
-    } catch (...) {
-      RES_WARN(log::kRestart, "restart: the interrupt hook threw a non-standard exception");
-    }
-  }
+  runAbortHook("interrupt", options_.interrupt, state_);
   blackbox_->setFailFast(true);
   std::vector<CommunicatorPtr> targets;
   {
@@ -82,15 +94,7 @@ void Loop::abortIteration() noexcept {
     std::lock_guard<std::mutex> lock(commsMutex_);
     abortHung_ = what;
   }
-  if (options_.abort) {
-    try {
-      options_.abort(state_);
-    } catch (const std::exception& e) {
-      RES_WARN(log::kRestart, "restart: the user's abort failed: %s", e.what());
-    } catch (...) {
-      RES_WARN(log::kRestart, "restart: the user's abort threw a non-standard exception");
-    }
-  }
+  runAbortHook("abort", options_.abort, state_);
   timeline_.record(k, "abort done", std::to_string(count) + " communicators aborted");
 }
 

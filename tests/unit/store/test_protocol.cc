@@ -27,6 +27,16 @@ StoreRequest roundTrip(const StoreRequest& req) {
   return decodeRequest(f->header, f->payload);
 }
 
+Response replyRoundTrip(const Response& resp) {
+  std::string bytes;
+  encodeResponse(resp, &bytes);
+  FrameDecoder d(kDefaultMaxFrameBytes, FrameKind::kReply);
+  d.feed(bytes);
+  std::optional<Frame> f = d.next();
+  REQUIRE(f.has_value());
+  return decodeResponse(f->header, f->payload);
+}
+
 }  // namespace
 
 TEST_CASE("protocol: requests survive encoding and decoding", "[store][protocol]") {
@@ -110,13 +120,7 @@ TEST_CASE("protocol: replies survive encoding and decoding", "[store][protocol]"
   r.id = 9;
   r.status = ReplyStatus::kTimeout;
   r.report = {"b", 2, 8, 6, {1, 5}, {9}};
-  std::string bytes;
-  encodeResponse(r, &bytes);
-  FrameDecoder d(kDefaultMaxFrameBytes, FrameKind::kReply);
-  d.feed(bytes);
-  std::optional<Frame> f = d.next();
-  REQUIRE(f);
-  Response got = decodeResponse(f->header, f->payload);
+  Response got = replyRoundTrip(r);
   CHECK(got.status == ReplyStatus::kTimeout);
   CHECK(got.report.missingRanks == std::vector<int>{1, 5});
   CHECK(got.report.surplusRanks == std::vector<int>{9});
@@ -125,24 +129,14 @@ TEST_CASE("protocol: replies survive encoding and decoding", "[store][protocol]"
   Response mg;
   mg.op = Op::kMultiGet;
   mg.values = {std::string("x"), std::nullopt, std::string()};
-  bytes.clear();
-  encodeResponse(mg, &bytes);
-  d.feed(bytes);
-  f = d.next();
-  REQUIRE(f);
-  CHECK(decodeResponse(f->header, f->payload).values == mg.values);
+  CHECK(replyRoundTrip(mg).values == mg.values);
 
   // A node's proxy that could not reach the job's store.
   Response un;
   un.op = Op::kGet;
   un.status = ReplyStatus::kUnavailable;
   un.message = "the job's store, through the node's proxy: unreachable";
-  bytes.clear();
-  encodeResponse(un, &bytes);
-  d.feed(bytes);
-  f = d.next();
-  REQUIRE(f);
-  got = decodeResponse(f->header, f->payload);
+  got = replyRoundTrip(un);
   CHECK(got.status == ReplyStatus::kUnavailable);
   CHECK(got.message == un.message);
 }

@@ -61,6 +61,14 @@ struct FakeNccl {
   ~FakeNccl() { dlclose(handle); }
 };
 
+// The one rank ran again once (iteration 1) and completed.
+void checkOneRestart(const std::vector<test::RankOutcome>& out) {
+  REQUIRE(out.size() == 1);
+  INFO(out[0].errorText());
+  CHECK(!out[0].error);
+  CHECK(out[0].state.iteration == 1);
+}
+
 }  // namespace
 
 TEST_CASE("an adopted communicator's asynchronous error restarts the job at once",
@@ -94,10 +102,7 @@ TEST_CASE("an adopted communicator's asynchronous error restarts the job at once
       std::this_thread::sleep_for(milliseconds(1));
     }
   });
-  REQUIRE(out.size() == 1);
-  INFO(out[0].errorText());
-  CHECK(!out[0].error);
-  CHECK(out[0].state.iteration == 1);
+  checkOneRestart(out);
   CHECK(noticedMs >= 0);
   CHECK(noticedMs < 2000);  // the poll runs every 10 ms; a generous bound
   bool named = false;
@@ -155,10 +160,7 @@ TEST_CASE("the interrupt hook runs before any communicator is aborted", "[restar
           std::this_thread::sleep_for(milliseconds(1));
         }
       });
-  REQUIRE(out.size() == 1);
-  INFO(out[0].errorText());
-  CHECK(!out[0].error);
-  CHECK(out[0].state.iteration == 1);
+  checkOneRestart(out);
   CHECK(interrupts == 1);
   CHECK(cancelledAtInterrupt);
   CHECK(revokesAtInterrupt == 0);  // no communicator touched yet
