@@ -446,6 +446,15 @@ void Loop::leave(std::exception_ptr why, bool recordInStore) {
   }
   try {
     std::rethrow_exception(why);
+  } catch (const RestartAbort&) {
+    // The job ends (an initialize hook, the retry controller, a storm: every
+    // rank decides alike): a joiner still waiting has nothing to join, and an
+    // agent replaces nobody, as after its completion (finish()).
+    try {
+      store_->set(keys_->finished(), "aborted", options_.barrierTimeout);
+    } catch (const store::StoreError& e) {
+      RES_WARN(log::kRestart, "restart: cannot record the job's end in the store: %s", e.what());
+    }
   } catch (const RankNeedsNewProcess& e) {
     if (config::Params::global().get<config::kRestartExitForNewProcess>()) {
       // Under resilient-run: the agent starts a new process in this one's place.

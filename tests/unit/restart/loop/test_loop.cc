@@ -486,6 +486,43 @@ TEST_CASE("a process that joins a job which then finishes without a fault is not
   CHECK(hasPhase(joiner->out, "not needed"));
 }
 
+// The agent drill with store kills: the job ended in RestartAbort (too few
+// ranks left) while a replacement was joining; it waited for an admission
+// that could never come, and its agent kept the job alive past the drill's
+// timeout.
+TEST_CASE("a process that joins a job which then ends in RestartAbort is not needed",
+          "[restart][loop][join]") {
+  auto store = std::make_shared<store::MemoryStore>();
+  std::atomic<bool> entered{false};
+  std::unique_ptr<Joiner> joiner;
+  std::mutex joinerMutex;
+  const auto out = runRanks(
+      2,
+      [&](int rank, Options& o) {
+        // Every rank ends the job at its first iteration, once the joiner
+        // waits (a retry controller's verdict, say).
+        o.initialize = [&, rank](const restart::State&) {
+          if (rank == 0) {
+            std::lock_guard<std::mutex> lock(joinerMutex);
+            joiner = std::make_unique<Joiner>(store, 1, 2, [&](CallContext&) { entered = true; });
+          }
+          while (!joined(*store, 1)) {
+            std::this_thread::sleep_for(milliseconds(1));
+          }
+          throw restart::RestartAbort("the job cannot go on");
+        };
+      },
+      [&](int, CallContext&) { FAIL("the function ran"); }, store);
+  REQUIRE(joiner);
+  joiner->thread.join();
+  CHECK(endedWith<restart::RestartAbort>(out[0]));
+  CHECK(endedWith<restart::RestartAbort>(out[1]));
+  INFO(joiner->out.errorText());
+  CHECK(!joiner->out.error);
+  CHECK(!entered);
+  CHECK(hasPhase(joiner->out, "not needed"));
+}
+
 TEST_CASE("every rank follows the one verdict written after the barrier", "[restart][loop]") {
   // The verdict the first rank past the barrier writes decides for every
   // rank, whatever each would read itself: here one written beforehand names
