@@ -44,14 +44,8 @@ void MemoryStore::set(std::string_view key, std::string_view value, Timeout /*ti
 }
 
 void MemoryStore::setExpiring(std::string_view key, std::string_view value, Millis ttl,
-                              Timeout /*timeout*/) {
-  checkKey(key);
-  checkValue(value);
-  std::lock_guard<std::mutex> lock(mu_);
-  ensureOpen();
-  const TimePoint now = SteadyClock::now();
-  engine_.expireKeys(now);
-  engine_.set(key, value, now + std::max(ttl, Millis(0)));
+                              Timeout timeout) {
+  setExpiringMany({{std::string(key), std::string(value)}}, ttl, timeout);
 }
 
 void MemoryStore::setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,

@@ -140,6 +140,7 @@ class NodeProxy::Service : public std::enable_shared_from_this<NodeProxy::Servic
   void watchBarrier(GenerationKey key);
   void release(Generation& g, uint32_t arrived);
   void forgetEarlier(const GenerationKey& key);
+  void forgetGenerations(const std::string& prefix);  // under barrierMutex_ itself
 
   // Expiring writes.
   void queueExpiring(const std::string& key, const std::string& value, Millis ttl);
@@ -245,10 +246,6 @@ void NodeProxy::Service::acceptLoop() {
       return;
     }
     conns_.push_back(c);
-    {
-      std::lock_guard<std::mutex> counted(countersMutex_);
-      ++counters_.connections;
-    }
     readers_.emplace_back([this, c] { serve(c); });
   }
 }
@@ -411,13 +408,7 @@ void NodeProxy::Service::execute(const ConnPtr& c, StoreRequest req) {
       case Op::kRemovePrefix: {
         flushExpiring();
         r.number = static_cast<int64_t>(upstream_->removePrefix(req.key));
-        std::lock_guard<std::mutex> lock(barrierMutex_);
-        for (auto it = generations_.begin(); it != generations_.end();) {
-          it = it->first.first.rfind(req.key, 0) == 0 && !it->second.flushing &&
-                       !it->second.watching
-                   ? generations_.erase(it)
-                   : std::next(it);
-        }
+        forgetGenerations(req.key);
         break;
       }
       case Op::kCheck:
@@ -517,6 +508,17 @@ void NodeProxy::Service::arrive(const ConnPtr& c, StoreRequest req) {
   }
   if (startFlush) {
     spawn([this, key] { flushBarrier(key); });
+  }
+}
+
+void NodeProxy::Service::forgetGenerations(const std::string& prefix) {
+  // The store no longer has them (removed, or the store restarted empty);
+  // one with an upstream call under way ends with it.
+  std::lock_guard<std::mutex> lock(barrierMutex_);
+  for (auto it = generations_.begin(); it != generations_.end();) {
+    it = it->first.first.rfind(prefix, 0) == 0 && !it->second.flushing && !it->second.watching
+             ? generations_.erase(it)
+             : std::next(it);
   }
 }
 
@@ -775,13 +777,7 @@ void NodeProxy::Service::background() {
       // The store's state is gone: the local clients must see a new
       // instance to put theirs back (upstreamRestarted took one), and no
       // barrier generation it counted exists any more.
-      {
-        std::lock_guard<std::mutex> lock(barrierMutex_);
-        for (auto it = generations_.begin(); it != generations_.end();) {
-          it = !it->second.flushing && !it->second.watching ? generations_.erase(it)
-                                                            : std::next(it);
-        }
-      }
+      forgetGenerations("");
       RES_WARN(log::kStore, "node store proxy :%u: the job's store restarted: the node's "
                "clients reconnect and put their state back",
                static_cast<unsigned>(port_));

@@ -51,7 +51,6 @@ struct NodeProxyCounters {
   uint64_t upstreamBarrierCalls = 0;    // barrier calls made upstream (arrivals and waits)
   uint64_t localExpiringWrites = 0;     // setExpiring calls of local clients
   uint64_t upstreamExpiringBatches = 0; // setExpiringMany calls made upstream
-  uint64_t connections = 0;             // local connections accepted
 };
 
 class NodeProxy {

@@ -58,8 +58,20 @@ struct FakeNccl {
     reinterpret_cast<nccl_model_set_async_error_fn>(dlsym(handle, "nccl_model_set_async_error"))(
         comm, result);
   }
+  // Loaded, and no communicator of an earlier test left in it.
+  void fresh() {
+    REQUIRE(handle != nullptr);
+    control().reset();
+  }
   ~FakeNccl() { dlclose(handle); }
 };
+
+// The options that make the library load the model.
+restart::NcclOptions modelOptions() {
+  restart::NcclOptions o;
+  o.library = NCCL_MODEL_PATH;
+  return o;
+}
 
 // The one rank ran again once (iteration 1) and completed.
 void checkOneRestart(const std::vector<test::RankOutcome>& out) {
@@ -74,10 +86,8 @@ void checkOneRestart(const std::vector<test::RankOutcome>& out) {
 TEST_CASE("an adopted communicator's asynchronous error restarts the job at once",
           "[restart][loop][adopted]") {
   FakeNccl fake;
-  REQUIRE(fake.handle != nullptr);
-  fake.control().reset();
-  restart::NcclOptions nccl;
-  nccl.library = NCCL_MODEL_PATH;
+  fake.fresh();
+  const restart::NcclOptions nccl = modelOptions();
   ncclComm_t userComm = fake.makeComm();
   std::chrono::steady_clock::time_point broken{};
   double noticedMs = -1;
@@ -125,10 +135,8 @@ TEST_CASE("an adopted communicator's asynchronous error restarts the job at once
 // The interrupt hook runs first: the call is cancelled, nothing is aborted.
 TEST_CASE("the interrupt hook runs before any communicator is aborted", "[restart][loop][adopted]") {
   FakeNccl fake;
-  REQUIRE(fake.handle != nullptr);
-  fake.control().reset();
-  restart::NcclOptions nccl;
-  nccl.library = NCCL_MODEL_PATH;
+  fake.fresh();
+  const restart::NcclOptions nccl = modelOptions();
   ncclComm_t userComm = fake.makeComm();
   std::atomic<int> interrupts{0};
   std::atomic<int> revokesAtInterrupt{-1};
