@@ -189,10 +189,10 @@ BarrierOutcome StoreEngine::barrier(const BarrierArrival& arrival, uint64_t owne
   BarrierState& state = it->second;
   if (state.worldSize() != arrival.worldSize) {
     out.kind = BarrierOutcome::Kind::kMismatch;
-    out.message =
-        "barrier '" + arrival.name + "' generation " + std::to_string(arrival.generation) +
-        " counts " + std::to_string(state.worldSize()) + " ranks, but rank " +
-        std::to_string(arrival.rank) + " arrived declaring " + std::to_string(arrival.worldSize);
+    out.message = "barrier '" + arrival.name + "' generation " +
+                  std::to_string(arrival.generation) + " counts " +
+                  std::to_string(state.worldSize()) + " ranks, but " + arrivalRanksText(arrival) +
+                  " arrived declaring " + std::to_string(arrival.worldSize);
     return out;
   }
   // Every rank of the arrival in one step (a node's agent arrives for

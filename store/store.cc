@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 
@@ -89,6 +90,16 @@ void checkBarrier(const BarrierArrival& arrival) {
 
 std::vector<int> arrivalRanks(const BarrierArrival& arrival) {
   return arrival.ranks.empty() ? std::vector<int>{arrival.rank} : arrival.ranks;
+}
+
+std::string arrivalRanksText(const BarrierArrival& arrival) {
+  if (arrival.ranks.size() <= 1) {
+    return "rank " + std::to_string(arrivalRanks(arrival).front());
+  }
+  std::vector<int> ranks = arrival.ranks;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return (ranks.size() == 1 ? "rank " : "ranks ") + formatRanks(ranks);
 }
 
 void Store::setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl, Timeout timeout) {

@@ -96,13 +96,16 @@ struct BarrierArrival {
   bool waitForRelease = true;
   // Several ranks counted by one arrival (a node's agent for its ranks,
   // store/proxy/node_proxy.h); when not empty it is used instead of `rank`.
-  // The in-range ones are counted; out-of-range ones are surplus, recorded,
-  // and the call then fails with BarrierOverflow. One wait for all of them.
+  // The in-range ones are counted, each once (named twice or counted before:
+  // not again); out-of-range ones are surplus, recorded, and the call then
+  // fails with BarrierOverflow. One wait for all of them.
   std::vector<int> ranks{};
 };
 
 // The ranks an arrival counts: `ranks`, or `rank` alone.
 std::vector<int> arrivalRanks(const BarrierArrival& arrival);
+// Who arrives, for error messages: "rank 3", or "ranks 0-3, 7" for several.
+std::string arrivalRanksText(const BarrierArrival& arrival);
 
 struct BarrierResult {
   bool completed = false;     // the barrier is complete (always true after a wait)
@@ -127,7 +130,9 @@ class Store {
                            Timeout timeout = {}) = 0;
   // setExpiring of every pair with one expiry (a node's heartbeats at once):
   // one request where the backend can (TCP: one frame; etcd: one lease and a
-  // transaction per kMaxAtomicKeys keys), else one call per pair.
+  // transaction per kMaxAtomicKeys keys), else one call per pair. A key named
+  // twice keeps its last value; an empty batch does nothing; every key and
+  // value is checked (InvalidArgument) before anything is written.
   virtual void setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,
                                Timeout timeout = {});
   // The value, or nullopt when the key is absent. Does not wait.

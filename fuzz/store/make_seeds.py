@@ -13,7 +13,8 @@ import sys
 MAGIC = 0x4F545352
 VERSION = 1
 OPS = dict(ping=1, set=2, get=3, add=4, cas=5, multiget=6, multiset=7, remove=8,
-           removeprefix=9, check=10, wait=11, barrier=12)
+           removeprefix=9, check=10, wait=11, barrier=12, barrierranks=13,
+           setexpiringmany=14)
 
 
 def s(b):
@@ -30,6 +31,12 @@ def frame(op, rid, payload, reply=False):
 
 def keys(ks):
     return struct.pack('<I', len(ks)) + b''.join(s(k) for k in ks)
+
+
+def ranks_arrival(name, gen, ranks, world, wait, timeout_ms):
+    """barrierRanks: name, u64 generation, u32 n, n x i32 rank, i32 world, u8 wait, i64 ms."""
+    return (s(name) + struct.pack('<QI', gen, len(ranks)) + b''.join(struct.pack('<i', r) for r in ranks)
+            + struct.pack('<iBq', world, wait, timeout_ms))
 
 
 def session(mode, stream):
@@ -61,6 +68,12 @@ def main(outdir):
         frame('set', 15, s(b'later') + s(b'now') + struct.pack('<q', 0)),
         frame('remove', 16, s(b'a')),
         frame('removeprefix', 17, s(b'b')),
+        # A node's agent: several ranks in one arrival (one named twice, one
+        # surplus), a batch of heartbeats with one ttl.
+        frame('barrierranks', 18, ranks_arrival(b'node', 2, [0, 1, 1], 4, 1, 100)),
+        frame('setexpiringmany', 19, struct.pack('<I', 2) + s(b'hb/0') + s(b'1') + s(b'hb/1') + s(b'2')
+              + struct.pack('<q', 1500)),
+        frame('barrierranks', 20, ranks_arrival(b'node', 2, [2, 3, 9], 4, 0, 0)),
     ]
     seeds = {
         'session_full': session(0, hello() + b''.join(reqs)),
@@ -72,11 +85,17 @@ def main(outdir):
         'session_huge_count': session(2, frame('multiget', 1, struct.pack('<I', 0xFFFFFFFF))),
         'session_bad_opcode': session(2, struct.pack('<IBBHQ', 0, 0x7F, 0, 0, 1)),
         'session_wait_timeout0': session(2, frame('wait', 1, keys([b'x']) + struct.pack('<q', 0))),
+        'session_node_agent': session(0, hello() + b''.join(reqs[-3:]) + frame(
+            'barrierranks', 21, ranks_arrival(b'node', 2, [0, 1, 2, 3], 5, 0, 0))),
+        'session_ranks_empty': session(2, frame('barrierranks', 1, ranks_arrival(b'n', 0, [], 2, 0, 0))),
+        'session_ranks_huge_count': session(2, frame('barrierranks', 1, s(b'n') + struct.pack(
+            '<QI', 0, 0xFFFFFFFF))),
         'client_replies': bytes([4]) + frame('get', 1, b'\x00\x01' + s(b'value'), True)
         + frame('barrier', 2, b'\x00\x01' + struct.pack('<II', 3, 4), True)
         + frame('wait', 3, b'\x01' + keys([b'missing']), True)
         + frame('barrier', 4, b'\x01' + s(b'b') + struct.pack('<QiI', 1, 4, 2)
-                + struct.pack('<Iii', 2, 1, 3) + struct.pack('<Ii', 1, 9), True),
+                + struct.pack('<Iii', 2, 1, 3) + struct.pack('<Ii', 1, 9), True)
+        + frame('setexpiringmany', 5, b'\x00', True),
         'hello_reply': bytes([5]) + struct.pack('<IHHQII', MAGIC, 1, 0, 42, 8 << 20, 0),
     }
     for name, data in seeds.items():

@@ -18,7 +18,7 @@ if ! $cxx $flags -o "$bin" \
     "$src/fuzz/store/fuzz_protocol.cc" \
     "$store/tcp/protocol.cc" "$store/tcp/wire.cc" "$store/tcp/frame_decoder.cc" \
     "$store/tcp/request_handler.cc" "$store/engine.cc" "$store/barrier_state.cc" \
-    "$store/errors.cc" "$store/store.cc" 2>"$work/build.log"; then
+    "$store/errors.cc" "$store/store.cc" "$src/common/status.cc" 2>"$work/build.log"; then
   if grep -q -e "fuzzer" -e "libclang_rt" "$work/build.log"; then
     echo "SKIP: $cxx cannot link -fsanitize=fuzzer"; cat "$work/build.log"; exit 77
   fi

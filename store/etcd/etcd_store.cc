@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <unordered_map>
 
 #include "store/errors.h"
 #include "store/etcd/kv_api.h"
@@ -75,27 +76,119 @@ void EtcdStore::set(std::string_view key, std::string_view value, Timeout timeou
   call("/v3/kv/put", kv::put(key, value), deadlineOf(timeout));
 }
 
+// Expiring keys: each call grants a lease of the TTL and puts its keys on
+// it. A key written again moves to the new call's lease; a lease of ours
+// whose every key has moved on has no more use and is revoked, so a key
+// refreshed every second keeps one lease alive, not ttl of them. A lease is
+// revoked only when this client saw all its keys move: one of a batch
+// (setExpiringMany) still holds the batch's other keys when one of them is
+// refreshed alone, and a lease another client granted is never ours to
+// revoke (it expires on its own).
+int64_t EtcdStore::grantExpiring(Millis ttl, size_t keys, TimePoint deadline) {
+  // etcd leases count whole seconds (and round up to the cluster's minimum).
+  const int64_t seconds = std::max<int64_t>(1, (ttl.count() + 999) / 1000);
+  const Json answer = call("/v3/lease/grant", kv::leaseGrant(seconds), deadline);
+  const int64_t lease = jsonInt(answer, "ID");
+  int64_t granted = seconds;
+  if (answer.contains("TTL")) {
+    granted = std::max(granted, jsonInt(answer, "TTL"));
+  }
+  const TimePoint now = SteadyClock::now();
+  std::lock_guard<std::mutex> lock(expiringMu_);
+  if (expiringLeases_.size() >= 256) {
+    // Expired ones are gone from etcd too: forget them.
+    for (auto it = expiringLeases_.begin(); it != expiringLeases_.end();) {
+      it = it->second.expires <= now ? expiringLeases_.erase(it) : std::next(it);
+    }
+  }
+  expiringLeases_[lease] = {keys, now + std::chrono::seconds(granted + 1)};
+  return lease;
+}
+
+void EtcdStore::movedOff(const std::vector<int64_t>& previous, TimePoint deadline) {
+  std::vector<int64_t> empty;
+  {
+    std::lock_guard<std::mutex> lock(expiringMu_);
+    for (const int64_t old : previous) {
+      auto it = expiringLeases_.find(old);
+      if (it == expiringLeases_.end()) {
+        continue;  // another client's, or forgotten: it expires on its own
+      }
+      if (--it->second.keys == 0) {
+        empty.push_back(old);
+        expiringLeases_.erase(it);
+      }
+    }
+  }
+  for (const int64_t old : empty) {
+    try {
+      call("/v3/lease/revoke", Json{{"ID", std::to_string(old)}},
+           std::min(deadline, SteadyClock::now() + rpc_.options().memberTimeout));
+    } catch (const StoreError&) {
+      // Expired already, or etcd busy: it expires on its own.
+    }
+  }
+}
+
+void EtcdStore::forgetExpiring(int64_t lease) {
+  std::lock_guard<std::mutex> lock(expiringMu_);
+  expiringLeases_.erase(lease);
+}
+
+namespace {
+
+// The lease a put's previous value was on, if another than `lease`.
+void collectPrevious(const Json& put, int64_t lease, std::vector<int64_t>* previous) {
+  if (auto prev = put.find("prev_kv"); prev != put.end()) {
+    const int64_t old = jsonInt(*prev, "lease");
+    if (old != 0 && old != lease) {
+      previous->push_back(old);
+    }
+  }
+}
+
+// The pairs with each key once, holding its last value (as writing them in
+// order would leave it): etcd refuses a transaction that puts a key twice.
+std::vector<KeyValue> lastOfEachKey(const std::vector<KeyValue>& pairs) {
+  std::unordered_map<std::string_view, size_t> at;
+  at.reserve(pairs.size());
+  std::vector<KeyValue> out;
+  out.reserve(pairs.size());
+  for (const auto& [k, v] : pairs) {
+    auto [it, fresh] = at.try_emplace(k, out.size());
+    if (fresh) {
+      out.emplace_back(k, v);
+    } else {
+      out[it->second].second = v;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void EtcdStore::setExpiring(std::string_view key, std::string_view value, Millis ttl,
                             Timeout timeout) {
   checkKey(key);
   checkValue(value);
   const TimePoint deadline = deadlineOf(timeout);
-  // etcd leases count whole seconds (and round up to the cluster's minimum).
-  const int64_t seconds = std::max<int64_t>(1, (ttl.count() + 999) / 1000);
-  const int64_t lease = jsonInt(call("/v3/lease/grant", kv::leaseGrant(seconds), deadline), "ID");
-  const Json put = call("/v3/kv/put", kv::put(key, value, lease, true), deadline);
-  // The key's previous lease (a heartbeat's last one) has no other use:
-  // revoke it, so a key refreshed every second keeps one lease, not ttl of them.
-  if (auto prev = put.find("prev_kv"); prev != put.end()) {
-    const int64_t old = jsonInt(*prev, "lease");
-    if (old != 0 && old != lease) {
-      try {
-        call("/v3/lease/revoke", Json{{"ID", std::to_string(old)}},
-             std::min(deadline, SteadyClock::now() + rpc_.options().memberTimeout));
-      } catch (const StoreError&) {
-        // Expired already, or etcd busy: it expires on its own.
+  for (int attempt = 0;; ++attempt) {
+    const int64_t lease = grantExpiring(ttl, 1, deadline);
+    Json put;
+    try {
+      put = call("/v3/kv/put", kv::put(key, value, lease, true), deadline);
+    } catch (const LeaseNotFound&) {
+      // Expired before the put reached etcd (a TTL shorter than the call).
+      forgetExpiring(lease);
+      if (attempt < 2) {
+        continue;
       }
+      throw;
     }
+    std::vector<int64_t> previous;
+    collectPrevious(put, lease, &previous);
+    movedOff(previous, deadline);
+    return;
   }
 }
 
@@ -108,37 +201,38 @@ void EtcdStore::setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl,
   if (pairs.empty()) {
     return;
   }
+  const std::vector<KeyValue> unique = lastOfEachKey(pairs);
   const TimePoint deadline = deadlineOf(timeout);
   // One lease for the batch (a node's heartbeats), one transaction per
-  // kMaxAtomicKeys keys; the keys' previous leases are revoked as in
-  // setExpiring.
-  const int64_t seconds = std::max<int64_t>(1, (ttl.count() + 999) / 1000);
-  const int64_t lease = jsonInt(call("/v3/lease/grant", kv::leaseGrant(seconds), deadline), "ID");
-  std::set<int64_t> previous;
-  inChunks(pairs.size(), [&](size_t begin, size_t end) {
+  // kMaxAtomicKeys keys.
+  int64_t lease = grantExpiring(ttl, unique.size(), deadline);
+  std::vector<int64_t> previous;
+  int regrants = 0;
+  for (size_t begin = 0; begin < unique.size();) {
+    const size_t end = std::min(unique.size(), begin + kMaxAtomicKeys);
     Json ops = Json::array();
     for (size_t i = begin; i < end; ++i) {
-      ops.push_back(kv::opPut(kv::put(pairs[i].first, pairs[i].second, lease, true)));
+      ops.push_back(kv::opPut(kv::put(unique[i].first, unique[i].second, lease, true)));
     }
-    const Json answer = call("/v3/kv/txn", kv::txn(Json::array(), std::move(ops)), deadline);
-    for (size_t i = 0; i < end - begin; ++i) {
-      const Json& put = kv::txnResponse(answer, i);
-      if (auto prev = put.find("prev_kv"); prev != put.end()) {
-        const int64_t old = jsonInt(*prev, "lease");
-        if (old != 0 && old != lease) {
-          previous.insert(old);
-        }
-      }
-    }
-  });
-  for (const int64_t old : previous) {
+    Json answer;
     try {
-      call("/v3/lease/revoke", Json{{"ID", std::to_string(old)}},
-           std::min(deadline, SteadyClock::now() + rpc_.options().memberTimeout));
-    } catch (const StoreError&) {
-      // Expired already, or etcd busy: it expires on its own.
+      answer = call("/v3/kv/txn", kv::txn(Json::array(), std::move(ops)), deadline);
+    } catch (const LeaseNotFound&) {
+      // The lease expired while the batch was being written (a TTL shorter
+      // than the call): the rest goes on a new one.
+      forgetExpiring(lease);
+      if (regrants++ >= 2) {
+        throw;
+      }
+      lease = grantExpiring(ttl, unique.size() - begin, deadline);
+      continue;
     }
+    for (size_t i = 0; i < end - begin; ++i) {
+      collectPrevious(kv::txnResponse(answer, i), lease, &previous);
+    }
+    begin = end;
   }
+  movedOff(previous, deadline);
 }
 
 std::optional<std::string> EtcdStore::get(std::string_view key, Timeout timeout) {
@@ -229,10 +323,11 @@ void EtcdStore::multiSet(const std::vector<KeyValue>& pairs, Timeout timeout) {
     checkValue(v);
   }
   const TimePoint deadline = deadlineOf(timeout);
-  inChunks(pairs.size(), [&](size_t begin, size_t end) {
+  const std::vector<KeyValue> unique = lastOfEachKey(pairs);
+  inChunks(unique.size(), [&](size_t begin, size_t end) {
     Json ops = Json::array();
     for (size_t i = begin; i < end; ++i) {
-      ops.push_back(kv::opPut(kv::put(pairs[i].first, pairs[i].second)));
+      ops.push_back(kv::opPut(kv::put(unique[i].first, unique[i].second)));
     }
     call("/v3/kv/txn", kv::txn(Json::array(), std::move(ops)), deadline);
   });
@@ -383,15 +478,29 @@ BarrierResult EtcdStore::barrier(const BarrierArrival& a, Timeout timeout) {
   const TimePoint deadline = SteadyClock::now() + ms;
   BarrierArrival counting = a;
   counting.ranks.clear();
-  std::vector<int> surplus;
+  std::set<int> surplus;
   for (const int r : arrivalRanks(a)) {
-    (r < 0 || r >= a.worldSize ? surplus : counting.ranks).push_back(r);
-  }
-  if (counting.ranks.empty()) {
-    for (const int r : surplus) {
-      call("/v3/kv/put", kv::put(BarrierKeys(a).surplus() + std::to_string(r), ""), deadline);
+    if (r < 0 || r >= a.worldSize) {
+      surplus.insert(r);
+    } else {
+      counting.ranks.push_back(r);
     }
+  }
+  // Surplus ranks are named under s/ (one transaction per kMaxAtomicKeys),
+  // then the call overflows, as for a single surplus rank.
+  const auto overflow = [&] {
+    const std::vector<int> named(surplus.begin(), surplus.end());
+    inChunks(named.size(), [&](size_t begin, size_t end) {
+      Json ops = Json::array();
+      for (size_t i = begin; i < end; ++i) {
+        ops.push_back(kv::opPut(kv::put(BarrierKeys(a).surplus() + std::to_string(named[i]), "")));
+      }
+      call("/v3/kv/txn", kv::txn(Json::array(), std::move(ops)), deadline);
+    });
     throw BarrierOverflow(barrierReport(a, deadline));
+  };
+  if (counting.ranks.empty()) {
+    overflow();
   }
   counting.rank = counting.ranks.front();
   // One transaction counts the ranks (and reads the count); the first
@@ -408,12 +517,7 @@ BarrierResult EtcdStore::barrier(const BarrierArrival& a, Timeout timeout) {
   }
   BarrierResult result = steps.result();
   if (!surplus.empty()) {
-    // The in-range ranks are counted; the others are named, as a single
-    // surplus rank is.
-    for (const int r : surplus) {
-      call("/v3/kv/put", kv::put(BarrierKeys(a).surplus() + std::to_string(r), ""), deadline);
-    }
-    throw BarrierOverflow(barrierReport(a, deadline));
+    overflow();  // the in-range ranks are counted
   }
   if (result.completed) {
     return result;

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "store/client_options.h"
@@ -66,6 +67,13 @@ class EtcdStore final : public Store {
   std::vector<bool> existing(const std::vector<std::string>& keys, TimePoint deadline,
                              int64_t* revision);
   BarrierReport barrierReport(const BarrierArrival& a, TimePoint deadline);
+  // Expiring keys' leases (setExpiring, setExpiringMany): a lease for `keys`
+  // keys, remembered with that count; movedOff() counts the keys seen moving
+  // off leases (a later put's previous lease) and revokes those of ours
+  // left empty; forgetExpiring() drops one etcd no longer has.
+  int64_t grantExpiring(Millis ttl, size_t keys, TimePoint deadline);
+  void movedOff(const std::vector<int64_t>& previous, TimePoint deadline);
+  void forgetExpiring(int64_t lease);
 
   Rpc rpc_;
   std::string clientId_;
@@ -73,6 +81,12 @@ class EtcdStore final : public Store {
   std::mutex leaseMu_;
   int64_t lease_ = 0;
   TimePoint leaseRenewAt_{};
+  struct ExpiringLease {
+    size_t keys = 0;    // keys put on it not yet seen moving to another lease
+    TimePoint expires;  // after this, etcd has forgotten it
+  };
+  std::mutex expiringMu_;
+  std::unordered_map<int64_t, ExpiringLease> expiringLeases_;
 };
 
 }  // namespace resilient::store::etcd

@@ -1,7 +1,9 @@
 #include "store/etcd/store_protocol.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
+#include <unordered_set>
 
 #include "store/errors.h"
 #include "store/etcd/kv_api.h"
@@ -51,8 +53,24 @@ std::string BarrierKeys::count(int i) const {
   return counts() + padded(static_cast<uint64_t>(i), 8);
 }
 
+namespace {
+
+// The arrival's ranks, each once, in order: a transaction may put a key only
+// once, and a rank named twice is counted once anyway.
+std::vector<int> distinctRanks(const BarrierArrival& a) {
+  std::vector<int> ranks = arrivalRanks(a);
+  std::unordered_set<int> seen;
+  seen.reserve(ranks.size());
+  ranks.erase(
+      std::remove_if(ranks.begin(), ranks.end(), [&](int r) { return !seen.insert(r).second; }),
+      ranks.end());
+  return ranks;
+}
+
+}  // namespace
+
 BarrierArrivalSteps::BarrierArrivalSteps(const BarrierArrival& a)
-    : arrival_(a), pending_(arrivalRanks(a)), keys_(a), world_(std::to_string(a.worldSize)) {}
+    : arrival_(a), pending_(distinctRanks(a)), keys_(a), world_(std::to_string(a.worldSize)) {}
 
 namespace {
 
@@ -173,7 +191,7 @@ std::optional<EtcdRequest> BarrierArrivalSteps::notCounted(const Json& answer) {
   if (w.front().value != world_) {
     throw InvalidArgument("barrier '" + arrival_.name + "' generation " +
                           std::to_string(arrival_.generation) + " counts " + w.front().value +
-                          " ranks, but rank " + std::to_string(chunk_.front()) +
+                          " ranks, but " + arrivalRanksText(arrival_) +
                           " arrived declaring " + world_);
   }
   // Ranks counted already (a retry of an applied attempt, or a third party)

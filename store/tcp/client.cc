@@ -39,7 +39,20 @@ Millis graceFor(Millis timeout) {
 }
 
 // A request on a list of keys (multiGet, check, wait), each key checked.
+// A list longer than a frame may carry (the server's decoder refuses it as
+// a protocol error, dropping the connection) is refused before sending.
+void checkItems(Op op, size_t n) {
+  if (n > kMaxItemsPerFrame) {
+    throw InvalidArgument(std::string(opName(op)) + " of " + std::to_string(n) +
+                          " items exceeds the limit of " + std::to_string(kMaxItemsPerFrame) +
+                          " per request");
+  }
+}
+// A barrierRanks frame carries at most a barrier's world of ranks (checkBarrier).
+static_assert(static_cast<size_t>(kMaxBarrierWorld) <= kMaxItemsPerFrame);
+
 StoreRequest keysRequest(Op op, const std::vector<std::string>& keys) {
+  checkItems(op, keys.size());
   for (const auto& k : keys) {
     checkKey(k);
   }
@@ -539,6 +552,7 @@ void TcpStoreClient::setExpiringMany(const std::vector<KeyValue>& pairs, Millis 
   }
   StoreRequest req;
   req.op = Op::kSetExpiringMany;
+  checkItems(req.op, pairs.size());
   for (const auto& [k, v] : pairs) {
     checkKey(k);
     checkValue(v);
@@ -593,6 +607,7 @@ std::vector<std::optional<std::string>> TcpStoreClient::multiGet(
 }
 
 void TcpStoreClient::multiSet(const std::vector<KeyValue>& pairs, Timeout timeout) {
+  checkItems(Op::kMultiSet, pairs.size());
   for (const auto& [k, v] : pairs) {
     checkKey(k);
     checkValue(v);
@@ -636,9 +651,14 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, Timeout timeout)
 BarrierResult TcpStoreClient::barrier(const BarrierArrival& arrival, Timeout timeout) {
   checkBarrier(arrival);
   StoreRequest req;
-  // Several ranks in one frame; a single one as every server understands it.
-  req.op = arrival.ranks.empty() ? Op::kBarrier : Op::kBarrierRanks;
+  // Several ranks in one barrierRanks frame; a single one (`rank`, or
+  // `ranks` of one) as a barrier frame, which every server understands.
   req.arrival = arrival;
+  if (arrival.ranks.size() == 1) {
+    req.arrival.rank = arrival.ranks.front();
+    req.arrival.ranks.clear();
+  }
+  req.op = req.arrival.ranks.empty() ? Op::kBarrier : Op::kBarrierRanks;
   Response r = call(req, timeout, {.idempotent = true, .serverTimed = arrival.waitForRelease});
   if (r.status == ReplyStatus::kBarrierStale) {
     throw BarrierStale(arrival.name, arrival.generation);

@@ -178,6 +178,10 @@ TEST_CASE("multiGet and multiSet", "[store][conformance]") {
   CHECK(v[4] == std::optional<std::string>("1"));
   CHECK(s.multiGet({}).empty());
   s.multiSet({});
+  // A key named twice keeps its last value (etcd: put once in the transaction).
+  s.multiSet({{"a", "first"}, {"d", "4"}, {"a", "last"}});
+  CHECK(s.multiGet({"a", "d"}) ==
+        std::vector<std::optional<std::string>>{std::string("last"), std::string("4")});
 
   // More keys than one atomic batch.
   std::vector<KeyValue> many;
@@ -512,6 +516,100 @@ TEST_CASE("barrier: one arrival counts several ranks (a node's agent)",
   CHECK(all.arrivalIndex == 1);
 }
 
+TEST_CASE("barrier: several ranks in one arrival mixed with single arrivals of the same ranks",
+          "[store][conformance][barrier]") {
+  const std::string name = backendUnderTest();
+  CAPTURE(name);
+  StoreContext ctx(name);
+  auto agent = ctx.client();
+  auto other = ctx.client();
+  const auto ranksArrival = [](std::vector<int> ranks, int world, bool wait) {
+    BarrierArrival a{"x", 0, 0, world, wait};
+    a.ranks = std::move(ranks);
+    return a;
+  };
+  // Rank 1 arrives alone, then the node's agent for 0, 1, 2: the index is
+  // that of rank 0, the first rank this call counted; waitForRelease=false
+  // returns at once.
+  BarrierResult r = other->barrier({"x", 0, 1, 6, false}, milliseconds(5000));
+  CHECK(r.arrivalIndex == 1);
+  CHECK(r.arrived == 1);
+  const auto start = Clock::now();
+  r = agent->barrier(ranksArrival({0, 1, 2}, 6, false), milliseconds(20000));
+  CHECK(Clock::now() - start < milliseconds(5000));
+  CHECK_FALSE(r.completed);
+  CHECK(r.arrivalIndex == 2);
+  CHECK(r.arrived == 3);
+  // Counted once: the same ranks again, in another order, count nothing.
+  r = agent->barrier(ranksArrival({2, 1}, 6, false), milliseconds(5000));
+  CHECK(r.arrivalIndex == 0);
+  CHECK(r.arrived == 3);
+  // A rank named twice in one arrival is counted once.
+  r = agent->barrier(ranksArrival({3, 3}, 6, false), milliseconds(5000));
+  CHECK(r.arrivalIndex == 4);
+  CHECK(r.arrived == 4);
+  // Another world size is refused, and counts none of the ranks.
+  CHECK_THROWS_AS(agent->barrier(ranksArrival({4, 5}, 7, false), milliseconds(5000)),
+                  InvalidArgument);
+  r = other->barrier({"x", 0, 0, 6, false}, milliseconds(5000));
+  CHECK(r.arrivalIndex == 0);
+  CHECK(r.arrived == 4);
+  // A waiter for ranks 4 and 0 (0 counted already) is released, once, by the
+  // last single arrival.
+  std::atomic<int> answers{0};
+  BarrierResult waited;
+  std::thread waiter([&] {
+    waited = agent->barrier(ranksArrival({4, 0}, 6, true), milliseconds(20000));
+    ++answers;
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  CHECK(answers.load() == 0);
+  const BarrierResult last = other->barrier({"x", 0, 5, 6, true}, milliseconds(20000));
+  waiter.join();
+  CHECK(answers.load() == 1);
+  CHECK(last.completed);
+  CHECK(last.arrivalIndex == 6);
+  CHECK(waited.completed);
+  CHECK(waited.arrivalIndex == 5);
+  CHECK(waited.arrived == 6);
+  // After completion every arrival returns at once, counting nothing.
+  r = agent->barrier(ranksArrival({0, 1, 2, 3, 4, 5}, 6, true), milliseconds(5000));
+  CHECK(r.completed);
+  CHECK(r.arrivalIndex == 0);
+  CHECK(r.arrived == 6);
+}
+
+TEST_CASE("barrier: surplus ranks in a several-rank arrival overflow after the others are counted",
+          "[store][conformance][barrier]") {
+  const std::string name = backendUnderTest();
+  CAPTURE(name);
+  StoreContext ctx(name);
+  Store& s = ctx.store();
+  BarrierArrival mixed{"s", 0, 0, 3, true};
+  mixed.ranks = {0, -3, 9, 1};
+  try {
+    s.barrier(mixed, milliseconds(5000));
+    FAIL("ranks -3 and 9 joined a barrier of 3");
+  } catch (const BarrierOverflow& e) {
+    CHECK(e.surplusRanks() == std::vector<int>{-3, 9});
+    CHECK(e.report().arrived == 2);
+    CHECK(e.report().missingRanks == std::vector<int>{2});
+  }
+  // Ranks 0 and 1 were counted: rank 2 completes the barrier.
+  const BarrierResult last = s.barrier({"s", 0, 2, 3, true}, milliseconds(5000));
+  CHECK(last.completed);
+  CHECK(last.arrivalIndex == 3);
+  // Only surplus ranks: nothing to count, the call overflows.
+  BarrierArrival none{"t", 0, 0, 2, false};
+  none.ranks = {2, 5};
+  try {
+    s.barrier(none, milliseconds(5000));
+    FAIL("ranks 2 and 5 joined a barrier of 2");
+  } catch (const BarrierOverflow& e) {
+    CHECK(e.surplusRanks() == std::vector<int>{2, 5});
+  }
+}
+
 TEST_CASE("setExpiringMany: every key with one expiry", "[store][conformance]") {
   const std::string name = backendUnderTest();
   CAPTURE(name);
@@ -531,6 +629,54 @@ TEST_CASE("setExpiringMany: every key with one expiry", "[store][conformance]") 
   CHECK(Clock::now() - start >= milliseconds(1000));
   CHECK(s.get("kept") == std::optional<std::string>("permanent"));
   CHECK_THROWS_AS(s.setExpiringMany({{"", "x"}}, milliseconds(1000)), InvalidArgument);
+}
+
+TEST_CASE("setExpiringMany: a key set again keeps living, the others of its batch expire",
+          "[store][conformance]") {
+  const std::string name = backendUnderTest();
+  CAPTURE(name);
+  StoreContext ctx(name);
+  Store& s = ctx.store();
+  s.setExpiringMany({{"a", "1"}, {"b", "1"}, {"c", "1"}}, milliseconds(2000));
+  // Later batches and single writes of some of the keys: the others keep
+  // their expiry, none is removed early.
+  s.setExpiringMany({{"a", "2"}}, milliseconds(2000));
+  s.setExpiring("c", "2", milliseconds(2000));
+  CHECK(s.multiGet({"a", "b", "c"}) == std::vector<std::optional<std::string>>{
+                                           std::string("2"), std::string("1"), std::string("2")});
+  // A key named twice: the last value wins, as with setExpiring of each.
+  s.setExpiringMany({{"d", "first"}, {"d", "last"}}, milliseconds(2000));
+  CHECK(s.get("d") == std::optional<std::string>("last"));
+  // `a` is refreshed by batches, `c` by setExpiring, while `b` and `d` expire.
+  const auto start = Clock::now();
+  while ((s.exists("b") || s.exists("d")) && Clock::now() - start < std::chrono::seconds(15)) {
+    s.setExpiringMany({{"a", "3"}}, milliseconds(2000));
+    s.setExpiring("c", "3", milliseconds(2000));
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  CHECK(Clock::now() - start >= milliseconds(1000));
+  CHECK_FALSE(s.exists("b"));
+  CHECK_FALSE(s.exists("d"));
+  CHECK(s.get("a") == std::optional<std::string>("3"));
+  CHECK(s.get("c") == std::optional<std::string>("3"));
+  // A batch larger than one etcd transaction: every key present.
+  std::vector<KeyValue> many;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 300; ++i) {
+    many.emplace_back("many/" + std::to_string(i), std::to_string(i));
+    keys.push_back(many.back().first);
+  }
+  s.setExpiringMany(many, milliseconds(5000));
+  CHECK(s.check(keys));
+  CHECK(s.get("many/299") == std::optional<std::string>("299"));
+  // Oversized keys and values are refused before anything is written.
+  CHECK_THROWS_AS(s.setExpiringMany({{"e", "x"}, {std::string(kMaxKeyBytes + 1, 'k'), "x"}},
+                                    milliseconds(1000)),
+                  InvalidArgument);
+  CHECK_THROWS_AS(s.setExpiringMany({{"e", "x"}, {"f", std::string(kMaxValueBytes + 1, 'v')}},
+                                    milliseconds(1000)),
+                  InvalidArgument);
+  CHECK_FALSE(s.exists("e"));
 }
 
 TEST_CASE("prefix views isolate keys and barriers", "[store][conformance]") {

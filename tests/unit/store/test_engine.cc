@@ -76,6 +76,48 @@ TEST_CASE("engine: barrier release answers every waiter at once", "[store][engin
   CHECK(r.engine.pendingCount() == 0);
 }
 
+TEST_CASE("engine: several ranks counted in one step; their one waiter released once",
+          "[store][engine]") {
+  Recorder r;
+  const auto several = [](std::vector<int> ranks, bool wait, int world = 8) {
+    BarrierArrival a{"node", 0, 0, world, wait};
+    a.ranks = std::move(ranks);
+    return a;
+  };
+  // A node's agent waits for ranks 0-3 (2 twice): one pending call.
+  BarrierOutcome agent = r.engine.barrier(several({0, 1, 2, 2, 3}, true), 1, 10);
+  REQUIRE(agent.kind == BarrierOutcome::Kind::kPending);
+  CHECK(agent.result.arrivalIndex == 1);
+  CHECK(agent.result.arrived == 4);
+  CHECK(r.engine.pendingCount() == 1);
+  // Another world size: refused before anything is counted.
+  CHECK(r.engine.barrier(several({4, 5}, false, 9), 2, 20).kind == BarrierOutcome::Kind::kMismatch);
+  // A single arrival of rank 5, then a mark of 3-5 (3 and 5 counted before).
+  BarrierOutcome one = r.engine.barrier({"node", 0, 5, 8, false}, 2, 21);
+  CHECK(one.result.arrivalIndex == 5);
+  BarrierOutcome mark = r.engine.barrier(several({5, 4, 3}, false), 2, 22);
+  CHECK(mark.kind == BarrierOutcome::Kind::kDone);
+  CHECK(mark.result.arrivalIndex == 6);  // rank 4, the one this call counted
+  CHECK(mark.result.arrived == 6);
+  // The other node's ranks 6, 7 and a surplus rank: counted, the barrier
+  // completes (its waiter is released), and the call overflows.
+  BarrierOutcome last = r.engine.barrier(several({6, 8, 7}, true), 3, 30);
+  CHECK(last.kind == BarrierOutcome::Kind::kOverflow);
+  CHECK(last.report.surplusRanks == std::vector<int>{8});
+  CHECK(last.report.arrived == 8);
+  REQUIRE(r.got.size() == 1);  // one answer for the agent's four ranks
+  CHECK(r.got[0].kind == Completion::Kind::kBarrierReleased);
+  CHECK(r.got[0].tag == 10);
+  CHECK(r.got[0].result.arrivalIndex == 1);
+  CHECK(r.got[0].result.arrived == 8);
+  CHECK(r.engine.pendingCount() == 0);
+  // Complete: an arrival of any of them counts nothing and does not wait.
+  BarrierOutcome late = r.engine.barrier(several({0, 1}, true), 4, 40);
+  CHECK(late.kind == BarrierOutcome::Kind::kDone);
+  CHECK(late.result.completed);
+  CHECK(late.result.arrivalIndex == 0);
+}
+
 TEST_CASE("engine: a release sink gets the waiters in arrival order; reap forgets them",
           "[store][engine]") {
   std::vector<Completion> notified;

@@ -10,6 +10,8 @@
 #include "store/barrier.h"
 #include "store/errors.h"
 #include "store/etcd/etcd_store.h"
+#include "store/etcd/kv_api.h"
+#include "store/etcd/rpc.h"
 #include "tests/unit/store/etcd_cluster.h"
 #include "tests/unit/store/store_test_util.h"
 
@@ -199,4 +201,72 @@ TEST_CASE("etcd: a call out of time before a member could answer is a timeout, n
     }
   }
   CHECK(c->get("k") == std::optional<std::string>("v"));
+}
+
+TEST_CASE("etcd: an arrival of several ranks is one transaction per 62 ranks", "[store][etcd]") {
+  EtcdCluster cluster(1);
+  auto s = client(cluster);
+  etcd::Rpc rpc(cluster.endpoints(), testClientOptions());
+  // Every transaction that writes moves etcd's revision on by one.
+  const auto revision = [&] {
+    return etcd::kv::revision(rpc.call(etcd::kv::kRangePath, etcd::kv::range("none"),
+                                       Clock::now() + milliseconds(10000)));
+  };
+  s->barrier({"b", 0, 0, 200, false});  // the first arrival records the world size
+  BarrierArrival node{"b", 0, 0, 200, false};
+  for (int r = 1; r <= 8; ++r) {
+    node.ranks.push_back(r);
+  }
+  int64_t before = revision();
+  BarrierResult r = s->barrier(node);
+  CHECK(revision() == before + 1);
+  CHECK(r.arrivalIndex == 2);
+  CHECK(r.arrived == 9);
+  // 100 ranks: two transactions (62 ranks, 128 operations, at most in one).
+  node.ranks.clear();
+  for (int rank = 9; rank < 109; ++rank) {
+    node.ranks.push_back(rank);
+  }
+  before = revision();
+  r = s->barrier(node);
+  CHECK(revision() == before + 2);
+  CHECK(r.arrivalIndex == 10);
+  CHECK(r.arrived == 109);
+}
+
+TEST_CASE("etcd: expiring keys keep one lease each; a batch's lease lives while any of its keys "
+          "does",
+          "[store][etcd]") {
+  EtcdCluster cluster(1);
+  auto s = client(cluster);
+  etcd::Rpc rpc(cluster.endpoints(), testClientOptions());
+  const auto leases = [&] {
+    const nlohmann::json answer =
+        rpc.call("/v3/lease/leases", nlohmann::json::object(), Clock::now() + milliseconds(10000));
+    return answer.value("leases", nlohmann::json::array()).size();
+  };
+  REQUIRE(leases() == 0);
+  // A heartbeat refreshed: each refresh revokes the lease it replaces.
+  for (int i = 0; i < 5; ++i) {
+    s->setExpiring("hb", std::to_string(i), milliseconds(30000));
+  }
+  CHECK(leases() == 1);
+  // A batch: one lease for its keys.
+  s->setExpiringMany({{"a", "1"}, {"b", "1"}, {"c", "1"}}, milliseconds(30000));
+  CHECK(leases() == 2);
+  // Some of its keys refreshed: the batch's lease still holds the others.
+  s->setExpiringMany({{"a", "2"}}, milliseconds(30000));
+  s->setExpiring("b", "2", milliseconds(30000));
+  CHECK(leases() == 4);
+  CHECK(s->check({"a", "b", "c"}));
+  // The last of them refreshed: the batch's lease is revoked.
+  s->setExpiringMany({{"c", "2"}, {"hb", "5"}}, milliseconds(30000));
+  CHECK(leases() == 3);  // a's, b's, and the new one of c and hb: the two emptied are revoked
+  CHECK(s->check({"a", "b", "c", "hb"}));
+  // Another client's refresh leaves the lease it takes the key from alone
+  // (not its own to count): it expires on its own.
+  auto other = client(cluster);
+  other->setExpiring("a", "3", milliseconds(30000));
+  CHECK(leases() == 4);
+  CHECK(s->check({"a", "b", "c", "hb"}));
 }

@@ -297,10 +297,13 @@ TEST_CASE("protocol: frames written by an independent encoder decode", "[store][
     ops.push_back(decodeRequest(f->header, f->payload).op);
   }
   CHECK(d.buffered() == 0);
-  REQUIRE(ops.size() == 17);
+  REQUIRE(ops.size() == 20);
   CHECK(ops.front() == Op::kPing);
   CHECK(ops[11] == Op::kBarrier);
-  CHECK(ops.back() == Op::kRemovePrefix);
+  CHECK(ops[16] == Op::kRemovePrefix);
+  CHECK(ops[17] == Op::kBarrierRanks);
+  CHECK(ops[18] == Op::kSetExpiringMany);
+  CHECK(ops.back() == Op::kBarrierRanks);
 }
 #endif
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -18,6 +19,7 @@
 #include "common/net/socket.h"
 #include "store/errors.h"
 #include "store/tcp/client.h"
+#include "store/tcp/frame_decoder.h"
 #include "store/tcp/protocol.h"
 #include "store/tcp/server.h"
 #include "tests/support/loopback_socket.h"
@@ -484,4 +486,194 @@ TEST_CASE("tcp: ranks sharing connections are all released, each with its own an
   for (int i = 0; i < kRanks; ++i) {
     CHECK(indices[static_cast<size_t>(i)] == static_cast<uint32_t>(i + 1));
   }
+}
+
+namespace {
+
+// Reads reply frames (after the hello reply) until `n` have come or
+// `timeout` passed; returns them by request id.
+std::map<uint64_t, Response> readReplies(const FileDescriptor& fd, size_t n, milliseconds timeout) {
+  std::string in;
+  std::map<uint64_t, Response> got;
+  FrameDecoder decoder(kDefaultMaxFrameBytes, FrameKind::kReply);
+  bool helloRead = false;
+  const auto deadline = Clock::now() + timeout;
+  while (got.size() < n) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd.get(), POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) {
+      break;
+    }
+    char buf[4096];
+    const ssize_t r = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (r <= 0) {
+      break;
+    }
+    in.append(buf, static_cast<size_t>(r));
+    if (!helloRead) {
+      if (in.size() < kHelloReplyBytes) {
+        continue;
+      }
+      REQUIRE(decodeHelloReply(in.substr(0, kHelloReplyBytes))->status == HelloStatus::kOk);
+      in.erase(0, kHelloReplyBytes);
+      helloRead = true;
+    }
+    decoder.feed(in);
+    in.clear();
+    while (std::optional<Frame> f = decoder.next()) {
+      Response resp = decodeResponse(f->header, f->payload);
+      got[resp.id] = std::move(resp);
+    }
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("tcp: a single-rank barrier frame (an older client's) and a node's frames on the wire",
+          "[store][tcp][barrier]") {
+  StoreServer server(localServer());
+  FileDescriptor fd = rawConnect(server.port());
+  std::string bytes = helloBytes("tok");
+  StoreRequest one;  // rank 0 of 3, as a client that predates barrierRanks sends it
+  one.op = Op::kBarrier;
+  one.id = 1;
+  one.arrival = {"raw", 0, 0, 3, false};
+  encodeRequest(one, &bytes);
+  StoreRequest node;  // a node's agent waits for ranks 1 (named twice)
+  node.op = Op::kBarrierRanks;
+  node.id = 2;
+  node.arrival = {"raw", 0, 0, 3, true};
+  node.arrival.ranks = {1, 1};
+  node.number = 10000;
+  encodeRequest(node, &bytes);
+  StoreRequest beats;  // and writes its ranks' heartbeats at once
+  beats.op = Op::kSetExpiringMany;
+  beats.id = 3;
+  beats.pairs = {{"hb/1", "x"}, {"hb/2", "y"}};
+  beats.number = 60000;
+  encodeRequest(beats, &bytes);
+  StoreRequest last = one;  // rank 2 completes the barrier
+  last.id = 4;
+  last.arrival.rank = 2;
+  encodeRequest(last, &bytes);
+  rawSend(fd, bytes);
+  std::map<uint64_t, Response> got = readReplies(fd, 4, milliseconds(10000));
+  REQUIRE(got.size() == 4);
+  CHECK(got[1].op == Op::kBarrier);
+  CHECK(got[1].status == ReplyStatus::kOk);
+  CHECK_FALSE(got[1].barrier.completed);
+  CHECK(got[1].barrier.arrivalIndex == 1);
+  CHECK(got[1].barrier.arrived == 1);
+  CHECK(got[2].op == Op::kBarrier);  // barrierRanks is answered with barrier replies
+  CHECK(got[2].status == ReplyStatus::kOk);
+  CHECK(got[2].barrier.completed);
+  CHECK(got[2].barrier.arrivalIndex == 2);
+  CHECK(got[2].barrier.arrived == 3);
+  CHECK(got[3].op == Op::kSetExpiringMany);
+  CHECK(got[3].status == ReplyStatus::kOk);
+  CHECK(got[4].barrier.completed);
+  CHECK(got[4].barrier.arrivalIndex == 3);
+  auto client = connectTo(server.port());
+  CHECK(client->multiGet({"hb/1", "hb/2"}) ==
+        std::vector<std::optional<std::string>>{std::string("x"), std::string("y")});
+}
+
+TEST_CASE("tcp: one rank goes as a barrier frame, so a server that predates barrierRanks "
+          "understands it",
+          "[store][tcp][barrier]") {
+  // A stand-in for an older server: it answers the hello and one barrier
+  // frame, and would drop the connection at an opcode it does not know.
+  resilient::test::LoopbackSocket listener = resilient::test::bindLoopback(true);
+  std::optional<StoreRequest> seen;
+  std::thread fake([&] {
+    pollfd p{listener.fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) {
+      return;
+    }
+    FileDescriptor conn(::accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    std::string in;
+    std::optional<Hello> hello;
+    FrameDecoder decoder(kDefaultMaxFrameBytes, FrameKind::kRequest);
+    const auto deadline = Clock::now() + milliseconds(10000);
+    while (!seen && Clock::now() < deadline) {
+      pollfd q{conn.get(), POLLIN, 0};
+      if (::poll(&q, 1, 100) <= 0) {
+        continue;
+      }
+      char buf[4096];
+      const ssize_t n = ::recv(conn.get(), buf, sizeof buf, 0);
+      if (n <= 0) {
+        return;
+      }
+      in.append(buf, static_cast<size_t>(n));
+      if (!hello) {
+        size_t consumed = 0;
+        hello = decodeHello(in, &consumed);
+        if (!hello) {
+          continue;
+        }
+        in.erase(0, consumed);
+        std::string reply;
+        encodeHelloReply(HelloReply{kVersion, HelloStatus::kOk, 7, kDefaultMaxFrameBytes}, &reply);
+        ::send(conn.get(), reply.data(), reply.size(), MSG_NOSIGNAL);
+      }
+      decoder.feed(in);
+      in.clear();
+      if (std::optional<Frame> f = decoder.next()) {
+        if (f->header.op != static_cast<uint8_t>(Op::kBarrier)) {
+          return;  // an opcode this server does not know: the door
+        }
+        seen = decodeRequest(f->header, f->payload);
+        Response r;
+        r.op = Op::kBarrier;
+        r.id = seen->id;
+        r.barrier = {false, 1, 1};
+        std::string reply;
+        encodeResponse(r, &reply);
+        ::send(conn.get(), reply.data(), reply.size(), MSG_NOSIGNAL);
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(200));  // let the reply be read
+  });
+  ClientOptions o = testClientOptions();
+  o.token = "tok";
+  o.reconnectTimeout = milliseconds(0);
+  TcpStoreClient client("127.0.0.1", listener.port, o);
+  BarrierArrival a{"old", 5, 0, 8, false};
+  a.ranks = {4};
+  BarrierResult r;
+  CHECK_NOTHROW(r = client.barrier(a, milliseconds(5000)));
+  fake.join();
+  REQUIRE(seen.has_value());
+  CHECK(seen->op == Op::kBarrier);
+  CHECK(seen->arrival.rank == 4);
+  CHECK(seen->arrival.worldSize == 8);
+  CHECK(seen->arrival.generation == 5);
+  CHECK(r.arrivalIndex == 1);
+}
+
+TEST_CASE("tcp: batches over the frame limit are refused before sending", "[store][tcp]") {
+  ServerOptions o = localServer();
+  o.maxFrameBytes = 4096;
+  StoreServer server(o);
+  auto client = connectTo(server.port());
+  std::vector<KeyValue> beats;
+  for (int i = 0; i < 100; ++i) {
+    beats.emplace_back("hb/" + std::to_string(i), std::string(100, 'x'));
+  }
+  CHECK_THROWS_AS(client->setExpiringMany(beats, milliseconds(60000)), InvalidArgument);
+  BarrierArrival node{"wide", 0, 0, 4096, false};
+  for (int r = 0; r < 2000; ++r) {
+    node.ranks.push_back(r);
+  }
+  CHECK_THROWS_AS(client->barrier(node, milliseconds(5000)), InvalidArgument);
+  // Nothing was sent: the connection is intact, nothing written or counted.
+  CHECK_FALSE(client->exists("hb/0"));
+  beats.resize(10);
+  client->setExpiringMany(beats, milliseconds(60000));
+  CHECK(client->exists("hb/9"));
+  node.ranks.resize(100);
+  CHECK(client->barrier(node, milliseconds(5000)).arrivalIndex == 1);
+  CHECK(server.stats().refusedProtocol == 0);
 }
