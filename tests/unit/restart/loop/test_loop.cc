@@ -459,6 +459,78 @@ TEST_CASE("a process that joined the running job takes a lost rank's place at th
   CHECK(std::count(calls.begin(), calls.end(), std::make_pair(3, 0)) == 0);
 }
 
+// The agent drill's "barrier ... overflow: it expects ranks 0-7, surplus rank
+// 8 arrived" (some runs from 5e08101, where it began to kill processes still
+// joining, to 7d1ae87): a replacement killed while it waited for its admission
+// is recorded terminated by its monitor with its joiner's initial rank, past
+// the World's slots. Every rank counted it at the next barrier on its behalf,
+// a surplus arrival that failed them all. Here through whole Loops: the
+// restart admits it as a terminated slot and the live joiner behind it takes
+// the lost rank's place.
+TEST_CASE("a joiner that ended while joining neither fails the restart nor takes a place",
+          "[restart][loop][join]") {
+  auto store = std::make_shared<store::MemoryStore>();
+  const restart::protocol::JobKeys keys("default");
+  auto body = [&](CallContext& ctx) {
+    while (ctx.iteration() == 0 && !ctx.cancelled()) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    ctx.checkCancelled();
+  };
+  std::unique_ptr<Joiner> joiner;
+  const auto out = runRanks(
+      3, {},
+      [&](int rank, CallContext& ctx) {
+        if (ctx.iteration() == 0 && rank == 1) {
+          // Joiner 1 (initial rank 3) registers and dies before any restart:
+          // its monitor records it terminated (restart/monitor/monitor.cc,
+          // phase joining), nothing else.
+          REQUIRE(restart::registerJoiner(*store, keys) == 1);
+          restart::protocol::markTerminated(*store, keys, 3, "ended while joining");
+          // Joiner 2 (initial rank 4) is up and waiting.
+          joiner = std::make_unique<Joiner>(store, 1, 3, body);
+          while (!joined(*store, 2)) {
+            std::this_thread::sleep_for(milliseconds(1));
+          }
+          test::recordDeath(*store, "default", 1, 3, 0);
+          throw std::runtime_error("simulated death");
+        }
+        body(ctx);
+      },
+      store);
+  REQUIRE(joiner);
+  // Ranks that failed admit nobody: the joiner is let go rather than left
+  // waiting for ever.
+  store->set(keys.finished(), "1");
+  joiner->thread.join();
+  CHECK(endedWith<restart::RankDiscarded>(out[1]));
+  for (const int r : {0, 2}) {
+    INFO("rank " << r << ": " << out[static_cast<size_t>(r)].errorText());
+    CHECK(!out[static_cast<size_t>(r)].error);
+    CHECK(out[static_cast<size_t>(r)].state.iteration == 1);
+    CHECK(out[static_cast<size_t>(r)].state.worldSize == 3);
+    CHECK(out[static_cast<size_t>(r)].state.activeWorldSize == 3);
+  }
+  INFO("joiner: " << joiner->out.errorText());
+  CHECK(!joiner->out.error);
+  const restart::State& j = joiner->out.state;
+  CHECK(j.initialRank == 4);
+  CHECK(j.iteration == 1);
+  CHECK(j.mode == Mode::kActive);
+  CHECK(j.activeWorldSize == 3);
+  // Both joiners admitted by the one verdict; the dead one as a terminated slot.
+  const auto verdict = store->get(keys.verdict(0));
+  REQUIRE(verdict);
+  CHECK(verdict->find("\"joiners\":2") != std::string::npos);
+  const auto world = store->get(keys.world(1));
+  REQUIRE(world);
+  const restart::World w = restart::worldFromText(*world);
+  CHECK(w.initialWorldSize() == 5);
+  CHECK(w.terminated(1));
+  CHECK(w.terminated(3));
+  CHECK(!w.terminated(4));
+}
+
 TEST_CASE("a process that joins a job which then finishes without a fault is not needed",
           "[restart][loop][join]") {
   auto store = std::make_shared<store::MemoryStore>();
