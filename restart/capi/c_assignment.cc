@@ -52,8 +52,12 @@ class CallbackPolicy final : public r::RankAssignment {
                                  std::to_string(c.mode) +
                                  ", which is not active, inactive or terminated");
       }
-      s.mode = *mode;
-      s.rank = s.mode == r::Mode::kTerminated ? -1 : c.rank;
+      if (*mode == r::Mode::kTerminated) {
+        world.terminate(i);  // its rank and active rank go with it
+      } else {
+        s.mode = *mode;
+        s.rank = c.rank;
+      }
     }
   }
 

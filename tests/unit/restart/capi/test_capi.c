@@ -401,6 +401,14 @@ static void test_rank_assignment(void) {
   }
 }
 
+/* A callback policy that terminates initial rank 1 (e.g. its group failed a count). */
+static int drop_rank_one(resilient_restart_slot* slots, int n, const int* terminated,
+                         int terminated_count, int first_iteration, void* user) {
+  (void)n, (void)terminated, (void)terminated_count, (void)first_iteration, (void)user;
+  slots[1].mode = RESILIENT_RESTART_MODE_TERMINATED;
+  return 0;
+}
+
 /* Two hosts of two ranks (initial rank / 2), the host layer RESERVE. */
 static int host_key(int layer, int initial_rank, char* buffer, size_t size, size_t* length,
                     void* user) {
@@ -463,6 +471,16 @@ static void test_tree_apply_and_retry_controller(void) {
   CHECK(w[1].rank == 0 && w[3].rank == 2 && w[3].active_rank == 2);
   w[1].rank = 5; /* an inconsistent previous World is refused */
   CHECK(resilient_restart_policy_apply(NULL, 0, w, 4, NULL, 0, 0) == RESILIENT_RESTART_CONFIG);
+
+  /* A callback that terminates an active rank: shift_ranks (run after it) closes the hole. */
+  resilient_restart_policy* drop[2] = {resilient_restart_policy_stock("shift_ranks", 0),
+                                       resilient_restart_policy_callback("Drop", drop_rank_one,
+                                                                         NULL)};
+  CHECK(resilient_restart_policy_apply(drop, 2, w, 4, NULL, 0, 1) == RESILIENT_RESTART_OK);
+  CHECK(w[1].mode == RESILIENT_RESTART_MODE_TERMINATED && w[1].active_rank == -1);
+  CHECK(w[2].rank == 1 && w[2].active_rank == 1 && w[3].rank == 2);
+  resilient_restart_policy_destroy(drop[0]);
+  resilient_restart_policy_destroy(drop[1]);
 
   resilient_restart_health_check* retry = resilient_restart_retry_controller(2, 3, 2);
   CHECK(retry != NULL);
