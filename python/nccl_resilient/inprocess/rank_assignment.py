@@ -73,9 +73,21 @@ class RankFilter(RankAssignment):
 
 
 # ---- one rank's part, as the reference documents each policy ---------------
+#
+# Renumbering (ShiftRanks, FillGaps) closes the holes; the active ranks are
+# taken to be the lowest ones, so the active world size is at most the new
+# world size. The filters set every rank's mode by its index among the
+# healthy ranks: active below the active world size they compute, inactive
+# past it (seeds/002, Rank filtering; seeds/004 MaxActiveWorldSize), so a
+# reserve whose index falls below it after a fault is activated.
 
-def _live_below(ctx: RankAssignmentCtx, rank: int) -> int:
-    return sum(1 for t in ctx.terminated_ranks if t < rank)
+def _dead(ctx: RankAssignmentCtx) -> int:
+    return sum(1 for t in ctx.terminated_ranks if 0 <= t < ctx.state.world_size)
+
+
+def _index(ctx: RankAssignmentCtx) -> int:
+    """This rank's position among the healthy ranks."""
+    return ctx.state.rank - sum(1 for t in ctx.terminated_ranks if t < ctx.state.rank)
 
 
 def _check_alive(ctx: RankAssignmentCtx, name: str) -> None:
@@ -83,22 +95,25 @@ def _check_alive(ctx: RankAssignmentCtx, name: str) -> None:
         raise RankDiscarded(f"{name}: rank {ctx.state.rank} was terminated")
 
 
+def _renumbered(ctx: RankAssignmentCtx, rank: int) -> RankAssignmentCtx:
+    s = ctx.state
+    size = s.world_size - _dead(ctx)
+    active = s.world_size if s.active_world_size is None else s.active_world_size
+    s.rank, s.world_size = rank, size
+    s.active_world_size = min(active, size)
+    s.active_rank = rank if s.mode == Mode.ACTIVE else None
+    ctx.terminated_ranks = set()
+    return ctx
+
+
 class ShiftRanks(RankAssignment):
     """Every healthy rank past the first terminated one slides left: the
-    order is kept, the holes are closed (seeds/004 ShiftRanks)."""
+    order is kept, the holes are closed (seeds/004 ShiftRanks); a rank in
+    ``terminated_ranks`` raises RankDiscarded."""
 
     def __call__(self, ctx: RankAssignmentCtx) -> RankAssignmentCtx:
         _check_alive(ctx, "ShiftRanks")
-        s = ctx.state
-        gone = sum(1 for t in ctx.terminated_ranks if 0 <= t < s.world_size)
-        below = _live_below(ctx, s.rank)
-        s.rank -= below
-        if s.mode == Mode.ACTIVE and s.active_rank is not None:
-            s.active_rank -= below
-            s.active_world_size = (s.active_world_size or 0) - gone
-        s.world_size -= gone
-        ctx.terminated_ranks = set()
-        return ctx
+        return _renumbered(ctx, _index(ctx))
 
     def _policies(self, binding: Binding, index: int) -> List[Policy]:
         return [_native_assignment.ShiftRanks()]
@@ -112,20 +127,36 @@ class FillGaps(RankAssignment):
         _check_alive(ctx, "FillGaps")
         s = ctx.state
         dead = sorted(t for t in ctx.terminated_ranks if 0 <= t < s.world_size)
-        new_size = s.world_size - len(dead)
-        if s.rank >= new_size:
-            movers = [r for r in range(new_size, s.world_size) if r not in ctx.terminated_ranks]
-            holes = [t for t in dead if t < new_size]
-            s.rank = holes[movers.index(s.rank)]
-        s.world_size = new_size
-        if s.mode == Mode.ACTIVE:
-            s.active_rank = s.rank
-            s.active_world_size = new_size
-        ctx.terminated_ranks = set()
-        return ctx
+        size = s.world_size - len(dead)
+        rank = s.rank
+        if rank >= size:
+            movers = [r for r in range(size, s.world_size) if r not in ctx.terminated_ranks]
+            rank = [t for t in dead if t < size][movers.index(rank)]
+        return _renumbered(ctx, rank)
 
     def _policies(self, binding: Binding, index: int) -> List[Policy]:
         return [_native_assignment.FillGaps()]
+
+
+def _activate_below(ctx: RankAssignmentCtx, keep: int) -> RankAssignmentCtx:
+    s = ctx.state
+    index = _index(ctx)
+    s.active_world_size = keep
+    if index < keep:
+        s.mode, s.active_rank = Mode.ACTIVE, index
+    else:
+        s.mode, s.active_rank = Mode.INACTIVE, None
+    return ctx
+
+
+def _healthy(ctx: RankAssignmentCtx) -> int:
+    return ctx.state.world_size - _dead(ctx)
+
+
+def _active_in(ctx: RankAssignmentCtx) -> int:
+    """The active world size a filter starts from (at most the healthy ranks)."""
+    active = ctx.state.active_world_size
+    return _healthy(ctx) if active is None else min(active, _healthy(ctx))
 
 
 class ActivateAllRanks(RankFilter):
@@ -133,29 +164,16 @@ class ActivateAllRanks(RankFilter):
     combined with another policy that activates ranks."""
 
     def __call__(self, ctx: RankAssignmentCtx) -> RankAssignmentCtx:
-        s = ctx.state
-        s.mode = Mode.ACTIVE
-        s.active_rank = s.rank - _live_below(ctx, s.rank)
-        s.active_world_size = s.world_size - sum(
-            1 for t in ctx.terminated_ranks if 0 <= t < s.world_size)
-        return ctx
+        return _activate_below(ctx, _healthy(ctx))
 
     def _policies(self, binding: Binding, index: int) -> List[Policy]:
         return [_native_assignment.ActivateAllRanks()]
 
 
-def _deactivate_past(ctx: RankAssignmentCtx, keep: int) -> RankAssignmentCtx:
-    s = ctx.state
-    s.active_world_size = min(s.active_world_size or 0, keep)
-    if s.mode == Mode.ACTIVE and s.active_rank is not None and s.active_rank >= keep:
-        s.mode = Mode.INACTIVE
-        s.active_rank = None
-    return ctx
-
-
 class MaxActiveWorldSize(RankFilter):
-    """At most ``max_active_world_size`` active ranks (None: no limit); the
-    lowest-ranked active ranks stay active, the others are spares."""
+    """The active world size is at most ``max_active_world_size`` (None: no
+    limit): the healthy ranks of lower index are active, the others wait
+    as reserves (seeds/004 MaxActiveWorldSize)."""
 
     def __init__(self, max_active_world_size: Optional[int] = None) -> None:
         if max_active_world_size is not None and int(max_active_world_size) < 1:
@@ -163,9 +181,9 @@ class MaxActiveWorldSize(RankFilter):
         self.max_active_world_size = max_active_world_size
 
     def __call__(self, ctx: RankAssignmentCtx) -> RankAssignmentCtx:
-        if self.max_active_world_size is None:
-            return ctx
-        return _deactivate_past(ctx, int(self.max_active_world_size))
+        limit = self.max_active_world_size
+        active = _active_in(ctx)
+        return _activate_below(ctx, active if limit is None else min(active, int(limit)))
 
     def _policies(self, binding: Binding, index: int) -> List[Policy]:
         if self.max_active_world_size is None:
@@ -175,7 +193,8 @@ class MaxActiveWorldSize(RankFilter):
 
 class ActiveWorldSizeDivisibleBy(RankFilter):
     """The active world size is cut down to a multiple of ``divisor``; the
-    highest-ranked active ranks past it become spares."""
+    healthy ranks past it wait as reserves (seeds/004
+    ActiveWorldSizeDivisibleBy)."""
 
     def __init__(self, divisor: int = 1) -> None:
         if int(divisor) < 1:
@@ -183,8 +202,8 @@ class ActiveWorldSizeDivisibleBy(RankFilter):
         self.divisor = int(divisor)
 
     def __call__(self, ctx: RankAssignmentCtx) -> RankAssignmentCtx:
-        active = ctx.state.active_world_size or 0
-        return _deactivate_past(ctx, active - active % self.divisor)
+        active = _active_in(ctx)
+        return _activate_below(ctx, active - active % self.divisor)
 
     def _policies(self, binding: Binding, index: int) -> List[Policy]:
         return [_native_assignment.ActiveWorldSizeDivisibleBy(self.divisor)]
@@ -453,10 +472,20 @@ def library_policies(rank_assignment, binding: Binding) -> List[Policy]:
     if len(parts) > 1 and any(isinstance(p, Tree) for p in parts):
         raise ConfigError("rank_assignment: a Tree cannot be composed with other "
                           "RankAssignments (seeds/004)")
-    policies: List[Policy] = []
-    for i, p in enumerate(parts):
-        policies.extend(p._policies(binding, i))
-    return policies
+    # The library's filters only deactivate; the reference's set every
+    # rank's mode by its index. So the first of them to run (the last
+    # listed) is preceded by an activation of every healthy rank, unless
+    # ActivateAllRanks ran before it.
+    applied: List[Policy] = []  # in the order they run
+    activated = False
+    for i in range(len(parts) - 1, -1, -1):
+        p = parts[i]
+        if isinstance(p, (MaxActiveWorldSize, ActiveWorldSizeDivisibleBy)) and not activated:
+            applied.append(_native_assignment.ActivateAllRanks())
+        activated = activated or isinstance(p, (ActivateAllRanks, MaxActiveWorldSize,
+                                                ActiveWorldSizeDivisibleBy))
+        applied.extend(reversed(p._policies(binding, i)))
+    return applied[::-1]
 
 
 __all__ = ["ActivateAllRanks", "ActiveWorldSizeDivisibleBy", "FillGaps",

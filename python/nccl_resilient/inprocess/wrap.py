@@ -137,6 +137,8 @@ class _Progress:
         return self._seen
 
     def _run(self) -> None:
+        # stop() sets the event and then waits for this thread: the context
+        # is valid whenever the event is not set.
         while not self._stop.wait(self._interval):
             if self._ctx.cancelled:
                 return
@@ -156,8 +158,16 @@ class CallWrapper:
     communicator watch, collective marks)."""
 
     def __init__(self, ctx: CallContext, progress: _Progress) -> None:
-        self._ctx = ctx
+        self._ctx_ = ctx
         self._progress = progress
+        self._valid = True
+
+    @property
+    def _ctx(self) -> CallContext:
+        if not self._valid:
+            raise _errors.RestartError("this CallWrapper belongs to a call of the wrapped "
+                                       "function that has ended")
+        return self._ctx_
 
     @property
     def iteration(self) -> int:
@@ -172,8 +182,9 @@ class CallWrapper:
         return self._ctx
 
     def ping(self) -> None:
+        ctx = self._ctx
         self._progress.manual()
-        self._ctx.ping()
+        ctx.ping()
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
@@ -421,9 +432,10 @@ class _Call:
 
         def function(ctx: CallContext):
             progress = _Progress(ctx, interval)
-            progress.start()
+            call_wrapper = CallWrapper(ctx, progress)
             try:
-                call_args, call_kwargs = self._inject(args, kwargs, CallWrapper(ctx, progress))
+                progress.start()
+                call_args, call_kwargs = self._inject(args, kwargs, call_wrapper)
                 return self.fn(*call_args, **call_kwargs)
             except (Exception, _errors.RankShouldRestart):
                 raise
@@ -433,7 +445,18 @@ class _Call:
                     raise
                 raise _Terminal(f"{type(e).__name__}: {e}") from None
             finally:
-                progress.stop()
+                # The context dies with the call: the watchdog must be gone
+                # first, even when RankShouldRestart arrives while it stops.
+                arrived = None
+                while True:
+                    try:
+                        call_wrapper._valid = False
+                        progress.stop()
+                        break
+                    except BaseException as e:  # noqa: B012 - raised below
+                        arrived = arrived or e
+                if arrived is not None:
+                    raise arrived
 
         if not w.enabled:
             library = _LibraryWrapper(enabled=False, store_url="memory",
