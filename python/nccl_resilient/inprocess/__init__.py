@@ -25,8 +25,8 @@ from .wrap import CallWrapper, Wrapper
 
 def __getattr__(name: str):
     if name == "rank_filter":  # the deprecated module, imported on first use
-        from . import rank_filter
-        return rank_filter
+        import importlib
+        return importlib.import_module(".rank_filter", __name__)
     raise AttributeError(f"module 'nccl_resilient.inprocess' has no attribute {name!r}")
 
 

@@ -121,6 +121,9 @@ class AbortPersistentCheckpointProcesses(Abort):
             "is ended by an Abort of your own, and writes inside CallWrapper.atomic() are never "
             "interrupted (docs/python.md, Coming from nvidia-resiliency-ext)")
 
+    def __call__(self, state: FrozenState) -> FrozenState:  # never made: see __init__
+        raise ConfigError("AbortPersistentCheckpointProcesses is refused")
+
 
 __all__ = ["Abort", "AbortPersistentCheckpointProcesses", "AbortTorchDistributed",
            "AbortTransformerEngine"]

@@ -31,10 +31,12 @@ class Compose:
             if not callable(c):
                 raise TypeError(f"Compose: {c!r} is not callable")
         base = _common_base(callables)
-        if base is object or issubclass(base, Compose):
-            kind = Compose
-        else:
-            kind = _composed_class(base)
+        kind = Compose
+        if base is not object and not issubclass(base, Compose):
+            try:
+                kind = _composed_class(base)
+            except TypeError:  # a base that cannot be subclassed (a function's type)
+                kind = Compose
         return object.__new__(kind)
 
     def __init__(self, *callables: Callable[..., Any]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import threading
 from typing import List, Optional, Sequence, Union
 
 from .. import errors as _errors
@@ -23,6 +24,7 @@ from ..errors import ConfigError
 from ..store import Store as _Client
 
 Timeout = Union[None, int, float, datetime.timedelta]
+_opening = threading.Lock()  # one connection per store and its views
 
 
 class BarrierError(_errors.RestartError):
@@ -61,17 +63,19 @@ class StoreMixin:
     def _client(self) -> _Client:
         """The client, opened at first use (rank 0's server exists once the
         Wrapper runs), shared with the views made by ``prefixed``."""
-        if self._shared is None:
-            self._shared = {}
-        if self._shared.get("client") is None:
-            self._shared["client"] = _Client(self.resilient_url, self.timeout)
-        client = self._shared["client"]
+        with _opening:
+            if self._shared is None:
+                self._shared = {}
+            if self._shared.get("client") is None:
+                self._shared["client"] = _Client(self.resilient_url, self.timeout)
+            client = self._shared["client"]
         return client.view(self._prefix) if self._prefix else client
 
     def prefixed(self, prefix: str) -> "StoreMixin":
         """A view of the keys under ``prefix`` (torch's PrefixStore)."""
-        if self._shared is None:
-            self._shared = {}
+        with _opening:
+            if self._shared is None:
+                self._shared = {}
         view = object.__new__(type(self))
         view.__dict__.update(self.__dict__)
         view._prefix = self._prefix + prefix.rstrip("/") + "/"

@@ -335,8 +335,8 @@ class Wrapper:
         self._options.update(self.resilient_options)
         # The library's checks of the options (soft < hard < barrier, ...),
         # now rather than at the first call.
-        _LibraryWrapper(store_url="memory", rank=0, world_size=1, use_monitor_process=False,
-                        **self._options)
+        _LibraryWrapper(**dict(self._options, store_url="memory", rank=0, world_size=1,
+                               use_monitor_process=False))
         self._calls = itertools.count()
         self._initial: Optional[tuple] = None
         self._library: Optional[_LibraryWrapper] = None
@@ -459,8 +459,8 @@ class _Call:
                     raise arrived
 
         if not w.enabled:
-            library = _LibraryWrapper(enabled=False, store_url="memory",
-                                      use_monitor_process=False, **options)
+            library = _LibraryWrapper(**dict(options, enabled=False, store_url="memory",
+                                             use_monitor_process=False))
             w._library = library
             return library.run(function)
 
