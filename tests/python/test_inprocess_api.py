@@ -668,6 +668,16 @@ def test_base_exceptions_end_the_wrapper_and_hook_failures_are_reraised(one_rank
         w(lambda: (_ for _ in ()).throw(ValueError("always")))()
 
 
+def test_torch_distributed_must_not_be_initialized_at_entry(one_rank):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with pytest.raises(ConfigError, match="initialize it inside the function"):
+            inprocess.Wrapper(**ONE)(lambda: None)()
+    finally:
+        dist.destroy_process_group()
+
+
 def test_disabled_wrapper_calls_once_and_a_function_may_be_called_again(one_rank):
     calls = []
     w = inprocess.Wrapper(enabled=False, **ONE)

@@ -425,6 +425,11 @@ class _Call:
 
     def run(self, args, kwargs) -> Any:
         w = self.wrapper
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            raise ConfigError("torch.distributed is initialized before the Wrapper's function "
+                              "is entered: initialize it inside the function, which runs again "
+                              "on every restart (usage guide, Requirements)")
         rank, world = self._initial()
         number = next(w._calls)
         interval = w._options.get("progress_watchdog_interval", 1.0)
