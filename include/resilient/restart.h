@@ -275,10 +275,9 @@ typedef struct {
 typedef int (*resilient_restart_layer_key_fn)(int layer, int initial_rank, char* buffer,
                                               size_t size, size_t* length, void* user);
 typedef int (*resilient_restart_world_size_filter_fn)(int active_count, int* keep, void* user);
-resilient_restart_policy* resilient_restart_policy_tree(const resilient_restart_layer* layers,
-                                                        size_t n, resilient_restart_layer_key_fn key,
-                                                        resilient_restart_world_size_filter_fn filter,
-                                                        void* user);
+resilient_restart_policy* resilient_restart_policy_tree(
+    const resilient_restart_layer* layers, size_t n, resilient_restart_layer_key_fn key,
+    resilient_restart_world_size_filter_fn filter, void* user);
 
 /* One assignment as the loop makes it, outside a job (tests, tools that
  * simulate one): `slots` (n, one per initial rank) hold the previous World;

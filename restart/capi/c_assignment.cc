@@ -87,8 +87,8 @@ std::string treeKey(resilient_restart_layer_key_fn key, void* user, int layer, i
     }
     buffer.assign(length, '\0');
   }
-  throw r::AssignmentError("the key of initial rank " + std::to_string(initialRank) +
-                           " at layer " + std::to_string(layer) +
+  throw r::AssignmentError("the key of initial rank " + std::to_string(initialRank) + " at layer " +
+                           std::to_string(layer) +
                            " grew again when asked with a buffer that fits");
 }
 
@@ -184,10 +184,9 @@ resilient_restart_policy* resilient_restart_policy_callback(const char* descript
   return out;
 }
 
-resilient_restart_policy* resilient_restart_policy_tree(const resilient_restart_layer* layers,
-                                                        size_t n, resilient_restart_layer_key_fn key,
-                                                        resilient_restart_world_size_filter_fn filter,
-                                                        void* user) {
+resilient_restart_policy* resilient_restart_policy_tree(
+    const resilient_restart_layer* layers, size_t n, resilient_restart_layer_key_fn key,
+    resilient_restart_world_size_filter_fn filter, void* user) {
   resilient_restart_policy* out = nullptr;
   guarded([&] {
     if (layers == nullptr || n == 0) {
@@ -228,8 +227,8 @@ resilient_restart_policy* resilient_restart_policy_tree(const resilient_restart_
                                    r::capi::callbackFailure("returned " + std::to_string(rc)));
         }
         if (keep < 0 || keep > active) {
-          throw r::AssignmentError("the world size filter kept " + std::to_string(keep) +
-                                   " of " + std::to_string(active) +
+          throw r::AssignmentError("the world size filter kept " + std::to_string(keep) + " of " +
+                                   std::to_string(active) +
                                    " active ranks (at most that many, at least 0)");
         }
         return keep;

@@ -83,9 +83,10 @@ resilient_restart_health_check* resilient_restart_retry_controller(long long max
   resilient_restart_health_check* out = nullptr;
   guarded([&] {
     if (max_iterations < -1 || max_iterations > (1 << 30)) {
-      throw r::ConfigError("retry_controller: max_iterations must be -1 (no limit) or at least 1, "
-                           "not " +
-                           std::to_string(max_iterations));
+      throw r::ConfigError(
+          "retry_controller: max_iterations must be -1 (no limit) or at least 1, "
+          "not " +
+          std::to_string(max_iterations));
     }
     std::optional<int> most;
     if (max_iterations >= 0) {

@@ -124,8 +124,9 @@ def exception():
     @wrapper
     def train(step: int, call_wrapper: Optional[inprocess.CallWrapper] = None):
         entry = record(call_wrapper)
-        with open(os.path.join(logdir, f"monitor-{RANK}.pid")) as f:
-            entry["monitor_pid"] = int(f.read().split()[0])
+        if call_wrapper.iteration == 1:  # the monitor writes its pid file as it starts
+            with open(os.path.join(logdir, f"monitor-{RANK}.pid")) as f:
+                entry["monitor_pid"] = int(f.read().split()[0])
         if call_wrapper.iteration == 0:
             if RANK == 1:
                 time.sleep(0.5)

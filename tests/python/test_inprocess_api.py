@@ -668,6 +668,18 @@ def test_base_exceptions_end_the_wrapper_and_hook_failures_are_reraised(one_rank
         w(lambda: (_ for _ in ()).throw(ValueError("always")))()
 
 
+def test_a_store_must_name_a_store_of_the_library(one_rank, monkeypatch):
+    class Nameless(inprocess.store.StoreMixin):
+        pass
+    with pytest.raises(ConfigError, match="resilient_url"):
+        inprocess.Wrapper(**dict(ONE, store_factory=Nameless, store_kwargs={}))(lambda: 0)()
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "1")
+    with pytest.raises(ConfigError, match="world_size=3"):
+        inprocess.Wrapper(**dict(ONE, store_factory=inprocess.store.TCPStore,
+                                 store_kwargs={"world_size": 3}))(lambda: 0)()
+
+
 def test_torch_distributed_must_not_be_initialized_at_entry(one_rank):
     import torch.distributed as dist
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)

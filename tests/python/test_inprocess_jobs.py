@@ -59,7 +59,7 @@ def test_an_exception_restarts_every_rank(job):
     for r in range(3):
         assert f"rank {r}: watching rank {r}" in (j.out_dir / "monitor" / f"monitor-{r}.log"
                                                   ).read_text()
-        assert j.results[r]["calls"][0]["monitor_pid"] > 0
+        assert j.results[r]["calls"][1]["monitor_pid"] > 0
 
 
 def test_sigkill_the_survivors_shift_and_go_on(job):
@@ -82,12 +82,12 @@ def test_soft_timeout_restarts_cooperatively_and_the_heartbeats_count(job):
         # timeout (1.5 s): every rank restarted, rank 1 too, released by its
         # Abort.
         key = "released_after_s" if r == 1 else "interrupted_after_s"
-        assert 1.4 < first[key] < 4, first
+        assert 1.4 < first[key] < 8, first
         # Iteration 1: 2.5 s of Python without a ping is progress (automatic
         # heartbeat) ...
         assert second.get("spun_out"), second
         # ... until rank 0 pinged once and stopped: then the soft timeout.
-        assert 1.4 < second["interrupted_after_s"] < 4, second
+        assert 1.4 < second["interrupted_after_s"] < 8, second
     # Iteration 2: rank 2's 2.5 s sleep with hang protection disabled
     # restarted nothing.
     assert j.results[2]["returned"] == 2
@@ -101,7 +101,7 @@ def test_hard_timeout_ends_a_rank_holding_the_gil(job):
     completed(j, (0, 2))
     for r in (0, 2):
         first = j.results[r]["calls"][0]
-        assert 1.4 < first["interrupted_after_s"] < 5  # the soft timeout restarted them
+        assert 1.4 < first["interrupted_after_s"] < 8  # the soft timeout restarted them
         assert j.results[r]["calls"][-1]["world_size"] == 2
     assert "hard timeout" in j.log(1)
 

@@ -470,8 +470,13 @@ class _Call:
             return library.run(function)
 
         store = w.store_factory(**w.store_kwargs)
-        if not isinstance(store, StoreMixin):
-            raise ConfigError(f"store_factory gave {store!r}, not a StoreMixin")
+        if not isinstance(store, StoreMixin) or not store.resilient_url:
+            raise ConfigError(f"store_factory gave {store!r}, not a StoreMixin naming a store of "
+                              "the library (resilient_url)")
+        expected = getattr(store, "world_size", 0)
+        if isinstance(store, TCPStore) and expected and expected != world:
+            raise ConfigError(f"TCPStore(world_size={expected}) but the job has {world} ranks "
+                              "(WORLD_SIZE)")
         options.update(store_url=store.resilient_url, host_store=bool(store.hosts))
         if number > 0:  # a job id of its own for each later call of the function
             job = options.get("job_id") or os.environ.get("NCCL_RESILIENT_RESTART_JOB", "default")

@@ -165,8 +165,7 @@ static void test_fails_twice_then_completes(void) {
     CHECK(strstr(json, "\"iteration\":2") != NULL);
     CHECK(strstr(json, "\"mono_ns\":") != NULL);
     char small[5];
-    CHECK(resilient_restart_timeline_json(w, small, sizeof small, &again) ==
-          RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_timeline_json(w, small, sizeof small, &again) == RESILIENT_RESTART_OK);
     CHECK(again == length && strlen(small) == 4 && strncmp(small, json, 4) == 0);
     CHECK(resilient_restart_timeline_json(w, NULL, 4, &again) == RESILIENT_RESTART_CONFIG);
     resilient_restart_wrapper_destroy(w);
@@ -211,8 +210,7 @@ static void test_bad_input(void) {
   CHECK(resilient_restart_wrapper_create(o) == NULL); /* soft >= hard */
   CHECK(strstr(resilient_restart_last_error(), "softTimeout") != NULL);
   CHECK(resilient_restart_run(NULL, train, NULL) == RESILIENT_RESTART_CONFIG);
-  CHECK(strcmp(resilient_restart_status_name(RESILIENT_RESTART_DISCARDED), "rank discarded") ==
-        0);
+  CHECK(strcmp(resilient_restart_status_name(RESILIENT_RESTART_DISCARDED), "rank discarded") == 0);
   resilient_restart_options_destroy(o);
 }
 
@@ -261,8 +259,8 @@ static void test_options_by_name(void) {
   long long value = 0;
   CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS, 2500) ==
         RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS,
-                                          &value) == RESILIENT_RESTART_OK &&
+  CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS, &value) ==
+            RESILIENT_RESTART_OK &&
         value == 2500);
   CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_SLOW_LINK_RESTART, 7) ==
         RESILIENT_RESTART_OK);
@@ -334,8 +332,8 @@ static void test_store_client(void) {
                                               &length, &found, -1) == RESILIENT_RESTART_OK);
     CHECK(swapped == 1 && found == 1 && length == 1 && value[0] == 'a');
     resilient_restart_free(value);
-    CHECK(resilient_restart_store_compare_set(st, "c", "x", 1, 0, "b", 1, &swapped, &value,
-                                              &length, &found, -1) == RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_store_compare_set(st, "c", "x", 1, 0, "b", 1, &swapped, &value, &length,
+                                              &found, -1) == RESILIENT_RESTART_OK);
     CHECK(swapped == 0 && found == 1 && value[0] == 'a');
     resilient_restart_free(value);
     const char* keys[] = {"k", "missing"};
@@ -432,10 +430,10 @@ static int keep_one(int active_count, int* keep, void* user) {
 /* Tree, policy_apply and the retry controller, without a job. */
 static void test_tree_apply_and_retry_controller(void) {
   int key_calls = 0;
-  resilient_restart_layer layers[2] = {
-      {1, -1, RESILIENT_RESTART_LAYER_RESERVE}, {1, 1, RESILIENT_RESTART_LAYER_RESERVE}};
-  resilient_restart_policy* tree = resilient_restart_policy_tree(layers, 2, host_key, NULL,
-                                                                 &key_calls);
+  resilient_restart_layer layers[2] = {{1, -1, RESILIENT_RESTART_LAYER_RESERVE},
+                                       {1, 1, RESILIENT_RESTART_LAYER_RESERVE}};
+  resilient_restart_policy* tree =
+      resilient_restart_policy_tree(layers, 2, host_key, NULL, &key_calls);
   CHECK(tree != NULL);
   resilient_restart_slot w[4];
   CHECK(resilient_restart_policy_apply(&tree, 1, w, 4, NULL, 0, 1) == RESILIENT_RESTART_OK);
@@ -443,7 +441,8 @@ static void test_tree_apply_and_retry_controller(void) {
   /* Depth-first: initial 0 and 2 active (ranks 0, 1), 1 and 3 spares. */
   CHECK(w[0].mode == RESILIENT_RESTART_MODE_ACTIVE && w[0].rank == 0);
   CHECK(w[2].mode == RESILIENT_RESTART_MODE_ACTIVE && w[2].rank == 1);
-  CHECK(w[1].mode == RESILIENT_RESTART_MODE_INACTIVE && w[3].mode == RESILIENT_RESTART_MODE_INACTIVE);
+  CHECK(w[1].mode == RESILIENT_RESTART_MODE_INACTIVE &&
+        w[3].mode == RESILIENT_RESTART_MODE_INACTIVE);
   const int dead[1] = {2};
   CHECK(resilient_restart_policy_apply(&tree, 1, w, 4, dead, 1, 0) == RESILIENT_RESTART_OK);
   CHECK(key_calls == 4); /* the layout is kept */
@@ -473,9 +472,9 @@ static void test_tree_apply_and_retry_controller(void) {
   CHECK(resilient_restart_policy_apply(NULL, 0, w, 4, NULL, 0, 0) == RESILIENT_RESTART_CONFIG);
 
   /* A callback that terminates an active rank: shift_ranks (run after it) closes the hole. */
-  resilient_restart_policy* drop[2] = {resilient_restart_policy_stock("shift_ranks", 0),
-                                       resilient_restart_policy_callback("Drop", drop_rank_one,
-                                                                         NULL)};
+  resilient_restart_policy* drop[2] = {
+      resilient_restart_policy_stock("shift_ranks", 0),
+      resilient_restart_policy_callback("Drop", drop_rank_one, NULL)};
   CHECK(resilient_restart_policy_apply(drop, 2, w, 4, NULL, 0, 1) == RESILIENT_RESTART_OK);
   CHECK(w[1].mode == RESILIENT_RESTART_MODE_TERMINATED && w[1].active_rank == -1);
   CHECK(w[2].rank == 1 && w[2].active_rank == 1 && w[3].rank == 2);
