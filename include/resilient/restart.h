@@ -87,10 +87,10 @@ const char* resilient_restart_status_name(int status);
 
 /* This header's constants as the library knows them, for bindings that read
  * them at run time instead of copying them (the Python package): group
- * "status", "mode", "hook", "option_type" (each enumerator, named by its
- * suffix in lower case: "should_restart"), "state" and "slot" (each field of
- * resilient_restart_state / resilient_restart_slot, value its byte offset),
- * "size" ("state", "slot", "option_info": sizeof). */
+ * "status", "mode", "hook", "option_type", "layer_flag" (each enumerator,
+ * named by its suffix in lower case: "should_restart"), "state", "slot" and
+ * "layer" (each field of resilient_restart_state / _slot / _layer, value its
+ * byte offset), "size" ("state", "slot", "layer", "option_info": sizeof). */
 typedef struct {
   const char* group;
   const char* name;
@@ -253,6 +253,45 @@ int resilient_restart_options_set_rank_assignment(resilient_restart_options* opt
                                                   resilient_restart_policy* const* policies,
                                                   size_t n);
 
+/* Topology-aware assignment (the C++ tree.hpp, the reference's Tree): the
+ * ranks form a tree of domains, one layer per level; layers[0] is the whole
+ * job, each further layer splits its parent's domains by its key. A whole
+ * policy: set it alone. `key` gives initial rank `initial_rank`'s domain at
+ * `layer` (1 .. n-1; never called for the root): it writes the key's bytes to
+ * `buffer` (`size` bytes), sets *length, and returns 0 (non-zero: a
+ * failure); when *length > size it is called again with a buffer that fits.
+ * Keys are asked once per initial world size, for every initial rank, and
+ * kept. `filter` (NULL: none) sets *keep, the active ranks to keep (<=
+ * active_count), and returns 0. NULL on bad layers (see last_error). */
+typedef enum {
+  RESILIENT_RESTART_LAYER_RESERVE = 1,  /* spares of a domain replace its failed ranks */
+  RESILIENT_RESTART_LAYER_BACKFILL = 2, /* else the domain's last active rank fills the hole */
+} resilient_restart_layer_flag;
+typedef struct {
+  int min_ranks; /* fewer live ranks: the domain is terminated */
+  int max_ranks; /* at most this many active ranks per domain; -1: no limit */
+  int flags;     /* resilient_restart_layer_flag, or'ed */
+} resilient_restart_layer;
+typedef int (*resilient_restart_layer_key_fn)(int layer, int initial_rank, char* buffer,
+                                              size_t size, size_t* length, void* user);
+typedef int (*resilient_restart_world_size_filter_fn)(int active_count, int* keep, void* user);
+resilient_restart_policy* resilient_restart_policy_tree(
+    const resilient_restart_layer* layers, size_t n, resilient_restart_layer_key_fn key,
+    resilient_restart_world_size_filter_fn filter, void* user);
+
+/* One assignment as the loop makes it, outside a job (tests, tools that
+ * simulate one): `slots` (n, one per initial rank) hold the previous World;
+ * the initial ranks in `terminated` are marked terminated, the policies run
+ * (composed as resilient_restart_options_set_rank_assignment composes them;
+ * none: the default), the active ranks are renumbered; `slots` receive the
+ * new World. With `first_iteration` the slots are ignored and the job's
+ * first World is made (every rank active, rank = initial rank, before the
+ * policies). An inconsistent result is RESILIENT_RESTART_ERROR naming what
+ * is wrong. */
+int resilient_restart_policy_apply(resilient_restart_policy* const* policies, size_t count,
+                                   resilient_restart_slot* slots, int n, const int* terminated,
+                                   int terminated_count, int first_iteration);
+
 /* The stock health checks (the C++ health.hpp) as objects, to run from a
  * health-check hook: "cuda" (argument: the synchronize timeout in ms, -1:
  * NCCL_RESILIENT_HEALTH_CUDA_TIMEOUT_MS), "gpu_recovery" (argument 1: an
@@ -267,6 +306,15 @@ resilient_restart_health_check* resilient_restart_health_check_stock(const char*
 int resilient_restart_health_check_run(resilient_restart_health_check* check,
                                        const resilient_restart_state* state);
 void resilient_restart_health_check_destroy(resilient_restart_health_check* check);
+/* The stock initialize hook (the C++ retryController, the reference's
+ * RetryController) as such an object, run and destroyed as a check: run
+ * returns RESILIENT_RESTART_ABORTED, the reason in last_error, once the
+ * state's iteration reaches max_iterations (-1: no limit) or its world size
+ * (active world size) is below min_world_size (min_active_world_size). NULL
+ * on limits out of range. */
+resilient_restart_health_check* resilient_restart_retry_controller(long long max_iterations,
+                                                                   int min_world_size,
+                                                                   int min_active_world_size);
 
 /* The wrapper (validates the options; NULL on failure, see last_error). */
 resilient_restart_wrapper* resilient_restart_wrapper_create(

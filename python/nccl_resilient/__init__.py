@@ -9,8 +9,8 @@ how to wrap a torch training script.
 from __future__ import annotations
 
 from . import _native
-from .assignment import (ActivateAllRanks, ActiveWorldSizeDivisibleBy, FillGaps,
-                         MaxActiveWorldSize, Policy, ShiftRanks, Slot)
+from .assignment import (ActivateAllRanks, ActiveWorldSizeDivisibleBy, FillGaps, Layer,
+                         LayerFlag, MaxActiveWorldSize, Policy, ShiftRanks, Slot, Tree)
 from .errors import (CommunicatorError, ConfigError, FaultCounterExceeded, HealthCheckError,
                      RankDiscarded, RankShouldRestart, RestartAbort, RestartError,
                      StoreUnavailable, TimeoutError)
@@ -23,7 +23,8 @@ from .wrapper import CallContext, Wrapper, current_context, option_defaults, opt
 __all__ = [
     "ActivateAllRanks", "ActiveWorldSizeDivisibleBy", "CallContext", "CommunicatorError",
     "ConfigError", "CudaHealthCheck", "FaultCounter", "FaultCounterExceeded", "FillGaps",
-    "GpuRecoveryCheck", "HealthCheckError", "MaxActiveWorldSize", "NicHealthCheck",
+    "GpuRecoveryCheck", "HealthCheckError", "Layer", "LayerFlag", "MaxActiveWorldSize",
+    "NicHealthCheck", "Tree",
     "ThreadedFinalize",
     "Mode", "Policy", "RankDiscarded", "RankShouldRestart", "RestartAbort", "RestartError",
     "ShiftRanks", "Slot", "State", "Store", "StoreUnavailable", "TimeoutError", "Wrapper",

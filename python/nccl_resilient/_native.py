@@ -70,6 +70,12 @@ def _declare(lib: ctypes.CDLL) -> None:
         "resilient_restart_policy_destroy": (None, [c_void_p]),
         "resilient_restart_options_set_rank_assignment":
             (c_int, [c_void_p, ctypes.POINTER(c_void_p), c_size]),
+        "resilient_restart_policy_tree":
+            (c_void_p, [ctypes.POINTER(CLayer), c_size, LAYER_KEY, WORLD_SIZE_FILTER, c_void_p]),
+        "resilient_restart_policy_apply":
+            (c_int, [ctypes.POINTER(c_void_p), c_size, ctypes.POINTER(Slot), c_int,
+                     ctypes.POINTER(c_int), c_int, c_int]),
+        "resilient_restart_retry_controller": (c_void_p, [c_ll, c_int, c_int]),
         "resilient_restart_health_check_stock": (c_void_p, [c_char_p, c_ll]),
         "resilient_restart_health_check_run": (c_int, [c_void_p, ctypes.POINTER(CState)]),
         "resilient_restart_health_check_destroy": (None, [c_void_p]),
@@ -134,6 +140,10 @@ class Slot(ctypes.Structure):
     """resilient_restart_slot, laid out as CState."""
 
 
+class CLayer(ctypes.Structure):
+    """resilient_restart_layer, laid out as CState."""
+
+
 class OptionInfo(ctypes.Structure):
     """resilient_restart_option_info (its size is checked against the library's)."""
 
@@ -151,6 +161,12 @@ FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 POLICY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Slot), ctypes.c_int,
                           ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int,
                           ctypes.c_void_p)
+
+# A Tree layer's key: (layer, initial_rank, buffer, size, *length, user) -> 0.
+LAYER_KEY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                             ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p)
+WORLD_SIZE_FILTER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+                                     ctypes.c_void_p)
 
 _constants: dict = {}  # {group: {name: value}}, the library's (resilient_restart_constant_next)
 
@@ -185,6 +201,11 @@ def _check(table: dict) -> None:
     mine = {m.name.lower(): m.value for m in Mode}
     if mine != table.get("mode"):
         raise LibraryMismatch(f"{LIBRARY}: modes {table.get('mode')}, the package's {mine}")
+    from .assignment import LayerFlag  # noqa: PLC0415 - as above
+    mine = {f.name.lower(): f.value for f in LayerFlag}
+    if mine != table.get("layer_flag"):
+        raise LibraryMismatch(f"{LIBRARY}: layer flags {table.get('layer_flag')}, "
+                              f"the package's {mine}")
     if table.get("size", {}).get("option_info") != ctypes.sizeof(OptionInfo):
         raise LibraryMismatch(f"{LIBRARY}: resilient_restart_option_info has another size")
 
@@ -236,6 +257,7 @@ def library() -> ctypes.CDLL:
         table = _read_constants(lib)
         _layout(CState, "state", table)
         _layout(Slot, "slot", table)
+        _layout(CLayer, "layer", table)
         _check(table)
         _declare(lib)
         _constants.update(table)

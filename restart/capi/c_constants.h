@@ -43,6 +43,11 @@
   OPTION_TYPE(INT, "int")                           \
   OPTION_TYPE(STRING, "string")
 
+// LAYER_FLAG(ID, name): RESILIENT_RESTART_LAYER_<ID>.
+#define RESILIENT_RESTART_LAYER_FLAGS(LAYER_FLAG) \
+  LAYER_FLAG(RESERVE, "reserve")                  \
+  LAYER_FLAG(BACKFILL, "backfill")
+
 // FIELD(name): a field of resilient_restart_state, in order.
 // clang-format off
 #define RESILIENT_RESTART_STATE_FIELDS(FIELD) \
@@ -60,6 +65,9 @@
 
 // FIELD(name): a field of resilient_restart_slot, in order.
 #define RESILIENT_RESTART_SLOT_FIELDS(FIELD) FIELD(rank) FIELD(mode) FIELD(active_rank)
+
+// FIELD(name): a field of resilient_restart_layer, in order.
+#define RESILIENT_RESTART_LAYER_FIELDS(FIELD) FIELD(min_ranks) FIELD(max_ranks) FIELD(flags)
 
 #include <cstddef>
 

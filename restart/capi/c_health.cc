@@ -1,7 +1,8 @@
 // resilient_restart_health_check_* (restart.h): the stock health checks of
 // health.hpp as objects a program runs from its own health-check hook (the
 // Python package's CudaHealthCheck, GpuRecoveryCheck, NicHealthCheck,
-// FaultCounter).
+// FaultCounter), and the stock initialize hook, the retry controller, as one
+// (nccl_resilient.inprocess's RetryController).
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -10,6 +11,7 @@
 #include "resilient/restart.h"
 #include "resilient/restart/errors.hpp"
 #include "resilient/restart/health.hpp"
+#include "resilient/restart/hooks.hpp"
 #include "restart/capi/c_options.h"
 #include "restart/capi/c_status.h"
 
@@ -73,6 +75,28 @@ int resilient_restart_health_check_run(resilient_restart_health_check* check,
 
 void resilient_restart_health_check_destroy(resilient_restart_health_check* check) {
   delete check;
+}
+
+resilient_restart_health_check* resilient_restart_retry_controller(long long max_iterations,
+                                                                   int min_world_size,
+                                                                   int min_active_world_size) {
+  resilient_restart_health_check* out = nullptr;
+  guarded([&] {
+    if (max_iterations < -1 || max_iterations > (1 << 30)) {
+      throw r::ConfigError(
+          "retry_controller: max_iterations must be -1 (no limit) or at least 1, "
+          "not " +
+          std::to_string(max_iterations));
+    }
+    std::optional<int> most;
+    if (max_iterations >= 0) {
+      most = static_cast<int>(max_iterations);
+    }
+    out = new resilient_restart_health_check{
+        r::retryController(most, min_world_size, min_active_world_size)};
+    return 0;
+  });
+  return out;
 }
 
 }  // extern "C"

@@ -30,6 +30,8 @@ def test_pip_install_and_run(tmp_path, store_url, base_env):
         assert "site-packages" in str(where), where
         w = nr.Wrapper(rank=0, world_size=1, soft_timeout=5, hard_timeout=8)
         print("result", w.run(lambda call_context: call_context.world_size + 6))
+        import nccl_resilient.inprocess as inprocess
+        assert "site-packages" in inprocess.__file__, inprocess.__file__
     """)
     env = {k: v for k, v in base_env.items() if k not in ("PYTHONPATH", "BUILD_DIR")}
     env.update(NCCL_RESILIENT_STORE_URL=store_url, NCCL_RESILIENT_RESTART_JOB="install-check")

@@ -37,7 +37,8 @@ def test_header_enums_are_the_librarys():
             ("resilient_restart_status", "status", "RESILIENT_RESTART_"),
             ("resilient_restart_mode", "mode", "RESILIENT_RESTART_MODE_"),
             ("resilient_restart_hook_kind", "hook", "RESILIENT_RESTART_HOOK_"),
-            ("resilient_restart_option_type", "option_type", "RESILIENT_RESTART_OPTION_")]:
+            ("resilient_restart_option_type", "option_type", "RESILIENT_RESTART_OPTION_"),
+            ("resilient_restart_layer_flag", "layer_flag", "RESILIENT_RESTART_LAYER_")]:
         header = _enumerators(enums[typedef], prefix)
         assert header, typedef
         assert _native.constants(group) == header, typedef
@@ -49,7 +50,8 @@ def test_header_enums_are_the_librarys():
 def test_header_structs_are_the_librarys():
     structs = _header_blocks("struct")
     for typedef, group, cls in [("resilient_restart_state", "state", _native.CState),
-                                ("resilient_restart_slot", "slot", _native.Slot)]:
+                                ("resilient_restart_slot", "slot", _native.Slot),
+                                ("resilient_restart_layer", "layer", _native.CLayer)]:
         fields = re.findall(r"int (\w+);", structs[typedef])
         library = _native.constants(group)
         assert sorted(library, key=library.get) == fields, typedef

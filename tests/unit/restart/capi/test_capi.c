@@ -1,7 +1,8 @@
 /* The C API, compiled as C and linked to libresilient-restart.so: a
  * one-rank job on an in-process store whose function fails once and then
  * succeeds, hooks called with the right state, bad options refused with a
- * message, and the retry limit ending the job. Exit status 0 when every
+ * message, the retry limit ending the job, a Tree and the assignment
+ * outside a job, the retry controller as an object. Exit status 0 when every
  * check holds; each failed check prints itself. */
 #include <stddef.h>
 #include <stdio.h>
@@ -164,8 +165,7 @@ static void test_fails_twice_then_completes(void) {
     CHECK(strstr(json, "\"iteration\":2") != NULL);
     CHECK(strstr(json, "\"mono_ns\":") != NULL);
     char small[5];
-    CHECK(resilient_restart_timeline_json(w, small, sizeof small, &again) ==
-          RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_timeline_json(w, small, sizeof small, &again) == RESILIENT_RESTART_OK);
     CHECK(again == length && strlen(small) == 4 && strncmp(small, json, 4) == 0);
     CHECK(resilient_restart_timeline_json(w, NULL, 4, &again) == RESILIENT_RESTART_CONFIG);
     resilient_restart_wrapper_destroy(w);
@@ -210,8 +210,7 @@ static void test_bad_input(void) {
   CHECK(resilient_restart_wrapper_create(o) == NULL); /* soft >= hard */
   CHECK(strstr(resilient_restart_last_error(), "softTimeout") != NULL);
   CHECK(resilient_restart_run(NULL, train, NULL) == RESILIENT_RESTART_CONFIG);
-  CHECK(strcmp(resilient_restart_status_name(RESILIENT_RESTART_DISCARDED), "rank discarded") ==
-        0);
+  CHECK(strcmp(resilient_restart_status_name(RESILIENT_RESTART_DISCARDED), "rank discarded") == 0);
   resilient_restart_options_destroy(o);
 }
 
@@ -260,8 +259,8 @@ static void test_options_by_name(void) {
   long long value = 0;
   CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS, 2500) ==
         RESILIENT_RESTART_OK);
-  CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS,
-                                          &value) == RESILIENT_RESTART_OK &&
+  CHECK(resilient_restart_options_get_int(o, RESILIENT_RESTART_OPT_STUCK_RANK_TIMEOUT_MS, &value) ==
+            RESILIENT_RESTART_OK &&
         value == 2500);
   CHECK(resilient_restart_options_set_int(o, RESILIENT_RESTART_OPT_SLOW_LINK_RESTART, 7) ==
         RESILIENT_RESTART_OK);
@@ -333,8 +332,8 @@ static void test_store_client(void) {
                                               &length, &found, -1) == RESILIENT_RESTART_OK);
     CHECK(swapped == 1 && found == 1 && length == 1 && value[0] == 'a');
     resilient_restart_free(value);
-    CHECK(resilient_restart_store_compare_set(st, "c", "x", 1, 0, "b", 1, &swapped, &value,
-                                              &length, &found, -1) == RESILIENT_RESTART_OK);
+    CHECK(resilient_restart_store_compare_set(st, "c", "x", 1, 0, "b", 1, &swapped, &value, &length,
+                                              &found, -1) == RESILIENT_RESTART_OK);
     CHECK(swapped == 0 && found == 1 && value[0] == 'a');
     resilient_restart_free(value);
     const char* keys[] = {"k", "missing"};
@@ -400,6 +399,116 @@ static void test_rank_assignment(void) {
   }
 }
 
+/* A callback policy that terminates initial rank 1 (e.g. its group failed a count). */
+static int drop_rank_one(resilient_restart_slot* slots, int n, const int* terminated,
+                         int terminated_count, int first_iteration, void* user) {
+  (void)n, (void)terminated, (void)terminated_count, (void)first_iteration, (void)user;
+  slots[1].mode = RESILIENT_RESTART_MODE_TERMINATED;
+  return 0;
+}
+
+/* Two hosts of two ranks (initial rank / 2), the host layer RESERVE. */
+static int host_key(int layer, int initial_rank, char* buffer, size_t size, size_t* length,
+                    void* user) {
+  (void)layer;
+  ++*(int*)user;
+  char text[32];
+  const int n = snprintf(text, sizeof text, "a-long-host-name-%d", initial_rank / 2);
+  *length = (size_t)n;
+  if ((size_t)n <= size) {
+    memcpy(buffer, text, (size_t)n);
+  }
+  return 0;
+}
+
+static int keep_one(int active_count, int* keep, void* user) {
+  (void)user;
+  *keep = active_count > 0 ? 1 : 0;
+  return 0;
+}
+
+/* Tree, policy_apply and the retry controller, without a job. */
+static void test_tree_apply_and_retry_controller(void) {
+  int key_calls = 0;
+  resilient_restart_layer layers[2] = {{1, -1, RESILIENT_RESTART_LAYER_RESERVE},
+                                       {1, 1, RESILIENT_RESTART_LAYER_RESERVE}};
+  resilient_restart_policy* tree =
+      resilient_restart_policy_tree(layers, 2, host_key, NULL, &key_calls);
+  CHECK(tree != NULL);
+  resilient_restart_slot w[4];
+  CHECK(resilient_restart_policy_apply(&tree, 1, w, 4, NULL, 0, 1) == RESILIENT_RESTART_OK);
+  CHECK(key_calls == 4); /* once per initial rank; the buffer grew for none (18 bytes) */
+  /* Depth-first: initial 0 and 2 active (ranks 0, 1), 1 and 3 spares. */
+  CHECK(w[0].mode == RESILIENT_RESTART_MODE_ACTIVE && w[0].rank == 0);
+  CHECK(w[2].mode == RESILIENT_RESTART_MODE_ACTIVE && w[2].rank == 1);
+  CHECK(w[1].mode == RESILIENT_RESTART_MODE_INACTIVE &&
+        w[3].mode == RESILIENT_RESTART_MODE_INACTIVE);
+  const int dead[1] = {2};
+  CHECK(resilient_restart_policy_apply(&tree, 1, w, 4, dead, 1, 0) == RESILIENT_RESTART_OK);
+  CHECK(key_calls == 4); /* the layout is kept */
+  /* Initial 3, host 1's spare, takes rank 1. */
+  CHECK(w[3].mode == RESILIENT_RESTART_MODE_ACTIVE && w[3].rank == 1 && w[3].active_rank == 1);
+  CHECK(w[2].mode == RESILIENT_RESTART_MODE_TERMINATED && w[2].rank == -1);
+  CHECK(w[1].mode == RESILIENT_RESTART_MODE_INACTIVE);
+  resilient_restart_policy_destroy(tree);
+
+  layers[1].flags = 4;
+  CHECK(resilient_restart_policy_tree(layers, 2, host_key, NULL, &key_calls) == NULL);
+  CHECK(strstr(resilient_restart_last_error(), "unknown flags") != NULL);
+  CHECK(resilient_restart_policy_tree(layers, 2, NULL, NULL, NULL) == NULL);
+  layers[1].flags = 0;
+  tree = resilient_restart_policy_tree(layers, 1, NULL, keep_one, NULL); /* the root alone */
+  CHECK(tree != NULL);
+  CHECK(resilient_restart_policy_apply(&tree, 1, w, 4, NULL, 0, 1) == RESILIENT_RESTART_OK);
+  CHECK(w[0].mode == RESILIENT_RESTART_MODE_ACTIVE && w[1].mode == RESILIENT_RESTART_MODE_INACTIVE);
+  resilient_restart_policy_destroy(tree);
+
+  /* No policy: the default (every live rank active, shifted). */
+  CHECK(resilient_restart_policy_apply(NULL, 0, w, 4, NULL, 0, 1) == RESILIENT_RESTART_OK);
+  const int gone[1] = {0};
+  CHECK(resilient_restart_policy_apply(NULL, 0, w, 4, gone, 1, 0) == RESILIENT_RESTART_OK);
+  CHECK(w[1].rank == 0 && w[3].rank == 2 && w[3].active_rank == 2);
+  w[1].rank = 5; /* an inconsistent previous World is refused */
+  CHECK(resilient_restart_policy_apply(NULL, 0, w, 4, NULL, 0, 0) == RESILIENT_RESTART_CONFIG);
+
+  /* A callback that terminates an active rank: shift_ranks (run after it) closes the hole. */
+  resilient_restart_policy* drop[2] = {
+      resilient_restart_policy_stock("shift_ranks", 0),
+      resilient_restart_policy_callback("Drop", drop_rank_one, NULL)};
+  CHECK(resilient_restart_policy_apply(drop, 2, w, 4, NULL, 0, 1) == RESILIENT_RESTART_OK);
+  CHECK(w[1].mode == RESILIENT_RESTART_MODE_TERMINATED && w[1].active_rank == -1);
+  CHECK(w[2].rank == 1 && w[2].active_rank == 1 && w[3].rank == 2);
+  resilient_restart_policy_destroy(drop[0]);
+  resilient_restart_policy_destroy(drop[1]);
+
+  resilient_restart_health_check* retry = resilient_restart_retry_controller(2, 3, 2);
+  CHECK(retry != NULL);
+  resilient_restart_state s;
+  memset(&s, 0, sizeof s);
+  s.world_size = 4;
+  s.active_world_size = 4;
+  s.iteration = 1;
+  CHECK(resilient_restart_health_check_run(retry, &s) == RESILIENT_RESTART_OK);
+  s.iteration = 2;
+  CHECK(resilient_restart_health_check_run(retry, &s) == RESILIENT_RESTART_ABORTED);
+  CHECK(strstr(resilient_restart_last_error(), "maxIterations") != NULL);
+  s.iteration = 0;
+  s.world_size = 2;
+  CHECK(resilient_restart_health_check_run(retry, &s) == RESILIENT_RESTART_ABORTED);
+  s.world_size = 4;
+  s.active_world_size = 1;
+  CHECK(resilient_restart_health_check_run(retry, &s) == RESILIENT_RESTART_ABORTED);
+  resilient_restart_health_check_destroy(retry);
+  CHECK(resilient_restart_retry_controller(-2, 1, 1) == NULL);
+  CHECK(resilient_restart_retry_controller(0, 1, 1) == NULL);
+  retry = resilient_restart_retry_controller(-1, 1, 1); /* no limit */
+  CHECK(retry != NULL);
+  s.iteration = 1000;
+  s.active_world_size = 1;
+  CHECK(resilient_restart_health_check_run(retry, &s) == RESILIENT_RESTART_OK);
+  resilient_restart_health_check_destroy(retry);
+}
+
 /* A function's own failure text reaches the error. */
 static void test_function_error_text(void) {
   struct counters c = {0, 0, 0, 0, 0, 0};
@@ -427,6 +536,7 @@ int main(void) {
   test_constants();
   test_store_client();
   test_rank_assignment();
+  test_tree_apply_and_retry_controller();
   test_function_error_text();
   if (failures == 0) {
     printf("all C API checks passed\n");
