@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -342,15 +343,28 @@ TEST_CASE("tcp: a client that follows restarts goes on with the restarted server
   REQUIRE(first->wait(milliseconds(10000)) == 128 + SIGKILL);
   // The new server comes up while the client retries (its port refuses in
   // between): the call goes through to it.
+  // The child dies with the thread that spawned it (PR_SET_PDEATHSIG), so
+  // that thread lives until the test is done with the server: a thread that
+  // ended at once killed the new server whenever the child set its death
+  // signal before the thread was gone (the client then found no server).
   std::unique_ptr<ChildProcess> second;
-  std::thread restart([&] {
+  std::promise<void> done;
+  std::thread restart([&, finished = done.get_future()] {
     std::this_thread::sleep_for(milliseconds(200));
     second = std::make_unique<ChildProcess>(std::vector<std::string>{
         resilient::test::storeBinary(), "--listen", "127.0.0.1:" + std::to_string(port), "--token",
         "tok"});
+    finished.wait();
   });
+  struct Release {
+    std::promise<void>& done;
+    std::thread& restart;
+    ~Release() {
+      done.set_value();
+      restart.join();
+    }
+  } release{done, restart};
   CHECK_FALSE(client.get("k", milliseconds(10000)).has_value());  // the state is gone
-  restart.join();
   CHECK(restarts == 1);
   client.set("k", "w");
   CHECK(client.get("k") == std::optional<std::string>("w"));
