@@ -31,6 +31,7 @@ packages=(
   nettle-dev                                   # HMAC of the handshakes (linked statically)
   iproute2 procps nftables python3             # ip/tc/ss/pkill/nft, the Python test drivers
   python3-torch python3-pytest python3-venv    # the Python package's suite (torch, gloo)
+  python3-mesonpy                              # pip install . in the python suite (meson-python)
   python3-prometheus-client chromium           # the observability suite: metrics parsed, HTML drawn
   etcd-server etcd-client libcurl4-openssl-dev # coordination store: etcd backend and its tests
   libbenchmark-dev                             # bench-profiler (Google Benchmark)
@@ -129,7 +130,8 @@ if [[ ! -d $thirdparty_dir ]]; then
     "the thirdparty suite's tests skip"
 fi
 run_suite build thirdparty "build thirdparty suite" --suite thirdparty
-# The Python package (pytest with Debian's torch, pip install, the torch demo).
+# The Python package (pytest with Debian's torch; pip install . into a fresh venv,
+# a second build of the project through meson-python; the torch demo).
 run_suite build python "build python suite" --suite python
 run_suite build observability "build observability suite" --suite observability
 # A sample of the restart library's reliability matrix (docs/reliability.md):

@@ -7,7 +7,8 @@ library, and takes it back for the Python callbacks the library makes (hooks,
 the wrapped function).
 
 The library is looked for, in order: in the package's own ``_lib``
-directory (filled by ``pip install`` from a build directory), in the build
+directory (where ``pip install .`` puts it, built by Meson through
+meson-python with resilient-monitor and the plugins beside it), in the build
 directory of a source checkout this package sits in (``../build/restart``),
 then by the system's loader (an installed library).
 """

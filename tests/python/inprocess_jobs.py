@@ -47,8 +47,9 @@ class Job:
         return (self.out_dir / f"rank-{rank}.log").read_text(errors="replace")
 
 
-def run_ranks(base_env, out_dir, script, world_size, timeout, env=None):
-    """Starts ``script`` as ``world_size`` ranks and waits for them."""
+def run_ranks(base_env, out_dir, script, world_size, timeout, env=None, python=sys.executable):
+    """Starts ``script`` (a path, or a name in this folder) as ``world_size``
+    ranks of ``python`` and waits for them."""
     port = free_port()
     procs = []
     start = time.monotonic()
@@ -58,7 +59,7 @@ def run_ranks(base_env, out_dir, script, world_size, timeout, env=None):
         e.pop("NCCL_RESILIENT_STORE_URL", None)
         e.update(env or {})
         log = open(out_dir / f"rank-{r}.log", "wb")
-        procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, script)],
+        procs.append(subprocess.Popen([str(python), os.path.join(HERE, script)],
                                       stdout=log, stderr=subprocess.STDOUT, env=e,
                                       start_new_session=True))
     deadline = start + timeout
