@@ -31,16 +31,16 @@ def _c_state(state: State) -> _native.CState:
                              for name, _ in _native.CState._fields_})
 
 
-class _StockCheck:
-    _name = ""
-    _error = None  # the exception class for a failed check (None: the status's)
+class _NativeCheck:
+    """A check the library runs: owns its handle (made by the library's
+    resilient_restart_health_check_stock, _retry_controller, ...; NULL: the
+    library's error as ConfigError) and runs it on a State."""
 
-    def __init__(self, argument: int) -> None:
+    def __init__(self, handle: Optional[int]) -> None:
         self._lib = _native.library()
-        self._handle = self._lib.resilient_restart_health_check_stock(self._name.encode(),
-                                                                     argument)
-        if not self._handle:
+        if not handle:
             raise ConfigError(_native.last_error())
+        self._handle = handle
 
     def __del__(self) -> None:
         handle = getattr(self, "_handle", None)
@@ -48,9 +48,22 @@ class _StockCheck:
             self._lib.resilient_restart_health_check_destroy(handle)
             self._handle = None
 
-    def __call__(self, state: State) -> None:
+    def _run(self, state: State) -> int:
+        """The library's status of one run."""
         c = _c_state(state)
-        status = self._lib.resilient_restart_health_check_run(self._handle, ctypes.byref(c))
+        return self._lib.resilient_restart_health_check_run(self._handle, ctypes.byref(c))
+
+
+class _StockCheck(_NativeCheck):
+    _name = ""
+    _error = None  # the exception class for a failed check (None: the status's)
+
+    def __init__(self, argument: int) -> None:
+        super().__init__(_native.library().resilient_restart_health_check_stock(
+            self._name.encode(), argument))
+
+    def __call__(self, state: State) -> None:
+        status = self._run(state)
         if status != _native.status("ok"):
             if self._error is not None and status == _native.status("health_check"):
                 raise self._error(_native.last_error())

@@ -5,12 +5,11 @@ Wrapper (RestartAbort ends the job on every rank)."""
 from __future__ import annotations
 
 import abc
-import ctypes
 from typing import Optional
 
 from .. import _native
 from ..errors import ConfigError
-from ..health import _c_state
+from ..health import _NativeCheck
 from .exception import RestartAbort
 from .state import FrozenState
 
@@ -23,7 +22,7 @@ class Initialize(abc.ABC):
         raise NotImplementedError
 
 
-class RetryController(Initialize):
+class RetryController(Initialize, _NativeCheck):
     """RestartAbort once the iteration reaches ``max_iterations`` (None: no
     limit), the world size falls below ``min_world_size`` or the active
     world size below ``min_active_world_size``: the library's retry
@@ -34,22 +33,12 @@ class RetryController(Initialize):
         self.max_iterations = max_iterations
         self.min_world_size = min_world_size
         self.min_active_world_size = min_active_world_size
-        self._lib = _native.library()
-        self._handle = self._lib.resilient_restart_retry_controller(
+        _NativeCheck.__init__(self, _native.library().resilient_restart_retry_controller(
             -1 if max_iterations is None else int(max_iterations), int(min_world_size),
-            int(min_active_world_size))
-        if not self._handle:
-            raise ConfigError(_native.last_error())
-
-    def __del__(self) -> None:
-        handle = getattr(self, "_handle", None)
-        if handle:
-            self._lib.resilient_restart_health_check_destroy(handle)
-            self._handle = None
+            int(min_active_world_size)))
 
     def __call__(self, state: FrozenState) -> FrozenState:
-        c = _c_state(state)
-        status = self._lib.resilient_restart_health_check_run(self._handle, ctypes.byref(c))
+        status = self._run(state)
         if status == _native.status("aborted"):
             raise RestartAbort(_native.last_error())
         if status != _native.status("ok"):
