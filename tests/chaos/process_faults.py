@@ -2,10 +2,10 @@
 """Process faults through the resilient plugin, on loopback: N ranks of
 resilient-nettest run a ring all-reduce; one rank is killed (SIGKILL) or
 frozen (SIGSTOP) mid-run. Every survivor must get an error (not hang), within
-a generous bound, the victim's ring neighbours must blame the victim, and
-every survivor's explanation must name the victim's process: the neighbours
-as their peer, the others as the root cause their peer detected (issue 18,
-finding 2: survivors of a cascade blamed their neighbour).
+a generous bound, and every survivor's explanation must name the victim's
+process (the launcher's pid), as its peer or as the root cause its peer
+detected (issue 18, finding 2: survivors of a cascade blamed their
+neighbour).
 
 usage: process_faults.py NETTEST PLUGIN kill|stop
 """
@@ -45,24 +45,20 @@ def main():
             failures.append(f"rank {f['rank']}: {f.get('outcome')}")
         elif f["since_injection_ms"] > bound_ms:
             failures.append(f"rank {f['rank']}: detected after {f['since_injection_ms']:.0f} ms > {bound_ms} ms")
-    neighbours = [f for f in survivors if f["rank"] in ((victim - 1) % ranks, (victim + 1) % ranks)]
-    if not any(f.get("peer") == victim for f in neighbours):
-        failures.append(f"no neighbour of rank {victim} blamed it: {[(f['rank'], f.get('peer')) for f in neighbours]}")
-    blamers = [f for f in neighbours if f.get("peer") == victim]
-    # A blamer names its peer "(host H, pid N)" in its own explanation, or,
-    # where the inner plugin logged last (aws-ofi-nccl reports each errored
-    # completion), as the root cause our plugin adds to that WARN: "of pid N on".
-    named = r"\(host [^,]*, pid (\d+)\)|\bof pid (\d+) on "
-    victim_pids = {pid for f in blamers
-                   for found in re.findall(named, f.get("plugin_warning", ""))
-                   for pid in found if pid}
-    if not victim_pids:
-        failures.append(f"no neighbour's explanation names the victim's pid: {blamers}")
+    # The victim's process, as the launcher started it.
+    victim_pid = next(f["pid"] for f in result["faults"] if f.get("victim"))
+    # Every survivor names the victim's process: "(host H, pid N)" as its peer
+    # (a ring neighbour that saw the death itself), or as the root cause its
+    # peer detected ("... of pid N on": a rank the death reached through
+    # another peer's fault notice, which may be a neighbour the machine's load
+    # scheduled after that peer; also where the inner plugin logged last, the
+    # root cause our plugin adds to that WARN).
+    named = rf"\(host [^,]*, pid {victim_pid}\)|\bof pid {victim_pid} on "
     for f in survivors:
         text = f.get("plugin_warning", "")
-        if victim_pids and not any(re.search(rf"\bpid {p}\b", text) for p in victim_pids):
+        if not re.search(named, text):
             failures.append(f"rank {f['rank']} does not name the victim's process "
-                            f"{sorted(victim_pids)} (the root cause): {text[:300]!r}")
+                            f"(pid {victim_pid}, the root cause): {text[:300]!r}")
     for f in survivors:
         print(f"rank {f['rank']}: {f.get('since_injection_ms', -1):.1f} ms, peer {f.get('peer')}: "
               f"{f.get('plugin_warning', f.get('status'))}")

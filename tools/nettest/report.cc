@@ -428,6 +428,7 @@ void judgeFaultRun(const Config& c, const LaunchedRun& run, const Injections& in
     entry["rank"] = r;
     entry["outcome"] = rv.state;
     entry["victim"] = isVictim;
+    entry["pid"] = static_cast<int>(o.pid);
     entry["exit"] = harness::describeExit(o);
     if (rv.sinceInjection >= 0) {
       entry["since_injection_ms"] = rv.sinceInjection;
