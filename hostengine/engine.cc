@@ -73,11 +73,23 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
   if (auto fault = onServiceThread(start, [&] { return listenAll(start, &blob); })) {
     return fault;
   }
-  Result<std::vector<std::string>> all = oob_.allGather(blob);
-  if (!all.ok()) {
-    return setupFault("exchange of handles (out of band)", -1, all.status(), start);
+  std::vector<std::string> handles;  // by rank: theirs, where we connect to them
+  if (options_.pattern == Pattern::kAllToAll) {
+    Result<std::vector<std::string>> all = oob_.allGather(blob);
+    if (!all.ok()) {
+      return setupFault("exchange of handles (out of band)", -1, all.status(), start);
+    }
+    handles = std::move(all).value();
+  } else {
+    // The ring: only the next rank's handles matter to us.
+    Result<std::string> theirs = oob_.exchangeWith(next(), blob);
+    if (!theirs.ok()) {
+      return setupFault("exchange of handles (out of band)", next(), theirs.status(), start);
+    }
+    handles.resize(static_cast<size_t>(options_.nranks));
+    handles[static_cast<size_t>(next())] = std::move(theirs).value();
   }
-  if (auto fault = takeHandles(*all, start)) {
+  if (auto fault = takeHandles(handles, start)) {
     return fault;
   }
   if (auto fault = onServiceThread(start, [&] { return connectAll(start); })) {
@@ -305,10 +317,24 @@ std::optional<Fault> Engine::connectAll(uint64_t startNs) {
           blamed = blamed < 0 ? p : blamed;
         }
       }
+      // A peer that never reached the exchange of handles (the ring's
+      // exchange waits for the next rank only) is the one to blame.
+      std::string absent;
+      for (int p = 0; p < options_.nranks && absent.empty(); ++p) {
+        const Link& l = link(p);
+        if ((l.sends && l.sendComm == nullptr) || (l.recvs && l.recvComm == nullptr)) {
+          if (oob_.gaveInLastExchange(p) == std::optional<bool>(false)) {
+            blamed = p;
+            absent = " (rank " + std::to_string(p) +
+                     " never took part in the exchange of handles; missing ranks: " +
+                     std::to_string(p) + ")";
+          }
+        }
+      }
       auto fault = setupFault(
           "connect/accept", blamed,
           timeoutError("connections not established within " + std::to_string(options_.timeoutMs) +
-                       " ms; waiting on: " + waiting),
+                       " ms; waiting on: " + waiting + absent),
           startNs);
       fault->timedOut = true;
       return fault;
