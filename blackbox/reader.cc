@@ -127,14 +127,14 @@ Snapshot snapshotOf(const Mapping& m, const std::string& path, const ReadOptions
                       (snap.header.processStartTicks == 0 ||
                        processStartTicks(snap.header.pid) == snap.header.processStartTicks);
   const auto* conns = m.at<resilient_blackbox_connection>(snap.header.connectionOffset);
-  for (uint32_t i = 0; i < snap.header.connectionSlots; ++i) {
+  for (uint32_t i = 0; options.connections && i < snap.header.connectionSlots; ++i) {
     resilient_blackbox_connection c{};
     if (seqRead(&conns[i], &c) && c.state != RESILIENT_BLACKBOX_CONN_FREE) {
       snap.connections.push_back(c);
     }
   }
   const auto* faults = m.at<resilient_blackbox_fault>(snap.header.faultOffset);
-  for (uint32_t i = 0; i < snap.header.faultSlots; ++i) {
+  for (uint32_t i = 0; options.faults && i < snap.header.faultSlots; ++i) {
     resilient_blackbox_fault f{};
     if (seqRead(&faults[i], &f) && f.number != 0) {
       snap.faults.push_back(f);
@@ -202,6 +202,24 @@ RegionWatch::~RegionWatch() = default;
 uint64_t RegionWatch::faultCount() const noexcept {
   return std::atomic_ref<uint64_t>(impl_->mapping.header()->faultCount)
       .load(std::memory_order_acquire);
+}
+
+std::vector<resilient_blackbox_fault> RegionWatch::faultsAfter(uint64_t seen) const {
+  const resilient_blackbox_header* h = impl_->mapping.header();
+  const uint64_t count = faultCount();
+  const uint64_t slots = h->faultSlots;
+  std::vector<resilient_blackbox_fault> out;
+  if (slots == 0 || count <= seen) {
+    return out;
+  }
+  const auto* ring = impl_->mapping.at<resilient_blackbox_fault>(h->faultOffset);
+  for (uint64_t n = std::max(seen, count > slots ? count - slots : 0) + 1; n <= count; ++n) {
+    resilient_blackbox_fault f{};
+    if (seqRead(&ring[(n - 1) % slots], &f) && f.number == n) {
+      out.push_back(f);
+    }
+  }
+  return out;
 }
 
 Snapshot RegionWatch::read(const ReadOptions& options) const {

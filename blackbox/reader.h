@@ -33,6 +33,8 @@ std::string resolveRegion(const std::string& pidOrPath, const std::string& dir);
 
 struct ReadOptions {
   bool flight = true;  // false: the communicator table without the flight-recorder rings
+  bool connections = true;  // false: no connection table (Snapshot::connections empty)
+  bool faults = true;       // false: no fault ring (Snapshot::faults empty)
 };
 
 Result<Snapshot> readRegion(const std::string& path, const ReadOptions& options = {});
@@ -49,6 +51,12 @@ class RegionWatch {
 
   // Faults recorded so far (header.faultCount).
   uint64_t faultCount() const noexcept;
+  // The faults numbered after `seen` (the ring keeps the last faultSlots),
+  // in order, reading only their slots: what a consumer that polls the
+  // counter needs, without a whole snapshot (every connection and
+  // communicator slot, hundreds of KB) each time the counter moves. A fault
+  // whose slot is still being written is not among them.
+  std::vector<resilient_blackbox_fault> faultsAfter(uint64_t seen) const;
   Snapshot read(const ReadOptions& options = {}) const;
   // The consumers' abort: a new abort epoch, then the fail-fast bit; its end
   // clears the fail-fast bit (RESILIENT_BLACKBOX_CONTROL_*).

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cstring>
 #include <system_error>
 #include <thread>
@@ -28,18 +27,6 @@ namespace resilient::hostengine {
 
 namespace {
 
-constexpr size_t kAlignment = 4096;
-
-std::byte* allocate(size_t bytes) {
-  void* p = nullptr;
-  const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-  if (posix_memalign(&p, kAlignment, rounded) != 0) {
-    return nullptr;
-  }
-  std::memset(p, 0, rounded);
-  return static_cast<std::byte*>(p);
-}
-
 bool allZero(const char* p, size_t n) {
   return std::all_of(p, p + n, [](char c) { return c == 0; });
 }
@@ -51,9 +38,6 @@ Engine::Engine(transport::Transport& transport, OutOfBand& oob, const EngineOpti
 
 Engine::~Engine() {
   close();
-  for (Buffer& b : buffers_) {
-    free(b.data);  // NOLINT(cppcoreguidelines-no-malloc): posix_memalign's allocation
-  }
 }
 
 Engine::Link& Engine::link(int peer) noexcept {
@@ -61,7 +45,7 @@ Engine::Link& Engine::link(int peer) noexcept {
 }
 
 std::byte* Engine::buffer(BufferId id) const noexcept {
-  return buffers_[id].data;
+  return buffers_[id].memory.data();
 }
 
 std::optional<Fault> Engine::setupFault(const char* call, int peer, Status status,
@@ -89,11 +73,23 @@ std::optional<Fault> Engine::setup(size_t maxBytes) {
   if (auto fault = onServiceThread(start, [&] { return listenAll(start, &blob); })) {
     return fault;
   }
-  Result<std::vector<std::string>> all = oob_.allGather(blob);
-  if (!all.ok()) {
-    return setupFault("exchange of handles (out of band)", -1, all.status(), start);
+  std::vector<std::string> handles;  // by rank: theirs, where we connect to them
+  if (options_.pattern == Pattern::kAllToAll) {
+    Result<std::vector<std::string>> all = oob_.allGather(blob);
+    if (!all.ok()) {
+      return setupFault("exchange of handles (out of band)", -1, all.status(), start);
+    }
+    handles = std::move(all).value();
+  } else {
+    // The ring: only the next rank's handles matter to us.
+    Result<std::string> theirs = oob_.exchangeWith(next(), blob);
+    if (!theirs.ok()) {
+      return setupFault("exchange of handles (out of band)", next(), theirs.status(), start);
+    }
+    handles.resize(static_cast<size_t>(options_.nranks));
+    handles[static_cast<size_t>(next())] = std::move(theirs).value();
   }
-  if (auto fault = takeHandles(*all, start)) {
+  if (auto fault = takeHandles(handles, start)) {
     return fault;
   }
   if (auto fault = onServiceThread(start, [&] { return connectAll(start); })) {
@@ -238,13 +234,15 @@ std::optional<Fault> Engine::takeHandles(const std::vector<std::string>& all, ui
 std::optional<Fault> Engine::allocateBuffers(size_t maxBytes, uint64_t start) {
   maxBytes_ = maxBytes;
   buffers_.resize(kBufferCount);
-  buffers_[kInput] = {allocate(maxBytes), maxBytes};
-  buffers_[kOutput] = {allocate(maxBytes), maxBytes};
+  // Zero pages on first touch: an operation faults in what it moves, not
+  // the whole maxBytes of every buffer of every rank at every (re)start.
+  buffers_[kInput] = {HostBuffer::zeroed(maxBytes), maxBytes};
+  buffers_[kOutput] = {HostBuffer::zeroed(maxBytes), maxBytes};
   const size_t staging =
       options_.pattern == Pattern::kAllReduce ? static_cast<size_t>(limits_.depth) * chunk_ : 0;
-  buffers_[kStaging] = {allocate(staging), staging};
+  buffers_[kStaging] = {HostBuffer::zeroed(staging), staging};
   for (const Buffer& b : buffers_) {
-    if (b.data == nullptr) {
+    if (b.memory.empty()) {
       return setupFault("setup", -1, systemError("cannot allocate the host buffers", ENOMEM),
                         start);
     }
@@ -319,10 +317,24 @@ std::optional<Fault> Engine::connectAll(uint64_t startNs) {
           blamed = blamed < 0 ? p : blamed;
         }
       }
+      // A peer that never reached the exchange of handles (the ring's
+      // exchange waits for the next rank only) is the one to blame.
+      std::string absent;
+      for (int p = 0; p < options_.nranks && absent.empty(); ++p) {
+        const Link& l = link(p);
+        if ((l.sends && l.sendComm == nullptr) || (l.recvs && l.recvComm == nullptr)) {
+          if (oob_.gaveInLastExchange(p) == std::optional<bool>(false)) {
+            blamed = p;
+            absent = " (rank " + std::to_string(p) +
+                     " never took part in the exchange of handles; missing ranks: " +
+                     std::to_string(p) + ")";
+          }
+        }
+      }
       auto fault = setupFault(
           "connect/accept", blamed,
           timeoutError("connections not established within " + std::to_string(options_.timeoutMs) +
-                       " ms; waiting on: " + waiting),
+                       " ms; waiting on: " + waiting + absent),
           startNs);
       fault->timedOut = true;
       return fault;
@@ -340,14 +352,14 @@ std::optional<Fault> Engine::registerBuffers(uint64_t startNs) {
         continue;
       }
       if (l.sendComm != nullptr && b != kStaging) {
-        Status st = l.sendComm->regMr(buf.data, buf.bytes, transport::kPtrHost,
+        Status st = l.sendComm->regMr(buf.memory.data(), buf.bytes, transport::kPtrHost,
                                       &l.sendMr[static_cast<size_t>(b)]);
         if (!st.ok()) {
           return setupFault("regMr", p, std::move(st), startNs);
         }
       }
       if (l.recvComm != nullptr && b != kInput) {
-        Status st = l.recvComm->regMr(buf.data, buf.bytes, transport::kPtrHost,
+        Status st = l.recvComm->regMr(buf.memory.data(), buf.bytes, transport::kPtrHost,
                                       &l.recvMr[static_cast<size_t>(b)]);
         if (!st.ok()) {
           return setupFault("regMr", p, std::move(st), startNs);

@@ -7,9 +7,10 @@
 //
 // One Engine per rank (process). setup() builds the connections the pattern
 // needs: every rank listens once per peer it receives from, the 128-byte
-// handles are exchanged out of band (OutOfBand), then each rank connects to
-// the peers it sends to and accepts from the peers it receives from, all
-// polled together until done or the timeout. run() executes one operation
+// handles are exchanged out of band (OutOfBand: all-to-all gathers them all;
+// a ring rank takes only the next rank's, OutOfBand::exchangeWith), then each
+// rank connects to the peers it sends to and accepts from the peers it
+// receives from, all polled together until done or the timeout. run() executes one operation
 // on host buffers and validates every byte of its result. It is test and
 // demo infrastructure, not NCCL.
 //

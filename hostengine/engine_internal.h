@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "hostengine/engine.h"
+#include "hostengine/host_buffer.h"
 #include "plugin/transport/transport.h"
 
 namespace resilient::hostengine {
@@ -39,8 +40,8 @@ struct Engine::Region {
 };
 
 struct Engine::Buffer {
-  std::byte* data = nullptr;
-  size_t bytes = 0;
+  HostBuffer memory;  // at least one page, zeroed on first touch
+  size_t bytes = 0;   // what the engine uses of it (what is registered)
 };
 
 }  // namespace resilient::hostengine

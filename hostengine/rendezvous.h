@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -76,6 +77,27 @@ class OutOfBand {
     Result<std::vector<std::string>> r = allGather({});
     return r.status();
   }
+  // One round in which every rank gives `mine` and gets back only `peer`'s
+  // (every rank of the round calls this, never allGather, for that round).
+  // For a rank that connects to one peer (the ring's next): a channel that
+  // can hand over one rank's contribution alone overrides it, so that a rank
+  // reads one entry, not all of them. The default takes it from an allGather.
+  virtual Result<std::string> exchangeWith(int peer, std::string_view mine) {
+    Result<std::vector<std::string>> all = allGather(mine);
+    if (!all.ok()) {
+      return all.status();
+    }
+    if (peer < 0 || static_cast<size_t>(peer) >= all->size()) {
+      return invalidUsage("exchange with rank " + std::to_string(peer) + " of " +
+                          std::to_string(all->size()));
+    }
+    return std::move((*all)[static_cast<size_t>(peer)]);
+  }
+  // After an exchangeWith that ended, for a fault's blame: whether `rank`
+  // gave its part of that round (it reached the exchange). Does not wait;
+  // nullopt where the channel cannot tell (the default: an allGather either
+  // had everybody's part or failed naming the missing ranks).
+  virtual std::optional<bool> gaveInLastExchange(int /*rank*/) { return std::nullopt; }
   // The engine waits for its peers' connections (called now and then while
   // it does, from the setup's thread); an out-of-band channel may tell
   // whoever watches the process that it is waiting, not hung.

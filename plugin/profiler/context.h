@@ -57,6 +57,20 @@ class Context {
   const uint32_t capacity;
   std::unique_ptr<OpSlot[]> slots;
   IndexPool pool;
+  // One past the highest slot index ever taken from the pool: the slots at
+  // and above it were never used (the pool starts at 0 and hands back the
+  // slot returned last: a communicator with a few operations in flight uses
+  // the first few), and the detector's scans stop there instead of reading
+  // all `capacity` slots (1024 cache lines) of every communicator several
+  // times a second.
+  std::atomic<uint32_t> slotsUsed{0};
+  void noteSlotUsed(uint32_t slot) noexcept {
+    uint32_t used = slotsUsed.load(std::memory_order_relaxed);
+    while (used <= slot &&
+           !slotsUsed.compare_exchange_weak(used, slot + 1, std::memory_order_release,
+                                            std::memory_order_relaxed)) {
+    }
+  }
 
   // Kernel phases open now (v7), kPhaseSlots of them.
   std::unique_ptr<PhaseSlot[]> phases;

@@ -109,7 +109,11 @@ void HangDetector::scanContext(Context& ctx, uint64_t now) noexcept {
   OpInfo hungInfo;
   OpSlot* waiting = nullptr;  // the oldest enqueued operation that never started
   OpInfo waitingInfo;
-  for (uint32_t i = 0; i < ctx.capacity; ++i) {
+  // Slots past the highest ever used were never live (a slot taken since
+  // this load is seen at the next scan, as one whose generation we read just
+  // before it was set).
+  const uint32_t used = std::min(ctx.capacity, ctx.slotsUsed.load(std::memory_order_acquire));
+  for (uint32_t i = 0; i < used; ++i) {
     OpSlot& op = ctx.slots[i];
     const uint32_t generation = op.generation.load(std::memory_order_acquire);
     if (generation == 0) {

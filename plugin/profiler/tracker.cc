@@ -141,6 +141,7 @@ void* Tracker::startOp(Context* ctx, const OpStart& op) noexcept {
     ctx->dropped.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
+  ctx->noteSlotUsed(index);  // before the slot's generation makes it live
   OpSlot& slot = ctx->slots[index];
   const bool coll = op.kind == RESILIENT_BLACKBOX_OP_COLL;
   OpInfo info;

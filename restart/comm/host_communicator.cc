@@ -162,8 +162,8 @@ std::shared_ptr<HostCommunicator> HostCommunicator::create(const CommunicatorSet
 
   const std::chrono::milliseconds timeout =
       setup.timeout > std::chrono::milliseconds(0) ? setup.timeout : kDefaultSetupTimeout;
-  impl->oob = std::make_unique<comm::RendezvousOutOfBand>(setup.rendezvous,
-                                                          setup.name + "/host-handles", timeout);
+  impl->oob = std::make_unique<comm::RendezvousOutOfBand>(
+      setup.rendezvous, setup.name + "/host-handles", impl->rank, timeout);
   he::EngineOptions eo;
   eo.rank = impl->rank;
   eo.nranks = impl->size;

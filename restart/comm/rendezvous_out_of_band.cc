@@ -7,9 +7,9 @@
 
 namespace resilient::restart::comm {
 
-RendezvousOutOfBand::RendezvousOutOfBand(Rendezvous& rendezvous, std::string prefix,
+RendezvousOutOfBand::RendezvousOutOfBand(Rendezvous& rendezvous, std::string prefix, int rank,
                                          std::chrono::milliseconds timeout)
-    : rendezvous_(&rendezvous), prefix_(std::move(prefix)), timeout_(timeout) {}
+    : rendezvous_(&rendezvous), prefix_(std::move(prefix)), rank_(rank), timeout_(timeout) {}
 
 Result<std::vector<std::string>> RendezvousOutOfBand::allGather(std::string_view mine) {
   if (rendezvous_ == nullptr) {
@@ -22,6 +22,42 @@ Result<std::vector<std::string>> RendezvousOutOfBand::allGather(std::string_view
     return timeoutError(e.what());
   } catch (const std::exception& e) {
     return remoteError(std::string("rendezvous: ") + e.what());
+  }
+}
+
+Result<std::string> RendezvousOutOfBand::exchangeWith(int peer, std::string_view mine) {
+  if (rendezvous_ == nullptr) {
+    return invalidUsage("the out-of-band channel is closed (the communicator is set up)");
+  }
+  lastExchange_ = prefix_ + "/" + std::to_string(round_++) + "/";
+  try {
+    rendezvous_->publish(lastExchange_ + std::to_string(rank_), mine);
+  } catch (const std::exception& e) {
+    return remoteError(std::string("rendezvous: ") + e.what());
+  }
+  try {
+    return rendezvous_->lookup(lastExchange_ + std::to_string(peer), timeout_);
+  } catch (const TimeoutError& e) {
+    return timeoutError("rank " + std::to_string(peer) + " gave nothing to exchange within " +
+                        std::to_string(timeout_.count()) + " ms; missing ranks: " +
+                        std::to_string(peer) + " (" + e.what() + ")");
+  } catch (const std::exception& e) {
+    return remoteError(std::string("rendezvous: ") + e.what());
+  }
+}
+
+std::optional<bool> RendezvousOutOfBand::gaveInLastExchange(int rank) {
+  if (rendezvous_ == nullptr || lastExchange_.empty()) {
+    return std::nullopt;
+  }
+  try {
+    // The shortest wait a lookup takes: present now, or not.
+    (void)rendezvous_->lookup(lastExchange_ + std::to_string(rank), std::chrono::milliseconds(1));
+    return true;
+  } catch (const TimeoutError&) {
+    return false;
+  } catch (const std::exception&) {
+    return std::nullopt;  // the store cannot tell us now
   }
 }
 

@@ -130,10 +130,13 @@ class Loop {
   std::string tearDown(int k);
   void passIterationBarrier(int k);  // missing ranks recorded and terminated
   // What every rank does after iteration k's barrier, decided once: the
-  // first rank past the barrier reads the records, names the culprits
-  // (terminated when the options say so), counts the terminated ranks and the
-  // joiners, and writes it (iteration/<k>/verdict); the others read it (one
-  // get instead of every record), so every rank computes the same World.
+  // rank that claims it first (iteration/<k>/verdict-claim) reads the
+  // records, names the culprits (terminated when the options say so), counts
+  // the terminated ranks and the joiners, and writes it
+  // (iteration/<k>/verdict); the others wait for it (one wait and one get
+  // instead of every record; after a monitor interval without it, they
+  // compute it too and the first written stands), so every rank computes
+  // the same World.
   struct RestartVerdict {
     std::set<int> culprits;
     std::set<int> terminated;

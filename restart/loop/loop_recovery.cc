@@ -206,6 +206,27 @@ Loop::RestartVerdict Loop::decideRestart(int k) {
     }
     return v;
   };
+  // Every rank leaves the barrier at once: had each one that finds no
+  // verdict yet computed it (all of them, in practice), the store would serve
+  // every record and abort time once per rank. One rank claims the verdict
+  // and computes it; the others wait for it, and compute it themselves only
+  // when it has not come within a monitor interval (its rank died or
+  // stalls): the first verdict written decides either way.
+  const store::CasResult claim = store_->compareSet(keys_->verdictClaim(k), std::nullopt,
+                                                    std::to_string(state_.initialRank));
+  if (!claim.swapped) {
+    try {
+      const std::string decided =
+          store_->waitGet(keys_->verdict(k), store::Timeout(options_.monitorThreadInterval));
+      lastVerdict_ = {k, decided};
+      return parse(decided);
+    } catch (const store::TimeoutError&) {
+      timeline_.record(k, "verdict late",
+                       "rank " + claim.current.value_or("?") + " claimed it " +
+                           std::to_string(options_.monitorThreadInterval.count()) +
+                           " ms ago; computing it here");
+    }
+  }
   if (const std::optional<std::string> decided = store_->get(keys_->verdict(k))) {
     lastVerdict_ = {k, *decided};
     return parse(*decided);

@@ -19,6 +19,7 @@
 //   iteration/<k>/comm/...   the iteration's rendezvous (communicator ids)
 //   iteration/<k>/verdict    the one verdict after iteration k's barrier (culprits,
 //                            terminated ranks, joiners admitted, root record)
+//   iteration/<k>/verdict-claim  the initial rank that computes that verdict
 //   joiners/count, joiners/<n>/admitted, iteration/<k>/world, finished:
 //                            processes joining the running job
 //                            (restart/loop/job/joiners.h)
@@ -82,6 +83,10 @@ class JobKeys {
   // next World holds and the root fault record; the first rank past the
   // barrier writes it, every rank follows it.
   std::string verdict(int iteration) const { return ofIteration(iteration, "verdict"); }
+  // The rank that computes iteration k's verdict (compare-and-set: the first
+  // to claim it); the others wait for the verdict a monitor interval before
+  // computing it themselves.
+  std::string verdictClaim(int iteration) const { return ofIteration(iteration, "verdict-claim"); }
   // Processes joining the running job (restart/loop/job/joiners.h).
   std::string joinerCount() const { return prefix_ + "joiners/count"; }
   std::string joinerAdmitted(int64_t number) const {

@@ -44,9 +44,10 @@ std::vector<resilient_blackbox_fault> BlackboxWatch::newFaults() {
   if (count == seen_) {
     return out;
   }
-  const blackbox::Snapshot snap = watch_->read({.flight = false});
-  for (const resilient_blackbox_fault& f : snap.faults) {
-    if (f.number > seen_ && f.faultClass != RESILIENT_BLACKBOX_FAULT_ABORTED &&
+  // Only the new faults' slots: a fault moves the counter of every rank at a
+  // restart, when a whole snapshot per rank competes with the recovery.
+  for (const resilient_blackbox_fault& f : watch_->faultsAfter(seen_)) {
+    if (f.number <= count && f.faultClass != RESILIENT_BLACKBOX_FAULT_ABORTED &&
         !RESILIENT_BLACKBOX_IS_REPORT(f.faultClass)) {
       out.push_back(f);
     }
@@ -68,7 +69,7 @@ uint64_t BlackboxWatch::progressDigest() {
   if (!attach()) {
     return 0;
   }
-  const blackbox::Snapshot snap = watch_->read({.flight = false});
+  const blackbox::Snapshot snap = watch_->read({.flight = false, .faults = false});
   uint64_t digest = 0;
   for (const auto& c : snap.connections) {
     digest += c.completedRequests;
@@ -84,7 +85,7 @@ std::vector<blackbox::CommView> BlackboxWatch::comms() {
   if (!attach()) {
     return {};
   }
-  return watch_->read({.flight = false}).comms;
+  return watch_->read({.flight = false, .connections = false, .faults = false}).comms;
 }
 
 std::optional<blackbox::Snapshot> BlackboxWatch::snapshot() {

@@ -39,7 +39,7 @@ he::EngineOptions options(int rank, int n) {
 
 struct EngineRank {
   EngineRank(resilient::test::MemoryTransport& t, ct::RankContext& c, int n, size_t bufferBytes)
-      : oob(*c.rendezvous, "handles", milliseconds(10000)),
+      : oob(*c.rendezvous, "handles", c.state.activeRank, milliseconds(10000)),
         engine(t, oob, options(c.state.activeRank, n)) {
     auto fault = engine.setup(bufferBytes);
     ct::expect(!fault, fault ? fault->describe() : "");
@@ -215,7 +215,7 @@ TEST_CASE("the user-data operations need the all-reduce pattern", "[engine-user]
   resilient::test::MemoryTransport transport;
   const ct::Iteration it(std::make_shared<store::MemoryStore>(), 0, 2);
   requireNoErrors(it.run([&](int rank, ct::RankContext& c) {
-    comm::RendezvousOutOfBand oob(*c.rendezvous, "handles", milliseconds(10000));
+    comm::RendezvousOutOfBand oob(*c.rendezvous, "handles", c.state.activeRank, milliseconds(10000));
     he::EngineOptions o = options(rank, 2);
     o.pattern = he::Pattern::kSendRecv;
     he::Engine engine(transport, oob, o);

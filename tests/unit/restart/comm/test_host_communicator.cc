@@ -2,11 +2,18 @@
 // (NCCL_RESILIENT_SOCKET_IFNAME=lo from meson), ranks as threads.
 #include <dirent.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "common/clock.h"
 #include "resilient/restart/host_communicator.hpp"
+#include "store/memory_store.h"
+#include "store/prefix_view.h"
 #include "tests/unit/restart/comm/comm_harness.h"
 
 #ifndef RESILIENT_PLUGIN_PATH
@@ -41,6 +48,59 @@ int countEntries(const char* dir) {
   }
   return n;
 }
+
+// A rank's view of the job's store, counting the keys it reads.
+class KeyCountingStore final : public store::Store {
+ public:
+  explicit KeyCountingStore(std::shared_ptr<store::Store> inner) : inner_(std::move(inner)) {}
+  std::atomic<int> keysRead{0};
+
+  void set(std::string_view k, std::string_view v, store::Timeout t) override {
+    inner_->set(k, v, t);
+  }
+  void setExpiring(std::string_view k, std::string_view v, store::Millis ttl,
+                   store::Timeout t) override {
+    inner_->setExpiring(k, v, ttl, t);
+  }
+  std::optional<std::string> get(std::string_view k, store::Timeout t) override {
+    ++keysRead;
+    return inner_->get(k, t);
+  }
+  int64_t add(std::string_view k, int64_t d, store::Timeout t) override {
+    return inner_->add(k, d, t);
+  }
+  store::CasResult compareSet(std::string_view k, std::optional<std::string_view> e,
+                              std::string_view d, store::Timeout t) override {
+    return inner_->compareSet(k, e, d, t);
+  }
+  std::vector<std::optional<std::string>> multiGet(const std::vector<std::string>& k,
+                                                   store::Timeout t) override {
+    keysRead += static_cast<int>(k.size());
+    return inner_->multiGet(k, t);
+  }
+  void multiSet(const std::vector<store::KeyValue>& p, store::Timeout t) override {
+    inner_->multiSet(p, t);
+  }
+  bool remove(std::string_view k, store::Timeout t) override { return inner_->remove(k, t); }
+  uint64_t removePrefix(std::string_view p, store::Timeout t) override {
+    return inner_->removePrefix(p, t);
+  }
+  bool check(const std::vector<std::string>& k, store::Timeout t) override {
+    keysRead += static_cast<int>(k.size());
+    return inner_->check(k, t);
+  }
+  void wait(const std::vector<std::string>& k, store::Timeout t) override {
+    keysRead += static_cast<int>(k.size());
+    inner_->wait(k, t);
+  }
+  store::BarrierResult barrier(const store::BarrierArrival& a, store::Timeout t) override {
+    return inner_->barrier(a, t);
+  }
+  std::string describe() const override { return "counting " + inner_->describe(); }
+
+ private:
+  std::shared_ptr<store::Store> inner_;
+};
 
 void requireNoErrors(const std::vector<std::exception_ptr>& errors) {
   for (size_t r = 0; r < errors.size(); ++r) {
@@ -81,6 +141,31 @@ TEST_CASE("all-reduce, broadcast and barrier through the net plugin are exact", 
   }));
   REQUIRE_THAT(described[1], Catch::Contains("host comm 'dp' iteration 2 rank 1/3") &&
                                  Catch::Contains("libnccl-net-resilient.so v12"));
+}
+
+// At a restart every rank builds its ring at once through the one store: a
+// rank reads the handles of the peer it connects to, not every rank's (which
+// made the store serve the square of the ranks' handles): one key, waited
+// for and read.
+TEST_CASE("connection setup reads the neighbour's handle only, not every rank's", "[host]") {
+  const int n = 8;
+  auto shared = std::make_shared<store::MemoryStore>();
+  const commtest::Iteration it(shared, 1, n);
+  std::vector<int> keysRead(n);
+  requireNoErrors(it.run([&](int rank, commtest::RankContext& c) {
+    auto counting = std::make_shared<KeyCountingStore>(shared);
+    c.rendezvous = std::make_unique<comm::StoreRendezvous>(
+        std::make_shared<store::PrefixView>(counting, "iter/1/"), rank, n);
+    auto comm = HostCommunicator::create(c.setup("ring", milliseconds(20000)), pluginOptions());
+    keysRead[static_cast<size_t>(rank)] = counting->keysRead.load();
+    float x = 1;
+    comm->allReduce(&x, &x, 1);
+    commtest::expect(x == static_cast<float>(n), "the sum of n ones");
+  }));
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    CHECK(keysRead[static_cast<size_t>(r)] <= 2);
+  }
 }
 
 TEST_CASE("the factory builds host communicators", "[host]") {
@@ -134,6 +219,7 @@ TEST_CASE("a rank that never joins makes creation time out naming it", "[host]")
   });
   REQUIRE(commtest::messageOf(errors[1]).empty());
   REQUIRE_THROWS_AS(std::rethrow_exception(errors[0]), restart::TimeoutError);
+  REQUIRE_THAT(commtest::messageOf(errors[0]), Catch::Contains("missing ranks: 1"));
   REQUIRE_THAT(commtest::messageOf(errors[2]), Catch::Contains("missing ranks: 1"));
 }
 

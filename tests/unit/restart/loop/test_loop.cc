@@ -5,9 +5,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -621,6 +626,125 @@ TEST_CASE("every rank follows the one verdict written after the barrier", "[rest
     CHECK(out[static_cast<size_t>(r)].state.activeWorldSize == 3);
   }
   CHECK(store->get(keys.terminated(2)).has_value());  // marked, so the barriers count it
+}
+
+namespace {
+
+// The job's store, counting the verdicts proposed, each a little late (as
+// from a rank that read every record first): every rank is past the barrier
+// before the first verdict is written.
+class SlowVerdictStore final : public store::Store {
+ public:
+  explicit SlowVerdictStore(std::shared_ptr<store::Store> inner) : inner_(std::move(inner)) {}
+  std::atomic<int> verdictsProposed{0};
+
+  void set(std::string_view k, std::string_view v, store::Timeout t) override {
+    inner_->set(k, v, t);
+  }
+  void setExpiring(std::string_view k, std::string_view v, store::Millis ttl,
+                   store::Timeout t) override {
+    inner_->setExpiring(k, v, ttl, t);
+  }
+  std::optional<std::string> get(std::string_view k, store::Timeout t) override {
+    return inner_->get(k, t);
+  }
+  int64_t add(std::string_view k, int64_t d, store::Timeout t) override {
+    return inner_->add(k, d, t);
+  }
+  store::CasResult compareSet(std::string_view k, std::optional<std::string_view> e,
+                              std::string_view d, store::Timeout t) override {
+    if (k.size() >= 8 && k.substr(k.size() - 8) == "/verdict") {
+      ++verdictsProposed;
+      std::this_thread::sleep_for(milliseconds(200));
+    }
+    return inner_->compareSet(k, e, d, t);
+  }
+  std::vector<std::optional<std::string>> multiGet(const std::vector<std::string>& k,
+                                                   store::Timeout t) override {
+    return inner_->multiGet(k, t);
+  }
+  void multiSet(const std::vector<store::KeyValue>& p, store::Timeout t) override {
+    inner_->multiSet(p, t);
+  }
+  bool remove(std::string_view k, store::Timeout t) override { return inner_->remove(k, t); }
+  uint64_t removePrefix(std::string_view p, store::Timeout t) override {
+    return inner_->removePrefix(p, t);
+  }
+  bool check(const std::vector<std::string>& k, store::Timeout t) override {
+    return inner_->check(k, t);
+  }
+  void wait(const std::vector<std::string>& k, store::Timeout t) override { inner_->wait(k, t); }
+  store::BarrierResult barrier(const store::BarrierArrival& a, store::Timeout t) override {
+    return inner_->barrier(a, t);
+  }
+  std::string describe() const override { return "slow verdicts on " + inner_->describe(); }
+
+ private:
+  std::shared_ptr<store::Store> inner_;
+};
+
+}  // namespace
+
+// Every rank leaves the iteration barrier at once: one of them reads the
+// records and writes the verdict, the others wait for it, instead of every
+// rank reading every record (the store then served the job's records once per
+// rank, and every rank's recovery waited for that).
+TEST_CASE("one rank computes the verdict; the others wait for it", "[restart][loop]") {
+  auto store = std::make_shared<SlowVerdictStore>(std::make_shared<store::MemoryStore>());
+  const auto out = runRanks(
+      6,
+      [](int, Options& o) {
+        // Longer than the slow verdict takes: nobody gives up on the one
+        // that computes it.
+        o.monitorThreadInterval = milliseconds(3000);
+      },
+      [&](int rank, CallContext& ctx) {
+        if (ctx.iteration() == 0 && rank == 4) {
+          throw std::runtime_error("a fault of rank 4");
+        }
+        while (ctx.iteration() == 0 && !ctx.cancelled()) {
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+        ctx.checkCancelled();
+      },
+      store);
+  for (const auto& o : out) {
+    INFO(o.errorText());
+    CHECK(!o.error);
+    CHECK(o.state.iteration == 1);
+    CHECK(hasPhase(o, "culprits"));
+  }
+  CHECK(store->verdictsProposed.load() == 1);
+}
+
+// The rank that claimed the verdict died before writing it (here: a claim
+// nobody will honour): the others compute it after a monitor interval.
+TEST_CASE("a verdict claimed and never written is computed by the others", "[restart][loop]") {
+  auto store = std::make_shared<store::MemoryStore>();
+  const restart::protocol::JobKeys keys("default");
+  store->set(keys.verdictClaim(0), "7");
+  const auto out = runRanks(
+      4, {},
+      [&](int rank, CallContext& ctx) {
+        if (ctx.iteration() == 0 && rank == 1) {
+          throw std::runtime_error("a fault of rank 1");
+        }
+        while (ctx.iteration() == 0 && !ctx.cancelled()) {
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+        ctx.checkCancelled();
+      },
+      store);
+  for (const auto& o : out) {
+    INFO(o.errorText());
+    CHECK(!o.error);
+    CHECK(o.state.iteration == 1);
+    CHECK(o.state.activeWorldSize == 4);  // an exception names no culprit
+  }
+  // The first to give up on it computes it; whoever still waits follows.
+  CHECK(std::any_of(out.begin(), out.end(),
+                    [](const test::RankOutcome& o) { return hasPhase(o, "verdict late"); }));
+  CHECK(store->get(keys.verdict(0)).has_value());
 }
 
 TEST_CASE("an active rank that leaves before its function returns holds the completion barrier",
