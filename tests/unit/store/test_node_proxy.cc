@@ -17,6 +17,7 @@
 #include "store/memory_store.h"
 #include "store/proxy/node_proxy.h"
 #include "store/tcp/client.h"
+#include "tests/support/forwarding_store.h"
 #include "tests/unit/store/store_test_util.h"
 
 using namespace resilient;
@@ -26,77 +27,33 @@ using std::chrono::milliseconds;
 namespace {
 
 // The job's store, counting what reaches it.
-class CountingStore final : public Store {
+class CountingStore final : public test::ForwardingStore {
  public:
-  MemoryStore inner;
+  CountingStore() : ForwardingStore(std::make_shared<MemoryStore>()) {}
   std::atomic<int> barrierCalls{0};
   std::atomic<int> barrierRanks{0};
   std::atomic<int> expiringBatches{0};
   std::atomic<int> expiringSingles{0};
   std::atomic<bool> down{false};
 
-  void set(std::string_view k, std::string_view v, Timeout t) override {
-    check();
-    inner.set(k, v, t);
-  }
   void setExpiring(std::string_view k, std::string_view v, Millis ttl, Timeout t) override {
-    check();
+    ForwardingStore::setExpiring(k, v, ttl, t);
     ++expiringSingles;
-    inner.setExpiring(k, v, ttl, t);
   }
   void setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl, Timeout t) override {
-    check();
+    ForwardingStore::setExpiringMany(pairs, ttl, t);
     ++expiringBatches;
-    inner.setExpiringMany(pairs, ttl, t);
-  }
-  std::optional<std::string> get(std::string_view k, Timeout t) override {
-    check();
-    return inner.get(k, t);
-  }
-  int64_t add(std::string_view k, int64_t d, Timeout t) override {
-    check();
-    return inner.add(k, d, t);
-  }
-  CasResult compareSet(std::string_view k, std::optional<std::string_view> e, std::string_view d,
-                       Timeout t) override {
-    check();
-    return inner.compareSet(k, e, d, t);
-  }
-  std::vector<std::optional<std::string>> multiGet(const std::vector<std::string>& k,
-                                                   Timeout t) override {
-    check();
-    return inner.multiGet(k, t);
-  }
-  void multiSet(const std::vector<KeyValue>& p, Timeout t) override {
-    check();
-    inner.multiSet(p, t);
-  }
-  bool remove(std::string_view k, Timeout t) override {
-    check();
-    return inner.remove(k, t);
-  }
-  uint64_t removePrefix(std::string_view p, Timeout t) override {
-    check();
-    return inner.removePrefix(p, t);
-  }
-  bool check(const std::vector<std::string>& k, Timeout t) override {
-    check();
-    return inner.check(k, t);
-  }
-  void wait(const std::vector<std::string>& k, Timeout t) override {
-    check();
-    inner.wait(k, t);
   }
   BarrierResult barrier(const BarrierArrival& a, Timeout t) override {
-    check();
+    onCall();
     ++barrierCalls;
     barrierRanks += a.ranks.empty() ? 1 : static_cast<int>(a.ranks.size());
-    return inner.barrier(a, t);
+    return inner().barrier(a, t);
   }
   std::string describe() const override { return "counting(memory)"; }
 
  private:
-  void check() const {
+  void onCall() override {
     if (down.load()) {
       throw ConnectionLost("the job's store is unreachable (test)");
     }
@@ -148,7 +105,7 @@ TEST_CASE("a node's ranks reach a barrier in one upstream arrival and one wait",
   // The other node, later (the local arrivals are counted by then).
   std::this_thread::sleep_for(milliseconds(200));
   for (int r = kLocal; r < kWorld; ++r) {
-    node.job->inner.barrier(BarrierArrival{"iteration", 3, r, kWorld, false});
+    node.job->inner().barrier(BarrierArrival{"iteration", 3, r, kWorld, false});
   }
   for (std::thread& t : threads) {
     t.join();
@@ -207,7 +164,7 @@ TEST_CASE("heartbeats go up in batches, and a reader sees what it wrote", "[stor
   }
   CHECK(node.job->expiringSingles == 0);
   CHECK(node.job->expiringBatches <= 4);  // one per linger, 8 heartbeats in each
-  CHECK(node.job->inner.get("heartbeat/5") == std::optional<std::string>("2"));
+  CHECK(node.job->inner().get("heartbeat/5") == std::optional<std::string>("2"));
   CHECK(node.proxy->counters().localExpiringWrites == 24);
 
   // Queued, then read back through the proxy at once: written first.
@@ -217,7 +174,7 @@ TEST_CASE("heartbeats go up in batches, and a reader sees what it wrote", "[stor
   monitors[0]->setExpiring("k", "expiring", milliseconds(30000));
   monitors[0]->set("k", "plain");
   std::this_thread::sleep_for(milliseconds(400));
-  CHECK(node.job->inner.get("k") == std::optional<std::string>("plain"));
+  CHECK(node.job->inner().get("k") == std::optional<std::string>("plain"));
 }
 
 TEST_CASE("an upstream restart is a restart for the node's clients", "[store][proxy]") {
@@ -229,7 +186,7 @@ TEST_CASE("an upstream restart is a restart for the node's clients", "[store][pr
   auto rank = node.client(o);
   rank->set("identity", "rank 3");
   // The job's store comes back empty; the proxy's client notes the restart.
-  node.job->inner.removePrefix("");
+  node.job->inner().removePrefix("");
   node.proxy->upstreamRestarted();
   // No answer of the new instance reaches the client before it knows of the
   // restart (the agent drill with store kills: monitors read their

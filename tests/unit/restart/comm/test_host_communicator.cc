@@ -14,6 +14,7 @@
 #include "resilient/restart/host_communicator.hpp"
 #include "store/memory_store.h"
 #include "store/prefix_view.h"
+#include "tests/support/forwarding_store.h"
 #include "tests/unit/restart/comm/comm_harness.h"
 
 #ifndef RESILIENT_PLUGIN_PATH
@@ -50,56 +51,29 @@ int countEntries(const char* dir) {
 }
 
 // A rank's view of the job's store, counting the keys it reads.
-class KeyCountingStore final : public store::Store {
+class KeyCountingStore final : public test::ForwardingStore {
  public:
-  explicit KeyCountingStore(std::shared_ptr<store::Store> inner) : inner_(std::move(inner)) {}
+  using ForwardingStore::ForwardingStore;
   std::atomic<int> keysRead{0};
 
-  void set(std::string_view k, std::string_view v, store::Timeout t) override {
-    inner_->set(k, v, t);
-  }
-  void setExpiring(std::string_view k, std::string_view v, store::Millis ttl,
-                   store::Timeout t) override {
-    inner_->setExpiring(k, v, ttl, t);
-  }
   std::optional<std::string> get(std::string_view k, store::Timeout t) override {
     ++keysRead;
-    return inner_->get(k, t);
-  }
-  int64_t add(std::string_view k, int64_t d, store::Timeout t) override {
-    return inner_->add(k, d, t);
-  }
-  store::CasResult compareSet(std::string_view k, std::optional<std::string_view> e,
-                              std::string_view d, store::Timeout t) override {
-    return inner_->compareSet(k, e, d, t);
+    return ForwardingStore::get(k, t);
   }
   std::vector<std::optional<std::string>> multiGet(const std::vector<std::string>& k,
                                                    store::Timeout t) override {
     keysRead += static_cast<int>(k.size());
-    return inner_->multiGet(k, t);
-  }
-  void multiSet(const std::vector<store::KeyValue>& p, store::Timeout t) override {
-    inner_->multiSet(p, t);
-  }
-  bool remove(std::string_view k, store::Timeout t) override { return inner_->remove(k, t); }
-  uint64_t removePrefix(std::string_view p, store::Timeout t) override {
-    return inner_->removePrefix(p, t);
+    return ForwardingStore::multiGet(k, t);
   }
   bool check(const std::vector<std::string>& k, store::Timeout t) override {
     keysRead += static_cast<int>(k.size());
-    return inner_->check(k, t);
+    return ForwardingStore::check(k, t);
   }
   void wait(const std::vector<std::string>& k, store::Timeout t) override {
     keysRead += static_cast<int>(k.size());
-    inner_->wait(k, t);
+    ForwardingStore::wait(k, t);
   }
-  store::BarrierResult barrier(const store::BarrierArrival& a, store::Timeout t) override {
-    return inner_->barrier(a, t);
-  }
-  std::string describe() const override { return "counting " + inner_->describe(); }
-
- private:
-  std::shared_ptr<store::Store> inner_;
+  std::string describe() const override { return "counting " + inner().describe(); }
 };
 
 void requireNoErrors(const std::vector<std::exception_ptr>& errors) {

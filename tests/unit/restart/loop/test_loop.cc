@@ -24,6 +24,7 @@
 #include "restart/protocol/fault_log.h"
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/terminated_ranks.h"
+#include "tests/support/forwarding_store.h"
 #include "tests/unit/restart/loop/rank_threads.h"
 
 using namespace resilient;
@@ -633,54 +634,20 @@ namespace {
 // The job's store, counting the verdicts proposed, each a little late (as
 // from a rank that read every record first): every rank is past the barrier
 // before the first verdict is written.
-class SlowVerdictStore final : public store::Store {
+class SlowVerdictStore final : public test::ForwardingStore {
  public:
-  explicit SlowVerdictStore(std::shared_ptr<store::Store> inner) : inner_(std::move(inner)) {}
+  using ForwardingStore::ForwardingStore;
   std::atomic<int> verdictsProposed{0};
 
-  void set(std::string_view k, std::string_view v, store::Timeout t) override {
-    inner_->set(k, v, t);
-  }
-  void setExpiring(std::string_view k, std::string_view v, store::Millis ttl,
-                   store::Timeout t) override {
-    inner_->setExpiring(k, v, ttl, t);
-  }
-  std::optional<std::string> get(std::string_view k, store::Timeout t) override {
-    return inner_->get(k, t);
-  }
-  int64_t add(std::string_view k, int64_t d, store::Timeout t) override {
-    return inner_->add(k, d, t);
-  }
   store::CasResult compareSet(std::string_view k, std::optional<std::string_view> e,
                               std::string_view d, store::Timeout t) override {
     if (k.size() >= 8 && k.substr(k.size() - 8) == "/verdict") {
       ++verdictsProposed;
       std::this_thread::sleep_for(milliseconds(200));
     }
-    return inner_->compareSet(k, e, d, t);
+    return ForwardingStore::compareSet(k, e, d, t);
   }
-  std::vector<std::optional<std::string>> multiGet(const std::vector<std::string>& k,
-                                                   store::Timeout t) override {
-    return inner_->multiGet(k, t);
-  }
-  void multiSet(const std::vector<store::KeyValue>& p, store::Timeout t) override {
-    inner_->multiSet(p, t);
-  }
-  bool remove(std::string_view k, store::Timeout t) override { return inner_->remove(k, t); }
-  uint64_t removePrefix(std::string_view p, store::Timeout t) override {
-    return inner_->removePrefix(p, t);
-  }
-  bool check(const std::vector<std::string>& k, store::Timeout t) override {
-    return inner_->check(k, t);
-  }
-  void wait(const std::vector<std::string>& k, store::Timeout t) override { inner_->wait(k, t); }
-  store::BarrierResult barrier(const store::BarrierArrival& a, store::Timeout t) override {
-    return inner_->barrier(a, t);
-  }
-  std::string describe() const override { return "slow verdicts on " + inner_->describe(); }
-
- private:
-  std::shared_ptr<store::Store> inner_;
+  std::string describe() const override { return "slow verdicts on " + inner().describe(); }
 };
 
 }  // namespace
