@@ -68,6 +68,14 @@ class Job:
     def outcome(self, rank):
         return self.results[rank]["outcome"] if rank in self.results else None
 
+    def explain(self, rank, lines=25):
+        """What a failed check shows of a rank: its result, how its process
+        ended and the end of its log (a rank that wrote no result)."""
+        log = self.out_dir / f"rank-{rank}.log"
+        tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+        return (f"rank {rank}: result {self.results.get(rank)}, exit {self.returncodes[rank]}, "
+                "log:\n" + "\n".join(tail))
+
 
 @pytest.fixture
 def run_job(base_env, store_url, tmp_path):

@@ -76,7 +76,7 @@ def test_check_and_delete(store):
 def test_process_group_through_the_store_across_a_restart(run_job):
     job = run_job("torch_restart", 2)
     for r in range(2):
-        assert job.outcome(r) == "completed", (job.results.get(r), job.out_dir)
+        assert job.outcome(r) == "completed", job.explain(r)
         # 1 + 2 on every element, in iteration 1's group.
         assert job.results[r]["returned"] == [3.0] * 4
     first = job.results[0]["calls"][0]
@@ -93,7 +93,7 @@ def test_a_rank_that_does_not_come_to_the_collective_is_named_stuck(run_job, how
     job = run_job(f"torch_stuck_{how}", 3,
                   env={"NCCL_RESILIENT_STUCK_RANK_TIMEOUT_MS": "1500"})
     for r in range(3):
-        assert job.outcome(r) == "completed", job.results.get(r)
+        assert job.outcome(r) == "completed", job.explain(r)
     assert job.returncodes == [0, 0, 0]
     # Rank 1's own timeline has the report (it learnt it while stuck).
     assert [0, "health report"] in job.results[1]["phases"]

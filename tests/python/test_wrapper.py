@@ -8,7 +8,7 @@ import pytest
 
 def completed(job, ranks):
     for r in ranks:
-        assert job.outcome(r) == "completed", (r, job.results.get(r), job.out_dir)
+        assert job.outcome(r) == "completed", job.explain(r)
 
 
 def test_exception_restarts_every_rank_and_interrupts_busy_python(run_job):
@@ -79,14 +79,14 @@ def test_a_collective_the_abort_completes_is_never_used(run_job):
 def test_restart_abort_from_initialize_ends_every_rank(run_job):
     job = run_job("initialize_abort", 3)
     for r in range(3):
-        assert job.outcome(r) == "aborted", job.results.get(r)
+        assert job.outcome(r) == "aborted", job.explain(r)
         assert "stop at iteration 1" in job.results[r]["message"]
 
 
 def test_retry_limit_ends_the_job(run_job):
     job = run_job("retry_limit", 2)
     for r in range(2):
-        assert job.outcome(r) == "aborted", job.results.get(r)
+        assert job.outcome(r) == "aborted", job.explain(r)
         assert max(c["iteration"] for c in job.results[r]["calls"]) == 2
 
 
