@@ -1,7 +1,10 @@
 #include "tests/unit/restart/loop/rank_threads.h"
 
 #include <algorithm>
+#include <chrono>
+#include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "restart/loop/loop.h"
 #include "restart/protocol/fault_log.h"
@@ -43,6 +46,19 @@ std::string RankOutcome::errorText() const {
   } catch (...) {
     return "?";
   }
+}
+
+std::function<void(int rank, restart::CallContext&)> throwsInFirstIteration(int culprit,
+                                                                           std::string what) {
+  return [culprit, what = std::move(what)](int rank, restart::CallContext& ctx) {
+    if (ctx.iteration() == 0 && rank == culprit) {
+      throw std::runtime_error(what);
+    }
+    while (ctx.iteration() == 0 && !ctx.cancelled()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ctx.checkCancelled();
+  };
 }
 
 std::vector<RankOutcome> runRanks(int worldSize,

@@ -34,6 +34,12 @@ std::vector<RankOutcome> runRanks(
     const std::function<void(int rank, restart::CallContext&)>& fn,
     std::shared_ptr<store::Store> store = nullptr, const std::vector<int>& only = {});
 
+// A wrapped function for runRanks: rank `culprit` throws runtime_error(`what`)
+// in iteration 0, the others wait there until the restart cancels them; later
+// iterations return at once.
+std::function<void(int rank, restart::CallContext&)> throwsInFirstIteration(int culprit,
+                                                                           std::string what);
+
 // Runs one rank's Loop on the calling thread (`join`: as a process that
 // joins the running job, NCCL_RESILIENT_RESTART_JOIN) and returns how run()
 // ended.

@@ -309,15 +309,7 @@ TEST_CASE("a rank that never reaches the iteration barrier is declared dead at i
         o.barrierTimeout = milliseconds(400);
         o.completionTimeout = milliseconds(400);
       },
-      [&](int rank, CallContext& ctx) {
-        if (ctx.iteration() == 0 && rank == 0) {
-          throw std::runtime_error("fault on rank 0");
-        }
-        while (ctx.iteration() == 0 && !ctx.cancelled()) {
-          std::this_thread::sleep_for(milliseconds(1));
-        }
-        ctx.checkCancelled();
-      },
+      test::throwsInFirstIteration(0, "fault on rank 0"),
       store, {0, 1, 2});
   ghost.join();
   const auto records = restart::protocol::FaultLog(*store, keys).recordsOf(0);
@@ -610,15 +602,7 @@ TEST_CASE("every rank follows the one verdict written after the barrier", "[rest
   store->set(keys.verdict(0), R"({"culprits":[2],"terminated":[2],"joiners":0})");
   const auto out = runRanks(
       4, {},
-      [&](int rank, CallContext& ctx) {
-        if (ctx.iteration() == 0 && rank == 0) {
-          throw std::runtime_error("a fault of rank 0");
-        }
-        while (ctx.iteration() == 0 && !ctx.cancelled()) {
-          std::this_thread::sleep_for(milliseconds(1));
-        }
-        ctx.checkCancelled();
-      },
+      test::throwsInFirstIteration(0, "a fault of rank 0"),
       store);
   CHECK(endedWith<restart::RankDiscarded>(out[2]));
   for (const int r : {0, 1, 3}) {
@@ -665,15 +649,7 @@ TEST_CASE("one rank computes the verdict; the others wait for it", "[restart][lo
         // that computes it.
         o.monitorThreadInterval = milliseconds(3000);
       },
-      [&](int rank, CallContext& ctx) {
-        if (ctx.iteration() == 0 && rank == 4) {
-          throw std::runtime_error("a fault of rank 4");
-        }
-        while (ctx.iteration() == 0 && !ctx.cancelled()) {
-          std::this_thread::sleep_for(milliseconds(1));
-        }
-        ctx.checkCancelled();
-      },
+      test::throwsInFirstIteration(4, "a fault of rank 4"),
       store);
   for (const auto& o : out) {
     INFO(o.errorText());
@@ -692,15 +668,7 @@ TEST_CASE("a verdict claimed and never written is computed by the others", "[res
   store->set(keys.verdictClaim(0), "7");
   const auto out = runRanks(
       4, {},
-      [&](int rank, CallContext& ctx) {
-        if (ctx.iteration() == 0 && rank == 1) {
-          throw std::runtime_error("a fault of rank 1");
-        }
-        while (ctx.iteration() == 0 && !ctx.cancelled()) {
-          std::this_thread::sleep_for(milliseconds(1));
-        }
-        ctx.checkCancelled();
-      },
+      test::throwsInFirstIteration(1, "a fault of rank 1"),
       store);
   for (const auto& o : out) {
     INFO(o.errorText());
