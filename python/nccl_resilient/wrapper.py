@@ -406,6 +406,11 @@ class Wrapper:
                     global _current
                     _current = ctx
                     self._interrupter.enter()
+                    if self._lib.resilient_restart_cancelled(ctx_ptr):
+                        # The restart began before enter(): its interrupt hook
+                        # found no function to stop (a CI run: a rank spun on
+                        # until its hard timeout killed it).
+                        raise RankShouldRestart("a restart began before the function started")
                     self._result = fn(*call_args, **call_kwargs)
                     status = _native.status("ok")
                 except RankShouldRestart:

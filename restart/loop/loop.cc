@@ -198,6 +198,12 @@ Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
         reason = FaultReason::kHealthCheck;  // this rank's NCCL state: it leaves
         throw;
       }
+      // A restart that began before this point interrupted nothing (the
+      // interrupt hook ran with no function to stop, e.g. during a slow
+      // initialize hook): the function is not entered at all.
+      if (interruption_->cancelled()) {
+        throw RankShouldRestart("a restart began before the function was entered");
+      }
       timeline_.record(k, "function entered");
       fn(ctx);
       timeline_.record(k, "function returned");

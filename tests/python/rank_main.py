@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 import nccl_resilient as nr
@@ -159,6 +160,53 @@ def initialize_abort():
             raise ValueError("injected: rank 0 always fails")
         busy_until_interrupted(ctx)
     return nr.Wrapper(initialize=initialize, **fast_options()), fn
+
+
+def interrupt_before_entry(where):
+    """Rank 0 raises at once in iteration 0; rank 1 reaches its function only
+    after its interrupt hook has run, held in `where` ("initialize": its
+    initialize hook; "enter": between the library's call and the function).
+    A CI run had such a rank spin on, uninterrupted, until its hard timeout
+    killed it: the function must not run in that iteration."""
+    wrapper = nr.Wrapper(initialize=lambda state: hold(state), **fast_options())
+    interrupted = threading.Event()
+    interrupter = wrapper._interrupter
+    interrupt, enter = interrupter.interrupt, interrupter.enter
+
+    def interrupt_seen():
+        interrupted.set()
+        return interrupt()
+
+    def held(state_iteration):
+        return RANK == 1 and state_iteration == 0 and not interrupted.wait(20)
+
+    def hold(state):
+        if where == "initialize" and held(state.iteration):
+            raise RuntimeError("rank 1's restart never began")
+
+    def late_enter():
+        if where == "enter" and not calls and held(0):
+            raise RuntimeError("rank 1's restart never began")
+        enter()
+
+    interrupter.interrupt, interrupter.enter = interrupt_seen, late_enter
+
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        if s.iteration == 0:
+            if s.initial_rank == 0:
+                raise ValueError("injected: rank 0 fails at once")
+            busy_until_interrupted(ctx)
+        return s.iteration
+    return wrapper, fn
+
+
+def interrupt_before_initialize_returns():
+    return interrupt_before_entry("initialize")
+
+
+def interrupt_before_function_starts():
+    return interrupt_before_entry("enter")
 
 
 def retry_limit():

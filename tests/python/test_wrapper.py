@@ -83,6 +83,16 @@ def test_restart_abort_from_initialize_ends_every_rank(run_job):
         assert "stop at iteration 1" in job.results[r]["message"]
 
 
+@pytest.mark.parametrize("scenario", ["interrupt_before_initialize_returns",
+                                      "interrupt_before_function_starts"])
+def test_a_restart_begun_before_the_function_runs_skips_it(run_job, scenario):
+    job = run_job(scenario, 3)
+    completed(job, range(3))
+    # Rank 1 reached its function only after its restart had begun: it never
+    # ran iteration 0 (it was not left spinning there).
+    assert [c["iteration"] for c in job.results[1]["calls"]] == [1], job.explain(1)
+
+
 def test_retry_limit_ends_the_job(run_job):
     job = run_job("retry_limit", 2)
     for r in range(2):

@@ -109,6 +109,47 @@ TEST_CASE("an exception on one rank restarts every rank, which all run again", "
   }
 }
 
+// CI (Python): a rank whose restart began before its function was entered
+// (its interrupt hook found nothing to stop) ran the function unstopped until
+// its hard timeout killed it. Here rank 1's initialize hook waits until its
+// restart has begun: the function must not be entered in that iteration.
+TEST_CASE("a restart that begins before the function is entered skips the function",
+          "[restart][loop]") {
+  std::atomic<bool> interrupted{false};
+  std::atomic<int> firstIterationCalls{0};
+  const auto out = runRanks(
+      2,
+      [&](int rank, Options& o) {
+        if (rank != 1) {
+          return;
+        }
+        o.interrupt = [&](const restart::State&) { interrupted = true; };
+        o.initialize = [&](const restart::State& s) {
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (s.iteration == 0 && !interrupted &&
+                 std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(milliseconds(1));
+          }
+        };
+      },
+      [&](int rank, CallContext& ctx) {
+        if (ctx.iteration() != 0) {
+          return;
+        }
+        if (rank == 0) {
+          throw std::runtime_error("a fault of rank 0");
+        }
+        ++firstIterationCalls;
+      });
+  CHECK(interrupted);
+  CHECK(firstIterationCalls == 0);
+  for (const auto& o : out) {
+    INFO(o.errorText());
+    CHECK(!o.error);
+    CHECK(o.state.iteration == 1);
+  }
+}
+
 TEST_CASE("a spare replaces a rank that died; the dead rank is discarded", "[restart][loop]") {
   auto store = std::make_shared<store::MemoryStore>();
   std::atomic<int> activeCalls{0};
