@@ -50,7 +50,10 @@ def record(call_wrapper):
              "active_rank": s.active_rank, "active_world_size": s.active_world_size,
              "initial_rank": s.initial_rank,
              "fn_exception": type(s.fn_exception).__name__ if s.fn_exception else None,
-             "env": [os.environ.get("RANK"), os.environ.get("WORLD_SIZE")]}
+             "env": [os.environ.get("RANK"), os.environ.get("WORLD_SIZE")],
+             # CLOCK_MONOTONIC is one clock for every process of the machine:
+             # the tests time one rank's interruption from another's event.
+             "entered_at": time.monotonic()}
     calls.append(entry)
     return entry
 
@@ -63,7 +66,8 @@ def spin(seconds_=30.0):
         while time.monotonic() - start < seconds_:
             pass
     except inprocess.exception.RankShouldRestart:
-        calls[-1]["interrupted_after_s"] = round(time.monotonic() - start, 3)
+        calls[-1]["interrupted_at"] = time.monotonic()
+        calls[-1]["interrupted_after_s"] = round(calls[-1]["interrupted_at"] - start, 3)
         raise
     calls[-1]["spun_out"] = True
 
@@ -194,12 +198,14 @@ def soft_timeout():
                     release.wait()
                     spin(10)
                 except inprocess.exception.RankShouldRestart:
-                    entry["released_after_s"] = round(time.monotonic() - start, 3)
+                    entry["released_at"] = time.monotonic()
+                    entry["released_after_s"] = round(entry["released_at"] - start, 3)
                     raise
             spin()
         if it == 1:
             spin(2.5)  # no ping: alive by the automatic heartbeat alone
             if RANK == 0:
+                entry["pinged_at"] = time.monotonic()
                 call_wrapper.ping()
             spin()
         if RANK == 2:
@@ -222,6 +228,8 @@ def hard_timeout():
         record(call_wrapper)
         if call_wrapper.iteration == 0:
             if RANK == 1:
+                with open(os.path.join(OUT, "silent-at-1"), "w") as f:
+                    f.write(repr(time.monotonic()))  # no Python code from here on
                 time.sleep(0.2)
                 ctypes.PyDLL(None).sleep(60)
             spin()

@@ -59,12 +59,17 @@ def test_exception_sigkill_and_sigstop_end_as_without_faults(base_env, tmp_path,
         assert job.results[r]["returned"] == fault_free
     assert json.loads((tmp_path / "final.json").read_text()) == fault_free
     # Rank 1 raised and was restarted with the others, each call resuming
-    # from the checkpoint of the step before the fault (2, 4, 6; a loaded
-    # machine may add a restart, never lose one).
+    # from the last checkpoint before the fault (a loaded machine may add a
+    # restart, never lose one). That is the faulting step's (2, 4, 6) or the
+    # one before: the fault may interrupt rank 0 after the step's all-reduce
+    # and before it saved the checkpoint (a CI-like run resumed at 1 after
+    # the fault at 2, and still ended with the fault-free weights).
     calls = job.results[1]["calls"]
     assert calls[0]["fault"] == "exception", calls
     starts = [c["start"] for c in calls]
-    assert starts == sorted(starts) and {0, 2, 4, 6} <= set(starts), calls
+    assert starts == sorted(starts) and starts[0] == 0, calls
+    for step in (2, 4, 6):
+        assert {step - 1, step} & set(starts[1:]), (step, calls)
     assert [c["iteration"] for c in calls] == list(range(len(calls))), calls
     # The reserves: initial rank 3 came in after the SIGKILL as rank 2 ...
     assert (tmp_path / "fault-sigstop-3").exists()
