@@ -244,7 +244,12 @@ def run_faulty(args, root, env, rng):
                     break
         elif pending:
             kind, target = pending[0]
-            top = max((it for it, _, _ in last_step.values()), default=0)
+            # The latest iteration any rank entered, not only the latest one
+            # a step was printed in: a fault injected right after a restart,
+            # before the first step of its iteration, belongs to that
+            # iteration (a drill counted the previous restart's re-entry as
+            # this fault's, -20.6 ms after it).
+            top = max([it for it, _, _ in last_step.values()] + list(entered), default=0)
             live = {n: v for n, v in last_step.items()
                     if v[0] == top and now - v[2] < 0.5}
             # A store kill comes in steady training: a second after the latest
