@@ -14,7 +14,7 @@
 namespace resilient::restart::monitor {
 
 LivenessWatch::LivenessWatch(const net::liveness::Policy& policy, int fd, std::string rankText,
-                             const protocol::StatusPage& page)
+                             const protocol::StatusPage& page, std::function<bool()> exiting)
     : page_(page),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       stop_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
@@ -22,7 +22,9 @@ LivenessWatch::LivenessWatch(const net::liveness::Policy& policy, int fd, std::s
     ::close(fd);
     throw std::runtime_error(std::string("liveness link: eventfd: ") + std::strerror(errno));
   }
-  thread_ = std::thread([this, policy, fd, rankText] { run(policy, fd, rankText); });
+  thread_ = std::thread([this, policy, fd, rankText, exiting = std::move(exiting)] {
+    run(policy, fd, rankText, exiting);
+  });
 }
 
 LivenessWatch::~LivenessWatch() {
@@ -46,8 +48,13 @@ std::optional<std::string> LivenessWatch::ended() {
   return ended_;
 }
 
-void LivenessWatch::run(const net::liveness::Policy& policy, int fd,
-                        const std::string& rankText) noexcept {
+bool LivenessWatch::exiting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return exiting_;
+}
+
+void LivenessWatch::run(const net::liveness::Policy& policy, int fd, const std::string& rankText,
+                        const std::function<bool()>& exiting) noexcept {
   try {
     net::liveness::StreamLink link(policy, /*opener=*/true, fd, rankText);
     for (;;) {
@@ -57,6 +64,12 @@ void LivenessWatch::run(const net::liveness::Policy& policy, int fd,
         const std::string& death = link.state().deathReason();
         std::lock_guard<std::mutex> lock(mutex_);
         ended_ = death.empty() ? std::string("goodbye") : death;
+        break;
+      }
+      // Asked before the tick sends the next one: a ping interval late.
+      if (link.state().lastPingUnanswered() && exiting && exiting()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        exiting_ = true;
         break;
       }
       const protocol::RankPhase phase = page_.currentPhase();

@@ -5,7 +5,10 @@
 // doing: a store call that blocks the loop for a second must not stop the
 // pings, or the rank's answers to them, and make a live rank look silent.
 // The verdict (the rank silent past the timeout, in a phase where it is
-// judged) waits for the loop, which wakes on wakeFd().
+// judged) waits for the loop, which wakes on wakeFd(). A rank that leaves a
+// ping unanswered for a ping interval is asked whether its process is on its
+// way out (RankProcess::exiting: killed, its teardown still running): then
+// its end is news at once, not at the timeout.
 //
 // Threads: made, read and stopped by the monitor's loop; the watch's thread
 // owns the link.
@@ -13,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,8 +32,10 @@ class LivenessWatch {
  public:
   // `fd`: the monitor's end of the link (owned). `page`: the rank's status
   // page (done or failed: no longer judged), outlives the watch.
+  // `exiting`: whether the rank's process is on its way out (called on the
+  // watch's thread, only while a ping is unanswered).
   LivenessWatch(const net::liveness::Policy& policy, int fd, std::string rankText,
-                const protocol::StatusPage& page);
+                const protocol::StatusPage& page, std::function<bool()> exiting);
   ~LivenessWatch();  // stops the thread
   LivenessWatch(const LivenessWatch&) = delete;
   LivenessWatch& operator=(const LivenessWatch&) = delete;
@@ -47,9 +53,13 @@ class LivenessWatch {
   // Why the link ended ("goodbye", or its death), once it has; nullopt while
   // it is up or judged.
   std::optional<std::string> ended();
+  // The rank's process was found on its way out while silent (once true,
+  // the thread has ended).
+  bool exiting();
 
  private:
-  void run(const net::liveness::Policy& policy, int fd, const std::string& rankText) noexcept;
+  void run(const net::liveness::Policy& policy, int fd, const std::string& rankText,
+           const std::function<bool()>& exiting) noexcept;
   void notify() noexcept;
 
   const protocol::StatusPage& page_;
@@ -58,6 +68,7 @@ class LivenessWatch {
   std::mutex mutex_;
   std::optional<Verdict> verdict_;
   std::optional<std::string> ended_;
+  bool exiting_ = false;
   std::thread thread_;
 };
 

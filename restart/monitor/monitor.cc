@@ -73,7 +73,8 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
   if (config.livenessFd >= 0) {
     liveness_.emplace(
         net::liveness::thisProcessPolicy(), config.livenessFd,
-        "rank " + std::to_string(config.rank) + " (pid " + std::to_string(rank_.pid()) + ")", page);
+        "rank " + std::to_string(config.rank) + " (pid " + std::to_string(rank_.pid()) + ")", page,
+        [pid = rank_.pid()] { return RankProcess::exiting(pid); });
   }
 }
 
@@ -237,6 +238,11 @@ int Monitor::enforceHardTimeout(const ProgressView& view, uint64_t idleNs) {
 }
 
 int Monitor::watchLiveness() {
+  if (liveness_->exiting() && !rank_.ended()) {
+    // Killed (or exiting) but not yet torn down: it runs none of its code
+    // again, so it is dead now, not when the kernel is done with it.
+    return onRankEnded(RankEnd::kExiting);
+  }
   if (const std::optional<LivenessWatch::Verdict> v = liveness_->verdict()) {
     if (rank_.ended()) {
       return -1;  // a rank that ended goes the way of every death
@@ -362,7 +368,10 @@ int Monitor::onRankEnded(RankEnd end) {
   const std::string detail =
       "process " + std::to_string(rank_.pid()) + " ended in phase " +
       protocol::rankPhaseName(phase) +
-      (killedByMonitor ? ", killed by its monitor after the " + killWhat_ : std::string());
+      (killedByMonitor ? ", killed by its monitor after the " + killWhat_ : std::string()) +
+      (end == RankEnd::kExiting ? " (seen on its way out: every thread exiting or killed, the "
+                                  "kernel still tearing it down)"
+                                : std::string());
   log_.write("rank %d ended in iteration %d: %s", config_.rank, iteration, detail.c_str());
   const uint64_t seenNs = monotonicNs();
   // All the records together within the store's timeout: a store that stays

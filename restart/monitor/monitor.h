@@ -67,7 +67,8 @@ class Monitor {
                 int iteration, bool graceful);
   void checkSibling(uint64_t nowNs);
   // How the rank's process ended: by itself, or killed by this monitor.
-  enum class RankEnd { kByItself, kKilledByMonitor };
+  // kExiting: on its way out, its teardown still running (RankProcess::exiting).
+  enum class RankEnd { kByItself, kExiting, kKilledByMonitor };
   // The rank's process ended: records it unless it had finished.
   int onRankEnded(RankEnd end);
   int cleanExit(const char* why);

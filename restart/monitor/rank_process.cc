@@ -1,5 +1,6 @@
 #include "restart/monitor/rank_process.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -18,10 +19,15 @@ namespace resilient::restart::monitor {
 
 namespace {
 
-// State letter and start time (clock ticks since boot) from /proc/<pid>/stat;
-// false when the process does not exist.
-bool readStat(pid_t pid, char* state, uint64_t* startTicks) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+// Fields of /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat (proc(5)).
+struct TaskStat {
+  char state = 0;            // field 3
+  unsigned long flags = 0;   // field 9: the kernel's PF_* flags
+  uint64_t startTicks = 0;   // field 22: clock ticks since boot
+};
+
+// False when the file cannot be read (the process or thread does not exist).
+bool readTaskStat(const std::string& path, TaskStat* out) {
   FILE* f = std::fopen(path.c_str(), "re");
   if (f == nullptr) {
     return false;
@@ -36,16 +42,22 @@ bool readStat(pid_t pid, char* state, uint64_t* startTicks) {
     return false;
   }
   p += 2;
-  *state = *p;
-  // Field 3 is the state; the start time is field 22.
+  out->state = *p;
   for (int field = 3; field < 22 && p != nullptr; ++field) {
     p = std::strchr(p, ' ');
     if (p != nullptr) {
       ++p;
+      if (field + 1 == 9) {
+        out->flags = std::strtoul(p, nullptr, 10);
+      }
     }
   }
-  *startTicks = p != nullptr ? std::strtoull(p, nullptr, 10) : 0;
+  out->startTicks = p != nullptr ? std::strtoull(p, nullptr, 10) : 0;
   return true;
+}
+
+std::string statPath(pid_t pid) {
+  return "/proc/" + std::to_string(pid) + "/stat";
 }
 
 }  // namespace
@@ -61,20 +73,50 @@ RankProcess::RankProcess(pid_t pid, Watch watch) : pid_(pid) {
 #endif
   }
   if (!pidfd_.valid()) {
-    char state = 0;
-    if (!readStat(pid, &state, &startTicks_) || state == 'Z' || state == 'X') {
+    TaskStat t;
+    if (!readTaskStat(statPath(pid), &t) || t.state == 'Z' || t.state == 'X') {
       ended_ = true;
     }
+    startTicks_ = t.startTicks;
   }
 }
 
+bool RankProcess::exiting(pid_t pid) {
+  // include/linux/sched.h: PF_EXITING (do_exit, exit_signals) and PF_SIGNALED
+  // (get_signal, a fatal signal); /proc/<pid>/task/<tid>/stat field 9.
+  constexpr unsigned long kExiting = 0x00000004;
+  constexpr unsigned long kSignaled = 0x00000400;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* tasks = ::opendir(dir.c_str());
+  if (tasks == nullptr) {
+    return false;  // gone: ended(), not exiting()
+  }
+  int seen = 0;
+  bool all = true;
+  while (const dirent* e = ::readdir(tasks)) {
+    if (e->d_name[0] == '.') {
+      continue;
+    }
+    TaskStat t;
+    if (!readTaskStat(dir + "/" + e->d_name + "/stat", &t)) {
+      continue;  // this thread is gone meanwhile
+    }
+    ++seen;
+    if (t.state != 'Z' && t.state != 'X' && (t.flags & (kExiting | kSignaled)) == 0) {
+      all = false;
+      break;
+    }
+  }
+  ::closedir(tasks);
+  return seen > 0 && all;
+}
+
 bool RankProcess::probeEnded() {
-  char state = 0;
-  uint64_t start = 0;
-  if (!readStat(pid_, &state, &start)) {
+  TaskStat t;
+  if (!readTaskStat(statPath(pid_), &t)) {
     return true;
   }
-  return state == 'Z' || state == 'X' || start != startTicks_;
+  return t.state == 'Z' || t.state == 'X' || t.startTicks != startTicks_;
 }
 
 bool RankProcess::ended() {

@@ -24,6 +24,15 @@ class RankProcess {
 
   // True once the process has ended (exited or killed; reaped or not).
   bool ended();
+  // True while the process is on its way out but has not ended: every thread
+  // left is in the kernel's exit path (PF_EXITING) or was killed by a fatal
+  // signal (PF_SIGNALED), so it runs none of its own code again, while the
+  // kernel still tears it down (its sockets open, its pidfd not readable).
+  // That can take a second: a SIGKILLed rank waited 1.05 s in its address
+  // space's teardown for a file's i_mmap lock held by a CPU-starved kdamond.
+  // Reads /proc only (callable from any thread). A stopped (SIGSTOP) or
+  // frozen process is not exiting.
+  static bool exiting(pid_t pid);
   // Waits up to `timeout` for the end; true once ended. Returns early (false)
   // when `wakeFd` (>= 0) turns readable.
   bool waitForEnd(std::chrono::milliseconds timeout, int wakeFd = -1);

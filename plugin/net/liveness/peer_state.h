@@ -148,6 +148,11 @@ class PeerState {
   // whether the answer to ping `seq` (or a later one) has come.
   Frame probe() { return makeFrame(Type::kPing, ++pingSeq_); }
   bool answered(uint64_t seq) const noexcept { return lastPongSeq_ >= seq; }
+  // The last ping tick() sent has had no answer yet (false before the first):
+  // asked before the next tick, the peer is a ping interval late.
+  bool lastPingUnanswered() const noexcept {
+    return tickPingSeq_ != 0 && !answered(tickPingSeq_);
+  }
   // The round trip of the last answered tick ping (sent to answer read at
   // the watchdog's clock readings); 0 before the first.
   uint64_t rttNs() const noexcept { return rttNs_; }

@@ -9,16 +9,21 @@
 //                exit after 100 ms
 //   failed       ping for --for-ms, then phase failed and exit
 //   exit         ping for --for-ms, then exit(3) while running
+// --liveness-ms N: with a liveness link to its monitor (the loop's
+// RankLiveness), NCCL_RESILIENT_LIVENESS_TIMEOUT_MS=N.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "common/clock.h"
+#include "restart/loop/monitoring/rank_liveness.h"
 #include "restart/monitor/spawn.h"
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/status_page.h"
@@ -49,6 +54,7 @@ int run(int argc, char** argv) {
   std::string behaviour = "ping";
   int iteration = 0;
   int64_t forMs = 200;
+  int64_t livenessMs = 0;
   int64_t interval = 100, hbInterval = 50, hbTimeout = 1000, soft = 400, hard = 5000,
           barrier = 10000, grace = 300, storeTimeout = 3000;
   app.add_option("--monitor", monitor)->required();
@@ -62,6 +68,7 @@ int run(int argc, char** argv) {
   app.add_option("--behaviour", behaviour);
   app.add_option("--iteration", iteration);
   app.add_option("--for-ms", forMs);
+  app.add_option("--liveness-ms", livenessMs);
   app.add_option("--interval-ms", interval);
   app.add_option("--heartbeat-interval-ms", hbInterval);
   app.add_option("--heartbeat-timeout-ms", hbTimeout);
@@ -87,7 +94,16 @@ int run(int argc, char** argv) {
   rp::StatusPage& page = mapping.page();
   page.iteration.store(iteration, std::memory_order_release);
   c.statusFd = mapping.fd();
+  std::optional<resilient::restart::RankLiveness> liveness;
+  if (livenessMs > 0) {
+    ::setenv("NCCL_RESILIENT_LIVENESS_TIMEOUT_MS", std::to_string(livenessMs).c_str(), 1);
+    liveness.emplace();
+    c.livenessFd = liveness->monitorEnd();
+  }
   const pid_t monitorPid = rm::spawnMonitor(c, monitor);
+  if (liveness) {
+    liveness->start();
+  }
   setPhase(page, rp::RankPhase::kRunning);
   std::printf("ready %d %d\n", static_cast<int>(::getpid()), static_cast<int>(monitorPid));
   std::fflush(stdout);
