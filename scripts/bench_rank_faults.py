@@ -77,13 +77,17 @@ def store_records(store, job, kind):
     return out
 
 
+def intervals_argv(args):
+    return ["--library-intervals"] if args.library_intervals else []
+
+
 def trial(args, procs, store, store_url, base_env, fault, n):
     name = f"{fault}-{n}"
     if fault in ("kill", "stop"):
         sig = signal.SIGKILL if fault == "kill" else signal.SIGSTOP
         job = demo.run_job(args, name, procs, store_url, base_env,
                            [{"name": fault, "signal": sig, "rank": VICTIM, "iteration": 0,
-                             "step": AT_STEP}])
+                             "step": AT_STEP}], extra_argv=intervals_argv(args))
         inj = job["faults"][0]
         records = [f for f in store_records(store, name, "faults")
                    if f.get("subject") == VICTIM and f.get("iteration") == 0]
@@ -100,7 +104,8 @@ def trial(args, procs, store, store_url, base_env, fault, n):
                 "detected_first_ms": ms(min(detected)), "detected_last_ms": ms(max(detected)),
                 "reentered_last_ms": ms(max(entered)) if entered else None}
     job = demo.run_job(args, name, procs, store_url, base_env, [],
-                       extra_argv=[f"--stall={VICTIM}@{AT_STEP}:{fault}:{STALL_S}"])
+                       extra_argv=[f"--stall={VICTIM}@{AT_STEP}:{fault}:{STALL_S}"]
+                       + intervals_argv(args))
     log = open(os.path.join(job["dir"], f"rank-{VICTIM}.log")).read()
     m = STALL_RE.search(log)
     if not m:
@@ -128,11 +133,15 @@ def main():
     p.add_argument("--python", default="/usr/bin/python3")
     p.add_argument("--nccl", action="store_true", help="NCCL on GPU 0 instead of gloo")
     p.add_argument("--cuda-library", default=None, help="the CUDA runtime (with --nccl)")
+    p.add_argument("--library-intervals", action="store_true",
+                   help="the ranks at the library's default intervals too (1 s; the demo's "
+                        "are 100 ms): every setting a user gets")
     p.add_argument("--json")
     a = p.parse_args()
     args = argparse.Namespace(build=os.path.abspath(a.build), python=a.python, pytorch=True,
                               nccl=a.nccl, cuda_library=a.cuda_library, steps=60,
-                              checkpoint_every=20, step_ms=20, job_timeout=180)
+                              checkpoint_every=20, step_ms=20, job_timeout=180,
+                              library_intervals=a.library_intervals)
     run_dir = tempfile.mkdtemp(prefix="resilient-bench-faults-")
     blackbox_dir = tempfile.mkdtemp(prefix="resilient-bench-bb-", dir="/dev/shm")
     procs = demo.Processes(run_dir, blackbox_dir)
@@ -159,7 +168,9 @@ def main():
         procs.stop_all()
     print(f"\n{platform.node()}, {os.cpu_count()} CPUs; torch demo "
           f"({'NCCL on GPU 0' if args.nccl else 'gloo'}, 8 ranks: 6 active, "
-          f"2 spares), library defaults; {a.trials} trials each; median (max)\n")
+          f"2 spares), library defaults"
+          f"{' (the intervals too)' if a.library_intervals else ' (demo-sized intervals, 100 ms)'}; "
+          f"{a.trials} trials each; median (max)\n")
     print("| fault | first signal | published / named | survivors detect (first-last) | "
           "survivors re-enter |")
     print("|---|---|---|---|---|")

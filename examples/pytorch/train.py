@@ -172,6 +172,8 @@ def parse_args():
     p.add_argument("--stall", type=parse_stall, default=None,
                    help="RANK@STEP:busy|gil:SECONDS: in iteration 0, initial rank RANK stalls "
                         "before the all_reduce of step STEP (a stuck rank, for benchmarks)")
+    p.add_argument("--library-intervals", action="store_true",
+                   help="the library's default intervals (1 s) instead of the demo's 100 ms")
     p.add_argument("--pg-timeout", type=float, default=150.0,
                    help="the process group's own timeout, s (above the hard timeout)")
     return p.parse_args()
@@ -188,6 +190,14 @@ def main():
     wrapper = None
     try:
         run_dir = args.run_dir
+        # The library's default timeouts (soft 60 s, hard 90 s, barriers
+        # 120 s...): a dead rank is found by its monitor's pidfd, a frozen
+        # one by its monitor's liveness link (NCCL_RESILIENT_LIVENESS_TIMEOUT_MS,
+        # 1 s), neither by a timeout. Only the intervals are demo-sized
+        # (docs/demo.md) unless --library-intervals.
+        intervals = {} if args.library_intervals else dict(
+            monitor_thread_interval=0.1, monitor_process_interval=0.1,
+            progress_watchdog_interval=0.1)
         wrapper = nccl_resilient.Wrapper(
             rank_assignment=[nccl_resilient.MaxActiveWorldSize(args.shards),
                              nccl_resilient.ActivateAllRanks(), nccl_resilient.ShiftRanks()],
@@ -196,13 +206,7 @@ def main():
             monitor_executable=args.monitor,
             monitor_log_file=os.path.join(run_dir, "monitor-{rank}.log"),
             monitor_pid_file=os.path.join(run_dir, "monitor-{rank}.pid"),
-            # The library's default timeouts (soft 60 s, hard 90 s, barriers
-            # 120 s...): a dead rank is found by its monitor's pidfd, a frozen
-            # one by its monitor's liveness link (NCCL_RESILIENT_LIVENESS_TIMEOUT_MS,
-            # 1 s), neither by a timeout. Only the intervals and the last-call
-            # wait are demo-sized (docs/demo.md).
-            monitor_thread_interval=0.1, monitor_process_interval=0.1,
-            progress_watchdog_interval=0.1, termination_grace_time=1)
+            termination_grace_time=1, **intervals)
         weights = wrapper.run(trainer)
         report["outcome"] = "completed"
         code = 0
