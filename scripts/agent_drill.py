@@ -2,7 +2,8 @@
 """The agent drill: one process replaced at a time, the others never touched.
 
 Runs the demo's training job (resilient-demo-train: 6 active ranks + 2 spares,
-the host engine through libnccl-net-resilient.so) on two simulated nodes: two
+the host engine through libnccl-net-resilient.so; with --pytorch the torch
+demo's, examples/pytorch/train.py over gloo) on two simulated nodes: two
 `resilient-run` agents on this machine, 4 ranks each, the first serving the
 job's store. Once without faults (the reference), then again while it injects
 --kills SIGKILLs of random live processes (active ranks or spares) and
@@ -16,7 +17,8 @@ After each fault of an active rank it waits for the job to be back at its
 target (6 active ranks entered the function in a new iteration); after a
 spare's kill, for its agent to start a new process; after a store kill, for
 every active rank to be 10 steps further in the same iteration (no restart, no
-step lost). It checks at the end:
+step lost). A fault of a rank comes only once every replacement so far is a
+spare again (registered as a joiner): one fault at a time, on a whole job. It checks at the end:
   - each fault's process was replaced by its agent, and no other process was
     ever restarted (every other process of the first start exited 0 at the end,
     with the pid it started with);
@@ -30,6 +32,7 @@ Exit status: 0 PASS; 1 FAIL; 2 missing binaries.
 
 usage: agent_drill.py [--build build] [--kills 10] [--poisons 2] [--store-kills 2]
                       [--steps 200] [--step-ms 30] [--seed N] [--json FILE] [--keep]
+                      [--pytorch [--python /usr/bin/python3]]
 """
 import argparse
 import hashlib
@@ -47,11 +50,13 @@ import sys
 import tempfile
 import time
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NPROC = 4
 NNODES = 2
 ACTIVE = 6
 STEP_RE = re.compile(r"^step iteration=(\d+) rank=(\d+) active=(\d+) step=(\d+) ")
 ENTER_RE = re.compile(r"^enter iteration=(\d+) rank=(\d+) active=(\d+)/(\d+) .*mono_ns=(\d+)")
+WATCH_RE = re.compile(r"watching rank (\d+) \(pid (\d+)")
 AGENT_RE = re.compile(r"rank (\d+) \(local (\d+)\): (started,|replacement process.*:) pid (\d+)")
 
 
@@ -75,13 +80,17 @@ class Job:
         port = free_port()
         store = f"tcp://127.0.0.1:{port}"
         run = os.path.join(args.build, "tools", "run", "resilient-run")
-        train = [os.path.join(args.build, "demo", "resilient-demo-train"),
-                 f"--run-dir={self.dir}", f"--steps={args.steps}", "--checkpoint-every=20",
-                 f"--step-ms={args.step_ms}", f"--shards={ACTIVE}",
-                 "--plugin=" + os.path.join(args.build, "plugin", "net", "abi",
-                                            "libnccl-net-resilient.so"),
-                 "--monitor=" + os.path.join(args.build, "restart", "monitor",
-                                             "resilient-monitor")]
+        common = [f"--run-dir={self.dir}", f"--steps={args.steps}", "--checkpoint-every=20",
+                  f"--step-ms={args.step_ms}", f"--shards={ACTIVE}",
+                  "--monitor=" + os.path.join(args.build, "restart", "monitor",
+                                              "resilient-monitor")]
+        if args.pytorch:
+            train = ["--no-python", "--", args.python,
+                     os.path.join(REPO, "examples", "pytorch", "train.py")] + common
+        else:
+            train = ["--", os.path.join(args.build, "demo", "resilient-demo-train")] + common + [
+                "--plugin=" + os.path.join(args.build, "plugin", "net", "abi",
+                                           "libnccl-net-resilient.so")]
         self.agents = []
         self.agent_logs = []
         for node in range(NNODES):
@@ -125,6 +134,22 @@ class Job:
         for log in self.agent_logs:
             pids.update(int(p) for p in re.findall(r"pid (\d+) ended:", open(log).read()))
         return pids
+
+    def unregistered_replacements(self):
+        """Replacement processes alive and not yet registered as joiners (a
+        joiner's monitor, started once it registered, logs "watching rank N
+        (pid P" with N past the first world)."""
+        registered = set()
+        for name in os.listdir(self.dir):
+            m = re.match(r"monitor-(\d+)\.log$", name)
+            if m and int(m.group(1)) >= NPROC * NNODES:
+                with open(os.path.join(self.dir, name)) as f:
+                    w = WATCH_RE.search(f.readline())
+                if w:
+                    registered.add(int(w.group(2)))
+        ended = self.ended()
+        return [pid for (_, n), pid in self.processes().items()
+                if n > 0 and pid not in ended and pid not in registered]
 
     def poll(self):
         """Reads what the rank logs added; returns {log name: new lines}."""
@@ -266,7 +291,12 @@ def run_faulty(args, root, env, rng):
                            "ns": ns, "stepped": {}}
                 faults.append(current)
                 pending.pop(0)
-            elif live and kind != "store" and max(s for _, s, _ in live.values()) >= target:
+            elif (live and kind != "store" and max(s for _, s, _ in live.values()) >= target
+                  and not job.unregistered_replacements()):
+                # A fault of a rank comes when the job is whole again: back at
+                # its target and every replacement a spare (a torch process
+                # takes seconds to start; faults faster than that empty the
+                # spare pool, and a job below its minimum world ends).
                 # A SIGKILL hits any live process (an active rank or a spare), a
                 # poison an active rank (a spare runs no step to fail).
                 procs = job.processes()
@@ -371,6 +401,10 @@ def main():
     ap.add_argument("--job-timeout", type=float, default=300)
     ap.add_argument("--json")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--pytorch", action="store_true",
+                    help="the torch demo's job (examples/pytorch/train.py, gloo) instead")
+    ap.add_argument("--python", default="/usr/bin/python3",
+                    help="with --pytorch: the interpreter (one that has torch)")
     args = ap.parse_args()
     for exe in [("tools", "run", "resilient-run"), ("demo", "resilient-demo-train"),
                 ("restart", "monitor", "resilient-monitor")]:
@@ -388,7 +422,13 @@ def main():
     env = dict(os.environ, NCCL_RESILIENT_JOB_TOKEN=secrets.token_hex(16),
                NCCL_RESILIENT_SOCKET_IFNAME="lo", NCCL_RESILIENT_BLACKBOX_DIR=blackbox,
                NCCL_RESILIENT_RESTART_STORM_LIMIT="0", NCCL_RESILIENT_RESTART_BACKOFF_MS="0")
-    print(f"agent drill: {NNODES} agents x {NPROC} ranks ({ACTIVE} active + "
+    if args.pytorch:
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python")]
+                                            + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
+                                               else []))
+        env["BUILD_DIR"] = os.path.abspath(args.build)
+    print(f"agent drill, {'the torch job (gloo)' if args.pytorch else 'the host engine job'}: "
+          f"{NNODES} agents x {NPROC} ranks ({ACTIVE} active + "
           f"{NNODES * NPROC - ACTIVE} spares), {args.steps} steps of {args.step_ms} ms; "
           f"{args.kills} SIGKILLs, {args.poisons} poisoned contexts, {args.store_kills} store "
           f"kills; seed {seed}; {root}",

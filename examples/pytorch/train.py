@@ -15,13 +15,17 @@ Prints one line per step ("step iteration=.. rank=.. active=.. step=..
 loss=.. mono_ns=..") and writes <run-dir>/rank-<RANK>[.<N>].json (outcome,
 timeline) and, on active rank 0, <run-dir>/weights.bin (the final weights,
 raw float32). Exit status: 0 completed, 3 this rank was discarded, 4 the
-job was aborted, 1 an error.
+job was aborted, 1 an error; under resilient-run 75, the rank left for a new
+process. SIGUSR1 poisons the rank as a sticky CUDA error would (the agent
+drill's poisoned contexts): its next step fails, and its health check then
+says only a new process can use the GPU again.
 """
 
 import argparse
 import datetime
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -36,6 +40,17 @@ WEIGHTS = 64
 SAMPLES_PER_SHARD = 256
 LEARNING_RATE = 0.05
 FIXED_ONE = float(1 << 32)  # the fixed-point unit of the sums
+
+
+POISON = "CUDA error: an illegal memory access was encountered (simulated: SIGUSR1)"
+poisoned = threading.Event()  # set by SIGUSR1
+
+
+def health_check(state):
+    """What the CUDA health check says of a context with a sticky error."""
+    if poisoned.is_set():
+        raise nccl_resilient.RankNeedsNewProcess(
+            "CUDA health check: the context is unusable: " + POISON)
 
 
 def monotonic_ns():
@@ -135,6 +150,8 @@ class Trainer:
             if args.stall and s.iteration == 0 and s.initial_rank == args.stall[0] \
                     and step == args.stall[1]:
                 stall(args.stall[2], args.stall[3])
+            if poisoned.is_set():
+                raise RuntimeError(POISON)  # what the step's first kernel reports
             err = x @ w - y
             # [sum of gradients..., sum of squared errors], summed in int64
             # fixed point: the same bits whatever order the backend adds in
@@ -186,6 +203,7 @@ def main():
               "final_state": "", "timeline": [], "events": [],
               "resources": {"before": resources()}}
     code = 1
+    signal.signal(signal.SIGUSR1, lambda _sig, _frame: poisoned.set())
     trainer = Trainer(args)
     wrapper = None
     try:
@@ -202,7 +220,7 @@ def main():
             rank_assignment=[nccl_resilient.MaxActiveWorldSize(args.shards),
                              nccl_resilient.ActivateAllRanks(), nccl_resilient.ShiftRanks()],
             min_active_world_size=args.shards, min_world_size=args.shards,
-            abort=rdist.AbortTorchDistributed(),
+            abort=rdist.AbortTorchDistributed(), health_check=health_check,
             monitor_executable=args.monitor,
             monitor_log_file=os.path.join(run_dir, "monitor-{rank}.log"),
             monitor_pid_file=os.path.join(run_dir, "monitor-{rank}.pid"),

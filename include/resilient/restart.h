@@ -39,6 +39,9 @@ typedef enum {
   RESILIENT_RESTART_ERROR = 8,             /* any other failure (see last_error) */
   RESILIENT_RESTART_STORE_UNAVAILABLE = 9, /* the store did not answer within an operation's
                                               bound (a TIMEOUT; the rank left the loop) */
+  RESILIENT_RESTART_NEEDS_NEW_PROCESS = 10, /* a HEALTH_CHECK: only a new process can use the
+                                               GPU again (a sticky CUDA error); a health
+                                               hook returns it to ask for one */
 } resilient_restart_status;
 
 typedef enum {
@@ -373,7 +376,11 @@ int resilient_restart_barrier(resilient_restart_context* context, const char* na
  * NCCL_RESILIENT_STORE_TIMEOUT_MS). A call that runs out of time returns
  * RESILIENT_RESTART_TIMEOUT. Values are bytes; those returned are
  * malloc'd (NUL-terminated besides their length) and released with
- * resilient_restart_free. One store handle may be used by several threads. */
+ * resilient_restart_free. One store handle may be used by several threads.
+ * A TCP store server restarted on the same address (resilient-run serves
+ * the job's store again after it died) is followed, as the library's own
+ * clients follow it: its state is lost (a WARN says so), the handle goes on
+ * with the new instance; before, every later call failed. */
 typedef struct resilient_restart_store resilient_restart_store;
 resilient_restart_store* resilient_restart_store_open(const char* url, long long timeout_ms);
 void resilient_restart_store_close(resilient_restart_store* store);

@@ -12,8 +12,8 @@ from . import _native
 from .assignment import (ActivateAllRanks, ActiveWorldSizeDivisibleBy, FillGaps, Layer,
                          LayerFlag, MaxActiveWorldSize, Policy, ShiftRanks, Slot, Tree)
 from .errors import (CommunicatorError, ConfigError, FaultCounterExceeded, HealthCheckError,
-                     RankDiscarded, RankShouldRestart, RestartAbort, RestartError,
-                     StoreUnavailable, TimeoutError)
+                     RankDiscarded, RankNeedsNewProcess, RankShouldRestart, RestartAbort,
+                     RestartError, StoreUnavailable, TimeoutError)
 from .health import (CudaHealthCheck, FaultCounter, GpuRecoveryCheck, NicHealthCheck,
                      ThreadedFinalize)
 from .state import Mode, State
@@ -26,7 +26,8 @@ __all__ = [
     "GpuRecoveryCheck", "HealthCheckError", "Layer", "LayerFlag", "MaxActiveWorldSize",
     "NicHealthCheck", "Tree",
     "ThreadedFinalize",
-    "Mode", "Policy", "RankDiscarded", "RankShouldRestart", "RestartAbort", "RestartError",
+    "Mode", "Policy", "RankDiscarded", "RankNeedsNewProcess", "RankShouldRestart", "RestartAbort",
+    "RestartError",
     "ShiftRanks", "Slot", "State", "Store", "StoreUnavailable", "TimeoutError", "Wrapper",
     "current_context",
     "library_version", "option_defaults", "options",

@@ -34,6 +34,13 @@ class HealthCheckError(RestartError):
     """A health check found this rank unfit (raise it from a health check)."""
 
 
+class RankNeedsNewProcess(HealthCheckError):
+    """Only a new process can use this rank's GPU again (a sticky CUDA error):
+    raise it from a health check. The rank leaves the job as an unhealthy
+    one does; under resilient-run its process exits with code 75 and the
+    agent starts a new one in its place (docs/restart.md, "Escalation")."""
+
+
 class FaultCounterExceeded(HealthCheckError):
     """The per-rank fault counter passed its limit."""
 
@@ -60,6 +67,7 @@ _BY_STATUS = {
     "aborted": RestartAbort,
     "discarded": RankDiscarded,
     "health_check": HealthCheckError,
+    "needs_new_process": RankNeedsNewProcess,
     "timeout": TimeoutError,
     "config": ConfigError,
     "communicator": CommunicatorError,
@@ -86,7 +94,7 @@ def status_of(error: BaseException) -> int:
     """The C API status a Python exception stands for (hooks, the function)."""
     if isinstance(error, RankShouldRestart):
         return _native.status("should_restart")
-    for name in ("aborted", "store_unavailable", "health_check", "timeout"):
+    for name in ("aborted", "store_unavailable", "needs_new_process", "health_check", "timeout"):
         if isinstance(error, _BY_STATUS[name]):
             return _native.status(name)
     return _native.status("error")

@@ -19,7 +19,8 @@
   STATUS(CONFIG, "config", "configuration error")             \
   STATUS(COMMUNICATOR, "communicator", "communicator error")  \
   STATUS(ERROR, "error", "error")                             \
-  STATUS(STORE_UNAVAILABLE, "store_unavailable", "store unavailable")
+  STATUS(STORE_UNAVAILABLE, "store_unavailable", "store unavailable") \
+  STATUS(NEEDS_NEW_PROCESS, "needs_new_process", "rank needs a new process")
 
 // MODE(ID, name): RESILIENT_RESTART_MODE_<ID>.
 #define RESILIENT_RESTART_MODES(MODE) \

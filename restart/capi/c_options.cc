@@ -86,6 +86,9 @@ std::function<void(const State&)> wrapHook(resilient_restart_hook hook, void* us
       throw RestartAbort(what);
     }
     if (kind == RESILIENT_RESTART_HOOK_HEALTH_CHECK) {
+      if (rc == RESILIENT_RESTART_NEEDS_NEW_PROCESS) {
+        throw RankNeedsNewProcess(what);
+      }
       throw HealthCheckError(what);
     }
     throw RestartError(what);

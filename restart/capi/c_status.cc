@@ -69,6 +69,9 @@ int statusOf(const std::exception_ptr& error) noexcept {
   } catch (const RankDiscarded& e) {
     setLastError(e.what());
     return RESILIENT_RESTART_DISCARDED;
+  } catch (const RankNeedsNewProcess& e) {
+    setLastError(e.what());
+    return RESILIENT_RESTART_NEEDS_NEW_PROCESS;
   } catch (const HealthCheckError& e) {
     setLastError(e.what());
     return RESILIENT_RESTART_HEALTH_CHECK;

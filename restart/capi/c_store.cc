@@ -91,6 +91,11 @@ resilient_restart_store* resilient_restart_store_open(const char* url, long long
       throw r::ConfigError("store_open: no store URL");
     }
     st::ClientOptions options = st::ClientOptions::fromParams();
+    // As the loop's, the monitor's and the agent's: the job's store restarts
+    // (resilient-run), and a client that refused the new instance failed
+    // every later call (torch's process groups over the Python Store hung in
+    // their rendezvous after a store restart).
+    options.followRestarts = true;
     if (timeout_ms >= 0) {
       options.defaultTimeout = st::Millis(timeout_ms);
     }

@@ -80,7 +80,9 @@ class Job:
 @pytest.fixture
 def run_job(base_env, store_url, tmp_path):
     def run(scenario, world_size, timeout=90, env=None):
-        out_dir = tmp_path / scenario
+        out_dir, n = tmp_path / scenario, 1
+        while out_dir.exists():  # a test may run a scenario twice
+            out_dir, n = tmp_path / f"{scenario}-{n}", n + 1
         out_dir.mkdir()
         procs = []
         job_id = f"{scenario}-{uuid.uuid4().hex[:8]}"

@@ -117,6 +117,22 @@ def health_check_fault():
     return nr.Wrapper(rank_assignment=policies, health_check=health, **fast_options()), fn
 
 
+def needs_new_process():
+    """Initial rank 1's health check finds its GPU unusable in this process
+    (RankNeedsNewProcess) in iteration 0: it leaves for a new process (under
+    resilient-run, NCCL_RESILIENT_RESTART_EXIT_FOR_NEW_PROCESS=1: exit 75); the
+    spare becomes active."""
+    def health(state: nr.State):
+        if state.initial_rank == 1 and state.iteration == 0:
+            raise nr.RankNeedsNewProcess("injected: rank 1's CUDA context is poisoned")
+
+    def fn(ctx: nr.CallContext):
+        s = record(ctx)
+        return s.iteration
+    policies = [nr.MaxActiveWorldSize(3), nr.ActivateAllRanks(), nr.ShiftRanks()]
+    return nr.Wrapper(rank_assignment=policies, health_check=health, **fast_options()), fn
+
+
 def abort_hook_fault():
     """Rank 0 raises in iteration 0; every abort hook raises too: the restart
     happens all the same (the interruption still follows the hook)."""
@@ -321,6 +337,8 @@ def main():
         result.update(outcome="discarded", message=str(e))
     except nr.RestartAbort as e:
         result.update(outcome="aborted", message=str(e))
+    except nr.RankNeedsNewProcess as e:
+        result.update(outcome="needs_new_process", message=str(e))
     except nr.HealthCheckError as e:
         result.update(outcome="unhealthy", message=str(e))
     except Exception as e:

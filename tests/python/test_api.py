@@ -84,6 +84,46 @@ def test_store_client():
     assert s.delete_prefix("") == 2
 
 
+RESTARTED_STORE = """
+import socket, subprocess, sys, threading, time
+import nccl_resilient as nr
+binary = sys.argv[1]
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+def serve():
+    p = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    assert "serving" in p.stdout.readline()
+    return p
+server = serve()
+a, b = nr.Store(f"tcp://127.0.0.1:{port}"), nr.Store(f"tcp://127.0.0.1:{port}")
+a.set("before", "1")
+server.kill(); server.wait()
+server = serve()  # what resilient-run does with the job's store
+try:
+    a.set("after", "2")
+    assert a.get("after") == b"2" and a.get("before") is None  # its state is lost
+    threading.Timer(0.3, lambda: b.set("later", "3")).start()
+    a.wait(["later"], timeout=10)
+    assert a.add("n", 1) == 1 and b.add("n", 1) == 2
+    print("followed")
+finally:
+    server.kill()
+"""
+
+
+def test_store_client_follows_a_restarted_server(base_env):
+    # The agent serves the job's store again after it died; the Python Store
+    # (and torch's process groups over it) failed every call after that: a
+    # torch job hung in its next rendezvous.
+    binary = os.path.join(os.environ.get("BUILD_DIR", "build"), "tools", "store",
+                          "resilient-store")
+    r = subprocess.run([sys.executable, "-c", RESTARTED_STORE, binary], env=base_env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "followed" in r.stdout, r.stdout + r.stderr
+
+
 def test_help_is_useful():
     doc = nr.Wrapper.__doc__
     for word in ("soft_timeout", "NCCL_RESILIENT_RESTART_", "rank_assignment", "CallContext"):

@@ -59,6 +59,21 @@ def test_failed_health_check_terminates_the_rank(run_job):
     assert any(c["active_world_size"] == 3 for c in job.results[3]["calls"])
 
 
+def test_a_health_check_can_ask_for_a_new_process(run_job):
+    # Python had no way to say "only a new process can use this GPU again":
+    # such a health check's rank left as merely unhealthy (HealthCheckError),
+    # and resilient-run saw an error exit, not 75.
+    job = run_job("needs_new_process", 4)
+    assert job.outcome(1) == "needs_new_process", job.explain(1)
+    assert "injected: rank 1's CUDA context is poisoned" in job.results[1]["message"]
+    completed(job, (0, 2, 3))
+    # Under resilient-run the process leaves with exit 75 for the agent.
+    job = run_job("needs_new_process", 4, env={"NCCL_RESILIENT_RESTART_EXIT_FOR_NEW_PROCESS": "1"})
+    assert job.returncodes[1] == 75, job.explain(1)
+    assert 1 not in job.results
+    completed(job, (0, 2, 3))
+
+
 def test_failing_abort_hook_does_not_stop_the_restart(run_job):
     job = run_job("abort_hook_fault", 3)
     completed(job, range(3))
