@@ -289,7 +289,7 @@ def judge(fault, ranks, job_dir, reference_weights, row):
             row["error"] += (f" ({row['monitor_ended']} ranks blocked in a collective ended by their "
                              "monitors' hard timeout)")
     else:
-        how = ", ".join(f"rank {r} {demo.ending(ranks[r].returncode)} "
+        how = ", ".join(f"rank {r} {ending(ranks[r].returncode)} "
                         f"({reports.get(r, {}).get('outcome', 'no report')})" for r in others)
         problems.append(f"ranks ended inconsistently: {how}")
     if problems:
@@ -427,6 +427,23 @@ def main():
     return 1 if failed else 0
 
 
+def ending(code):
+    """How a rank's process ended, from its return code ("exit 4", "signal 9
+    (SIGKILL)"; "running" before its end)."""
+    if code is None:
+        return "running"
+    if code < 0:
+        try:
+            return f"signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit {code}"
+
+
+def endings(ranks):
+    return ", ".join(f"rank {r} {ending(p.returncode)}" for r, p in enumerate(ranks))
+
+
 def reference_run(args, run_dir, base_env):
     """The fault-free job: its weights."""
     cell_dir = os.path.join(run_dir, "reference")
@@ -442,7 +459,7 @@ def reference_run(args, run_dir, base_env):
         for p in ranks:
             p.wait(timeout=120)
         if any(p.returncode != 0 for p in ranks):
-            raise demo.DemoFailure(f"the reference run failed: {demo.ending_summary(ranks)} "
+            raise demo.DemoFailure(f"the reference run failed: {endings(ranks)} "
                                    f"(logs in {job_dir})")
         with open(os.path.join(job_dir, "weights.bin"), "rb") as f:
             return f.read()
