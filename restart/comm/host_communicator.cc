@@ -172,6 +172,22 @@ std::shared_ptr<HostCommunicator> HostCommunicator::create(const CommunicatorSet
   eo.timeoutMs = timeout.count();
   eo.commId = communicatorId(setup.name, state.iteration);
   impl->engine = std::make_unique<he::Engine>(*impl->transport, *impl->oob, eo);
+  // A restart that begins while the setup waits (a frozen peer's handle,
+  // connect or accept) ends it now; unregistered before impl can go.
+  struct Unregister {
+    const CommunicatorSetup& setup;
+    ~Unregister() {
+      if (setup.abortWith) {
+        setup.abortWith(nullptr);
+      }
+    }
+  } unregister{setup};
+  if (setup.abortWith) {
+    setup.abortWith([oob = impl->oob.get(), engine = impl->engine.get()] {
+      oob->abort();
+      engine->abort();
+    });
+  }
   if (std::optional<he::Fault> f =
           impl->engine->setup(std::max(options.bufferBytes, sizeof(float)))) {
     const std::string text = impl->describe() + ": connection setup: " + f->describe();

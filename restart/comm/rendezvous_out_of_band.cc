@@ -7,6 +7,37 @@
 
 namespace resilient::restart::comm {
 
+namespace {
+
+// How long one wait of the rendezvous lasts before an abort is looked at.
+constexpr std::chrono::milliseconds kAbortSlice{100};
+
+Status abortedStatus() {
+  return remoteError("the communicator's creation was aborted (a restart began)");
+}
+
+}  // namespace
+
+template <typename T, typename Call>
+Result<T> RendezvousOutOfBand::sliced(Call&& call) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    if (aborted_.load(std::memory_order_acquire)) {
+      return abortedStatus();
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    const bool last = left <= kAbortSlice;
+    try {
+      return call(last ? std::max(left, std::chrono::milliseconds(1)) : kAbortSlice);
+    } catch (const TimeoutError&) {
+      if (last) {
+        throw;
+      }
+    }
+  }
+}
+
 RendezvousOutOfBand::RendezvousOutOfBand(Rendezvous& rendezvous, std::string prefix, int rank,
                                          std::chrono::milliseconds timeout)
     : rendezvous_(&rendezvous), prefix_(std::move(prefix)), rank_(rank), timeout_(timeout) {}
@@ -17,7 +48,10 @@ Result<std::vector<std::string>> RendezvousOutOfBand::allGather(std::string_view
   }
   const std::string round = prefix_ + "/" + std::to_string(round_++);
   try {
-    return rendezvous_->allGather(round, mine, timeout_);
+    // Each slice sets this rank's part again (the same value) and waits.
+    return sliced<std::vector<std::string>>([&](std::chrono::milliseconds slice) {
+      return rendezvous_->allGather(round, mine, slice);
+    });
   } catch (const TimeoutError& e) {
     return timeoutError(e.what());
   } catch (const std::exception& e) {
@@ -36,7 +70,9 @@ Result<std::string> RendezvousOutOfBand::exchangeWith(int peer, std::string_view
     return remoteError(std::string("rendezvous: ") + e.what());
   }
   try {
-    return rendezvous_->lookup(lastExchange_ + std::to_string(peer), timeout_);
+    return sliced<std::string>([&](std::chrono::milliseconds slice) {
+      return rendezvous_->lookup(lastExchange_ + std::to_string(peer), slice);
+    });
   } catch (const TimeoutError& e) {
     return timeoutError("rank " + std::to_string(peer) + " gave nothing to exchange within " +
                         std::to_string(timeout_.count()) + " ms; missing ranks: " +

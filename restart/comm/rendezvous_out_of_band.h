@@ -8,6 +8,7 @@
 // (the engine, like all of plugin/, does not use exceptions).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -35,6 +36,9 @@ class RendezvousOutOfBand final : public hostengine::OutOfBand {
   }
   // Later calls fail (invalidUsage) instead of touching the rendezvous.
   void detach() noexcept { rendezvous_ = nullptr; }
+  // From any thread: a wait under way (and every later one) ends within a
+  // slice (kAbortSlice) with an error instead of at its timeout.
+  void abort() noexcept { aborted_.store(true, std::memory_order_release); }
 
  private:
   Rendezvous* rendezvous_;
@@ -43,6 +47,12 @@ class RendezvousOutOfBand final : public hostengine::OutOfBand {
   std::chrono::milliseconds timeout_;
   int round_ = 0;
   std::string lastExchange_;  // the round exchangeWith used last ("<prefix>/<n>/")
+  std::atomic<bool> aborted_{false};
+
+  // `call(slice)` until it returns, the timeout passes (its TimeoutError) or
+  // the channel is aborted (an error).
+  template <typename T, typename Call>
+  Result<T> sliced(Call&& call);
 };
 
 }  // namespace resilient::restart::comm

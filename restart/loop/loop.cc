@@ -283,8 +283,37 @@ void Loop::createCommunicators() {
                             onlyRemovals,
                             options_.communicatorTimeout,
                             joined,
-                            record};
-    CommunicatorPtr comm = factory(setup);
+                            record,
+                            [this](std::function<void()> abort) {
+                              std::lock_guard<std::mutex> lock(commsMutex_);
+                              creatingAbort_ = std::move(abort);
+                              if (creatingAbort_ && interruption_->cancelled()) {
+                                creatingAbort_();  // the restart began before
+                              }
+                            }};
+    // A creation that waits on a missing peer ends when a restart begins,
+    // not at its timeout: with the ring's exchange of handles only the
+    // neighbours of a frozen rank waited, past the others' barrier timeout,
+    // and were counted missing and discarded (the reliability matrix's
+    // sigstop@startup, exception@recovery-comms).
+    CommunicatorPtr comm;
+    try {
+      comm = factory(setup);
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(commsMutex_);
+        creatingAbort_ = nullptr;
+      }
+      if (interruption_->cancelled()) {
+        throw RankShouldRestart("interrupted while creating communicator " + name + ": " +
+                                describeException(std::current_exception()));
+      }
+      throw;
+    }
+    {
+      std::lock_guard<std::mutex> lock(commsMutex_);
+      creatingAbort_ = nullptr;
+    }
     if (!comm) {
       throw RestartError("communicator factory \"" + name + "\" returned no communicator");
     }

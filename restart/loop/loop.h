@@ -206,6 +206,9 @@ class Loop {
   // finalizeTimeout (CUDA graphs holding it, a wedged driver): the rank
   // then leaves at its recovery (what, under commsMutex_).
   std::string abortHung_;
+  // The abort of the communicator creation under way (CommunicatorSetup::
+  // abortWith; under commsMutex_): a restart that begins meanwhile ends it.
+  std::function<void()> creatingAbort_;
   // The previous iteration's communicators (for shrink) and the members that left.
   std::map<std::string, CommunicatorPtr> previousComms_;
   std::optional<World> previousWorld_;

@@ -73,6 +73,9 @@ void Loop::abortIteration() noexcept {
   std::vector<CommunicatorPtr> targets;
   {
     std::lock_guard<std::mutex> lock(commsMutex_);
+    if (creatingAbort_) {
+      creatingAbort_();  // a creation under way (CommunicatorSetup::abortWith)
+    }
     targets = communicatorsLocked();
   }
   const size_t count = targets.size();

@@ -92,6 +92,12 @@ struct CommunicatorSetup {
   std::vector<int> joinedRanks;
   // Records a step of the creation in the loop's timeline (may be empty).
   std::function<void(const std::string& phase, const std::string& detail)> record;
+  // The factory hands the loop how to abort the creation under way (what it
+  // waits on: a peer's handle, a connect or accept to a frozen peer); the
+  // loop calls it when a restart begins before the factory returned, at
+  // once if one already has, and never after the factory handed it an empty
+  // function (do that before what it aborts is gone). May be empty (no loop).
+  std::function<void(std::function<void()> abort)> abortWith;
 };
 
 // Builds one communicator for the active ranks of an iteration, or throws

@@ -47,7 +47,8 @@ int runRank(int rank, const std::string& url) {
   HostCommunicatorOptions options;
   options.plugin = RESILIENT_PLUGIN_PATH;
   auto comm = HostCommunicator::create(
-      CommunicatorSetup{state, rendezvous, "procs", nullptr, {}, false, milliseconds(20000), {}, {}},
+      CommunicatorSetup{state, rendezvous, "procs", nullptr, {}, false, milliseconds(20000), {}, {},
+                        {}},
       options);
   std::vector<float> data(1 << 16);
   for (uint64_t step = 0;; ++step) {

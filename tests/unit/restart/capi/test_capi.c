@@ -297,6 +297,9 @@ static void test_constants(void) {
     if (strcmp(c->group, "status") == 0 && strcmp(c->name, "store_unavailable") == 0) {
       CHECK(c->value == RESILIENT_RESTART_STORE_UNAVAILABLE);
     }
+    if (strcmp(c->group, "status") == 0 && strcmp(c->name, "needs_new_process") == 0) {
+      CHECK(c->value == RESILIENT_RESTART_NEEDS_NEW_PROCESS);
+    }
     if (strcmp(c->group, "state") == 0 && strcmp(c->name, "culprit") == 0) {
       CHECK(c->value == (int)offsetof(resilient_restart_state, culprit));
     }
@@ -304,7 +307,7 @@ static void test_constants(void) {
       CHECK(c->value == (int)sizeof(resilient_restart_state));
     }
   }
-  CHECK(statuses == 10 && state_fields == 10);
+  CHECK(statuses == 11 && state_fields == 10);
 }
 
 /* The store client, on an in-process store. */

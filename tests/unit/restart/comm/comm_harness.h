@@ -28,6 +28,8 @@ struct RankContext {
   // What the factory recorded for the timeline ("phase: detail").
   std::shared_ptr<std::vector<std::string>> records = std::make_shared<std::vector<std::string>>();
   std::shared_ptr<std::mutex> recordMutex = std::make_shared<std::mutex>();
+  // What the setups hand the factory for its abort (none: empty).
+  std::function<void(std::function<void()>)> abortWith;
 
   CommunicatorSetup setup(const std::string& name, std::chrono::milliseconds timeout,
                           CommunicatorPtr previous = nullptr, std::vector<int> removed = {},
@@ -44,7 +46,8 @@ struct RankContext {
                                                                      const std::string& detail) {
                                std::lock_guard<std::mutex> guard(*lock);
                                records->push_back(phase + ": " + detail);
-                             }};
+                             },
+                             abortWith};
   }
 };
 

@@ -197,6 +197,43 @@ TEST_CASE("a rank that never joins makes creation time out naming it", "[host]")
   REQUIRE_THAT(commtest::messageOf(errors[2]), Catch::Contains("missing ranks: 1"));
 }
 
+// The reliability matrix (sigstop@startup, exception@recovery-comms): with
+// the ring's exchange of handles only the neighbours of a frozen or failed
+// rank waited in the creation, for its whole timeout, past the others'
+// barrier timeout; they were counted missing and discarded. The loop now
+// aborts a creation under way (CommunicatorSetup::abortWith).
+TEST_CASE("a creation waiting on a missing peer ends when the loop aborts it", "[host]") {
+  const commtest::Iteration it(std::make_shared<store::MemoryStore>(), 0, 2);
+  commtest::RankContext c = it.context(0);  // rank 1 never comes
+  std::mutex mutex;
+  std::function<void()> abort;
+  int handedEmpty = 0;
+  c.abortWith = [&](std::function<void()> a) {
+    std::lock_guard<std::mutex> lock(mutex);
+    handedEmpty += a ? 0 : 1;
+    abort = std::move(a);
+  };
+  std::thread aborter([&] {
+    for (;;) {
+      std::this_thread::sleep_for(milliseconds(200));
+      std::lock_guard<std::mutex> lock(mutex);
+      if (abort) {
+        abort();
+        return;
+      }
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(HostCommunicator::create(c.setup("aborted", milliseconds(20000)),
+                                               pluginOptions()),
+                      Catch::Contains("aborted"));
+  aborter.join();
+  CHECK(std::chrono::steady_clock::now() - start < milliseconds(5000));  // not 20 s
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(!abort);  // taken back before the factory returned
+  CHECK(handedEmpty == 1);
+}
+
 TEST_CASE("abort from another thread unblocks a rank waiting for a stalled peer within 1 s",
           "[host]") {
   const commtest::Iteration it(std::make_shared<store::MemoryStore>(), 0, 2);
