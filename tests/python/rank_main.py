@@ -103,34 +103,30 @@ def sigstop():
     return nr.Wrapper(**fast_options()), fn
 
 
-def health_check_fault():
-    """Initial rank 1's health check fails in iteration 0: it is terminated
-    and leaves (RankDiscarded); the spare becomes active."""
+def unfit_rank_1(error):
+    """Initial rank 1's health check raises `error` in iteration 0: it leaves;
+    the spare becomes active."""
     def health(state: nr.State):
         if state.initial_rank == 1 and state.iteration == 0:
-            raise nr.HealthCheckError("injected: rank 1 is unfit")
+            raise error
 
     def fn(ctx: nr.CallContext):
         s = record(ctx)
         return s.iteration
     policies = [nr.MaxActiveWorldSize(3), nr.ActivateAllRanks(), nr.ShiftRanks()]
     return nr.Wrapper(rank_assignment=policies, health_check=health, **fast_options()), fn
+
+
+def health_check_fault():
+    """Rank 1 is unfit: terminated, it leaves (RankDiscarded)."""
+    return unfit_rank_1(nr.HealthCheckError("injected: rank 1 is unfit"))
 
 
 def needs_new_process():
-    """Initial rank 1's health check finds its GPU unusable in this process
-    (RankNeedsNewProcess) in iteration 0: it leaves for a new process (under
-    resilient-run, NCCL_RESILIENT_RESTART_EXIT_FOR_NEW_PROCESS=1: exit 75); the
-    spare becomes active."""
-    def health(state: nr.State):
-        if state.initial_rank == 1 and state.iteration == 0:
-            raise nr.RankNeedsNewProcess("injected: rank 1's CUDA context is poisoned")
-
-    def fn(ctx: nr.CallContext):
-        s = record(ctx)
-        return s.iteration
-    policies = [nr.MaxActiveWorldSize(3), nr.ActivateAllRanks(), nr.ShiftRanks()]
-    return nr.Wrapper(rank_assignment=policies, health_check=health, **fast_options()), fn
+    """Rank 1's GPU is unusable in this process (RankNeedsNewProcess): it
+    leaves for a new process (under resilient-run,
+    NCCL_RESILIENT_RESTART_EXIT_FOR_NEW_PROCESS=1: exit 75)."""
+    return unfit_rank_1(nr.RankNeedsNewProcess("injected: rank 1's CUDA context is poisoned"))
 
 
 def abort_hook_fault():
