@@ -25,7 +25,9 @@ Result<T> RendezvousOutOfBand::sliced(Call&& call) {
     if (aborted_.load(std::memory_order_acquire)) {
       return abortedStatus();
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+    // Rounded up: the whole wait lasts the timeout, never less (a peer
+    // whose own timeout passes first names the missing rank itself).
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     const bool last = left <= kAbortSlice;
     try {
