@@ -296,23 +296,23 @@ void Loop::createCommunicators() {
     // neighbours of a frozen rank waited, past the others' barrier timeout,
     // and were counted missing and discarded (the reliability matrix's
     // sigstop@startup, exception@recovery-comms).
+    struct ClearAbort {  // whichever way the factory ends
+      Loop& loop;
+      ~ClearAbort() {
+        std::lock_guard<std::mutex> lock(loop.commsMutex_);
+        loop.creatingAbort_ = nullptr;
+      }
+    };
     CommunicatorPtr comm;
     try {
+      const ClearAbort clear{*this};
       comm = factory(setup);
     } catch (...) {
-      {
-        std::lock_guard<std::mutex> lock(commsMutex_);
-        creatingAbort_ = nullptr;
-      }
       if (interruption_->cancelled()) {
         throw RankShouldRestart("interrupted while creating communicator " + name + ": " +
                                 describeException(std::current_exception()));
       }
       throw;
-    }
-    {
-      std::lock_guard<std::mutex> lock(commsMutex_);
-      creatingAbort_ = nullptr;
     }
     if (!comm) {
       throw RestartError("communicator factory \"" + name + "\" returned no communicator");

@@ -97,6 +97,9 @@ struct CommunicatorSetup {
   // loop calls it when a restart begins before the factory returned, at
   // once if one already has, and never after the factory handed it an empty
   // function (do that before what it aborts is gone). May be empty (no loop).
+  // The host communicator (our own engine and rendezvous) hands one; the
+  // NCCL factory does not, and relies on nothing of NCCL here (its creation
+  // stays bounded by its own timeout, as before).
   std::function<void(std::function<void()> abort)> abortWith;
 };
 
