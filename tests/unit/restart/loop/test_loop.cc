@@ -259,6 +259,7 @@ TEST_CASE("a victim whose record lands long after another's is still the culprit
   auto store = std::make_shared<store::MemoryStore>();
   const restart::protocol::JobKeys keys("default");
   std::atomic<uint64_t> deathSeenNs{0};
+  std::atomic<int> enteredFirst{0};  // active ranks in iteration 0's function
   const auto out = runRanks(
       5,
       [](int, Options& o) {
@@ -266,7 +267,15 @@ TEST_CASE("a victim whose record lands long after another's is still the culprit
             {restart::maxActiveWorldSize(4), restart::activateAllRanks(), restart::shiftRanks()});
       },
       [&](int rank, CallContext& ctx) {
+        if (ctx.iteration() == 0 && ++enteredFirst == 4) {
+          enteredFirst.notify_all();
+        }
         if (ctx.iteration() == 0 && rank == 1) {
+          // Once every active rank runs (rank 3 publishes the record below
+          // from its function; a rank the restart reaches first skips it).
+          for (int seen = enteredFirst.load(); seen < 4; seen = enteredFirst.load()) {
+            enteredFirst.wait(seen);
+          }
           // The victim dies: its death is seen now, its monitor marks it
           // terminated and counts it at the barrier, and the record naming
           // it comes from its neighbour, later (below).
