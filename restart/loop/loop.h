@@ -55,6 +55,10 @@ struct LoopEnvironment {
   bool setProcessEnvironment = true;    // RANK, WORLD_SIZE (off for threads as ranks)
   // Whether this rank joins the running job (null: NCCL_RESILIENT_RESTART_JOIN).
   std::optional<bool> join;
+  // An injected store that can restart empty (tests): called once at setup
+  // with what the store calls from inside a call, before that call reaches
+  // the new instance (as store::ClientOptions::onServerRestart does).
+  std::function<void(std::function<void()> onRestart)> followStoreRestarts;
 };
 
 class Loop {
@@ -130,13 +134,15 @@ class Loop {
   std::string tearDown(int k);
   void passIterationBarrier(int k);  // missing ranks recorded and terminated
   // What every rank does after iteration k's barrier, decided once: the
-  // rank that claims it first (iteration/<k>/verdict-claim) reads the
-  // records, names the culprits (terminated when the options say so), counts
-  // the terminated ranks and the joiners, and writes it
-  // (iteration/<k>/verdict); the others wait for it (one wait and one get
-  // instead of every record; after a monitor interval without it, they
-  // compute it too and the first written stands), so every rank computes
-  // the same World.
+  // rank that claims it first (iteration/<k>/verdict holds its claim) reads
+  // the records, names the culprits (terminated when the options say so),
+  // counts the terminated ranks and the joiners, and writes it over its claim
+  // (then iteration/<k>/verdict-ready); the others wait for it (one wait and
+  // one get instead of every record; after a monitor interval without it, one
+  // takes the claim over), so every rank computes the same World. A rank
+  // whose store client saw the store restart since its iteration barrier
+  // completed decides nothing: it follows the verdict put back by a rank that
+  // followed it (restoreStore), or ends with StoreUnavailable.
   struct RestartVerdict {
     std::set<int> culprits;
     std::set<int> terminated;
@@ -144,6 +150,13 @@ class Loop {
     std::vector<protocol::FaultRecord> root;    // the first record (the storm's kind)
   };
   RestartVerdict decideRestart(int k);
+  std::string computeVerdict(int k);       // its text, from the records
+  // Whether iteration/<k>/verdict holds a verdict (not a claim, not absent).
+  static bool isVerdictText(const std::optional<std::string>& value);
+  std::string awaitPutBackVerdict(int k);  // after a store restart
+  // Whether this rank's store client saw the job's store restart since this
+  // rank's iteration barrier completed (restartsAtPassage_).
+  bool storeRestartedSincePassage() const;
   // The culprits of iteration k's records (`terminated`: the live ranks'
   // complement, for "who is behind").
   std::set<int> findCulprits(int k, const std::vector<protocol::FaultRecord>& records,
@@ -220,6 +233,8 @@ class Loop {
   bool needsNewProcess_ = false;
   // The store restarted: what the rank puts back (store_restarts.h).
   std::shared_ptr<StoreRestarts> storeRestarts_;
+  uint64_t restartsAtRecovery_ = 0;  // storeRestarts_'s count as the recovery began
+  uint64_t restartsAtPassage_ = 0;   // ... as this rank's iteration barrier completed
   RankIdentity identity_;
   int64_t joinerNumber_ = 0;  // this process's place among the joiners (0: none)
   // The verdict this rank followed last (iteration, its text).

@@ -160,6 +160,7 @@ void Loop::applyStormPolicy(int k, const std::vector<FaultRecord>& records) {
 
 void Loop::recover() {
   const int k = state_.iteration;
+  restartsAtRecovery_ = storeRestarts_ ? storeRestarts_->count() : 0;
   if (const std::string unhealthy = tearDown(k); !unhealthy.empty()) {
     publish(FaultReason::kHealthCheck, unhealthy, state_.initialRank);
     leave(needsNewProcess_ ? std::make_exception_ptr(RankNeedsNewProcess(unhealthy))
@@ -171,8 +172,20 @@ void Loop::recover() {
     publishCommProgress(*store_, *keys_, k, state_.initialRank, progress);
   }
   passIterationBarrier(k);
+  // During the recovery only this thread calls the store (the monitor thread
+  // and the health exchange are gone): a restart noted from here on came
+  // after this rank's barrier completed.
+  restartsAtPassage_ = storeRestarts_ ? storeRestarts_->count() : 0;
 
   const RestartVerdict verdict = decideRestart(k);
+  if (storeRestarts_ && storeRestarts_->count() != restartsAtRecovery_) {
+    // The store restarted during this recovery: the ranks it terminated may
+    // be marked on the lost instance only (this rank's put-back ran before
+    // it knew them), and the barriers to come would wait for them.
+    for (const int t : verdict.terminated) {
+      barrier_->markTerminated(t, "terminated (put back: the store restarted)");
+    }
+  }
   if (options_.terminateCulprits) {
     // Every rank, so that the culprits are counted at the barriers to come
     // whoever wrote the verdict (idempotent: one compare-and-set each).
@@ -197,8 +210,22 @@ void Loop::recover() {
   reassign(k, verdict);
 }
 
+bool Loop::isVerdictText(const std::optional<std::string>& value) {
+  return value && !value->empty() && value->front() == '{';
+}
+
+bool Loop::storeRestartedSincePassage() const {
+  return storeRestarts_ && storeRestarts_->count() != restartsAtPassage_;
+}
+
 Loop::RestartVerdict Loop::decideRestart(int k) {
-  const auto parse = [](const std::string& text) {
+  const auto follow = [this, k](const std::string& text) {
+    lastVerdict_ = {k, text};
+    {
+      // Put back at once should the store restart from here on.
+      std::lock_guard<std::mutex> lock(keptMutex_);
+      kept_.verdict = lastVerdict_;
+    }
     const nlohmann::json j = nlohmann::json::parse(text);
     RestartVerdict v;
     v.culprits = j.at("culprits").get<std::set<int>>();
@@ -212,28 +239,63 @@ Loop::RestartVerdict Loop::decideRestart(int k) {
   // Every rank leaves the barrier at once: had each one that finds no
   // verdict yet computed it (all of them, in practice), the store would serve
   // every record and abort time once per rank. One rank claims the verdict
-  // and computes it; the others wait for it, and compute it themselves only
-  // when it has not come within a monitor interval (its rank died or
-  // stalls): the first verdict written decides either way.
-  const store::CasResult claim = store_->compareSet(keys_->verdictClaim(k), std::nullopt,
-                                                    std::to_string(state_.initialRank));
-  if (!claim.swapped) {
+  // and computes it; the others wait for it, and one of them takes the claim
+  // over when it has not come within a monitor interval (its rank died or
+  // stalls).
+  //
+  // A store restarted after the barrier lost the records, and maybe a
+  // verdict some rank already follows: a rank whose client saw the restart
+  // since its barrier completed (restartsAtPassage_) neither claims nor
+  // computes. A rank that saw none completed the barrier on the instance it
+  // claims on, so every rank arrived there, none passed it on an older one
+  // (nor wrote a verdict there; passIterationBarrier), and its verdict
+  // replaces its own claim only (compare-and-set), which a restart in
+  // between has wiped. Any verdict found is thus the one every rank follows.
+  const std::string key = keys_->verdict(k);
+  const std::string myClaim = "claimed by " + std::to_string(state_.initialRank);
+  std::optional<std::string> expected;  // the key's value this rank may claim over
+  while (!storeRestartedSincePassage()) {
+    const store::CasResult claim = store_->compareSet(key, expected, myClaim);
+    if (isVerdictText(claim.current)) {
+      return follow(*claim.current);
+    }
+    if (claim.swapped) {
+      if (storeRestartedSincePassage()) {
+        break;  // the claim may stand on the new instance: decide nothing
+      }
+      const std::string decided = computeVerdict(k);
+      const store::CasResult written = store_->compareSet(key, myClaim, decided);
+      if (written.swapped) {
+        // Followed (kept for a put-back) before anything else reaches the
+        // store, which may have restarted since.
+        RestartVerdict v = follow(decided);
+        store_->set(keys_->verdictReady(k), "1");
+        return v;
+      }
+      if (isVerdictText(written.current)) {
+        return follow(*written.current);
+      }
+      expected = written.current;  // taken over, or the store restarted
+      continue;
+    }
     try {
-      const std::string decided =
-          store_->waitGet(keys_->verdict(k), store::Timeout(options_.monitorThreadInterval));
-      lastVerdict_ = {k, decided};
-      return parse(decided);
+      store_->waitGet(keys_->verdictReady(k), store::Timeout(options_.monitorThreadInterval));
+      if (const std::optional<std::string> decided = store_->get(key); isVerdictText(decided)) {
+        return follow(*decided);
+      }
+      expected = std::nullopt;  // the store restarted between the two calls
     } catch (const store::TimeoutError&) {
       timeline_.record(k, "verdict late",
-                       "rank " + claim.current.value_or("?") + " claimed it " +
+                       (claim.current ? *claim.current : std::string("a rank")) + " " +
                            std::to_string(options_.monitorThreadInterval.count()) +
                            " ms ago; computing it here");
+      expected = claim.current;
     }
   }
-  if (const std::optional<std::string> decided = store_->get(keys_->verdict(k))) {
-    lastVerdict_ = {k, *decided};
-    return parse(*decided);
-  }
+  return follow(awaitPutBackVerdict(k));
+}
+
+std::string Loop::computeVerdict(int k) {
   const std::vector<FaultRecord> records = faults_->recordsOf(k);
   std::set<int> terminated = barrier_->terminated();
   const std::set<int> culprits = findCulprits(k, records, terminated);
@@ -246,10 +308,41 @@ Loop::RestartVerdict Loop::decideRestart(int k) {
   if (!records.empty()) {
     j["root"] = records.front().toJson();
   }
-  const std::string mine = j.dump();
-  const store::CasResult cas = store_->compareSet(keys_->verdict(k), std::nullopt, mine);
-  lastVerdict_ = {k, cas.current.value_or(mine)};
-  return parse(lastVerdict_.second);
+  return j.dump();
+}
+
+std::string Loop::awaitPutBackVerdict(int k) {
+  timeline_.record(k, "store restarted",
+                   "after the iteration barrier; waiting for the verdict to be put back");
+  RES_WARN(log::kRestart,
+           "restart: the job's store restarted during restart %d: rank %d decides nothing and "
+           "waits up to %lld ms for the verdict a rank that followed it puts back",
+           k, state_.initialRank, static_cast<long long>(options_.barrierTimeout.count()));
+  const std::string key = keys_->verdict(k);
+  const auto until = std::chrono::steady_clock::now() + options_.barrierTimeout;
+  for (;;) {
+    touchProgress();
+    if (std::optional<std::string> decided = store_->get(key); isVerdictText(decided)) {
+      return std::move(*decided);
+    }
+    const auto left = std::chrono::ceil<milliseconds>(until - std::chrono::steady_clock::now());
+    if (left <= milliseconds(0)) {
+      throw StoreUnavailable(
+          "the job's store " + store_->describe() + " restarted during restart " +
+          std::to_string(k) + " before rank " + std::to_string(state_.initialRank) +
+          " read the restart's verdict, and no rank that read it put it back within " +
+          std::to_string(options_.barrierTimeout.count()) +
+          " ms: the fault records it was decided on are lost");
+    }
+    try {
+      store_->waitGet(keys_->verdictReady(k),
+                      store::Timeout(std::min(left, options_.monitorThreadInterval)));
+      // Ready, yet no verdict: it was set on an instance that restarted
+      // since; the next put-back sets it again.
+      std::this_thread::sleep_for(std::min(left, milliseconds(10)));
+    } catch (const store::TimeoutError&) {
+    }
+  }
 }
 
 std::string Loop::tearDown(int k) {
@@ -320,6 +413,26 @@ void Loop::passIterationBarrier(int k) {
                        terminateNamedCulprits, {.markMissing = true});
     if (missing.empty()) {
       break;
+    }
+    // A verdict is there: some rank passed this barrier on a store instance
+    // that restarted since (the restart lost the arrivals) and put back the
+    // verdict it follows: follow it too, declare nobody dead.
+    if (isVerdictText(store_->get(keys_->verdict(k)))) {
+      timeline_.record(k, "iteration barrier", "its verdict was put back after a store restart");
+      return;
+    }
+    if (storeRestarts_ && storeRestarts_->count() != restartsAtRecovery_) {
+      // None put back (yet): the missing ranks may be alive past this
+      // barrier as well as dead (their count on the lost instance gone too).
+      // Declaring live ranks dead would split the job: the restart ends here.
+      std::string names;
+      for (const int m : missing) {
+        names += (names.empty() ? "" : ", ") + std::to_string(m);
+      }
+      throw StoreUnavailable("the job's store " + store_->describe() +
+                             " restarted during restart " + std::to_string(k) +
+                             " and its iteration barrier lost the arrivals counted before: "
+                             "ranks " + names + " are missing, dead or past it");
     }
     for (const int m : missing) {
       FaultRecord r;

@@ -111,6 +111,10 @@ bool Loop::setup() {
           "a monitor process needs the store's URL: an injected store runs without one");
     }
     store_ = environment_.store;
+    if (environment_.followStoreRestarts) {
+      storeRestarts_ = std::make_shared<StoreRestarts>([this] { restoreStore(); });
+      environment_.followStoreRestarts([restarts = storeRestarts_] { restarts->noteRestart(); });
+    }
   } else {
     store::ClientOptions clientOptions = store::ClientOptions::fromParams();
     // A call that names no timeout of its own (a set, a get, a record) ends
@@ -377,7 +381,19 @@ void Loop::restoreStore() noexcept {
       store_->set(keys_->spare(kept.iteration, kept.initialRank), "1");
     }
     if (kept.verdict.first >= 0) {
-      store_->compareSet(keys_->verdict(kept.verdict.first), std::nullopt, kept.verdict.second);
+      // Over a claim (of a rank that saw the restart during its claim: it
+      // computes nothing), never over a verdict: the one verdict of an
+      // iteration on the new instance is the one some rank followed.
+      const std::string key = keys_->verdict(kept.verdict.first);
+      std::optional<std::string> current = store_->get(key);
+      while (!isVerdictText(current)) {
+        const store::CasResult put = store_->compareSet(key, current, kept.verdict.second);
+        if (put.swapped) {
+          break;
+        }
+        current = put.current;
+      }
+      store_->set(keys_->verdictReady(kept.verdict.first), "1");
     }
     RES_WARN(log::kRestart,
              "restart: the job's store restarted empty; rank %d put back its identity, %zu "

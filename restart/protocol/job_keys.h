@@ -18,8 +18,9 @@
 //   iteration/<k>/completion the one decision of iteration k's end
 //   iteration/<k>/comm/...   the iteration's rendezvous (communicator ids)
 //   iteration/<k>/verdict    the one verdict after iteration k's barrier (culprits,
-//                            terminated ranks, joiners admitted, root record)
-//   iteration/<k>/verdict-claim  the initial rank that computes that verdict
+//                            terminated ranks, joiners admitted, root record),
+//                            or the claim of the rank computing it
+//   iteration/<k>/verdict-ready  set once that verdict is there
 //   joiners/count, joiners/<n>/admitted, iteration/<k>/world, finished:
 //                            processes joining the running job
 //                            (restart/loop/job/joiners.h)
@@ -80,13 +81,14 @@ class JobKeys {
   std::string terminationBarrier() const { return prefix_ + "termination"; }
   // The one verdict after iteration k's barrier (restart/loop/loop_recovery.cc,
   // Loop::decideRestart): its culprits, its terminated ranks, the joiners the
-  // next World holds and the root fault record; the first rank past the
-  // barrier writes it, every rank follows it.
+  // next World holds and the root fault record. Until it is written the key
+  // holds the claim of the rank computing it ("claimed by <rank>"): the rank
+  // writes its verdict by a compare-and-set from its own claim, which fails
+  // on a store that restarted meanwhile. Every rank follows it.
   std::string verdict(int iteration) const { return ofIteration(iteration, "verdict"); }
-  // The rank that computes iteration k's verdict (compare-and-set: the first
-  // to claim it); the others wait for the verdict a monitor interval before
-  // computing it themselves.
-  std::string verdictClaim(int iteration) const { return ofIteration(iteration, "verdict-claim"); }
+  // Set once iteration k's verdict is written (or put back after a store
+  // restart): what the ranks waiting for it wait on.
+  std::string verdictReady(int iteration) const { return ofIteration(iteration, "verdict-ready"); }
   // Processes joining the running job (restart/loop/job/joiners.h).
   std::string joinerCount() const { return prefix_ + "joiners/count"; }
   std::string joinerAdmitted(int64_t number) const {

@@ -91,10 +91,16 @@ std::vector<RankOutcome> runRanks(int worldSize,
 }
 
 RankOutcome runRank(std::shared_ptr<store::Store> store, restart::Options options, bool join,
-                    const std::function<void(restart::CallContext&)>& fn) {
+                    const std::function<void(restart::CallContext&)>& fn,
+                    std::function<void(std::function<void()>)> followStoreRestarts) {
   RankOutcome result;
   try {
-    restart::Loop loop(std::move(options), restart::LoopEnvironment{std::move(store), false, join});
+    restart::Loop loop(std::move(options),
+                       restart::LoopEnvironment{.store = std::move(store),
+                                                .setProcessEnvironment = false,
+                                                .join = join,
+                                                .followStoreRestarts =
+                                                    std::move(followStoreRestarts)});
     try {
       loop.run(fn);
     } catch (...) {

@@ -41,10 +41,11 @@ std::function<void(int rank, restart::CallContext&)> throwsInFirstIteration(int 
                                                                            std::string what);
 
 // Runs one rank's Loop on the calling thread (`join`: as a process that
-// joins the running job, NCCL_RESILIENT_RESTART_JOIN) and returns how run()
-// ended.
+// joins the running job, NCCL_RESILIENT_RESTART_JOIN; `followStoreRestarts`:
+// LoopEnvironment's) and returns how run() ended.
 RankOutcome runRank(std::shared_ptr<store::Store> store, restart::Options options, bool join,
-                    const std::function<void(restart::CallContext&)>& fn);
+                    const std::function<void(restart::CallContext&)>& fn,
+                    std::function<void(std::function<void()>)> followStoreRestarts = nullptr);
 
 // What a rank's monitor process does when its rank dies (here: when its
 // thread "dies"): fault record, terminated mark, counted at the iteration

@@ -26,6 +26,7 @@
 #include "restart/protocol/terminated_ranks.h"
 #include "tests/support/forwarding_store.h"
 #include "tests/unit/restart/loop/rank_threads.h"
+#include "tests/unit/restart/loop/restarting_store.h"
 
 using namespace resilient;
 using restart::CallContext;
@@ -683,9 +684,9 @@ TEST_CASE("every rank follows the one verdict written after the barrier", "[rest
 
 namespace {
 
-// The job's store, counting the verdicts proposed, each a little late (as
-// from a rank that read every record first): every rank is past the barrier
-// before the first verdict is written.
+// The job's store, counting the verdicts proposed (not the claims), each a
+// little late (as from a rank that read every record first): every rank is
+// past the barrier before the first verdict is written.
 class SlowVerdictStore final : public test::ForwardingStore {
  public:
   using ForwardingStore::ForwardingStore;
@@ -693,7 +694,7 @@ class SlowVerdictStore final : public test::ForwardingStore {
 
   store::CasResult compareSet(std::string_view k, std::optional<std::string_view> e,
                               std::string_view d, store::Timeout t) override {
-    if (k.size() >= 8 && k.substr(k.size() - 8) == "/verdict") {
+    if (k.size() >= 8 && k.substr(k.size() - 8) == "/verdict" && d.front() == '{') {
       ++verdictsProposed;
       std::this_thread::sleep_for(milliseconds(200));
     }
@@ -733,7 +734,7 @@ TEST_CASE("one rank computes the verdict; the others wait for it", "[restart][lo
 TEST_CASE("a verdict claimed and never written is computed by the others", "[restart][loop]") {
   auto store = std::make_shared<store::MemoryStore>();
   const restart::protocol::JobKeys keys("default");
-  store->set(keys.verdictClaim(0), "7");
+  store->set(keys.verdict(0), "claimed by 7");
   const auto out = runRanks(
       4, {},
       test::throwsInFirstIteration(1, "a fault of rank 1"),
@@ -783,4 +784,148 @@ TEST_CASE("an active rank that leaves before its function returns holds the comp
     CHECK(out[static_cast<size_t>(r)].state.iteration == 1);
     CHECK(out[static_cast<size_t>(r)].state.activeWorldSize == 3);
   }
+}
+
+namespace {
+
+// Threads as ranks, each with its own client of one store server that
+// restarts empty (restarting_store.h); rank `dies` dies in iteration 0 (its
+// monitor's records and terminated mark, then its thread ends), the others
+// wait there until the restart. The culprits are not terminated by the
+// verdict: the dead rank is terminated by its mark alone, which only the
+// store held.
+// Every rank but rank 0 comes to the verdict 300 ms late: rank 0 writes it;
+// rank 0's first call after a restart of the store comes 1 s late.
+std::vector<test::RankOutcome> runOnRestartingStore(test::RestartingStoreServer& server,
+                                                    int worldSize, int dies,
+                                                    const std::function<void(Options&)>& adjust) {
+  std::vector<test::RankOutcome> out(static_cast<size_t>(worldSize));
+  std::vector<std::thread> threads;
+  std::atomic<int> entered{0};
+  for (int r = 0; r < worldSize; ++r) {
+    threads.emplace_back([&, r] {
+      Options o = test::threadRankOptions(r, worldSize);
+      o.terminateCulprits = false;
+      if (adjust) {
+        adjust(o);
+      }
+      auto client = std::static_pointer_cast<test::RestartingStoreClient>(server.client());
+      client->beforeCall([&server, r, late = std::make_shared<bool>(true)](std::string_view key) {
+        if (r != 0 && *late && key.find("/verdict") != std::string_view::npos) {
+          *late = false;
+          std::this_thread::sleep_for(milliseconds(300));
+        }
+        if (r == 0 && *late && server.restarts() > 0) {
+          // Rank 0 learns of the restart only after the others came.
+          *late = false;
+          std::this_thread::sleep_for(milliseconds(1000));
+        }
+      });
+      out[static_cast<size_t>(r)] = test::runRank(
+          client, std::move(o), false,
+          [&, r, client](CallContext& ctx) {
+            if (ctx.iteration() == 0 && ++entered == worldSize) {
+              entered.notify_all();
+            }
+            if (ctx.iteration() == 0 && r == dies) {
+              for (int seen = entered.load(); seen < worldSize; seen = entered.load()) {
+                entered.wait(seen);
+              }
+              test::recordDeath(*client, "default", r, worldSize, 0);
+              throw std::runtime_error("simulated death");
+            }
+            while (ctx.iteration() == 0 && !ctx.cancelled()) {
+              std::this_thread::sleep_for(milliseconds(1));
+            }
+            ctx.checkCancelled();
+          },
+          [client](std::function<void()> onRestart) {
+            client->followRestarts(std::move(onRestart));
+          });
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  return out;
+}
+
+// A rank's timeline, for a failure's message.
+std::string timelineText(const test::RankOutcome& o) {
+  std::string text;
+  for (const auto& e : o.timeline) {
+    text += "\n  " + std::to_string(e.iteration) + " " + e.phase + ": " + e.detail;
+  }
+  return text;
+}
+
+bool isVerdictWrite(std::string_view key, const store::CasResult& result) {
+  return key == restart::protocol::JobKeys("default").verdict(0) && result.swapped &&
+         result.current && result.current->front() == '{';
+}
+
+}  // namespace
+
+// Issue 34: the job's store restarted (empty) right after the restart's
+// verdict was written, before the other ranks read it. They computed one
+// anew from the emptied store, without the fault records: no culprit named,
+// beside the writer's verdict that names the dead rank (and with a joiner
+// queued, Worlds of different sizes). Now a rank whose client saw the
+// restart after its iteration barrier decides nothing: the writer puts back
+// the verdict it follows, the others follow it.
+TEST_CASE("a store restarted after the verdict is written: every rank follows that verdict",
+          "[restart][loop][store-restart]") {
+  test::RestartingStoreServer server;
+  server.setAfterCompareSet([fired = std::make_shared<std::atomic<bool>>(false)](
+                                std::string_view key, const store::CasResult& result) {
+    return isVerdictWrite(key, result) && !fired->exchange(true);
+  });
+  const auto out = runOnRestartingStore(server, 4, 1, {});
+  REQUIRE(server.restarts() == 1);
+  CHECK(out[1].error);
+  for (const int r : {0, 2, 3}) {
+    const auto& o = out[static_cast<size_t>(r)];
+    INFO("rank " << r << ": " << o.errorText() << timelineText(o));
+    CHECK(!o.error);
+    CHECK(o.state.iteration == 1);
+    CHECK(o.state.activeWorldSize == 3);
+    // The one verdict: its culprit is the dead rank (its record was lost).
+    const auto named = std::find_if(o.timeline.begin(), o.timeline.end(),
+                                    [](const auto& e) { return e.phase == "culprits"; });
+    REQUIRE(named != o.timeline.end());
+    CHECK(named->detail == "ranks 1");
+  }
+}
+
+// The store restarted after a rank claimed the verdict and before it wrote
+// it: no rank knows a verdict, the records are lost. Before, the others
+// computed one from the emptied store after a monitor interval and went on
+// with the dead rank active. Now every rank ends with StoreUnavailable, which
+// names the restart, within the barrier timeout.
+TEST_CASE("a store restarted before any verdict is written ends the restart with StoreUnavailable",
+          "[restart][loop][store-restart]") {
+  test::RestartingStoreServer server;
+  server.setAfterCompareSet([fired = std::make_shared<std::atomic<bool>>(false)](
+                                std::string_view key, const store::CasResult& result) {
+    // The first compare-and-set that swaps a verdict key: the claim.
+    return key.find("/verdict") != std::string_view::npos && result.swapped &&
+           !fired->exchange(true);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const auto out = runOnRestartingStore(server, 4, 1, [](Options& o) {
+    o.barrierTimeout = milliseconds(2000);
+    o.completionTimeout = milliseconds(2000);
+    o.softTimeout = milliseconds(1000);
+    o.hardTimeout = milliseconds(1500);
+    o.heartbeatTimeout = milliseconds(1000);
+  });
+  const auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE(server.restarts() == 1);
+  for (const int r : {0, 2, 3}) {
+    const auto& o = out[static_cast<size_t>(r)];
+    INFO("rank " << r << ": " << o.errorText() << timelineText(o));
+    CHECK(endedWith<restart::StoreUnavailable>(o));
+    CHECK(o.errorText().find("restarted during restart 0") != std::string::npos);
+  }
+  CHECK(took < std::chrono::seconds(8));  // the barrier timeout, not a hang
 }
