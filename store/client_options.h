@@ -24,7 +24,9 @@ struct ClientOptions {
   // calls onServerRestart (from the thread that reconnected, with the
   // client's connection lock held: it may only take note), so that its owner
   // puts back what it needs (the restart library, restart/loop/store_restarts.h).
-  // A refused connection is then retried until reconnectTimeout.
+  // A refused connection is then retried until reconnectTimeout, and a call
+  // of any kind in flight when the server went is sent to the new instance
+  // (what it did on the old one went with that one's state).
   bool followRestarts = false;
   std::function<void()> onServerRestart;
 

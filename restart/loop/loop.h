@@ -154,6 +154,9 @@ class Loop {
   // Whether iteration/<k>/verdict holds a verdict (not a claim, not absent).
   static bool isVerdictText(const std::optional<std::string>& value);
   std::string awaitPutBackVerdict(int k);  // after a store restart
+  // A restart that a store restart left undecidable: the job's end recorded,
+  // then StoreUnavailable(why).
+  [[noreturn]] void endOnLostStore(const std::string& why);
   // Whether this rank's store client saw the job's store restart since this
   // rank's iteration barrier completed (restartsAtPassage_).
   bool storeRestartedSincePassage() const;

@@ -295,6 +295,20 @@ Loop::RestartVerdict Loop::decideRestart(int k) {
   return follow(awaitPutBackVerdict(k));
 }
 
+void Loop::endOnLostStore(const std::string& why) {
+  // No rank follows a verdict of this restart (one that did puts it back at
+  // its next store call, long before), and none can decide one any rank
+  // could trust: every rank in it ends alike, so the job ends. A joiner
+  // waiting has nothing to join and an agent replaces nobody (as after
+  // RestartAbort, Loop::leave).
+  try {
+    store_->set(keys_->finished(), "aborted", options_.barrierTimeout);
+  } catch (const store::StoreError& e) {
+    RES_WARN(log::kRestart, "restart: cannot record the job's end in the store: %s", e.what());
+  }
+  throw StoreUnavailable(why);
+}
+
 std::string Loop::computeVerdict(int k) {
   const std::vector<FaultRecord> records = faults_->recordsOf(k);
   std::set<int> terminated = barrier_->terminated();
@@ -327,12 +341,11 @@ std::string Loop::awaitPutBackVerdict(int k) {
     }
     const auto left = std::chrono::ceil<milliseconds>(until - std::chrono::steady_clock::now());
     if (left <= milliseconds(0)) {
-      throw StoreUnavailable(
-          "the job's store " + store_->describe() + " restarted during restart " +
-          std::to_string(k) + " before rank " + std::to_string(state_.initialRank) +
-          " read the restart's verdict, and no rank that read it put it back within " +
-          std::to_string(options_.barrierTimeout.count()) +
-          " ms: the fault records it was decided on are lost");
+      endOnLostStore("the job's store " + store_->describe() + " restarted during restart " +
+                     std::to_string(k) + " before rank " + std::to_string(state_.initialRank) +
+                     " read the restart's verdict, and no rank that read it put it back within " +
+                     std::to_string(options_.barrierTimeout.count()) +
+                     " ms: the fault records it was decided on are lost");
     }
     try {
       store_->waitGet(keys_->verdictReady(k),
@@ -429,10 +442,11 @@ void Loop::passIterationBarrier(int k) {
       for (const int m : missing) {
         names += (names.empty() ? "" : ", ") + std::to_string(m);
       }
-      throw StoreUnavailable("the job's store " + store_->describe() +
-                             " restarted during restart " + std::to_string(k) +
-                             " and its iteration barrier lost the arrivals counted before: "
-                             "ranks " + names + " are missing, dead or past it");
+      endOnLostStore("the job's store " + store_->describe() + " restarted during restart " +
+                     std::to_string(k) +
+                     " and its iteration barrier lost the arrivals counted before: ranks " +
+                     names + " are missing, dead or past it, and none put back a verdict within " +
+                     std::to_string(options_.barrierTimeout.count()) + " ms");
     }
     for (const int m : missing) {
       FaultRecord r;

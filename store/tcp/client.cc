@@ -474,6 +474,13 @@ Response TcpStoreClient::call(StoreRequest& req, Timeout timeout, CallMode mode)
     const std::string reason = call->lostReason;
     lock.unlock();
     if (!mode.idempotent) {
+      // Followed to a restarted server, the request goes to the new
+      // instance: whatever it did on the old one went with that one's state
+      // (a joiner's registration, add, lost to the agent drill's store kill).
+      if (options_.followRestarts && SteadyClock::now() < deadline &&
+          connection(deadline)->instance() != conn->instance()) {
+        continue;
+      }
       throw ConnectionLost("connection to store server " + target_ + " lost during " +
                            opName(req.op) + " (" + reason +
                            "); the request may or may not have been applied");

@@ -12,8 +12,10 @@
 // the idempotent ones (get, set, check, wait, barrier, ...), which are sent
 // again once the client has reconnected — to the same server instance only:
 // a restarted server has lost the store's state, so the client reports that
-// instead of carrying on. A server that refuses connections is gone; the
-// client says so at once rather than retrying until the deadline.
+// instead of carrying on (unless it follows restarts, ClientOptions::
+// followRestarts: then every call in flight, idempotent or not, goes to the
+// new instance). A server that refuses connections is gone; the client says
+// so at once rather than retrying until the deadline.
 #pragma once
 
 #include <atomic>

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -369,6 +371,58 @@ TEST_CASE("tcp: a client that follows restarts goes on with the restarted server
   client.set("k", "w");
   CHECK(client.get("k") == std::optional<std::string>("w"));
   CHECK(restarts == 1);
+}
+
+// The agent drill's store kill while a replacement registered as a joiner
+// (add, not idempotent): the process ended with "lost during add ... may or
+// may not have been applied". Whatever the request did on a server that
+// restarted went with its state: with followRestarts it goes to the new one.
+TEST_CASE("tcp: a following client sends a call lost to a server restart to the new server",
+          "[store][tcp][restart]") {
+  uint16_t port = 0;
+  auto first = resilient::test::spawnStoreServer("tok", &port);
+  ClientOptions o = testClientOptions();
+  o.token = "tok";
+  o.followRestarts = true;
+  o.reconnectTimeout = milliseconds(20000);
+  TcpStoreClient client("127.0.0.1", port, o);
+  client.set("k", "v");
+  // The request reaches a server that no longer answers (stopped for sure:
+  // SIGSTOP takes effect at the target's next return from the kernel), which
+  // then dies.
+  first->kill(SIGSTOP);
+  const auto stopped = [pid = first->pid()] {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t close = text.rfind(')');
+    return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'T';
+  };
+  for (int i = 0; i < 1000 && !stopped(); ++i) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  REQUIRE(stopped());
+  std::unique_ptr<ChildProcess> second;
+  std::promise<void> done;
+  std::thread restart([&, finished = done.get_future()] {
+    std::this_thread::sleep_for(milliseconds(300));
+    first->kill(SIGKILL);
+    first->wait(milliseconds(10000));
+    second = std::make_unique<ChildProcess>(std::vector<std::string>{
+        resilient::test::storeBinary(), "--listen", "127.0.0.1:" + std::to_string(port), "--token",
+        "tok"});
+    finished.wait();
+  });
+  struct Release {
+    std::promise<void>& done;
+    std::thread& restart;
+    ~Release() {
+      done.set_value();
+      restart.join();
+    }
+  } release{done, restart};
+  CHECK(client.add("joiners", 1, milliseconds(15000)) == 1);
+  CHECK(client.compareSet("c", std::nullopt, "x").swapped);
+  CHECK_FALSE(client.get("k").has_value());  // the new instance
 }
 
 TEST_CASE("tcp: a client killed in a barrier", "[store][tcp][barrier]") {

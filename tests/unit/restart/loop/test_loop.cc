@@ -901,7 +901,8 @@ TEST_CASE("a store restarted after the verdict is written: every rank follows th
 // it: no rank knows a verdict, the records are lost. Before, the others
 // computed one from the emptied store after a monitor interval and went on
 // with the dead rank active. Now every rank ends with StoreUnavailable, which
-// names the restart, within the barrier timeout.
+// names the restart, within the barrier timeout, and the job's end is
+// recorded (the agent drill's joiners waited forever for it).
 TEST_CASE("a store restarted before any verdict is written ends the restart with StoreUnavailable",
           "[restart][loop][store-restart]") {
   test::RestartingStoreServer server;
@@ -928,4 +929,6 @@ TEST_CASE("a store restarted before any verdict is written ends the restart with
     CHECK(o.errorText().find("restarted during restart 0") != std::string::npos);
   }
   CHECK(took < std::chrono::seconds(8));  // the barrier timeout, not a hang
+  // The job's end is recorded: a joiner stops waiting, an agent replaces nobody.
+  CHECK(server.client()->get(restart::protocol::JobKeys("default").finished()) == "aborted");
 }
