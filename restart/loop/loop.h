@@ -160,6 +160,9 @@ class Loop {
   // Whether this rank's store client saw the job's store restart since this
   // rank's iteration barrier completed (restartsAtPassage_).
   bool storeRestartedSincePassage() const;
+  // ... since iteration k began (restartsAtIteration_): its records, abort
+  // times and progress counts may be lost, so no culprit is named.
+  bool storeRestartedInIteration() const;
   // The culprits of iteration k's records (`terminated`: the live ranks'
   // complement, for "who is behind").
   std::set<int> findCulprits(int k, const std::vector<protocol::FaultRecord>& records,
@@ -236,8 +239,9 @@ class Loop {
   bool needsNewProcess_ = false;
   // The store restarted: what the rank puts back (store_restarts.h).
   std::shared_ptr<StoreRestarts> storeRestarts_;
-  uint64_t restartsAtRecovery_ = 0;  // storeRestarts_'s count as the recovery began
-  uint64_t restartsAtPassage_ = 0;   // ... as this rank's iteration barrier completed
+  uint64_t restartsAtIteration_ = 0;  // storeRestarts_'s count as the iteration began
+  uint64_t restartsAtRecovery_ = 0;   // ... as the recovery began
+  uint64_t restartsAtPassage_ = 0;    // ... as this rank's iteration barrier completed
   RankIdentity identity_;
   int64_t joinerNumber_ = 0;  // this process's place among the joiners (0: none)
   // The verdict this rank followed last (iteration, its text).
@@ -252,6 +256,17 @@ class Loop {
     bool spare = false;
     std::vector<int> terminated;  // the World's terminated slots
     int64_t joiners = 0;          // the queue's length this rank knows of
+    // The latest admission of joiners this rank announced (announceAdmissions'
+    // arguments; kept by reassign as it announces), which a joiner yet to
+    // read it waits for.
+    struct Announcement {
+      int iteration;
+      int64_t admittedSoFar;
+      int64_t total;
+      World current;
+      World next;
+    };
+    std::optional<Announcement> announced;
   };
   std::mutex keptMutex_;
   Kept kept_;

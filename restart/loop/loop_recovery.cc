@@ -214,6 +214,10 @@ bool Loop::isVerdictText(const std::optional<std::string>& value) {
   return value && !value->empty() && value->front() == '{';
 }
 
+bool Loop::storeRestartedInIteration() const {
+  return storeRestarts_ && storeRestarts_->count() != restartsAtIteration_;
+}
+
 bool Loop::storeRestartedSincePassage() const {
   return storeRestarts_ && storeRestarts_->count() != restartsAtPassage_;
 }
@@ -312,7 +316,18 @@ void Loop::endOnLostStore(const std::string& why) {
 std::string Loop::computeVerdict(int k) {
   const std::vector<FaultRecord> records = faults_->recordsOf(k);
   std::set<int> terminated = barrier_->terminated();
-  const std::set<int> culprits = findCulprits(k, records, terminated);
+  // A store restarted during the iteration lost records, abort times and
+  // progress counts of it: what is left could name a rank that only aborted
+  // (its peers' records of its closing connections, its abort time gone).
+  // A culprit is terminated alive: none is named on such evidence (a rank
+  // that keeps hanging is named in the next iteration, on a whole record).
+  const bool evidenceLost = storeRestartedInIteration();
+  if (evidenceLost) {
+    timeline_.record(k, "culprits withheld",
+                     "the store restarted during the iteration: its records are incomplete");
+  }
+  const std::set<int> culprits =
+      evidenceLost ? std::set<int>() : findCulprits(k, records, terminated);
   if (options_.terminateCulprits) {
     terminated.insert(culprits.begin(), culprits.end());
   }
@@ -414,7 +429,7 @@ void Loop::passIterationBarrier(int k) {
     // before the named rank began its abort) is terminated now, and so
     // counted, rather than when its monitor's hard timeout kills it.
     const std::function<bool()> terminateNamedCulprits = [this, k] {
-      if (options_.terminateCulprits) {
+      if (options_.terminateCulprits && !storeRestartedInIteration()) {
         for (const int c : settledCulprits(k)) {
           barrier_->markTerminated(c, "culprit");
         }
@@ -517,6 +532,11 @@ void Loop::reassign(int k, const RestartVerdict& verdict) {
       }
     }
     if (announcer == state_.initialRank) {
+      {
+        std::lock_guard<std::mutex> lock(keptMutex_);
+        kept_.announced =
+            Kept::Announcement{k, admittedJoiners_, joiners, *previousWorld_, *world_};
+      }
       announceAdmissions(*store_, *keys_, k, admittedJoiners_, joiners, *previousWorld_, *world_);
     }
   }

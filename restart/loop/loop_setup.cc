@@ -349,6 +349,7 @@ void Loop::keepForRestore() {
     }
   }
   std::lock_guard<std::mutex> lock(keptMutex_);
+  kept.announced = std::move(kept_.announced);
   kept_ = std::move(kept);
 }
 
@@ -380,6 +381,11 @@ void Loop::restoreStore() noexcept {
     if (kept.spare) {
       store_->set(keys_->spare(kept.iteration, kept.initialRank), "1");
     }
+    if (const auto& a = kept.announced) {
+      announceAdmissions(*store_, *keys_, a->iteration, a->admittedSoFar, a->total, a->current,
+                         a->next);
+    }
+
     if (kept.verdict.first >= 0) {
       // Over a claim (of a rank that saw the restart during its claim: it
       // computes nothing), never over a verdict: the one verdict of an

@@ -72,7 +72,20 @@ std::optional<Admission> waitForAdmission(store::Store& store, const protocol::J
     throw std::invalid_argument("joiner " + std::to_string(index) + ": admitted into iteration \"" +
                                 first.value_or("") + "\"");
   }
-  const auto worlds = store.multiGet({keys.world(iteration), keys.world(iteration - 1)});
+  // Written before the wake-up; after a store restart in between, put back
+  // with it by the rank that announced it (restart/loop/store_restarts.h).
+  const std::vector<std::string> worldKeys{keys.world(iteration), keys.world(iteration - 1)};
+  for (;;) {
+    try {
+      store.wait(worldKeys, slice);
+      break;
+    } catch (const store::TimeoutError&) {
+      if (store.get(keys.finished()).has_value() || (stop && stop())) {
+        return std::nullopt;
+      }
+    }
+  }
+  const auto worlds = store.multiGet(worldKeys);
   if (!worlds[0] || !worlds[1]) {
     throw std::invalid_argument("joiner " + std::to_string(index) + ": admitted into iteration " +
                                 std::to_string(iteration) + ", whose World is not in the store");

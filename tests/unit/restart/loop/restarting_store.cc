@@ -38,6 +38,20 @@ void RestartingStoreServer::setAfterCompareSet(AfterCompareSet hook) {
   afterCompareSet_ = std::move(hook);
 }
 
+void RestartingStoreServer::setAfterSet(AfterSet hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  afterSet_ = std::move(hook);
+}
+
+bool RestartingStoreServer::afterSet(std::string_view key, std::string_view value) {
+  AfterSet hook;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hook = afterSet_;
+  }
+  return hook && hook(key, value);
+}
+
 std::shared_ptr<store::Store> RestartingStoreServer::client() {
   return std::make_shared<RestartingStoreClient>(*this);
 }
@@ -102,6 +116,9 @@ auto RestartingStoreClient::onInstance(std::string_view key, store::Timeout time
 
 void RestartingStoreClient::set(std::string_view k, std::string_view v, store::Timeout t) {
   onInstance(k, t, [&](store::Store& s, store::Timeout left) { s.set(k, v, left); });
+  if (server_.afterSet(k, v)) {
+    server_.restart();
+  }
 }
 void RestartingStoreClient::setExpiring(std::string_view k, std::string_view v, store::Millis ttl,
                                         store::Timeout t) {

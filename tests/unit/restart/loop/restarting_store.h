@@ -26,12 +26,15 @@ class RestartingStoreServer {
   // restarts the server at once (the caller's reply still comes from the
   // instance that applied it).
   using AfterCompareSet = std::function<bool(std::string_view key, const store::CasResult&)>;
+  // After each set the server applied, the same.
+  using AfterSet = std::function<bool(std::string_view key, std::string_view value)>;
 
   RestartingStoreServer() : instance_(std::make_shared<store::MemoryStore>()) {}
 
   void restart();
   uint64_t restarts() const;
   void setAfterCompareSet(AfterCompareSet hook);
+  void setAfterSet(AfterSet hook);
 
   // A client of its own for one rank.
   std::shared_ptr<store::Store> client();
@@ -41,11 +44,13 @@ class RestartingStoreServer {
   // The current instance and how many restarts preceded it.
   std::pair<std::shared_ptr<store::MemoryStore>, uint64_t> current() const;
   bool afterCompareSet(std::string_view key, const store::CasResult& result);
+  bool afterSet(std::string_view key, std::string_view value);
 
   mutable std::mutex mutex_;
   std::shared_ptr<store::MemoryStore> instance_;
   uint64_t restarts_ = 0;
   AfterCompareSet afterCompareSet_;
+  AfterSet afterSet_;
 };
 
 class RestartingStoreClient final : public store::Store {

@@ -932,3 +932,119 @@ TEST_CASE("a store restarted before any verdict is written ends the restart with
   // The job's end is recorded: a joiner stops waiting, an agent replaces nobody.
   CHECK(server.client()->get(restart::protocol::JobKeys("default").finished()) == "aborted");
 }
+
+// The agent drill with a store killed during a restart: the store restarted
+// after the ranks published their abort times, before the verdict; a peer's
+// record of rank 2's closing connections (detected after rank 2's abort began)
+// then named rank 2, whose abort time was lost: a live rank named the culprit
+// (terminated by default; the drill lost 4 ranks so and ended with "world
+// too small"). Now no culprit is named on the evidence of an iteration during
+// which the store restarted.
+TEST_CASE("a store restarted during the iteration names no culprit on what is left of it",
+          "[restart][loop][store-restart]") {
+  test::RestartingStoreServer server;
+  const restart::protocol::JobKeys keys("default");
+  auto aborts = std::make_shared<std::atomic<int>>(0);
+  server.setAfterSet([&server, aborts, keys](std::string_view key, std::string_view) {
+    if (key.find("/abort/") == std::string_view::npos || ++*aborts != 4) {
+      return false;
+    }
+    // Every rank's abort began; the store restarts, and a record of rank 2's
+    // connections closing comes after.
+    server.restart();
+    restart::protocol::FaultRecord r;
+    r.iteration = 0;
+    r.reason = restart::protocol::FaultReason::kNetFault;
+    r.reporter = 0;
+    r.subject = 0;
+    r.culprit = 2;
+    r.detail = "peer 2 closed the connection";
+    r.detectedNs = wallClockNs();
+    restart::protocol::FaultLog(*server.client(), keys).publish(r);
+    return false;
+  });
+  const auto out = runOnRestartingStore(server, 4, 1, {});
+  REQUIRE(server.restarts() == 1);
+  for (const int r : {0, 2, 3}) {
+    const auto& o = out[static_cast<size_t>(r)];
+    INFO("rank " << r << ": " << o.errorText() << timelineText(o));
+    CHECK(!o.error);
+    CHECK(o.state.iteration == 1);
+    const auto named = std::find_if(o.timeline.begin(), o.timeline.end(),
+                                    [](const auto& e) { return e.phase == "culprits"; });
+    REQUIRE(named != o.timeline.end());
+    CHECK(named->detail == "none named");
+  }
+}
+
+// The store restarted while a restart admitted a joiner in a lost rank's
+// place: the announcing rank had written the Worlds, not yet the joiner's
+// wake-up. The joiner, woken on the new instance, found no World and failed
+// ("admitted into iteration 1, whose World is not in the store"); in the
+// agent drill the active ranks then hung making communicators with it. Now
+// the announcing rank puts its admissions back, and a joiner woken before
+// that waits for the Worlds.
+TEST_CASE("a store restarted during a joiner's admission: the joiner is admitted",
+          "[restart][loop][store-restart][join]") {
+  test::RestartingStoreServer server;
+  const restart::protocol::JobKeys keys("default");
+  server.setAfterSet([fired = std::make_shared<std::atomic<bool>>(false), keys](
+                         std::string_view key, std::string_view) {
+    return key == keys.world(1) && !fired->exchange(true);
+  });
+  const auto follow = [](const std::shared_ptr<store::Store>& client) {
+    return [c = std::static_pointer_cast<test::RestartingStoreClient>(client)](
+               std::function<void()> onRestart) { c->followRestarts(std::move(onRestart)); };
+  };
+  auto body = [](CallContext& ctx) {
+    while (ctx.iteration() == 0 && !ctx.cancelled()) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    ctx.checkCancelled();
+  };
+  test::RankOutcome joinerOut;
+  std::thread joiner;
+  std::vector<test::RankOutcome> out(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      auto client = server.client();
+      out[static_cast<size_t>(r)] = test::runRank(
+          client, test::threadRankOptions(r, 3), false,
+          [&, r, client](CallContext& ctx) {
+            if (ctx.iteration() == 0 && r == 1) {
+              // The replacement is registered and waiting before this
+              // process "dies": the restart it starts admits it.
+              joiner = std::thread([&] {
+                auto mine = server.client();
+                joinerOut = test::runRank(mine, test::threadRankOptions(1, 3), true, body,
+                                          follow(mine));
+              });
+              while (!joined(*client, 1)) {
+                std::this_thread::sleep_for(milliseconds(1));
+              }
+              test::recordDeath(*client, "default", 1, 3, 0);
+              throw std::runtime_error("simulated death");
+            }
+            body(ctx);
+          },
+          follow(client));
+    });
+  }
+  for (auto& t : ranks) {
+    t.join();
+  }
+  REQUIRE(joiner.joinable());
+  joiner.join();
+  REQUIRE(server.restarts() == 1);
+  INFO("joiner: " << joinerOut.errorText() << timelineText(joinerOut));
+  CHECK(!joinerOut.error);
+  CHECK(joinerOut.state.iteration == 1);
+  CHECK(joinerOut.state.mode == Mode::kActive);
+  for (const int r : {0, 2}) {
+    const auto& o = out[static_cast<size_t>(r)];
+    INFO("rank " << r << ": " << o.errorText() << timelineText(o));
+    CHECK(!o.error);
+    CHECK(o.state.activeWorldSize == 3);
+  }
+}
