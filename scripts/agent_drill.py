@@ -239,8 +239,13 @@ def run_faulty(args, root, env, rng):
             # enters another) and every active rank steps on.
             if any(it > current["iteration"] for it in entered):
                 raise DrillFailure(f"the store's loss restarted the job (see {job.dir})")
+            # 10 steps on, or to the job's last step (a store kill comes a
+            # second after the latest recovery: late in the run when faults
+            # came fast).
+            goal = min(current["step"] + 10, args.steps)
+            current["steps_on"] = goal - current["step"]
             after = {n: v for n, v in last_step.items()
-                     if v[0] == current["iteration"] and v[1] >= current["step"] + 10}
+                     if v[0] == current["iteration"] and v[1] >= goal}
             for n, v in after.items():
                 current["stepped"].setdefault(n, (time.monotonic_ns() - current["ns"]) / 1e6)
             if len(after) >= ACTIVE:
@@ -316,8 +321,11 @@ def run_faulty(args, root, env, rng):
         time.sleep(0.005)
     job.poll()
     if pending or current is not None:
+        awaiting = (f"one awaiting recovery ({current['kind']} of rank {current['rank']} at "
+                    f"step {current['step']} of iteration {current['iteration']})"
+                    if current else "none awaiting recovery")
         raise DrillFailure(f"the job ended with {len(pending)} faults not injected and "
-                           f"{'one' if current else 'none'} awaiting recovery (see {job.dir})")
+                           f"{awaiting} (see {job.dir})")
     return job, faults
 
 
@@ -445,7 +453,7 @@ def main():
         for i, f in enumerate(faults):
             if f["kind"] == "store":
                 print(f"{i + 1:>2} {'store':>6} {'-':>4} {'-':>4} {f['step']:>4} | "
-                      f"no restart; every active rank 10 steps on at {f['steps_on_ms']:.1f} ms "
+                      f"no restart; every active rank {f['steps_on']} steps on at {f['steps_on_ms']:.1f} ms "
                       f"(store pid {f['pid']} killed, served again by agent 0)")
                 continue
             if f.get("spare"):
