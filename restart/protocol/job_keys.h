@@ -7,6 +7,8 @@
 //   terminated/<r>           set (value: the reason) once initial rank r is out for good
 //   terminated/count         counter; terminated/list/<i> (1-based) = the i-th rank
 //                            terminated (readers keep a cursor: one get per poll)
+//   terminated/epoch         set by the first mark in a store instance: a reader
+//                            that sees it change reads the list from the start
 //   heartbeat/<r>            wall-clock ns, kept by r's monitor process (expiring)
 //   faults/count             counter; faults/<i> (1-based) is a fault record (JSON)
 //   iteration/<k>/interrupted  set by the first fault of iteration k (value: its reason)
@@ -46,6 +48,7 @@ class JobKeys {
   std::string terminated(int initialRank) const;
   std::string terminatedCount() const;
   std::string terminatedEntry(int64_t index) const;
+  std::string terminatedEpoch() const { return prefix_ + "terminated/epoch"; }
   std::string heartbeat(int initialRank) const;
   std::string faultCount() const;
   std::string fault(int64_t index) const;

@@ -1,6 +1,11 @@
 #include "restart/protocol/terminated_ranks.h"
 
+#include <unistd.h>
+
+#include <optional>
 #include <vector>
+
+#include "common/clock.h"
 
 namespace resilient::restart::protocol {
 
@@ -11,19 +16,25 @@ bool markTerminated(store::Store& store, const JobKeys& keys, int initialRank,
   if (!cas.swapped) {
     return false;
   }
+  // The list's epoch, once per store instance (after a restart the list is
+  // put back from its start, TerminatedRanks::refresh).
+  store.compareSet(keys.terminatedEpoch(), std::nullopt,
+                   std::to_string(wallClockNs()) + "-" + std::to_string(::getpid()), timeout);
   const int64_t index = store.add(keys.terminatedCount(), 1, timeout);
   store.set(keys.terminatedEntry(index), std::to_string(initialRank), timeout);
   return true;
 }
 
 const std::set<int>& TerminatedRanks::refresh(store::Timeout timeout) {
-  const std::optional<std::string> countText = store_.get(keys_.terminatedCount(), timeout);
-  const int64_t count = countText ? std::stoll(*countText) : 0;
-  if (count < read_) {
+  const auto head = store_.multiGet({keys_.terminatedCount(), keys_.terminatedEpoch()}, timeout);
+  const int64_t count = head[0] ? std::stoll(*head[0]) : 0;
+  if (head[1] != epoch_ || count < read_) {
     // The store restarted empty and the list is being put back (every rank
-    // marks the ranks its World has terminated again): read it from the start;
-    // what was read stays (nobody comes back from terminated).
+    // marks the ranks it knows terminated again), however long it is by now:
+    // read it from the start; what was read stays (nobody comes back from
+    // terminated).
     read_ = 0;
+    epoch_ = head[1];
   }
   if (count <= read_) {
     return ranks_;

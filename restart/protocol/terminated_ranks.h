@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -29,6 +30,7 @@ class TerminatedRanks {
   store::Store& store_;
   const JobKeys& keys_;
   int64_t read_ = 0;  // entries read
+  std::optional<std::string> epoch_;  // of the list read (terminated/epoch)
   std::set<int> ranks_;
 };
 

@@ -2,6 +2,7 @@
 // terminated are counted on their behalf, but only those of the World's
 // slots: a process that ended while joining the job has an initial rank past
 // them until an admission counts it in.
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/terminated_ranks.h"
 #include "store/memory_store.h"
+#include "tests/unit/restart/loop/restarting_store.h"
 
 using namespace resilient;
 using std::chrono::milliseconds;
@@ -47,4 +49,26 @@ TEST_CASE("a joiner that ended while joining is not counted at the World's barri
     t.join();
   }
   CHECK(failed == std::vector<int>(kSlots, 0));
+}
+
+// The agent drill's store kills (seed 404): a reader of the terminated list
+// had read 3 entries; the store restarted empty and the list was put back, 3
+// entries again before the reader looked, then a death came. The reader took
+// the list for the one it had read (only a shorter list told it to start
+// over) and never saw the death: a barrier waited for the dead rank.
+TEST_CASE("a terminated list put back after a store restart is read from its start",
+          "[restart][loop][store-restart]") {
+  test::RestartingStoreServer server;
+  auto client = server.client();
+  const restart::protocol::JobKeys keys("job");
+  for (const int r : {0, 1, 2}) {
+    restart::protocol::markTerminated(*client, keys, r, "before");
+  }
+  restart::protocol::TerminatedRanks reader(*client, keys);
+  CHECK(reader.refresh() == std::set<int>{0, 1, 2});
+  server.restart();
+  for (const int r : {0, 1, 5}) {  // put back, and a new death
+    restart::protocol::markTerminated(*client, keys, r, "after");
+  }
+  CHECK(reader.refresh() == std::set<int>{0, 1, 2, 5});
 }
