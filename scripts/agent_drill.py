@@ -11,7 +11,9 @@ job's store. Once without faults (the reference), then again while it injects
 next step fails as a sticky CUDA error would and its health check then asks
 for a new process, so it leaves with exit 75), and
 --store-kills SIGKILLs of the job's store (agent 0 serves it from a process of
-its own and starts it again), one at a time, spread over the run.
+its own and starts it again), one at a time, spread over the run; with
+--store-after-kill-ms MS the store is also killed MS after each SIGKILL, in
+the restart (or the spare's replacement) that kill starts.
 
 After each fault of an active rank it waits for the job to be back at its
 target (6 active ranks entered the function in a new iteration); after a
@@ -31,6 +33,7 @@ waiting -- and admitted) and writes JSON (--json).
 Exit status: 0 PASS; 1 FAIL; 2 missing binaries.
 
 usage: agent_drill.py [--build build] [--kills 10] [--poisons 2] [--store-kills 2]
+                      [--store-after-kill-ms MS]
                       [--steps 200] [--step-ms 30] [--seed N] [--json FILE] [--keep]
                       [--pytorch [--python /usr/bin/python3]]
 """
@@ -313,9 +316,16 @@ def run_faulty(args, root, env, rng):
                 pid = procs[(rank, n)]
                 ns = time.monotonic_ns()
                 os.kill(pid, signal.SIGKILL if kind == "kill" else signal.SIGUSR1)
+                store_killed = False
+                if kind == "kill" and args.store_after_kill_ms > 0:
+                    # The store lost during the restart this kill starts (a
+                    # spare's kill: just after its death was recorded).
+                    time.sleep(args.store_after_kill_ms / 1000)
+                    os.kill(job.store_pid(), signal.SIGKILL)
+                    store_killed = True
                 current = {"kind": kind, "rank": rank, "process": n, "pid": pid,
                            "iteration": top, "step": max(s for _, s, _ in live.values()),
-                           "ns": ns, "spare": victim not in live}
+                           "ns": ns, "spare": victim not in live, "store_killed": store_killed}
                 faults.append(current)
                 pending.pop(0)
         time.sleep(0.005)
@@ -361,9 +371,10 @@ def check(job, faults, reference):
         problems.append(f"{len(replaced)} processes started in place of others, "
                         f"{len(faults)} faults of ranks injected")
     served_again = open(job.agent_logs[0]).read().count("serves again")
-    if served_again != len(store_kills):
+    killed = len(store_kills) + sum(1 for f in faults if f.get("store_killed"))
+    if served_again != killed:
         problems.append(f"the store was served again {served_again} times after "
-                        f"{len(store_kills)} kills")
+                        f"{killed} kills")
     for (rank, n), pid in procs.items():
         if pid not in victims and ends.get(pid) != "exit 0":
             problems.append(f"rank {rank} process {n} (pid {pid}) ended: {ends.get(pid)}")
@@ -403,6 +414,9 @@ def main():
     ap.add_argument("--poisons", type=int, default=2)
     ap.add_argument("--store-kills", type=int, default=2,
                     help="SIGKILLs of the job's store (agent 0 serves it again) in steady training")
+    ap.add_argument("--store-after-kill-ms", type=float, default=0,
+                    help="after each SIGKILL of a process, SIGKILL the job's store this many ms "
+                         "later: the store lost during the restart the kill starts (0: never)")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--step-ms", type=int, default=30)
     ap.add_argument("--seed", type=int)

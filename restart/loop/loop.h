@@ -255,6 +255,9 @@ class Loop {
     int iteration = 0;
     bool spare = false;
     std::vector<int> terminated;  // the World's terminated slots
+    // Every terminated mark this rank read in the store (a spare's death is
+    // in no World until the next restart; kept by the barrier as it reads).
+    std::vector<int> terminatedSeen;
     int64_t joiners = 0;          // the queue's length this rank knows of
     // The latest admission of joiners this rank announced (announceAdmissions'
     // arguments; kept by reassign as it announces), which a joiner yet to

@@ -267,7 +267,12 @@ void Loop::makeBarrier() {
                         .worldSize = state_.initialWorldSize,
                         .chunk = std::min(options_.monitorThreadInterval, milliseconds(100)),
                         .storeSilence = options_.barrierTimeout,
-                        .progress = [this] { touchProgress(); }});
+                        .progress = [this] { touchProgress(); },
+                        .terminatedSeen =
+                            [this](const std::set<int>& ranks) {
+                              std::lock_guard<std::mutex> lock(keptMutex_);
+                              kept_.terminatedSeen.assign(ranks.begin(), ranks.end());
+                            }});
 }
 
 void Loop::startMonitorProcess(bool joining) {
@@ -350,6 +355,7 @@ void Loop::keepForRestore() {
   }
   std::lock_guard<std::mutex> lock(keptMutex_);
   kept.announced = std::move(kept_.announced);
+  kept.terminatedSeen = std::move(kept_.terminatedSeen);
   kept_ = std::move(kept);
 }
 
@@ -365,6 +371,9 @@ void Loop::restoreStore() noexcept {
   try {
     registry_->publish(kept.initialRank, identity_);
     for (const int r : kept.terminated) {
+      protocol::markTerminated(*store_, *keys_, r, "terminated (put back: the store restarted)");
+    }
+    for (const int r : kept.terminatedSeen) {
       protocol::markTerminated(*store_, *keys_, r, "terminated (put back: the store restarted)");
     }
     // The joiners' queue is at least as long as the joiners this rank knows

@@ -28,6 +28,10 @@ bool markTerminated(store::Store& store, const JobKeys& keys, int initialRank,
 const std::set<int>& TerminatedRanks::refresh(store::Timeout timeout) {
   const auto head = store_.multiGet({keys_.terminatedCount(), keys_.terminatedEpoch()}, timeout);
   const int64_t count = head[0] ? std::stoll(*head[0]) : 0;
+  if (read_once_ && (head[1] != epoch_ || count < read_)) {
+    ++restarts_;
+  }
+  read_once_ = true;
   if (head[1] != epoch_ || count < read_) {
     // The store restarted empty and the list is being put back (every rank
     // marks the ranks it knows terminated again), however long it is by now:

@@ -25,12 +25,17 @@ class TerminatedRanks {
   // Every rank terminated so far.
   const std::set<int>& refresh(store::Timeout timeout = {});
   const std::set<int>& known() const noexcept { return ranks_; }
+  // How often the list was found begun anew (a store restarted empty) since
+  // this reader's first read.
+  uint64_t restarts() const noexcept { return restarts_; }
 
  private:
   store::Store& store_;
   const JobKeys& keys_;
   int64_t read_ = 0;  // entries read
   std::optional<std::string> epoch_;  // of the list read (terminated/epoch)
+  bool read_once_ = false;
+  uint64_t restarts_ = 0;
   std::set<int> ranks_;
 };
 

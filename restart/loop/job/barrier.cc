@@ -17,7 +17,19 @@ JobBarrier::JobBarrier(store::Store& store, const protocol::JobKeys& keys,
       chunk_(options.chunk),
       storeSilence_(options.storeSilence),
       progress_(options.progress),
-      terminated_(store, keys) {}
+      terminated_(store, keys),
+      terminatedSeen_(options.terminatedSeen) {}
+
+const std::set<int>& JobBarrier::terminated() {
+  const std::set<int>& ranks = terminated_.refresh();
+  if (ranks.size() != seen_) {
+    seen_ = ranks.size();
+    if (terminatedSeen_) {
+      terminatedSeen_(ranks);
+    }
+  }
+  return ranks;
+}
 
 void JobBarrier::markTerminated(int rank, const std::string& reason) {
   protocol::markTerminated(store_, keys_, rank, reason);
@@ -36,6 +48,7 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
                                   const WaitOptions& options) {
   const std::string what = "barrier " + name + " #" + std::to_string(generation);
   std::set<int> counted;
+  uint64_t listRestarts = terminated_.restarts();
   using Clock = std::chrono::steady_clock;
   // The first unanswered slice of a silent store (epoch: the store answers).
   Clock::time_point silentSince{};
@@ -46,7 +59,15 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
       timeout, options.chunk.value_or(chunk_),
       [&](const auto& sliceTime) {
         try {
-          for (const int r : terminated()) {
+          const std::set<int>& ranks = terminated();
+          if (terminated_.restarts() != listRestarts) {
+            // The store restarted empty: what was counted for others went
+            // with it (this rank's own arrival is sent again by the store
+            // client).
+            listRestarts = terminated_.restarts();
+            counted.clear();
+          }
+          for (const int r : ranks) {
             // Only the World's slots: a rank past them is a process that
             // ended while joining the job, counted once an admission makes it
             // a slot (restart/loop/job/joiners.h); counted now it would be a

@@ -28,6 +28,8 @@ struct JobBarrierOptions {
   std::chrono::milliseconds chunk{0};         // the longest store wait between two checks
   std::chrono::milliseconds storeSilence{0};  // 0: no limit but the wait's timeout
   std::function<void()> progress;             // between chunks (may be empty)
+  // Given the terminated ranks read whenever the set grew (may be empty).
+  std::function<void(const std::set<int>&)> terminatedSeen;
 };
 
 class JobBarrier {
@@ -67,7 +69,7 @@ class JobBarrier {
   void setWorldSize(int worldSize) noexcept { worldSize_ = worldSize; }
 
   // The initial ranks terminated so far.
-  const std::set<int>& terminated() { return terminated_.refresh(); }
+  const std::set<int>& terminated();
   // Marks `rank` terminated with `reason` (idempotent: the first reason stays).
   void markTerminated(int rank, const std::string& reason);
 
@@ -80,6 +82,8 @@ class JobBarrier {
   std::chrono::milliseconds storeSilence_;
   std::function<void()> progress_;
   protocol::TerminatedRanks terminated_;
+  std::function<void(const std::set<int>&)> terminatedSeen_;
+  size_t seen_ = 0;
 };
 
 }  // namespace resilient::restart

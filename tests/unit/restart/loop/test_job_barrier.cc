@@ -2,6 +2,7 @@
 // terminated are counted on their behalf, but only those of the World's
 // slots: a process that ended while joining the job has an initial rank past
 // them until an admission counts it in.
+#include <atomic>
 #include <set>
 #include <thread>
 #include <vector>
@@ -71,4 +72,50 @@ TEST_CASE("a terminated list put back after a store restart is read from its sta
     restart::protocol::markTerminated(*client, keys, r, "after");
   }
   CHECK(reader.refresh() == std::set<int>{0, 1, 2, 5});
+}
+
+// The agent drill with the store killed 30 ms after a SIGKILL (seed 11):
+// the ranks waiting at the iteration barrier had counted a dead spare on its
+// behalf; the store restarted empty, their own arrivals were sent again, the
+// killed rank's mark was put back and counted, but nobody counted the spare
+// again: every rank waited out the barrier timeout ("ranks 7 are missing").
+TEST_CASE("a rank counted on its behalf is counted again after a store restart",
+          "[restart][loop][store-restart]") {
+  test::RestartingStoreServer server;
+  const restart::protocol::JobKeys keys("job");
+  constexpr int kSlots = 4;
+  restart::protocol::markTerminated(*server.client(), keys, 2, "a spare died");
+  std::vector<int> failed(2, 0);
+  std::atomic<int> counted{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto client = server.client();
+      restart::JobBarrierOptions o;
+      o.initialRank = r;
+      o.worldSize = kSlots;
+      o.chunk = milliseconds(50);
+      restart::JobBarrier b(*client, keys, o);
+      b.terminated();  // rank 2 known before the wait
+      ++counted;
+      try {
+        b.wait("iteration", 1, milliseconds(3000), {});
+      } catch (const std::exception& e) {
+        INFO(e.what());
+        failed[static_cast<size_t>(r)] = 1;
+      }
+    });
+  }
+  // Both wait, rank 2 counted for it on the instance that goes; rank 3 dies
+  // after the restart (its mark the first on the new instance).
+  while (counted < 2) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  server.restart();
+  restart::protocol::markTerminated(*server.client(), keys, 3, "died");
+  for (std::thread& t : ranks) {
+    t.join();
+  }
+  CHECK(failed == std::vector<int>(2, 0));
 }
