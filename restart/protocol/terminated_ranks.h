@@ -32,7 +32,7 @@ class TerminatedRanks {
  private:
   store::Store& store_;
   const JobKeys& keys_;
-  int64_t read_ = 0;  // entries read
+  int64_t read_ = 0;                  // entries read
   std::optional<std::string> epoch_;  // of the list read (terminated/epoch)
   bool read_once_ = false;
   uint64_t restarts_ = 0;
