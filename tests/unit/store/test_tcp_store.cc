@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iterator>
 #include <map>
@@ -329,14 +330,57 @@ TEST_CASE("tcp: a restarted server is detected: its state is lost", "[store][tcp
   }
 }
 
-TEST_CASE("tcp: a client that follows restarts goes on with the restarted server",
-          "[store][tcp]") {
-  uint16_t port = 0;
-  auto first = resilient::test::spawnStoreServer("tok", &port);
+namespace {
+
+// A store server started on `port` (token "tok") `delay` from now, after
+// `before`, from a thread that lives as long as this object: the child dies
+// with the thread that spawned it (PR_SET_PDEATHSIG), and a thread that ended
+// at once killed the new server whenever the child set its death signal
+// before the thread was gone (the client then found no server).
+class LaterServer {
+ public:
+  LaterServer(uint16_t port, milliseconds delay, std::function<void()> before = {}) {
+    thread_ = std::thread([this, port, delay, before = std::move(before),
+                           finished = done_.get_future()] {
+      std::this_thread::sleep_for(delay);
+      if (before) {
+        before();
+      }
+      server_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+          resilient::test::storeBinary(), "--listen", "127.0.0.1:" + std::to_string(port),
+          "--token", "tok"});
+      finished.wait();
+    });
+  }
+  ~LaterServer() {
+    done_.set_value();
+    thread_.join();
+  }
+  LaterServer(const LaterServer&) = delete;
+  LaterServer& operator=(const LaterServer&) = delete;
+
+ private:
+  std::promise<void> done_;
+  std::unique_ptr<ChildProcess> server_;
+  std::thread thread_;
+};
+
+// A client's options that follow a server restarted on the same port.
+ClientOptions followingOptions() {
   ClientOptions o = testClientOptions();
   o.token = "tok";
   o.followRestarts = true;
   o.reconnectTimeout = milliseconds(20000);  // the new server's start, on a loaded machine
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("tcp: a client that follows restarts goes on with the restarted server",
+          "[store][tcp]") {
+  uint16_t port = 0;
+  auto first = resilient::test::spawnStoreServer("tok", &port);
+  ClientOptions o = followingOptions();
   std::atomic<int> restarts{0};
   o.onServerRestart = [&] { ++restarts; };
   TcpStoreClient client("127.0.0.1", port, o);
@@ -345,27 +389,7 @@ TEST_CASE("tcp: a client that follows restarts goes on with the restarted server
   REQUIRE(first->wait(milliseconds(10000)) == 128 + SIGKILL);
   // The new server comes up while the client retries (its port refuses in
   // between): the call goes through to it.
-  // The child dies with the thread that spawned it (PR_SET_PDEATHSIG), so
-  // that thread lives until the test is done with the server: a thread that
-  // ended at once killed the new server whenever the child set its death
-  // signal before the thread was gone (the client then found no server).
-  std::unique_ptr<ChildProcess> second;
-  std::promise<void> done;
-  std::thread restart([&, finished = done.get_future()] {
-    std::this_thread::sleep_for(milliseconds(200));
-    second = std::make_unique<ChildProcess>(std::vector<std::string>{
-        resilient::test::storeBinary(), "--listen", "127.0.0.1:" + std::to_string(port), "--token",
-        "tok"});
-    finished.wait();
-  });
-  struct Release {
-    std::promise<void>& done;
-    std::thread& restart;
-    ~Release() {
-      done.set_value();
-      restart.join();
-    }
-  } release{done, restart};
+  const LaterServer second(port, milliseconds(200));
   CHECK_FALSE(client.get("k", milliseconds(10000)).has_value());  // the state is gone
   CHECK(restarts == 1);
   client.set("k", "w");
@@ -381,11 +405,7 @@ TEST_CASE("tcp: a following client sends a call lost to a server restart to the 
           "[store][tcp][restart]") {
   uint16_t port = 0;
   auto first = resilient::test::spawnStoreServer("tok", &port);
-  ClientOptions o = testClientOptions();
-  o.token = "tok";
-  o.followRestarts = true;
-  o.reconnectTimeout = milliseconds(20000);
-  TcpStoreClient client("127.0.0.1", port, o);
+  TcpStoreClient client("127.0.0.1", port, followingOptions());
   client.set("k", "v");
   // The request reaches a server that no longer answers (stopped for sure:
   // SIGSTOP takes effect at the target's next return from the kernel), which
@@ -401,25 +421,10 @@ TEST_CASE("tcp: a following client sends a call lost to a server restart to the 
     std::this_thread::sleep_for(milliseconds(1));
   }
   REQUIRE(stopped());
-  std::unique_ptr<ChildProcess> second;
-  std::promise<void> done;
-  std::thread restart([&, finished = done.get_future()] {
-    std::this_thread::sleep_for(milliseconds(300));
+  const LaterServer second(port, milliseconds(300), [&] {
     first->kill(SIGKILL);
     first->wait(milliseconds(10000));
-    second = std::make_unique<ChildProcess>(std::vector<std::string>{
-        resilient::test::storeBinary(), "--listen", "127.0.0.1:" + std::to_string(port), "--token",
-        "tok"});
-    finished.wait();
   });
-  struct Release {
-    std::promise<void>& done;
-    std::thread& restart;
-    ~Release() {
-      done.set_value();
-      restart.join();
-    }
-  } release{done, restart};
   CHECK(client.add("joiners", 1, milliseconds(15000)) == 1);
   CHECK(client.compareSet("c", std::nullopt, "x").swapped);
   CHECK_FALSE(client.get("k").has_value());  // the new instance

@@ -46,6 +46,19 @@ bool hasPhase(const test::RankOutcome& o, const std::string& phase) {
   return false;
 }
 
+// What the monitor thread of rank 0 publishes for a plugin fault that names
+// peer `culprit`.
+restart::protocol::FaultRecord peerRecord(int culprit, std::string detail) {
+  restart::protocol::FaultRecord r;
+  r.iteration = 0;
+  r.reason = restart::protocol::FaultReason::kNetFault;
+  r.reporter = 0;
+  r.subject = 0;
+  r.culprit = culprit;
+  r.detail = std::move(detail);
+  return r;
+}
+
 template <class E>
 bool endedWith(const test::RankOutcome& o) {
   if (!o.error) {
@@ -222,16 +235,9 @@ TEST_CASE("a culprit named by a fault record is terminated and replaced", "[rest
       },
       [&](int rank, CallContext& ctx) {
         if (ctx.iteration() == 0 && rank == 0) {
-          // What the monitor thread publishes for a plugin fault that
-          // names a peer (host, pid → rank 2).
-          restart::protocol::FaultRecord r;
-          r.iteration = 0;
-          r.reason = restart::protocol::FaultReason::kNetFault;
-          r.reporter = 0;
-          r.subject = 0;
-          r.culprit = 2;
-          r.detail = "peer unresponsive: no answer to heartbeats";
-          restart::protocol::FaultLog(*store, restart::protocol::JobKeys("default")).publish(r);
+          // A plugin fault that names a peer (host, pid → rank 2).
+          restart::protocol::FaultLog(*store, restart::protocol::JobKeys("default"))
+              .publish(peerRecord(2, "peer unresponsive: no answer to heartbeats"));
         }
         while (ctx.iteration() == 0 && !ctx.cancelled()) {
           std::this_thread::sleep_for(milliseconds(1));
@@ -859,6 +865,22 @@ std::string timelineText(const test::RankOutcome& o) {
   return text;
 }
 
+// Ranks `ranks` of `out` went on into iteration 1, following one verdict
+// whose culprits the timeline gives as `culprits`.
+void checkFollowedVerdict(const std::vector<test::RankOutcome>& out, std::vector<int> ranks,
+                          const std::string& culprits) {
+  for (const int r : ranks) {
+    const auto& o = out[static_cast<size_t>(r)];
+    INFO("rank " << r << ": " << o.errorText() << timelineText(o));
+    CHECK(!o.error);
+    CHECK(o.state.iteration == 1);
+    const auto named = std::find_if(o.timeline.begin(), o.timeline.end(),
+                                    [](const auto& e) { return e.phase == "culprits"; });
+    REQUIRE(named != o.timeline.end());
+    CHECK(named->detail == culprits);
+  }
+}
+
 bool isVerdictWrite(std::string_view key, const store::CasResult& result) {
   return key == restart::protocol::JobKeys("default").verdict(0) && result.swapped &&
          result.current && result.current->front() == '{';
@@ -883,17 +905,10 @@ TEST_CASE("a store restarted after the verdict is written: every rank follows th
   const auto out = runOnRestartingStore(server, 4, 1, {});
   REQUIRE(server.restarts() == 1);
   CHECK(out[1].error);
+  // The one verdict: its culprit is the dead rank (its record was lost).
+  checkFollowedVerdict(out, {0, 2, 3}, "ranks 1");
   for (const int r : {0, 2, 3}) {
-    const auto& o = out[static_cast<size_t>(r)];
-    INFO("rank " << r << ": " << o.errorText() << timelineText(o));
-    CHECK(!o.error);
-    CHECK(o.state.iteration == 1);
-    CHECK(o.state.activeWorldSize == 3);
-    // The one verdict: its culprit is the dead rank (its record was lost).
-    const auto named = std::find_if(o.timeline.begin(), o.timeline.end(),
-                                    [](const auto& e) { return e.phase == "culprits"; });
-    REQUIRE(named != o.timeline.end());
-    CHECK(named->detail == "ranks 1");
+    CHECK(out[static_cast<size_t>(r)].state.activeWorldSize == 3);
   }
 }
 
@@ -952,29 +967,14 @@ TEST_CASE("a store restarted during the iteration names no culprit on what is le
     // Every rank's abort began; the store restarts, and a record of rank 2's
     // connections closing comes after.
     server.restart();
-    restart::protocol::FaultRecord r;
-    r.iteration = 0;
-    r.reason = restart::protocol::FaultReason::kNetFault;
-    r.reporter = 0;
-    r.subject = 0;
-    r.culprit = 2;
-    r.detail = "peer 2 closed the connection";
+    restart::protocol::FaultRecord r = peerRecord(2, "peer 2 closed the connection");
     r.detectedNs = wallClockNs();
     restart::protocol::FaultLog(*server.client(), keys).publish(r);
     return false;
   });
   const auto out = runOnRestartingStore(server, 4, 1, {});
   REQUIRE(server.restarts() == 1);
-  for (const int r : {0, 2, 3}) {
-    const auto& o = out[static_cast<size_t>(r)];
-    INFO("rank " << r << ": " << o.errorText() << timelineText(o));
-    CHECK(!o.error);
-    CHECK(o.state.iteration == 1);
-    const auto named = std::find_if(o.timeline.begin(), o.timeline.end(),
-                                    [](const auto& e) { return e.phase == "culprits"; });
-    REQUIRE(named != o.timeline.end());
-    CHECK(named->detail == "none named");
-  }
+  checkFollowedVerdict(out, {0, 2, 3}, "none named");
 }
 
 // The store restarted while a restart admitted a joiner in a lost rank's
