@@ -139,7 +139,7 @@ void Loop::run(const std::function<void(CallContext&)>& fn) {
 
 Loop::Outcome Loop::runIteration(const std::function<void(CallContext&)>& fn) {
   const int k = state_.iteration;
-  restartsAtIteration_ = storeRestarts_ ? storeRestarts_->count() : 0;
+  restartsAtIteration_ = storeRestartsNoted();
   interruption_ = std::make_unique<Interruption>();
   blackbox_->setFailFast(false);
   blackbox_->skipSeen();

@@ -163,6 +163,9 @@ class Loop {
   // ... since iteration k began (restartsAtIteration_): its records, abort
   // times and progress counts may be lost, so no culprit is named.
   bool storeRestartedInIteration() const;
+  // The job's store restarts this rank's client noted (0: an injected store
+  // that does not restart).
+  uint64_t storeRestartsNoted() const;
   // The culprits of iteration k's records (`terminated`: the live ranks'
   // complement, for "who is behind").
   std::set<int> findCulprits(int k, const std::vector<protocol::FaultRecord>& records,

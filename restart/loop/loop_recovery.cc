@@ -160,7 +160,7 @@ void Loop::applyStormPolicy(int k, const std::vector<FaultRecord>& records) {
 
 void Loop::recover() {
   const int k = state_.iteration;
-  restartsAtRecovery_ = storeRestarts_ ? storeRestarts_->count() : 0;
+  restartsAtRecovery_ = storeRestartsNoted();
   if (const std::string unhealthy = tearDown(k); !unhealthy.empty()) {
     publish(FaultReason::kHealthCheck, unhealthy, state_.initialRank);
     leave(needsNewProcess_ ? std::make_exception_ptr(RankNeedsNewProcess(unhealthy))
@@ -175,10 +175,10 @@ void Loop::recover() {
   // During the recovery only this thread calls the store (the monitor thread
   // and the health exchange are gone): a restart noted from here on came
   // after this rank's barrier completed.
-  restartsAtPassage_ = storeRestarts_ ? storeRestarts_->count() : 0;
+  restartsAtPassage_ = storeRestartsNoted();
 
   const RestartVerdict verdict = decideRestart(k);
-  if (storeRestarts_ && storeRestarts_->count() != restartsAtRecovery_) {
+  if (storeRestartsNoted() != restartsAtRecovery_) {
     // The store restarted during this recovery: the ranks it terminated may
     // be marked on the lost instance only (this rank's put-back ran before
     // it knew them), and the barriers to come would wait for them.
@@ -214,12 +214,16 @@ bool Loop::isVerdictText(const std::optional<std::string>& value) {
   return value && !value->empty() && value->front() == '{';
 }
 
+uint64_t Loop::storeRestartsNoted() const {
+  return storeRestarts_ ? storeRestarts_->count() : 0;
+}
+
 bool Loop::storeRestartedInIteration() const {
-  return storeRestarts_ && storeRestarts_->count() != restartsAtIteration_;
+  return storeRestartsNoted() != restartsAtIteration_;
 }
 
 bool Loop::storeRestartedSincePassage() const {
-  return storeRestarts_ && storeRestarts_->count() != restartsAtPassage_;
+  return storeRestartsNoted() != restartsAtPassage_;
 }
 
 Loop::RestartVerdict Loop::decideRestart(int k) {
@@ -449,7 +453,7 @@ void Loop::passIterationBarrier(int k) {
       timeline_.record(k, "iteration barrier", "its verdict was put back after a store restart");
       return;
     }
-    if (storeRestarts_ && storeRestarts_->count() != restartsAtRecovery_) {
+    if (storeRestartsNoted() != restartsAtRecovery_) {
       // None put back (yet): the missing ranks may be alive past this
       // barrier as well as dead (their count on the lost instance gone too).
       // Declaring live ranks dead would split the job: the restart ends here.
