@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <set>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -370,10 +371,9 @@ void Loop::restoreStore() noexcept {
   }
   try {
     registry_->publish(kept.initialRank, identity_);
-    for (const int r : kept.terminated) {
-      protocol::markTerminated(*store_, *keys_, r, "terminated (put back: the store restarted)");
-    }
-    for (const int r : kept.terminatedSeen) {
+    std::set<int> terminated(kept.terminated.begin(), kept.terminated.end());
+    terminated.insert(kept.terminatedSeen.begin(), kept.terminatedSeen.end());
+    for (const int r : terminated) {
       protocol::markTerminated(*store_, *keys_, r, "terminated (put back: the store restarted)");
     }
     // The joiners' queue is at least as long as the joiners this rank knows
