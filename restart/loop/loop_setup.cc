@@ -1,7 +1,7 @@
 #include <algorithm>
-#include <set>
 #include <chrono>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <string_view>
 #include <type_traits>
