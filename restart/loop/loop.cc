@@ -471,7 +471,9 @@ void Loop::leave(std::exception_ptr why, bool recordInStore) {
     barrier_->markTerminated(state_.initialRank, "left: " + describeException(why));
   }
   state_.mode = Mode::kTerminated;
-  setPhase(RankPhase::kFailed);
+  if (!withdrawn()) {
+    setPhase(RankPhase::kFailed);
+  }
   timeline_.record(state_.iteration, "terminated", describeException(why));
   if (options_.terminate) {
     try {
@@ -502,6 +504,19 @@ void Loop::leave(std::exception_ptr why, bool recordInStore) {
   } catch (...) {
   }
   std::rethrow_exception(why);
+}
+
+void Loop::withdraw(const std::string& why) {
+  // First: its monitor exits without a record or touching the heartbeat,
+  // which are the holder's of this initial rank.
+  setPhase(RankPhase::kWithdrawn);
+  timeline_.record(state_.iteration, "withdrawn", why);
+  leave(std::make_exception_ptr(RankNeedsNewProcess("a joiner withdraws: " + why)),
+        /*recordInStore=*/false);
+}
+
+bool Loop::withdrawn() const noexcept {
+  return statusPage_ && statusPage_->page().currentPhase() == RankPhase::kWithdrawn;
 }
 
 // ---- for CallContext and the monitor ------------------------------------------

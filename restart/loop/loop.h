@@ -31,6 +31,7 @@
 #include "restart/loop/interruption.h"
 #include "restart/loop/job/barrier.h"
 #include "restart/loop/job/health_exchange.h"
+#include "restart/loop/job/joiners.h"
 #include "restart/loop/job/rank_registry.h"
 #include "restart/loop/monitoring/blackbox_watch.h"
 #include "restart/loop/monitoring/monitor_thread.h"
@@ -182,6 +183,10 @@ class Loop {
   // Terminal for this rank: records it as terminated (unless the store is
   // what failed), runs the terminate hook, rethrows `why`.
   [[noreturn]] void leave(std::exception_ptr why, bool recordInStore = true);
+  // A joiner whose initial rank is another process's leaves for a new
+  // process, its end recorded nowhere (restart/loop/job/joiners.h).
+  [[noreturn]] void withdraw(const std::string& why);
+  bool withdrawn() const noexcept;
   void runBounded(const char* what, const std::function<void(const State&)>& hook,
                   std::chrono::milliseconds timeout);
   void setPhase(protocol::RankPhase phase) noexcept;
@@ -262,17 +267,12 @@ class Loop {
     // in no World until the next restart; kept by the barrier as it reads).
     std::vector<int> terminatedSeen;
     int64_t joiners = 0;          // the queue's length this rank knows of
-    // The latest admission of joiners this rank announced (announceAdmissions'
-    // arguments; kept by reassign as it announces), which a joiner yet to
-    // read it waits for.
-    struct Announcement {
-      int iteration;
-      int64_t admittedSoFar;
-      int64_t total;
-      World current;
-      World next;
-    };
-    std::optional<Announcement> announced;
+    // A joiner not admitted yet: it claims its identity back, never over
+    // another's (restart/loop/job/joiners.h).
+    bool waitingJoiner = false;
+    // The latest admission of joiners this rank announced (kept by reassign
+    // as it announces), which a joiner yet to read it waits for.
+    std::optional<Admissions> announced;
   };
   std::mutex keptMutex_;
   Kept kept_;

@@ -536,12 +536,13 @@ void Loop::reassign(int k, const RestartVerdict& verdict) {
       }
     }
     if (announcer == state_.initialRank) {
+      Admissions admissions =
+          admissionsOf(*store_, *keys_, k, admittedJoiners_, joiners, *previousWorld_, *world_);
       {
         std::lock_guard<std::mutex> lock(keptMutex_);
-        kept_.announced =
-            Kept::Announcement{k, admittedJoiners_, joiners, *previousWorld_, *world_};
+        kept_.announced = admissions;
       }
-      announceAdmissions(*store_, *keys_, k, admittedJoiners_, joiners, *previousWorld_, *world_);
+      announceAdmissions(*store_, *keys_, admissions);
     }
   }
   admittedJoiners_ = joiners;

@@ -98,7 +98,7 @@ Loop::~Loop() {
   }
   previousComms_.clear();
   if (statusPage_ && state_.mode != Mode::kTerminated &&
-      statusPage_->page().currentPhase() != RankPhase::kDone) {
+      statusPage_->page().currentPhase() != RankPhase::kDone && !withdrawn()) {
     setPhase(RankPhase::kFailed);
   }
 }
@@ -201,40 +201,43 @@ bool Loop::join() {
   } catch (...) {
     leave(std::current_exception(), /*recordInStore=*/false);
   }
-  const int64_t number = registerJoiner(*store_, *keys_);
-  state_.initialRank = state_.initialWorldSize + static_cast<int>(number) - 1;
+  identity_ = RankIdentity::ofThisProcess();
+  const JoinerTicket ticket =
+      registerJoiner(*store_, *keys_, *registry_, state_.initialWorldSize, identity_);
+  state_.initialRank = ticket.initialRank;
   state_.rank = -1;
   makeBarrier();  // it arrives as its new initial rank
-  joinerNumber_ = number;
-  identity_ = RankIdentity::ofThisProcess();
-  registry_->claim(state_.initialRank, identity_);
+  joinerNumber_ = ticket.number;
   if (options_.useMonitorProcess) {
     startMonitorProcess(/*joining=*/true);
+    const RankIdentity claimed = identity_;
     identity_.monitorPid = statusPage_->page().monitorPid.load();
-    registry_->publish(state_.initialRank, identity_);
+    // Over its own claim only: a rank put back since holds it (the wait
+    // below finds that out).
+    registry_->replace(state_.initialRank, claimed, identity_);
   }
   keepForRestore();
   setPhase(RankPhase::kJoining);
   timeline_.record(0, "joining",
                    "initial rank " + std::to_string(state_.initialRank) + ", joiner " +
-                       std::to_string(number) + "; " + store_->describe());
+                       std::to_string(ticket.number) + "; " + store_->describe());
   // Waiting is not hanging: every slice shows progress to the monitor.
-  std::optional<Admission> admission = waitForAdmission(
-      *store_, *keys_, number, std::chrono::milliseconds(100), [this] {
-        touchProgress();
-        return false;
-      });
-  if (!admission) {
+  JoinerWait wait = waitForAdmission(*store_, *keys_, *registry_, ticket, identity_,
+                                     std::chrono::milliseconds(100), [this] { touchProgress(); });
+  if (wait.end == JoinerWait::End::kNotNeeded) {
     timeline_.record(0, "not needed", "the job finished before it admitted this process");
     setPhase(RankPhase::kDone);
     return false;
   }
-  state_.iteration = admission->iteration;
-  world_ = std::move(admission->world);
-  previousWorld_ = std::move(admission->previous);
+  if (wait.end == JoinerWait::End::kWithdrawn) {
+    withdraw(wait.why);
+  }
+  state_.iteration = wait.admission.iteration;
+  world_ = std::move(wait.admission.world);
+  previousWorld_ = std::move(wait.admission.previous);
   admittedJoiners_ = world_->initialWorldSize() - state_.initialWorldSize;
   if (state_.initialRank >= world_->initialWorldSize()) {
-    throw InternalError("joiner " + std::to_string(number) + " was admitted into iteration " +
+    throw InternalError("joiner " + std::to_string(ticket.number) + " was admitted into iteration " +
                         std::to_string(state_.iteration) + " whose World has " +
                         std::to_string(world_->initialWorldSize()) + " slots");
   }
@@ -346,6 +349,7 @@ void Loop::keepForRestore() {
   kept.initialRank = state_.initialRank;
   kept.iteration = state_.iteration;
   kept.joiners = std::max(admittedJoiners_, joinerNumber_);
+  kept.waitingJoiner = joinerNumber_ > 0 && !world_;
   if (world_) {
     kept.spare = world_->at(state_.initialRank).mode == Mode::kInactive;
     for (int r = 0; r < world_->initialWorldSize(); ++r) {
@@ -370,7 +374,11 @@ void Loop::restoreStore() noexcept {
     return;  // nothing of this rank in the store yet: setup writes it
   }
   try {
-    registry_->publish(kept.initialRank, identity_);
+    if (kept.waitingJoiner) {
+      registry_->tryClaim(kept.initialRank, identity_);
+    } else {
+      registry_->publish(kept.initialRank, identity_);
+    }
     std::set<int> terminated(kept.terminated.begin(), kept.terminated.end());
     terminated.insert(kept.terminatedSeen.begin(), kept.terminatedSeen.end());
     for (const int r : terminated) {
@@ -378,21 +386,12 @@ void Loop::restoreStore() noexcept {
     }
     // The joiners' queue is at least as long as the joiners this rank knows
     // of, so that a new joiner does not take an initial rank in use.
-    for (;;) {
-      const std::optional<std::string> current = store_->get(keys_->joinerCount());
-      if ((current ? std::stoll(*current) : 0) >= kept.joiners) {
-        break;
-      }
-      if (store_->compareSet(keys_->joinerCount(), current, std::to_string(kept.joiners)).swapped) {
-        break;
-      }
-    }
+    raiseJoinerCount(*store_, *keys_, kept.joiners);
     if (kept.spare) {
       store_->set(keys_->spare(kept.iteration, kept.initialRank), "1");
     }
     if (const auto& a = kept.announced) {
-      announceAdmissions(*store_, *keys_, a->iteration, a->admittedSoFar, a->total, a->current,
-                         a->next);
+      announceAdmissions(*store_, *keys_, *a);
     }
 
     if (kept.verdict.first >= 0) {

@@ -73,8 +73,7 @@ void LivenessWatch::run(const net::liveness::Policy& policy, int fd, const std::
         break;
       }
       const protocol::RankPhase phase = page_.currentPhase();
-      const bool judged =
-          phase != protocol::RankPhase::kDone && phase != protocol::RankPhase::kFailed;
+      const bool judged = !protocol::leftTheLoop(phase);
       if (judged) {
         if (const std::optional<uint64_t> silent = link.tick(now)) {
           const net::Fault f = link.silenceFault(*silent);

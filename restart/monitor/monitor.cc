@@ -127,6 +127,9 @@ int Monitor::run() {
       if (page_.currentPhase() == RankPhase::kDone) {
         return cleanExit("its rank is done");
       }
+      if (page_.currentPhase() == RankPhase::kWithdrawn) {
+        return quietExit();
+      }
       if (rank_.ended()) {
         return onRankEnded(RankEnd::kByItself);
       }
@@ -349,6 +352,9 @@ int Monitor::onRankEnded(RankEnd end) {
   const bool killedByMonitor = end == RankEnd::kKilledByMonitor;
   const RankPhase phase = page_.currentPhase();
   const int iteration = page_.iteration.load(std::memory_order_acquire);
+  if (phase == RankPhase::kWithdrawn) {
+    return quietExit();
+  }
   if (!killedByMonitor && (phase == RankPhase::kDone || phase == RankPhase::kFailed)) {
     return cleanExit(phase == RankPhase::kDone ? "its rank is done"
                                                : "its rank left the loop with an error and ended");
@@ -447,6 +453,14 @@ int Monitor::cleanExit(const char* why) {
     log_.write("could not remove the heartbeat: %s", e.what());
   }
   log_.write("exiting: %s", why);
+  return kMonitorExitOk;
+}
+
+int Monitor::quietExit() {
+  // Its initial rank is another process's (restart/loop/job/joiners.h): the
+  // heartbeat, the terminated mark and the barriers are that process's.
+  log_.write("exiting: its rank withdrew from the job (its initial rank is another process's); "
+             "nothing recorded");
   return kMonitorExitOk;
 }
 

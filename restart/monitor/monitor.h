@@ -72,6 +72,7 @@ class Monitor {
   // The rank's process ended: records it unless it had finished.
   int onRankEnded(RankEnd end);
   int cleanExit(const char* why);
+  int quietExit();  // a withdrawn rank: nothing written to the store
   // Whether the rank is a spare in its current iteration (its status page).
   bool spare() const noexcept { return page_.spare.load(std::memory_order_acquire) != 0; }
   // The size of the rank's barriers now (the slots of its World; the job's

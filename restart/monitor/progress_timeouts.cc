@@ -45,7 +45,7 @@ uint64_t ProgressTimeouts::hardLimitNs(RankPhase phase) const noexcept {
 }
 
 TimeoutAction ProgressTimeouts::check(const ProgressView& view, uint64_t nowMonoNs) {
-  if (view.phase == RankPhase::kDone || view.phase == RankPhase::kFailed) {
+  if (protocol::leftTheLoop(view.phase)) {
     return TimeoutAction::kNone;
   }
   if (view.hangProtectionOff) {

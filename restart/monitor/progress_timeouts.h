@@ -7,7 +7,7 @@
 //    than the monitor's start or the last time hang protection was seen off;
 //  - soft timeout: phase kRunning, hang protection on, no progress for the
 //    soft timeout → kSoft, at most once per iteration;
-//  - hard timeout: any phase but kDone/kFailed, hang protection on, no
+//  - hard timeout: any phase but those after the loop (leftTheLoop), hang protection on, no
 //    progress for the hard timeout → kHard; while the rank waits in a barrier
 //    (initial, iteration, completion) the limit is the barrier timeout.
 #pragma once

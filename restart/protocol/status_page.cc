@@ -39,6 +39,7 @@ const char* rankPhaseName(RankPhase phase) noexcept {
     case RankPhase::kDone: return "done";
     case RankPhase::kFailed: return "failed";
     case RankPhase::kJoining: return "joining";
+    case RankPhase::kWithdrawn: return "withdrawn";
   }
   return "unknown";
 }

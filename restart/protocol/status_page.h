@@ -18,7 +18,7 @@
 namespace resilient::restart::protocol {
 
 inline constexpr uint32_t kStatusPageMagic = 0x52534d50;  // "PMSR"
-inline constexpr uint32_t kStatusPageVersion = 3;  // 2: spare; 3: slots, kJoining
+inline constexpr uint32_t kStatusPageVersion = 4;  // 2: spare; 3: slots, kJoining; 4: kWithdrawn
 
 enum class RankPhase : uint32_t {
   kStarting = 0,      // before the initial barrier
@@ -32,7 +32,15 @@ enum class RankPhase : uint32_t {
   kFailed,            // left the loop with an error (terminated, discarded, aborted)
   kJoining,           // a process that joined the running job, not admitted yet: its
                       // end is recorded (terminated) and interrupts nobody
+  kWithdrawn,         // a joiner whose initial rank is another process's: it leaves,
+                      // and the monitor exits without records (restart/loop/job/joiners.h)
 };
+
+// The rank left the loop: no timeout or liveness verdict applies to it any more.
+inline bool leftTheLoop(RankPhase phase) noexcept {
+  return phase == RankPhase::kDone || phase == RankPhase::kFailed ||
+         phase == RankPhase::kWithdrawn;
+}
 
 const char* rankPhaseName(RankPhase phase) noexcept;
 

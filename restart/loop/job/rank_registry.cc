@@ -48,22 +48,44 @@ RankIdentity RankIdentity::fromJson(std::string_view json) {
 RankRegistry::RankRegistry(store::Store& store, const protocol::JobKeys& keys, int worldSize)
     : store_(store), keys_(keys), worldSize_(worldSize) {}
 
-void RankRegistry::claim(int initialRank, const RankIdentity& identity) {
-  const std::string key = keys_.identity(initialRank);
+std::string RankIdentity::describe() const {
+  return "pid " + std::to_string(pid) + " on host \"" + host + "\"";
+}
+
+std::optional<RankIdentity> RankRegistry::tryClaim(int initialRank, const RankIdentity& identity) {
   const std::string mine = identity.toJson();
-  const store::CasResult result = store_.compareSet(key, std::nullopt, mine);
+  const store::CasResult result = store_.compareSet(keys_.identity(initialRank), std::nullopt, mine);
   if (result.swapped || result.current == mine) {
-    return;  // ours (the second case: a retried claim whose first try went through)
+    return std::nullopt;  // ours (the second case: a retried claim whose first try went through)
   }
-  std::string holder = "another process";
   try {
-    const RankIdentity other = RankIdentity::fromJson(result.current.value_or(""));
-    holder = "pid " + std::to_string(other.pid) + " on host \"" + other.host + "\"";
+    return RankIdentity::fromJson(result.current.value_or(""));
   } catch (const std::exception&) {
-    // Not an identity of ours: the holder stays "another process".
+    return RankIdentity{};  // not an identity of ours: held all the same
   }
+}
+
+std::optional<RankIdentity> RankRegistry::holderOf(int initialRank) {
+  const std::optional<std::string> text = store_.get(keys_.identity(initialRank));
+  if (!text) {
+    return std::nullopt;
+  }
+  try {
+    return RankIdentity::fromJson(*text);
+  } catch (const std::exception&) {
+    return RankIdentity{};  // not an identity of ours: held all the same
+  }
+}
+
+void RankRegistry::claim(int initialRank, const RankIdentity& identity) {
+  const std::optional<RankIdentity> other = tryClaim(initialRank, identity);
+  if (!other) {
+    return;
+  }
+  const std::string holder = other->pid != 0 ? other->describe() : "another process";
   throw ConfigError("job id \"" + keys_.jobId() + "\" is in use in this store: initial rank " +
-                    std::to_string(initialRank) + " is held by " + holder + " (key " + key +
+                    std::to_string(initialRank) + " is held by " + holder + " (key " +
+                    keys_.identity(initialRank) +
                     "), from an earlier job with the same id or a second process started as rank " +
                     std::to_string(initialRank) +
                     "; give every job its own NCCL_RESILIENT_RESTART_JOB (Options::jobId) or "
@@ -72,6 +94,12 @@ void RankRegistry::claim(int initialRank, const RankIdentity& identity) {
 
 void RankRegistry::publish(int initialRank, const RankIdentity& identity) {
   store_.set(keys_.identity(initialRank), identity.toJson());
+}
+
+bool RankRegistry::replace(int initialRank, const RankIdentity& claimed,
+                           const RankIdentity& identity) {
+  return store_.compareSet(keys_.identity(initialRank), claimed.toJson(), identity.toJson())
+      .swapped;
 }
 
 void RankRegistry::setWorldSize(int worldSize) {

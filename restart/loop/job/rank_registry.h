@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -23,6 +24,12 @@ struct RankIdentity {
   uint64_t instance = 0;
 
   static RankIdentity ofThisProcess();
+  // The same run of the same process (the monitor's pid aside: it is added
+  // once the monitor runs).
+  bool sameProcess(const RankIdentity& other) const noexcept {
+    return host == other.host && pid == other.pid && instance == other.instance;
+  }
+  std::string describe() const;  // "pid P on host \"H\""
   std::string toJson() const;
   static RankIdentity fromJson(std::string_view json);  // throws std::invalid_argument
 };
@@ -36,8 +43,16 @@ class RankRegistry {
   // job's keys left in the store, or two processes started with the same
   // rank), since old keys would confuse this job's barriers and records.
   void claim(int initialRank, const RankIdentity& identity);
+  // The same claim without the error: nullopt when rank r is ours now, else
+  // the identity of the process that holds it.
+  std::optional<RankIdentity> tryClaim(int initialRank, const RankIdentity& identity);
+  // Who holds rank r in the store now (nullopt: nobody), read afresh.
+  std::optional<RankIdentity> holderOf(int initialRank);
   // Replaces the claimed identity (adds the monitor's pid once it runs).
   void publish(int initialRank, const RankIdentity& identity);
+  // The same, only over `claimed` (a joiner's claim, which a rank put back
+  // after a store restart may have replaced): whether it did.
+  bool replace(int initialRank, const RankIdentity& claimed, const RankIdentity& identity);
   // The slots to read from now on (the current World's: it grows as
   // processes join the job).
   void setWorldSize(int worldSize);

@@ -8,6 +8,8 @@
 //                barrier with the other ranks (as the loop does), phase done,
 //                exit after 100 ms
 //   failed       ping for --for-ms, then phase failed and exit
+//   withdrawn    ping for --for-ms, then phase withdrawn and exit at once
+//                (a joiner whose initial rank is another process's)
 //   exit         ping for --for-ms, then exit(3) while running
 // --liveness-ms N: with a liveness link to its monitor (the loop's
 // RankLiveness), NCCL_RESILIENT_LIVENESS_TIMEOUT_MS=N.
@@ -130,6 +132,10 @@ int run(int argc, char** argv) {
     pingFor(page, forMs);
     setPhase(page, rp::RankPhase::kFailed);
     return 1;
+  } else if (behaviour == "withdrawn") {
+    pingFor(page, forMs);
+    setPhase(page, rp::RankPhase::kWithdrawn);
+    return 75;
   } else if (behaviour == "exit") {
     pingFor(page, forMs);
     return 3;

@@ -439,6 +439,27 @@ TEST_CASE("a rank that leaves the loop with an error and ends leaves no record",
   CHECK_FALSE(job.store().exists(job.keys().terminated(0)));
 }
 
+// Issue 34: a joiner that drew a number in use from a restarted store
+// withdraws; its monitor recorded its end as a joiner's (terminated/<r>, a
+// fault) and removed heartbeat/<r>: the initial rank of the live process that
+// holds the number, which the others then discarded. Now it writes nothing.
+TEST_CASE("a withdrawn joiner's monitor leaves its initial rank to the process that holds it",
+          "[monitor][done]") {
+  Job job("withdrawn");
+  // A long heartbeat expiry: the key outlives the checks below on any machine.
+  FakeRank r = job.start(0, 1,
+                         {"--behaviour", "withdrawn", "--for-ms", "300",
+                          "--heartbeat-timeout-ms", "20000", "--barrier-timeout-ms", "30000"});
+  // The heartbeat is up before the rank withdraws (its holder's key too).
+  job.store().waitGet(job.keys().heartbeat(0), milliseconds(3000));
+  CHECK(r.process->wait(milliseconds(3000)) == 75);
+  CHECK(waitExit(r.monitorPid, milliseconds(3000)) == 0);
+  CHECK_FALSE(job.store().exists(job.keys().faultCount()));
+  CHECK_FALSE(job.store().exists(job.keys().terminated(0)));
+  CHECK(job.store().exists(job.keys().heartbeat(0)));
+  CHECK(job.log(0).find("withdrew") != std::string::npos);
+}
+
 TEST_CASE("a monitor whose store is gone keeps watching its rank, and leaves when the rank ends",
           "[monitor][failure]") {
   // Issue 19 finding 1: after the store timeout every monitor gave up and
