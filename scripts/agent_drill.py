@@ -366,32 +366,48 @@ def check(job, faults, reference):
     store_kills = [f for f in faults if f["kind"] == "store"]
     faults = [f for f in faults if f["kind"] != "store"]
     victims = {f["pid"] for f in faults}
+    # A replacement that drew a joiner's number already in use (it registered
+    # on a restarted store before the ranks put the queue back) withdraws, and
+    # its agent starts another: only where the store was killed.
+    withdrawn = set()
+    for (rank, n), pid in procs.items():
+        path = os.path.join(job.logs, f"rank{rank}.{n}.log")
+        if (pid not in victims and ends.get(pid) == "exit 75 (left for a new process)"
+                and os.path.exists(path) and "a joiner withdraws" in open(path).read()):
+            withdrawn.add(pid)
+    if withdrawn and not store_kills and not any(f.get("store_killed") for f in faults):
+        problems.append(f"{len(withdrawn)} joiners withdrew, and the store was never killed")
     replaced = [k for k in procs if k[1] > 0]
-    if len(replaced) != len(faults):
+    if len(replaced) != len(faults) + len(withdrawn):
         problems.append(f"{len(replaced)} processes started in place of others, "
-                        f"{len(faults)} faults of ranks injected")
+                        f"{len(faults)} faults of ranks injected, {len(withdrawn)} joiners withdrew")
     served_again = open(job.agent_logs[0]).read().count("serves again")
     killed = len(store_kills) + sum(1 for f in faults if f.get("store_killed"))
     if served_again != killed:
         problems.append(f"the store was served again {served_again} times after "
                         f"{killed} kills")
     for (rank, n), pid in procs.items():
-        if pid not in victims and ends.get(pid) != "exit 0":
+        if pid not in victims and pid not in withdrawn and ends.get(pid) != "exit 0":
             problems.append(f"rank {rank} process {n} (pid {pid}) ended: {ends.get(pid)}")
     for f in faults:
         want = "signal 9 (Killed)" if f["kind"] == "kill" else "exit 75 (left for a new process)"
         if ends.get(f["pid"]) != want:
             problems.append(f"victim pid {f['pid']} ({f['kind']}) ended: {ends.get(f['pid'])}, "
                             f"not {want}")
-    # The replacement of each victim: the next process of its rank.
+    # The replacement of each victim: the next process of its rank that did
+    # not withdraw.
     rep = reports(job)
     for f in faults:
-        r = rep.get(f"rank-{f['rank']}.{f['process'] + 1}.json")
+        n = f["process"] + 1
+        while procs.get((f["rank"], n)) in withdrawn:
+            n += 1
+        f["withdrawn_before"] = n - f["process"] - 1
+        r = rep.get(f"rank-{f['rank']}.{n}.json")
         f["joining_ms"] = f["admitted_ms"] = None
         if r is None:
             # A replacement that was a later fault's victim wrote none.
-            if procs.get((f["rank"], f["process"] + 1)) not in victims:
-                problems.append(f"no report of rank {f['rank']}'s process {f['process'] + 1}")
+            if procs.get((f["rank"], n)) not in victims:
+                problems.append(f"no report of rank {f['rank']}'s process {n}")
             continue
         joining, admitted = event_ns(r, "joining"), event_ns(r, "admitted")
         f["joining_ms"] = (joining - f["ns"]) / 1e6 if joining else None
@@ -404,7 +420,7 @@ def check(job, faults, reference):
                "faulty": hashlib.sha256(got).hexdigest()[:16], "equal": got == ref}
     if not weights["equal"]:
         problems.append("the final weights differ from the reference's")
-    return problems, weights
+    return problems, weights, len(withdrawn)
 
 
 def main():
@@ -459,7 +475,7 @@ def main():
     try:
         reference = run_reference(args, root, env)
         job, faults = run_faulty(args, root, env, rng)
-        problems, weights = check(job, faults, reference)
+        problems, weights, withdrawals = check(job, faults, reference)
         print(f"\n{'#':>2} {'kind':>6} {'rank':>4} {'proc':>4} {'step':>4} | "
               f"{'re-entry':>9} {'slowest':>8} | {'joining':>8} {'admitted':>9} | replacement")
         def ms(v):
@@ -482,13 +498,16 @@ def main():
                   f"{f.get('replacement_outcome')}")
         joins = [f["joining_ms"] for f in faults if f.get("joining_ms") is not None]
         reentries = [f["reentry_ms"] for f in faults if f.get("reentry_ms") is not None]
-        summary = {"faults": len(faults),
+        summary = {"faults": len(faults), "joiners_withdrawn": withdrawals,
                    "reentry_median_ms": statistics.median(reentries) if reentries else None,
                    "joining_median_ms": statistics.median(joins) if joins else None,
                    "joining_max_ms": max(joins) if joins else None}
         print(f"\nmedians: survivors' re-entry {summary['reentry_median_ms']} ms; replacement "
               f"a spare again (registered, waiting) {summary['joining_median_ms']} ms "
               f"(max {summary['joining_max_ms']})")
+        if withdrawals:
+            print(f"joiners withdrawn (a number in use drawn from a restarted store; each "
+                  f"replaced by a new process): {withdrawals}")
         print(f"weights: reference sha256 {weights['reference']}, faulty run sha256 "
               f"{weights['faulty']}: {'bitwise equal' if weights['equal'] else 'DIFFERENT'}")
         if args.json:

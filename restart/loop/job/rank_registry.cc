@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/log.h"
 #include "resilient/restart/errors.hpp"
 
 namespace resilient::restart {
@@ -128,7 +129,16 @@ int RankRegistry::find(const std::string& host, int64_t pid) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = byProcess_.find({host, pid});
   if (it == byProcess_.end()) {
-    reload();
+    try {
+      reload();
+    } catch (const std::exception& e) {
+      // Asked from the monitor thread as it publishes a fault (an exception
+      // there ended the process: the agent drill with the store killed 5 ms
+      // after a SIGKILL); the fault is published without its culprit.
+      RES_WARN(log::kRestart, "restart: cannot read the job's identities (pid %lld on %s): %s",
+               static_cast<long long>(pid), host.c_str(), e.what());
+      return -1;
+    }
     it = byProcess_.find({host, pid});
   }
   return it == byProcess_.end() ? -1 : it->second;

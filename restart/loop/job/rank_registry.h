@@ -57,7 +57,8 @@ class RankRegistry {
   // processes join the job).
   void setWorldSize(int worldSize);
   // The initial rank of the process `pid` on `host`, or -1 when no rank of
-  // the job has that identity. Reads the registry again on a miss.
+  // the job has that identity (or the store cannot say: never throws). Reads
+  // the registry again on a miss.
   int find(const std::string& host, int64_t pid);
   // The host of `initialRank` ("" if it never registered): the grouping key
   // of filterCountGroupedByKey().
