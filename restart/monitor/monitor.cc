@@ -468,6 +468,7 @@ void Monitor::keepEndRecorded(int iteration, RankPhase phase, const std::string&
     return;  // nothing counts the store's restarts
   }
   const uint64_t until = monotonicNs() + toNs(config_.heartbeatTimeout);
+  bool failing = false;  // the store's failures are logged once
   while (monotonicNs() < until) {
     try {
       if (store_.get(keys_.finished(), callTimeout_).has_value()) {
@@ -481,7 +482,10 @@ void Monitor::keepEndRecorded(int iteration, RankPhase phase, const std::string&
         continue;
       }
     } catch (const store::StoreError& e) {
-      log_.write("while keeping the end recorded: %s", e.what());
+      if (!failing) {
+        log_.write("while keeping the end recorded (until the heartbeat timeout): %s", e.what());
+      }
+      failing = true;
     }
     std::this_thread::sleep_for(std::min(config_.interval, Millis(50)));
   }

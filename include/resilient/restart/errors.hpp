@@ -65,7 +65,9 @@ class RankNeedsNewProcess : public HealthCheckError {
 };
 
 // The exit status of a rank that left for a new process (sysexits' EX_TEMPFAIL:
-// "try again"): resilient-run replaces it without counting a crash.
+// "try again"): resilient-run replaces it (within --max-restarts, which
+// counts every new process). Also a joiner's that withdrew: it drew a number
+// another process holds (docs/restart.md, "The agent").
 inline constexpr int kExitNeedsNewProcess = 75;
 
 // The per-rank fault counter passed its limit (a HealthCheckError).
