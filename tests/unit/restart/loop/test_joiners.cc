@@ -29,6 +29,9 @@ struct JobStore {
   restart::protocol::JobKeys keys{"default"};
   restart::RankRegistry registry{store, keys, kInitialWorldSize};
 
+  restart::JoinerTicket registerAs(const RankIdentity& me) {
+    return restart::registerJoiner(store, keys, registry, kInitialWorldSize, me);
+  }
   JoinerWait wait(const restart::JoinerTicket& ticket, const RankIdentity& me) {
     return restart::waitForAdmission(store, keys, registry, ticket, me, milliseconds(10), {});
   }
@@ -70,8 +73,7 @@ TEST_CASE("a joiner draws again when its number's initial rank is held",
   const RankIdentity holder = RankIdentity::ofThisProcess();
   job.registry.publish(kInitialWorldSize, holder);  // put back by joiner 1, alive
   const RankIdentity me = RankIdentity::ofThisProcess();
-  const restart::JoinerTicket ticket =
-      restart::registerJoiner(job.store, job.keys, job.registry, kInitialWorldSize, me);
+  const restart::JoinerTicket ticket = job.registerAs(me);
   CHECK(ticket.number == 2);
   CHECK(ticket.initialRank == kInitialWorldSize + 1);
   CHECK(job.registry.holderOf(kInitialWorldSize)->sameProcess(holder));
@@ -81,8 +83,7 @@ TEST_CASE("a joiner draws again when its number's initial rank is held",
 TEST_CASE("a joiner named by its admission is admitted", "[restart][loop][join]") {
   JobStore job;
   const RankIdentity me = RankIdentity::ofThisProcess();
-  const restart::JoinerTicket ticket =
-      restart::registerJoiner(job.store, job.keys, job.registry, kInitialWorldSize, me);
+  const restart::JoinerTicket ticket = job.registerAs(me);
   job.admit(1);
   const JoinerWait wait = job.wait(ticket, me);
   REQUIRE(wait.end == JoinerWait::End::kAdmitted);
@@ -99,8 +100,7 @@ TEST_CASE("a joiner whose initial rank another process put back withdraws",
           "[restart][loop][join]") {
   JobStore job;
   const RankIdentity me = RankIdentity::ofThisProcess();
-  const restart::JoinerTicket ticket =
-      restart::registerJoiner(job.store, job.keys, job.registry, kInitialWorldSize, me);
+  const restart::JoinerTicket ticket = job.registerAs(me);
   REQUIRE(ticket.number == 1);
   const RankIdentity holder = RankIdentity::ofThisProcess();
   job.registry.publish(ticket.initialRank, holder);
@@ -113,8 +113,7 @@ TEST_CASE("a joiner woken by an admission that names another process withdraws",
           "[restart][loop][join]") {
   JobStore job;
   const RankIdentity holder = RankIdentity::ofThisProcess();
-  const restart::JoinerTicket first =
-      restart::registerJoiner(job.store, job.keys, job.registry, kInitialWorldSize, holder);
+  const restart::JoinerTicket first = job.registerAs(holder);
   job.admit(1);  // names the holder; put back so after a store restart
   // The store restarted: the queue and the registry are empty again, the
   // admission (the latest) put back before the holder's identity.
@@ -136,8 +135,7 @@ TEST_CASE("a joiner woken by an admission that names another process withdraws",
 TEST_CASE("a joiner whose initial rank is terminated withdraws", "[restart][loop][join]") {
   JobStore job;
   const RankIdentity me = RankIdentity::ofThisProcess();
-  const restart::JoinerTicket ticket =
-      restart::registerJoiner(job.store, job.keys, job.registry, kInitialWorldSize, me);
+  const restart::JoinerTicket ticket = job.registerAs(me);
   restart::protocol::markTerminated(job.store, job.keys, ticket.initialRank, "put back");
   const JoinerWait wait = job.wait(ticket, me);
   REQUIRE(wait.end == JoinerWait::End::kWithdrawn);
@@ -147,8 +145,7 @@ TEST_CASE("a joiner whose initial rank is terminated withdraws", "[restart][loop
 TEST_CASE("a joiner of a job that finished is not needed", "[restart][loop][join]") {
   JobStore job;
   const RankIdentity me = RankIdentity::ofThisProcess();
-  const restart::JoinerTicket ticket =
-      restart::registerJoiner(job.store, job.keys, job.registry, kInitialWorldSize, me);
+  const restart::JoinerTicket ticket = job.registerAs(me);
   job.store.set(job.keys.finished(), "1");
   CHECK(job.wait(ticket, me).end == JoinerWait::End::kNotNeeded);
 }

@@ -873,6 +873,53 @@ bool isVerdictWrite(std::string_view key, const store::CasResult& result) {
          result.current && result.current->front() == '{';
 }
 
+// A store's client that follows its restarts, as the loop's
+// LoopEnvironment::followStoreRestarts takes it.
+using Follow =
+    std::function<std::function<void(std::function<void()>)>(const std::shared_ptr<store::Store>&)>;
+
+// Three ranks on `server`, `body` their function and joiner 1's: rank 1
+// dies in iteration 0 once joiner 1 (initial rank 3) waits, so that the
+// restart this death starts admits it in rank 1's place. The ranks' outcomes
+// and the joiner's.
+std::pair<std::vector<test::RankOutcome>, test::RankOutcome> runWithJoiner(
+    test::RestartingStoreServer& server, const std::function<void(CallContext&)>& body,
+    const Follow& follow) {
+  std::vector<test::RankOutcome> out(3);
+  test::RankOutcome joinerOut;
+  std::thread joiner;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      auto client = server.client();
+      out[static_cast<size_t>(r)] = test::runRank(
+          client, test::threadRankOptions(r, 3), false,
+          [&, r, client](CallContext& ctx) {
+            if (ctx.iteration() == 0 && r == 1) {
+              joiner = std::thread([&] {
+                auto mine = server.client();
+                joinerOut = test::runRank(mine, test::threadRankOptions(1, 3), true, body,
+                                          follow(mine));
+              });
+              while (!joined(*client, 1)) {
+                std::this_thread::sleep_for(milliseconds(1));
+              }
+              test::recordDeath(*client, "default", 1, 3, 0);
+              throw std::runtime_error("simulated death");
+            }
+            body(ctx);
+          },
+          follow(client));
+    });
+  }
+  for (auto& t : ranks) {
+    t.join();
+  }
+  REQUIRE(joiner.joinable());
+  joiner.join();
+  return {std::move(out), std::move(joinerOut)};
+}
+
 }  // namespace
 
 // Issue 34: the job's store restarted (empty) right after the restart's
@@ -989,40 +1036,7 @@ TEST_CASE("a store restarted during a joiner's admission: the joiner is admitted
     }
     ctx.checkCancelled();
   };
-  test::RankOutcome joinerOut;
-  std::thread joiner;
-  std::vector<test::RankOutcome> out(3);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 3; ++r) {
-    ranks.emplace_back([&, r] {
-      auto client = server.client();
-      out[static_cast<size_t>(r)] = test::runRank(
-          client, test::threadRankOptions(r, 3), false,
-          [&, r, client](CallContext& ctx) {
-            if (ctx.iteration() == 0 && r == 1) {
-              // The replacement is registered and waiting before this
-              // process "dies": the restart it starts admits it.
-              joiner = std::thread([&] {
-                auto mine = server.client();
-                joinerOut = test::runRank(mine, test::threadRankOptions(1, 3), true, body,
-                                          follow(mine));
-              });
-              while (!joined(*client, 1)) {
-                std::this_thread::sleep_for(milliseconds(1));
-              }
-              test::recordDeath(*client, "default", 1, 3, 0);
-              throw std::runtime_error("simulated death");
-            }
-            body(ctx);
-          },
-          follow(client));
-    });
-  }
-  for (auto& t : ranks) {
-    t.join();
-  }
-  REQUIRE(joiner.joinable());
-  joiner.join();
+  auto [out, joinerOut] = runWithJoiner(server, body, follow);
   REQUIRE(server.restarts() == 1);
   INFO("joiner: " << joinerOut.errorText() << timelineText(joinerOut));
   CHECK(!joinerOut.error);
@@ -1062,8 +1076,6 @@ TEST_CASE("a replacement that draws a number in use from a restarted store withd
   std::atomic<bool> settled{false};  // the replacement left its join
   test::RankOutcome intruderOut;
   std::thread intruder;
-  std::thread joiner;
-  test::RankOutcome joinerOut;
   const auto body = [&](CallContext& ctx) {
     if (ctx.iteration() == 0) {
       while (!ctx.cancelled()) {
@@ -1102,38 +1114,7 @@ TEST_CASE("a replacement that draws a number in use from a restarted store withd
       std::this_thread::sleep_for(milliseconds(1));
     }
   };
-  std::vector<test::RankOutcome> out(3);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 3; ++r) {
-    ranks.emplace_back([&, r] {
-      auto client = server.client();
-      out[static_cast<size_t>(r)] = test::runRank(
-          client, test::threadRankOptions(r, 3), false,
-          [&, r, client](CallContext& ctx) {
-            if (ctx.iteration() == 0 && r == 1) {
-              // Rank 1 dies once joiner 1 (initial rank 3) waits: it takes
-              // rank 1's place in iteration 1.
-              joiner = std::thread([&] {
-                auto mine = server.client();
-                joinerOut = test::runRank(mine, test::threadRankOptions(1, 3), true, body,
-                                          follow(mine));
-              });
-              while (!joined(*client, 1)) {
-                std::this_thread::sleep_for(milliseconds(1));
-              }
-              test::recordDeath(*client, "default", 1, 3, 0);
-              throw std::runtime_error("simulated death");
-            }
-            body(ctx);
-          },
-          follow(client));
-    });
-  }
-  for (auto& t : ranks) {
-    t.join();
-  }
-  REQUIRE(joiner.joinable());
-  joiner.join();
+  auto [out, joinerOut] = runWithJoiner(server, body, follow);
   REQUIRE(intruder.joinable());
   intruder.join();
   REQUIRE(server.restarts() == 1);
