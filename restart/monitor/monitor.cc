@@ -102,8 +102,38 @@ void Monitor::retrying(const char* what, uint64_t deadline, Fn&& step) {
         throw;
       }
     }
-    std::this_thread::sleep_for(std::min(config_.interval, Millis(50)));
+    std::this_thread::sleep_for(config_.interval);
   }
+}
+
+// Only what a survivor that never read the records lacks: the mark (the
+// barriers count a terminated rank on its behalf from it), the fault record,
+// the interruption. Never the barrier counts themselves: the job may be
+// iterations further by now, and an arrival at a generation long past, on an
+// instance that starts empty, broke the barrier the ranks then waited at
+// (the CI's agent drill: every rank waited out the barrier timeout after a
+// store kill in steady training, with the monitors of five earlier deaths
+// still holding).
+void Monitor::recordEndAgain(int iteration, const std::string& detail, uint64_t seenWallNs) {
+  const uint64_t deadline = monotonicNs() + toNs(config_.storeTimeout);
+  bool first = false;
+  retrying("recording the termination again", deadline,
+           [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
+  if (!first) {
+    log_.write("the job's store restarted: the end of rank %d is there (put back)", config_.rank);
+    return;  // a survivor put it back: the job holds it
+  }
+  protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
+  r.iteration = iteration;
+  r.detectedNs = seenWallNs;
+  int64_t index = 0;
+  retrying("publishing the fault record again", deadline, [&] { index = publisher_.publish(r); });
+  if (!spare()) {
+    retrying("marking the iteration interrupted again", deadline,
+             [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
+  }
+  log_.write("the job's store restarted: the end of rank %d recorded again (fault %lld)",
+             config_.rank, static_cast<long long>(index));
 }
 
 int Monitor::run() {
@@ -405,7 +435,7 @@ int Monitor::onRankEnded(RankEnd end) {
   } catch (const std::exception& e) {
     log_.write("no post-mortem dump: %s", e.what());
   }
-  keepEndRecorded(iteration, phase, detail, seenWallNs, restartsBefore);
+  keepEndRecorded(iteration, detail, seenWallNs, restartsBefore);
   return kMonitorExitOk;
 }
 
@@ -461,9 +491,9 @@ void Monitor::recordEnd(int iteration, RankPhase phase, const std::string& detai
 // store_restarts.h); until they have, only this monitor knows. It cannot tell
 // when they have, so it stays the heartbeat timeout (what finds a death
 // whose records are lost) and records the end again after every restart
-// meanwhile; it leaves at once when the job finishes.
-void Monitor::keepEndRecorded(int iteration, RankPhase phase, const std::string& detail,
-                              uint64_t seenWallNs, uint64_t restartsSeen) {
+// meanwhile (recordEndAgain); it leaves at once when the job finishes.
+void Monitor::keepEndRecorded(int iteration, const std::string& detail, uint64_t seenWallNs,
+                              uint64_t restartsSeen) {
   if (storeRestarts_ == nullptr) {
     return;  // nothing counts the store's restarts
   }
@@ -476,9 +506,7 @@ void Monitor::keepEndRecorded(int iteration, RankPhase phase, const std::string&
       }
       if (const uint64_t now = storeRestarts(); now != restartsSeen) {
         restartsSeen = now;
-        log_.write("the job's store restarted: recording the end of rank %d again", config_.rank);
-        recordEnd(iteration, phase, detail, seenWallNs,
-                  monotonicNs() + toNs(config_.storeTimeout));
+        recordEndAgain(iteration, detail, seenWallNs);
         continue;
       }
     } catch (const store::StoreError& e) {

@@ -76,10 +76,12 @@ class Monitor {
   void recordEnd(int iteration, protocol::RankPhase phase, const std::string& detail,
                  uint64_t seenWallNs, uint64_t deadline);
   // Stays after recordEnd while the job may not hold the records yet, and
-  // records them again on the new instance each time the store restarts.
+  // records them again on the new instance each time the store restarts
+  // (recordEndAgain: the mark, the fault record, the interruption).
   // `restartsSeen`: the store's restarts as the first records began.
-  void keepEndRecorded(int iteration, protocol::RankPhase phase, const std::string& detail,
-                       uint64_t seenWallNs, uint64_t restartsSeen);
+  void keepEndRecorded(int iteration, const std::string& detail, uint64_t seenWallNs,
+                       uint64_t restartsSeen);
+  void recordEndAgain(int iteration, const std::string& detail, uint64_t seenWallNs);
   uint64_t storeRestarts() const noexcept {
     return storeRestarts_ != nullptr ? storeRestarts_->load(std::memory_order_acquire) : 0;
   }

@@ -457,7 +457,7 @@ TEST_CASE("a rank that leaves the loop with an error and ends leaves no record",
 // survivor had read it to put it back; the dead rank stayed active in the
 // next World, found by its heartbeat's timeout only, a live rank named in its
 // place. Now the monitor stays the heartbeat timeout and records the end
-// again on the new instance.
+// again on the new instance (not its barrier counts).
 TEST_CASE("a rank's end is recorded again on a store that restarted after the records",
           "[monitor][death]") {
   Job job("rerecorded");
@@ -476,7 +476,11 @@ TEST_CASE("a rank's end is recorded again on a store that restarted after the re
   const auto records = job.faults();
   REQUIRE(records.size() == 1);
   CHECK(records[0].subject == 0);
-  CHECK(job.log(0).find("recording the end of rank 0 again") != std::string::npos);
+  CHECK(job.log(0).find("the end of rank 0 recorded again") != std::string::npos);
+  // Not counted at the barrier again: on the new instance that generation
+  // may be long past (the CI's agent drill: five monitors of earlier deaths
+  // counted at their old generations, and the ranks' barrier broke).
+  CHECK_FALSE(job.countedAtBarrier(0, 0, 1));
   // The job finished: the monitor leaves at once.
   job.store().set(job.keys().finished(), "1");
   CHECK(waitExit(r.monitorPid, milliseconds(3000)) == 0);
