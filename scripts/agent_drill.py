@@ -141,15 +141,16 @@ class Job:
     def unregistered_replacements(self):
         """Replacement processes alive and not yet registered as joiners (a
         joiner's monitor, started once it registered, logs "watching rank N
-        (pid P" with N past the first world)."""
+        (pid P" with N past the first world; two processes may share N's log)."""
         registered = set()
         for name in os.listdir(self.dir):
             m = re.match(r"monitor-(\d+)\.log$", name)
             if m and int(m.group(1)) >= NPROC * NNODES:
+                # Every process that registered as that rank: one that drew a
+                # number in use on a restarted store withdraws, and another
+                # registers the same rank after it.
                 with open(os.path.join(self.dir, name)) as f:
-                    w = WATCH_RE.search(f.readline())
-                if w:
-                    registered.add(int(w.group(2)))
+                    registered.update(int(w.group(2)) for w in WATCH_RE.finditer(f.read()))
         ended = self.ended()
         return [pid for (_, n), pid in self.processes().items()
                 if n > 0 and pid not in ended and pid not in registered]

@@ -256,6 +256,15 @@ int Agent::run() {
     }
     const int localRank = it->second;
     localRankOf_.erase(it);
+    // A store that ended too is served again first: deciding on the rank asks
+    // it whether the job finished, which waited out its timeout (2 s) on the
+    // dead store before the store was restarted (the agent drill with the
+    // store killed 5 ms after a SIGKILL: the ranks' restart failed its calls).
+    int storeStatus = 0;
+    if (hosted_ != nullptr && gStopSignal == 0 &&
+        waitpid(hosted_->pid(), &storeStatus, WNOHANG) == hosted_->pid()) {
+      hosted_->restart(storeStatus);
+    }
     onEnd(localRank, status);
   }
   // The ranks' monitors that are left end once they have recorded their rank.

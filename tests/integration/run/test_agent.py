@@ -116,6 +116,50 @@ class AgentTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, err)
         self.assertRegex(err, r"serves again on " + re.escape(m.group(1)) + r" \(pid \d+\)")
 
+    def test_a_dead_store_is_served_again_before_a_rank_that_died_with_it(self):
+        # The agent drill with the store killed 5 ms after a SIGKILL: the
+        # agent reaped the rank first and asked the dead store whether the
+        # job had finished (2 s) before it served the store again, and the
+        # ranks' restart failed its calls meanwhile. Both end while the agent
+        # is stopped, the store younger than the rank (restarted once), so
+        # that the rank is reaped first.
+        with tempfile.TemporaryDirectory() as d:
+            go, e = os.path.join(d, "go"), dict(os.environ, NCCL_RESILIENT_JOB_TOKEN="t")
+            script = (f'if [ "$RESILIENT_RUN_PROCESS" = 0 ]; then '
+                      f'while [ ! -e {go} ]; do sleep 0.01; done; exit 3; else sleep 1; fi')
+            p = subprocess.Popen([RUN, "--nproc-per-node", "1"] + sh(script), env=e,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            m = re.search(r"\(pid (\d+)\)", p.stderr.readline())
+            self.assertIn("through", p.stderr.readline())
+            rank = re.search(r"started, pid (\d+)", p.stderr.readline())
+            self.assertIsNotNone(rank)
+            os.kill(int(m.group(1)), signal.SIGKILL)
+            line = p.stderr.readline()
+            while "serves again" not in line:
+                line = p.stderr.readline()
+                self.assertTrue(line, "the store was not served again")
+            store = int(re.search(r"\(pid (\d+)\)", line).group(1))
+            os.kill(p.pid, signal.SIGSTOP)
+            os.kill(store, signal.SIGKILL)
+            open(go, "w").close()
+            deadline = time.monotonic() + 20
+            while zombie_or_gone(int(rank.group(1))) is False and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.kill(p.pid, signal.SIGCONT)
+            out, err = p.communicate(timeout=30)
+            self.assertEqual(p.returncode, 0, err)
+            served, ended = err.find("serves again", err.find(f"(pid {store})")), err.find("exit 3")
+            self.assertGreater(served, 0, err)
+            self.assertLess(served, ended, err)
+            self.assertNotIn("cannot ask the store", err)
+
+
+def zombie_or_gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
 
 if __name__ == "__main__":
     RUN = sys.argv.pop(1)
