@@ -69,8 +69,7 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
                 .storeRestarts = storeRestarts,
                 .slots = &page.slots}),
       timeouts_(config.softTimeout, config.hardTimeout, config.barrierTimeout, startNs_),
-      rank_(static_cast<pid_t>(page.rankPid.load(std::memory_order_acquire))),
-      storeRestarts_(storeRestarts) {
+      rank_(static_cast<pid_t>(page.rankPid.load(std::memory_order_acquire))) {
   if (config.livenessFd >= 0) {
     liveness_.emplace(
         net::liveness::thisProcessPolicy(), config.livenessFd,
@@ -102,38 +101,8 @@ void Monitor::retrying(const char* what, uint64_t deadline, Fn&& step) {
         throw;
       }
     }
-    std::this_thread::sleep_for(config_.interval);
+    std::this_thread::sleep_for(std::min(config_.interval, Millis(50)));
   }
-}
-
-// Only what a survivor that never read the records lacks: the mark (the
-// barriers count a terminated rank on its behalf from it), the fault record,
-// the interruption. Never the barrier counts themselves: the job may be
-// iterations further by now, and an arrival at a generation long past, on an
-// instance that starts empty, broke the barrier the ranks then waited at
-// (the CI's agent drill: every rank waited out the barrier timeout after a
-// store kill in steady training, with the monitors of five earlier deaths
-// still holding).
-void Monitor::recordEndAgain(int iteration, const std::string& detail, uint64_t seenWallNs) {
-  const uint64_t deadline = monotonicNs() + toNs(config_.storeTimeout);
-  bool first = false;
-  retrying("recording the termination again", deadline,
-           [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
-  if (!first) {
-    log_.write("the job's store restarted: the end of rank %d is there (put back)", config_.rank);
-    return;  // a survivor put it back: the job holds it
-  }
-  protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
-  r.iteration = iteration;
-  r.detectedNs = seenWallNs;
-  int64_t index = 0;
-  retrying("publishing the fault record again", deadline, [&] { index = publisher_.publish(r); });
-  if (!spare()) {
-    retrying("marking the iteration interrupted again", deadline,
-             [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
-  }
-  log_.write("the job's store restarted: the end of rank %d recorded again (fault %lld)",
-             config_.rank, static_cast<long long>(index));
 }
 
 int Monitor::run() {
@@ -410,12 +379,51 @@ int Monitor::onRankEnded(RankEnd end) {
                                   "kernel still tearing it down)"
                                 : std::string());
   log_.write("rank %d ended in iteration %d: %s", config_.rank, iteration, detail.c_str());
-  const uint64_t restartsBefore = storeRestarts();
+  const uint64_t seenNs = monotonicNs();
+  // All the records together within the store's timeout: a store that stays
+  // away does not keep the monitor once its rank is gone.
+  const uint64_t deadline = seenNs + toNs(config_.storeTimeout);
   try {
-    // All the records together within the store's timeout: a store that
-    // stays away does not keep the monitor once its rank is gone.
-    recordEnd(iteration, phase, detail, seenWallNs,
-              monotonicNs() + toNs(config_.storeTimeout));
+    bool first = false;
+    retrying("recording the termination", deadline,
+             [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
+    if (first) {
+      protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
+      r.iteration = iteration;
+      r.detectedNs = seenWallNs;
+      int64_t index = 0;
+      retrying("publishing the fault record", deadline, [&] { index = publisher_.publish(r); });
+      log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
+    }
+    retrying("counting the rank at the iteration barrier", deadline,
+             [&] { publisher_.countAtIterationBarrier(config_.rank, iteration, barrierSlots()); });
+    if (phase == RankPhase::kCompleting && !spare()) {
+      // Its function had returned: its part of the iteration is done, and the
+      // others' completion barrier counts it through this arrival only
+      // (restart/loop/loop.cc, completeTogether).
+      retrying("counting the rank at the completion barrier", deadline, [&] {
+        publisher_.countAtCompletionBarrier(config_.rank, iteration, barrierSlots());
+      });
+    }
+    if (spare()) {
+      // A spare only leaves the pool: the barriers count it (terminated),
+      // the active ranks go on.
+      log_.write(
+          "recorded in %lld us: terminated, counted at its barrier; a spare in iteration "
+          "%d: the active ranks are not interrupted",
+          static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
+    } else {
+      retrying("marking the iteration interrupted", deadline,
+               [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
+      log_.write(
+          "recorded in %lld us: terminated, counted at its barrier, iteration %d interrupted",
+          static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
+    }
+    try {
+      heartbeat_.remove();
+    } catch (const store::StoreError& e) {
+      log_.write("could not remove the heartbeat: %s", e.what());
+    }
   } catch (const store::StoreError& e) {
     log_.write("the death of rank %d could not be recorded: %s", config_.rank, e.what());
   }
@@ -435,88 +443,7 @@ int Monitor::onRankEnded(RankEnd end) {
   } catch (const std::exception& e) {
     log_.write("no post-mortem dump: %s", e.what());
   }
-  keepEndRecorded(iteration, detail, seenWallNs, restartsBefore);
   return kMonitorExitOk;
-}
-
-void Monitor::recordEnd(int iteration, RankPhase phase, const std::string& detail,
-                        uint64_t seenWallNs, uint64_t deadline) {
-  const uint64_t startNs = monotonicNs();
-  bool first = false;
-  retrying("recording the termination", deadline,
-           [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
-  if (first) {
-    protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
-    r.iteration = iteration;
-    r.detectedNs = seenWallNs;
-    int64_t index = 0;
-    retrying("publishing the fault record", deadline, [&] { index = publisher_.publish(r); });
-    log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
-  }
-  retrying("counting the rank at the iteration barrier", deadline,
-           [&] { publisher_.countAtIterationBarrier(config_.rank, iteration, barrierSlots()); });
-  if (phase == RankPhase::kCompleting && !spare()) {
-    // Its function had returned: its part of the iteration is done, and the
-    // others' completion barrier counts it through this arrival only
-    // (restart/loop/loop.cc, completeTogether).
-    retrying("counting the rank at the completion barrier", deadline, [&] {
-      publisher_.countAtCompletionBarrier(config_.rank, iteration, barrierSlots());
-    });
-  }
-  if (spare()) {
-    // A spare only leaves the pool: the barriers count it (terminated),
-    // the active ranks go on.
-    log_.write(
-        "recorded in %lld us: terminated, counted at its barrier; a spare in iteration "
-        "%d: the active ranks are not interrupted",
-        static_cast<long long>((monotonicNs() - startNs) / 1000), iteration);
-  } else {
-    retrying("marking the iteration interrupted", deadline,
-             [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
-    log_.write("recorded in %lld us: terminated, counted at its barrier, iteration %d interrupted",
-               static_cast<long long>((monotonicNs() - startNs) / 1000), iteration);
-  }
-  try {
-    heartbeat_.remove();
-  } catch (const store::StoreError& e) {
-    log_.write("could not remove the heartbeat: %s", e.what());
-  }
-}
-
-// The agent drill with the store killed 5 ms after a SIGKILL: the mark landed
-// on the instance that died, the rest on the new one; no survivor had read
-// it, so none put it back, and the dead rank stayed active in the next World,
-// found only by its heartbeat's timeout (5 s) with a live rank named in its
-// place. The survivors put back what they have read (restart/loop/
-// store_restarts.h); until they have, only this monitor knows. It cannot tell
-// when they have, so it stays the heartbeat timeout (what finds a death
-// whose records are lost) and records the end again after every restart
-// meanwhile (recordEndAgain); it leaves at once when the job finishes.
-void Monitor::keepEndRecorded(int iteration, const std::string& detail, uint64_t seenWallNs,
-                              uint64_t restartsSeen) {
-  if (storeRestarts_ == nullptr) {
-    return;  // nothing counts the store's restarts
-  }
-  const uint64_t until = monotonicNs() + toNs(config_.heartbeatTimeout);
-  bool failing = false;  // the store's failures are logged once
-  while (monotonicNs() < until) {
-    try {
-      if (store_.get(keys_.finished(), callTimeout_).has_value()) {
-        return;
-      }
-      if (const uint64_t now = storeRestarts(); now != restartsSeen) {
-        restartsSeen = now;
-        recordEndAgain(iteration, detail, seenWallNs);
-        continue;
-      }
-    } catch (const store::StoreError& e) {
-      if (!failing) {
-        log_.write("while keeping the end recorded (until the heartbeat timeout): %s", e.what());
-      }
-      failing = true;
-    }
-    std::this_thread::sleep_for(std::min(config_.interval, Millis(50)));
-  }
 }
 
 int Monitor::cleanExit(const char* why) {

@@ -71,20 +71,6 @@ class Monitor {
   enum class RankEnd { kByItself, kExiting, kKilledByMonitor };
   // The rank's process ended: records it unless it had finished.
   int onRankEnded(RankEnd end);
-  // Its records of the rank's end (onRankEnded): the terminated mark, the
-  // fault record, the barrier counts, the interruption. Throws store::StoreError.
-  void recordEnd(int iteration, protocol::RankPhase phase, const std::string& detail,
-                 uint64_t seenWallNs, uint64_t deadline);
-  // Stays after recordEnd while the job may not hold the records yet, and
-  // records them again on the new instance each time the store restarts
-  // (recordEndAgain: the mark, the fault record, the interruption).
-  // `restartsSeen`: the store's restarts as the first records began.
-  void keepEndRecorded(int iteration, const std::string& detail, uint64_t seenWallNs,
-                       uint64_t restartsSeen);
-  void recordEndAgain(int iteration, const std::string& detail, uint64_t seenWallNs);
-  uint64_t storeRestarts() const noexcept {
-    return storeRestarts_ != nullptr ? storeRestarts_->load(std::memory_order_acquire) : 0;
-  }
   int cleanExit(const char* why);
   int quietExit();  // a withdrawn rank: nothing written to the store
   // Whether the rank is a spare in its current iteration (its status page).
@@ -114,7 +100,6 @@ class Monitor {
   SiblingMonitor sibling_;
   ProgressTimeouts timeouts_;
   RankProcess rank_;
-  const std::atomic<uint64_t>* storeRestarts_;
   std::optional<LivenessWatch> liveness_;  // none without --liveness-fd
   bool linkEndLogged_ = false;
   protocol::FaultReason killReason_ = protocol::FaultReason::kHardTimeout;

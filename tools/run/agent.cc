@@ -130,13 +130,28 @@ pid_t Agent::start(int localRank, bool replacement) {
 }
 
 bool Agent::jobFinished() {
-  try {
-    return store_->get(restart::protocol::JobKeys(config_.jobId).finished(),
-                       store::Millis(2000))
-        .has_value();
-  } catch (const store::StoreError& e) {
-    log("cannot ask the store whether the job finished: %s", e.what());
-    return false;
+  // 2 s in all, in slices: the store this agent serves may be what fails
+  // (killed as the rank died), and only this thread serves it again.
+  std::string why;
+  for (int slice = 0; slice < 10; ++slice) {
+    try {
+      return store_->get(restart::protocol::JobKeys(config_.jobId).finished(),
+                         store::Millis(200))
+          .has_value();
+    } catch (const store::StoreError& e) {
+      why = e.what();
+      serveStoreIfEnded();
+    }
+  }
+  log("cannot ask the store whether the job finished: %s", why.c_str());
+  return false;
+}
+
+void Agent::serveStoreIfEnded() {
+  int status = 0;
+  if (hosted_ != nullptr && gStopSignal == 0 &&
+      waitpid(hosted_->pid(), &status, WNOHANG) == hosted_->pid()) {
+    hosted_->restart(status);
   }
 }
 
@@ -260,11 +275,7 @@ int Agent::run() {
     // it whether the job finished, which waited out its timeout (2 s) on the
     // dead store before the store was restarted (the agent drill with the
     // store killed 5 ms after a SIGKILL: the ranks' restart failed its calls).
-    int storeStatus = 0;
-    if (hosted_ != nullptr && gStopSignal == 0 &&
-        waitpid(hosted_->pid(), &storeStatus, WNOHANG) == hosted_->pid()) {
-      hosted_->restart(storeStatus);
-    }
+    serveStoreIfEnded();
     onEnd(localRank, status);
   }
   // The ranks' monitors that are left end once they have recorded their rank.

@@ -71,6 +71,8 @@ class Agent {
   // What to do about local rank `localRank` whose process ended with `status`.
   void onEnd(int localRank, int status);
   bool jobFinished();
+  // The store this agent serves ended: serves it again (reaps it if so).
+  void serveStoreIfEnded();
   void report(const std::string& what);
   // Once the node's ranks have ended: says so in the store, and the agent
   // that serves the store waits for every other agent to say so (bounded).

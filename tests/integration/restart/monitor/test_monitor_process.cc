@@ -181,19 +181,6 @@ class Job {
     return client_->barrier(a, milliseconds(2000)).arrivalIndex == 0;
   }
   void stopServer() { server_->stop(); }
-  // The store restarts empty on the same address (a new instance: the
-  // monitors' clients follow it, as they follow the agent's hosted store).
-  void restartServer() {
-    const uint16_t port = server_->port();
-    server_->stop();
-    server_.reset();
-    st::tcp::ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = port;
-    server_ = std::make_unique<st::tcp::StoreServer>(o);
-    client_ = std::make_unique<st::tcp::TcpStoreClient>("127.0.0.1", port,
-                                                        resilient::test::testClientOptions());
-  }
 
  private:
   TempDir dir_;
@@ -450,40 +437,6 @@ TEST_CASE("a rank that leaves the loop with an error and ends leaves no record",
   CHECK(waitExit(r.monitorPid, milliseconds(3000)) == 0);
   CHECK_FALSE(job.store().exists(job.keys().faultCount()));
   CHECK_FALSE(job.store().exists(job.keys().terminated(0)));
-}
-
-// Issue 34, the agent drill with the store killed 5 ms after a SIGKILL: the
-// monitor's terminated mark landed on the instance that died, and no
-// survivor had read it to put it back; the dead rank stayed active in the
-// next World, found by its heartbeat's timeout only, a live rank named in its
-// place. Now the monitor stays the heartbeat timeout and records the end
-// again on the new instance (not its barrier counts).
-TEST_CASE("a rank's end is recorded again on a store that restarted after the records",
-          "[monitor][death]") {
-  Job job("rerecorded");
-  FakeRank r = job.start(0, 1,
-                         {"--behaviour", "ping", "--heartbeat-timeout-ms", "8000",
-                          "--barrier-timeout-ms", "20000", "--hard-timeout-ms", "15000"});
-  job.store().waitGet(job.keys().heartbeat(0), milliseconds(3000));
-  ::kill(r.pid, SIGKILL);
-  CHECK(r.process->wait(milliseconds(3000)) == 128 + SIGKILL);
-  job.store().waitGet(job.keys().interrupted(0), milliseconds(3000));  // the last record
-  job.restartServer();
-  // On the new, empty instance: the mark, the record, the interruption.
-  const std::string mark = job.store().waitGet(job.keys().terminated(0), milliseconds(5000));
-  CHECK_FALSE(mark.empty());
-  job.store().waitGet(job.keys().interrupted(0), milliseconds(5000));
-  const auto records = job.faults();
-  REQUIRE(records.size() == 1);
-  CHECK(records[0].subject == 0);
-  CHECK(job.log(0).find("the end of rank 0 recorded again") != std::string::npos);
-  // Not counted at the barrier again: on the new instance that generation
-  // may be long past (the CI's agent drill: five monitors of earlier deaths
-  // counted at their old generations, and the ranks' barrier broke).
-  CHECK_FALSE(job.countedAtBarrier(0, 0, 1));
-  // The job finished: the monitor leaves at once.
-  job.store().set(job.keys().finished(), "1");
-  CHECK(waitExit(r.monitorPid, milliseconds(3000)) == 0);
 }
 
 // Issue 34: a joiner that drew a number in use from a restarted store
