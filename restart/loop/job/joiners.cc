@@ -1,6 +1,8 @@
 #include "restart/loop/job/joiners.h"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -126,6 +128,28 @@ JoinerWait withdrawn(const JoinerTicket& ticket, const std::string& why) {
                     "joiner " + std::to_string(ticket.number) + ": " + why};
 }
 
+// Waits for `wanted` in slices of `slice`; after each, `progress` runs and
+// `between` may end the wait (the job finished, the rank is not ours).
+std::optional<JoinerWait> waitInSlices(store::Store& store, const std::vector<std::string>& wanted,
+                                       std::chrono::milliseconds slice,
+                                       const std::function<void()>& progress,
+                                       const std::function<std::optional<JoinerWait>()>& between) {
+  for (;;) {
+    try {
+      // Woken by the keys themselves (the store pushes them).
+      store.wait(wanted, slice);
+      return std::nullopt;
+    } catch (const store::TimeoutError&) {
+      if (progress) {
+        progress();
+      }
+      if (std::optional<JoinerWait> end = between()) {
+        return end;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 JoinerWait waitForAdmission(store::Store& store, const protocol::JobKeys& keys,
@@ -133,22 +157,22 @@ JoinerWait waitForAdmission(store::Store& store, const protocol::JobKeys& keys,
                             const RankIdentity& identity, std::chrono::milliseconds slice,
                             const std::function<void()>& progress) {
   const std::string mine = keys.joinerAdmitted(ticket.number);
-  for (;;) {
-    try {
-      // Woken by the announcement itself (the store pushes the key).
-      store.wait({mine}, slice);
-      break;
-    } catch (const store::TimeoutError&) {
-      if (progress) {
-        progress();
-      }
-      if (store.get(keys.finished()).has_value()) {
-        return JoinerWait{};
-      }
-      if (std::string why = notMine(store, keys, registry, ticket, identity); !why.empty()) {
-        return withdrawn(ticket, why);
-      }
+  const auto finished = [&]() -> std::optional<JoinerWait> {
+    if (store.get(keys.finished()).has_value()) {
+      return JoinerWait{};
     }
+    return std::nullopt;
+  };
+  if (auto end = waitInSlices(store, {mine}, slice, progress, [&]() -> std::optional<JoinerWait> {
+        if (auto done = finished()) {
+          return done;
+        }
+        if (std::string why = notMine(store, keys, registry, ticket, identity); !why.empty()) {
+          return withdrawn(ticket, why);
+        }
+        return std::nullopt;
+      })) {
+    return *end;
   }
   const std::string text = store.get(mine).value_or("");
   const nlohmann::json wakeUp = nlohmann::json::parse(text, nullptr, false);
@@ -174,18 +198,8 @@ JoinerWait waitForAdmission(store::Store& store, const protocol::JobKeys& keys,
   // Written before the wake-up; after a store restart in between, put back
   // with it by the rank that announced it (restart/loop/store_restarts.h).
   const std::vector<std::string> worldKeys{keys.world(iteration), keys.world(iteration - 1)};
-  for (;;) {
-    try {
-      store.wait(worldKeys, slice);
-      break;
-    } catch (const store::TimeoutError&) {
-      if (progress) {
-        progress();
-      }
-      if (store.get(keys.finished()).has_value()) {
-        return JoinerWait{};
-      }
-    }
+  if (auto end = waitInSlices(store, worldKeys, slice, progress, finished)) {
+    return *end;
   }
   const auto worlds = store.multiGet(worldKeys);
   if (!worlds[0] || !worlds[1]) {

@@ -53,29 +53,33 @@ std::string RankIdentity::describe() const {
   return "pid " + std::to_string(pid) + " on host \"" + host + "\"";
 }
 
+namespace {
+
+// The holder an entry names (nullopt: none).
+std::optional<RankIdentity> holderIn(const std::optional<std::string>& entry) {
+  if (!entry) {
+    return std::nullopt;
+  }
+  try {
+    return RankIdentity::fromJson(*entry);
+  } catch (const std::exception&) {
+    return RankIdentity{};  // not an identity of ours: held all the same
+  }
+}
+
+}  // namespace
+
 std::optional<RankIdentity> RankRegistry::tryClaim(int initialRank, const RankIdentity& identity) {
   const std::string mine = identity.toJson();
   const store::CasResult result = store_.compareSet(keys_.identity(initialRank), std::nullopt, mine);
   if (result.swapped || result.current == mine) {
     return std::nullopt;  // ours (the second case: a retried claim whose first try went through)
   }
-  try {
-    return RankIdentity::fromJson(result.current.value_or(""));
-  } catch (const std::exception&) {
-    return RankIdentity{};  // not an identity of ours: held all the same
-  }
+  return holderIn(result.current.value_or(""));
 }
 
 std::optional<RankIdentity> RankRegistry::holderOf(int initialRank) {
-  const std::optional<std::string> text = store_.get(keys_.identity(initialRank));
-  if (!text) {
-    return std::nullopt;
-  }
-  try {
-    return RankIdentity::fromJson(*text);
-  } catch (const std::exception&) {
-    return RankIdentity{};  // not an identity of ours: held all the same
-  }
+  return holderIn(store_.get(keys_.identity(initialRank)));
 }
 
 void RankRegistry::claim(int initialRank, const RankIdentity& identity) {
