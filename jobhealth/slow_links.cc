@@ -74,6 +74,7 @@ std::vector<SlowLinkDetector::Measured> SlowLinkDetector::measureLinks(
       // Only a link that was busy for a good part of the window can be the
       // slow one: one that waited little was not what held the job back.
       m.evaluated = busy > 0 && m.standing.busyFraction >= options_.minBusyFraction;
+      h.lastBusyBytesPerS = m.evaluated ? m.value : kFast;
       measured.push_back(std::move(m));
     }
   }
@@ -109,8 +110,22 @@ SlowLinkDetector::Comparison SlowLinkDetector::compare(std::vector<Measured>& me
   }
   if (!c.below) {
     h.bestBytesPerS = std::max(h.bestBytesPerS, m.value);
+  } else if (heldByReceiver(m)) {
+    c = Comparison{};
   }
   return c;
+}
+
+bool SlowLinkDetector::heldByReceiver(const Measured& m) const {
+  const ProcessEnd& to = m.standing.to;
+  for (const auto& [key, h] : links_) {
+    if (std::get<1>(key) == to.pid && (to.host.empty() || std::get<0>(key) == to.host) &&
+        std::get<2>(key) == m.standing.commId &&
+        h.lastSeenNs + options_.windowNs >= m.nowNs && h.lastBusyBytesPerS < m.value) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::optional<HealthReport> SlowLinkDetector::track(const Measured& m, const Comparison& c) {

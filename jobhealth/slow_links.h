@@ -11,6 +11,12 @@
 // not pull it up), or far below its own best window, is slow.
 // Receives are not compared: a posted receive waits for its sender, however
 // fast its link.
+// A link held back by its receiver is not slow: a rank whose own sending link
+// is slow stops draining its receives (its buffers wait on that send), so the
+// link into it backs up too, busy at a speed between the slow link's and the
+// others' (seen: 6.2 MB/s into a rank whose link ran at 2.1 MB/s, the others
+// never busy). A link below the threshold whose receiver has a slower busy
+// sending link on the same communicator is left to that link.
 //
 // Fed with rounds of every rank's samples (health_sample.h); a link is
 // reported once it stayed below the threshold for half a window after a full
@@ -20,6 +26,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -75,6 +82,9 @@ class SlowLinkDetector {
     bool reported = false;
     double bestBytesPerS = 0;
     uint64_t lastSeenNs = 0;
+    // The latest window's speed while busy, when the link was busy for a
+    // good part of it (Measured::evaluated); else infinity.
+    double lastBusyBytesPerS = std::numeric_limits<double>::infinity();
   };
   // One link's window in this round.
   struct Measured {
@@ -96,6 +106,9 @@ class SlowLinkDetector {
   std::vector<Measured> measureLinks(const std::vector<RankSample>& ranks);
   // measured[i] against the lower median of the others, then its own best.
   Comparison compare(std::vector<Measured>& measured, size_t i);
+  // Whether the receiver of `m` has a sending link on the same communicator,
+  // seen within a window, that was busy and slower than `m`: what held it back.
+  bool heldByReceiver(const Measured& m) const;
   // The link's time below (or above) the threshold: a report once it has been
   // below for half a window, again only after a full window back above.
   std::optional<HealthReport> track(const Measured& m, const Comparison& c);

@@ -105,6 +105,39 @@ TEST_CASE("slow links: the one link far below its peers is named once, both ends
   CHECK(marked);
 }
 
+TEST_CASE("slow links: a link backed up by its receiver's slower link is left to that link",
+          "[health]") {
+  // health_soak --slow-rank 3 (rank 3 sends at 2 MB/s) under CI load: the
+  // link into rank 3 backed up as rank 3 stopped draining it, busy a third of
+  // the time at 6 MB/s, and was named next to rank 3's own link.
+  jobhealth::SlowLinkDetector d({.ratio = 0.4, .windowNs = 4 * kSecond});
+  auto ranks = ring(5);
+  std::vector<HealthReport> reports;
+  for (uint64_t t = 1; t <= 20; ++t) {
+    advance(ranks, t * kSecond, 2 << 20, {0, 0, 1.0 / 3, 1.0, 0}, kSecond);
+    for (auto& r : d.update(ranks)) {
+      reports.push_back(r);
+    }
+  }
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].subject.rank == 3);
+  CHECK(reports[0].peer.rank == 4);
+  for (const auto& s : d.standings()) {
+    CHECK((s.slow == (s.from.rank == 3)));
+  }
+  // The link into rank 3 slower than rank 3's own: both its own.
+  jobhealth::SlowLinkDetector e({.ratio = 0.4, .windowNs = 4 * kSecond});
+  ranks = ring(5);
+  reports.clear();
+  for (uint64_t t = 1; t <= 20; ++t) {
+    advance(ranks, t * kSecond, 2 << 20, {0, 0, 1.0, 0.5, 0}, kSecond);
+    for (auto& r : e.update(ranks)) {
+      reports.push_back(r);
+    }
+  }
+  REQUIRE(reports.size() == 2);
+}
+
 TEST_CASE("slow links: a link hovering at the threshold is reported once; again after recovering",
           "[health]") {
   jobhealth::SlowLinkDetector d({.ratio = 0.3, .windowNs = 2 * kSecond});
