@@ -171,6 +171,9 @@ class NodeProxy::Service : public std::enable_shared_from_this<NodeProxy::Servic
 
   std::mutex queueMutex_;
   std::map<std::string, std::pair<std::string, Millis>> queued_;
+  // The keys of the flush on its way up (under queueMutex_): a call touching
+  // one waits for that flush, else it could reach the store before it.
+  std::set<std::string> writing_;
   std::mutex flushMutex_;  // one flush of the queue at a time
 
   mutable std::mutex countersMutex_;
@@ -713,6 +716,9 @@ void NodeProxy::Service::flushExpiring() {
   {
     std::lock_guard<std::mutex> lock(queueMutex_);
     taken.swap(queued_);
+    for (const auto& kv : taken) {
+      writing_.insert(kv.first);
+    }
   }
   if (taken.empty()) {
     return;
@@ -739,6 +745,8 @@ void NodeProxy::Service::flushExpiring() {
       }
     }
   }
+  std::lock_guard<std::mutex> lock(queueMutex_);
+  writing_.clear();
 }
 
 void NodeProxy::Service::flushIfQueued(const std::vector<std::string>& keys) {
@@ -746,7 +754,7 @@ void NodeProxy::Service::flushIfQueued(const std::vector<std::string>& keys) {
   {
     std::lock_guard<std::mutex> lock(queueMutex_);
     for (const std::string& k : keys) {
-      any = any || queued_.count(k) > 0;
+      any = any || queued_.count(k) > 0 || writing_.count(k) > 0;
     }
   }
   if (any) {

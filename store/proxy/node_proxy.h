@@ -12,8 +12,10 @@
 //   waiter of that generation;
 // - expiring writes (the monitors' heartbeats): acknowledged once queued and
 //   written together, one store::Store::setExpiringMany per `expiringLinger`.
-//   A later call that touches a queued key writes the queue first, so no
-//   reader through this proxy sees an older value than the one it wrote.
+//   A later call that touches a queued key writes the queue first (or waits
+//   for the write of the queue under way), so no reader through this proxy
+//   sees an older value than the one it wrote, and a plain write after an
+//   expiring one of the same key wins, as on the store itself.
 //
 // Anything else is forwarded as it comes, on the requesting connection's
 // thread (waits on threads of their own). An upstream failure that is not an

@@ -7,6 +7,8 @@
 // other call's semantics: the conformance suite's "node-proxy" backend.)
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -35,14 +37,40 @@ class CountingStore final : public test::ForwardingStore {
   std::atomic<int> expiringBatches{0};
   std::atomic<int> expiringSingles{0};
   std::atomic<bool> down{false};
+  std::mutex holdMutex;
+  std::condition_variable held;
+  bool holdBatches = false;
+  int batchesHeld = 0;
 
   void setExpiring(std::string_view k, std::string_view v, Millis ttl, Timeout t) override {
     ForwardingStore::setExpiring(k, v, ttl, t);
     ++expiringSingles;
   }
   void setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl, Timeout t) override {
+    {
+      // Held (holdBatches): the batch stays on its way up until released.
+      std::unique_lock<std::mutex> lock(holdMutex);
+      if (holdBatches) {
+        ++batchesHeld;
+        held.notify_all();
+        held.wait(lock, [this] { return !holdBatches; });
+      }
+    }
     ForwardingStore::setExpiringMany(pairs, ttl, t);
     ++expiringBatches;
+  }
+  void holdBatchesUntilReleased() {
+    std::lock_guard<std::mutex> lock(holdMutex);
+    holdBatches = true;
+  }
+  void waitForHeldBatch() {
+    std::unique_lock<std::mutex> lock(holdMutex);
+    held.wait(lock, [this] { return batchesHeld > 0; });
+  }
+  void releaseBatches() {
+    std::lock_guard<std::mutex> lock(holdMutex);
+    holdBatches = false;
+    held.notify_all();
   }
   BarrierResult barrier(const BarrierArrival& a, Timeout t) override {
     onCall();
@@ -175,6 +203,27 @@ TEST_CASE("heartbeats go up in batches, and a reader sees what it wrote", "[stor
   monitors[0]->set("k", "plain");
   std::this_thread::sleep_for(milliseconds(400));
   CHECK(node.job->inner().get("k") == std::optional<std::string>("plain"));
+}
+
+TEST_CASE("a plain write of a key whose expiring write is on its way up waits for it",
+          "[store][proxy]") {
+  // Seen in the conformance suite under ASan: the periodic flush had taken
+  // the queue (expiring "kept") and was writing it when a plain set of "kept"
+  // came; the set found nothing queued, went up first, and the batch then
+  // overwrote it with the expiring value, which expired.
+  proxy::NodeProxyOptions o;
+  o.expiringLinger = milliseconds(20);
+  Node node(o);
+  auto c = node.client();
+  node.job->holdBatchesUntilReleased();
+  c->setExpiring("kept", "expiring", milliseconds(30000));
+  node.job->waitForHeldBatch();  // the flush has taken the queue
+  auto plain = std::async(std::launch::async, [&] { c->set("kept", "permanent"); });
+  // Before the fix the set returned at once; now it waits for the batch.
+  CHECK(plain.wait_for(milliseconds(500)) == std::future_status::timeout);
+  node.job->releaseBatches();
+  plain.get();
+  CHECK(node.job->inner().get("kept") == std::optional<std::string>("permanent"));
 }
 
 TEST_CASE("an upstream restart is a restart for the node's clients", "[store][proxy]") {
