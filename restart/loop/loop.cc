@@ -471,7 +471,7 @@ void Loop::leave(std::exception_ptr why, bool recordInStore) {
     barrier_->markTerminated(state_.initialRank, "left: " + describeException(why));
   }
   state_.mode = Mode::kTerminated;
-  if (!withdrawn()) {
+  if (!phaseTellsItsEnd()) {
     setPhase(RankPhase::kFailed);
   }
   timeline_.record(state_.iteration, "terminated", describeException(why));
@@ -515,8 +515,12 @@ void Loop::withdraw(const std::string& why) {
         /*recordInStore=*/false);
 }
 
-bool Loop::withdrawn() const noexcept {
-  return statusPage_ && statusPage_->page().currentPhase() == RankPhase::kWithdrawn;
+bool Loop::phaseTellsItsEnd() const noexcept {
+  if (!statusPage_) {
+    return false;
+  }
+  const RankPhase phase = statusPage_->page().currentPhase();
+  return phase == RankPhase::kWithdrawn || phase == RankPhase::kJoining;
 }
 
 // ---- for CallContext and the monitor ------------------------------------------

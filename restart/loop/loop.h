@@ -147,11 +147,11 @@ class Loop {
   struct RestartVerdict {
     std::set<int> culprits;
     std::set<int> terminated;
-    int64_t joiners = 0;                        // the next World holds this many
-    std::vector<protocol::FaultRecord> root;    // the first record (the storm's kind)
+    int64_t joiners = 0;                      // the next World holds this many
+    std::vector<protocol::FaultRecord> root;  // the first record (the storm's kind)
   };
   RestartVerdict decideRestart(int k);
-  std::string computeVerdict(int k);       // its text, from the records
+  std::string computeVerdict(int k);  // its text, from the records
   // Whether iteration/<k>/verdict holds a verdict (not a claim, not absent).
   static bool isVerdictText(const std::optional<std::string>& value);
   std::string awaitPutBackVerdict(int k);  // after a store restart
@@ -173,7 +173,7 @@ class Loop {
                              const std::set<int>& terminated);
   // The next World, with the verdict's terminated ranks and joiners.
   void reassign(int k, const RestartVerdict& verdict);
-  void finish();                                          // after completion
+  void finish();  // after completion
   // The completion barrier of the iteration, and the one decision every rank
   // follows: true to complete, false to restart.
   bool completeTogether();
@@ -186,7 +186,10 @@ class Loop {
   // A joiner whose initial rank is another process's leaves for a new
   // process, its end recorded nowhere (restart/loop/job/joiners.h).
   [[noreturn]] void withdraw(const std::string& why);
-  bool withdrawn() const noexcept;
+  // Whether the rank's end is told by the phase it is in, not `failed`: a
+  // withdrawn joiner (its monitor records nothing) and a joiner not yet
+  // admitted (its monitor records it as a joiner's end, nobody interrupted).
+  bool phaseTellsItsEnd() const noexcept;
   void runBounded(const char* what, const std::function<void(const State&)>& hook,
                   std::chrono::milliseconds timeout);
   void setPhase(protocol::RankPhase phase) noexcept;
@@ -266,7 +269,7 @@ class Loop {
     // Every terminated mark this rank read in the store (a spare's death is
     // in no World until the next restart; kept by the barrier as it reads).
     std::vector<int> terminatedSeen;
-    int64_t joiners = 0;          // the queue's length this rank knows of
+    int64_t joiners = 0;  // the queue's length this rank knows of
     // A joiner not admitted yet: it claims its identity back, never over
     // another's (restart/loop/job/joiners.h).
     bool waitingJoiner = false;

@@ -98,7 +98,7 @@ Loop::~Loop() {
   }
   previousComms_.clear();
   if (statusPage_ && state_.mode != Mode::kTerminated &&
-      statusPage_->page().currentPhase() != RankPhase::kDone && !withdrawn()) {
+      statusPage_->page().currentPhase() != RankPhase::kDone && !phaseTellsItsEnd()) {
     setPhase(RankPhase::kFailed);
   }
 }
@@ -237,9 +237,10 @@ bool Loop::join() {
   previousWorld_ = std::move(wait.admission.previous);
   admittedJoiners_ = world_->initialWorldSize() - state_.initialWorldSize;
   if (state_.initialRank >= world_->initialWorldSize()) {
-    throw InternalError("joiner " + std::to_string(ticket.number) + " was admitted into iteration " +
-                        std::to_string(state_.iteration) + " whose World has " +
-                        std::to_string(world_->initialWorldSize()) + " slots");
+    throw InternalError("joiner " + std::to_string(ticket.number) +
+                        " was admitted into iteration " + std::to_string(state_.iteration) +
+                        " whose World has " + std::to_string(world_->initialWorldSize()) +
+                        " slots");
   }
   // The job's recent restarts, as its other ranks count them: a joiner may
   // write the storm verdict of the next one (the first proposal decides), and
@@ -416,8 +417,10 @@ void Loop::restoreStore() noexcept {
     timeline_.record(kept.iteration, "store restored",
                      std::to_string(kept.terminated.size()) + " terminated ranks put back");
   } catch (const std::exception& e) {
-    RES_WARN(log::kRestart, "restart: the job's store restarted empty; rank %d could not put "
-             "its state back: %s", kept.initialRank, e.what());
+    RES_WARN(log::kRestart,
+             "restart: the job's store restarted empty; rank %d could not put "
+             "its state back: %s",
+             kept.initialRank, e.what());
   }
 }
 

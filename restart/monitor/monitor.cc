@@ -53,9 +53,7 @@ Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::Sta
       keys_(config.jobId),
       startNs_(monotonicNs()),
       callTimeout_(callTimeoutFor(config)),
-      publisher_(
-          store, keys_,
-          {.reporter = config.rank, .callTimeout = callTimeout_}),
+      publisher_(store, keys_, {.reporter = config.rank, .callTimeout = callTimeout_}),
       heartbeat_(store, keys_.heartbeat(config.rank),
                  {.interval = config.heartbeatInterval,
                   .ttl = config.heartbeatTimeout,
@@ -349,15 +347,20 @@ int Monitor::onRankEnded(RankEnd end) {
   // The culprits compare this with the abort times of the ranks
   // (restart/loop/job/culprits.h): the record may be published much later.
   const uint64_t seenWallNs = wallClockNs();
+  // All the records together within the store's timeout: a store that stays
+  // away does not keep the monitor once its rank is gone.
+  const uint64_t deadline = monotonicNs() + toNs(config_.storeTimeout);
   const bool killedByMonitor = end == RankEnd::kKilledByMonitor;
   const RankPhase phase = page_.currentPhase();
   const int iteration = page_.iteration.load(std::memory_order_acquire);
   if (phase == RankPhase::kWithdrawn) {
     return quietExit();
   }
-  if (!killedByMonitor && (phase == RankPhase::kDone || phase == RankPhase::kFailed)) {
-    return cleanExit(phase == RankPhase::kDone ? "its rank is done"
-                                               : "its rank left the loop with an error and ended");
+  if (!killedByMonitor && phase == RankPhase::kDone) {
+    return cleanExit("its rank is done");
+  }
+  if (!killedByMonitor && phase == RankPhase::kFailed && leftWithItsOwnRecord(deadline)) {
+    return cleanExit("its rank left the loop with an error and ended");
   }
   if (phase == RankPhase::kJoining) {
     // Not in the job's World yet: recorded terminated, so that an admission
@@ -365,24 +368,28 @@ int Monitor::onRankEnded(RankEnd end) {
     log_.write("rank %d ended while joining the job (%s)", config_.rank,
                killedByMonitor ? killWhat_.c_str() : "its process ended");
     try {
-      publisher_.markTerminated(config_.rank, FaultReason::kTerminated);
-    } catch (const store::StoreError& e) {
-      log_.write("could not record the end of the joiner: %s", e.what());
+      retrying("recording the end of the joiner", deadline,
+               [&] { publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
+    } catch (const store::StoreError&) {
+      // retrying logged it
     }
     return cleanExit("its rank ended while joining");
   }
+  // A rank that left the loop without its own terminated mark (the store did
+  // not answer it: Loop::run, StoreUnavailable) is recorded as any end: the
+  // others would otherwise wait for it until its heartbeat is missed.
   const std::string detail =
       "process " + std::to_string(rank_.pid()) + " ended in phase " +
       protocol::rankPhaseName(phase) +
+      (phase == RankPhase::kFailed && !killedByMonitor
+           ? std::string(" (it left the loop with an error and no record of its own)")
+           : std::string()) +
       (killedByMonitor ? ", killed by its monitor after the " + killWhat_ : std::string()) +
       (end == RankEnd::kExiting ? " (seen on its way out: every thread exiting or killed, the "
                                   "kernel still tearing it down)"
                                 : std::string());
   log_.write("rank %d ended in iteration %d: %s", config_.rank, iteration, detail.c_str());
   const uint64_t seenNs = monotonicNs();
-  // All the records together within the store's timeout: a store that stays
-  // away does not keep the monitor once its rank is gone.
-  const uint64_t deadline = seenNs + toNs(config_.storeTimeout);
   try {
     bool first = false;
     retrying("recording the termination", deadline,
@@ -446,6 +453,19 @@ int Monitor::onRankEnded(RankEnd end) {
   return kMonitorExitOk;
 }
 
+bool Monitor::leftWithItsOwnRecord(uint64_t deadline) {
+  // Loop::leave marks its rank terminated unless the store did not answer;
+  // a store that does not answer by the deadline is taken as no record.
+  bool marked = false;
+  try {
+    retrying("reading the rank's terminated mark", deadline,
+             [&] { marked = publisher_.isTerminated(config_.rank); });
+  } catch (const store::StoreError&) {
+    return false;
+  }
+  return marked;
+}
+
 int Monitor::cleanExit(const char* why) {
   try {
     heartbeat_.remove();
@@ -459,8 +479,9 @@ int Monitor::cleanExit(const char* why) {
 int Monitor::quietExit() {
   // Its initial rank is another process's (restart/loop/job/joiners.h): the
   // heartbeat, the terminated mark and the barriers are that process's.
-  log_.write("exiting: its rank withdrew from the job (its initial rank is another process's); "
-             "nothing recorded");
+  log_.write(
+      "exiting: its rank withdrew from the job (its initial rank is another process's); "
+      "nothing recorded");
   return kMonitorExitOk;
 }
 

@@ -85,6 +85,9 @@ class Monitor {
   // Runs `step` until it succeeds or `deadline` (monotonic ns) passes (rethrows then).
   template <typename Fn>
   void retrying(const char* what, uint64_t deadline, Fn&& step);
+  // Whether the rank, which ended in phase failed, marked itself terminated
+  // (Loop::leave) before it ended, as read by `deadline` (monotonic ns).
+  bool leftWithItsOwnRecord(uint64_t deadline);
   protocol::FaultRecord record(protocol::FaultReason reason, int subject,
                                const std::string& detail) const;
 

@@ -7,7 +7,10 @@
 //   done         ping for --for-ms, then phase completing, the termination
 //                barrier with the other ranks (as the loop does), phase done,
 //                exit after 100 ms
-//   failed       ping for --for-ms, then phase failed and exit
+//   failed       ping for --for-ms, then its terminated mark (as Loop::leave
+//                writes it), phase failed and exit
+//   failed-unrecorded  as failed without the mark (the store did not answer
+//                the rank: Loop::run, StoreUnavailable)
 //   withdrawn    ping for --for-ms, then phase withdrawn and exit at once
 //                (a joiner whose initial rank is another process's)
 //   exit         ping for --for-ms, then exit(3) while running
@@ -29,6 +32,7 @@
 #include "restart/monitor/spawn.h"
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/status_page.h"
+#include "restart/protocol/terminated_ranks.h"
 #include "store/open_store.h"
 
 namespace rm = resilient::restart::monitor;
@@ -128,8 +132,12 @@ int run(int argc, char** argv) {
     setPhase(page, rp::RankPhase::kDone);
     ::usleep(100000);
     return 0;
-  } else if (behaviour == "failed") {
+  } else if (behaviour == "failed" || behaviour == "failed-unrecorded") {
     pingFor(page, forMs);
+    if (behaviour == "failed") {
+      const auto store = resilient::store::openStore(c.storeUrl, resilient::store::ClientOptions{});
+      rp::markTerminated(*store, rp::JobKeys(c.jobId), c.rank, "left: a test's error");
+    }
     setPhase(page, rp::RankPhase::kFailed);
     return 1;
   } else if (behaviour == "withdrawn") {

@@ -241,9 +241,9 @@ TEST_CASE("a killed rank still being torn down is recorded before its liveness t
   Job job("exiting");
   // A 2 s liveness timeout (the monitor pings every 500 ms), the progress
   // timeouts far beyond it.
-  const std::vector<std::string> opts = {"--behaviour",       "ping", "--iteration",
-                                         "2",                 "--soft-timeout-ms", "10000",
-                                         "--hard-timeout-ms", "20000", "--barrier-timeout-ms", "30000"};
+  const std::vector<std::string> opts = {
+      "--behaviour",       "ping",  "--iteration",          "2",    "--soft-timeout-ms", "10000",
+      "--hard-timeout-ms", "20000", "--barrier-timeout-ms", "30000"};
   std::vector<std::string> watched = opts;
   watched.insert(watched.end(), {"--liveness-ms", "2000"});
   FakeRank r = job.start(0, 2, watched);
@@ -429,14 +429,37 @@ TEST_CASE("a rank that finishes leaves no record", "[monitor][done]") {
   CHECK(job.log(0).find("its rank is done") != std::string::npos);
 }
 
-TEST_CASE("a rank that leaves the loop with an error and ends leaves no record",
+TEST_CASE("a rank that leaves the loop with an error and its own record: nothing more",
           "[monitor][done]") {
   Job job("failed");
   FakeRank r = job.start(0, 1, {"--behaviour", "failed", "--for-ms", "200"});
   CHECK(r.process->wait(milliseconds(3000)) == 1);
   CHECK(waitExit(r.monitorPid, milliseconds(3000)) == 0);
   CHECK_FALSE(job.store().exists(job.keys().faultCount()));
-  CHECK_FALSE(job.store().exists(job.keys().terminated(0)));
+  CHECK(job.store().exists(job.keys().terminated(0)));  // its own
+  CHECK(job.log(0).find("left the loop with an error and ended") != std::string::npos);
+}
+
+// Issue 34 (the store killed right after a SIGKILL): a rank that left the
+// loop because the store did not answer it wrote no terminated mark, and its
+// monitor, seeing phase failed, recorded nothing and removed the heartbeat:
+// the others waited for it at their barrier until its heartbeat was missed.
+TEST_CASE("a rank that left the loop without its own record is recorded as an end",
+          "[monitor][death]") {
+  Job job("failed-unrecorded");
+  FakeRank partner = job.start(0, 2, {"--behaviour", "ping"});
+  FakeRank r = job.start(1, 2, {"--behaviour", "failed-unrecorded", "--for-ms", "200"});
+  CHECK(r.process->wait(milliseconds(3000)) == 1);
+  job.store().wait({job.keys().interrupted(0)}, milliseconds(3000));
+  CHECK(job.store().exists(job.keys().terminated(1)));
+  const auto faults = job.faults();
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].reason == rp::FaultReason::kTerminated);
+  CHECK(faults[0].subject == 1);
+  CHECK(faults[0].detail.find("no record of its own") != std::string::npos);
+  CHECK(waitExit(r.monitorPid, milliseconds(3000)) == 0);
+  partner.process->kill(SIGKILL);
+  CHECK(waitExit(partner.monitorPid, milliseconds(3000)) == 0);
 }
 
 // Issue 34: a joiner that drew a number in use from a restarted store
@@ -448,8 +471,8 @@ TEST_CASE("a withdrawn joiner's monitor leaves its initial rank to the process t
   Job job("withdrawn");
   // A long heartbeat expiry: the key outlives the checks below on any machine.
   FakeRank r = job.start(0, 1,
-                         {"--behaviour", "withdrawn", "--for-ms", "300",
-                          "--heartbeat-timeout-ms", "20000", "--barrier-timeout-ms", "30000"});
+                         {"--behaviour", "withdrawn", "--for-ms", "300", "--heartbeat-timeout-ms",
+                          "20000", "--barrier-timeout-ms", "30000"});
   // The heartbeat is up before the rank withdraws (its holder's key too).
   job.store().waitGet(job.keys().heartbeat(0), milliseconds(3000));
   CHECK(r.process->wait(milliseconds(3000)) == 75);
