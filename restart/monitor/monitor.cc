@@ -450,7 +450,39 @@ int Monitor::onRankEnded(RankEnd end) {
   } catch (const std::exception& e) {
     log_.write("no post-mortem dump: %s", e.what());
   }
+  keepTheMark(seenNs + toNs(config_.heartbeatTimeout));
   return kMonitorExitOk;
+}
+
+void Monitor::keepTheMark(uint64_t until) {
+  // A store restarted right after the death (the agent drill: killed 5 ms
+  // after a SIGKILL) lost the mark with its old instance, unless a survivor
+  // had read it (they put back the marks they read: restart/loop/
+  // store_restarts.h). The others' barriers count a terminated rank on its
+  // behalf and their restart leaves it out; without the mark they waited
+  // for it until its heartbeat was missed (heartbeatTimeout), then took live
+  // ranks that had waited as culprits. So until then the monitor looks, and
+  // marks the rank again on an instance that lacks the mark. Only the mark:
+  // the barrier arrivals and the interruption belong to an iteration the
+  // job may have left, and a restarted barrier would count them anew.
+  const std::vector<std::string> keys = {keys_.terminated(config_.rank), keys_.finished()};
+  const Millis pause = std::min(config_.interval, Millis(50));
+  while (monotonicNs() < until) {
+    try {
+      const std::vector<std::optional<std::string>> values = store_.multiGet(keys, callTimeout_);
+      if (values[1].has_value()) {
+        return;  // the job finished
+      }
+      if (!values[0].has_value() &&
+          publisher_.markTerminated(config_.rank, FaultReason::kTerminated)) {
+        log_.write("the store lost the terminated mark of rank %d (restarted): marked again",
+                   config_.rank);
+      }
+    } catch (const store::StoreError&) {
+      // Away: looked at again on its return.
+    }
+    std::this_thread::sleep_for(pause);
+  }
 }
 
 bool Monitor::leftWithItsOwnRecord(uint64_t deadline) {

@@ -88,6 +88,9 @@ class Monitor {
   // Whether the rank, which ended in phase failed, marked itself terminated
   // (Loop::leave) before it ended, as read by `deadline` (monotonic ns).
   bool leftWithItsOwnRecord(uint64_t deadline);
+  // After a death is recorded: until `until` (monotonic ns), marks the rank
+  // terminated again on a restarted store that lost the mark.
+  void keepTheMark(uint64_t until);
   protocol::FaultRecord record(protocol::FaultReason reason, int subject,
                                const std::string& detail) const;
 

@@ -181,6 +181,18 @@ class Job {
     return client_->barrier(a, milliseconds(2000)).arrivalIndex == 0;
   }
   void stopServer() { server_->stop(); }
+  // A new instance on the same port, its state empty (an agent serving the
+  // job's store again).
+  void restartServer() {
+    const uint16_t port = server_->port();
+    server_.reset();
+    st::tcp::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = port;
+    server_ = std::make_unique<st::tcp::StoreServer>(o);
+    client_ = std::make_unique<st::tcp::TcpStoreClient>("127.0.0.1", port,
+                                                        resilient::test::testClientOptions());
+  }
 
  private:
   TempDir dir_;
@@ -292,6 +304,35 @@ TEST_CASE("a rank that exits while running is recorded", "[monitor][death]") {
   CHECK(waitExit(r.monitorPid, milliseconds(3000)) == 0);
   partner.process->kill(SIGKILL);
   CHECK(waitExit(partner.monitorPid, milliseconds(3000)) == 0);
+}
+
+// Issue 34 (the store killed 5 ms after a SIGKILL): the dead rank's mark
+// was lost with the old instance; the others' barriers and restart took it
+// for alive until its heartbeat was missed (5 s), then named live ranks that
+// had waited as culprits. Its monitor now marks it again.
+TEST_CASE("a dead rank's terminated mark lost with a restarted store is marked again",
+          "[monitor][death]") {
+  Job job("mark-again");
+  const std::vector<std::string> slow = {"--heartbeat-timeout-ms", "4000"};
+  std::vector<std::string> pinging = {"--behaviour", "ping"};
+  pinging.insert(pinging.end(), slow.begin(), slow.end());
+  std::vector<std::string> exiting = {"--behaviour", "exit", "--for-ms", "100"};
+  exiting.insert(exiting.end(), slow.begin(), slow.end());
+  FakeRank partner = job.start(0, 2, pinging);
+  FakeRank r = job.start(1, 2, exiting);
+  CHECK(r.process->wait(milliseconds(3000)) == 3);
+  job.store().wait({job.keys().interrupted(0)}, milliseconds(2000));
+  job.restartServer();
+  CHECK_FALSE(job.store().exists(job.keys().terminated(1)));  // lost with the old instance
+  job.store().wait({job.keys().terminated(1)}, milliseconds(3000));
+  // Only the mark: no second record, no barrier arrival, no interruption.
+  CHECK_FALSE(job.store().exists(job.keys().faultCount()));
+  CHECK_FALSE(job.store().exists(job.keys().interrupted(0)));
+  CHECK(waitExit(r.monitorPid, milliseconds(8000)) == 0);
+  INFO(job.log(1));
+  CHECK(job.log(1).find("marked again") != std::string::npos);
+  partner.process->kill(SIGKILL);
+  CHECK(waitExit(partner.monitorPid, milliseconds(8000)) == 0);
 }
 
 TEST_CASE("the soft timeout is recorded once, without killing the rank", "[monitor][soft]") {
