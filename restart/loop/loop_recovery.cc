@@ -429,20 +429,42 @@ std::string Loop::tearDown(int k) {
 void Loop::passIterationBarrier(int k) {
   setPhase(RankPhase::kIterationBarrier);
   for (;;) {
+    bool verdictPutBack = false;
     // Between slices: a culprit the records already name (a fault detected
     // before the named rank began its abort) is terminated now, and so
-    // counted, rather than when its monitor's hard timeout kills it.
-    const std::function<bool()> terminateNamedCulprits = [this, k] {
-      if (options_.terminateCulprits && !storeRestartedInIteration()) {
+    // counted, rather than when its monitor's hard timeout kills it. After a
+    // store restart in this iteration, a verdict put back ends the wait: the
+    // barrier completed on the lost instance for the rank that put it back,
+    // and perhaps for this rank too, whose release was lost with it (the
+    // client sent the arrival again to the new instance, where the ranks
+    // released before never come again).
+    const std::function<bool()> betweenSlices = [this, k, &verdictPutBack] {
+      if (storeRestartedInIteration()) {
+        try {
+          verdictPutBack = isVerdictText(store_->get(keys_->verdict(k)));
+        } catch (const store::StoreError&) {
+          // Looked at again after the next slice.
+        }
+        return verdictPutBack;
+      }
+      if (options_.terminateCulprits) {
         for (const int c : settledCulprits(k)) {
           barrier_->markTerminated(c, "culprit");
         }
       }
       return false;
     };
-    const std::vector<int> missing =
-        barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k), options_.barrierTimeout,
-                       terminateNamedCulprits, {.markMissing = true});
+    std::vector<int> missing;
+    try {
+      missing = barrier_->wait(keys_->iterationBarrier(), static_cast<uint64_t>(k),
+                               options_.barrierTimeout, betweenSlices, {.markMissing = true});
+    } catch (const RankShouldRestart&) {
+      if (!verdictPutBack) {
+        throw;
+      }
+      timeline_.record(k, "iteration barrier", "its verdict was put back after a store restart");
+      return;
+    }
     if (missing.empty()) {
       break;
     }

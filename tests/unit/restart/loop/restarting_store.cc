@@ -1,6 +1,7 @@
 #include "tests/unit/restart/loop/restarting_store.h"
 
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "store/errors.h"
@@ -78,6 +79,12 @@ void RestartingStoreClient::followRestarts(std::function<void()> onRestart) {
 void RestartingStoreClient::beforeCall(std::function<void(std::string_view)> hook) {
   std::lock_guard<std::mutex> lock(mutex_);
   beforeCall_ = std::move(hook);
+}
+
+void RestartingStoreClient::loseBarrierRelease(
+    std::function<bool(const store::BarrierArrival&)> hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  loseRelease_ = std::move(hook);
 }
 
 template <typename Call>
@@ -169,6 +176,20 @@ void RestartingStoreClient::wait(const std::vector<std::string>& k, store::Timeo
 }
 store::BarrierResult RestartingStoreClient::barrier(const store::BarrierArrival& a,
                                                     store::Timeout t) {
+  const uint64_t before = server_.restarts();
+  const store::BarrierResult result = onInstance(
+      a.name, t, [&](store::Store& s, store::Timeout left) { return s.barrier(a, left); });
+  std::function<bool(const store::BarrierArrival&)> lose;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lose = loseRelease_;
+  }
+  if (!result.completed || !a.waitForRelease || !lose || !lose(a)) {
+    return result;
+  }
+  while (server_.restarts() == before) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the restart is another thread's
+  }
   return onInstance(a.name, t,
                     [&](store::Store& s, store::Timeout left) { return s.barrier(a, left); });
 }

@@ -62,6 +62,12 @@ class RestartingStoreClient final : public store::Store {
   // Runs before each call that names keys, with its first key (a test
   // delays one rank's reads).
   void beforeCall(std::function<void(std::string_view key)> hook);
+  // For the barrier arrivals it returns true for: a release that reaches
+  // this client is taken as lost with the instance that sent it (the
+  // connection died before the reply came): the client waits for the
+  // server's next restart and sends the arrival again to the new instance,
+  // as the TCP client does.
+  void loseBarrierRelease(std::function<bool(const store::BarrierArrival&)> hook);
 
   void set(std::string_view k, std::string_view v, store::Timeout t) override;
   void setExpiring(std::string_view k, std::string_view v, store::Millis ttl,
@@ -95,6 +101,7 @@ class RestartingStoreClient final : public store::Store {
   uint64_t seen_ = 0;
   std::function<void()> onRestart_;
   std::function<void(std::string_view)> beforeCall_;
+  std::function<bool(const store::BarrierArrival&)> loseRelease_;
 };
 
 }  // namespace resilient::test

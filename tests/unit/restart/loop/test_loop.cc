@@ -789,9 +789,11 @@ namespace {
 // store held.
 // Every rank but rank 0 comes to the verdict 300 ms late: rank 0 writes it;
 // rank 0's first call after a restart of the store comes 1 s late.
-std::vector<test::RankOutcome> runOnRestartingStore(test::RestartingStoreServer& server,
-                                                    int worldSize, int dies,
-                                                    const std::function<void(Options&)>& adjust) {
+// `prepare` (may be empty) is given each rank's client first.
+std::vector<test::RankOutcome> runOnRestartingStore(
+    test::RestartingStoreServer& server, int worldSize, int dies,
+    const std::function<void(Options&)>& adjust,
+    const std::function<void(int, test::RestartingStoreClient&)>& prepare = {}) {
   std::vector<test::RankOutcome> out(static_cast<size_t>(worldSize));
   std::vector<std::thread> threads;
   std::atomic<int> entered{0};
@@ -803,6 +805,9 @@ std::vector<test::RankOutcome> runOnRestartingStore(test::RestartingStoreServer&
         adjust(o);
       }
       auto client = std::static_pointer_cast<test::RestartingStoreClient>(server.client());
+      if (prepare) {
+        prepare(r, *client);
+      }
       client->beforeCall([&server, r, late = std::make_shared<bool>(true)](std::string_view key) {
         if (r != 0 && *late && key.find("/verdict") != std::string_view::npos) {
           *late = false;
@@ -944,6 +949,46 @@ TEST_CASE("a store restarted after the verdict is written: every rank follows th
   for (const int r : {0, 2, 3}) {
     CHECK(out[static_cast<size_t>(r)].state.activeWorldSize == 3);
   }
+}
+
+// The agent drill with the store killed 5 ms after a SIGKILL (seed 13): the
+// iteration barrier completed on the instance that died, but the release of
+// some ranks was lost with it; their clients sent their arrivals again to the
+// new instance, where the ranks released before never come again. Those ranks
+// followed the verdict into the next iteration and hung there (soft timeouts,
+// live ranks taken as culprits) while the others waited out the barrier
+// timeout (120 s). Now a rank whose store restarted during the iteration
+// looks for a verdict put back between the barrier's slices and follows it.
+TEST_CASE("a rank whose barrier release was lost with the store follows the verdict put back",
+          "[restart][loop][store-restart]") {
+  test::RestartingStoreServer server;
+  server.setAfterCompareSet([fired = std::make_shared<std::atomic<bool>>(false)](
+                                std::string_view key, const store::CasResult& result) {
+    return isVerdictWrite(key, result) && !fired->exchange(true);
+  });
+  const restart::protocol::JobKeys keys("default");
+  const milliseconds barrierTimeout(20000);
+  const auto start = std::chrono::steady_clock::now();
+  const auto out = runOnRestartingStore(
+      server, 4, 1, [&](Options& o) { o.barrierTimeout = barrierTimeout; },
+      [&](int r, test::RestartingStoreClient& client) {
+        if (r != 3) {
+          return;
+        }
+        client.loseBarrierRelease([&, once = std::make_shared<bool>(true)](
+                                      const store::BarrierArrival& a) {
+          return a.name == keys.iterationBarrier() && a.generation == 0 &&
+                 std::exchange(*once, false);
+        });
+      });
+  const auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE(server.restarts() == 1);
+  checkFollowedVerdict(out, {0, 2, 3}, "ranks 1");
+  const auto& late = out[3].timeline;
+  CHECK(std::any_of(late.begin(), late.end(), [](const auto& e) {
+    return e.phase == "iteration barrier" && e.detail.find("put back") != std::string::npos;
+  }));
+  CHECK(took < barrierTimeout / 2);  // a slice of the barrier, not its timeout
 }
 
 // The store restarted after a rank claimed the verdict and before it wrote
