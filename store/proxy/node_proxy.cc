@@ -48,7 +48,7 @@ uint64_t farFuture() { return monotonicNs() + 365ULL * 24 * 3600 * 1000000000ULL
 struct Conn {
   FileDescriptor fd;
   std::string peer;
-  uint64_t epoch = 0;
+  std::atomic<uint64_t> epoch{UINT64_MAX};  // set by the handshake
   const std::atomic<uint64_t>* storeEpoch = nullptr;
   std::mutex sendMutex;
   std::atomic<bool> closed{false};
@@ -99,8 +99,13 @@ class NodeProxy::Service : public std::enable_shared_from_this<NodeProxy::Servic
   void upstreamRestarted() noexcept {
     // Only notes (called with the upstream client's connection lock held),
     // before that client sends anything to the new instance.
-    instanceId_.store(tcp::randomInstanceId());
-    epoch_.fetch_add(1);
+    {
+      // One step for both: a connection's epoch and the instance id its hello
+      // reply named must agree (handshake).
+      std::lock_guard<std::mutex> lock(instanceMutex_);
+      instanceId_.store(tcp::randomInstanceId());
+      epoch_.fetch_add(1);
+    }
     restartPending_.store(true);
     wake_.notify_all();
   }
@@ -147,7 +152,9 @@ class NodeProxy::Service : public std::enable_shared_from_this<NodeProxy::Servic
   void flushExpiring();
   void flushIfQueued(const std::vector<std::string>& keys);
   void background();
-  void closeAll();
+  // Every local connection (`staleOnly`: those of an instance before the
+  // upstream store's latest restart).
+  void closeConnections(bool staleOnly);
 
   std::shared_ptr<Store> upstream_;
   NodeProxyOptions options_;
@@ -155,6 +162,7 @@ class NodeProxy::Service : public std::enable_shared_from_this<NodeProxy::Servic
   uint16_t port_ = 0;
   std::atomic<uint64_t> instanceId_;
   std::atomic<uint64_t> epoch_{0};  // upstream restarts so far
+  std::mutex instanceMutex_;        // instanceId_ and epoch_ change together
   std::atomic<bool> stop_{false};
   std::atomic<bool> restartPending_{false};
   std::thread acceptThread_;
@@ -205,7 +213,7 @@ void NodeProxy::Service::stop() {
     backgroundThread_.join();
   }
   flushExpiring();  // what the node's monitors wrote last
-  closeAll();
+  closeConnections(/*staleOnly=*/false);
   std::list<std::thread> readers;
   {
     std::lock_guard<std::mutex> lock(connsMutex_);
@@ -242,7 +250,6 @@ void NodeProxy::Service::acceptLoop() {
     auto c = std::make_shared<Conn>();
     c->fd = std::move(fd);
     c->peer = peer.toString();
-    c->epoch = epoch_.load();
     c->storeEpoch = &epoch_;
     std::lock_guard<std::mutex> lock(connsMutex_);
     if (stop_.load()) {
@@ -286,8 +293,19 @@ bool NodeProxy::Service::handshake(Conn& c) {
              static_cast<unsigned>(port_), c.peer.c_str(), hello->name.c_str(),
              tcp::helloStatusName(status));
   }
+  // The connection belongs to the instance its hello reply names: a client
+  // that connected while the store restarted, told the new instance's id,
+  // is not closed as one of the old instance's afterwards (its next call
+  // would be lost with "may or may not have been applied", since it finds
+  // the same id again: a joiner's registration failed so in the agent drill).
+  uint64_t instanceId = 0;
+  {
+    std::lock_guard<std::mutex> lock(instanceMutex_);
+    c.epoch = epoch_.load();
+    instanceId = instanceId_.load();
+  }
   std::string out;
-  tcp::encodeHelloReply(tcp::HelloReply{tcp::kVersion, status, instanceId_.load(),
+  tcp::encodeHelloReply(tcp::HelloReply{tcp::kVersion, status, instanceId,
                                         static_cast<uint32_t>(tcp::kDefaultMaxFrameBytes)},
                         &out);
   c.send(out);
@@ -762,11 +780,14 @@ void NodeProxy::Service::flushIfQueued(const std::vector<std::string>& keys) {
   }
 }
 
-void NodeProxy::Service::closeAll() {
+void NodeProxy::Service::closeConnections(bool staleOnly) {
+  const uint64_t current = epoch_.load();
   std::lock_guard<std::mutex> lock(connsMutex_);
   for (auto it = conns_.begin(); it != conns_.end();) {
     if (ConnPtr c = it->lock()) {
-      c->closeNow();
+      if (!staleOnly || c->epoch.load() != current) {
+        c->closeNow();
+      }
       ++it;
     } else {
       it = conns_.erase(it);
@@ -786,10 +807,10 @@ void NodeProxy::Service::background() {
       // instance to put theirs back (upstreamRestarted took one), and no
       // barrier generation it counted exists any more.
       forgetGenerations("");
+      closeConnections(/*staleOnly=*/true);
       RES_WARN(log::kStore, "node store proxy :%u: the job's store restarted: the node's "
                "clients reconnect and put their state back",
                static_cast<unsigned>(port_));
-      closeAll();
     }
     flushExpiring();
   }

@@ -23,8 +23,9 @@
 // waiting for it: their clients see the store lost, as they would without
 // the proxy. When the upstream store restarts (a new instance, its state
 // empty), upstreamRestarted() makes the local clients see a restart too (a
-// new instance id on their next connection), so that they put their state
-// back (restart/loop/store_restarts.h).
+// new instance id on their next connection; the connections of the old
+// instance are closed), so that they put their state back
+// (restart/loop/store_restarts.h).
 #pragma once
 
 #include <chrono>

@@ -20,6 +20,7 @@
 #include "store/proxy/node_proxy.h"
 #include "store/tcp/client.h"
 #include "tests/support/forwarding_store.h"
+#include "tests/support/mock_logger.h"
 #include "tests/unit/store/store_test_util.h"
 
 using namespace resilient;
@@ -37,40 +38,53 @@ class CountingStore final : public test::ForwardingStore {
   std::atomic<int> expiringBatches{0};
   std::atomic<int> expiringSingles{0};
   std::atomic<bool> down{false};
-  std::mutex holdMutex;
-  std::condition_variable held;
-  bool holdBatches = false;
-  int batchesHeld = 0;
+  // Calls of one kind held on their way to the store until released.
+  class Gate {
+   public:
+    void hold() {
+      std::lock_guard<std::mutex> lock(mutex_);
+      holding_ = true;
+    }
+    void waitForHeld() {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return held_ > 0; });
+    }
+    void release() {
+      std::lock_guard<std::mutex> lock(mutex_);
+      holding_ = false;
+      cv_.notify_all();
+    }
+    void pass() {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (holding_) {
+        ++held_;
+        cv_.notify_all();
+        cv_.wait(lock, [this] { return !holding_; });
+      }
+    }
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool holding_ = false;
+    int held_ = 0;
+  };
+  Gate batches;      // setExpiringMany
+  Gate compareSets;  // compareSet
 
   void setExpiring(std::string_view k, std::string_view v, Millis ttl, Timeout t) override {
     ForwardingStore::setExpiring(k, v, ttl, t);
     ++expiringSingles;
   }
   void setExpiringMany(const std::vector<KeyValue>& pairs, Millis ttl, Timeout t) override {
-    {
-      // Held (holdBatches): the batch stays on its way up until released.
-      std::unique_lock<std::mutex> lock(holdMutex);
-      if (holdBatches) {
-        ++batchesHeld;
-        held.notify_all();
-        held.wait(lock, [this] { return !holdBatches; });
-      }
-    }
+    batches.pass();
     ForwardingStore::setExpiringMany(pairs, ttl, t);
     ++expiringBatches;
   }
-  void holdBatchesUntilReleased() {
-    std::lock_guard<std::mutex> lock(holdMutex);
-    holdBatches = true;
-  }
-  void waitForHeldBatch() {
-    std::unique_lock<std::mutex> lock(holdMutex);
-    held.wait(lock, [this] { return batchesHeld > 0; });
-  }
-  void releaseBatches() {
-    std::lock_guard<std::mutex> lock(holdMutex);
-    holdBatches = false;
-    held.notify_all();
+  CasResult compareSet(std::string_view k, std::optional<std::string_view> e, std::string_view d,
+                       Timeout t) override {
+    compareSets.pass();
+    return ForwardingStore::compareSet(k, e, d, t);
   }
   BarrierResult barrier(const BarrierArrival& a, Timeout t) override {
     onCall();
@@ -215,13 +229,13 @@ TEST_CASE("a plain write of a key whose expiring write is on its way up waits fo
   o.expiringLinger = milliseconds(20);
   Node node(o);
   auto c = node.client();
-  node.job->holdBatchesUntilReleased();
+  node.job->batches.hold();
   c->setExpiring("kept", "expiring", milliseconds(30000));
-  node.job->waitForHeldBatch();  // the flush has taken the queue
+  node.job->batches.waitForHeld();  // the flush has taken the queue
   auto plain = std::async(std::launch::async, [&] { c->set("kept", "permanent"); });
   // Before the fix the set returned at once; now it waits for the batch.
   CHECK(plain.wait_for(milliseconds(500)) == std::future_status::timeout);
-  node.job->releaseBatches();
+  node.job->batches.release();
   plain.get();
   CHECK(node.job->inner().get("kept") == std::optional<std::string>("permanent"));
 }
@@ -252,6 +266,42 @@ TEST_CASE("an upstream restart is a restart for the node's clients", "[store][pr
   }
   CHECK(restarts == 1);
   CHECK(emptyBeforeRestart == 0);
+}
+
+// The agent drill with the store killed 5 ms after a SIGKILL: a replacement
+// connected to the proxy between the upstream restart's note (a new instance
+// id) and the proxy's closing of the local connections; closed with the
+// others although it had been told the new id, it found the same id again
+// and its registration's compare-and-set failed, "the request may or may not
+// have been applied" (exit 1). Now only the old instance's connections close.
+TEST_CASE("a client that connected after an upstream restart keeps its connection",
+          "[store][proxy]") {
+  test::CapturingLogger logger(log::Level::kWarn);
+  Node node;
+  // The proxy's own thread, which closes the old instance's connections,
+  // is held in a write of the heartbeats.
+  node.job->batches.hold();
+  auto monitor = node.client();
+  monitor->setExpiring("heartbeat/0", "1", milliseconds(30000));
+  node.job->batches.waitForHeld();
+  node.proxy->upstreamRestarted();
+  auto fresh = node.client();
+  fresh->set("y", "1");  // connected after the restart's note
+  node.job->compareSets.hold();
+  auto cas = std::async(std::launch::async,
+                        [&] { return fresh->compareSet("z", std::nullopt, "v"); });
+  node.job->compareSets.waitForHeld();
+  node.job->batches.release();  // the proxy's thread acts on the restart
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (logger.count(NCCL_LOG_WARN, "the job's store restarted") == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));  // polling the log for the proxy's act
+  }
+  REQUIRE(logger.count(NCCL_LOG_WARN, "the job's store restarted") == 1);
+  node.job->compareSets.release();
+  CasResult r;
+  CHECK_NOTHROW(r = cas.get());
+  CHECK(r.swapped);
 }
 
 TEST_CASE("an unreachable job store is a lost store through the proxy", "[store][proxy]") {
