@@ -47,6 +47,7 @@ bool permanent(const store::StoreError& e) {
 Monitor::Monitor(const MonitorConfig& config, store::Store& store, protocol::StatusPage& page,
                  MonitorLog& log, const std::atomic<uint64_t>* storeRestarts)
     : config_(config),
+      storeRestarts_(storeRestarts),
       store_(store),
       page_(page),
       log_(log),
@@ -391,26 +392,45 @@ int Monitor::onRankEnded(RankEnd end) {
   log_.write("rank %d ended in iteration %d: %s", config_.rank, iteration, detail.c_str());
   const uint64_t seenNs = monotonicNs();
   try {
-    bool first = false;
-    retrying("recording the termination", deadline,
-             [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
-    if (first) {
-      protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
-      r.iteration = iteration;
-      r.detectedNs = seenWallNs;
-      int64_t index = 0;
-      retrying("publishing the fault record", deadline, [&] { index = publisher_.publish(r); });
-      log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
-    }
-    retrying("counting the rank at the iteration barrier", deadline,
-             [&] { publisher_.countAtIterationBarrier(config_.rank, iteration, barrierSlots()); });
-    if (phase == RankPhase::kCompleting && !spare()) {
-      // Its function had returned: its part of the iteration is done, and the
-      // others' completion barrier counts it through this arrival only
-      // (restart/loop/loop.cc, completeTogether).
-      retrying("counting the rank at the completion barrier", deadline, [&] {
-        publisher_.countAtCompletionBarrier(config_.rank, iteration, barrierSlots());
+    // A store that restarts while these are written keeps some and loses
+    // the others (the 5 ms drill, seed 23: the barrier count reached the new
+    // instance, the mark went with the old one, and the others' restart kept
+    // the dead rank in its World): written again on the instance that came
+    // meanwhile, up to three times. The record goes with a mark this call
+    // set: one already there had its record written after it.
+    for (int attempt = 1;; ++attempt) {
+      const uint64_t restartsBefore = storeRestartsSeen();
+      bool first = false;
+      retrying("recording the termination", deadline,
+               [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
+      if (first) {
+        protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
+        r.iteration = iteration;
+        r.detectedNs = seenWallNs;
+        int64_t index = 0;
+        retrying("publishing the fault record", deadline, [&] { index = publisher_.publish(r); });
+        log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
+      }
+      retrying("counting the rank at the iteration barrier", deadline, [&] {
+        publisher_.countAtIterationBarrier(config_.rank, iteration, barrierSlots());
       });
+      if (phase == RankPhase::kCompleting && !spare()) {
+        // Its function had returned: its part of the iteration is done, and
+        // the others' completion barrier counts it through this arrival only
+        // (restart/loop/loop.cc, completeTogether).
+        retrying("counting the rank at the completion barrier", deadline, [&] {
+          publisher_.countAtCompletionBarrier(config_.rank, iteration, barrierSlots());
+        });
+      }
+      if (!spare()) {
+        retrying("marking the iteration interrupted", deadline,
+                 [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
+      }
+      if (storeRestartsSeen() == restartsBefore || attempt == 3) {
+        break;
+      }
+      log_.write("the store restarted while the end of rank %d was recorded: recorded again",
+                 config_.rank);
     }
     if (spare()) {
       // A spare only leaves the pool: the barriers count it (terminated),
@@ -420,8 +440,6 @@ int Monitor::onRankEnded(RankEnd end) {
           "%d: the active ranks are not interrupted",
           static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);
     } else {
-      retrying("marking the iteration interrupted", deadline,
-               [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
       log_.write(
           "recorded in %lld us: terminated, counted at its barrier, iteration %d interrupted",
           static_cast<long long>((monotonicNs() - seenNs) / 1000), iteration);

@@ -91,10 +91,15 @@ class Monitor {
   // After a death is recorded: until `until` (monotonic ns), marks the rank
   // terminated again on a restarted store that lost the mark.
   void keepTheMark(uint64_t until);
+  // The store's restarts its client followed so far (0 without a counter).
+  uint64_t storeRestartsSeen() const noexcept {
+    return storeRestarts_ != nullptr ? storeRestarts_->load() : 0;
+  }
   protocol::FaultRecord record(protocol::FaultReason reason, int subject,
                                const std::string& detail) const;
 
   MonitorConfig config_;
+  const std::atomic<uint64_t>* storeRestarts_;  // may be null
   store::Store& store_;
   protocol::StatusPage& page_;
   MonitorLog& log_;
