@@ -619,8 +619,9 @@ inline constexpr BoolKnob kRestartExitForNewProcess{{
     .defaultValue = "0",
     .doc = "A rank whose health check finds that only a new process can use its GPU again (a "
            "sticky CUDA error, a GPU that needs a reset) leaves the job and exits with code 75 "
-           "after its terminate hook, instead of Wrapper::run throwing RankNeedsNewProcess. Set "
-           "by resilient-run, which starts a new process in its place.",
+           "after its terminate hook, instead of Wrapper::run throwing RankNeedsNewProcess (a "
+           "joiner that withdrew, its number another process's: code 76). Set by resilient-run, "
+           "which starts a new process in its place.",
 }};
 
 // Every knob, in the order of docs/configuration.md.

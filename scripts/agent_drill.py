@@ -373,7 +373,7 @@ def check(job, faults, reference):
     withdrawn = set()
     for (rank, n), pid in procs.items():
         path = os.path.join(job.logs, f"rank{rank}.{n}.log")
-        if (pid not in victims and ends.get(pid) == "exit 75 (left for a new process)"
+        if (pid not in victims and (ends.get(pid) or "").startswith("exit 76 (a joiner withdrew")
                 and os.path.exists(path) and "a joiner withdraws" in open(path).read()):
             withdrawn.add(pid)
     if withdrawn and not store_kills and not any(f.get("store_killed") for f in faults):

@@ -493,6 +493,14 @@ void Loop::leave(std::exception_ptr why, bool recordInStore) {
     } catch (const store::StoreError& e) {
       RES_WARN(log::kRestart, "restart: cannot record the job's end in the store: %s", e.what());
     }
+  } catch (const JoinerWithdrew& e) {
+    if (config::Params::global().get<config::kRestartExitForNewProcess>()) {
+      // Under resilient-run: another process, not counted as a failure.
+      RES_WARN(log::kRestart, "restart: joiner (initial rank %d) withdraws (exit %d): %s",
+               state_.initialRank, kExitWithdrew, e.what());
+      std::fflush(nullptr);
+      std::_Exit(kExitWithdrew);
+    }
   } catch (const RankNeedsNewProcess& e) {
     if (config::Params::global().get<config::kRestartExitForNewProcess>()) {
       // Under resilient-run: the agent starts a new process in this one's place.
@@ -511,7 +519,7 @@ void Loop::withdraw(const std::string& why) {
   // which are the holder's of this initial rank.
   setPhase(RankPhase::kWithdrawn);
   timeline_.record(state_.iteration, "withdrawn", why);
-  leave(std::make_exception_ptr(RankNeedsNewProcess("a joiner withdraws: " + why)),
+  leave(std::make_exception_ptr(JoinerWithdrew("a joiner withdraws: " + why)),
         /*recordInStore=*/false);
 }
 

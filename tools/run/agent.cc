@@ -26,6 +26,11 @@ namespace resilient::run {
 
 namespace {
 
+// Withdrawn joiners replaced per local rank without counting them: each
+// needs a store restart racing a replacement's registration, so more is a
+// loop, then counted as any end.
+constexpr int kMaxWithdrawals = 8;
+
 volatile sig_atomic_t gStopSignal = 0;
 
 void onStopSignal(int sig) {
@@ -180,10 +185,17 @@ void Agent::onEnd(int localRank, int status) {
       log("rank %d not replaced: the node is left out", rank);
     } else if (jobFinished()) {
       log("rank %d not replaced: the job has finished", rank);
-    } else if (slot.processes > config_.maxRestarts) {
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == restart::kExitWithdrew &&
+               slot.withdrawals < kMaxWithdrawals) {
+      // Not a failure: its joiner number was taken on a restarted store
+      // (restart/loop/job/joiners.h); the next process draws its own.
+      ++slot.withdrawals;
+      start(localRank, /*replacement=*/true);
+      end.replaced = true;
+    } else if (slot.processes - slot.withdrawals > config_.maxRestarts) {
       log("rank %d not replaced: %d new processes already (--max-restarts %d); its place goes "
           "to a spare",
-          rank, slot.processes - 1, config_.maxRestarts);
+          rank, slot.processes - slot.withdrawals - 1, config_.maxRestarts);
     } else if (replacements_ >= config_.nodeMaxRestarts) {
       leftOut_ = true;
       report("node " + std::to_string(config_.nodeRank) + " left out: " +

@@ -63,6 +63,7 @@ class Agent {
   struct Slot {
     pid_t pid = 0;
     int processes = 0;  // started for this local rank (1 + replacements)
+    int withdrawals = 0;  // of those, started after a joiner withdrew (not counted)
     int lastStatus = 0;
     bool running = false;
   };

@@ -63,7 +63,10 @@ std::string describeStatus(int status) {
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     return "exit " + std::to_string(code) +
-           (code == restart::kExitNeedsNewProcess ? " (left for a new process)" : "");
+           (code == restart::kExitNeedsNewProcess ? " (left for a new process)"
+            : code == restart::kExitWithdrew
+                ? " (a joiner withdrew: its number was another process's)"
+                : "");
   }
   if (WIFSIGNALED(status)) {
     return "signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";

@@ -64,11 +64,25 @@ class RankNeedsNewProcess : public HealthCheckError {
   using HealthCheckError::HealthCheckError;
 };
 
+// A joiner (a replacement process waiting to be admitted) whose joiner number
+// another process holds, drawn from a store that restarted before the job's
+// ranks put its queue back: it leaves, and whoever started it may start
+// another, which draws a number of its own (docs/restart.md, "The agent").
+// Not a failure of the process or of its node.
+class JoinerWithdrew : public RankNeedsNewProcess {
+ public:
+  using RankNeedsNewProcess::RankNeedsNewProcess;
+};
+
 // The exit status of a rank that left for a new process (sysexits' EX_TEMPFAIL:
-// "try again"): resilient-run replaces it (within --max-restarts, which
-// counts every new process). Also a joiner's that withdrew: it drew a number
-// another process holds (docs/restart.md, "The agent").
+// "try again"): resilient-run replaces it (within --max-restarts and
+// --node-max-restarts, which count every new process but a withdrawn
+// joiner's).
 inline constexpr int kExitNeedsNewProcess = 75;
+// The exit status of a joiner that withdrew (JoinerWithdrew; sysexits'
+// EX_PROTOCOL): resilient-run starts another process in its place without
+// counting it against its limits.
+inline constexpr int kExitWithdrew = 76;
 
 // The per-rank fault counter passed its limit (a HealthCheckError).
 class FaultCounterExceeded : public HealthCheckError {

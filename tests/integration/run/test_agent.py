@@ -69,6 +69,20 @@ class AgentTest(unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertIn("exit 75 (left for a new process)", err)
 
+    def test_a_withdrawn_joiner_is_replaced_without_counting(self):
+        # The 5 ms drill (seed 47): a joiner that withdrew (its number was
+        # another process's, exit 76) counted against --node-max-restarts,
+        # and a healthy node was left out. Now its replacement is not counted:
+        # with limits of 1, the rank's process that withdraws twice and the
+        # one that then fails are all replaced.
+        code, out, err = agent(["--nproc-per-node", "1", "--max-restarts", "1",
+                                "--node-max-restarts", "1"] + sh(
+            'case "$RESILIENT_RUN_PROCESS" in 0|1) exit 76;; 2) exit 3;; esac; echo done'))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.split(), ["done"], err)
+        self.assertEqual(err.count("a joiner withdrew: its number was another process's"), 2, err)
+        self.assertEqual(err.count("replacement process"), 3, err)
+
     def test_a_crash_loop_stops_at_the_rank_limit(self):
         code, out, err = agent(["--nproc-per-node", "1", "--max-restarts", "2"] + sh("exit 3"))
         self.assertEqual(code, 1, err)

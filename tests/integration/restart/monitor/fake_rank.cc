@@ -143,7 +143,7 @@ int run(int argc, char** argv) {
   } else if (behaviour == "withdrawn") {
     pingFor(page, forMs);
     setPhase(page, rp::RankPhase::kWithdrawn);
-    return 75;
+    return 76;  // kExitWithdrew
   } else if (behaviour == "exit") {
     pingFor(page, forMs);
     return 3;

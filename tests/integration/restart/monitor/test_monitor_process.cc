@@ -516,7 +516,7 @@ TEST_CASE("a withdrawn joiner's monitor leaves its initial rank to the process t
                           "20000", "--barrier-timeout-ms", "30000"});
   // The heartbeat is up before the rank withdraws (its holder's key too).
   job.store().waitGet(job.keys().heartbeat(0), milliseconds(3000));
-  CHECK(r.process->wait(milliseconds(3000)) == 75);
+  CHECK(r.process->wait(milliseconds(3000)) == 76);
   CHECK(waitExit(r.monitorPid, milliseconds(3000)) == 0);
   CHECK_FALSE(job.store().exists(job.keys().faultCount()));
   CHECK_FALSE(job.store().exists(job.keys().terminated(0)));
