@@ -493,21 +493,16 @@ void Loop::leave(std::exception_ptr why, bool recordInStore) {
     } catch (const store::StoreError& e) {
       RES_WARN(log::kRestart, "restart: cannot record the job's end in the store: %s", e.what());
     }
-  } catch (const JoinerWithdrew& e) {
-    if (config::Params::global().get<config::kRestartExitForNewProcess>()) {
-      // Under resilient-run: another process, not counted as a failure.
-      RES_WARN(log::kRestart, "restart: joiner (initial rank %d) withdraws (exit %d): %s",
-               state_.initialRank, kExitWithdrew, e.what());
-      std::fflush(nullptr);
-      std::_Exit(kExitWithdrew);
-    }
   } catch (const RankNeedsNewProcess& e) {
     if (config::Params::global().get<config::kRestartExitForNewProcess>()) {
-      // Under resilient-run: the agent starts a new process in this one's place.
+      // Under resilient-run: the agent starts a new process in this one's
+      // place (after a withdrawal, not counted as a failure).
+      const int code = dynamic_cast<const JoinerWithdrew*>(&e) != nullptr ? kExitWithdrew
+                                                                         : kExitNeedsNewProcess;
       RES_WARN(log::kRestart, "restart: rank %d leaves for a new process (exit %d): %s",
-               state_.initialRank, kExitNeedsNewProcess, e.what());
+               state_.initialRank, code, e.what());
       std::fflush(nullptr);
-      std::_Exit(kExitNeedsNewProcess);
+      std::_Exit(code);
     }
   } catch (...) {
   }

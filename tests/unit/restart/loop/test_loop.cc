@@ -878,6 +878,14 @@ bool isVerdictWrite(std::string_view key, const store::CasResult& result) {
          result.current && result.current->front() == '{';
 }
 
+// The store restarts once, right after the first verdict is written.
+void restartOnceAfterTheVerdict(test::RestartingStoreServer& server) {
+  server.setAfterCompareSet([fired = std::make_shared<std::atomic<bool>>(false)](
+                                std::string_view key, const store::CasResult& result) {
+    return isVerdictWrite(key, result) && !fired->exchange(true);
+  });
+}
+
 // A store's client that follows its restarts, as the loop's
 // LoopEnvironment::followStoreRestarts takes it.
 using Follow =
@@ -937,10 +945,7 @@ std::pair<std::vector<test::RankOutcome>, test::RankOutcome> runWithJoiner(
 TEST_CASE("a store restarted after the verdict is written: every rank follows that verdict",
           "[restart][loop][store-restart]") {
   test::RestartingStoreServer server;
-  server.setAfterCompareSet([fired = std::make_shared<std::atomic<bool>>(false)](
-                                std::string_view key, const store::CasResult& result) {
-    return isVerdictWrite(key, result) && !fired->exchange(true);
-  });
+  restartOnceAfterTheVerdict(server);
   const auto out = runOnRestartingStore(server, 4, 1, {});
   REQUIRE(server.restarts() == 1);
   CHECK(out[1].error);
@@ -962,10 +967,7 @@ TEST_CASE("a store restarted after the verdict is written: every rank follows th
 TEST_CASE("a rank whose barrier release was lost with the store follows the verdict put back",
           "[restart][loop][store-restart]") {
   test::RestartingStoreServer server;
-  server.setAfterCompareSet([fired = std::make_shared<std::atomic<bool>>(false)](
-                                std::string_view key, const store::CasResult& result) {
-    return isVerdictWrite(key, result) && !fired->exchange(true);
-  });
+  restartOnceAfterTheVerdict(server);
   const restart::protocol::JobKeys keys("default");
   const milliseconds barrierTimeout(20000);
   const auto start = std::chrono::steady_clock::now();
