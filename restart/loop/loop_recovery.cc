@@ -462,16 +462,14 @@ void Loop::passIterationBarrier(int k) {
       if (!verdictPutBack) {
         throw;
       }
-      timeline_.record(k, "iteration barrier", "its verdict was put back after a store restart");
-      return;
     }
-    if (missing.empty()) {
+    if (!verdictPutBack && missing.empty()) {
       break;
     }
     // A verdict is there: some rank passed this barrier on a store instance
     // that restarted since (the restart lost the arrivals) and put back the
     // verdict it follows: follow it too, declare nobody dead.
-    if (isVerdictText(store_->get(keys_->verdict(k)))) {
+    if (verdictPutBack || isVerdictText(store_->get(keys_->verdict(k)))) {
       timeline_.record(k, "iteration barrier", "its verdict was put back after a store restart");
       return;
     }

@@ -400,32 +400,7 @@ int Monitor::onRankEnded(RankEnd end) {
     // set: one already there had its record written after it.
     for (int attempt = 1;; ++attempt) {
       const uint64_t restartsBefore = storeRestartsSeen();
-      bool first = false;
-      retrying("recording the termination", deadline,
-               [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
-      if (first) {
-        protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
-        r.iteration = iteration;
-        r.detectedNs = seenWallNs;
-        int64_t index = 0;
-        retrying("publishing the fault record", deadline, [&] { index = publisher_.publish(r); });
-        log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
-      }
-      retrying("counting the rank at the iteration barrier", deadline, [&] {
-        publisher_.countAtIterationBarrier(config_.rank, iteration, barrierSlots());
-      });
-      if (phase == RankPhase::kCompleting && !spare()) {
-        // Its function had returned: its part of the iteration is done, and
-        // the others' completion barrier counts it through this arrival only
-        // (restart/loop/loop.cc, completeTogether).
-        retrying("counting the rank at the completion barrier", deadline, [&] {
-          publisher_.countAtCompletionBarrier(config_.rank, iteration, barrierSlots());
-        });
-      }
-      if (!spare()) {
-        retrying("marking the iteration interrupted", deadline,
-                 [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
-      }
+      recordEnd(iteration, phase, detail, seenWallNs, deadline);
       if (storeRestartsSeen() == restartsBefore || attempt == 3) {
         break;
       }
@@ -470,6 +445,35 @@ int Monitor::onRankEnded(RankEnd end) {
   }
   keepTheMark(seenNs + toNs(config_.heartbeatTimeout));
   return kMonitorExitOk;
+}
+
+void Monitor::recordEnd(int iteration, RankPhase phase, const std::string& detail,
+                        uint64_t seenWallNs, uint64_t deadline) {
+  bool first = false;
+  retrying("recording the termination", deadline,
+           [&] { first = publisher_.markTerminated(config_.rank, FaultReason::kTerminated); });
+  if (first) {
+    protocol::FaultRecord r = record(FaultReason::kTerminated, config_.rank, detail);
+    r.iteration = iteration;
+    r.detectedNs = seenWallNs;
+    int64_t index = 0;
+    retrying("publishing the fault record", deadline, [&] { index = publisher_.publish(r); });
+    log_.write("fault %lld: %s", static_cast<long long>(index), r.describe().c_str());
+  }
+  retrying("counting the rank at the iteration barrier", deadline,
+           [&] { publisher_.countAtIterationBarrier(config_.rank, iteration, barrierSlots()); });
+  if (phase == RankPhase::kCompleting && !spare()) {
+    // Its function had returned: its part of the iteration is done, and the
+    // others' completion barrier counts it through this arrival only
+    // (restart/loop/loop.cc, completeTogether).
+    retrying("counting the rank at the completion barrier", deadline, [&] {
+      publisher_.countAtCompletionBarrier(config_.rank, iteration, barrierSlots());
+    });
+  }
+  if (!spare()) {
+    retrying("marking the iteration interrupted", deadline,
+             [&] { publisher_.markInterrupted(iteration, FaultReason::kTerminated); });
+  }
 }
 
 void Monitor::keepTheMark(uint64_t until) {

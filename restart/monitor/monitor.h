@@ -71,6 +71,11 @@ class Monitor {
   enum class RankEnd { kByItself, kExiting, kKilledByMonitor };
   // The rank's process ended: records it unless it had finished.
   int onRankEnded(RankEnd end);
+  // Its records of the rank's end, once: the terminated mark, the fault
+  // record (with a mark this call set), the barrier counts, the
+  // interruption. Throws store::StoreError.
+  void recordEnd(int iteration, protocol::RankPhase phase, const std::string& detail,
+                 uint64_t seenWallNs, uint64_t deadline);
   int cleanExit(const char* why);
   int quietExit();  // a withdrawn rank: nothing written to the store
   // Whether the rank is a spare in its current iteration (its status page).

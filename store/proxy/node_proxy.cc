@@ -103,7 +103,7 @@ class NodeProxy::Service : public std::enable_shared_from_this<NodeProxy::Servic
       // One step for both: a connection's epoch and the instance id its hello
       // reply named must agree (handshake).
       std::lock_guard<std::mutex> lock(instanceMutex_);
-      instanceId_.store(tcp::randomInstanceId());
+      instanceId_ = tcp::randomInstanceId();
       epoch_.fetch_add(1);
     }
     restartPending_.store(true);
@@ -160,9 +160,9 @@ class NodeProxy::Service : public std::enable_shared_from_this<NodeProxy::Servic
   NodeProxyOptions options_;
   FileDescriptor listen_;
   uint16_t port_ = 0;
-  std::atomic<uint64_t> instanceId_;
-  std::atomic<uint64_t> epoch_{0};  // upstream restarts so far
-  std::mutex instanceMutex_;        // instanceId_ and epoch_ change together
+  std::mutex instanceMutex_;         // instanceId_ and epoch_ change together
+  uint64_t instanceId_;              // under instanceMutex_
+  std::atomic<uint64_t> epoch_{0};  // upstream restarts so far (read by Conn::send)
   std::atomic<bool> stop_{false};
   std::atomic<bool> restartPending_{false};
   std::thread acceptThread_;
@@ -302,7 +302,7 @@ bool NodeProxy::Service::handshake(Conn& c) {
   {
     std::lock_guard<std::mutex> lock(instanceMutex_);
     c.epoch = epoch_.load();
-    instanceId = instanceId_.load();
+    instanceId = instanceId_;
   }
   std::string out;
   tcp::encodeHelloReply(tcp::HelloReply{tcp::kVersion, status, instanceId,

@@ -100,12 +100,8 @@ class Job {
  public:
   explicit Job(std::string id) : id_(std::move(id)), keys_(id_) {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    st::tcp::ServerOptions o;
-    o.host = "127.0.0.1";
-    server_ = std::make_unique<st::tcp::StoreServer>(o);
+    serve(0);
     url_ = "tcp://127.0.0.1:" + std::to_string(server_->port());
-    client_ = std::make_unique<st::tcp::TcpStoreClient>("127.0.0.1", server_->port(),
-                                                        resilient::test::testClientOptions());
   }
 
   // Monitors a failed check left behind are killed and reaped.
@@ -186,15 +182,20 @@ class Job {
   void restartServer() {
     const uint16_t port = server_->port();
     server_.reset();
+    serve(port);
+  }
+
+ private:
+  // The job's store on loopback at `port` (0: any), and this test's client.
+  void serve(uint16_t port) {
     st::tcp::ServerOptions o;
     o.host = "127.0.0.1";
     o.port = port;
     server_ = std::make_unique<st::tcp::StoreServer>(o);
-    client_ = std::make_unique<st::tcp::TcpStoreClient>("127.0.0.1", port,
+    client_ = std::make_unique<st::tcp::TcpStoreClient>("127.0.0.1", server_->port(),
                                                         resilient::test::testClientOptions());
   }
 
- private:
   TempDir dir_;
   std::string id_;
   rp::JobKeys keys_;
