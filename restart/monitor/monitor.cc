@@ -466,9 +466,8 @@ void Monitor::recordEnd(int iteration, RankPhase phase, const std::string& detai
     // Its function had returned: its part of the iteration is done, and the
     // others' completion barrier counts it through this arrival only
     // (restart/loop/loop.cc, completeTogether).
-    retrying("counting the rank at the completion barrier", deadline, [&] {
-      publisher_.countAtCompletionBarrier(config_.rank, iteration, barrierSlots());
-    });
+    retrying("counting the rank at the completion barrier", deadline,
+             [&] { publisher_.countAtCompletionBarrier(config_.rank, iteration, barrierSlots()); });
   }
   if (!spare()) {
     retrying("marking the iteration interrupted", deadline,
