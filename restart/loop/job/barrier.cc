@@ -52,6 +52,17 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
   using Clock = std::chrono::steady_clock;
   // The first unanswered slice of a silent store (epoch: the store answers).
   Clock::time_point silentSince{};
+  // A slice without the store's answer: StoreUnavailable once they have
+  // lasted storeSilence.
+  const auto noteSilence = [&](const store::StoreError& e) {
+    const auto now = Clock::now();
+    if (silentSince == Clock::time_point{}) {
+      silentSince = now;
+    } else if (storeSilence_.count() > 0 && now - silentSince >= storeSilence_) {
+      throw StoreUnavailable(what + ": the store " + store_.describe() + " has not answered for " +
+                             std::to_string(storeSilence_.count()) + " ms: " + e.what());
+    }
+  };
   // A slice ends in a BarrierTimeout, or in another store::TimeoutError when
   // the store's reply to it came late (a loaded store or host): the barrier
   // is re-entrant, so either way the wait goes on to its own deadline.
@@ -84,15 +95,17 @@ std::vector<int> JobBarrier::wait(const std::string& name, uint64_t generation,
           silentSince = {};  // the store answered: not yet complete
           throw;
         } catch (const store::TimeoutError& e) {
-          const auto now = Clock::now();
-          if (silentSince == Clock::time_point{}) {
-            silentSince = now;
-          } else if (storeSilence_.count() > 0 && now - silentSince >= storeSilence_) {
-            throw StoreUnavailable(what + ": the store " + store_.describe() +
-                                   " has not answered for " +
-                                   std::to_string(storeSilence_.count()) + " ms: " + e.what());
-          }
+          noteSilence(e);
           throw;
+        } catch (const store::ConnectionLost& e) {
+          // The connection went during the slice (the store restarted, or
+          // the node proxy closed its old instance's connections) and the
+          // call's slice ran out before the client sent it again: a slice
+          // the store did not answer, as a late reply is; the next slice
+          // reconnects (the barrier is re-entrant). It ended a spare's wait,
+          // 10 ms slices, and so the torch drill's job, after a store kill.
+          noteSilence(e);
+          throw store::TimeoutError(e.what());
         }
       },
       [&] {

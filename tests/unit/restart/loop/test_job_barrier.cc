@@ -13,6 +13,8 @@
 #include "restart/protocol/job_keys.h"
 #include "restart/protocol/terminated_ranks.h"
 #include "store/memory_store.h"
+#include "store/errors.h"
+#include "tests/support/forwarding_store.h"
 #include "tests/unit/restart/loop/restarting_store.h"
 
 using namespace resilient;
@@ -118,4 +120,46 @@ TEST_CASE("a rank counted on its behalf is counted again after a store restart",
     t.join();
   }
   CHECK(failed == std::vector<int>(2, 0));
+}
+
+namespace {
+
+// The job's store, whose connection is lost once, in a read of the
+// terminated list (the node proxy closing its old instance's connections
+// after a store restart; the client's short slice ran out before it sent
+// the call again).
+class LosesOneRead final : public test::ForwardingStore {
+ public:
+  LosesOneRead() : ForwardingStore(std::make_shared<store::MemoryStore>()) {}
+  std::atomic<bool> lost{false};
+  std::vector<std::optional<std::string>> multiGet(const std::vector<std::string>& k,
+                                                   store::Timeout t) override {
+    if (!lost.exchange(true)) {
+      throw store::ConnectionLost("connection to store server lost during multiGet (test)");
+    }
+    return ForwardingStore::multiGet(k, t);
+  }
+  std::string describe() const override { return "loses one read (memory)"; }
+};
+
+}  // namespace
+
+// The torch drill with store kills (seed 3753302058): a spare waiting at the
+// completion barrier in 10 ms slices had a read lost with its connection;
+// ConnectionLost ended its wait, its function failed, and the store's loss
+// restarted the job. A slice whose connection went is a slice the store did
+// not answer: the wait goes on.
+TEST_CASE("a barrier slice whose connection was lost is one without an answer",
+          "[restart][loop][store-restart]") {
+  LosesOneRead s;
+  const restart::protocol::JobKeys keys("job");
+  restart::protocol::markTerminated(s, keys, 1, "dead");
+  restart::JobBarrierOptions o;
+  o.initialRank = 0;
+  o.worldSize = 2;
+  o.chunk = milliseconds(10);
+  o.storeSilence = milliseconds(5000);
+  restart::JobBarrier b(s, keys, o);
+  CHECK_NOTHROW(b.wait("completion", 3, milliseconds(5000), {}));
+  CHECK(s.lost);
 }
