@@ -5,7 +5,8 @@
 // The wait proceeds in chunks; between chunks the terminated set is read
 // again, the rank shows progress to its monitor (waiting for others is not
 // hanging: a frozen rank shows none) and an interruption check may end the
-// wait. A store that gives no answer for `storeSilence` ends it with
+// wait. A slice whose connection was lost (a store restart) is one without
+// an answer. A store that gives no answer for `storeSilence` ends it with
 // StoreUnavailable, whatever the wait's own timeout (a spare's is a year).
 #pragma once
 
